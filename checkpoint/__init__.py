@@ -1,0 +1,1 @@
+"""Checkpoint model: pure parsers, file access, derived facts."""

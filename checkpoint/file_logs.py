@@ -1,0 +1,67 @@
+"""File-source logs (``sources/<i>/N``) and the file-sink log (``_spark_metadata/N``), with compaction."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from .errors import MalformedFileError
+from .textlog import decode_lines, int_field, parse_json_object, parse_version
+
+MAX_VERSION = 1
+COMPACT_SUFFIX = ".compact"
+
+
+@dataclass(frozen=True)
+class FileLogEntry:
+    """One line: a file the source saw or the sink wrote; ``raw`` is the line exactly as read."""
+
+    raw: str
+    fields: Mapping[str, Any]
+    path: str
+    batch_id: int | None
+
+    @property
+    def action(self) -> str:
+        """``add`` or ``delete`` (sink logs); sources only add."""
+        return str(self.fields.get("action", "add"))
+
+
+@dataclass(frozen=True)
+class FileLog:
+    """One log file: ``N`` or ``N.compact``."""
+
+    version: int
+    entries: tuple[FileLogEntry, ...]
+
+
+def log_file_batch(name: str) -> tuple[int, bool] | None:
+    """``("12", "12.compact")`` -> (12, compact?); None for anything else."""
+    base = name[: -len(COMPACT_SUFFIX)] if name.endswith(COMPACT_SUFFIX) else name
+    return (int(base), base != name) if base.isdigit() else None
+
+
+def parse_file_log(data: bytes, path: str) -> FileLog:
+    """Parse a file-source or file-sink log file."""
+    lines = decode_lines(data, path)
+    if not lines:
+        raise MalformedFileError(
+            "file is empty: expected a version line and one JSON line per file",
+            path=path,
+            hint="an empty log file is left by a crash while writing",
+        )
+    version = parse_version(lines[0], path, MAX_VERSION, "file log")
+    entries = []
+    for number, line in enumerate(lines[1:], start=2):
+        obj = parse_json_object(line, path, number, "a file entry")
+        file_path = obj.get("path")
+        if not isinstance(file_path, str):
+            raise MalformedFileError(
+                'expected a "path" string in the file entry', path=path, line=number, hint="the log was edited by hand"
+            )
+        entries.append(FileLogEntry(line, obj, file_path, int_field(obj, "batchId", path, number)))
+    return FileLog(version, tuple(entries))
+
+
+def serialize_file_log(log: FileLog) -> bytes:
+    """Write a log file as Spark does: the version line, then each entry's line as read."""
+    return "\n".join([f"v{log.version}", *(e.raw for e in log.entries)]).encode("utf-8")

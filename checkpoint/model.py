@@ -1,0 +1,255 @@
+"""A checkpoint as Spark sees it on restart: files read lazily, parsed once, facts derived.
+
+All I/O goes through one :class:`~wmcheck.checkpoint.fs.FileSystem`; parsing is done by the
+pure parsers. Derived facts follow ``MicroBatchExecution.populateStartOffsets``.
+"""
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Callable, Mapping, TypeVar
+
+from .commits import CommitEntry, parse_commit
+from .errors import CheckpointError, MissingFileError, NotACheckpointError
+from .file_logs import FileLog, log_file_batch, parse_file_log
+from .fs import FileInfo, FileSystem, open_fs, require_dir
+from .offsets import OffsetSeq, parse_offsets
+from .query_metadata import QueryMetadata, parse_query_metadata
+from .state_files import StateLayout, StorePartition, scan_state
+
+T = TypeVar("T")
+
+OFFSETS, COMMITS, SOURCES, STATE = "offsets", "commits", "sources", "state"
+WATERMARK_POLICY = "spark.sql.streaming.multipleWatermarkPolicy"
+PINNED_CONFS = {
+    "shuffle_partitions": "spark.sql.shuffle.partitions",
+    "state_provider": "spark.sql.streaming.stateStore.providerClass",
+    "watermark_policy": WATERMARK_POLICY,
+    "aggregation_state_format": "spark.sql.streaming.aggregation.stateFormatVersion",
+    "join_state_format": "spark.sql.streaming.join.stateFormatVersion",
+    "flatmapgroups_state_format": "spark.sql.streaming.flatMapGroupsWithState.stateFormatVersion",
+    "checkpoint_format": "spark.sql.streaming.stateStore.checkpointFormatVersion",
+    "rocksdb_format": "spark.sql.streaming.stateStore.rocksdb.formatVersion",
+    "compression_codec": "spark.sql.streaming.stateStore.compression.codec",
+    "encoding_format": "spark.sql.streaming.stateStore.encodingFormat",
+}
+
+
+@dataclass(frozen=True)
+class Operator:
+    """A stateful operator: what its metadata says, joined with what ``state/`` holds."""
+
+    operator_id: int
+    name: str | None
+    stores: tuple[str, ...]
+    num_partitions: int | None
+    partitions: tuple[StorePartition, ...]
+    metadata: object | None  # the parsed operator metadata file, when there is one
+
+
+def batch_ids(listing: list[FileInfo]) -> list[int]:
+    """Batch ids of a metadata log listing (files named by a bare number), sorted."""
+    return sorted(int(i.name) for i in listing if not i.is_dir and i.name.isdigit())
+
+
+class Checkpoint:
+    """A checkpoint directory on any :class:`FileSystem`."""
+
+    def __init__(self, fs: FileSystem) -> None:
+        self.fs = fs
+        self._cache: dict[str, object] = {}
+        self._raw: dict[str, bytes] = {}
+
+    @classmethod
+    def open(cls, location: str, fs_options: Mapping[str, str] | None = None) -> "Checkpoint":
+        """Open ``location``; fail clearly when it is not a checkpoint at all."""
+        ckpt = cls(open_fs(location, fs_options))
+        require_dir(ckpt.fs)
+        names = {i.name for i in ckpt.fs.list_dir("")}
+        if not names & {OFFSETS, COMMITS, "metadata"}:
+            raise NotACheckpointError(
+                f"not a Structured Streaming checkpoint: no offsets/, commits/ or metadata in {ckpt.location}",
+                hint="pass the directory given as checkpointLocation (it holds offsets/ and commits/)",
+            )
+        return ckpt
+
+    @property
+    def location(self) -> str:
+        return self.fs.uri()
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def preload(self, paths: list[str]) -> None:
+        """Read many files at once (a thread pool on remote stores); parse lazily later."""
+        missing = [p for p in paths if p not in self._cache and p not in self._raw]
+        self._raw.update(self.fs.read_many(missing))
+
+    def read(self, path: str) -> bytes:
+        """Raw bytes of a file (preloaded ones come from memory)."""
+        return self._raw.pop(path) if path in self._raw else self.fs.read(path)
+
+    def parse(self, path: str, parser: Callable[[bytes, str], T]) -> T:
+        """Read and parse ``path`` once; later calls return the same object."""
+        if path not in self._cache:
+            self._cache[path] = parser(self.read(path), path)
+        return self._cache[path]  # type: ignore[return-value]
+
+    @cached_property
+    def offset_ids(self) -> list[int]:
+        return batch_ids(self.fs.list_dir(OFFSETS))
+
+    @cached_property
+    def commit_ids(self) -> list[int]:
+        return batch_ids(self.fs.list_dir(COMMITS))
+
+    def offsets(self, batch: int) -> OffsetSeq:
+        return self.parse(f"{OFFSETS}/{batch}", parse_offsets)
+
+    def commit(self, batch: int) -> CommitEntry:
+        return self.parse(f"{COMMITS}/{batch}", parse_commit)
+
+    def load_batches(self, ids: list[int]) -> None:
+        """Preload the offsets and commits of ``ids`` (one round of reads on remote stores)."""
+        commits = set(self.commit_ids)
+        offsets = set(self.offset_ids)
+        self.preload([f"{OFFSETS}/{b}" for b in ids if b in offsets] + [f"{COMMITS}/{b}" for b in ids if b in commits])
+
+    @cached_property
+    def query_metadata(self) -> QueryMetadata | None:
+        """The root ``metadata`` file, None when absent."""
+        if self.fs.info("metadata") is None:
+            return None
+        return self.parse("metadata", parse_query_metadata)
+
+    @cached_property
+    def state_layout(self) -> StateLayout:
+        return scan_state(self.fs.walk(STATE))
+
+    @cached_property
+    def source_dirs(self) -> list[int]:
+        """Source ids that have a file-source log under ``sources/``."""
+        return sorted(int(i.name) for i in self.fs.list_dir(SOURCES) if i.is_dir and i.name.isdigit())
+
+    def source_log_files(self, source: int) -> dict[int, str]:
+        """Batch id -> file name (``N`` or ``N.compact``) of ``sources/<source>/``."""
+        out = {}
+        for info in self.fs.list_dir(f"{SOURCES}/{source}"):
+            parsed = log_file_batch(info.name)
+            if parsed and not info.is_dir:
+                out[parsed[0]] = info.path
+        return dict(sorted(out.items()))
+
+    def source_log(self, path: str) -> FileLog:
+        return self.parse(path, parse_file_log)
+
+    # -- derived facts -------------------------------------------------------------------------
+
+    @property
+    def last_batch(self) -> int | None:
+        return self.offset_ids[-1] if self.offset_ids else None
+
+    @property
+    def last_committed_batch(self) -> int | None:
+        return self.commit_ids[-1] if self.commit_ids else None
+
+    @property
+    def pending_batch(self) -> int | None:
+        """The planned but uncommitted batch Spark re-runs on restart, if any."""
+        last, done = self.last_batch, self.last_committed_batch
+        return last if last is not None and (done is None or last > done) else None
+
+    @property
+    def next_batch(self) -> int:
+        """The batch id the next run executes first."""
+        pending = self.pending_batch
+        if pending is not None:
+            return pending
+        return 0 if self.last_batch is None else self.last_batch + 1
+
+    @property
+    def next_state_version(self) -> int:
+        """The state version the next batch loads: last committed batch + 1 (0 when none)."""
+        done = self.last_committed_batch
+        return 0 if done is None else done + 1
+
+    @property
+    def latest_metadata(self):
+        """The metadata of the last offsets file (None when absent or blank)."""
+        return self.offsets(self.last_batch).metadata if self.last_batch is not None else None
+
+    @property
+    def conf(self) -> Mapping[str, str]:
+        """The conf pinned in the last offsets file."""
+        meta = self.latest_metadata
+        return meta.conf if meta else {}
+
+    @property
+    def watermark_ms(self) -> int:
+        """The watermark the next batch uses, as Spark computes it on restart."""
+        last = self.last_batch
+        if last is None:
+            return 0
+        meta = self.offsets(last).metadata
+        watermark = meta.batch_watermark_ms if meta else 0
+        if last in self.commit_ids:
+            watermark = max(watermark, self.commit(last).next_batch_watermark_ms or 0)
+        return watermark
+
+    @cached_property
+    def _unique_ids(self) -> dict[tuple[int, int, int], dict[int, str]]:
+        out: dict[tuple[int, int, int], dict[int, str]] = {}
+        self.load_batches(self.commit_ids)
+        for batch in self.commit_ids:
+            for op, parts in (self.commit(batch).state_unique_ids or {}).items():
+                for part, ids in enumerate(parts):
+                    for store, uid in enumerate(ids):
+                        out.setdefault((int(op), part, store), {})[batch + 1] = uid
+        return out
+
+    def unique_ids_for(self, operator_id: int, partition: int, store_index: int) -> dict[int, str]:
+        """Checkpoint format v2: state version -> unique id (``commits/V-1`` names version V's files)."""
+        return self._unique_ids.get((operator_id, partition, store_index), {})
+
+    @cached_property
+    def operators(self) -> list[Operator]:
+        """Stateful operators from ``state/<op>/_metadata`` and the state files present."""
+        out = []
+        for op in self.state_layout.operators:
+            meta = self._operator_metadata(op.metadata_files)
+            stores = tuple(s.store_name for s in meta.stores) if meta else tuple(op.stores)
+            nums = {s.num_partitions for s in meta.stores} if meta else set()
+            out.append(
+                Operator(
+                    op.operator_id,
+                    meta.operator_name if meta else None,
+                    stores or tuple(op.stores),
+                    nums.pop() if len(nums) == 1 else (len(op.partition_ids) or None),
+                    op.partitions,
+                    meta,
+                )
+            )
+        return out
+
+    def _operator_metadata(self, files: tuple[FileInfo, ...]):
+        """The newest operator metadata: ``_metadata/v2/<batch>`` if any, else ``_metadata/metadata``."""
+        v2 = sorted(
+            (f for f in files if posixpath.basename(posixpath.dirname(f.path)) == "v2" and f.name.isdigit()),
+            key=lambda f: int(f.name),
+        )
+        chosen = v2[-1] if v2 else next((f for f in files if f.name == "metadata"), None)
+        from .operator_metadata import parse_operator_metadata
+
+        return self.parse(chosen.path, parse_operator_metadata) if chosen else None
+
+    def gaps(self, ids: list[int]) -> list[tuple[int, int]]:
+        """Missing id ranges (inclusive) between the first and last id present."""
+        return [(a + 1, b - 1) for a, b in zip(ids, ids[1:]) if b - a > 1]
+
+
+def open_checkpoint(location: str, fs_options: Mapping[str, str] | None = None) -> Checkpoint:
+    """Open a checkpoint by path or URI (the library's entry point)."""
+    return Checkpoint.open(location, fs_options)
+
+
+__all__ = ["Checkpoint", "Operator", "open_checkpoint", "CheckpointError", "MissingFileError", "PINNED_CONFS"]

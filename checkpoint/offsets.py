@@ -1,0 +1,94 @@
+"""``offsets/N``: the batch plan (Spark's ``OffsetSeqLog``), versions v1 and v2."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from .errors import MalformedFileError
+from .source_offsets import SourceOffset
+from .textlog import decode_lines, dump_json, int_field, parse_json_object, parse_version
+
+MAX_VERSION = 2
+VOID_OFFSET = "-"
+
+
+@dataclass(frozen=True)
+class BatchMetadata:
+    """The metadata line: watermark, timestamp, pinned conf; ``fields`` keeps every key as read."""
+
+    fields: Mapping[str, Any]
+    batch_watermark_ms: int
+    batch_timestamp_ms: int
+    conf: Mapping[str, str]
+
+    def with_watermark(self, watermark_ms: int) -> "BatchMetadata":
+        """The same metadata with ``batchWatermarkMs`` replaced (key order kept)."""
+        return dataclasses.replace(
+            self, fields={**self.fields, "batchWatermarkMs": watermark_ms}, batch_watermark_ms=watermark_ms
+        )
+
+
+@dataclass(frozen=True)
+class OffsetSeq:
+    """One ``offsets/N`` file: its version, metadata (None when blank or missing) and source offsets."""
+
+    version: int
+    metadata: BatchMetadata | None
+    sources: tuple[SourceOffset, ...]
+
+
+def _parse_metadata(text: str, path: str) -> BatchMetadata:
+    obj = parse_json_object(text, path, 2, "the batch metadata")
+    conf = obj.get("conf", {})
+    if not isinstance(conf, dict):
+        raise MalformedFileError(
+            "expected conf to be a JSON object", path=path, line=2, hint="the file was edited by hand"
+        )
+    return BatchMetadata(
+        fields=obj,
+        batch_watermark_ms=int_field(obj, "batchWatermarkMs", path, 2, 0),
+        batch_timestamp_ms=int_field(obj, "batchTimestampMs", path, 2, 0),
+        conf={str(k): v if isinstance(v, str) else dump_json(v) for k, v in conf.items()},
+    )
+
+
+def _parse_v2_source(line: str, path: str, number: int) -> SourceOffset:
+    source_id, sep, raw = line.partition(":")
+    if not sep:
+        raise MalformedFileError(
+            f"expected sourceId:offset, found {line[:60]!r}",
+            path=path,
+            line=number,
+            hint="v2 offsets files hold one 'sourceId:offset' line per source",
+        )
+    return SourceOffset(source_id, None if raw == VOID_OFFSET else raw)
+
+
+def parse_offsets(data: bytes, path: str) -> OffsetSeq:
+    """Parse an ``offsets/N`` file."""
+    lines = decode_lines(data, path)
+    if not lines:
+        raise MalformedFileError(
+            "file is empty: expected a version line, the batch metadata and the source offsets",
+            path=path,
+            hint="an empty offsets file is left by a crash while writing; delete it if it is the last batch",
+        )
+    version = parse_version(lines[0], path, MAX_VERSION, "offsets log")
+    meta_text = lines[1].strip() if len(lines) > 1 else ""
+    metadata = _parse_metadata(meta_text, path) if meta_text else None
+    rest = lines[2:]
+    if version == 2:
+        sources = tuple(_parse_v2_source(line, path, i) for i, line in enumerate(rest, start=3))
+    else:
+        sources = tuple(SourceOffset(str(i), None if line == VOID_OFFSET else line) for i, line in enumerate(rest))
+    return OffsetSeq(version, metadata, sources)
+
+
+def serialize_offsets(seq: OffsetSeq) -> bytes:
+    """Write an offsets file exactly as Spark does (no trailing newline)."""
+    lines = [f"v{seq.version}", dump_json(dict(seq.metadata.fields)) if seq.metadata else ""]
+    for src in seq.sources:
+        raw = VOID_OFFSET if src.raw is None else src.raw
+        lines.append(f"{src.source_id}:{raw}" if seq.version == 2 else raw)
+    return "\n".join(lines).encode("utf-8")

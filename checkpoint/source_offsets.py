@@ -1,0 +1,78 @@
+"""Source offsets as recorded in ``offsets/N``, recognised by shape and kept exactly as read."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+DELTA_KEYS = frozenset({"sourceVersion", "reservoirVersion", "index"})
+
+
+@dataclass(frozen=True)
+class SourceOffset:
+    """One source's end offset for a batch; ``raw`` is None for Spark's ``-`` (no offset yet)."""
+
+    source_id: str
+    raw: str | None
+
+    @cached_property
+    def value(self) -> Any:
+        """The offset as JSON, or None when it is not JSON (kept raw)."""
+        if self.raw is None:
+            return None
+        try:
+            return json.loads(self.raw)
+        except ValueError:
+            return None
+
+    @cached_property
+    def kind(self) -> str:
+        """``file``, ``kafka``, ``delta``, ``long`` (rate, socket, memory, legacy file), ``none`` or ``unknown``."""
+        value = self.value
+        if self.raw is None:
+            return "none"
+        if isinstance(value, int) and not isinstance(value, bool):
+            return "long"
+        if not isinstance(value, dict):
+            return "unknown"
+        if set(value) == {"logOffset"} and isinstance(value["logOffset"], int):
+            return "file"
+        if DELTA_KEYS <= set(value):
+            return "delta"
+        if value and all(
+            isinstance(parts, dict) and parts and all(isinstance(o, int) and k.lstrip("-").isdigit() for k, o in parts.items())
+            for parts in value.values()
+        ):
+            return "kafka"
+        return "unknown"
+
+    @property
+    def log_offset(self) -> int | None:
+        """The file-source log batch this offset points at (also for the legacy bare long)."""
+        if self.kind == "file":
+            return self.value["logOffset"]
+        if self.kind == "long":
+            return self.value
+        return None
+
+    @property
+    def kafka_offsets(self) -> dict[str, dict[int, int]] | None:
+        """``{topic: {partition: offset}}`` for a Kafka offset."""
+        if self.kind != "kafka":
+            return None
+        return {topic: {int(p): o for p, o in parts.items()} for topic, parts in self.value.items()}
+
+    def summary(self) -> str:
+        """A short human description of the offset."""
+        if self.kind == "file":
+            return f"file log batch {self.log_offset}"
+        if self.kind == "kafka":
+            return ", ".join(
+                f"{topic}[{p}]={o}" for topic, parts in sorted(self.kafka_offsets.items()) for p, o in sorted(parts.items())
+            )
+        if self.kind == "delta":
+            return f"delta version {self.value['reservoirVersion']} index {self.value['index']}"
+        if self.kind == "none":
+            return "-"
+        return self.raw if len(self.raw) <= 60 else self.raw[:57] + "..."

@@ -1,0 +1,182 @@
+"""The state store layout under ``state/``, built from a file listing (no I/O here).
+
+``state/<op>/<partition>/[<store>/]`` holds, per version ``V``: HDFS ``V.delta`` and
+``V.snapshot``; RocksDB ``V.zip`` and ``V.changelog`` with shared ``SSTs/*.sst``; checkpoint
+format v2 the same names with a unique id, ``V_<uuid>.zip``. Batch N reads version N and
+writes version N+1; version 0 is the empty state.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from .fs import FileInfo
+
+DEFAULT_STORE = "default"
+STATE_FILE = re.compile(r"^(\d+)(?:_([0-9A-Za-z-]+))?\.(delta|snapshot|zip|changelog)$")
+BASE_KINDS = frozenset({"snapshot", "zip"})
+INCREMENT_KINDS = frozenset({"delta", "changelog"})
+
+
+@dataclass(frozen=True)
+class StateFile:
+    """One versioned state file."""
+
+    path: str
+    version: int
+    kind: str  # delta | snapshot | zip | changelog
+    unique_id: str | None
+    size: int
+    mtime_ms: int
+
+
+@dataclass(frozen=True)
+class StorePartition:
+    """The files of one store in one partition."""
+
+    operator_id: int
+    partition: int
+    store: str
+    directory: str
+    files: tuple[StateFile, ...]
+    sst_files: tuple[FileInfo, ...] = ()
+    other_files: tuple[FileInfo, ...] = ()
+
+    @property
+    def versions(self) -> list[int]:
+        return sorted({f.version for f in self.files})
+
+    @property
+    def bytes(self) -> int:
+        return sum(f.size for f in self.files) + sum(f.size for f in self.sst_files)
+
+    def count(self, kind: str) -> int:
+        return sum(1 for f in self.files if f.kind == kind)
+
+    def can_load(self, version: int, unique_ids: dict[int, str] | None = None) -> bool:
+        """Whether ``version`` can be rebuilt: a full copy at or before it, then every increment after.
+
+        ``unique_ids`` (version -> id, checkpoint format v2) restricts each version to its file.
+        """
+        if version == 0:
+            return True
+        by_version: dict[int, set[str]] = {}
+        for f in self.files:
+            if unique_ids is None or f.unique_id is None or unique_ids.get(f.version) in (None, f.unique_id):
+                by_version.setdefault(f.version, set()).add(f.kind)
+        v = version
+        while v > 0:
+            kinds = by_version.get(v, set())
+            if kinds & BASE_KINDS:
+                return True
+            if not kinds & INCREMENT_KINDS:
+                return False
+            v -= 1
+        return True
+
+    def oldest_loadable(self, up_to: int) -> int | None:
+        """The smallest version ≤ ``up_to`` that can be rebuilt from the files present."""
+        for v in range(0, up_to + 1):
+            if self.can_load(v):
+                return v
+        return None
+
+
+@dataclass(frozen=True)
+class OperatorFiles:
+    """Everything under ``state/<op>/``."""
+
+    operator_id: int
+    partitions: tuple[StorePartition, ...]
+    metadata_files: tuple[FileInfo, ...] = ()
+    schema_files: tuple[FileInfo, ...] = ()
+
+    @property
+    def stores(self) -> list[str]:
+        return sorted({p.store for p in self.partitions}, key=lambda s: (s != DEFAULT_STORE, s))
+
+    @property
+    def partition_ids(self) -> list[int]:
+        return sorted({p.partition for p in self.partitions})
+
+
+@dataclass(frozen=True)
+class StateLayout:
+    """All operators, plus files that match no known pattern."""
+
+    operators: tuple[OperatorFiles, ...]
+    temp_files: tuple[FileInfo, ...] = ()
+    crc_files: tuple[FileInfo, ...] = field(default=())
+    unknown_files: tuple[FileInfo, ...] = ()
+
+
+def is_temp(name: str) -> bool:
+    """Leftovers of an interrupted atomic write (``.name.<uuid>.tmp``, ``.tmp`` in general)."""
+    return name.endswith(".tmp") or ".tmp." in name
+
+
+def is_crc(name: str) -> bool:
+    """A checksum sidecar: Hadoop's ``.name.crc`` or Spark's ``name.crc``."""
+    return name.endswith(".crc")
+
+
+def scan_state(files: Iterable[FileInfo], prefix: str = "state") -> StateLayout:
+    """Classify a recursive listing of ``state/`` (paths relative to the checkpoint)."""
+    groups: dict[tuple[int, int, str], dict[str, list]] = {}
+    op_meta: dict[int, list[FileInfo]] = {}
+    op_schema: dict[int, list[FileInfo]] = {}
+    temp, crc, unknown = [], [], []
+    for info in files:
+        parts = info.path.split("/")
+        if parts[0] == prefix:
+            parts = parts[1:]
+        name = parts[-1]
+        if is_temp(name):
+            temp.append(info)
+            continue
+        if is_crc(name):
+            crc.append(info)
+            continue
+        if not parts or not parts[0].isdigit() or len(parts) < 3:
+            unknown.append(info)
+            continue
+        op = int(parts[0])
+        if parts[1] == "_metadata":
+            op_meta.setdefault(op, []).append(info)
+            continue
+        if parts[1] == "_stateSchema":
+            op_schema.setdefault(op, []).append(info)
+            continue
+        if not parts[1].isdigit():
+            unknown.append(info)
+            continue
+        partition = int(parts[1])
+        rest = parts[2:]
+        store = DEFAULT_STORE
+        if len(rest) >= 2 and rest[0] not in ("SSTs", "_metadata"):
+            store, rest = rest[0], rest[1:]
+        directory = "/".join([prefix, *parts[: len(parts) - len(rest)]])
+        bucket = groups.setdefault((op, partition, store), {"files": [], "sst": [], "other": [], "dir": [directory]})
+        match = STATE_FILE.match(rest[-1]) if len(rest) == 1 else None
+        if match:
+            bucket["files"].append(
+                StateFile(info.path, int(match[1]), match[3], match[2], info.size, info.mtime_ms)
+            )
+        elif rest[0] == "SSTs":
+            bucket["sst"].append(info)
+        else:
+            bucket["other"].append(info)
+    operators = []
+    for op in sorted({k[0] for k in groups} | set(op_meta) | set(op_schema)):
+        parts_ = tuple(
+            StorePartition(
+                op, part, store, b["dir"][0],
+                tuple(sorted(b["files"], key=lambda f: (f.version, f.kind))),
+                tuple(b["sst"]), tuple(b["other"]),
+            )
+            for (o, part, store), b in sorted(groups.items())
+            if o == op
+        )
+        operators.append(OperatorFiles(op, parts_, tuple(op_meta.get(op, ())), tuple(op_schema.get(op, ()))))
+    return StateLayout(tuple(operators), tuple(temp), tuple(crc), tuple(unknown))

@@ -1,0 +1,152 @@
+"""What ``wmcheck show`` and ``wmcheck batches`` report, as plain data (the Python API behind them)."""
+from __future__ import annotations
+
+from datetime import timezone, tzinfo
+from typing import Any
+
+from .model import PINNED_CONFS, Checkpoint, Operator
+from .state_files import StorePartition
+from .timeutil import format_ms
+
+REPAIR_JOURNAL = "_wmcheck/journal.json"
+
+
+def operator_summary(ckpt: Checkpoint, op: Operator) -> dict[str, Any]:
+    """One stateful operator: stores, partitions, versions and bytes on disk, loadability of the next version."""
+    version = ckpt.next_state_version
+    versions = sorted({v for p in op.partitions for v in p.versions})
+    unloadable = sorted(f"{p.store}/{p.partition}" for p in op.partitions if not loadable(ckpt, op, p, version))
+    return {
+        "operator_id": op.operator_id,
+        "name": op.name,
+        "stores": list(op.stores),
+        "num_partitions": op.num_partitions,
+        "partitions_on_disk": len({p.partition for p in op.partitions}),
+        "min_version": versions[0] if versions else None,
+        "max_version": versions[-1] if versions else None,
+        "bytes": sum(p.bytes for p in op.partitions),
+        "snapshots": sum(p.count("snapshot") for p in op.partitions),
+        "deltas": sum(p.count("delta") for p in op.partitions),
+        "zips": sum(p.count("zip") for p in op.partitions),
+        "changelogs": sum(p.count("changelog") for p in op.partitions),
+        "next_version": version,
+        "next_version_loadable": not unloadable,
+        "unloadable": unloadable,
+    }
+
+
+def loadable(ckpt: Checkpoint, op: Operator, part: StorePartition, version: int) -> bool:
+    """Whether ``version`` of one store partition can be rebuilt (by unique id for checkpoint format v2)."""
+    ids = None
+    if any(f.unique_id for f in part.files):
+        index = op.stores.index(part.store) if part.store in op.stores else 0
+        ids = ckpt.unique_ids_for(op.operator_id, part.partition, index) or None
+    return part.can_load(version, ids)
+
+
+def source_summaries(ckpt: Checkpoint) -> list[dict[str, Any]]:
+    """Each source of the last batch: its kind and latest offset."""
+    last = ckpt.last_batch
+    if last is None:
+        return []
+    file_sources = set(ckpt.source_dirs)
+    out = []
+    for src in ckpt.offsets(last).sources:
+        kind = src.kind
+        if kind == "long" and src.source_id.isdigit() and int(src.source_id) in file_sources:
+            kind = "file"
+        out.append({"source_id": src.source_id, "kind": kind, "offset": src.raw, "summary": src.summary()})
+    return out
+
+
+def warnings(ckpt: Checkpoint) -> list[str]:
+    """Cheap signs of trouble worth showing on every ``show``."""
+    out = []
+    if ckpt.fs.exists(REPAIR_JOURNAL):
+        out.append("an interrupted wmcheck repair was found: run 'wmcheck undo' or re-run the same command to finish it")
+    if ckpt.query_metadata is None:
+        out.append("metadata is missing: Spark will treat the restart as a new query id")
+    for name, ids in (("offsets", ckpt.offset_ids), ("commits", ckpt.commit_ids)):
+        for lo, hi in ckpt.gaps(ids):
+            out.append(f"{name}/ has a gap: batch {lo}" + (f"..{hi}" if hi > lo else "") + " missing")
+    last, done = ckpt.last_batch, ckpt.last_committed_batch
+    if last is not None and done is not None and done > last:
+        out.append(f"commits/{done} has no offsets file (last offsets file is {last})")
+    if last is not None and (done if done is not None else -1) < last - 1:
+        out.append(f"{last - (done if done is not None else -1)} batches past the last commit: Spark re-runs only the last one")
+    temps = ckpt.state_layout.temp_files
+    if temps:
+        out.append(f"{len(temps)} leftover temp file(s) under state/, e.g. {temps[0].path}")
+    for op in ckpt.operators:
+        summary = operator_summary(ckpt, op)
+        if not summary["next_version_loadable"]:
+            out.append(
+                f"state/{op.operator_id}: version {summary['next_version']} cannot be rebuilt in "
+                f"{', '.join(summary['unloadable'][:3])}{'...' if len(summary['unloadable']) > 3 else ''}"
+            )
+    return out
+
+
+def describe(ckpt: Checkpoint, tz: tzinfo = timezone.utc) -> dict[str, Any]:
+    """Everything ``wmcheck show`` prints, as one JSON-able object."""
+    meta = ckpt.latest_metadata
+    watermark = ckpt.watermark_ms
+    timestamp = meta.batch_timestamp_ms if meta else None
+    conf = ckpt.conf
+    return {
+        "query_id": ckpt.query_metadata.query_id if ckpt.query_metadata else None,
+        "location": ckpt.location,
+        "first_batch": ckpt.offset_ids[0] if ckpt.offset_ids else None,
+        "last_batch": ckpt.last_batch,
+        "last_committed_batch": ckpt.last_committed_batch,
+        "pending_batch": ckpt.pending_batch,
+        "next_batch": ckpt.next_batch,
+        "watermark_ms": watermark,
+        "watermark": format_ms(watermark, tz),
+        "batch_timestamp_ms": timestamp,
+        "batch_timestamp": format_ms(timestamp, tz),
+        "watermark_lag_ms": timestamp - watermark if timestamp is not None and watermark else None,
+        "conf": {key: conf.get(name) for key, name in PINNED_CONFS.items()},
+        "sources": source_summaries(ckpt),
+        "operators": [operator_summary(ckpt, op) for op in ckpt.operators],
+        "warnings": warnings(ckpt),
+    }
+
+
+def batch_range(ckpt: Checkpoint, last: int | None = None, start: int | None = None, end: int | None = None) -> list[int]:
+    """Batch ids present (offsets or commits) selected by ``--last K`` or ``--from N --to M``."""
+    ids = sorted(set(ckpt.offset_ids) | set(ckpt.commit_ids))
+    if start is not None:
+        ids = [b for b in ids if b >= start]
+    if end is not None:
+        ids = [b for b in ids if b <= end]
+    if last is not None:
+        ids = ids[-last:] if last > 0 else []
+    return ids
+
+
+def batch_rows(ckpt: Checkpoint, ids: list[int], tz: tzinfo = timezone.utc) -> list[dict[str, Any]]:
+    """One object per batch: watermarks, timestamp, lag and raw source offsets."""
+    ckpt.load_batches(ids)
+    offsets, commits = set(ckpt.offset_ids), set(ckpt.commit_ids)
+    rows = []
+    for batch in ids:
+        seq = ckpt.offsets(batch) if batch in offsets else None
+        meta = seq.metadata if seq else None
+        commit = ckpt.commit(batch) if batch in commits else None
+        wm = meta.batch_watermark_ms if meta else None
+        nxt = commit.next_batch_watermark_ms if commit else None
+        ts = meta.batch_timestamp_ms if meta else None
+        rows.append({
+            "batch": batch,
+            "committed": commit is not None,
+            "batch_watermark_ms": wm,
+            "next_batch_watermark_ms": nxt,
+            "watermark_advance_ms": nxt - wm if nxt is not None and wm is not None else None,
+            "batch_timestamp_ms": ts,
+            "lag_ms": ts - wm if ts is not None and wm else None,
+            "batch_watermark": format_ms(wm, tz),
+            "batch_timestamp": format_ms(ts, tz),
+            "sources": [s.raw for s in seq.sources] if seq else [],
+        })
+    return rows

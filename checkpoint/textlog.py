@@ -1,0 +1,94 @@
+"""Shared reading of Spark's text metadata logs: a ``vN`` header line, then JSON lines."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .errors import MalformedFileError, NewerVersionError
+
+
+def decode_lines(data: bytes, path: str) -> list[str]:
+    """UTF-8 text split as Scala's ``getLines`` does (``\\n`` or ``\\r\\n``, no final empty line)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise MalformedFileError(
+            f"not UTF-8 text ({exc.reason})",
+            path=path,
+            byte=exc.start,
+            hint="the file is binary or corrupt; restore it from a backup or rewind past this batch",
+        ) from None
+    if not text:
+        return []
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+def parse_version(line: str, path: str, max_version: int, what: str) -> int:
+    """Validate a ``vN`` header the way Spark's ``validateVersion`` does."""
+    text = line.strip()
+    shown = text if len(text) <= 40 else text[:40] + "..."
+    if text.startswith("v") and text[1:].isdigit() and int(text[1:]) > 0:
+        version = int(text[1:])
+        if version > max_version:
+            raise NewerVersionError(
+                f'line 1 is "{shown}": written by a newer Spark than wmcheck knows (up to v{max_version})',
+                path=path,
+                hint=f"upgrade wmcheck; this {what} format is not supported yet",
+            )
+        return version
+    raise MalformedFileError(
+        f'line 1 is "{shown}": expected a {what} version header like "v1"',
+        path=path,
+        line=1,
+        hint="the file is truncated or not a Spark metadata log file",
+    )
+
+
+def parse_json(text: str, path: str, line: int | None, what: str) -> Any:
+    """Parse one JSON value, pointing at the line on failure."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        shown = text if len(text) <= 60 else text[:60] + "..."
+        raise MalformedFileError(
+            f"expected {what} as JSON, found {shown!r} ({getattr(exc, 'msg', 'too deeply nested')})",
+            path=path,
+            line=line,
+            hint="the file is truncated or was edited by hand; restore it or rewind past this batch",
+        ) from None
+
+
+def parse_json_object(text: str, path: str, line: int | None, what: str) -> dict[str, Any]:
+    """Parse a JSON object (anything else is malformed)."""
+    value = parse_json(text, path, line, what)
+    if not isinstance(value, dict):
+        raise MalformedFileError(
+            f"expected {what} as a JSON object, found {type(value).__name__}",
+            path=path,
+            line=line,
+            hint="the file was not written by Spark or was edited by hand",
+        )
+    return value
+
+
+def int_field(obj: dict[str, Any], key: str, path: str, line: int | None, default: int | None = None) -> int | None:
+    """An integer field (Spark's longs), ``default`` when absent."""
+    if key not in obj:
+        return default
+    value = obj[key]
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise MalformedFileError(
+            f"expected {key} to be an integer, found {json.dumps(value)[:40]}",
+            path=path,
+            line=line,
+            hint="the file was edited by hand or written by an unknown tool",
+        )
+    return value
+
+
+def dump_json(value: Any) -> str:
+    """Compact JSON the way Spark's json4s writes it."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)

@@ -1,0 +1,1 @@
+"""The wmcheck command line."""

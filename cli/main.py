@@ -1,0 +1,85 @@
+"""The ``wmcheck`` command group: lazy subcommands and the one place errors become exit codes."""
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from wmcheck.checkpoint.errors import CheckpointError
+
+COMMANDS = {
+    "show": ("wmcheck.cli.show", "show", "Summarise a checkpoint: batches, watermark, sources, state."),
+    "batches": ("wmcheck.cli.batches", "batches", "One row per batch: watermark, timestamp, offsets."),
+    "check": ("wmcheck.cli.check", "check", "Validate checkpoints (for CI and before a restart)."),
+    "rewind": ("wmcheck.cli.repair", "rewind", "Roll a checkpoint back to an earlier batch (dry run by default)."),
+    "set-watermark": ("wmcheck.cli.repair", "set_watermark", "Set the watermark the next batch starts from."),
+    "undo": ("wmcheck.cli.repair", "undo", "Restore a checkpoint from a wmcheck backup."),
+    "backups": ("wmcheck.cli.repair", "backups", "List the backups wmcheck made of a checkpoint."),
+    "state": ("wmcheck.cli.state", "state", "State keys and their age against the watermark (needs pyspark)."),
+    "replay": ("wmcheck.cli.replay", "replay", "Rebuild and reprocess the input of recorded batches."),
+}
+EXIT_INPUT = 2
+
+
+class CliError(click.ClickException):
+    """A clear one-line error with exit code 2."""
+
+    exit_code = EXIT_INPUT
+
+    def format_message(self) -> str:
+        return self.message
+
+
+class WmcheckGroup(click.Group):
+    """Loads subcommands on first use and translates wmcheck errors in one place."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [name for name in COMMANDS if self._module_exists(name)]
+
+    @staticmethod
+    def _module_exists(name: str) -> bool:
+        return importlib.util.find_spec(COMMANDS[name][0]) is not None
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS or not self._module_exists(name):
+            return None
+        module, attr, _ = COMMANDS[name]
+        return getattr(importlib.import_module(module), attr)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, COMMANDS[name][2]) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except CheckpointError as exc:
+            if debug_requested():
+                raise
+            raise CliError(str(exc)) from None
+        except (click.ClickException, click.exceptions.Exit, click.Abort, KeyboardInterrupt):
+            raise
+        except Exception as exc:  # a bug: say so in one line, keep the traceback for --debug
+            if debug_requested():
+                raise
+            raise CliError(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug and report it)") from None
+
+
+def debug_requested() -> bool:
+    """``--debug`` anywhere on the command line (it may follow the subcommand)."""
+    return "--debug" in sys.argv[1:] or click.get_current_context(silent=True) is not None and bool(
+        click.get_current_context().find_root().meta.get("wmcheck.debug")
+    )
+
+
+@click.group(cls=WmcheckGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="wmcheck")
+def cli() -> None:
+    """Inspect, validate and safely repair Spark Structured Streaming checkpoints."""
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli(prog_name="wmcheck")

@@ -1,0 +1,40 @@
+"""Options every command shares, and the small helpers commands use to stay thin."""
+from __future__ import annotations
+
+from typing import Callable
+
+import click
+
+from wmcheck.checkpoint.errors import CheckpointError
+
+from .output import FORMATS
+
+
+def parse_pairs(values: tuple[str, ...], option: str) -> dict[str, str]:
+    """``key=value`` strings as a dict (for --fs-option, --conf, --option)."""
+    out = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise CheckpointError(f"{option} expects key=value, got {item!r}", hint=f"e.g. {option} endpoint_override=http://localhost:9000")
+        out[key.strip()] = value
+    return out
+
+
+def _set_debug(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
+    if value:
+        ctx.find_root().meta["wmcheck.debug"] = True
+    return value
+
+
+def common_options(formats: tuple[str, ...] = FORMATS) -> Callable:
+    """``--format``, ``--tz``, ``--fs-option`` and ``--debug``."""
+
+    def decorate(fn: Callable) -> Callable:
+        fn = click.option("--debug", is_flag=True, expose_value=False, is_eager=True, callback=_set_debug, help="Show tracebacks.")(fn)
+        fn = click.option("--fs-option", "fs_options", multiple=True, metavar="KEY=VALUE", help="pyarrow.fs option for remote checkpoints (repeatable).")(fn)
+        fn = click.option("--tz", default="UTC", show_default=True, help="Time zone for displayed times (IANA name or 'local').")(fn)
+        fn = click.option("--format", "fmt", type=click.Choice(formats), default="table", show_default=True, help="Output format.")(fn)
+        return fn
+
+    return decorate

@@ -1,0 +1,107 @@
+"""One output layer: commands hand rows or a document to an ``Output``; nothing else prints."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Any, Mapping, Sequence, TextIO
+
+import click
+
+FORMATS = ("table", "json", "csv")
+
+
+def cell(value: Any) -> str:
+    """A value as one table/CSV cell."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (list, tuple)):
+        return "; ".join(cell(v) for v in value)
+    if isinstance(value, dict):
+        return json.dumps(value, separators=(",", ":"))
+    return str(value)
+
+
+def flatten(doc: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    """Nested objects as ``a.b.c`` keys (lists of objects as ``a.0.b``)."""
+    out: list[tuple[str, Any]] = []
+    for key, value in doc.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out += flatten(value, name + ".")
+        elif isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value):
+            for i, item in enumerate(value):
+                out += flatten(item, f"{name}.{i}.")
+        else:
+            out.append((name, value))
+    return out
+
+
+class Output:
+    """Renders rows and documents in one format."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> None:
+        click.echo(text, file=self.stream)
+
+    def rows(self, rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None, title: str | None = None) -> None:
+        """A list of records with the same keys."""
+        raise NotImplementedError
+
+    def document(self, doc: Mapping[str, Any], fields: Sequence[tuple[str, Any]], tables: Sequence[tuple[str, Sequence[Mapping[str, Any]], Sequence[str]]]) -> None:
+        """One object: ``doc`` is the machine form; ``fields`` (label, text) and ``tables`` (title, rows, columns) the human form."""
+        raise NotImplementedError
+
+
+class JsonOutput(Output):
+    def rows(self, rows, columns=None, title=None):
+        self.write(json.dumps(list(rows), indent=2, ensure_ascii=False))
+
+    def document(self, doc, fields, tables):
+        self.write(json.dumps(doc, indent=2, ensure_ascii=False))
+
+
+class CsvOutput(Output):
+    def _csv(self, header: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(header)
+        writer.writerows([[cell(v) for v in row] for row in rows])
+        self.write(buf.getvalue().rstrip("\n"))
+
+    def rows(self, rows, columns=None, title=None):
+        columns = list(columns or (rows[0].keys() if rows else []))
+        self._csv(columns, [[row.get(c) for c in columns] for row in rows])
+
+    def document(self, doc, fields, tables):
+        self._csv(["field", "value"], [list(item) for item in flatten(doc)])
+
+
+class TableOutput(Output):
+    def _table(self, rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> str:
+        from tabulate import tabulate
+
+        return tabulate([[cell(r.get(c)) for c in columns] for r in rows], headers=list(columns), tablefmt="simple", disable_numparse=True)
+
+    def rows(self, rows, columns=None, title=None):
+        columns = list(columns or (rows[0].keys() if rows else []))
+        if title:
+            self.write(title)
+        self.write(self._table(rows, columns) if rows else "(none)")
+
+    def document(self, doc, fields, tables):
+        width = max((len(label) for label, _ in fields), default=0)
+        for label, text in fields:
+            self.write(f"{label + ':':<{width + 1}} {cell(text)}")
+        for title, rows, columns in tables:
+            self.write("")
+            self.rows(rows, columns, title=title)
+
+
+def make_output(fmt: str, stream: TextIO | None = None) -> Output:
+    """The ``Output`` for ``--format``."""
+    return {"table": TableOutput, "json": JsonOutput, "csv": CsvOutput}[fmt](stream)

@@ -1,0 +1,40 @@
+"""``wmcheck show``."""
+from __future__ import annotations
+
+import click
+
+from wmcheck.checkpoint.model import open_checkpoint
+from wmcheck.checkpoint.summary import describe
+from wmcheck.checkpoint.timeutil import format_duration, zone
+
+from .options import common_options, parse_pairs
+from .output import make_output
+
+OPERATOR_COLUMNS = ["operator_id", "name", "stores", "num_partitions", "min_version", "max_version", "bytes",
+                    "snapshots", "deltas", "zips", "changelogs", "next_version", "next_version_loadable"]
+
+
+@click.command()
+@click.argument("checkpoint")
+@common_options()
+def show(checkpoint: str, fmt: str, tz: str, fs_options: tuple[str, ...]) -> None:
+    """Summarise CHECKPOINT: batches, watermark, pinned conf, sources, state operators, warnings."""
+    doc = describe(open_checkpoint(checkpoint, parse_pairs(fs_options, "--fs-option")), zone(tz))
+    first, last = doc["first_batch"], doc["last_batch"]
+    fields = [
+        ("query id", doc["query_id"]),
+        ("location", doc["location"]),
+        ("batches", f"{first}..{last}" if last is not None else "none"),
+        ("last committed", doc["last_committed_batch"]),
+        ("pending batch", doc["pending_batch"] if doc["pending_batch"] is not None else "none"),
+        ("next batch", doc["next_batch"]),
+        ("watermark", f"{doc['watermark_ms']} ({doc['watermark']})"),
+        ("watermark lag", format_duration(doc["watermark_lag_ms"])),
+        *[(key.replace("_", " "), value) for key, value in doc["conf"].items() if value is not None],
+        *[("warning", w) for w in doc["warnings"]],
+    ]
+    tables = [
+        ("Sources", doc["sources"], ["source_id", "kind", "summary"]),
+        ("Stateful operators", doc["operators"], OPERATOR_COLUMNS),
+    ]
+    make_output(fmt).document(doc, fields, tables)

@@ -1,0 +1,1 @@
+"""Spark-backed features: the state reader and batch replay (need pyspark)."""
