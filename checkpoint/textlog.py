@@ -53,8 +53,9 @@ def parse_json(text: str, path: str, line: int | None, what: str) -> Any:
         return json.loads(text)
     except (ValueError, RecursionError) as exc:
         shown = text if len(text) <= 60 else text[:60] + "..."
+        reason = "too deeply nested" if isinstance(exc, RecursionError) else getattr(exc, "msg", str(exc))
         raise MalformedFileError(
-            f"expected {what} as JSON, found {shown!r} ({getattr(exc, 'msg', 'too deeply nested')})",
+            f"expected {what} as JSON, found {shown!r} ({reason})",
             path=path,
             line=line,
             hint="the file is truncated or was edited by hand; restore it or rewind past this batch",

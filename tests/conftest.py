@@ -1,0 +1,57 @@
+"""Shared test helpers: fixture and corpus locations, a CLI runner that forbids tracebacks."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "fixtures"
+CORPUS = ROOT.parent / "shared" / "spark-checkpoints"
+
+
+def fixture_names() -> list[str]:
+    """Every generated fixture (a directory with fixture.json)."""
+    return sorted(p.parent.name for p in FIXTURES.glob("*/fixture.json"))
+
+
+def fixture_facts(name: str) -> dict:
+    return json.loads((FIXTURES / name / "fixture.json").read_text())
+
+
+def fixture_checkpoint(name: str) -> Path:
+    return FIXTURES / name / "checkpoint"
+
+
+@pytest.fixture
+def corpus() -> Path:
+    if not CORPUS.is_dir():
+        pytest.skip("../shared/spark-checkpoints is not present")
+    return CORPUS
+
+
+@pytest.fixture
+def copy_fixture(tmp_path):
+    """Copy a fixture directory (checkpoint, input, output) to tmp_path and return the copy."""
+
+    def copy(name: str) -> Path:
+        dst = tmp_path / name
+        shutil.copytree(FIXTURES / name, dst)
+        return dst
+
+    return copy
+
+
+def run_cli(*args: str, exit_code: int = 0) -> Result:
+    """Run ``wmcheck`` in-process; assert the exit code and that no traceback escaped."""
+    from wmcheck.cli.main import cli
+
+    result = CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=True)
+    assert "Traceback" not in result.output, result.output
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise AssertionError(f"exception escaped: {result.exception!r}\n{result.output}")
+    assert result.exit_code == exit_code, f"exit {result.exit_code} != {exit_code}\n{result.output}"
+    return result
