@@ -55,3 +55,14 @@ def run_cli(*args: str, exit_code: int = 0) -> Result:
         raise AssertionError(f"exception escaped: {result.exception!r}\n{result.output}")
     assert result.exit_code == exit_code, f"exit {result.exit_code} != {exit_code}\n{result.output}"
     return result
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One real local Spark session for the whole test run."""
+    pytest.importorskip("pyspark")
+    from wmcheck.statestore.session import spark_session
+
+    session = spark_session(master="local[2]", conf={"spark.sql.shuffle.partitions": "3"})
+    yield session
+    session.stop()

@@ -1,0 +1,96 @@
+"""Starting Spark for wmcheck: checks first (pyspark, Java ≥ 17), quiet logs, one clear error."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from typing import Mapping
+
+from wmcheck.checkpoint.errors import SparkUnavailableError
+
+MIN_JAVA = 17
+QUIET_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.driver.extraJavaOptions": "-Dlog4j2.level=error",
+}
+
+
+def _java_binary() -> str | None:
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        candidate = os.path.join(home, "bin", "java")
+        return candidate if os.access(candidate, os.X_OK) else None
+    return shutil.which("java")
+
+
+def java_version() -> tuple[str | None, int | None]:
+    """(the java binary found, its major version), as pyspark would launch it."""
+    binary = _java_binary()
+    if binary is None:
+        return None, None
+    try:
+        text = subprocess.run([binary, "-version"], capture_output=True, text=True, timeout=30).stderr
+    except (OSError, subprocess.SubprocessError):
+        return binary, None
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', text)
+    if not match:
+        return binary, None
+    major = int(match[1])
+    return binary, int(match[2]) if major == 1 and match[2] else major
+
+
+def check_requirements() -> None:
+    """Fail with one line when pyspark or a suitable Java is missing."""
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        raise SparkUnavailableError(
+            "pyspark is not installed", hint="pip install 'wmcheck[spark]' (pyspark 4.0 or newer)"
+        ) from None
+    binary, major = java_version()
+    where = f" (JAVA_HOME={os.environ['JAVA_HOME']})" if os.environ.get("JAVA_HOME") else ""
+    if binary is None:
+        raise SparkUnavailableError(
+            f"no Java found{where}: Spark needs Java {MIN_JAVA} or newer",
+            hint="install one (e.g. apt-get install openjdk-17-jre-headless) and set JAVA_HOME or put java on PATH",
+        )
+    if major is None or major < MIN_JAVA:
+        found = f"Java {major}" if major else "a java that does not report its version"
+        raise SparkUnavailableError(
+            f"found {found} at {binary}{where}: Spark 4 needs Java {MIN_JAVA} or newer",
+            hint="install Java 17 or 21 and point JAVA_HOME at it",
+        )
+
+
+def spark_session(master: str | None = None, conf: Mapping[str, str] | None = None, remote: str | None = None, quiet: bool = True):
+    """Get or create a SparkSession (local[*] by default, or --master / --remote Spark Connect)."""
+    if remote is None:
+        check_requirements()
+    from pyspark.sql import SparkSession
+
+    if quiet and sys.stderr.isatty():
+        sys.stderr.write("wmcheck: starting Spark...\n")
+    builder = SparkSession.builder.appName("wmcheck")
+    if remote:
+        builder = builder.remote(remote)
+    else:
+        builder = builder.master(master or "local[*]")
+        for key, value in QUIET_CONF.items():
+            builder = builder.config(key, value)
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    try:
+        spark = builder.getOrCreate()
+    except Exception as exc:  # py4j/JVM start-up failures arrive as many exception types
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise SparkUnavailableError(f"Spark failed to start: {first}", hint="rerun with --debug for the full error") from None
+    if not remote:
+        spark.sparkContext.setLogLevel("ERROR")
+        # pyspark 4.1's state reader fails on HDFS-backed stores unless the streaming query
+        # manager (and with it the state store coordinator) exists: create it up front.
+        spark.streams  # noqa: B018
+    return spark
