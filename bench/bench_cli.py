@@ -1,0 +1,72 @@
+"""Benchmark ``wmcheck show`` and ``wmcheck batches`` against bare Python start-up, in one run.
+
+Usage: python bench/bench_cli.py [--fixture NAME] [--batches 10000] [--repeat 5]
+
+Builds a synthetic checkpoint of N batches from a fixture's real offsets and commit files (each
+batch's files are copies of real Spark files with the batch's watermark), then times whole
+commands as a user runs them (a new process each time) and prints the ratios to
+``python -c pass`` measured in the same run.
+"""
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def median_seconds(cmd: list[str], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def build_synthetic(source: Path, target: Path, batches: int) -> None:
+    """Offsets and commits 0..N-1 made from the source's last real offsets and commit files."""
+    last = max(int(p.name) for p in (source / "offsets").iterdir() if p.name.isdigit())
+    offsets = (source / "offsets" / str(last)).read_bytes()
+    commit = (source / "commits" / str(last)).read_bytes()
+    for sub in ("offsets", "commits"):
+        (target / sub).mkdir(parents=True)
+    shutil.copy(source / "metadata", target / "metadata")
+    for batch in range(batches):
+        (target / "offsets" / str(batch)).write_bytes(offsets)
+        (target / "commits" / str(batch)).write_bytes(commit)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--fixture", default="agg_window_hdfs")
+    parser.add_argument("--batches", type=int, default=10_000)
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    fixture = ROOT / "fixtures" / args.fixture / "checkpoint"
+    wmcheck = [sys.executable, "-m", "wmcheck.cli"]
+    with tempfile.TemporaryDirectory() as tmp:
+        synthetic = Path(tmp) / "ckpt"
+        build_synthetic(fixture, synthetic, args.batches)
+        base = median_seconds([sys.executable, "-c", "pass"], args.repeat)
+        rows = [
+            ("python -c pass", base),
+            (f"wmcheck show (fixture {args.fixture})", median_seconds(wmcheck + ["show", str(fixture)], args.repeat)),
+            (f"wmcheck show ({args.batches} batches)", median_seconds(wmcheck + ["show", str(synthetic)], args.repeat)),
+            (f"wmcheck batches --format json ({args.batches} batches)",
+             median_seconds(wmcheck + ["batches", str(synthetic), "--format", "json"], args.repeat)),
+            ("wmcheck --help", median_seconds(wmcheck + ["--help"], args.repeat)),
+        ]
+    print(f"{'command':<50} {'median s':>9} {'x python':>9}")
+    for name, seconds in rows:
+        print(f"{name:<50} {seconds:>9.3f} {seconds / base:>9.1f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,4 @@
+"""``python -m wmcheck.cli``."""
+from .main import main
+
+main()

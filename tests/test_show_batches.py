@@ -1,0 +1,142 @@
+"""``wmcheck show`` and ``wmcheck batches`` on every fixture, in every format, against fixture.json."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+
+from conftest import fixture_checkpoint, fixture_facts, fixture_names, run_cli
+
+FIXTURES = fixture_names()
+
+
+def show_json(name: str) -> dict:
+    return json.loads(run_cli("show", fixture_checkpoint(name), "--format", "json").stdout)
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_show_json_matches_spark(name):
+    facts = fixture_facts(name)
+    doc = show_json(name)
+    assert doc["last_batch"] == facts["last_batch"]
+    assert doc["last_committed_batch"] == facts["last_committed_batch"]
+    assert doc["pending_batch"] is None
+    assert doc["watermark_ms"] == facts["next_watermark_ms"]
+    assert doc["query_id"] == json.loads((fixture_checkpoint(name) / "metadata").read_text())["id"]
+    if facts.get("operators"):
+        got = [{k: op[k] for k in ("operator_id", "name", "stores", "num_partitions")} for op in doc["operators"]]
+        want = [{"operator_id": o["operator_id"], "name": o["operator_name"], "stores": o["stores"],
+                 "num_partitions": o["num_partitions"]} for o in facts["operators"]]
+        assert got == want
+    assert all(op["next_version_loadable"] for op in doc["operators"])
+    assert doc["warnings"] == []
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_batches_json_watermarks_match_progress_reports(name):
+    facts = fixture_facts(name)
+    rows = json.loads(run_cli("batches", fixture_checkpoint(name), "--format", "json").stdout)
+    by_batch = {r["batch"]: r for r in rows}
+    for batch in facts["batches"]:
+        if batch["batch"] in by_batch:
+            assert by_batch[batch["batch"]]["batch_watermark_ms"] == batch["watermark_ms"], batch["batch"]
+    assert rows[-1]["batch"] == facts["last_batch"]
+    assert rows[-1]["next_batch_watermark_ms"] == facts["next_watermark_ms"]
+    assert set(rows[0]) >= {"batch", "committed", "batch_watermark_ms", "next_batch_watermark_ms",
+                            "batch_timestamp_ms", "sources"}
+
+
+def test_show_table_and_csv():
+    name = "agg_window_hdfs"
+    facts = fixture_facts(name)
+    table = run_cli("show", fixture_checkpoint(name)).stdout
+    assert "batches:" in table and f"..{facts['last_batch']}" in table
+    assert f"watermark:      {facts['next_watermark_ms']} (" in table
+    assert "stateStoreSave" in table and "Stateful operators" in table
+    rows = dict(csv.reader(io.StringIO(run_cli("show", fixture_checkpoint(name), "--format", "csv").stdout)))
+    assert rows["watermark_ms"] == str(facts["next_watermark_ms"])
+    assert rows["operators.0.name"] == "stateStoreSave"
+    assert rows["last_batch"] == str(facts["last_batch"])
+
+
+def test_batches_table_csv_and_ranges():
+    name = "agg_window_hdfs"
+    facts = fixture_facts(name)
+    ckpt = fixture_checkpoint(name)
+    table = run_cli("batches", ckpt, "--last", "2").stdout.splitlines()
+    assert table[0].split()[:3] == ["batch", "committed", "watermark"]
+    assert [line.split()[0] for line in table[2:]] == [str(facts["last_batch"] - 1), str(facts["last_batch"])]
+    rows = list(csv.DictReader(io.StringIO(run_cli("batches", ckpt, "--from", "1", "--to", "2", "--format", "csv").stdout)))
+    assert [r["batch"] for r in rows] == ["1", "2"]
+    assert rows[0]["batch_watermark_ms"] == str(facts["batches"][1]["watermark_ms"])
+    assert rows[0]["committed"] == "yes"
+
+
+def test_tz_changes_displayed_times_only():
+    name = "agg_window_hdfs"
+    utc = show_json(name)
+    berlin = json.loads(run_cli("show", fixture_checkpoint(name), "--format", "json", "--tz", "Europe/Berlin").stdout)
+    assert berlin["watermark_ms"] == utc["watermark_ms"]
+    assert utc["watermark"].endswith("Z") and berlin["watermark"].endswith("+01:00")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["show", "/nonexistent/ckpt"], "Error: checkpoint not found: /nonexistent/ckpt"),
+        (["batches", "/nonexistent/ckpt"], "Error: checkpoint not found: /nonexistent/ckpt"),
+        (["show", "s3x://bucket/x"], "Error: unsupported URI scheme 's3x'"),
+        (["show", "--tz", "Mars/Base", "."], "Error: unknown time zone 'Mars/Base'"),
+        (["batches", ".", "--last", "2", "--from", "1"], "use either --last or --from/--to"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args, message):
+    result = run_cli(*args, exit_code=2)
+    assert message in result.output
+
+
+def test_not_a_checkpoint(tmp_path):
+    (tmp_path / "data.txt").write_text("x")
+    result = run_cli("show", tmp_path, exit_code=2)
+    assert "not a Structured Streaming checkpoint" in result.output and "hint:" in result.output
+
+
+def test_malformed_offsets_names_file_and_line(copy_fixture):
+    ckpt = copy_fixture("agg_window_hdfs") / "checkpoint"
+    last = fixture_facts("agg_window_hdfs")["last_batch"]
+    (ckpt / "offsets" / str(last)).write_bytes(b"v1\n{broken")
+    result = run_cli("show", ckpt, exit_code=2)
+    assert f"Error: offsets/{last}: line 2: expected the batch metadata as JSON" in result.output
+    (ckpt / "offsets" / str(last)).write_bytes(b"v9\n{}")
+    result = run_cli("batches", ckpt, exit_code=2)
+    assert f'Error: offsets/{last}: line 1 is "v9": written by a newer Spark than wmcheck knows (up to v2)' in result.output
+
+
+def test_debug_shows_the_traceback():
+    from click.testing import CliRunner
+
+    from wmcheck.cli.main import cli
+
+    result = CliRunner().invoke(cli, ["show", "/nonexistent/ckpt", "--debug"])
+    assert result.exit_code != 0 and result.exception is not None and not isinstance(result.exception, SystemExit)
+
+
+def test_remote_file_uri_goes_through_pyarrow():
+    name = "agg_window_hdfs"
+    local = show_json(name)
+    remote = json.loads(run_cli("show", f"file://{fixture_checkpoint(name)}", "--format", "json").stdout)
+    assert remote["location"] == f"file://{fixture_checkpoint(name)}"
+    assert {k: v for k, v in remote.items() if k != "location"} == {k: v for k, v in local.items() if k != "location"}
+
+
+def test_help_does_not_import_pyspark_or_pyarrow():
+    import subprocess
+    import sys
+
+    code = ("import sys; from wmcheck.cli.main import cli\n"
+            "try:\n    cli(['--help'])\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in ('pyspark', 'pyarrow', 'pandas') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "[]"
