@@ -36,6 +36,8 @@ class FileInfo:
 
 def clean_relative(path: str) -> str:
     """Normalise a relative path; reject absolute paths and ``..`` escapes."""
+    if path and ".." not in path and "\\" not in path and "//" not in path and path[0] != "/" and path[-1] != "/" and "/./" not in path and not path.startswith("./"):
+        return path
     norm = posixpath.normpath(path.replace("\\", "/")) if path else "."
     if norm.startswith("/") or norm == ".." or norm.startswith("../"):
         raise CheckpointError(
@@ -60,6 +62,10 @@ class FileSystem:
     def walk(self, path: str) -> list[FileInfo]:
         """Every file (not directory) below ``path``, recursively; ``[]`` when absent."""
         raise NotImplementedError
+
+    def names(self, path: str) -> list[str]:
+        """Names of a directory's children (cheaper than ``list_dir``); ``[]`` when absent."""
+        return [i.name for i in self.list_dir(path)]
 
     def info(self, path: str) -> FileInfo | None:
         raise NotImplementedError
@@ -102,8 +108,14 @@ class LocalFileSystem(FileSystem):
 
     def read(self, path: str) -> bytes:
         try:
-            with open(self._abs(path), "rb") as fh:
-                return fh.read()
+            fd = os.open(self._abs(path), os.O_RDONLY)
+            try:
+                chunks = []
+                while chunk := os.read(fd, 1 << 20):
+                    chunks.append(chunk)
+                return b"".join(chunks)
+            finally:
+                os.close(fd)
         except FileNotFoundError:
             raise MissingFileError("file not found", path=path) from None
         except IsADirectoryError:
@@ -125,6 +137,14 @@ class LocalFileSystem(FileSystem):
     def _info(rel: str, entry: os.DirEntry) -> FileInfo:
         st = entry.stat(follow_symlinks=True)
         return FileInfo(rel, 0 if entry.is_dir() else st.st_size, int(st.st_mtime * 1000), entry.is_dir())
+
+    def names(self, path: str) -> list[str]:
+        try:
+            return os.listdir(self._abs(path))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        except OSError as exc:
+            raise CheckpointError(f"cannot list: {exc.strerror}", path=path or ".") from None
 
     def walk(self, path: str) -> list[FileInfo]:
         out: list[FileInfo] = []

@@ -48,9 +48,9 @@ class Operator:
     metadata: object | None  # the parsed operator metadata file, when there is one
 
 
-def batch_ids(listing: list[FileInfo]) -> list[int]:
-    """Batch ids of a metadata log listing (files named by a bare number), sorted."""
-    return sorted(int(i.name) for i in listing if not i.is_dir and i.name.isdigit())
+def batch_ids(names: list[str]) -> list[int]:
+    """Batch ids of a metadata log directory (files named by a bare number), sorted."""
+    return sorted(int(name) for name in names if name.isdigit())
 
 
 class Checkpoint:
@@ -66,7 +66,7 @@ class Checkpoint:
         """Open ``location``; fail clearly when it is not a checkpoint at all."""
         ckpt = cls(open_fs(location, fs_options))
         require_dir(ckpt.fs)
-        names = {i.name for i in ckpt.fs.list_dir("")}
+        names = set(ckpt.fs.names(""))
         if not names & {OFFSETS, COMMITS, "metadata"}:
             raise NotACheckpointError(
                 f"not a Structured Streaming checkpoint: no offsets/, commits/ or metadata in {ckpt.location}",
@@ -97,11 +97,11 @@ class Checkpoint:
 
     @cached_property
     def offset_ids(self) -> list[int]:
-        return batch_ids(self.fs.list_dir(OFFSETS))
+        return batch_ids(self.fs.names(OFFSETS))
 
     @cached_property
     def commit_ids(self) -> list[int]:
-        return batch_ids(self.fs.list_dir(COMMITS))
+        return batch_ids(self.fs.names(COMMITS))
 
     def offsets(self, batch: int) -> OffsetSeq:
         return self.parse(f"{OFFSETS}/{batch}", parse_offsets)

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Mapping
 
 from .errors import MalformedFileError
@@ -15,18 +17,38 @@ VOID_OFFSET = "-"
 
 @dataclass(frozen=True)
 class BatchMetadata:
-    """The metadata line: watermark, timestamp, pinned conf; ``fields`` keeps every key as read."""
+    """The metadata line: watermark, timestamp, pinned conf.
 
-    fields: Mapping[str, Any]
+    The watermark and timestamp are read up front; the whole line (``fields``, every key as read,
+    and ``conf``) is parsed on first use, which keeps reading thousands of batches fast.
+    """
+
+    text: str
     batch_watermark_ms: int
     batch_timestamp_ms: int
-    conf: Mapping[str, str]
+    path: str = dataclasses.field(default="", compare=False)
+
+    @cached_property
+    def fields(self) -> dict[str, Any]:
+        return parse_json_object(self.text, self.path, 2, "the batch metadata")
+
+    @property
+    def conf(self) -> Mapping[str, str]:
+        conf = self.fields.get("conf", {})
+        if not isinstance(conf, dict):
+            raise MalformedFileError(
+                "expected conf to be a JSON object", path=self.path, line=2, hint="the file was edited by hand"
+            )
+        return conf
+
+    @classmethod
+    def from_fields(cls, fields: Mapping[str, Any], path: str = "") -> "BatchMetadata":
+        """Metadata for ``fields`` (written compactly, as Spark does)."""
+        return parse_metadata(dump_json(dict(fields)), path)
 
     def with_watermark(self, watermark_ms: int) -> "BatchMetadata":
         """The same metadata with ``batchWatermarkMs`` replaced (key order kept)."""
-        return dataclasses.replace(
-            self, fields={**self.fields, "batchWatermarkMs": watermark_ms}, batch_watermark_ms=watermark_ms
-        )
+        return self.from_fields({**self.fields, "batchWatermarkMs": watermark_ms}, self.path)
 
 
 @dataclass(frozen=True)
@@ -38,19 +60,21 @@ class OffsetSeq:
     sources: tuple[SourceOffset, ...]
 
 
-def _parse_metadata(text: str, path: str) -> BatchMetadata:
+FAST_METADATA = re.compile(r'\{"batchWatermarkMs":(-?\d{1,19}),"batchTimestampMs":(-?\d{1,19})[,}]')
+
+
+def parse_metadata(text: str, path: str) -> BatchMetadata:
+    """The metadata line; Spark's own key order is read without a full JSON parse."""
+    match = FAST_METADATA.match(text)
+    if match and text.endswith("}"):
+        return BatchMetadata(text, int(match[1]), int(match[2]), path)
     obj = parse_json_object(text, path, 2, "the batch metadata")
-    conf = obj.get("conf", {})
-    if not isinstance(conf, dict):
-        raise MalformedFileError(
-            "expected conf to be a JSON object", path=path, line=2, hint="the file was edited by hand"
-        )
-    return BatchMetadata(
-        fields=obj,
-        batch_watermark_ms=int_field(obj, "batchWatermarkMs", path, 2, 0),
-        batch_timestamp_ms=int_field(obj, "batchTimestampMs", path, 2, 0),
-        conf={str(k): v if isinstance(v, str) else dump_json(v) for k, v in conf.items()},
+    meta = BatchMetadata(
+        text, int_field(obj, "batchWatermarkMs", path, 2, 0), int_field(obj, "batchTimestampMs", path, 2, 0), path
     )
+    meta.__dict__["fields"] = obj
+    meta.conf  # noqa: B018 - validate the shape now that it is parsed anyway
+    return meta
 
 
 def _parse_v2_source(line: str, path: str, number: int) -> SourceOffset:
@@ -76,7 +100,7 @@ def parse_offsets(data: bytes, path: str) -> OffsetSeq:
         )
     version = parse_version(lines[0], path, MAX_VERSION, "offsets log")
     meta_text = lines[1].strip() if len(lines) > 1 else ""
-    metadata = _parse_metadata(meta_text, path) if meta_text else None
+    metadata = parse_metadata(meta_text, path) if meta_text else None
     rest = lines[2:]
     if version == 2:
         sources = tuple(_parse_v2_source(line, path, i) for i, line in enumerate(rest, start=3))
@@ -87,7 +111,7 @@ def parse_offsets(data: bytes, path: str) -> OffsetSeq:
 
 def serialize_offsets(seq: OffsetSeq) -> bytes:
     """Write an offsets file exactly as Spark does (no trailing newline)."""
-    lines = [f"v{seq.version}", dump_json(dict(seq.metadata.fields)) if seq.metadata else ""]
+    lines = [f"v{seq.version}", seq.metadata.text if seq.metadata else ""]
     for src in seq.sources:
         raw = VOID_OFFSET if src.raw is None else src.raw
         lines.append(f"{src.source_id}:{raw}" if seq.version == 2 else raw)

@@ -72,8 +72,12 @@ def warnings(ckpt: Checkpoint) -> list[str]:
     last, done = ckpt.last_batch, ckpt.last_committed_batch
     if last is not None and done is not None and done > last:
         out.append(f"commits/{done} has no offsets file (last offsets file is {last})")
-    if last is not None and (done if done is not None else -1) < last - 1:
-        out.append(f"{last - (done if done is not None else -1)} batches past the last commit: Spark re-runs only the last one")
+    uncommitted = [b for b in ckpt.offset_ids if done is None or b > done]
+    if len(uncommitted) > 1:
+        out.append(
+            f"{len(uncommitted)} planned batches are not committed ({', '.join(map(str, uncommitted[:5]))}"
+            f"{'...' if len(uncommitted) > 5 else ''}): Spark re-runs only batch {last}"
+        )
     temps = ckpt.state_layout.temp_files
     if temps:
         out.append(f"{len(temps)} leftover temp file(s) under state/, e.g. {temps[0].path}")

@@ -25,7 +25,7 @@ def show(checkpoint: str, fmt: str, tz: str, fs_options: tuple[str, ...]) -> Non
         ("query id", doc["query_id"]),
         ("location", doc["location"]),
         ("batches", f"{first}..{last}" if last is not None else "none"),
-        ("last committed", doc["last_committed_batch"]),
+        ("last committed", doc["last_committed_batch"] if doc["last_committed_batch"] is not None else "none"),
         ("pending batch", doc["pending_batch"] if doc["pending_batch"] is not None else "none"),
         ("next batch", doc["next_batch"]),
         ("watermark", f"{doc['watermark_ms']} ({doc['watermark']})"),

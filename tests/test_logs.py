@@ -18,6 +18,15 @@ OFFSETS_V1 = (
 )
 
 
+def test_metadata_conf_is_validated_on_use():
+    seq = parse_offsets(b'v1\n{"batchWatermarkMs":1,"batchTimestampMs":2,"conf":[1]}', "offsets/3")
+    assert seq.metadata.batch_watermark_ms == 1
+    with pytest.raises(MalformedFileError, match="offsets/3: line 2: expected conf to be a JSON object"):
+        seq.metadata.conf
+    with pytest.raises(MalformedFileError, match="offsets/3: line 2: expected conf to be a JSON object"):
+        parse_offsets(b'v1\n{"batchTimestampMs":2,"batchWatermarkMs":1,"conf":[1]}', "offsets/3")
+
+
 def test_offsets_v1_fields_and_sources():
     seq = parse_offsets(OFFSETS_V1, "offsets/4")
     assert seq.version == 1
@@ -112,7 +121,7 @@ def test_commit_watermark_roundtrip(watermark):
 )
 def test_offsets_roundtrip_property(wm, ts, conf, sources):
     fields = {"batchWatermarkMs": wm, "batchTimestampMs": ts, "conf": conf}
-    seq = OffsetSeq(1, BatchMetadata(fields, wm, ts, conf), tuple(SourceOffset(str(i), s) for i, s in enumerate(sources)))
+    seq = OffsetSeq(1, BatchMetadata.from_fields(fields), tuple(SourceOffset(str(i), s) for i, s in enumerate(sources)))
     assert parse_offsets(serialize_offsets(seq), "offsets/0") == seq
 
 
