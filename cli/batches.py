@@ -1,11 +1,14 @@
 """``wmcheck batches``."""
 from __future__ import annotations
 
+from datetime import tzinfo
+
 import click
 
 from wmcheck.checkpoint.model import open_checkpoint
+from wmcheck.checkpoint.source_offsets import SourceOffset
 from wmcheck.checkpoint.summary import batch_range, batch_rows
-from wmcheck.checkpoint.timeutil import format_duration, zone
+from wmcheck.checkpoint.timeutil import format_duration
 
 from .options import common_options, parse_pairs
 from .output import make_output
@@ -19,12 +22,12 @@ TABLE_COLUMNS = ["batch", "committed", "watermark", "next watermark ms", "advanc
 @click.option("--from", "start", type=int, help="First batch to show.")
 @click.option("--to", "end", type=int, help="Last batch to show.")
 @common_options()
-def batches(checkpoint: str, last: int | None, start: int | None, end: int | None, fmt: str, tz: str, fs_options: tuple[str, ...]) -> None:
+def batches(checkpoint: str, last: int | None, start: int | None, end: int | None, fmt: str, tz: tzinfo, fs_options: tuple[str, ...]) -> None:
     """One row per batch of CHECKPOINT: watermark, how far it advanced, timestamp, lag, source offsets."""
     if last is not None and (start is not None or end is not None):
         raise click.UsageError("use either --last or --from/--to")
     ckpt = open_checkpoint(checkpoint, parse_pairs(fs_options, "--fs-option"))
-    rows = batch_rows(ckpt, batch_range(ckpt, last, start, end), zone(tz))
+    rows = batch_rows(ckpt, batch_range(ckpt, last, start, end), tz)
     out = make_output(fmt)
     if fmt != "table":
         out.rows(rows)
@@ -38,7 +41,7 @@ def batches(checkpoint: str, last: int | None, start: int | None, end: int | Non
             "advanced": format_duration(r["watermark_advance_ms"]),
             "timestamp": r["batch_timestamp"],
             "lag": format_duration(r["lag_ms"]),
-            "sources": r["sources"],
+            "sources": [SourceOffset(str(i), raw).summary() for i, raw in enumerate(r["sources"])],
         }
         for r in rows
     ], TABLE_COLUMNS)

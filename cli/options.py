@@ -1,11 +1,13 @@
 """Options every command shares, and the small helpers commands use to stay thin."""
 from __future__ import annotations
 
+from datetime import tzinfo
 from typing import Callable
 
 import click
 
 from wmcheck.checkpoint.errors import CheckpointError
+from wmcheck.checkpoint.timeutil import zone
 
 from .output import FORMATS
 
@@ -27,13 +29,17 @@ def _set_debug(ctx: click.Context, _param: click.Parameter, value: bool) -> bool
     return value
 
 
+def _zone(_ctx: click.Context, _param: click.Parameter, value: str) -> tzinfo:
+    return zone(value)
+
+
 def common_options(formats: tuple[str, ...] = FORMATS) -> Callable:
     """``--format``, ``--tz``, ``--fs-option`` and ``--debug``."""
 
     def decorate(fn: Callable) -> Callable:
         fn = click.option("--debug", is_flag=True, expose_value=False, is_eager=True, callback=_set_debug, help="Show tracebacks.")(fn)
         fn = click.option("--fs-option", "fs_options", multiple=True, metavar="KEY=VALUE", help="pyarrow.fs option for remote checkpoints (repeatable).")(fn)
-        fn = click.option("--tz", default="UTC", show_default=True, help="Time zone for displayed times (IANA name or 'local').")(fn)
+        fn = click.option("--tz", default="UTC", show_default=True, callback=_zone, help="Time zone for displayed times (IANA name or 'local').")(fn)
         fn = click.option("--format", "fmt", type=click.Choice(formats), default="table", show_default=True, help="Output format.")(fn)
         return fn
 

@@ -1,11 +1,13 @@
 """``wmcheck show``."""
 from __future__ import annotations
 
+from datetime import tzinfo
+
 import click
 
 from wmcheck.checkpoint.model import open_checkpoint
 from wmcheck.checkpoint.summary import describe
-from wmcheck.checkpoint.timeutil import format_duration, zone
+from wmcheck.checkpoint.timeutil import format_duration
 
 from .options import common_options, parse_pairs
 from .output import make_output
@@ -17,9 +19,9 @@ OPERATOR_COLUMNS = ["operator_id", "name", "stores", "num_partitions", "min_vers
 @click.command()
 @click.argument("checkpoint")
 @common_options()
-def show(checkpoint: str, fmt: str, tz: str, fs_options: tuple[str, ...]) -> None:
+def show(checkpoint: str, fmt: str, tz: tzinfo, fs_options: tuple[str, ...]) -> None:
     """Summarise CHECKPOINT: batches, watermark, pinned conf, sources, state operators, warnings."""
-    doc = describe(open_checkpoint(checkpoint, parse_pairs(fs_options, "--fs-option")), zone(tz))
+    doc = describe(open_checkpoint(checkpoint, parse_pairs(fs_options, "--fs-option")), tz)
     first, last = doc["first_batch"], doc["last_batch"]
     fields = [
         ("query id", doc["query_id"]),
