@@ -49,30 +49,40 @@ def test_batches_json_watermarks_match_progress_reports(name):
                             "batch_timestamp_ms", "sources"}
 
 
-def test_show_table_and_csv():
-    name = "agg_window_hdfs"
+@pytest.mark.parametrize("name", FIXTURES)
+def test_show_table_and_csv(name):
     facts = fixture_facts(name)
     table = run_cli("show", fixture_checkpoint(name)).stdout
     assert "batches:" in table and f"..{facts['last_batch']}" in table
     assert re.search(rf"^watermark: +{facts['next_watermark_ms']} \(2024-01-01T", table, re.M)
-    assert "stateStoreSave" in table and "Stateful operators" in table
+    assert "Stateful operators" in table
+    for op in facts.get("operators", []):
+        assert re.search(rf"^{op['operator_id']} +{op['operator_name']} ", table, re.M)
     rows = dict(csv.reader(io.StringIO(run_cli("show", fixture_checkpoint(name), "--format", "csv").stdout)))
     assert rows["watermark_ms"] == str(facts["next_watermark_ms"])
-    assert rows["operators.0.name"] == "stateStoreSave"
     assert rows["last_batch"] == str(facts["last_batch"])
+    for i, op in enumerate(facts.get("operators", [])):
+        assert rows[f"operators.{i}.name"] == op["operator_name"]
 
 
-def test_batches_table_csv_and_ranges():
-    name = "agg_window_hdfs"
+def test_batches_table_shows_source_summaries():
+    table = run_cli("batches", fixture_checkpoint("agg_window_hdfs"), "--last", "2").stdout.splitlines()
+    assert table[-1].endswith("file log batch 9")
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_batches_table_csv_and_ranges(name):
     facts = fixture_facts(name)
     ckpt = fixture_checkpoint(name)
+    last = facts["last_batch"]
     table = run_cli("batches", ckpt, "--last", "2").stdout.splitlines()
     assert table[0].split()[:3] == ["batch", "committed", "watermark"]
-    assert [line.split()[0] for line in table[2:]] == [str(facts["last_batch"] - 1), str(facts["last_batch"])]
-    assert table[-1].endswith("file log batch 9")
-    rows = list(csv.DictReader(io.StringIO(run_cli("batches", ckpt, "--from", "1", "--to", "2", "--format", "csv").stdout)))
-    assert [r["batch"] for r in rows] == ["1", "2"]
-    assert rows[0]["batch_watermark_ms"] == str(facts["batches"][1]["watermark_ms"])
+    assert [line.split()[0] for line in table[2:]] == [str(last - 1), str(last)]
+    progress = {b["batch"]: b for b in facts["batches"]}
+    assert table[-1].split()[1:3] == ["yes", str(progress[last]["watermark_ms"])]
+    rows = list(csv.DictReader(io.StringIO(run_cli("batches", ckpt, "--from", last - 1, "--to", last, "--format", "csv").stdout)))
+    assert [r["batch"] for r in rows] == [str(last - 1), str(last)]
+    assert rows[0]["batch_watermark_ms"] == str(progress[last - 1]["watermark_ms"])
     assert rows[0]["committed"] == "yes"
 
 
