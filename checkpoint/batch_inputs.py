@@ -1,0 +1,398 @@
+"""What each recorded batch read, rebuilt from the logs alone (no Spark): ``wmcheck replay --plan``.
+
+Per batch and source: the files a file source read (``sources/<i>/`` between the previous batch's
+``logOffset`` and this batch's, compacted or not, exactly as ``FileStreamSource.getBatch`` asks
+``FileStreamSourceLog.get(start + 1, end)``), the Kafka start and end offsets as Spark's
+``startingOffsets``/``endingOffsets`` JSON, a Delta source's version/index range, and the two
+watermarks of the batch: the one it ran with and the one its stateful operators judged late rows by.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from datetime import timezone, tzinfo
+from typing import Any, Iterable, Mapping
+from urllib.parse import unquote, urlsplit
+
+from .errors import CheckpointError, MalformedFileError, MissingFileError
+from .model import SOURCES, Checkpoint
+from .source_offsets import SourceOffset
+from .textlog import decode_lines, dump_json, parse_json_object, parse_version
+from .timeutil import format_ms
+
+LATE_RULES = ("previous", "current")
+KAFKA_EARLIEST = -2
+
+
+@dataclass(frozen=True)
+class InputFile:
+    """One file a batch read: ``path`` as the source log records it, ``location`` as handed to Spark."""
+
+    path: str
+    location: str
+    log_batch: int
+    size: int | None = None
+    exists: bool | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "location": self.location, "log_batch": self.log_batch, "size": self.size,
+                "exists": self.exists}
+
+
+@dataclass(frozen=True)
+class SourceInput:
+    """What one source contributed to one batch: the offset range and what it resolves to."""
+
+    source_id: str
+    kind: str
+    start: SourceOffset | None
+    end: SourceOffset
+    files: tuple[InputFile, ...] = ()
+    log_batches: tuple[int, ...] = ()
+    starting_offsets: dict[str, dict[str, int]] | None = None
+    ending_offsets: dict[str, dict[str, int]] | None = None
+    records: int | None = None
+    replayable: bool = True
+    note: str | None = None
+
+    @property
+    def missing(self) -> list[InputFile]:
+        return [f for f in self.files if f.exists is False]
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "source_id": self.source_id,
+            "kind": self.kind,
+            "start": self.start.raw if self.start else None,
+            "end": self.end.raw,
+            "replayable": self.replayable,
+            "note": self.note,
+        }
+        if self.kind == "file":
+            sizes = [f.size for f in self.files]
+            out.update({
+                "log_batches": list(self.log_batches),
+                "num_files": len(self.files),
+                "bytes": sum(sizes) if None not in sizes else None,
+                "missing_files": len(self.missing),
+                "files": [f.to_dict() for f in self.files],
+            })
+        elif self.kind == "kafka":
+            out.update({
+                "starting_offsets": self.starting_offsets,
+                "ending_offsets": self.ending_offsets,
+                "starting_offsets_json": dump_json(self.starting_offsets) if self.starting_offsets else None,
+                "ending_offsets_json": dump_json(self.ending_offsets),
+                "records": self.records,
+            })
+        elif self.kind == "delta":
+            out.update({"start_version": _delta_position(self.start), "end_version": _delta_position(self.end)})
+        return out
+
+
+@dataclass(frozen=True)
+class BatchInput:
+    """One batch: its watermarks and what each (selected) source read."""
+
+    batch_id: int
+    committed: bool
+    watermark_ms: int
+    late_watermark_ms: int | None
+    timestamp_ms: int | None
+    sources: tuple[SourceInput, ...] = field(default=())
+
+    def to_dict(self, tz: tzinfo = timezone.utc) -> dict[str, Any]:
+        return {
+            "batch_id": self.batch_id,
+            "committed": self.committed,
+            "watermark_ms": self.watermark_ms,
+            "watermark": format_ms(self.watermark_ms, tz),
+            "late_watermark_ms": self.late_watermark_ms,
+            "late_watermark": format_ms(self.late_watermark_ms, tz),
+            "timestamp_ms": self.timestamp_ms,
+            "timestamp": format_ms(self.timestamp_ms, tz),
+            "sources": [s.to_dict() for s in self.sources],
+        }
+
+
+# -- batch range ------------------------------------------------------------------------------
+
+
+def oldest_replayable(ckpt: Checkpoint) -> int | None:
+    """The first batch whose input can be rebuilt: batch 0, or one whose previous offsets file survives."""
+    present = set(ckpt.offset_ids)
+    return next((b for b in ckpt.offset_ids if b == 0 or b - 1 in present), None)
+
+
+def replay_range(ckpt: Checkpoint, start: int, end: int | None = None, include_pending: bool = False) -> list[int]:
+    """Batch ids ``start..end`` to replay; a clear error for purged, missing or uncommitted batches."""
+    last = ckpt.last_batch if include_pending else ckpt.last_committed_batch
+    if last is None or not ckpt.offset_ids:
+        raise MissingFileError("the checkpoint has no committed batch to replay" if not include_pending
+                               else "the checkpoint has no batch to replay", path="offsets",
+                               hint="the query never completed a batch" if ckpt.offset_ids else "start the query first")
+    end = last if end is None else end
+    if start > end:
+        raise CheckpointError(f"--from {start} is after --to {end}", hint=f"batches go up to {last}")
+    if end > last:
+        pending = ckpt.pending_batch
+        if not include_pending and pending is not None and end <= pending:
+            raise CheckpointError(
+                f"batch {pending} is not committed (the last committed batch is {last})",
+                hint="add --include-pending to replay the batch Spark would re-run on restart",
+            )
+        raise CheckpointError(f"batch {end} does not exist: the last {'' if include_pending else 'committed '}batch is {last}",
+                              hint=f"use --to {last} or less")
+    oldest = oldest_replayable(ckpt)
+    present = set(ckpt.offset_ids)
+    for batch in range(start, end + 1):
+        if batch not in present or (batch > 0 and batch - 1 not in present):
+            gone = batch if batch not in present else batch - 1
+            raise MissingFileError(
+                f"batch {batch} cannot be replayed: offsets/{gone} was purged (Spark keeps the last "
+                f"spark.sql.streaming.minBatchesToRetain batches); the oldest replayable batch is {oldest}",
+                path=f"offsets/{gone}",
+                hint=f"use --from {oldest}" if oldest is not None and oldest <= end else "no batch in this range can be rebuilt",
+            )
+    return list(range(start, end + 1))
+
+
+def late_watermark_ms(ckpt: Checkpoint, batch: int, rule: str = "previous") -> int | None:
+    """The watermark batch ``batch``'s stateful operators dropped late rows by (``event time <= it``).
+
+    ``previous`` (Spark 3.4+ default, ``statefulOperator.allowMultiple=true``): the previous batch's
+    ``batchWatermarkMs`` (0 for the first batch); ``current`` (Spark < 3.4, or ``allowMultiple=false``):
+    the batch's own. Never below 0. None when the previous offsets file is gone.
+    """
+    if rule not in LATE_RULES:
+        raise CheckpointError(f"unknown late-watermark rule {rule!r}", hint=f"use one of {', '.join(LATE_RULES)}")
+    target = batch if rule == "current" else batch - 1
+    if target < 0:
+        return 0
+    if target not in set(ckpt.offset_ids):
+        return None
+    meta = ckpt.offsets(target).metadata
+    return max(meta.batch_watermark_ms if meta else 0, 0)
+
+
+# -- file sources ------------------------------------------------------------------------------
+
+
+def spark_location(path: str) -> str:
+    """The path Spark reads for a logged file (``new Path(new URI(path)).toString``: escapes decoded)."""
+    parts = urlsplit(path)
+    if not parts.scheme or len(parts.scheme) == 1:  # a bare path (or a Windows drive letter)
+        return unquote(path)
+    body = unquote(parts.path)
+    return f"{parts.scheme}://{parts.netloc}{body}" if parts.netloc else f"{parts.scheme}:{body}"
+
+
+def _local_path(location: str) -> str | None:
+    """The local path of a ``file:`` location or a bare absolute path, None for other schemes."""
+    if location.startswith("file:"):
+        rest = location[len("file:"):]
+        if rest.startswith("//"):
+            netloc, _, tail = rest[2:].partition("/")
+            return "/" + tail if netloc in ("", "localhost") else None
+        return rest
+    return location if location.startswith("/") else None
+
+
+def _canonical(location: str) -> str:
+    local = _local_path(location)
+    return local if local is not None else location
+
+
+def map_location(location: str, path_map: Mapping[str, str]) -> str:
+    """Apply the first ``--path-map FROM=TO`` whose FROM is a prefix of ``location`` (at a ``/``)."""
+    canon = _canonical(location)
+    for src, dst in path_map.items():
+        prefix = _canonical(src).rstrip("/")
+        if canon == prefix or canon.startswith(prefix + "/"):
+            mapped = dst.rstrip("/") + canon[len(prefix):]
+            if location.startswith("file:") and _local_path(mapped) == mapped:
+                return "file:" + mapped
+            return mapped
+    return location
+
+
+def source_log_entries(ckpt: Checkpoint, source_id: str, log_batches: Iterable[int]) -> list[tuple[int, str]]:
+    """(log batch, logged path) of the given file-source log batches, read from ``N`` or a later ``K.compact``."""
+    wanted = list(log_batches)
+    if not wanted:
+        return []
+    names = ckpt.source_log_files(source_id)  # type: ignore[arg-type]
+    compacts = sorted(b for b, p in names.items() if p.endswith(".compact"))
+    out: list[tuple[int, str]] = []
+    for batch in wanted:
+        path = names.get(batch)
+        if path is None or path.endswith(".compact"):
+            holder = next((c for c in compacts if c >= batch), None)
+            if holder is None:
+                raise MissingFileError(
+                    f"file-source log batch {batch} is missing (no {batch} file and no later .compact file)",
+                    path=f"{SOURCES}/{source_id}/{batch}",
+                    hint="the source log was purged or damaged: the files of this batch are not recorded anywhere",
+                )
+            path = names[holder]
+            out += [(batch, e.path) for e in ckpt.source_log(path).entries if e.batch_id == batch]
+        else:
+            out += [(batch, e.path) for e in ckpt.source_log(path).entries]
+    return out
+
+
+def file_sizes(locations: Iterable[str], fs_options: Mapping[str, str] | None = None) -> dict[str, int | None]:
+    """Size of each location (None when it does not exist): local paths via ``os``, others via pyarrow."""
+    from .fs import open_fs, scheme_of
+
+    out: dict[str, int | None] = {}
+    stores: dict[str, Any] = {}
+    for loc in locations:
+        local = _local_path(loc)
+        if local is not None or scheme_of(loc) is None:
+            try:
+                out[loc] = os.stat(local if local is not None else loc).st_size
+            except OSError:
+                out[loc] = None
+            continue
+        parts = urlsplit(loc)
+        key = f"{parts.scheme}://{parts.netloc}"
+        if key not in stores:
+            stores[key] = open_fs(key, fs_options)
+        info = stores[key].info(parts.path.lstrip("/"))
+        out[loc] = None if info is None or info.is_dir else info.size
+    return out
+
+
+# -- Kafka and Delta ------------------------------------------------------------------------------
+
+
+def parse_kafka_initial_offsets(data: bytes, path: str) -> dict[str, dict[int, int]]:
+    """``sources/<i>/0`` of a Kafka source: a NUL byte (SPARK-19517), ``v1``, then the offsets JSON."""
+    lines = decode_lines(data.lstrip(b"\x00"), path)
+    if len(lines) < 2:
+        raise MalformedFileError("expected a version line and the initial Kafka offsets", path=path,
+                                 hint="the file is truncated")
+    parse_version(lines[0], path, 1, "Kafka initial offsets")
+    text = "\n".join(lines[1:])
+    parse_json_object(text, path, 2, "the initial Kafka offsets")
+    offsets = SourceOffset("initial", text).kafka_offsets
+    if offsets is None:
+        raise MalformedFileError("expected {topic: {partition: offset}} JSON", path=path, line=2,
+                                 hint="this is not a Kafka source's initial offsets file")
+    return offsets
+
+
+def kafka_json(offsets: Mapping[str, Mapping[int, int]]) -> dict[str, dict[str, int]]:
+    """Offsets as Spark's ``startingOffsets``/``endingOffsets`` JSON object (topics and partitions sorted)."""
+    return {topic: {str(p): offsets[topic][p] for p in sorted(offsets[topic])} for topic in sorted(offsets)}
+
+
+def _kafka_input(ckpt: Checkpoint, src: SourceOffset, prev: SourceOffset | None) -> SourceInput:
+    end = src.kafka_offsets or {}
+    note = None
+    if prev is not None and prev.kafka_offsets is not None:
+        start = prev.kafka_offsets
+    else:
+        path = f"{SOURCES}/{src.source_id}/0"
+        if not ckpt.fs.exists(path):
+            return SourceInput(src.source_id, "kafka", prev, src, ending_offsets=kafka_json(end), replayable=False,
+                               note=f"the first batch of this source starts at the initial offsets in {path}, which is missing")
+        start = ckpt.parse(path, parse_kafka_initial_offsets)
+    starting = {t: {p: start.get(t, {}).get(p, KAFKA_EARLIEST) for p in parts} for t, parts in end.items()}
+    new = sorted(f"{t}[{p}]" for t, parts in starting.items() for p, o in parts.items() if o == KAFKA_EARLIEST)
+    if new:
+        note = f"new partitions start at the earliest offset: {', '.join(new)}"
+    records = None if new else sum(o - starting[t][p] for t, parts in end.items() for p, o in parts.items())
+    return SourceInput(src.source_id, "kafka", prev, src, starting_offsets=kafka_json(starting),
+                       ending_offsets=kafka_json(end), records=records, note=note)
+
+
+def _delta_position(offset: SourceOffset | None) -> dict[str, Any] | None:
+    if offset is None or offset.kind != "delta":
+        return None
+    value = offset.value
+    return {k: value[k] for k in ("reservoirVersion", "index", "isStartingVersion") if k in value}
+
+
+# -- the plan --------------------------------------------------------------------------------------
+
+
+def _source_kind(ckpt: Checkpoint, src: SourceOffset) -> str:
+    kind = src.kind
+    if kind == "long" and src.source_id.isdigit() and int(src.source_id) in ckpt.source_dirs:
+        return "file"
+    return kind
+
+
+def _file_input(ckpt: Checkpoint, src: SourceOffset, prev: SourceOffset | None, path_map: Mapping[str, str],
+                sizes: bool, fs_options: Mapping[str, str] | None) -> SourceInput:
+    first = (prev.log_offset if prev is not None and prev.log_offset is not None else -1) + 1
+    log_batches = tuple(range(first, src.log_offset + 1))
+    entries = source_log_entries(ckpt, src.source_id, log_batches)
+    locations = [map_location(spark_location(path), path_map) for _, path in entries]
+    found = file_sizes(locations, fs_options) if sizes else {}
+    files = tuple(
+        InputFile(path, loc, batch, found.get(loc), (found[loc] is not None) if loc in found else None)
+        for (batch, path), loc in zip(entries, locations)
+    )
+    return SourceInput(src.source_id, "file", prev, src, files=files, log_batches=log_batches)
+
+
+def source_input(ckpt: Checkpoint, batch: int, src: SourceOffset, path_map: Mapping[str, str] | None = None,
+                 sizes: bool = True, fs_options: Mapping[str, str] | None = None) -> SourceInput:
+    """What ``src`` (batch ``batch``'s end offset of one source) read in that batch."""
+    prev = None
+    if batch > 0:
+        prev = next((s for s in ckpt.offsets(batch - 1).sources if s.source_id == src.source_id), None)
+        prev = None if prev is not None and prev.raw is None else prev
+    kind = _source_kind(ckpt, src)
+    if kind == "file":
+        return _file_input(ckpt, src, prev, path_map or {}, sizes, fs_options)
+    if kind == "kafka":
+        return _kafka_input(ckpt, src, prev)
+    if kind == "delta":
+        return SourceInput(src.source_id, kind, prev, src, replayable=False,
+                           note="Delta source: read versions/indexes after start up to end with delta-spark")
+    if kind == "none":
+        return SourceInput(src.source_id, kind, prev, src, note="no offset yet: the source read nothing")
+    return SourceInput(src.source_id, kind, prev, src, replayable=False,
+                       note=f"a {kind} offset: wmcheck cannot rebuild this source's input")
+
+
+def plan_batch(ckpt: Checkpoint, batch: int, source: str | None = None, path_map: Mapping[str, str] | None = None,
+               late_rule: str = "previous", sizes: bool = True, fs_options: Mapping[str, str] | None = None) -> BatchInput:
+    """Batch ``batch``: watermarks and each source's input (only ``source`` when given)."""
+    seq = ckpt.offsets(batch)
+    sources = [s for s in seq.sources if source is None or s.source_id == source]
+    if source is not None and not sources:
+        ids = ", ".join(s.source_id for s in seq.sources) or "none"
+        raise CheckpointError(f"batch {batch} has no source {source!r} (its sources: {ids})", path=f"offsets/{batch}",
+                              hint="--source takes a source id as `wmcheck batches` lists them (0, 1, ... by position)")
+    meta = seq.metadata
+    return BatchInput(
+        batch_id=batch,
+        committed=batch in set(ckpt.commit_ids),
+        watermark_ms=meta.batch_watermark_ms if meta else 0,
+        late_watermark_ms=late_watermark_ms(ckpt, batch, late_rule),
+        timestamp_ms=meta.batch_timestamp_ms if meta else None,
+        sources=tuple(source_input(ckpt, batch, s, path_map, sizes, fs_options) for s in sources),
+    )
+
+
+def plan(ckpt: Checkpoint, start: int, end: int | None = None, *, source: str | None = None,
+         include_pending: bool = False, path_map: Mapping[str, str] | None = None, late_rule: str = "previous",
+         sizes: bool = True, fs_options: Mapping[str, str] | None = None) -> list[BatchInput]:
+    """The input of batches ``start..end`` (default: to the last committed batch), without Spark."""
+    ids = replay_range(ckpt, start, end, include_pending)
+    ckpt.load_batches(sorted(set(ids) | {b - 1 for b in ids if b > 0}))
+    return [plan_batch(ckpt, b, source, path_map, late_rule, sizes, fs_options) for b in ids]
+
+
+def plan_document(ckpt: Checkpoint, batches: list[BatchInput], tz: tzinfo = timezone.utc) -> dict[str, Any]:
+    """``wmcheck replay --plan --format json``: the checkpoint and every batch's plan."""
+    return {
+        "checkpoint": ckpt.location,
+        "oldest_replayable_batch": oldest_replayable(ckpt),
+        "batches": [b.to_dict(tz) for b in batches],
+    }

@@ -1,0 +1,125 @@
+"""``wmcheck replay``."""
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from wmcheck.checkpoint.batch_inputs import LATE_RULES, BatchInput, plan, plan_document
+from wmcheck.checkpoint.model import open_checkpoint
+from wmcheck.checkpoint.timeutil import format_ms, zone
+
+from .options import common_options, parse_pairs
+from .output import make_output
+
+PLAN_COLUMNS = ["batch", "committed", "watermark", "late watermark", "source", "kind", "input", "files", "bytes",
+                "missing", "note"]
+PLAN_CSV_COLUMNS = ["batch_id", "committed", "watermark_ms", "late_watermark_ms", "source_id", "kind", "start", "end",
+                    "num_files", "bytes", "missing_files", "starting_offsets_json", "ending_offsets_json", "records",
+                    "replayable", "note", "files"]
+FILE_COLUMNS = ["batch", "source", "log batch", "location", "size", "exists"]
+SUMMARY_COLUMNS = ["batch", "committed", "watermark_ms", "late_watermark_ms", "source_id", "files", "missing_files",
+                   "rows", "late_rows", "on_time_rows", "late_groups", "kept_rows"]
+
+
+def _input_text(src: dict[str, Any]) -> str | None:
+    if src["kind"] == "file":
+        batches = src["log_batches"]
+        if not batches:
+            return "no new files"
+        return f"log batch {batches[0]}" if len(batches) == 1 else f"log batches {batches[0]}..{batches[-1]}"
+    if src["kind"] == "kafka":
+        return f"{src['starting_offsets_json']} -> {src['ending_offsets_json']}"
+    if src["kind"] == "delta":
+        return f"{src['start_version']} -> {src['end_version']}"
+    return f"{src['start']} -> {src['end']}"
+
+
+def _print_plan(ckpt, batches: list[BatchInput], fmt: str, tz: str) -> None:
+    doc = plan_document(ckpt, batches, zone(tz))
+    rows = [(b, s) for b in doc["batches"] for s in b["sources"]]
+    out = make_output(fmt)
+    if fmt == "csv":
+        out.rows([{**b, **s, "files": [f["location"] for f in s.get("files", [])]} for b, s in rows], PLAN_CSV_COLUMNS)
+        return
+    table = [{
+        "batch": b["batch_id"], "committed": b["committed"], "watermark": f"{b['watermark_ms']} ({b['watermark']})",
+        "late watermark": f"{b['late_watermark_ms']} ({b['late_watermark']})", "source": s["source_id"],
+        "kind": s["kind"], "input": _input_text(s), "files": s.get("num_files"), "bytes": s.get("bytes"),
+        "missing": s.get("missing_files"), "note": s["note"],
+    } for b, s in rows]
+    files = [{"batch": b["batch_id"], "source": s["source_id"], "log batch": f["log_batch"], "location": f["location"],
+              "size": f["size"], "exists": f["exists"]} for b, s in rows for f in s.get("files", [])]
+    first, last = (batches[0].batch_id, batches[-1].batch_id) if batches else (None, None)
+    fields = [("checkpoint", doc["checkpoint"]), ("batches", f"{first}..{last}"),
+              ("oldest replayable", doc["oldest_replayable_batch"])]
+    out.document(doc, fields, [("Batches", table, PLAN_COLUMNS), ("Files", files, FILE_COLUMNS)])
+
+
+@click.command()
+@click.argument("checkpoint")
+@click.option("--from", "start", type=click.IntRange(min=0), required=True, help="First batch to replay.")
+@click.option("--to", "end", type=click.IntRange(min=0), help="Last batch (default: the last committed one).")
+@click.option("--source", help="Source id to replay (as `wmcheck batches` lists them); needed with several sources.")
+@click.option("--plan", "show_plan", is_flag=True, help="Only print each batch's offsets, files and watermarks (no Spark).")
+@click.option("--output", metavar="DIR", help="Write the rows as Parquet partitioned by batch_id.")
+@click.option("--overwrite", is_flag=True, help="Replace a non-empty --output DIR.")
+@click.option("--foreach-batch", "foreach", metavar="MODULE:FUNCTION", help="Call FUNCTION(df, batch_id) per batch, in order.")
+@click.option("--include-pending", is_flag=True, help="Also the planned but uncommitted batch.")
+@click.option("--late-only", is_flag=True, help="Only the rows Spark dropped as late in each batch.")
+@click.option("--on-time-only", is_flag=True, help="Only the rows Spark did not drop as late.")
+@click.option("--event-time", metavar="COL", help="The column the query's withWatermark used.")
+@click.option("--window", metavar="DURATION[,SLIDE]", help="The query's window(): a row is late by its window's end.")
+@click.option("--group-by", metavar="COLS", help="Also count distinct late groups (window + COLS, comma-separated).")
+@click.option("--late-watermark", type=click.Choice(LATE_RULES), default="previous", show_default=True,
+              help="previous: Spark >= 3.4; current: Spark < 3.4 or statefulOperator.allowMultiple=false.")
+@click.option("--source-format", metavar="FORMAT", help="The format the query read: json, csv, parquet, text, ...")
+@click.option("--schema", metavar="DDL", help="The schema the query read with, e.g. 'id STRING, ts TIMESTAMP'.")
+@click.option("--option", "reader_options", multiple=True, metavar="KEY=VALUE", help="A reader option the query used (repeatable).")
+@click.option("--path-map", "path_maps", multiple=True, metavar="FROM=TO", help="Read files logged under FROM from TO (repeatable).")
+@click.option("--skip-missing", is_flag=True, help="Replay without input files that no longer exist.")
+@click.option("--master", help="Spark master (default local[*]; an active session is reused).")
+@click.option("--conf", "confs", multiple=True, metavar="KEY=VALUE", help="Spark conf (repeatable).")
+@click.option("--packages", multiple=True, metavar="COORDS", help="Maven packages for Spark, e.g. the Kafka connector (repeatable).")
+@click.option("--jars", multiple=True, metavar="JARS", help="Jars for Spark (repeatable).")
+@common_options()
+def replay(checkpoint: str, start: int, end: int | None, source: str | None, show_plan: bool, output: str | None,
+           overwrite: bool, foreach: str | None, include_pending: bool, late_only: bool, on_time_only: bool,
+           event_time: str | None, window: str | None, group_by: str | None, late_watermark: str,
+           source_format: str | None, schema: str | None, reader_options: tuple[str, ...], path_maps: tuple[str, ...],
+           skip_missing: bool, master: str | None, confs: tuple[str, ...], packages: tuple[str, ...],
+           jars: tuple[str, ...], fmt: str, tz: str, fs_options: tuple[str, ...]) -> None:
+    """Rebuild the exact input of batches --from N --to M of CHECKPOINT and reprocess it (see docs/replay.md)."""
+    if sum(map(bool, (show_plan, output, foreach))) != 1:
+        raise click.UsageError("pass exactly one of --plan, --output DIR or --foreach-batch MODULE:FUNCTION")
+    if late_only and on_time_only:
+        raise click.UsageError("use either --late-only or --on-time-only")
+    if (late_only or on_time_only or window or group_by) and not event_time:
+        raise click.UsageError("--late-only, --on-time-only, --window and --group-by need --event-time COL")
+    fs_opts = parse_pairs(fs_options, "--fs-option")
+    path_map = parse_pairs(path_maps, "--path-map")
+    ckpt = open_checkpoint(checkpoint, fs_opts)
+    if show_plan:
+        batches = plan(ckpt, start, end, source=source, include_pending=include_pending, path_map=path_map,
+                       late_rule=late_watermark, fs_options=fs_opts)
+        _print_plan(ckpt, batches, fmt, tz)
+        return
+    from wmcheck.statestore.replay import ReplayOptions, load_function, parquet_sink
+    from wmcheck.statestore.replay import replay as run_replay
+    from wmcheck.statestore.replay import replay_session
+
+    opts = ReplayOptions(
+        source=source, source_format=source_format, schema=schema, options=parse_pairs(reader_options, "--option"),
+        path_map=path_map, skip_missing=skip_missing, include_pending=include_pending, event_time=event_time,
+        window=window, keep="late" if late_only else "on_time" if on_time_only else "all",
+        late_watermark=late_watermark, fs_options=fs_opts,
+    )
+    sink = parquet_sink(output, overwrite, fs_opts) if output else load_function(foreach)
+    spark = replay_session(master, parse_pairs(confs, "--conf"), packages, jars)
+    keys = tuple(c.strip() for c in group_by.split(",") if c.strip()) if group_by else ()
+    rows = run_replay(spark, ckpt, start, end, opts, sink, keys)
+    if fmt == "table":
+        for row in rows:
+            for key in ("watermark_ms", "late_watermark_ms"):
+                row[key] = f"{row[key]} ({format_ms(row[key], zone(tz))})"
+    make_output(fmt).rows(rows, SUMMARY_COLUMNS)

@@ -1,0 +1,428 @@
+"""Replaying recorded batches with Spark: each batch's exact input, or only the rows it dropped as late.
+
+The input of a batch comes from :mod:`wmcheck.checkpoint.batch_inputs` (no Spark); this module reads
+it the way the source did and applies Spark's late-row rule (see docs/replay.md): a row is late in
+batch N when its event time, or with ``window`` its window's end, is ``<=`` the late-events watermark
+(``batchWatermarkMs`` of batch N-1 on Spark 3.4+).
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import os
+import sys
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
+
+from wmcheck.checkpoint.batch_inputs import BatchInput, InputFile, SourceInput, plan
+from wmcheck.checkpoint.errors import (
+    CheckpointError,
+    MissingFileError,
+    RefusedError,
+    SparkUnavailableError,
+    UnsupportedError,
+)
+from wmcheck.checkpoint.fs import open_fs
+from wmcheck.checkpoint.model import Checkpoint, open_checkpoint
+from wmcheck.checkpoint.timeutil import parse_duration_ms
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+KEEP = ("all", "late", "on_time")
+KAFKA_PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13:<your Spark version>"
+SHOWN_MISSING = 5
+
+Sink = Callable[["DataFrame", int], None]
+
+
+@dataclass(frozen=True)
+class ReplayOptions:
+    """How the query read its input (``source_format``, ``schema``, ``options``) and what to keep."""
+
+    source: str | None = None
+    source_format: str | None = None
+    schema: str | None = None
+    options: Mapping[str, str] = field(default_factory=dict)
+    path_map: Mapping[str, str] = field(default_factory=dict)
+    skip_missing: bool = False
+    include_pending: bool = False
+    event_time: str | None = None
+    window: str | None = None
+    keep: str = "all"
+    late_watermark: str = "previous"
+    fs_options: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ReplayBatch:
+    """One replayed batch: its plan, its input, and (with an event time) the late-row predicate."""
+
+    plan: BatchInput
+    input: "DataFrame"
+    data: "DataFrame"  # ``input``, with a ``window`` column (one row per window) when windowed
+    late: "Column | None"
+    missing: tuple[InputFile, ...] = ()
+
+    @property
+    def batch_id(self) -> int:
+        return self.plan.batch_id
+
+    def kept(self, keep: str) -> "DataFrame":
+        """``all`` rows, only the ``late`` ones, or only the ``on_time`` ones."""
+        if keep == "all":
+            return self.data
+        if self.late is None:
+            raise CheckpointError(f"keeping {keep.replace('_', '-')} rows needs the event-time column",
+                                  hint="pass --event-time COL (the column the query's withWatermark used)")
+        return self.data.filter(self.late if keep == "late" else ~self.late)
+
+
+# -- Spark session and errors ------------------------------------------------------------------------
+
+
+def replay_session(master: str | None = None, conf: Mapping[str, str] | None = None,
+                   packages: tuple[str, ...] = (), jars: tuple[str, ...] = ()) -> "SparkSession":
+    """The active SparkSession when there is one (``--packages``/``--jars`` need a new one), else a new one."""
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        from .session import check_requirements
+
+        check_requirements()
+        raise
+    active = SparkSession.getActiveSession()
+    if active is None:
+        conf = dict(conf or {})
+        if packages:
+            conf["spark.jars.packages"] = ",".join(packages)
+        if jars:
+            conf["spark.jars"] = ",".join(jars)
+        from .session import spark_session
+
+        return spark_session(master, conf)
+    loaded = {k: active.sparkContext.getConf().get(k, "") for k in ("spark.jars.packages", "spark.jars")}
+    wanted = {"spark.jars.packages": packages, "spark.jars": jars}
+    for key, items in wanted.items():
+        absent = [i for i in items if i not in loaded[key]]
+        if absent:
+            raise UnsupportedError(f"{', '.join(absent)} cannot be added to the Spark session already running in this process",
+                                   hint="run wmcheck in a new process, or start the session with them")
+    for key, value in (conf or {}).items():
+        active.conf.set(key, value)
+    return active
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _condition(exc: BaseException) -> str:
+    for name in ("getCondition", "getErrorClass"):
+        getter = getattr(exc, name, None)
+        if getter is not None:
+            try:
+                return getter() or ""
+            except Exception:  # noqa: BLE001 - a JVM-less error has no class
+                return ""
+    return ""
+
+
+@contextmanager
+def spark_errors(what: str) -> Iterator[None]:
+    """Turn a Spark failure into one clear CheckpointError (the original stays chained for --debug)."""
+    from py4j.protocol import Py4JError
+    from pyspark.errors import PySparkException
+
+    try:
+        yield
+    except CheckpointError:
+        raise
+    except (PySparkException, Py4JError) as exc:
+        raise CheckpointError(f"Spark failed {what}: {_first_line(exc)}",
+                              hint="check --source-format, --schema and --option; --debug shows Spark's error") from exc
+
+
+# -- reading one source ------------------------------------------------------------------------------
+
+
+def _empty(spark: "SparkSession", schema: Any) -> "DataFrame":
+    from pyspark.sql.types import StructType
+
+    return spark.createDataFrame([], schema if schema is not None else StructType([]))
+
+
+def _read_files(spark: "SparkSession", locations: list[str], opts: ReplayOptions, schema: Any) -> "DataFrame":
+    if not locations:
+        return _empty(spark, schema)
+    reader = spark.read.format(opts.source_format).options(**opts.options)
+    if schema is not None:
+        reader = reader.schema(schema)
+    return reader.load(locations)
+
+
+def _read_kafka(spark: "SparkSession", src: SourceInput, opts: ReplayOptions) -> "DataFrame":
+    assign = {topic: sorted(int(p) for p in parts) for topic, parts in src.ending_offsets.items()}
+    reader = (
+        spark.read.format("kafka")
+        .options(**opts.options)
+        .option("assign", json.dumps(assign))
+        .option("startingOffsets", json.dumps(src.starting_offsets))
+        .option("endingOffsets", json.dumps(src.ending_offsets))
+    )
+    try:
+        return reader.load()
+    except Exception as exc:
+        if "DATA_SOURCE_NOT_FOUND" in _condition(exc) or "Failed to find the data source: kafka" in str(exc):
+            raise SparkUnavailableError(
+                "reading a Kafka source needs the Kafka connector, which is not on the Spark classpath",
+                hint=f"add --packages {KAFKA_PACKAGE} (or --jars with the connector and kafka-clients)",
+            ) from None
+        raise
+
+
+def _check_sources(batches: list[BatchInput], opts: ReplayOptions) -> None:
+    """Fail before any Spark work: several sources without --source, unreplayable kinds, missing files."""
+    ids = sorted({s.source_id for b in batches for s in b.sources})
+    if len(ids) > 1:
+        raise CheckpointError(f"the query has {len(ids)} sources ({', '.join(ids)}): replay reads one at a time",
+                              hint="pass --source ID; --plan shows every source")
+    for batch in batches:
+        for src in batch.sources:
+            if not src.replayable:
+                hint = ("install delta-spark and read the range --plan shows" if src.kind == "delta"
+                        else "--plan shows the recorded offsets")
+                raise UnsupportedError(f"batch {batch.batch_id}: source {src.source_id} cannot be replayed ({src.note})",
+                                       path=f"offsets/{batch.batch_id}", hint=hint)
+            if src.kind == "file" and src.files and not opts.source_format:
+                raise CheckpointError("replaying a file source needs --source-format (json, csv, parquet, text, ...)",
+                                      hint="pass the format, --schema and --option settings the query's readStream used")
+    missing = [(b.batch_id, s.source_id, f) for b in batches for s in b.sources for f in s.missing]
+    if missing and not opts.skip_missing:
+        shown = ", ".join(f.location for _, _, f in missing[:SHOWN_MISSING])
+        more = f" and {len(missing) - SHOWN_MISSING} more" if len(missing) > SHOWN_MISSING else ""
+        batch, source, first = missing[0]
+        raise MissingFileError(
+            f"{len(missing)} input file(s) of batches {missing[0][0]}..{missing[-1][0]} no longer exist: {shown}{more}",
+            path=f"sources/{source}/{first.log_batch}",
+            hint="--path-map FROM=TO if the data moved (e.g. the fixture root), or --skip-missing to replay without them",
+        )
+
+
+def _infer_schema(spark: "SparkSession", batches: list[BatchInput], opts: ReplayOptions) -> Any:
+    """The user's --schema, or one schema inferred from every file of the range (the same for each batch)."""
+    if opts.schema is not None:
+        return opts.schema
+    locations = [f.location for b in batches for s in b.sources if s.kind == "file" for f in s.files if f.exists is not False]
+    if not locations:
+        return None
+    with spark_errors("inferring the input schema"):
+        return _read_files(spark, locations, opts, None).schema
+
+
+# -- late rows ---------------------------------------------------------------------------------------
+
+
+def parse_window(text: str) -> tuple[int, int]:
+    """``DURATION[,SLIDE]`` -> (duration ms, slide ms)."""
+    parts = [p.strip() for p in text.split(",")]
+    if len(parts) > 2 or not all(parts):
+        raise CheckpointError(f"cannot read --window {text!r}", hint='write DURATION[,SLIDE], e.g. "10 minutes" or "10 minutes,5 minutes"')
+    duration = parse_duration_ms(parts[0])
+    slide = parse_duration_ms(parts[1]) if len(parts) == 2 else duration
+    if duration <= 0 or slide <= 0 or slide > duration:
+        raise CheckpointError(f"--window {text!r}: need 0 < slide <= duration", hint="as Spark's window() requires")
+    return duration, slide
+
+
+def watermark_literal(watermark_ms: int, type_name: str) -> "Column":
+    """The watermark as a literal of the event-time type (Spark compares the internal microseconds)."""
+    from pyspark.sql import functions as F
+
+    if type_name == "timestamp_ntz":
+        wall = datetime(1970, 1, 1) + timedelta(milliseconds=watermark_ms)
+        return F.expr(f"TIMESTAMP_NTZ '{wall.isoformat(sep=' ', timespec='microseconds')}'")
+    return F.expr(f"timestamp_millis({int(watermark_ms)})")
+
+
+def with_lateness(df: "DataFrame", event_time: str, watermark_ms: int, window: str | None = None) -> tuple["DataFrame", "Column"]:
+    """``df`` (with a ``window`` column when windowed) and the predicate of Spark's late rows.
+
+    Late means ``event_time <= watermark`` (``window.end <= watermark`` when windowed), exactly
+    ``WatermarkSupport.watermarkExpression``; a null event time is never late.
+    """
+    from pyspark.errors import AnalysisException
+    from pyspark.sql import functions as F
+
+    try:
+        field_type = df.select(F.col(event_time)).schema.fields[0].dataType.typeName()
+    except AnalysisException:
+        raise CheckpointError(f"--event-time column {event_time!r} is not in the input ({', '.join(df.columns) or 'no columns'})",
+                              hint="pass the column the query's withWatermark used, and --schema if it was declared") from None
+    if field_type not in ("timestamp", "timestamp_ntz"):
+        raise CheckpointError(f"--event-time column {event_time!r} is {field_type}, not a timestamp",
+                              hint="pass --schema with the query's schema (e.g. 'id STRING, ts TIMESTAMP') so it is read as one")
+    bound = F.col(event_time)
+    if window is not None:
+        if "window" in df.columns:
+            raise CheckpointError("the input already has a column named 'window'", hint="replay without --window")
+        duration, slide = parse_window(window)
+        df = df.withColumn("window", F.window(bound, f"{duration} milliseconds", f"{slide} milliseconds"))
+        bound = F.col("window.end")
+    return df, F.coalesce(bound <= watermark_literal(watermark_ms, field_type), F.lit(False))
+
+
+# -- the batches -------------------------------------------------------------------------------------
+
+
+def _open(ckpt: Checkpoint | str, fs_options: Mapping[str, str]) -> Checkpoint:
+    return ckpt if isinstance(ckpt, Checkpoint) else open_checkpoint(str(ckpt), fs_options)
+
+
+def replay_batches(spark: "SparkSession", ckpt: Checkpoint | str, start: int, end: int | None = None,
+                   opts: ReplayOptions = ReplayOptions()) -> Iterator[ReplayBatch]:
+    """Batches ``start..end`` in order, each with its exact input read by Spark."""
+    if opts.keep not in KEEP:
+        raise CheckpointError(f"unknown keep {opts.keep!r}", hint=f"one of {', '.join(KEEP)}")
+    if opts.keep != "all" and opts.event_time is None:
+        raise CheckpointError(f"keeping {opts.keep.replace('_', '-')} rows needs the event-time column",
+                              hint="pass --event-time COL (the column the query's withWatermark used)")
+    if opts.window is not None:
+        parse_window(opts.window)
+    ckpt = _open(ckpt, opts.fs_options)
+    batches = plan(ckpt, start, end, source=opts.source, include_pending=opts.include_pending,
+                   path_map=opts.path_map, late_rule=opts.late_watermark, fs_options=opts.fs_options)
+    _check_sources(batches, opts)
+    schema = _infer_schema(spark, batches, opts)
+    for batch in batches:
+        src = batch.sources[0] if batch.sources else None
+        missing = tuple(src.missing) if src else ()
+        with spark_errors(f"reading batch {batch.batch_id}"):
+            if src is None or src.kind == "none":
+                df = _empty(spark, schema)
+            elif src.kind == "kafka":
+                df = _read_kafka(spark, src, opts)
+            else:
+                df = _read_files(spark, [f.location for f in src.files if f.exists is not False], opts, schema)
+            data, late = df, None
+            if opts.event_time is not None:
+                data, late = with_lateness(df, opts.event_time, batch.late_watermark_ms, opts.window)
+        yield ReplayBatch(batch, df, data, late, missing)
+
+
+def batch_inputs(spark: "SparkSession", ckpt: Checkpoint | str, start: int, end: int | None = None,
+                 **options: Any) -> Iterator[tuple[int, "DataFrame", int]]:
+    """``(batch_id, DataFrame, watermark_ms)`` for batches ``start..end`` in order.
+
+    ``options`` are :class:`ReplayOptions` fields (``source_format``, ``schema``, ``options``,
+    ``path_map``, ``event_time``, ``window``, ``keep="late"`` ...); ``watermark_ms`` is the batch's
+    ``batchWatermarkMs`` (what its progress report shows as ``eventTime.watermark``).
+    """
+    opts = replace(ReplayOptions(), **options)
+    for rb in replay_batches(spark, ckpt, start, end, opts):
+        yield rb.batch_id, rb.kept(opts.keep), rb.plan.watermark_ms
+
+
+def batch_counts(rb: ReplayBatch, group_by: tuple[str, ...] = ()) -> dict[str, int | None]:
+    """Rows of the batch; with an event time its late and on-time rows (and distinct late groups)."""
+    from pyspark.sql import functions as F
+
+    if rb.late is None:
+        return {"rows": rb.input.count(), "late_rows": None, "on_time_rows": None, "late_groups": None}
+    got = rb.data.agg(F.count(F.lit(1)).alias("n"), F.sum(rb.late.cast("long")).alias("late")).first()
+    rows = got["n"] if rb.data is rb.input else rb.input.count()
+    late = got["late"] or 0
+    groups = None
+    if group_by:
+        keys = (["window"] if rb.data is not rb.input else []) + list(group_by)
+        groups = rb.data.filter(rb.late).select(*keys).distinct().count()
+    return {"rows": rows, "late_rows": late, "on_time_rows": got["n"] - late, "late_groups": groups}
+
+
+def replay(spark: "SparkSession", ckpt: Checkpoint | str, start: int, end: int | None, opts: ReplayOptions,
+           sink: Sink, group_by: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """Hand each batch's kept rows to ``sink(df, batch_id)`` in batch order; one summary row per batch."""
+    out = []
+    for rb in replay_batches(spark, ckpt, start, end, opts):
+        with spark_errors(f"counting batch {rb.batch_id}"):
+            counts = batch_counts(rb, group_by)
+        sink(rb.kept(opts.keep), rb.batch_id)
+        src = rb.plan.sources[0] if rb.plan.sources else None
+        windowed = None if counts["late_rows"] is None else counts["late_rows"] + counts["on_time_rows"]
+        kept = {"all": counts["rows"] if windowed is None else windowed, "late": counts["late_rows"],
+                "on_time": counts["on_time_rows"]}[opts.keep]
+        out.append({
+            "batch": rb.batch_id,
+            "committed": rb.plan.committed,
+            "watermark_ms": rb.plan.watermark_ms,
+            "late_watermark_ms": rb.plan.late_watermark_ms,
+            "source_id": src.source_id if src else None,
+            "files": len(src.files) - len(rb.missing) if src and src.kind == "file" else None,
+            "missing_files": len(rb.missing),
+            **counts,
+            "kept_rows": kept,
+        })
+    return out
+
+
+# -- sinks -------------------------------------------------------------------------------------------
+
+
+def parquet_sink(path: str, overwrite: bool = False, fs_options: Mapping[str, str] | None = None) -> Sink:
+    """Write each batch as Parquet under ``path/batch_id=N/`` (with a ``batch_id`` column); refuse a non-empty ``path``."""
+    target = open_fs(path, fs_options)
+    info = target.info("")
+    if info is not None and not info.is_dir:
+        raise RefusedError(f"--output {path} is a file", hint="pass a directory")
+    if target.names("") and not overwrite:
+        raise RefusedError(f"--output {path} is not empty", hint="pass an empty or new directory, or --overwrite to replace it")
+    first = [True]
+
+    def write(df: "DataFrame", batch_id: int) -> None:
+        from pyspark.sql import functions as F
+
+        mode = "overwrite" if first[0] and overwrite else "append"
+        first[0] = False
+        with spark_errors(f"writing batch {batch_id} to {path}"):
+            (df.withColumn("batch_id", F.lit(batch_id).cast("long")).write.mode(mode)
+             .option("partitionOverwriteMode", "static").partitionBy("batch_id").parquet(path))
+
+    return write
+
+
+def load_function(spec: str) -> Sink:
+    """``module:function`` or ``path/to/file.py:function`` -> the function (called as ``function(df, batch_id)``)."""
+    module_name, sep, attr = spec.rpartition(":")
+    if not sep or not module_name or not attr.isidentifier():
+        raise CheckpointError(f"--foreach-batch expects module:function, got {spec!r}",
+                              hint="e.g. mypackage.sinks:write_batch or ./sinks.py:write_batch")
+    try:
+        if module_name.endswith(".py") or os.sep in module_name:
+            location = importlib.util.spec_from_file_location(os.path.basename(module_name)[:-3] or "sink", module_name)
+            if location is None or not os.path.isfile(module_name):
+                raise ImportError(f"no file {module_name}")
+            module = importlib.util.module_from_spec(location)
+            location.loader.exec_module(module)
+        else:
+            if os.getcwd() not in sys.path and "" not in sys.path:
+                sys.path.insert(0, os.getcwd())
+            module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise CheckpointError(f"--foreach-batch: cannot import {module_name}: {exc}",
+                              hint="the module must be importable from the current directory or PYTHONPATH") from None
+    fn = getattr(module, attr, None)
+    if not callable(fn):
+        raise CheckpointError(f"--foreach-batch: {module_name} has no function {attr}", hint="check the name after ':'")
+
+    def call(df: "DataFrame", batch_id: int) -> None:
+        try:
+            fn(df, batch_id)
+        except Exception as exc:
+            raise CheckpointError(f"--foreach-batch {spec} failed on batch {batch_id}: {type(exc).__name__}: {_first_line(exc)}",
+                                  hint="--debug shows the traceback") from exc
+
+    return call
