@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import sys
 
 import click
@@ -60,7 +61,7 @@ class WmcheckGroup(click.Group):
             if debug_requested():
                 raise
             raise CliError(str(exc)) from None
-        except (click.ClickException, click.exceptions.Exit, click.Abort, KeyboardInterrupt):
+        except (click.ClickException, click.exceptions.Exit, click.Abort, KeyboardInterrupt, BrokenPipeError):
             raise
         except Exception as exc:  # a bug: say so in one line, keep the traceback for --debug
             if debug_requested():
@@ -83,4 +84,8 @@ def cli() -> None:
 
 def main() -> None:
     """Console-script entry point."""
-    cli(prog_name="wmcheck")
+    try:
+        cli(prog_name="wmcheck")
+    except BrokenPipeError:  # output piped into head & co.: stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
