@@ -85,6 +85,10 @@ class Checkpoint:
         missing = [p for p in paths if p not in self._cache and p not in self._raw]
         self._raw.update(self.fs.read_many(missing))
 
+    def remember(self, data: Mapping[str, bytes]) -> None:
+        """Keep bytes already read (e.g. to verify a checksum) for the first parse of each path."""
+        self._raw.update((p, d) for p, d in data.items() if p not in self._cache)
+
     def read(self, path: str) -> bytes:
         """Raw bytes of a file (preloaded ones come from memory)."""
         return self._raw.pop(path) if path in self._raw else self.fs.read(path)

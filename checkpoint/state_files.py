@@ -59,21 +59,28 @@ class StorePartition:
 
         ``unique_ids`` (version -> id, checkpoint format v2) restricts each version to its file.
         """
-        if version == 0:
-            return True
-        by_version: dict[int, set[str]] = {}
+        return self.restore_plan(version, unique_ids)[1] is None
+
+    def restore_plan(self, version: int, unique_ids: dict[int, str] | None = None) -> tuple[list[StateFile], int | None]:
+        """The files that rebuild ``version`` (full copy first, then increments) and the first version,
+        walking down from ``version``, that has neither (None when ``version`` can be rebuilt)."""
+        by_version: dict[int, list[StateFile]] = {}
         for f in self.files:
             if unique_ids is None or f.unique_id is None or unique_ids.get(f.version) in (None, f.unique_id):
-                by_version.setdefault(f.version, set()).add(f.kind)
+                by_version.setdefault(f.version, []).append(f)
+        chain: list[StateFile] = []
         v = version
         while v > 0:
-            kinds = by_version.get(v, set())
-            if kinds & BASE_KINDS:
-                return True
-            if not kinds & INCREMENT_KINDS:
-                return False
+            files = by_version.get(v, [])
+            base = next((f for f in files if f.kind in BASE_KINDS), None)
+            if base:
+                return [base, *reversed(chain)], None
+            step = next((f for f in files if f.kind in INCREMENT_KINDS), None)
+            if step is None:
+                return list(reversed(chain)), v
+            chain.append(step)
             v -= 1
-        return True
+        return list(reversed(chain)), None
 
     def oldest_loadable(self, up_to: int) -> int | None:
         """The smallest version ≤ ``up_to`` that can be rebuilt from the files present."""

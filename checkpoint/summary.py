@@ -37,11 +37,15 @@ def operator_summary(ckpt: Checkpoint, op: Operator) -> dict[str, Any]:
 
 def loadable(ckpt: Checkpoint, op: Operator, part: StorePartition, version: int) -> bool:
     """Whether ``version`` of one store partition can be rebuilt (by unique id for checkpoint format v2)."""
-    ids = None
-    if any(f.unique_id for f in part.files):
-        index = op.stores.index(part.store) if part.store in op.stores else 0
-        ids = ckpt.unique_ids_for(op.operator_id, part.partition, index) or None
-    return part.can_load(version, ids)
+    return part.can_load(version, store_unique_ids(ckpt, op, part))
+
+
+def store_unique_ids(ckpt: Checkpoint, op: Operator, part: StorePartition) -> dict[int, str] | None:
+    """Checkpoint format v2: state version -> unique id of one store partition (None for v1 files)."""
+    if not any(f.unique_id for f in part.files):
+        return None
+    index = op.stores.index(part.store) if part.store in op.stores else 0
+    return ckpt.unique_ids_for(op.operator_id, part.partition, index) or None
 
 
 def source_summaries(ckpt: Checkpoint) -> list[dict[str, Any]]:
