@@ -1,0 +1,1 @@
+"""The checks behind ``wmcheck check``, one module per area; importing them registers them."""

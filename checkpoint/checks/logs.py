@@ -1,0 +1,156 @@
+"""Checks of the metadata logs: ``offsets/``, ``commits/``, ``metadata``, temp files and sidecars."""
+from __future__ import annotations
+
+import posixpath
+import re
+from typing import Iterator
+
+from ..model import COMMITS, OFFSETS
+from ..state_files import is_crc, is_temp
+from .context import Context, crc_target, error_text
+from .registry import ERROR, WARNING, Issue, register
+from .text import span
+
+JAVA_UUID = re.compile(r"^[0-9a-fA-F]{1,8}-[0-9a-fA-F]{1,4}-[0-9a-fA-F]{1,4}-[0-9a-fA-F]{1,4}-[0-9a-fA-F]{1,12}$")
+CHECKPOINT_FORMAT = "spark.sql.streaming.stateStore.checkpointFormatVersion"
+
+
+def is_sidecar(name: str) -> bool:
+    return is_crc(name) and not is_temp(name)
+
+
+@register("WM001", ERROR, "a file does not parse")
+def unparseable(ctx: Context) -> Iterator[Issue]:
+    for path, exc in sorted(ctx.failures.items()):
+        yield path, error_text(exc)
+
+
+@register("WM002", ERROR, "gap in offsets/ ids")
+def offsets_gap(ctx: Context) -> Iterator[Issue]:
+    for lo, hi in ctx.ckpt.gaps(ctx.ckpt.offset_ids):
+        yield f"{OFFSETS}/{lo}", (
+            f"offsets/{span(lo, hi)} missing between batches {lo - 1} and {hi + 1}: Spark cannot restart when the batch "
+            f"before the last is missing ('batch {hi} doesn't exist') and no batch in the gap can be restored; "
+            f"fix: wmcheck rewind CKPT --to-batch {lo - 1} (drops the batches after the gap; Spark plans them again)"
+        )
+
+
+@register("WM003", WARNING, "gap in commits/ ids")
+def commits_gap(ctx: Context) -> Iterator[Issue]:
+    for lo, hi in ctx.ckpt.gaps(ctx.ckpt.commit_ids):
+        yield f"{COMMITS}/{lo}", (
+            f"commits/{span(lo, hi)} missing although commits/{hi + 1} exists: the completion of batch {span(lo, hi)} "
+            f"was never recorded (a lost file or logs of two runs mixed); Spark restarts from the last commit and does "
+            f"not notice, but these batches cannot be rewound to; check how the checkpoint was copied"
+        )
+
+
+@register("WM004", ERROR, "commit without its offsets")
+def commit_without_offsets(ctx: Context) -> Iterator[Issue]:
+    ckpt = ctx.ckpt
+    offsets = set(ckpt.offset_ids)
+    first = ckpt.offset_ids[0] if offsets else None
+    for batch in ckpt.commit_ids:
+        if batch not in offsets and (first is None or batch >= first):
+            last = ckpt.last_batch
+            yield f"{COMMITS}/{batch}", (
+                f"commits/{batch} has no offsets/{batch}: Spark re-runs batch {last} and then fails to record its "
+                f"commit ('Concurrent update to the commit log')" if last is not None and batch > last else
+                f"commits/{batch} has no offsets/{batch}: the batch was committed but its plan is gone"
+            ) + (f"; fix: wmcheck rewind CKPT --to-batch {last}" if last is not None else "; restore offsets/ from a backup")
+
+
+@register("WM005", ERROR, "more than one batch past the last commit")
+def uncommitted_batches(ctx: Context) -> Iterator[Issue]:
+    ckpt = ctx.ckpt
+    done = ckpt.last_committed_batch
+    if done is None and COMMITS not in ctx.tree.entries:
+        return  # written before Spark 2.2 had a commit log
+    pending = [b for b in ckpt.offset_ids if done is None or b > done]
+    if len(pending) > 1:
+        first, last = pending[0], pending[-1]
+        yield f"{OFFSETS}/{first}", (
+            f"batches {span(first, last)} are planned but not committed: Spark re-runs only batch {last}, from the "
+            f"offsets of batch {last - 1}, so the input of batch {span(first, last - 1)} is never processed; fix: "
+            + (f"wmcheck rewind CKPT --to-batch {done} (Spark then plans that input again)" if done is not None
+               else "start the query from a new checkpoint")
+        )
+
+
+def checkpoint_format(ctx: Context) -> tuple[int | None, str]:
+    """The state checkpoint format (1 or 2) and where it comes from: the pinned conf, else the state file names."""
+    pinned = ctx.conf(CHECKPOINT_FORMAT)
+    if pinned is not None and pinned.isdigit():
+        return int(pinned), f"{CHECKPOINT_FORMAT}={pinned}"
+    files = [f for op in ctx.ckpt.state_layout.operators for p in op.partitions for f in p.files]
+    if not files:
+        return None, ""
+    if any(f.unique_id for f in files):
+        return 2, "state files named <version>_<uniqueId> (checkpoint format 2)"
+    return 1, "state files named <version>.<kind> (checkpoint format 1)"
+
+
+@register("WM006", ERROR, "log versions that the checkpoint format does not allow")
+def log_versions(ctx: Context) -> Iterator[Issue]:
+    fmt, source = checkpoint_format(ctx)
+    if fmt is not None:
+        wrong = [b for b, entry in sorted(ctx.commits.items()) if entry.version != fmt]
+        if wrong:
+            got = ctx.commits[wrong[-1]].version
+            yield f"{COMMITS}/{wrong[0]}", (
+                f"{len(wrong)} commit file(s) ({span(wrong[0], wrong[-1])}) are v{got} but the checkpoint uses format "
+                f"{fmt} ({source}): "
+                + ("Spark refuses the log ('written by a future version') or ignores the unique ids of the state files"
+                   if got > fmt else "these commits carry no stateUniqueIds, so Spark cannot tell which state files to load")
+                + "; the logs come from another run or were edited: restore them (wmcheck undo) or rewind before them"
+            )
+    versions = sorted((b, s.version) for b, s in ctx.offsets.items())
+    for (b1, v1), (b2, v2) in zip(versions, versions[1:]):
+        if v2 < v1:
+            yield f"{OFFSETS}/{b2}", (
+                f"offsets/{b2} is v{v2} after offsets/{b1} v{v1}: Spark never downgrades the offset log format, so "
+                f"the logs were mixed or edited; fix: wmcheck rewind CKPT --to-batch {b1}"
+            )
+            break
+
+
+@register("WM007", WARNING, "metadata is missing")
+def metadata_missing(ctx: Context) -> Iterator[Issue]:
+    if "metadata" not in ctx.tree.entries:
+        yield "metadata", (
+            "the checkpoint has no metadata file: Spark starts the query under a new id, which sinks keyed by query "
+            "id (and monitoring) see as a different query; restore it from a backup (wmcheck undo if wmcheck removed it)"
+        )
+
+
+@register("WM008", ERROR, "metadata holds no valid query id")
+def metadata_invalid(ctx: Context) -> Iterator[Issue]:
+    meta = ctx.query_metadata
+    if meta is not None and not JAVA_UUID.match(meta.query_id):
+        yield "metadata", (
+            f"the query id {meta.query_id!r} is not a UUID: Spark fails to start the query "
+            f"(UUID.fromString); restore metadata from a backup"
+        )
+
+
+@register("WM009", WARNING, "leftover temp file")
+def temp_files(ctx: Context) -> Iterator[Issue]:
+    for tree in ctx.trees:
+        for path in sorted(p for p in tree.entries if is_temp(posixpath.basename(p))):
+            yield tree.shown(path), (
+                "leftover of an interrupted write; Spark ignores it, but it hides what happened and takes space: "
+                "delete it while the query is stopped"
+            )
+
+
+@register("WM010", WARNING, "orphaned checksum sidecar")
+def orphan_crc(ctx: Context) -> Iterator[Issue]:
+    for tree in ctx.trees:
+        for path in sorted(p for p in tree.entries if is_sidecar(posixpath.basename(p))):
+            target = crc_target(path)
+            if target not in tree.entries:
+                yield tree.shown(path), (
+                    f"checksum of {posixpath.basename(target)}, which does not exist: if a file of that name is written "
+                    f"again without its checksum (a hand copy, an old tool), Spark fails with a ChecksumException; "
+                    f"delete the sidecar while the query is stopped"
+                )

@@ -1,0 +1,145 @@
+"""Checks of the file-source logs (``sources/<i>/``) and of the file sink's log (``_spark_metadata/``)."""
+from __future__ import annotations
+
+import posixpath
+from typing import Iterator
+
+from ..file_logs import COMPACT_SUFFIX, log_file_batch
+from ..model import SOURCES
+from .context import SINK_LOG, Context, Tree
+from .registry import ERROR, Issue, register
+
+DEFAULT_COMPACT_INTERVAL = 10  # spark.sql.streaming.fileSource.log.compactInterval and fileSink's
+
+
+def log_files(tree: Tree, folder: str) -> dict[int, set[bool]]:
+    """Batch id -> which forms exist (``True``: ``N.compact``, ``False``: ``N``) in a file log folder."""
+    out: dict[int, set[bool]] = {}
+    prefix = folder + "/"
+    for path in tree.entries:
+        if path.startswith(prefix) and "/" not in path[len(prefix):]:
+            parsed = log_file_batch(path[len(prefix):])
+            if parsed:
+                out.setdefault(parsed[0], set()).add(parsed[1])
+    return out
+
+
+def derive_interval(latest_compact: int, default: int = DEFAULT_COMPACT_INTERVAL) -> int:
+    """Spark's ``CompactibleFileStreamLog.deriveCompactInterval`` when only one compact file exists."""
+    n = latest_compact + 1
+    if n <= default:
+        return n
+    return next((d for d in range(default, n // 2 + 1) if n % d == 0), n)
+
+
+def compact_interval(files: dict[int, set[bool]]) -> tuple[int, str] | None:
+    """The interval Spark derives on restart from the compact files present, and how."""
+    compacts = sorted((b for b, forms in files.items() if True in forms), reverse=True)
+    if len(compacts) >= 2:
+        return compacts[0] - compacts[1], f"the distance between {compacts[1]}.compact and {compacts[0]}.compact"
+    if compacts:
+        return derive_interval(compacts[0]), f"derived from {compacts[0]}.compact with the default interval {DEFAULT_COMPACT_INTERVAL}"
+    return None
+
+
+def covered(files: dict[int, set[bool]], batch: int) -> bool:
+    """Whether log batch ``batch`` can be read: its own file, or a later compact file holding it."""
+    return batch in files or any(b >= batch and True in forms for b, forms in files.items())
+
+
+@register("WM022", ERROR, "file-source log does not reach the last offsets")
+def source_log_behind(ctx: Context) -> Iterator[Issue]:
+    ckpt = ctx.ckpt
+    last = ckpt.last_batch
+    seq = ctx.offsets.get(last) if last is not None else None
+    if seq is None:
+        return
+    previous = ctx.offsets.get(last - 1) if ckpt.pending_batch is not None else None
+    for src in seq.sources:
+        end = src.log_offset
+        if end is None or not src.source_id.isdigit() or int(src.source_id) not in ckpt.source_dirs:
+            continue
+        folder = f"{SOURCES}/{src.source_id}"
+        files = log_files(ctx.tree, folder)
+        compacts = [b for b, forms in files.items() if True in forms]
+        start = max(compacts) + 1 if compacts else min(files, default=0)
+        if previous is not None:
+            before = next((s.log_offset for s in previous.sources if s.source_id == src.source_id), None)
+            start = min(start, before + 1) if before is not None else start
+        gone = [b for b in range(start, end + 1) if not covered(files, b)]
+        if gone:
+            reach = max(files, default=-1)
+            ok = [b for b, s in sorted(ctx.offsets.items()) if b in ctx.commits and all(
+                o.log_offset is None or o.source_id != src.source_id or o.log_offset < gone[0] for o in s.sources)]
+            yield f"{folder}/{gone[0]}", (
+                f"offsets/{last} points at log batch {end} of {folder}, but log batch {gone[0]} is missing (the log "
+                f"ends at {reach}): Spark cannot list the files of the batch and fails, or writes new log batches over "
+                f"ids it already used. Restore {folder}/ from a backup, or "
+                + (f"wmcheck rewind CKPT --to-batch {ok[-1]}" if ok else "start a new checkpoint")
+            )
+
+
+def compaction_issues(tree: Tree, folder: str) -> Iterator[Issue]:
+    files = log_files(tree, folder)
+    derived = compact_interval(files)
+    if derived is None:
+        return
+    interval, how = derived
+    latest = max(b for b, forms in files.items() if True in forms)
+    for batch in sorted(b for b in files if b >= latest):
+        expect = (batch + 1) % interval == 0
+        if expect not in files[batch]:
+            wanted = f"{batch}{COMPACT_SUFFIX}" if expect else str(batch)
+            found = str(batch) if expect else f"{batch}{COMPACT_SUFFIX}"
+            yield tree.shown(posixpath.join(folder, found)), (
+                f"with compact interval {interval} ({how}) Spark reads log batch {batch} from {wanted}, but the log holds "
+                f"{found}: reading the log fails (file not found). The log was compacted with another interval or "
+                f"edited by hand: restore {folder}/ from a backup"
+            )
+            return
+
+
+@register("WM023", ERROR, "compaction files inconsistent with the interval")
+def compaction(ctx: Context) -> Iterator[Issue]:
+    for source in ctx.ckpt.source_dirs:
+        yield from compaction_issues(ctx.tree, f"{SOURCES}/{source}")
+    if ctx.sink is not None:
+        yield from compaction_issues(ctx.sink, SINK_LOG)
+
+
+def sink_latest(ctx: Context) -> int | None:
+    return max(log_files(ctx.sink, SINK_LOG), default=None)
+
+
+@register("WM024", ERROR, "file sink log ahead of the last committed batch", needs_sink=True)
+def sink_ahead(ctx: Context) -> Iterator[Issue]:
+    ckpt = ctx.ckpt
+    latest = sink_latest(ctx)
+    allowed = ckpt.last_batch if ckpt.pending_batch is not None else ckpt.last_committed_batch
+    if latest is not None and (allowed is None or latest > allowed):
+        name = f"{latest}{COMPACT_SUFFIX}" if True in log_files(ctx.sink, SINK_LOG)[latest] else str(latest)
+        done = ckpt.last_committed_batch
+        yield ctx.sink.shown(f"{SINK_LOG}/{name}"), (
+            f"the file sink has committed batch {latest} but the checkpoint's last committed batch is {done}"
+            f"{f' (planned: {ckpt.last_batch})' if ckpt.pending_batch is not None else ''}: on restart Spark runs "
+            f"batches {'0' if done is None else done + 1}..{latest} again and the sink skips them as already committed, "
+            f"so whatever they produce now is lost. Fix: "
+            + (f"wmcheck rewind CKPT --to-batch {done} --file-sink SINK" if done is not None
+               else f"remove {SINK_LOG}/ from the sink (no batch of this checkpoint was committed)")
+        )
+
+
+@register("WM025", ERROR, "file sink log behind the last committed batch", needs_sink=True)
+def sink_behind(ctx: Context) -> Iterator[Issue]:
+    done = ctx.ckpt.last_committed_batch
+    latest = sink_latest(ctx)
+    if done is not None and (latest is None or latest < done):
+        first = 0 if latest is None else latest + 1
+        yield ctx.sink.shown(SINK_LOG), (
+            f"the checkpoint has committed batches {first}..{done} but the file sink's log "
+            + ("is empty" if latest is None else f"ends at batch {latest}")
+            + ": their output is missing from the sink (a rewound or replaced sink, or another output path), and "
+            + "Spark will not write it again. Fix: "
+            + (f"wmcheck rewind CKPT --to-batch {latest} --file-sink SINK" if latest is not None
+               else "start the query from a new checkpoint")
+        )

@@ -1,0 +1,192 @@
+"""Checks of ``state/``: the state the next batch loads, leftovers, partitions, unique ids, checksums."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+from ..model import Operator
+from ..state_files import BASE_KINDS, StateFile, StorePartition
+from ..summary import store_unique_ids
+from .context import Context
+from .registry import ERROR, WARNING, Issue, register
+from .text import listed, plural
+
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How one store partition rebuilds the version the next batch loads."""
+
+    op: Operator
+    part: StorePartition
+    ids: dict[int, str] | None
+    chain: list[StateFile]
+    missing: int | None
+
+
+def plans(ctx: Context) -> list[Plan]:
+    """A plan per store partition (skipping checkpoint v2 stores when a commit did not parse)."""
+    if "plans" not in ctx.memo:
+        version = ctx.ckpt.next_state_version
+        out = []
+        for op in ctx.operators:
+            for part in op.partitions:
+                if any(f.unique_id for f in part.files) and not ctx.unique_ids_known:
+                    continue
+                ids = store_unique_ids(ctx.ckpt, op, part)
+                out.append(Plan(op, part, ids, *part.restore_plan(version, ids)))
+        ctx.memo["plans"] = out
+    return ctx.memo["plans"]
+
+
+def file_kinds(part: StorePartition) -> tuple[str, str]:
+    """(full copy, increment) file kinds of the partition's provider: RocksDB or HDFS."""
+    return ("zip", "changelog") if any(f.kind in ("zip", "changelog") for f in part.files) else ("snapshot", "delta")
+
+
+def newest_loadable(part: StorePartition, ids: dict[int, str] | None, version: int) -> int:
+    """The newest version at or below ``version`` that the store partition can rebuild (0 always can)."""
+    missing = part.restore_plan(version, ids)[1]
+    while missing is not None:
+        version = missing - 1
+        missing = part.restore_plan(version, ids)[1]
+    return version
+
+
+def rewind_hint(ctx: Context) -> str:
+    """The newest batch every store partition can restart from, as a wmcheck command."""
+    target = ctx.ckpt.next_state_version
+    while True:
+        newest = min((newest_loadable(p.part, p.ids, target) for p in plans(ctx)), default=target)
+        if newest == target:
+            break
+        target = newest
+    if target:
+        return f"Fix: wmcheck rewind CKPT --to-batch {target - 1} (the newest batch whose state every partition can rebuild)"
+    return "No committed batch can be restored from these files: restore state/ from a backup (wmcheck undo) or start a new checkpoint"
+
+
+@register("WM016", ERROR, "state the next batch loads cannot be rebuilt")
+def unloadable(ctx: Context) -> Iterator[Issue]:
+    version = ctx.ckpt.next_state_version
+    broken = [p for p in plans(ctx) if p.missing is not None]
+    for op in ctx.operators:
+        mine = [p for p in broken if p.op is op]
+        if not mine:
+            continue
+        first = mine[0]
+        base, step = file_kinds(first.part)
+        uid = f"_{first.ids[first.missing]}" if first.ids and first.missing in first.ids else ""
+        earlier = any(f.kind in BASE_KINDS and f.version < first.missing for f in first.part.files)
+        yield first.part.directory, (
+            f"state version {version}, which the next batch loads, cannot be rebuilt in "
+            f"{plural(len(mine), 'store partition')} of operator {op.operator_id} "
+            f"({listed([p.part.directory for p in mine])}): {first.part.directory} has neither "
+            f"{first.missing}{uid}.{step} nor {first.missing}{uid}.{base}"
+            + ("" if earlier else f" and no {base} before it")
+            + f"; Spark fails to load the state. {rewind_hint(ctx)}"
+        )
+
+
+def version_ceiling(ctx: Context) -> int:
+    """The newest state version this checkpoint's batches may have written (a pending batch writes one more)."""
+    ckpt = ctx.ckpt
+    return ckpt.last_batch + 1 if ckpt.pending_batch is not None else ckpt.next_state_version
+
+
+@register("WM017", ERROR, "state files beyond the last batch")
+def leftovers(ctx: Context) -> Iterator[Issue]:
+    ceiling = version_ceiling(ctx)
+    done = ctx.ckpt.last_committed_batch
+    for op in ctx.operators:
+        extra = [(p, [f for f in p.files if f.version > ceiling]) for p in op.partitions]
+        extra = [(p, files) for p, files in extra if files]
+        if not extra:
+            continue
+        files = [f for _, fs in extra for f in fs]
+        versions = sorted({f.version for f in files})
+        yield extra[0][0].directory, (
+            f"{plural(len(files), 'state file')} for versions {versions[0]}..{versions[-1]} in "
+            f"{plural(len(extra), 'store partition')} of operator {op.operator_id} ({listed([p.directory for p, _ in extra])}) "
+            f"are newer than version {ceiling}, the last one this checkpoint's batches wrote: leftovers of a later run "
+            f"or a hand rewind. Spark may load a stale snapshot when it gets there, and its cleanup may delete files it "
+            f"needs. Fix: " + (f"wmcheck rewind CKPT --to-batch {done} (removes them)" if done is not None
+                               else "delete state/ (no batch was committed)")
+        )
+
+
+def expected_partitions(ctx: Context, op: Operator) -> tuple[int | None, str]:
+    """The operator's partition count and where it comes from."""
+    if op.metadata is not None and op.num_partitions:
+        return op.num_partitions, "numPartitions in its operator metadata"
+    pinned = ctx.conf(SHUFFLE_PARTITIONS)
+    return (int(pinned), f"{SHUFFLE_PARTITIONS}={pinned}") if pinned and pinned.isdigit() else (None, "")
+
+
+@register("WM018", ERROR, "state partition directory missing")
+def missing_partitions(ctx: Context) -> Iterator[Issue]:
+    version = ctx.ckpt.next_state_version
+    if version == 0:
+        return
+    for op in ctx.operators:
+        num, source = expected_partitions(ctx, op)
+        if not num:
+            continue
+        present = {(p.partition, p.store) for p in op.partitions}
+        missing = [ctx.state_dir(op, pid, store) for pid in range(num) for store in op.stores if (pid, store) not in present]
+        if missing:
+            yield missing[0], (
+                f"{plural(len(missing), 'state directory', 'state directories')} of operator {op.operator_id} missing ({listed(missing)}); it "
+                f"has {num} partitions ({source}): Spark fails to load state version {version} there. Restore them from "
+                f"a backup (wmcheck undo) or start a new checkpoint"
+            )
+
+
+@register("WM019", WARNING, "more state partitions than the operator has")
+def extra_partitions(ctx: Context) -> Iterator[Issue]:
+    for op in ctx.operators:
+        num, source = expected_partitions(ctx, op)
+        if not num:
+            continue
+        extra = sorted({p.partition for p in op.partitions if p.partition >= num})
+        if extra:
+            dirs = [f"state/{op.operator_id}/{pid}" for pid in extra]
+            yield dirs[0], (
+                f"operator {op.operator_id} has {num} partitions ({source}) but state also holds partition "
+                f"{plural(len(extra), 'directory', 'directories')} beyond it ({listed(dirs)}): written by a run with more shuffle "
+                f"partitions, or the metadata was edited; Spark never reads them. Delete them if the count is right"
+            )
+
+
+@register("WM020", ERROR, "unique id in commits/ without its state file")
+def unmatched_unique_ids(ctx: Context) -> Iterator[Issue]:
+    if not ctx.unique_ids_known:
+        return
+    version = ctx.ckpt.next_state_version
+    for op in ctx.operators:
+        lost = []
+        for part in op.partitions:
+            index = op.stores.index(part.store) if part.store in op.stores else 0
+            ids = ctx.ckpt.unique_ids_for(op.operator_id, part.partition, index)
+            present = {(f.version, f.unique_id) for f in part.files}
+            oldest = min((f.version for f in part.files), default=None)
+            lost += [(part, v, uid) for v, uid in sorted(ids.items())
+                     if oldest is not None and oldest <= v < version and (v, uid) not in present]
+        if lost:
+            part, v, uid = lost[0]
+            yield part.directory, (
+                f"commits/{v - 1} names unique id {uid} for state version {v}, but {part.directory} has no {v}_{uid} file "
+                f"({plural(len(lost), 'version')} in {plural(len({p.directory for p, _, _ in lost}), 'store partition')} "
+                f"of operator {op.operator_id}): the commit log and the state files come from different runs or files "
+                f"were lost; Spark fails when it needs them (a rewind to those batches is impossible)"
+            )
+
+
+@register("WM021", ERROR, "checksum sidecar does not match its file")
+def checksums(ctx: Context) -> Iterator[Issue]:
+    for plan in plans(ctx):
+        if plan.missing is None:
+            ctx.verify_state_files(plan.chain)
+    for tree in ctx.trees:
+        yield from tree.mismatches

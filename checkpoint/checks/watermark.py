@@ -1,0 +1,113 @@
+"""Checks of the watermark across batches, and of the confs Spark pins for the life of a query."""
+from __future__ import annotations
+
+from typing import Iterator
+
+from ..model import COMMITS, OFFSETS, PINNED_CONFS, WATERMARK_POLICY
+from ..state_schema import event_time_field
+from ..timeutil import format_duration, format_ms
+from .context import Context
+from .registry import ERROR, WARNING, Issue, register
+
+FUTURE_TOLERANCE_MS = 86_400_000
+STUCK_AFTER_BATCHES = 10
+
+
+def watermarks(ctx: Context) -> list[tuple[int, int, int]]:
+    """(batch, batchWatermarkMs, batchTimestampMs) of every parsed offsets file with metadata."""
+    return [(b, s.metadata.batch_watermark_ms, s.metadata.batch_timestamp_ms)
+            for b, s in sorted(ctx.offsets.items()) if s.metadata is not None]
+
+
+@register("WM011", WARNING, "watermark decreases between batches")
+def decreasing(ctx: Context) -> Iterator[Issue]:
+    rows = watermarks(ctx)
+    for (b1, w1, _), (b2, w2, _) in zip(rows, rows[1:]):
+        if w2 < w1:
+            yield f"{OFFSETS}/{b2}", (
+                f"batchWatermarkMs {w2} ({format_ms(w2, ctx.tz)}) is below batch {b1}'s {w1} ({format_ms(w1, ctx.tz)}): "
+                f"Spark never lowers the watermark; a lower one re-opens windows that were already emitted and evicted "
+                f"(duplicate or partial output in append mode). If it was lowered on purpose (wmcheck set-watermark), "
+                f"ignore this (--ignore WM011); otherwise fix: wmcheck set-watermark CKPT --watermark {w1}"
+            )
+
+
+@register("WM012", WARNING, "commit watermark differs from the next batch's")
+def commit_vs_next(ctx: Context) -> Iterator[Issue]:
+    for batch, entry in sorted(ctx.commits.items()):
+        nxt = ctx.offsets.get(batch + 1)
+        if entry.next_batch_watermark_ms is None or nxt is None or nxt.metadata is None:
+            continue
+        planned = nxt.metadata.batch_watermark_ms
+        if entry.next_batch_watermark_ms != planned:
+            yield f"{COMMITS}/{batch}", (
+                f"nextBatchWatermarkMs {entry.next_batch_watermark_ms} differs from offsets/{batch + 1} batchWatermarkMs "
+                f"{planned}: Spark writes both from the same value, so one of them was edited; a restart takes the larger "
+                f"of the last pair. Fix: wmcheck set-watermark CKPT --watermark <the intended value> (rewrites both)"
+            )
+
+
+@register("WM013", ERROR, "watermark far ahead of the batch's processing time")
+def future_watermark(ctx: Context) -> Iterator[Issue]:
+    rows = [(f"{OFFSETS}/{b}", b, w, t) for b, w, t in watermarks(ctx)]
+    last = ctx.ckpt.last_committed_batch
+    if last in ctx.commits and last in ctx.offsets and ctx.offsets[last].metadata is not None:
+        nxt = ctx.commits[last].next_batch_watermark_ms
+        if nxt is not None:
+            rows.append((f"{COMMITS}/{last}", last, nxt, ctx.offsets[last].metadata.batch_timestamp_ms))
+    ahead = [r for r in rows if r[3] > 0 and r[2] - r[3] > FUTURE_TOLERANCE_MS]
+    if ahead:
+        path, batch, wm, ts = ahead[0]
+        others = f" ({len(ahead) - 1} more through batch {ahead[-1][1]})" if len(ahead) > 1 else ""
+        yield path, (
+            f"watermark {wm} ({format_ms(wm, ctx.tz)}) is {format_duration(wm - ts)} after the batch's processing time "
+            f"{format_ms(ts, ctx.tz)}{others}: a unit error (epoch milliseconds cast to timestamp are read as seconds; "
+            f"microseconds as milliseconds) or a wrong clock. Every row older than the watermark is dropped as late and "
+            f"state is evicted at once. Fix the event-time column, then: wmcheck rewind CKPT --to-batch {batch - 1} "
+            f"or wmcheck set-watermark CKPT --watermark <a sane time>"
+        )
+
+
+def has_event_time_column(ctx: Context) -> bool:
+    """Whether any state schema carries a column the watermark evicts by."""
+    return any(
+        event_time_field(cf.key_schema) or event_time_field(cf.value_schema)
+        for schema in ctx.schemas.values() for cf in schema.column_families
+    )
+
+
+@register("WM014", WARNING, "watermark stuck at 0")
+def stuck_watermark(ctx: Context) -> Iterator[Issue]:
+    rows = sorted(ctx.offsets.items())
+    if any(w for _, w, _ in watermarks(ctx)) or any(c.next_batch_watermark_ms for c in ctx.commits.values()):
+        return
+    with_data = sum(1 for (_, a), (_, b) in zip(rows, rows[1:]) if [s.raw for s in a.sources] != [s.raw for s in b.sources])
+    if with_data >= STUCK_AFTER_BATCHES and has_event_time_column(ctx):
+        policy = ctx.conf(WATERMARK_POLICY) or "min"
+        yield f"{OFFSETS}/{rows[-1][0]}", (
+            f"the watermark is still 0 after {with_data} batches with new input although the state has an event-time "
+            f"column: under the {policy} policy ({WATERMARK_POLICY}) a watermarked input that never receives data holds "
+            f"the watermark at 0, so state is never evicted and append-mode output is never emitted. Send data (or "
+            f"heartbeat rows) to every input, or check the event-time column for nulls"
+        )
+
+
+@register("WM015", ERROR, "pinned conf changes between batches")
+def conf_drift(ctx: Context) -> Iterator[Issue]:
+    seen: dict[str, tuple[str, int]] = {}
+    reported: set[str] = set()
+    for batch, seq in sorted(ctx.offsets.items()):
+        conf = seq.metadata.conf if seq.metadata else {}
+        for key in PINNED_CONFS.values():
+            if key not in conf or key in reported:
+                continue
+            value = str(conf[key])
+            first = seen.setdefault(key, (value, batch))
+            if first[0] != value:
+                reported.add(key)
+                yield f"{OFFSETS}/{batch}", (
+                    f"{key} is {value!r} at batch {batch} but {first[0]!r} from batch {first[1]}: Spark pins it for the "
+                    f"life of a query, so state written under one value is read under the other (a failed or wrong "
+                    f"restart); the logs come from two runs or were edited. Fix: wmcheck undo, or wmcheck rewind CKPT "
+                    f"--to-batch {max(b for b in ctx.offsets if b < batch)}"
+                )

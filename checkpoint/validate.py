@@ -1,0 +1,99 @@
+"""``wmcheck check`` as a library: every inconsistency that makes Spark fail, lose data or misbehave on restart.
+
+``check_checkpoint(ckpt)`` runs every registered check (``CHECKS``, codes ``WM001``...) over one
+checkpoint, reading each file once, and returns :class:`Finding` objects; files that do not parse
+become findings too. ``check_location`` also turns a checkpoint that cannot be opened into a
+``WM000`` finding, so that one bad path does not hide the others.
+"""
+from __future__ import annotations
+
+import os
+import posixpath
+from datetime import timezone, tzinfo
+from typing import Iterable, Mapping
+
+from .checks import logs, sources, state, watermark  # noqa: F401 - importing registers the checks
+from .checks.context import SINK_LOG, Context
+from .checks.registry import CHECKS, ERROR, OPEN_FAILED, WARNING, Check, Finding
+from .errors import CheckpointError, MissingFileError
+from .fs import FileSystem, open_fs, require_dir, scheme_of
+from .model import Checkpoint, open_checkpoint
+
+__all__ = ["CHECKS", "ERROR", "WARNING", "OPEN_FAILED", "Check", "Finding", "check_checkpoint", "check_location",
+           "open_file_sink", "select_checks", "fails"]
+
+
+def select_checks(select: Iterable[str] | None = None, ignore: Iterable[str] = ()) -> list[Check]:
+    """The checks named by ``select`` (all when None) minus ``ignore``; unknown codes are an error."""
+    chosen, dropped = set(select or CHECKS), set(ignore)
+    unknown = sorted((chosen | dropped) - set(CHECKS))
+    if unknown:
+        raise CheckpointError(f"unknown check code(s): {', '.join(unknown)}", hint=f"codes are {min(CHECKS)}..{max(CHECKS)}; see 'wmcheck check --help'")
+    return [c for code, c in CHECKS.items() if code in chosen - dropped]
+
+
+def open_file_sink(location: str, fs_options: Mapping[str, str] | None = None) -> FileSystem:
+    """The output directory of a file sink (it holds ``_spark_metadata/``)."""
+    fs = open_fs(location, fs_options)
+    require_dir(fs, "file sink")
+    if not fs.exists(SINK_LOG):
+        raise MissingFileError(
+            f"no {SINK_LOG}/ in {fs.uri()}: not the output directory of a file sink",
+            hint="pass the path the query writes to (option 'path' of writeStream), or omit --file-sink",
+        )
+    return fs
+
+
+def shown_relative(target: str, base: str) -> str:
+    """``target`` relative to ``base`` where both are on one file system, else ``target`` as is."""
+    ts, bs = scheme_of(target), scheme_of(base)
+    if ts is None and bs is None:
+        return os.path.relpath(target, base).replace(os.sep, "/")
+    if ts == bs and ts is not None:
+        (t_host, t_path), (b_host, b_path) = (u.split("://", 1)[1].partition("/")[::2] for u in (target, base))
+        if t_host == b_host:
+            return posixpath.relpath("/" + t_path, "/" + b_path)
+    return target
+
+
+def check_checkpoint(
+    ckpt: Checkpoint,
+    file_sink: FileSystem | str | None = None,
+    *,
+    checks: Iterable[Check] | None = None,
+    name: str | None = None,
+    tz: tzinfo = timezone.utc,
+) -> list[Finding]:
+    """Run ``checks`` (default: all) on ``ckpt`` and, with ``file_sink``, on the sink's log; findings sorted by code."""
+    sink = open_file_sink(file_sink) if isinstance(file_sink, str) else file_sink
+    ctx = Context(ckpt, sink, shown_relative(sink.uri(), ckpt.location) if sink else "", tz)
+    label = name or ckpt.location
+    findings = [
+        Finding(check.code, check.severity, label, path, message)
+        for check in (CHECKS.values() if checks is None else checks)
+        if check.run is not None and (sink is not None or not check.needs_sink)
+        for path, message in check.run(ctx)
+    ]
+    return sorted(findings, key=lambda f: f.code)
+
+
+def check_location(
+    location: str,
+    file_sink: FileSystem | str | None = None,
+    *,
+    fs_options: Mapping[str, str] | None = None,
+    checks: Iterable[Check] | None = None,
+    tz: tzinfo = timezone.utc,
+) -> list[Finding]:
+    """Open ``location`` and check it; a checkpoint that cannot be read at all is one ``WM000`` finding."""
+    sink = open_file_sink(file_sink, fs_options) if isinstance(file_sink, str) else file_sink
+    try:
+        ckpt = open_checkpoint(location, fs_options)
+        return check_checkpoint(ckpt, sink, checks=checks, name=location, tz=tz)
+    except CheckpointError as exc:
+        return [Finding(OPEN_FAILED, ERROR, location, exc.path or "", str(exc))]
+
+
+def fails(finding: Finding, strict: bool = False) -> bool:
+    """Whether a finding makes ``wmcheck check`` exit 1 (warnings only with ``strict``)."""
+    return finding.severity == ERROR or strict

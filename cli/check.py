@@ -1,0 +1,84 @@
+"""``wmcheck check``."""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import glob
+import os
+from datetime import tzinfo
+from typing import TextIO
+
+import click
+
+from wmcheck.checkpoint.fs import scheme_of
+from wmcheck.checkpoint.validate import check_location, fails, open_file_sink, select_checks
+
+from .main import EXIT_INPUT
+from .options import common_options, parse_pairs
+from .output import FORMATS, Output, make_output
+from .reports import Result, github, junit
+
+REPORTS = {"github": github, "junit": junit}
+FIELDS = ["code", "severity", "checkpoint", "path", "message"]
+TABLE_COLUMNS = ["severity", "code", "path", "message"]
+
+
+def codes(text: str | None) -> list[str] | None:
+    """``WM001,WM002`` (spaces allowed) as a list."""
+    return [c.strip().upper() for c in text.split(",") if c.strip()] if text else None
+
+
+def expand(locations: tuple[str, ...]) -> list[str]:
+    """Shell-style globs for local paths the shell left unexpanded (quoted, or on Windows)."""
+    out = []
+    for loc in locations:
+        matches = [] if scheme_of(loc) or os.path.exists(loc) or not glob.has_magic(loc) else sorted(glob.glob(loc))
+        out += matches or [loc]
+    return out
+
+
+def render(fmt: str, results: list[Result], strict: bool, stream: TextIO | None) -> None:
+    """Hand the findings to the output layer in ``fmt``."""
+    if fmt in REPORTS:
+        Output(stream).write(REPORTS[fmt](results, strict))
+        return
+    out = make_output(fmt, stream)
+    if fmt != "table":
+        out.rows([dataclasses.asdict(f) for r in results for f in r.findings], FIELDS)
+        return
+    for result in results:
+        if result.findings:
+            out.rows([dataclasses.asdict(f) for f in result.findings], TABLE_COLUMNS)
+        out.write(result.summary(strict))
+
+
+@click.command()
+@click.argument("checkpoints", nargs=-1, required=True, metavar="CKPT...")
+@click.option("--file-sink", metavar="PATH", help="Also check this file sink's _spark_metadata against the checkpoint.")
+@click.option("--strict", is_flag=True, help="Warnings fail too (exit 1).")
+@click.option("--output", "output", type=click.Path(dir_okay=False), help="Write the report to FILE instead of stdout.")
+@click.option("--select", metavar="CODES", help="Run only these checks, e.g. WM002,WM016.")
+@click.option("--ignore", metavar="CODES", help="Skip these checks, e.g. WM011.")
+@common_options(FORMATS + tuple(REPORTS))
+def check(checkpoints: tuple[str, ...], file_sink: str | None, strict: bool, output: str | None, select: str | None,
+          ignore: str | None, fmt: str, tz: tzinfo, fs_options: tuple[str, ...]) -> None:
+    """Validate each CKPT: every inconsistency that makes Spark fail, lose data or misbehave on restart.
+
+    Exit 0: no errors (warnings allowed unless --strict); 1: findings that fail; 2: a checkpoint or
+    option that cannot be read. Codes and fixes: docs/check.md.
+    """
+    if file_sink and len(checkpoints) > 1:
+        raise click.UsageError("--file-sink belongs to one checkpoint: pass exactly one CKPT with it")
+    options = parse_pairs(fs_options, "--fs-option")
+    chosen = select_checks(codes(select), codes(ignore) or ())
+    sink = open_file_sink(file_sink, options) if file_sink else None
+    results = [
+        Result(loc, check_location(loc, sink, fs_options=options, checks=chosen, tz=tz), chosen, sink is not None)
+        for loc in expand(checkpoints)
+    ]
+    with open(output, "w", encoding="utf-8") if output else contextlib.nullcontext() as stream:
+        render(fmt, results, strict, stream)
+    if any(r.unreadable for r in results):
+        raise click.exceptions.Exit(EXIT_INPUT)
+    if any(fails(f, strict) for r in results for f in r.findings):
+        raise click.exceptions.Exit(1)
