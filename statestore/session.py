@@ -6,17 +6,20 @@ import re
 import shutil
 import subprocess
 import sys
-from typing import Mapping
+from contextlib import contextmanager
+from importlib.resources import files
+from typing import Iterator, Mapping
 
-from wmcheck.checkpoint.errors import SparkUnavailableError
+from wmcheck.checkpoint.errors import SparkUnavailableError, UnsupportedError
 
 MIN_JAVA = 17
 QUIET_CONF = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.shuffle.partitions": "4",
-    "spark.driver.extraJavaOptions": "-Dlog4j2.level=error",
 }
+JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+LOG4J_FILE = "log4j2.properties"
 
 
 def _java_binary() -> str | None:
@@ -81,16 +84,81 @@ def spark_session(master: str | None = None, conf: Mapping[str, str] | None = No
         builder = builder.master(master or "local[*]")
         for key, value in QUIET_CONF.items():
             builder = builder.config(key, value)
-    for key, value in (conf or {}).items():
+    conf = dict(conf or {})
+    if quiet and not remote:
+        conf[JAVA_OPTIONS] = quiet_java_options(conf.get(JAVA_OPTIONS, ""))
+    for key, value in conf.items():
         builder = builder.config(key, value)
     try:
+        if quiet and not remote:
+            _launch_silent_jvm({"spark.app.name": "wmcheck", "spark.master": master or "local[*]", **QUIET_CONF, **conf})
         spark = builder.getOrCreate()
     except Exception as exc:  # py4j/JVM start-up failures arrive as many exception types
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise SparkUnavailableError(f"Spark failed to start: {first}", hint="rerun with --debug for the full error") from None
     if not remote:
-        spark.sparkContext.setLogLevel("ERROR")
+        spark.sparkContext.setLogLevel("FATAL" if quiet else "ERROR")
         # pyspark 4.1's state reader fails on HDFS-backed stores unless the streaming query
         # manager (and with it the state store coordinator) exists: create it up front.
         spark.streams  # noqa: B018
     return spark
+
+
+def _launch_silent_jvm(settings: Mapping[str, str]) -> None:
+    """Start the driver JVM (as pyspark would) with its stderr discarded: the JVM's own start-up
+    warnings (e.g. "Using incubator modules") bypass log4j. A no-op when a JVM already runs."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None:
+        return
+    conf = SparkConf(loadDefaults=False)
+    for key, value in settings.items():
+        conf.set(key, value)
+    SparkContext._gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.DEVNULL})
+    SparkContext._jvm = SparkContext._gateway.jvm
+
+
+def quiet_java_options(options: str = "") -> str:
+    """Driver JVM options with wmcheck's log4j2 configuration (no banner, no warnings), unless one is set."""
+    if "log4j2.configurationFile" in options:
+        return options
+    path = f"file:{files('wmcheck.statestore').joinpath(LOG4J_FILE)}"
+    quoted = f'"{path}"' if " " in path else path
+    return f"{options} -Dlog4j2.configurationFile={quoted}".strip()
+
+
+def get_session(master: str | None = None, conf: Mapping[str, str] | None = None, remote: str | None = None):
+    """``(session, created)``: the active SparkSession of this process when there is one (its SQL conf
+    gets ``conf``; a JVM runs one context, so ``master`` cannot differ), else a new one from
+    :func:`spark_session`. ``remote`` always connects anew."""
+    if remote is None:
+        try:
+            from pyspark.sql import SparkSession
+        except ImportError:
+            check_requirements()
+            raise
+        active = SparkSession.getActiveSession()
+        if active is not None:
+            from pyspark.errors import AnalysisException
+
+            for key, value in (conf or {}).items():
+                try:
+                    active.conf.set(key, value)
+                except AnalysisException:
+                    raise UnsupportedError(f"{key} cannot be set on the Spark session already running in this process",
+                                           hint="run wmcheck in a new process to start Spark with it") from None
+            active.streams  # noqa: B018 - the state store coordinator (see spark_session)
+            return active, False
+    return spark_session(master, conf, remote), True
+
+
+@contextmanager
+def session_scope(master: str | None = None, conf: Mapping[str, str] | None = None, remote: str | None = None) -> Iterator:
+    """A session for one command: reuses the active one, stops one it started (a clean JVM shutdown)."""
+    spark, created = get_session(master, conf, remote)
+    try:
+        yield spark
+    finally:
+        if created:
+            spark.stop()

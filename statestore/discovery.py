@@ -1,0 +1,154 @@
+"""What Spark's state reader can read in a checkpoint: operators, stores, join sides, state variables.
+
+Built from the checkpoint model (``state/<op>/_metadata`` when Spark >= 4.0 wrote it, else the
+store directories) and the state schema files; no Spark. Checkpoints written by Spark < 4.0 have
+no operator metadata: their operator name is inferred from the stores and schemas (say so).
+"""
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from wmcheck.checkpoint.errors import CheckpointError
+from wmcheck.checkpoint.model import Checkpoint, Operator
+from wmcheck.checkpoint.state_files import DEFAULT_STORE
+from wmcheck.checkpoint.state_schema import ColumnFamilySchema, parse_state_schema
+
+from .eviction import EVENT_TIMERS, JOIN_SIDES, is_join, is_transform_with_state
+
+STATE = "state"
+
+
+@dataclass(frozen=True)
+class Store:
+    """One thing the state reader reads: a store, a join side or a transformWithState variable."""
+
+    operator_id: int
+    operator_name: str | None
+    name: str
+    options: Mapping[str, str]
+    """Reader options selecting it (besides the path and ``batchId``)."""
+    num_partitions: int | None
+    schema_store: str
+    """The store whose schema file describes its rows."""
+    inferred_name: bool = False
+    """``operator_name`` was inferred: the checkpoint has no operator metadata (Spark < 4.0)."""
+
+
+@dataclass(frozen=True)
+class OperatorStores:
+    operator_id: int
+    operator_name: str | None
+    views: tuple[Store, ...]
+    """What a user reads by default: each store, or each join side, or each state variable."""
+    internal: tuple[Store, ...] = field(default=())
+    """Further stores selectable by name (a join's four internal stores)."""
+
+    @property
+    def selectable(self) -> tuple[Store, ...]:
+        return self.views + self.internal
+
+
+def schema_file_paths(ckpt: Checkpoint, operator_id: int, store: str) -> list[str]:
+    """Schema files of a store, newest first: v3 ``_stateSchema/<store>/<batch>_<id>``, then v1/v2 ``0/[<store>/]_metadata/schema``."""
+    op = next((o for o in ckpt.state_layout.operators if o.operator_id == operator_id), None)
+    v3 = [f for f in (op.schema_files if op else ()) if posixpath.basename(posixpath.dirname(f.path)) == store
+          and f.name.split("_")[0].isdigit()]
+    v3.sort(key=lambda f: int(f.name.split("_")[0]), reverse=True)
+    legacy = f"{STATE}/{operator_id}/0/" + ("" if store == DEFAULT_STORE else f"{store}/") + "_metadata/schema"
+    return [f.path for f in v3] + ([legacy] if ckpt.fs.exists(legacy) else [])
+
+
+def store_schema(ckpt: Checkpoint, operator_id: int, store: str, column_family: str = DEFAULT_STORE) -> ColumnFamilySchema | None:
+    """The key and value schema of a store's column family from its newest schema file, if any."""
+    for path in schema_file_paths(ckpt, operator_id, store):
+        found = next((cf for cf in ckpt.parse(path, parse_state_schema).column_families if cf.name == column_family), None)
+        if found:
+            return found
+    return None
+
+
+def _infer_name(ckpt: Checkpoint, op: Operator) -> str | None:
+    """The operator name Spark >= 4.0 would have recorded, from the stores and the default schema."""
+    if is_join(None, op.stores):
+        return "symmetricHashJoin"
+    schema = store_schema(ckpt, op.operator_id, DEFAULT_STORE)
+    if schema is None:
+        return None
+    key = {f.name for f in schema.key_schema.fields}
+    value = {f.name for f in schema.value_schema.fields}
+    if "groupState" in value:
+        return "flatMapGroupsWithState"
+    if value == {"expiresAtMicros"}:
+        return "dedupeWithinWatermark"
+    if value == {"__dummy__"}:
+        return "dedupe"
+    if "sessionStartTime" in key:
+        return "sessionWindowStateStoreSaveExec"
+    return "stateStoreSave"
+
+
+def _tws_views(op: Operator, make) -> tuple[Store, ...]:
+    variables = (getattr(op.metadata, "properties", None) or {}).get("stateVariables") or []
+    views = []
+    for var in variables:
+        name = var.get("stateName")
+        if not isinstance(name, str):
+            continue
+        timers = var.get("stateVariableType") == "TimerState"
+        views.append(make(name, {"readRegisteredTimers": "true"} if timers else {"stateVarName": name}))
+    return tuple(views)
+
+
+def operator_stores(ckpt: Checkpoint, op: Operator) -> OperatorStores:
+    """The readable stores of one operator."""
+    name, inferred = op.name, False
+    if name is None:
+        name, inferred = _infer_name(ckpt, op), True
+
+    def make(label: str, options: dict[str, str], schema_store: str = DEFAULT_STORE) -> Store:
+        return Store(op.operator_id, name, label, {"operatorId": str(op.operator_id), **options},
+                     op.num_partitions, schema_store, inferred)
+
+    if is_transform_with_state(name):
+        return OperatorStores(op.operator_id, name, _tws_views(op, make))
+    if is_join(name, op.stores):
+        sides = tuple(make(side, {"joinSide": side}, f"{side}-keyWithIndexToValue") for side in JOIN_SIDES)
+        return OperatorStores(op.operator_id, name, sides, tuple(make(s, {"storeName": s}, s) for s in op.stores))
+    return OperatorStores(op.operator_id, name, tuple(make(s, {"storeName": s}, s) for s in op.stores))
+
+
+def all_operators(ckpt: Checkpoint) -> list[OperatorStores]:
+    return [operator_stores(ckpt, op) for op in ckpt.operators]
+
+
+def select(ckpt: Checkpoint, operator: int | None = None, store: str | None = None) -> list[Store]:
+    """The stores to read: every operator's views, one operator's, or one named store.
+
+    ``store`` is a store name, a join side (``left``/``right``) or a transformWithState variable.
+    """
+    operators = all_operators(ckpt)
+    if not operators:
+        raise CheckpointError("the checkpoint has no state: no stateful operator wrote under state/",
+                              hint="wmcheck state reads stateful queries (aggregations, dedup, joins, [flatMap]GroupsWithState, transformWithState)")
+    if operator is not None:
+        operators = [o for o in operators if o.operator_id == operator]
+        if not operators:
+            known = ", ".join(str(o.operator_id) for o in all_operators(ckpt))
+            raise CheckpointError(f"no stateful operator {operator} in this checkpoint", path=STATE,
+                                  hint=f"operators present: {known} (see wmcheck state CKPT without --operator)")
+    if store is None:
+        return [s for o in operators for s in o.views]
+    found = [s for o in operators for s in o.selectable if s.name == store]
+    if not found:
+        names = ", ".join(dict.fromkeys(s.name for o in operators for s in o.selectable))
+        where = f"operator {operator}" if operator is not None else "any operator"
+        raise CheckpointError(f"no store, join side or state variable {store!r} in {where}", path=STATE,
+                              hint=f"choose one of: {names}")
+    return found
+
+
+def timers_store(ops: OperatorStores) -> Store | None:
+    """The event-time timers of a transformWithState operator, if it has them."""
+    return next((s for s in ops.views if s.name == EVENT_TIMERS), None)

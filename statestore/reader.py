@@ -1,0 +1,415 @@
+"""State through Spark's own state reader (``format("statestore")``, Spark >= 4.0), judged against the watermark.
+
+``batch`` N means the state batch N starts from (written by batch N-1; Spark's ``batchId`` N-1)
+and the watermark batch N evicts with (``offsets/N``): what batch N evicted, or for the next batch
+(the default) what it will evict. Reader quirks handled here: a join must be read by ``joinSide``
+or ``storeName`` (the default read fails with STDS_FAILED_TO_READ_STATE_SCHEMA), transformWithState
+needs ``stateVarName`` per variable and its timers ``readRegisteredTimers`` (``stateVarName`` of the
+timer column family fails on RocksDB), unknown operators and stores fail with misleading errors
+(so they are checked first, from the checkpoint), and HDFS-backed stores need ``spark.streams``.
+"""
+from __future__ import annotations
+
+import base64
+import re
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import date, datetime, timezone, tzinfo
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any, Iterator
+
+from wmcheck.checkpoint.errors import CheckpointError, SparkUnavailableError
+from wmcheck.checkpoint.fs import LocalFileSystem
+from wmcheck.checkpoint.model import Checkpoint, open_checkpoint
+from wmcheck.checkpoint.state_schema import StructField, StructType
+from wmcheck.checkpoint.timeutil import format_ms
+
+from .discovery import Store, select, store_schema
+from .eviction import Eviction, eviction_rule, is_transform_with_state
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+ROW_COLUMNS = ["operator_id", "store", "partition_id", "key", "value", "event_time_ms"]
+# histogram bucket edges: event time minus watermark, in ms; buckets are (lower, upper]
+EDGES = (-86_400_000, -3_600_000, -600_000, -60_000, -10_000, 0, 10_000, 60_000, 600_000, 3_600_000, 86_400_000)
+_CONDITION = re.compile(r"\[([A-Z][A-Z0-9_.]+)\]")
+
+
+@dataclass(frozen=True)
+class Target:
+    """Which state to read and which watermark to judge it by."""
+
+    batch: int
+    """The batch whose starting state is read (the next batch by default)."""
+    state_batch_id: int
+    """Spark's ``batchId``: the batch whose commit wrote that state (``batch - 1``)."""
+    watermark_ms: int
+    watermark_from: str
+    """``next batch``, ``batch N`` or ``--watermark``."""
+
+
+def as_checkpoint(ckpt: Checkpoint | str) -> Checkpoint:
+    return ckpt if isinstance(ckpt, Checkpoint) else open_checkpoint(ckpt)
+
+
+def spark_path(ckpt: Checkpoint) -> str:
+    """The checkpoint as a Hadoop path for Spark (``s3://`` becomes ``s3a://``)."""
+    location = ckpt.location
+    if isinstance(ckpt.fs, LocalFileSystem):
+        return location
+    return "s3a://" + location.split("://", 1)[1] if location.startswith("s3://") else location
+
+
+def target(ckpt: Checkpoint, batch: int | None = None, watermark_ms: int | None = None) -> Target:
+    """The state and watermark of ``batch`` (default: the next batch); ``watermark_ms`` overrides the watermark."""
+    nxt = ckpt.next_batch
+    if batch is None:
+        batch = nxt
+    elif batch < 1 or batch > nxt:
+        raise CheckpointError(
+            f"batch {batch} has no state to read: batches 1..{nxt} start from a committed state (batch {nxt} is the next one)",
+            hint="batch 0 starts from empty state; wmcheck batches CKPT lists the batches")
+    if batch - 1 not in ckpt.commit_ids:
+        raise CheckpointError(f"batch {batch - 1} is not committed, so no state was written for batch {batch} to start from",
+                              path=f"commits/{batch - 1}", hint="pick a batch after a committed one (wmcheck batches CKPT)")
+    if watermark_ms is not None:
+        return Target(batch, batch - 1, watermark_ms, "--watermark")
+    if batch in ckpt.offset_ids:
+        meta = ckpt.offsets(batch).metadata
+        return Target(batch, batch - 1, meta.batch_watermark_ms if meta else 0, "next batch" if batch == nxt else f"batch {batch}")
+    return Target(batch, batch - 1, ckpt.watermark_ms, "next batch")
+
+
+# -- Spark errors -----------------------------------------------------------------------------
+
+
+def _failure_text(exc: BaseException) -> str:
+    """The most specific message: a JVM exception's root cause, else the exception's first line."""
+    java = getattr(exc, "java_exception", None)
+    text = str(exc)
+    if java is not None:
+        cause, seen = java, 0
+        while cause.getCause() is not None and seen < 20:
+            cause, seen = cause.getCause(), seen + 1
+        text = cause.toString()
+    text = text.strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+@contextmanager
+def spark_errors(store: Store, tgt: Target) -> Iterator[None]:
+    """Spark's failures while reading one store as one clear CheckpointError (chained for --debug)."""
+    from py4j.protocol import Py4JError
+    from pyspark.errors import PySparkException
+
+    try:
+        yield
+    except (PySparkException, Py4JError) as exc:
+        text = _failure_text(exc)
+        condition = (_CONDITION.search(text) or [None, ""])[1]
+        what = f"operator {store.operator_id} {store.name!r} at batch {tgt.batch} (state of batch {tgt.state_batch_id})"
+        if condition.startswith("CANNOT_LOAD_STATE_STORE") or "STATE_STORE" in condition:
+            hint = "the state files of that version were purged (minBatchesToRetain) or are damaged: wmcheck check CKPT"
+        elif condition.startswith("STDS_COMMITTED_BATCH_UNAVAILABLE") or condition.startswith("STDS_OFFSET"):
+            hint = "that batch's commit or offsets file is missing: wmcheck batches CKPT"
+        else:
+            hint = "--debug shows Spark's full error"
+        raise CheckpointError(f"Spark cannot read the state of {what}: {text[:400]}", hint=hint) from exc
+
+
+# -- reading ----------------------------------------------------------------------------------
+
+
+def _require_reader(spark: "SparkSession") -> None:
+    if int(spark.version.split(".")[0]) < 4:
+        raise SparkUnavailableError(f"Spark {spark.version} has no state reader (format statestore came with Spark 4.0)",
+                                    hint="pip install 'wmcheck[spark]' (pyspark 4.0 or newer)")
+
+
+def load(spark: "SparkSession", ckpt: Checkpoint, store: Store, tgt: Target) -> "DataFrame":
+    """Spark's state reader for one store at ``tgt`` (lazy: rows are read by the first action)."""
+    _require_reader(spark)
+    reader = spark.read.format("statestore").option("batchId", str(tgt.state_batch_id))
+    for key, value in store.options.items():
+        reader = reader.option(key, value)
+    with spark_errors(store, tgt):
+        return reader.load(spark_path(ckpt))
+
+
+def _from_spark(data_type: Any) -> Any:
+    """A pyspark data type as :mod:`wmcheck.checkpoint.state_schema` types (structs; others by name)."""
+    from pyspark.sql.types import StructType as SparkStruct
+
+    if isinstance(data_type, SparkStruct):
+        return StructType(tuple(StructField(f.name, _from_spark(f.dataType), f.nullable, f.metadata) for f in data_type.fields))
+    return data_type.simpleString()
+
+
+def _field_type(schema: Any, path: tuple[str, ...]) -> str | None:
+    """The simple type name at ``path`` of a pyspark schema (None when absent)."""
+    current = schema
+    for name in path:
+        names = getattr(current, "names", None) or []
+        if name not in names:
+            return None
+        current = current[name].dataType
+    return current.simpleString()
+
+
+def eviction_for(ckpt: Checkpoint, store: Store, df: "DataFrame") -> Eviction:
+    """The eviction rule of ``store``: the event-time column from its schema file, else from the
+    reader's schema metadata (the same ``spark.watermarkDelayMs``), checked against the rows read."""
+    fields = {f.name: f.dataType for f in df.schema.fields}
+    key, value = fields.get("key"), fields.get("value")
+    if not is_transform_with_state(store.operator_name):
+        schema = store_schema(ckpt, store.operator_id, store.schema_store)
+        if schema is not None:
+            rule = eviction_rule(store.operator_name, store.name, schema.key_schema, schema.value_schema)
+            if rule.column is None or _field_type(df.schema, rule.column) is not None:
+                return rule
+    return eviction_rule(store.operator_name, store.name, _from_spark(key) if key else None,
+                         _from_spark(value) if value else None)
+
+
+def _col(path: tuple[str, ...]) -> "Column":
+    from pyspark.sql import functions as F
+
+    return F.col(".".join(f"`{p}`" for p in path))
+
+
+def time_columns(df: "DataFrame", rule: Eviction, watermark_ms: int) -> tuple["Column", "Column"]:
+    """``(event_time_ms, older)``: the eviction time in ms (null when unset) and whether the watermark evicts it."""
+    from pyspark.sql import functions as F
+
+    if rule.column is None:
+        return F.lit(None).cast("long"), F.lit(False)
+    raw = _col(rule.column)
+    native = F.unix_micros(raw) if _field_type(df.schema, rule.column) == "timestamp" else raw.cast("long")
+    if rule.unset is not None:
+        native = F.when(native != F.lit(rule.unset), native)
+    threshold = F.lit(watermark_ms * (1000 if rule.unit == "us" else 1))
+    older = F.coalesce(native < threshold if rule.strict else native <= threshold, F.lit(False))
+    ms = F.floor(native / F.lit(1000)) if rule.unit == "us" else native
+    return ms.cast("long"), older
+
+
+def state_rows(df: "DataFrame", store: Store, rule: Eviction, watermark_ms: int) -> "DataFrame":
+    """The reader's rows as ``operator_id, store, partition_id, key, value, event_time_ms, older``;
+    ``value`` gathers the non-key columns when the reader has no ``value`` (transformWithState lists, maps, timers)."""
+    from pyspark.sql import functions as F
+
+    rest = [c for c in df.columns if c not in ("key", "partition_id")]
+    value = F.col("value") if rest == ["value"] else F.struct(*[F.col(f"`{c}`") for c in rest])
+    event_ms, older = time_columns(df, rule, watermark_ms)
+    return df.select(
+        F.lit(store.operator_id).alias("operator_id"), F.lit(store.name).alias("store"), "partition_id",
+        F.col("key"), value.alias("value"), event_ms.alias("event_time_ms"), older.alias("older"),
+    )
+
+
+@dataclass(frozen=True)
+class StoreRead:
+    """One store read at a target: the reader's DataFrame and its eviction rule."""
+
+    store: Store
+    rule: Eviction
+    raw: "DataFrame"
+    target: Target
+
+    def rows(self) -> "DataFrame":
+        return state_rows(self.raw, self.store, self.rule, self.target.watermark_ms)
+
+    def older(self) -> "DataFrame":
+        """The rows the watermark evicts (empty when the store has no event-time column)."""
+        return self.rows().filter("older").drop("older")
+
+
+def read_stores(spark: "SparkSession", ckpt: Checkpoint | str, operator: int | None = None, store: str | None = None,
+                batch: int | None = None, watermark_ms: int | None = None) -> list[StoreRead]:
+    """Every selected store (see :func:`~wmcheck.statestore.discovery.select`) read at one target."""
+    ckpt = as_checkpoint(ckpt)
+    stores = select(ckpt, operator, store)
+    tgt = target(ckpt, batch, watermark_ms)
+    out = []
+    for s in stores:
+        raw = load(spark, ckpt, s, tgt)
+        out.append(StoreRead(s, eviction_for(ckpt, s, raw), raw, tgt))
+    return out
+
+
+def _one(reads: list[StoreRead], operator: int, evictable_only: bool) -> StoreRead:
+    candidates = [r for r in reads if r.rule.evictable] if evictable_only and len(reads) > 1 else reads
+    if len(candidates) != 1:
+        names = ", ".join(r.store.name for r in reads)
+        raise CheckpointError(f"operator {operator} has several stores: {names}", hint="pass store=<one of them>")
+    return candidates[0]
+
+
+def read_state(spark: "SparkSession", ckpt: Checkpoint | str, operator: int = 0, store: str | None = None,
+               batch: int | None = None) -> "DataFrame":
+    """Spark's state reader for one store (a store name, join side or state variable) of ``operator``,
+    as ``batch`` starts (default: the next batch)."""
+    return _one(read_stores(spark, ckpt, operator, store, batch), operator, False).raw
+
+
+def older_than_watermark(spark: "SparkSession", ckpt: Checkpoint | str, operator: int = 0, store: str | None = None,
+                         batch: int | None = None, watermark_ms: int | None = None) -> "DataFrame":
+    """The state rows whose eviction time the watermark has reached, with ``event_time_ms``.
+
+    Columns ``operator_id, store, partition_id, key, value, event_time_ms``. The watermark is the
+    one ``batch`` evicts with (default: the next batch's) unless ``watermark_ms`` is given. Without
+    ``store``, the operator's only store with an event-time column (e.g. transformWithState's timers).
+    """
+    return _one(read_stores(spark, ckpt, operator, store, batch, watermark_ms), operator, True).older()
+
+
+# -- summary ----------------------------------------------------------------------------------
+
+
+def _bucket_labels() -> list[tuple[str, int | None, int | None]]:
+    def short(ms: int) -> str:
+        sign = "-" if ms < 0 else "+" if ms > 0 else ""
+        ms = abs(ms)
+        for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
+            if ms and ms % size == 0:
+                return f"{sign}{ms // size}{unit}"
+        return f"{sign}{ms}ms" if ms else "0"
+
+    bounds = [None, *EDGES, None]
+    return [(f"({short(lo) if lo is not None else '-inf'}, {short(hi) if hi is not None else '+inf'}" + ("]" if hi is not None else ")"), lo, hi)
+            for lo, hi in zip(bounds, bounds[1:])]
+
+
+BUCKETS = _bucket_labels()
+
+
+def _bucket(delta: "Column") -> "Column":
+    from pyspark.sql import functions as F
+
+    expr = F.lit(len(EDGES))
+    for i in reversed(range(len(EDGES))):
+        expr = F.when(delta <= F.lit(EDGES[i]), F.lit(i)).otherwise(expr)
+    return F.when(delta.isNotNull(), expr)
+
+
+def store_summary(read: StoreRead, tz: tzinfo = timezone.utc) -> dict[str, Any]:
+    """Rows per partition, the eviction rule, how many rows the watermark evicts, the oldest event time, a histogram."""
+    from pyspark.sql import functions as F
+
+    wm = read.target.watermark_ms
+    rows = read.rows()
+    delta = F.col("event_time_ms") - F.lit(wm)
+    with spark_errors(read.store, read.target):
+        stats = (rows.groupBy("partition_id", _bucket(delta).alias("bucket"))
+                 .agg(F.count(F.lit(1)).alias("n"), F.sum(F.col("older").cast("long")).alias("older"),
+                      F.min("event_time_ms").alias("oldest"))
+                 .collect())
+    parts = {str(p): 0 for p in range(read.store.num_partitions or 0)}
+    counts = [0] * len(BUCKETS)
+    older = without = 0
+    oldest: int | None = None
+    for r in stats:
+        parts[str(r["partition_id"])] = parts.get(str(r["partition_id"]), 0) + r["n"]
+        older += r["older"] or 0
+        if r["bucket"] is None:
+            without += r["n"]
+            continue
+        counts[r["bucket"]] += r["n"]
+        oldest = r["oldest"] if oldest is None else min(oldest, r["oldest"])
+    rule = read.rule
+    return {
+        "operator_id": read.store.operator_id,
+        "operator_name": read.store.operator_name,
+        "operator_name_inferred": read.store.inferred_name,
+        "store": read.store.name,
+        "rows": sum(parts.values()),
+        "rows_per_partition": dict(sorted(parts.items(), key=lambda kv: int(kv[0]))),
+        "event_time_column": rule.column_name,
+        "evictable": rule.evictable,
+        "eviction": rule.rule,
+        "older_than_watermark": older,
+        "without_event_time": without if rule.evictable else None,
+        "oldest_event_time_ms": oldest,
+        "oldest_event_time": format_ms(oldest, tz),
+        "oldest_behind_watermark_ms": None if oldest is None else wm - oldest,
+        "histogram": [{"bucket": label, "from_ms": lo, "to_ms": hi, "rows": n} for (label, lo, hi), n in zip(BUCKETS, counts)]
+        if rule.evictable else None,
+    }
+
+
+def summarize(spark: "SparkSession", ckpt: Checkpoint | str, operator: int | None = None, store: str | None = None,
+              batch: int | None = None, watermark_ms: int | None = None, tz: tzinfo = timezone.utc) -> dict[str, Any]:
+    """Every selected store of every stateful operator: rows, eviction rule, rows older than the watermark."""
+    ckpt = as_checkpoint(ckpt)
+    reads = read_stores(spark, ckpt, operator, store, batch, watermark_ms)
+    tgt = target(ckpt, batch, watermark_ms)
+    return {
+        "checkpoint": ckpt.location,
+        "batch": tgt.batch,
+        "state_batch_id": tgt.state_batch_id,
+        "watermark_ms": tgt.watermark_ms,
+        "watermark": format_ms(tgt.watermark_ms, tz),
+        "watermark_from": tgt.watermark_from,
+        "stores": [store_summary(r, tz) for r in reads],
+    }
+
+
+# -- rows for output --------------------------------------------------------------------------
+
+
+def jsonable(value: Any) -> Any:
+    """Arrow/Python values as JSON values: timestamps ISO-8601 UTC with microseconds, maps as key/value lists."""
+    if isinstance(value, dict):
+        return {k: jsonable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        if value and all(isinstance(v, tuple) and len(v) == 2 for v in value):
+            return [{"key": jsonable(k), "value": jsonable(v)} for k, v in value]
+        return [jsonable(v) for v in value]
+    if isinstance(value, datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(timezone.utc).replace(tzinfo=None)
+        return value.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, (bytes, bytearray)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, float) and value != value:
+        return None
+    return value
+
+
+def older_arrow(reads: list[StoreRead], limit: int | None = None):
+    """The evicted rows of every store as one Arrow table (the ``limit`` oldest when given).
+
+    Stores without an event-time column contribute no rows (Spark plans their read as empty)."""
+    import pyarrow as pa
+
+    tables = []
+    for read in reads:
+        df = read.older()
+        if limit is not None:
+            df = df.orderBy("event_time_ms", "partition_id").limit(limit)
+        with spark_errors(read.store, read.target):
+            tables.append(df.toArrow())
+    filled = [t for t in tables if t.num_rows] or tables[:1]
+    try:
+        table = pa.concat_tables(filled, promote_options="permissive")
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        names = ", ".join(f"{r.store.operator_id}/{r.store.name}" for r, t in zip(reads, tables) if t.num_rows)
+        raise CheckpointError(f"the stores {names} have different key/value schemas and cannot share one table",
+                              hint="select one with --operator and --store/--join-side/--state-var") from None
+    if limit is not None and table.num_rows > limit:
+        table = table.sort_by([("event_time_ms", "ascending"), ("partition_id", "ascending")]).slice(0, limit)
+    return table
+
+
+def arrow_rows(table) -> list[dict[str, Any]]:
+    """An Arrow table of state rows as JSON-ready dicts, sorted by store, event time, partition and key."""
+    import json
+
+    rows = [jsonable(r) for r in table.to_pylist()]
+    return sorted(rows, key=lambda r: (r["operator_id"], r["store"], r["event_time_ms"] is None, r["event_time_ms"] or 0,
+                                       r["partition_id"], json.dumps(r["key"], sort_keys=True)))
