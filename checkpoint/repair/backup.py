@@ -1,0 +1,189 @@
+"""Backups and the journal under ``CKPT/_wmcheck/``: nothing a repair changes is ever lost.
+
+::
+
+    _wmcheck/journal.json                          while a repair (or an undo) runs or after it was killed
+    _wmcheck/backups/<id>/manifest.json            the plan, its status, where the saved files are
+    _wmcheck/backups/<id>/files/<root>/<path>      removed files (moved there), originals of rewritten ones
+    _wmcheck/backups/<id>/displaced/<root>/<path>  files found in the way by ``undo --force``
+
+``<root>`` is ``checkpoint`` or ``sink``. With ``--backup-dir DIR`` the ``files/`` and ``displaced/``
+trees live under ``DIR/<id>/`` instead; the manifest always stays in the checkpoint.
+"""
+from __future__ import annotations
+
+import errno
+import json
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from ..errors import CheckpointError, MalformedFileError
+from ..fs import FileSystem, LocalFileSystem, clean_relative, open_fs
+from ..summary import REPAIR_JOURNAL
+from .plan import OWN_DIR, Plan, plan_from_json, sha256
+
+JOURNAL = REPAIR_JOURNAL
+BACKUPS = f"{OWN_DIR}/backups"
+MANIFEST = "manifest.json"
+APPLYING, APPLIED, UNDOING, UNDONE = "applying", "applied", "undoing", "undone"
+
+
+def transfer(src_fs: FileSystem, src: str, dst_fs: FileSystem, dst: str) -> None:
+    """Move a file: a rename on one store, else copy, read back and compare, then delete the source."""
+    if src_fs is dst_fs:
+        src_fs.rename(src, dst)
+        return
+    if isinstance(src_fs, LocalFileSystem) and isinstance(dst_fs, LocalFileSystem):
+        target = dst_fs.uri(dst)
+        try:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            os.replace(src_fs.uri(src), target)
+            return
+        except OSError as exc:
+            if exc.errno != errno.EXDEV:
+                raise CheckpointError(f"cannot move {src} to {target}: {exc.strerror}", path=src) from None
+    data = src_fs.read(src)
+    dst_fs.write(dst, data)
+    if sha256(dst_fs.read(dst)) != sha256(data):
+        raise CheckpointError(f"the copy of {src} at {dst_fs.uri(dst)} does not read back the same bytes", path=src,
+                              hint="check the backup location; nothing was removed")
+    src_fs.delete(src)
+
+
+@dataclass
+class Backup:
+    """One backup: where its files go, and the roots (checkpoint, sink) its plan's paths are relative to."""
+
+    backup_id: str
+    ckpt_fs: FileSystem
+    roots: Mapping[str, FileSystem]
+    files_fs: FileSystem | None = None
+    """None: inside the checkpoint (removals are renames there); else ``--backup-dir DIR/<id>``."""
+
+    @property
+    def directory(self) -> str:
+        return f"{BACKUPS}/{self.backup_id}"
+
+    def _where(self, area: str, root: str, path: str) -> tuple[FileSystem, str]:
+        rel = f"{area}/{root}/{clean_relative(path)}"
+        if self.files_fs is None:
+            return self.ckpt_fs, f"{self.directory}/{rel}"
+        return self.files_fs, rel
+
+    @property
+    def files_location(self) -> str:
+        return self.ckpt_fs.uri(f"{self.directory}/files") if self.files_fs is None else self.files_fs.uri("files")
+
+    def has(self, root: str, path: str) -> bool:
+        fs, rel = self._where("files", root, path)
+        return fs.exists(rel)
+
+    def read(self, root: str, path: str) -> bytes:
+        fs, rel = self._where("files", root, path)
+        return fs.read(rel)
+
+    def save_copy(self, root: str, path: str, data: bytes) -> None:
+        fs, rel = self._where("files", root, path)
+        fs.write(rel, data)
+        if sha256(fs.read(rel)) != sha256(data):
+            raise CheckpointError(f"the backup copy of {path} does not read back the same bytes", path=path,
+                                  hint="check the backup location; nothing was changed yet")
+
+    def move_in(self, root: str, path: str) -> None:
+        fs, rel = self._where("files", root, path)
+        transfer(self.roots[root], path, fs, rel)
+
+    def move_out(self, root: str, path: str) -> None:
+        fs, rel = self._where("files", root, path)
+        transfer(fs, rel, self.roots[root], path)
+
+    def displace(self, root: str, path: str) -> str:
+        """Move a file that is in the way of a restore aside (into ``displaced/``); returns where."""
+        fs, rel = self._where("displaced", root, path)
+        transfer(self.roots[root], path, fs, rel)
+        return fs.uri(rel)
+
+    # -- manifest ------------------------------------------------------------------------------
+
+    def write_manifest(self, plan: Plan, status: str, **times: int) -> None:
+        old = read_manifest(self.ckpt_fs, self.backup_id, missing_ok=True) or {}
+        doc = {
+            "id": self.backup_id,
+            "command": plan.command,
+            "status": status,
+            "created_ms": old.get("created_ms", plan.created_ms),
+            **{k: old[k] for k in ("applied_ms", "undone_ms") if k in old},
+            **times,
+            "checkpoint": plan.checkpoint,
+            "file_sink": plan.file_sink,
+            "files": None if self.files_fs is None else self.files_fs.uri(),
+            "plan": plan.to_json(),
+        }
+        self.ckpt_fs.write(f"{self.directory}/{MANIFEST}", json.dumps(doc, indent=1).encode("utf-8"))
+
+
+def new_backup_id(ckpt_fs: FileSystem, command: str, now_ms: int) -> str:
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now_ms / 1000)) + f"{now_ms % 1000:03d}Z"
+    base = f"{stamp}-{command}"
+    taken = {i.name for i in ckpt_fs.list_dir(BACKUPS)}
+    suffix = 2
+    backup_id = base
+    while backup_id in taken:
+        backup_id, suffix = f"{base}-{suffix}", suffix + 1
+    return backup_id
+
+
+def read_manifest(ckpt_fs: FileSystem, backup_id: str, missing_ok: bool = False) -> dict[str, Any] | None:
+    path = f"{BACKUPS}/{clean_relative(backup_id)}/{MANIFEST}"
+    if missing_ok and not ckpt_fs.exists(path):
+        return None
+    try:
+        doc = json.loads(ckpt_fs.read(path))
+    except ValueError as exc:
+        raise MalformedFileError(f"expected a wmcheck backup manifest as JSON ({exc})", path=path,
+                                 hint="the manifest was edited or truncated; its files are still in the backup") from None
+    if not isinstance(doc, dict) or "plan" not in doc or "status" not in doc:
+        raise MalformedFileError("expected a wmcheck backup manifest with a plan and a status", path=path,
+                                 hint="the manifest was edited or truncated; its files are still in the backup")
+    return doc
+
+
+def manifest_plan(doc: Mapping[str, Any]) -> Plan:
+    return plan_from_json(doc["plan"], f"{BACKUPS}/{doc['id']}/{MANIFEST}")
+
+
+def list_manifests(ckpt_fs: FileSystem) -> list[dict[str, Any]]:
+    """Every backup's manifest, oldest first."""
+    docs = [read_manifest(ckpt_fs, i.name, missing_ok=True) for i in ckpt_fs.list_dir(BACKUPS) if i.is_dir]
+    return sorted((d for d in docs if d), key=lambda d: (d.get("created_ms", 0), d["id"]))
+
+
+def open_backup(ckpt_fs: FileSystem, doc: Mapping[str, Any], roots: Mapping[str, FileSystem],
+                fs_options: Mapping[str, str] | None = None) -> Backup:
+    files = doc.get("files")
+    return Backup(doc["id"], ckpt_fs, roots, open_fs(files, fs_options) if files else None)
+
+
+def read_journal(ckpt_fs: FileSystem) -> dict[str, Any] | None:
+    if not ckpt_fs.exists(JOURNAL):
+        return None
+    try:
+        doc = json.loads(ckpt_fs.read(JOURNAL))
+    except ValueError:
+        doc = None
+    if not isinstance(doc, dict) or "backup_id" not in doc:
+        raise MalformedFileError("expected the wmcheck repair journal (JSON with a backup_id)", path=JOURNAL,
+                                 hint="see 'wmcheck backups' for the repair it belongs to; remove it by hand "
+                                      "only after checking that repair")
+    return doc
+
+
+def write_journal(ckpt_fs: FileSystem, backup_id: str, command: str, action: str, now_ms: int) -> None:
+    doc = {"backup_id": backup_id, "command": command, "action": action, "started_ms": now_ms}
+    ckpt_fs.write(JOURNAL, json.dumps(doc).encode("utf-8"))
+
+
+def clear_journal(ckpt_fs: FileSystem) -> None:
+    ckpt_fs.delete(JOURNAL)

@@ -1,0 +1,190 @@
+"""Applying a plan step by step, resuming a killed run, and undoing a repair byte for byte.
+
+Order of a run: the manifest (the plan) and the journal are written, the original of every file to
+be rewritten is copied into the backup, then the steps run in plan order (for a rewind: commits and
+offsets from the highest batch down, state from the highest version down, source logs, the sink
+log, the sink's data files). Every step is idempotent and tells from the files whether it is done,
+so running the same plan again after a crash finishes it, and undo reverts exactly the steps done.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ..checksums import hadoop_crc_for
+from ..errors import CheckpointError, RefusedError
+from ..fs import FileSystem
+from ..model import COMMITS, OFFSETS
+from .backup import APPLIED, APPLYING, UNDOING, UNDONE, Backup, clear_journal, write_journal
+from .plan import Plan, Step, sha256
+
+MAX_SHOWN = 5
+
+
+class InjectedFailure(RuntimeError):
+    """The simulated crash of the ``fail_after`` test hook."""
+
+
+def _hash(fs: FileSystem, path: str) -> str | None:
+    return sha256(fs.read(path)) if fs.exists(path) else None
+
+
+def _changed(step: Step, what: str) -> CheckpointError:
+    return CheckpointError(
+        f"{what} since the plan was made", path=step.path,
+        hint="something else changed the checkpoint: run 'wmcheck undo' to revert what was done, then plan again",
+    )
+
+
+def apply(plan: Plan, backup: Backup, now_ms: int, fail_after: int | None = None) -> None:
+    """Run (or finish) ``plan``: save originals, apply each step, mark the backup applied, drop the journal.
+
+    ``fail_after=k`` raises :class:`InjectedFailure` once ``k`` steps are done (a test hook).
+    """
+    write_journal(backup.ckpt_fs, backup.backup_id, plan.command, "apply", now_ms)
+    _save_originals(plan, backup)
+    for index, step in enumerate(plan.steps):
+        if fail_after == index:
+            raise InjectedFailure(f"injected failure after {index} of {len(plan.steps)} steps")
+        _apply(step, backup)
+    if fail_after == len(plan.steps):
+        raise InjectedFailure(f"injected failure after all {len(plan.steps)} steps")
+    backup.write_manifest(plan, APPLIED, applied_ms=now_ms)
+    clear_journal(backup.ckpt_fs)
+
+
+def _save_originals(plan: Plan, backup: Backup) -> None:
+    """Copy every file a write step replaces (and its checksum sidecar) into the backup, once."""
+    for step in plan.steps:
+        if step.action != "write":
+            continue
+        fs = backup.roots[step.root]
+        for path, expected in ((step.path, step.sha256), (step.sidecar, step.crc_sha256)):
+            if expected is None or backup.has(step.root, path):
+                continue
+            data = fs.read(path)
+            if sha256(data) != expected:
+                raise _changed(step, f"{path} changed")
+            backup.save_copy(step.root, path, data)
+
+
+def _apply(step: Step, backup: Backup) -> None:
+    fs = backup.roots[step.root]
+    if step.action == "remove":
+        info = fs.info(step.path)
+        if info is None:
+            if backup.has(step.root, step.path):
+                return
+            raise _changed(step, "the file vanished")
+        if info.size != step.size:
+            raise _changed(step, f"the file has {info.size} bytes, not {step.size},")
+        backup.move_in(step.root, step.path)
+        return
+    current = _hash(fs, step.path)
+    if current != step.new_sha256:
+        if current != step.sha256:
+            raise _changed(step, "the file changed")
+        if fs.exists(step.sidecar):
+            fs.delete(step.sidecar)  # its original is in the backup; no stale checksum while data changes
+        fs.write(step.path, step.data or b"")
+    if step.crc:
+        crc = hadoop_crc_for(step.data or b"")
+        if _hash(fs, step.sidecar) != sha256(crc):
+            fs.write(step.sidecar, crc)
+
+
+def step_done(step: Step, backup: Backup) -> bool:
+    """Whether a step of an interrupted run was applied (for showing progress)."""
+    fs = backup.roots[step.root]
+    if step.action == "remove":
+        return not fs.exists(step.path) and backup.has(step.root, step.path)
+    return _hash(fs, step.path) == step.new_sha256
+
+
+# -- undo --------------------------------------------------------------------------------------
+
+
+def undo_conflicts(plan: Plan, backup: Backup, partial: bool) -> list[str]:
+    """What changed since the repair (a restart of the query, a hand edit); ``partial``: an interrupted run."""
+    out = []
+    for step in plan.steps:
+        fs = backup.roots[step.root]
+        if step.action == "remove":
+            if fs.exists(step.path) and backup.has(step.root, step.path):
+                if not partial or sha256(fs.read(step.path)) != sha256(backup.read(step.root, step.path)):
+                    out.append(f"{step.path} exists again")
+            elif fs.exists(step.path) and not partial:
+                out.append(f"{step.path} exists again")
+        else:
+            allowed = {step.new_sha256} | ({step.sha256} if partial else set())
+            if _hash(fs, step.path) not in allowed:
+                out.append(f"{step.path} changed since the repair")
+    if not partial:
+        ckpt = backup.ckpt_fs
+        last = plan.after.get("last_batch")
+        for name in (OFFSETS, COMMITS):
+            newer = sorted(int(i.name) for i in ckpt.list_dir(name) if i.name.isdigit() and last is not None
+                           and int(i.name) > last)
+            if newer and not any(s.path == f"{name}/{newer[0]}" for s in plan.steps):
+                out.append(f"{name}/{newer[0]} was written after the repair (the query ran since)")
+    return out
+
+
+def undo(plan: Plan, backup: Backup, status: str, now_ms: int, force: bool = False) -> list[dict[str, Any]]:
+    """Revert every applied step of ``plan`` in reverse order; returns what was restored."""
+    partial = status in (APPLYING, UNDOING)
+    conflicts = undo_conflicts(plan, backup, partial)
+    if conflicts and not force:
+        raise RefusedError(
+            f"the checkpoint changed since repair {backup.backup_id}: " + "; ".join(conflicts[:MAX_SHOWN])
+            + (f" (and {len(conflicts) - MAX_SHOWN} more)" if len(conflicts) > MAX_SHOWN else ""),
+            hint="stop the query; --force restores anyway and moves the files in the way into the backup's displaced/",
+        )
+    write_journal(backup.ckpt_fs, backup.backup_id, plan.command, "undo", now_ms)
+    backup.write_manifest(plan, UNDOING)
+    restored = []
+    for index in range(len(plan.steps) - 1, -1, -1):
+        step = plan.steps[index]
+        how = _revert(step, backup)
+        if how:
+            restored.append({"step": index, "action": step.action, "root": step.root, "path": step.path,
+                             "restored": how})
+    backup.write_manifest(plan, UNDONE, undone_ms=now_ms)
+    clear_journal(backup.ckpt_fs)
+    return restored[::-1]
+
+
+def _revert(step: Step, backup: Backup) -> str | None:
+    fs = backup.roots[step.root]
+    if step.action == "remove":
+        if not backup.has(step.root, step.path):
+            if fs.exists(step.path):
+                return None  # never moved
+            raise CheckpointError("the file is neither in place nor in the backup", path=step.path,
+                                  hint=f"look for it under the backup's files/{step.root}/")
+        if fs.exists(step.path):
+            if sha256(fs.read(step.path)) == sha256(backup.read(step.root, step.path)):
+                return None  # a copy was made but the original not yet removed
+            backup.displace(step.root, step.path)
+        backup.move_out(step.root, step.path)
+        return "moved back"
+    original = backup.read(step.root, step.path) if step.sha256 is not None else None
+    side_original = backup.read(step.root, step.sidecar) if backup.has(step.root, step.sidecar) else None
+    current = _hash(fs, step.path)
+    changed = current != (sha256(original) if original is not None else None)
+    if changed:
+        if current not in (step.new_sha256, None):
+            backup.displace(step.root, step.path)
+        if fs.exists(step.sidecar):
+            fs.delete(step.sidecar)
+        if original is None:
+            fs.delete(step.path)
+        else:
+            fs.write(step.path, original)
+    side_now = _hash(fs, step.sidecar)
+    if side_original is None and side_now is not None:
+        fs.delete(step.sidecar)
+    elif side_original is not None and side_now != sha256(side_original):
+        fs.write(step.sidecar, side_original)
+    else:
+        return "rewritten" if changed else None
+    return "rewritten"

@@ -1,0 +1,176 @@
+"""Rewinding a compactible file log: a file source's ``sources/<i>/`` or a file sink's ``_spark_metadata/``.
+
+Spark reads such a log from its latest file: the latest ``C.compact`` at or before it holds every
+entry up to ``C``, the plain files after it one batch each. Rewinding to log batch ``T`` removes
+every file after ``T``. When ``T``'s own file was already cleaned up (its entries survive only in a
+later compact file), a file-source log is rebuilt as one ``T.compact`` holding every entry with
+``batchId <= T``: Spark derives a compact interval that divides ``T + 1`` from a single compact file,
+so the rebuilt log is one it reads and continues. Sink entries carry no batch id: a sink log is
+never rebuilt.
+"""
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass
+from typing import Callable
+from urllib.parse import unquote, urlsplit
+
+from ..file_logs import FileLog, FileLogEntry, log_file_batch, parse_file_log, serialize_file_log
+from ..fs import FileInfo, FileSystem
+from .plan import Step, sidecars
+
+SINK_LOG = "_spark_metadata"
+
+
+@dataclass(frozen=True)
+class LogDir:
+    """One log directory as listed: batch -> file, and every name in it (checksum sidecars too)."""
+
+    root: str
+    directory: str
+    files: dict[int, FileInfo]
+    listing: dict[str, FileInfo]
+
+    @property
+    def has_crc(self) -> bool:
+        return any(name.endswith(".crc") for name in self.listing)
+
+
+@dataclass(frozen=True)
+class LogRewind:
+    """The steps that rewind one log, or why it cannot be rewound."""
+
+    steps: tuple[Step, ...] = ()
+    problem: str | None = None
+    removed: tuple[str, ...] = ()
+    kept: tuple[str, ...] = ()
+    rebuilt: str | None = None
+
+
+def read_log_dir(fs: FileSystem, directory: str, root: str) -> LogDir:
+    listing = {i.path: i for i in fs.list_dir(directory) if not i.is_dir}
+    files = {}
+    for info in listing.values():
+        parsed = log_file_batch(info.name)
+        if parsed:
+            files[parsed[0]] = info
+    return LogDir(root, directory, dict(sorted(files.items())), listing)
+
+
+def remove_steps(root: str, info, lookup: Callable[[str], FileInfo | None], phase: str, reason: str) -> list[Step]:
+    """Remove a file (a FileInfo or StateFile), then each of its checksum sidecars that ``lookup`` finds."""
+    out = [Step("remove", root, info.path, phase, reason, info.size, info.mtime_ms)]
+    for side in sidecars(info.path):
+        got = lookup(side)
+        if got is not None:
+            out.append(Step("remove", root, side, phase, f"checksum of {posixpath.basename(info.path)}", got.size, got.mtime_ms))
+    return out
+
+
+def rewind_log(
+    log: LogDir,
+    target: int,
+    phase: str,
+    read: Callable[[str], FileLog],
+    rebuild: bool,
+) -> LogRewind:
+    """Keep log batches ``<= target`` (none when ``target`` is negative), highest files removed first."""
+    later = [b for b in sorted(log.files, reverse=True) if b > target]
+    kept = [b for b in log.files if b <= target]
+    steps: list[Step] = []
+    rebuilt = None
+    if target >= 0 and target not in log.files:
+        compacts = [b for b in log.files if b > target and log.files[b].name.endswith(".compact")]
+        if not rebuild or not compacts:
+            where = f"{log.directory}/{target}"
+            return LogRewind(problem=f"{where} is gone (cleaned up after compaction)" + (
+                "; sink log entries carry no batch id, so it cannot be rebuilt" if not rebuild else
+                " and no later compact file holds its entries"))
+        source = log.files[min(compacts)]
+        entries, problem = _entries_up_to(read(source.path), target, source.path)
+        if problem:
+            return LogRewind(problem=problem)
+        rebuilt = posixpath.join(log.directory, f"{target}.compact")
+        data = serialize_file_log(FileLog(read(source.path).version, entries))
+        steps.append(Step("write", log.root, rebuilt, phase,
+                          f"rebuilt from {source.name}: the entries of log batches 0..{target}", data=data,
+                          crc=log.has_crc))
+        later += sorted(kept, reverse=True)
+        kept = []
+    reason = f"log batch {{}} > {target}" if target >= 0 else "log batch {} (the source had no offset yet)"
+    for b in later:
+        info = log.files[b]
+        why = reason.format(b) if b > target else f"log batch {b}: replaced by {rebuilt}"
+        steps += remove_steps(log.root, info, log.listing.get, phase, why)
+    return LogRewind(tuple(steps), None, tuple(log.files[b].path for b in later),
+                     tuple(log.files[b].path for b in kept), rebuilt)
+
+
+def _entries_up_to(log: FileLog, target: int, path: str) -> tuple[tuple[FileLogEntry, ...], str | None]:
+    if any(e.batch_id is None for e in log.entries):
+        return (), f"{path} has entries without a batchId, so log batch {target} cannot be rebuilt from it"
+    entries = tuple(e for e in log.entries if e.batch_id <= target)
+    missing = sorted(set(range(target + 1)) - {e.batch_id for e in entries})
+    if missing:
+        return (), f"{path} holds no entries of log batch {missing[0]}, so log batch {target} cannot be rebuilt"
+    return entries, None
+
+
+def read_parsed(fs: FileSystem) -> Callable[[str], FileLog]:
+    """A cached reader of log files on ``fs``."""
+    cache: dict[str, FileLog] = {}
+
+    def read(path: str) -> FileLog:
+        if path not in cache:
+            cache[path] = parse_file_log(fs.read(path), path)
+        return cache[path]
+
+    return read
+
+
+def entry_location(path: str) -> str:
+    """A log entry's path (a URI) as a store path: ``file:///a/b`` -> ``/a/b``, ``s3a://bk/a`` -> ``bk/a``."""
+    parts = urlsplit(path)
+    if parts.scheme in ("", "file"):
+        return unquote(parts.path)
+    return unquote(parts.netloc + parts.path)
+
+
+class SinkFiles:
+    """Finds the data file a sink log entry names inside the sink directory (and nowhere else).
+
+    Entries hold absolute URIs; when the sink was copied or moved they point at the old place, so
+    a file is also found by the longest trailing part of its path that exists below the sink.
+    """
+
+    def __init__(self, fs: FileSystem, root_path: str) -> None:
+        self.fs = fs
+        self.root_path = root_path.rstrip("/")
+        self._listing: dict[str, FileInfo] | None = None
+
+    def listing(self) -> dict[str, FileInfo]:
+        if self._listing is None:
+            self._listing = {i.path: i for i in self.fs.walk("") if not i.path.startswith(SINK_LOG + "/")}
+        return self._listing
+
+    def find(self, entry_path: str) -> FileInfo | None:
+        location = entry_location(entry_path)
+        if location.startswith(self.root_path + "/"):
+            rel = location[len(self.root_path) + 1:]
+            if rel.split("/")[0] != SINK_LOG and ".." not in rel.split("/"):
+                return self.fs.info(rel)
+        parts = location.strip("/").split("/")
+        listing = self.listing()
+        for start in range(1, len(parts)):
+            rel = "/".join(parts[start:])
+            if rel in listing:
+                return listing[rel]
+        return None
+
+
+def sink_orphans(rewind: LogRewind, read: Callable[[str], FileLog]) -> list[str]:
+    """Data files added only by the removed sink log files (deleted ones are not resurrected)."""
+    kept = {e.path for p in rewind.kept for e in read(p).entries}
+    removed = {e.path for p in rewind.removed for e in read(p).entries if e.action == "add"}
+    return sorted(removed - kept)
+

@@ -1,0 +1,182 @@
+"""A repair plan: the exact file changes of a rewind or set-watermark, frozen, and its JSON contract.
+
+A plan is made without changing anything and is applied step by step in list order by
+:mod:`.execute`. Every step names one file, relative to one of two roots (``checkpoint`` or the file
+``sink``), and says what it expects to find there, so a saved plan can be checked against the
+files before it is applied, and a killed run can tell which steps are done:
+
+* ``remove``: the file (``size`` and ``mtime_ms`` as listed) is moved into the backup.
+* ``write``: the file (``sha256`` of its current bytes, None when it does not exist yet) gets
+  ``data``; with ``crc`` its Hadoop sidecar ``.<name>.crc`` is regenerated (``crc_sha256`` is the
+  current sidecar's hash, None when there is none).
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import posixpath
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from ..errors import MalformedFileError
+from ..fs import clean_relative
+
+PLAN_FORMAT = "wmcheck-plan"
+PLAN_VERSION = 1
+ACTIONS = ("remove", "write")
+ROOTS = ("checkpoint", "sink")
+OWN_DIR = "_wmcheck"
+"""wmcheck's own directory inside the checkpoint (backups, journal); plans never touch it."""
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def hadoop_sidecar(path: str) -> str:
+    """``dir/name`` -> ``dir/.name.crc``."""
+    directory, name = posixpath.split(path)
+    return posixpath.join(directory, f".{name}.crc")
+
+
+def sidecars(path: str) -> tuple[str, ...]:
+    """Every checksum file that belongs to ``path``: Hadoop's, Spark's, and Hadoop's of Spark's."""
+    directory, name = posixpath.split(path)
+    return (
+        posixpath.join(directory, f".{name}.crc"),
+        posixpath.join(directory, f"{name}.crc"),
+        posixpath.join(directory, f".{name}.crc.crc"),
+    )
+
+
+@dataclass(frozen=True)
+class Step:
+    """One file change; see the module docstring for what each field means per action."""
+
+    action: str
+    root: str
+    path: str
+    phase: str
+    reason: str
+    size: int | None = None
+    mtime_ms: int | None = None
+    sha256: str | None = None
+    data: bytes | None = None
+    crc: bool = False
+    crc_sha256: str | None = None
+
+    @property
+    def new_sha256(self) -> str | None:
+        return sha256(self.data) if self.data is not None else None
+
+    @property
+    def sidecar(self) -> str:
+        return hadoop_sidecar(self.path)
+
+    def key(self) -> tuple:
+        """What must match between a saved plan and the files now (data compared by hash)."""
+        return (self.action, self.root, self.path, self.size, self.mtime_ms, self.sha256, self.new_sha256,
+                self.crc, self.crc_sha256)
+
+    def to_json(self, index: int) -> dict[str, Any]:
+        out: dict[str, Any] = {"step": index, "action": self.action, "root": self.root, "path": self.path,
+                               "phase": self.phase, "reason": self.reason, "size": self.size}
+        if self.action == "remove":
+            out["mtime_ms"] = self.mtime_ms
+        else:
+            out.update(sha256=self.sha256, new_size=len(self.data or b""), new_sha256=self.new_sha256,
+                       crc=self.crc, crc_sha256=self.crc_sha256,
+                       data_base64=base64.b64encode(self.data or b"").decode("ascii"))
+        return out
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything one repair changes, and what the checkpoint looks like before and after."""
+
+    command: str
+    checkpoint: str
+    file_sink: str | None
+    request: Mapping[str, Any]
+    before: Mapping[str, Any]
+    after: Mapping[str, Any]
+    steps: tuple[Step, ...]
+    warnings: tuple[str, ...] = ()
+    created_ms: int = 0
+    notes: tuple[str, ...] = field(default=())
+
+    def counts(self) -> dict[str, int]:
+        return {a: sum(1 for s in self.steps if s.action == a) for a in ACTIONS}
+
+    def same_changes(self, other: "Plan") -> bool:
+        """True when ``other`` makes exactly the same changes to exactly the same files."""
+        return (self.command, dict(self.request), [s.key() for s in self.steps]) == (
+            other.command, dict(other.request), [s.key() for s in other.steps])
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": PLAN_FORMAT,
+            "version": PLAN_VERSION,
+            "command": self.command,
+            "checkpoint": self.checkpoint,
+            "file_sink": self.file_sink,
+            "request": dict(self.request),
+            "before": dict(self.before),
+            "after": dict(self.after),
+            "counts": self.counts(),
+            "warnings": list(self.warnings),
+            "notes": list(self.notes),
+            "created_ms": self.created_ms,
+            "steps": [s.to_json(i) for i, s in enumerate(self.steps)],
+        }
+
+
+def dumps(plan: Plan) -> str:
+    return json.dumps(plan.to_json(), indent=1, ensure_ascii=False)
+
+
+def _bad(path: str, what: str) -> MalformedFileError:
+    return MalformedFileError(f"not a wmcheck plan: {what}", path=path,
+                              hint="pass a file written by --plan-out (and not edited since)")
+
+
+def plan_from_json(obj: Any, path: str) -> Plan:
+    """Read a plan back from its JSON form (as written by ``--plan-out``), validating every step."""
+    if not isinstance(obj, dict) or obj.get("format") != PLAN_FORMAT:
+        raise _bad(path, f'expected a JSON object with "format": "{PLAN_FORMAT}"')
+    if obj.get("version") != PLAN_VERSION:
+        raise _bad(path, f"plan version {obj.get('version')!r} is not {PLAN_VERSION}")
+    try:
+        steps = tuple(_step_from_json(s, path) for s in obj["steps"])
+        return Plan(
+            command=str(obj["command"]), checkpoint=str(obj["checkpoint"]), file_sink=obj.get("file_sink"),
+            request=dict(obj["request"]), before=dict(obj["before"]), after=dict(obj["after"]), steps=steps,
+            warnings=tuple(obj.get("warnings", ())), created_ms=int(obj.get("created_ms", 0)),
+            notes=tuple(obj.get("notes", ())),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise _bad(path, f"missing or invalid field ({exc})") from None
+
+
+def _step_from_json(obj: Mapping[str, Any], path: str) -> Step:
+    action, root, rel = obj["action"], obj["root"], obj["path"]
+    if action not in ACTIONS or root not in ROOTS:
+        raise _bad(path, f"step {obj.get('step')}: unknown action {action!r} or root {root!r}")
+    if clean_relative(rel) != rel or rel.split("/")[0] == OWN_DIR:
+        raise _bad(path, f"step {obj.get('step')}: path {rel!r} is not a plain path inside the {root}")
+    data = None
+    if action == "write":
+        data = base64.b64decode(obj["data_base64"], validate=True)
+        if sha256(data) != obj["new_sha256"]:
+            raise _bad(path, f"step {obj.get('step')}: data does not match new_sha256")
+    return Step(action, root, rel, str(obj["phase"]), str(obj["reason"]), obj.get("size"), obj.get("mtime_ms"),
+                obj.get("sha256"), data, bool(obj.get("crc", False)), obj.get("crc_sha256"))
+
+
+def load_plan(text: str, path: str) -> Plan:
+    try:
+        obj = json.loads(text)
+    except ValueError as exc:
+        raise _bad(path, f"invalid JSON ({exc})") from None
+    return plan_from_json(obj, path)

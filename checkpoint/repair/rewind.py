@@ -1,0 +1,312 @@
+"""Planning ``wmcheck rewind``: every file to remove or rebuild so that batch N is the last committed one.
+
+Batch N reads state version N and writes N+1, so after the rewind Spark re-runs batch N+1 from
+state version N+1: every state file of a higher version goes, with the operator metadata v2 and
+state schema v3 files written by later batches. File-source logs go back to the ``logOffset`` of
+the last offsets file kept (their files are then new again); a file sink's ``_spark_metadata`` goes
+back to N, and the data files only the removed sink batches wrote are moved out of the sink.
+"""
+from __future__ import annotations
+
+import io
+import json
+import posixpath
+import zipfile
+from dataclasses import dataclass
+from functools import cached_property
+
+from ..errors import RefusedError
+from ..fs import FileInfo, FileSystem
+from ..model import COMMITS, OFFSETS, SOURCES, Checkpoint
+from ..state_files import StorePartition
+from ..summary import loadable
+from .logs import SINK_LOG, LogDir, LogRewind, SinkFiles, read_log_dir, read_parsed, remove_steps, rewind_log, sink_orphans
+from .plan import Plan, Step
+from .targets import retained_batches, watermark_after
+
+FILE_KINDS = ("file", "long")
+MAX_LISTED = 3
+
+
+@dataclass(frozen=True)
+class FileSink:
+    """The file sink directory named by ``--file-sink`` (it holds ``_spark_metadata/``)."""
+
+    fs: FileSystem
+    location: str
+
+
+class RewindView:
+    """What the planner lists and reads once, shared by every candidate batch it checks."""
+
+    def __init__(self, ckpt: Checkpoint, sink: FileSink | None = None) -> None:
+        self.ckpt = ckpt
+        self.sink = sink
+        self._logs: dict[str, LogDir] = {}
+        self.read_source = ckpt.source_log
+        self.read_sink = read_parsed(sink.fs) if sink else None
+
+    @cached_property
+    def commits(self) -> dict[str, FileInfo]:
+        return {i.path: i for i in self.ckpt.fs.list_dir(COMMITS)}
+
+    @cached_property
+    def offsets(self) -> dict[str, FileInfo]:
+        return {i.path: i for i in self.ckpt.fs.list_dir(OFFSETS)}
+
+    @cached_property
+    def state_crc(self) -> dict[str, FileInfo]:
+        return {i.path: i for i in self.ckpt.state_layout.crc_files}
+
+    @cached_property
+    def source_dirs(self) -> set[str]:
+        return {i.name for i in self.ckpt.fs.list_dir(SOURCES) if i.is_dir}
+
+    @cached_property
+    def sink_log(self) -> LogDir | None:
+        return read_log_dir(self.sink.fs, SINK_LOG, "sink") if self.sink else None
+
+    def source_log(self, name: str) -> LogDir:
+        if name not in self._logs:
+            self._logs[name] = read_log_dir(self.ckpt.fs, f"{SOURCES}/{name}", "checkpoint")
+        return self._logs[name]
+
+    def file_sources(self, batch: int) -> list[tuple[str, int]]:
+        """(``sources/`` directory, log batch to keep) of each file source, as of offsets/``batch``.
+
+        A source is a file source when its offset in the last offsets file is ``{"logOffset": n}``
+        (or a bare number, Spark 2.1) and it has a log directory; no offset yet keeps nothing (-1).
+        """
+        last = self.ckpt.offsets(self.ckpt.last_batch).sources
+        out = []
+        for index, src in enumerate(self.ckpt.offsets(batch).sources):
+            name = src.source_id if src.source_id in self.source_dirs else str(index)
+            latest = next((s for s in last if s.source_id == src.source_id), src)
+            if name in self.source_dirs and (src.kind in FILE_KINDS or latest.kind in FILE_KINDS):
+                out.append((name, src.log_offset if src.log_offset is not None else -1))
+        return out
+
+
+@dataclass(frozen=True)
+class Options:
+    keep_next_offsets: bool = False
+    keep_source_log: bool = False
+
+    def last_offsets(self, batch: int) -> int:
+        return batch + 1 if self.keep_next_offsets else batch
+
+
+def problems(view: RewindView, batch: int, opts: Options) -> list[str]:
+    """Why ``batch`` cannot be rewound to (empty when it can)."""
+    ckpt = view.ckpt
+    done = ckpt.last_committed_batch
+    if done is None:
+        return ["no batch is committed yet"]
+    if batch > done:
+        return [f"batch {batch} is not committed: the last committed batch is {done}"]
+    out = [f"{d}/{batch} no longer exists (purged by spark.sql.streaming.minBatchesToRetain)"
+           for d, ids in ((COMMITS, ckpt.commit_ids), (OFFSETS, ckpt.offset_ids)) if batch not in ids]
+    if out:
+        return out
+    if opts.keep_next_offsets and batch + 1 not in ckpt.offset_ids:
+        return [f"--keep-next-offsets: there is no offsets/{batch + 1} to keep"]
+    version = batch + 1
+    bad = [p.directory for op in ckpt.operators for p in op.partitions if not loadable(ckpt, op, p, version)]
+    if bad:
+        out.append(f"state version {version} can no longer be rebuilt in {_some(bad)} "
+                   "(its files were purged by spark.sql.streaming.minBatchesToRetain)")
+    if not opts.keep_source_log:
+        for name, target in view.file_sources(opts.last_offsets(batch)):
+            got = rewind_log(view.source_log(name), target, "sources", view.read_source, rebuild=True)
+            if got.problem:
+                out.append(got.problem)
+    if view.sink_log is not None:
+        got = rewind_log(view.sink_log, batch, "sink", view.read_sink, rebuild=False)
+        if got.problem:
+            out.append(f"file sink: {got.problem}")
+    return out
+
+
+def _some(items: list[str]) -> str:
+    more = len(items) - MAX_LISTED
+    return ", ".join(items[:MAX_LISTED]) + (f" and {more} more" if more > 0 else "")
+
+
+def oldest_rewindable(view: RewindView, opts: Options) -> int | None:
+    """The oldest batch this checkpoint (and sink) can be rewound to, None when there is none."""
+    return next((b for b in retained_batches(view.ckpt) if not problems(view, b, opts)), None)
+
+
+def refuse(view: RewindView, batch: int | None, reasons: list[str], opts: Options, how: str) -> RefusedError:
+    oldest = oldest_rewindable(view, opts)
+    what = f"cannot rewind to batch {batch}" if batch is not None else f"cannot rewind: {how}"
+    detail = f": {reasons[0]}" + (f" (and {len(reasons) - 1} more problems)" if len(reasons) > 1 else "") if reasons else ""
+    hint = (f"the oldest batch this checkpoint can be rewound to is {oldest}" if oldest is not None
+            else "no retained batch can be rewound to")
+    err = RefusedError(what + detail, hint=hint)
+    err.oldest_batch = oldest  # type: ignore[attr-defined]
+    return err
+
+
+def plan_rewind(
+    ckpt: Checkpoint,
+    batch: int | None,
+    *,
+    sink: FileSink | None = None,
+    keep_next_offsets: bool = False,
+    keep_source_log: bool = False,
+    how: str | None = None,
+    created_ms: int = 0,
+) -> Plan:
+    """The plan that makes ``batch`` the last committed batch; RefusedError when it cannot be done safely."""
+    view = RewindView(ckpt, sink)
+    opts = Options(keep_next_offsets, keep_source_log)
+    how = how or f"--to-batch {batch}"
+    reasons = problems(view, batch, opts) if batch is not None else []
+    if batch is None or reasons:
+        raise refuse(view, batch, reasons, opts, how)
+    warnings: list[str] = []
+    steps = _log_steps(view, batch, opts) + _state_steps(view, batch, warnings)
+    steps += _source_steps(view, batch, opts, warnings)
+    steps += _sink_steps(view, batch, warnings)
+    last = opts.last_offsets(batch)
+    replayed = f"{batch + 1}..{ckpt.last_batch}" if ckpt.last_batch > batch + 1 else f"{batch + 1}"
+    if sink is None and ckpt.last_batch > batch:
+        warnings.append(
+            f"no --file-sink given: sinks that remember batch ids (a file sink's _spark_metadata, Delta's "
+            f"txnVersion, foreachBatch writers that use batchId) may skip or duplicate the replayed batches {replayed}")
+    warnings += _other_source_notes(view, last)
+    after_watermark = (ckpt.offsets(last).metadata.batch_watermark_ms if last != batch and ckpt.offsets(last).metadata
+                       else watermark_after(ckpt, batch))
+    return Plan(
+        command="rewind",
+        checkpoint=ckpt.location,
+        file_sink=sink.location if sink else None,
+        request={"batch": batch, "keep_next_offsets": keep_next_offsets, "keep_source_log": keep_source_log},
+        before={"last_batch": ckpt.last_batch, "last_committed_batch": ckpt.last_committed_batch,
+                "watermark_ms": ckpt.watermark_ms},
+        after={"last_batch": last, "last_committed_batch": batch, "next_batch": batch + 1,
+               "watermark_ms": after_watermark, "next_state_version": batch + 1},
+        steps=tuple(steps),
+        warnings=tuple(warnings),
+        created_ms=created_ms,
+        notes=(f"target: {how}",),
+    )
+
+
+def _log_steps(view: RewindView, batch: int, opts: Options) -> list[Step]:
+    """commits/ and offsets/ after the target, highest batch first (its commit before its offsets)."""
+    ckpt, last = view.ckpt, opts.last_offsets(batch)
+    commits = {b for b in ckpt.commit_ids if b > batch}
+    offsets = {b for b in ckpt.offset_ids if b > last}
+    steps: list[Step] = []
+    for b in sorted(commits | offsets, reverse=True):
+        if b in commits:
+            steps += remove_steps("checkpoint", view.commits[f"{COMMITS}/{b}"], view.commits.get, "commits",
+                                  f"batch {b} > {batch}")
+        if b in offsets:
+            steps += remove_steps("checkpoint", view.offsets[f"{OFFSETS}/{b}"], view.offsets.get, "offsets",
+                                  f"batch {b} > {last}")
+    return steps
+
+
+def _state_steps(view: RewindView, batch: int, warnings: list[str]) -> list[Step]:
+    """State files of versions > batch + 1 (highest first), then orphaned SSTs, then later metadata."""
+    version = batch + 1
+    layout = view.ckpt.state_layout
+    doomed = sorted(((f.version, f) for op in layout.operators for p in op.partitions for f in p.files
+                     if f.version > version), key=lambda vf: (-vf[0], vf[1].path))
+    steps: list[Step] = []
+    for v, f in doomed:
+        steps += remove_steps("checkpoint", f, view.state_crc.get, "state", f"state version {v} > {version}")
+    for op in layout.operators:
+        for part in op.partitions:
+            for info in _orphaned_ssts(view.ckpt.fs, part, version, warnings):
+                steps += remove_steps("checkpoint", info, view.state_crc.get, "state",
+                                      f"SST referenced only by removed snapshots (versions > {version})")
+    for op in layout.operators:
+        for info in sorted(op.metadata_files, key=lambda i: i.path):
+            if posixpath.basename(posixpath.dirname(info.path)) == "v2" and info.name.isdigit() and int(info.name) > batch:
+                steps += remove_steps("checkpoint", info, view.state_crc.get, "metadata",
+                                      f"operator metadata written by batch {info.name} > {batch}")
+        for info in sorted(op.schema_files, key=lambda i: i.path):
+            head = info.name.split("_", 1)[0]
+            if "_" in info.name and head.isdigit() and int(head) > batch:
+                steps += remove_steps("checkpoint", info, view.state_crc.get, "metadata",
+                                      f"state schema written by batch {head} > {batch}")
+    return steps
+
+
+def zip_sst_files(data: bytes) -> set[str] | None:
+    """The ``SSTs/`` file names a RocksDB snapshot zip references (its ``metadata`` entry), None if unreadable."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            text = archive.read("metadata").decode("utf-8")
+        line = next(line for line in text.splitlines() if line.startswith("{"))
+        return {str(f["dfsSstFileName"]) for f in json.loads(line).get("sstFiles", [])}
+    except (zipfile.BadZipFile, KeyError, StopIteration, ValueError, TypeError, UnicodeDecodeError):
+        return None
+
+
+def _orphaned_ssts(fs: FileSystem, part: StorePartition, version: int, warnings: list[str]) -> list[FileInfo]:
+    """SST files only the removed snapshot zips reference; every SST a kept zip references stays."""
+    zips = [f for f in part.files if f.kind == "zip"]
+    if not part.sst_files or not any(z.version > version for z in zips):
+        return []
+    data = fs.read_many([z.path for z in zips])
+    refs = {z.path: zip_sst_files(data[z.path]) for z in zips}
+    unreadable = [p for p, r in refs.items() if r is None]
+    if unreadable:
+        warnings.append(f"{unreadable[0]}: cannot read its SST file list, so {part.directory}/SSTs/ is left as it is")
+        return []
+    kept = set().union(*(refs[z.path] for z in zips if z.version <= version))
+    dropped = set().union(*(refs[z.path] for z in zips if z.version > version)) - kept
+    return sorted((i for i in part.sst_files if i.name in dropped), key=lambda i: i.path)
+
+
+def _source_steps(view: RewindView, batch: int, opts: Options, warnings: list[str]) -> list[Step]:
+    steps: list[Step] = []
+    last = opts.last_offsets(batch)
+    for name, target in view.file_sources(last):
+        log = view.source_log(name)
+        later = [b for b in log.files if b > target]
+        if opts.keep_source_log:
+            if later:
+                warnings.append(
+                    f"--keep-source-log: {log.directory} keeps log batches {later[0]}..{later[-1]}, so Spark "
+                    f"reads all of their files in batch {last + 1} at once (maxFilesPerTrigger does not apply), "
+                    "and event-time results can differ from the first run")
+            continue
+        got: LogRewind = rewind_log(log, target, "sources", view.read_source, rebuild=True)
+        steps += got.steps
+    return steps
+
+
+def _sink_steps(view: RewindView, batch: int, warnings: list[str]) -> list[Step]:
+    if view.sink is None:
+        return []
+    got = rewind_log(view.sink_log, batch, "sink", view.read_sink, rebuild=False)
+    steps = list(got.steps)
+    files = SinkFiles(view.sink.fs, view.sink.fs.root)
+    missing = []
+    for entry in sink_orphans(got, view.read_sink):
+        info = files.find(entry)
+        if info is None:
+            missing.append(entry)
+            continue
+        steps += remove_steps("sink", info, view.sink.fs.info, "sink-data", "written only by removed sink batches")
+    if missing:
+        warnings.append(f"{len(missing)} data file(s) of removed sink batches are not in the sink directory "
+                        f"(nothing to move), e.g. {missing[0]}")
+    return steps
+
+
+def _other_source_notes(view: RewindView, last: int) -> list[str]:
+    files = {name for name, _ in view.file_sources(last)}
+    out = []
+    for index, src in enumerate(view.ckpt.offsets(last).sources):
+        if src.source_id in files or str(index) in files or src.kind in ("none",) + FILE_KINDS:
+            continue
+        out.append(f"source {src.source_id} ({src.kind}) restarts from its offsets of batch {last}: {src.summary()}; "
+                   "data the source no longer retains (e.g. past Kafka retention) cannot be replayed")
+    return out

@@ -1,0 +1,142 @@
+"""``wmcheck rewind``, ``wmcheck set-watermark``, ``wmcheck undo`` and ``wmcheck backups``."""
+from __future__ import annotations
+
+from datetime import tzinfo
+from typing import Any, Callable, Mapping
+
+import click
+
+from wmcheck.checkpoint import repair
+from wmcheck.checkpoint.repair.targets import parse_idle
+from wmcheck.checkpoint.timeutil import format_ms
+
+from .options import common_options, parse_pairs
+from .output import make_output
+
+STEP_COLUMNS = ["step", "action", "phase", "path", "reason"]
+BACKUP_COLUMNS = ["backup_id", "command", "status", "created", "target", "last_committed_before", "steps", "files"]
+
+
+def repair_options(fn: Callable) -> Callable:
+    """Options rewind and set-watermark share: dry run by default, saved plans, safety checks."""
+    for decorate in reversed([
+        click.option("--execute", is_flag=True, help="Apply the plan (without it nothing is changed)."),
+        click.option("--plan-out", type=click.Path(dir_okay=False), help="Save the plan as JSON to FILE."),
+        click.option("--from-plan", type=click.Path(dir_okay=False), help="Use a plan saved by --plan-out "
+                     "(refused if the checkpoint changed since)."),
+        click.option("--idle", default="10 minutes", show_default=True, metavar="DURATION",
+                     help="Refuse when offsets/, commits/ or state/ changed this recently (a bare number is minutes; "
+                          "0 disables)."),
+        click.option("--force", is_flag=True, help="Apply even if the query looks active."),
+        click.option("--backup-dir", metavar="DIR", help="Keep the backup's files here instead of CKPT/_wmcheck/backups."),
+    ]):
+        fn = decorate(fn)
+    return fn
+
+
+def _watermark(ms: int | None, tz: tzinfo) -> str:
+    return "" if ms is None else f"{ms} ({format_ms(ms, tz)})"
+
+
+def render_plan(doc: Mapping[str, Any], fmt: str, tz: tzinfo) -> None:
+    """A plan (dry run or applied) in any output format."""
+    before, after, counts = doc["before"], doc["after"], doc["counts"]
+    if doc["executed"]:
+        mode = f"applied; backup {doc['backup_id']}" if doc["backup_id"] else "applied; nothing needed changing"
+    else:
+        mode = "dry run: nothing was changed (add --execute to apply)"
+    fields = [
+        ("command", doc["command"]),
+        ("checkpoint", doc["checkpoint"]),
+        *([("file sink", doc["file_sink"])] if doc["file_sink"] else []),
+        ("mode", mode),
+        *[("note", n) for n in doc["notes"]],
+        ("last batch", f"{before['last_batch']} -> {after['last_batch']}"),
+        ("last committed", f"{before['last_committed_batch']} -> {after['last_committed_batch']}"),
+        ("watermark", f"{_watermark(before['watermark_ms'], tz)} -> {_watermark(after['watermark_ms'], tz)}"),
+        ("changes", f"{counts['remove']} file(s) removed (moved into the backup), {counts['write']} written"),
+        *([("backup", doc["backup"])] if doc.get("backup") else []),
+        *[("warning", w) for w in doc["warnings"]],
+    ]
+    make_output(fmt).document(doc, fields, [("Steps", doc["steps"], STEP_COLUMNS)])
+
+
+@click.command()
+@click.argument("checkpoint")
+@click.option("--to-batch", type=int, metavar="N", help="Make batch N the last committed batch.")
+@click.option("--to-watermark", metavar="TIME", help="The last batch that leaves the watermark at or before TIME.")
+@click.option("--to-time", metavar="TIME", help="The last batch that ran (batchTimestampMs) at or before TIME.")
+@click.option("--shift", type=int, metavar="-K", help="K batches before the last committed one.")
+@click.option("--file-sink", metavar="PATH", help="Also rewind this file sink's _spark_metadata and move out its orphaned files.")
+@click.option("--keep-next-offsets", is_flag=True, help="Keep offsets/N+1 so batch N+1 re-runs with its recorded offsets.")
+@click.option("--keep-source-log", is_flag=True, help="Leave file-source logs as they are (see docs/repair.md).")
+@repair_options
+@common_options()
+def rewind(checkpoint: str, to_batch, to_watermark, to_time, shift, file_sink, keep_next_offsets, keep_source_log,
+           execute, plan_out, from_plan, idle, force, backup_dir, fmt, tz, fs_options) -> None:
+    """Roll CHECKPOINT back so that an earlier batch is the last committed one (dry run unless --execute).
+
+    TIME is ISO-8601, epoch milliseconds, or a duration relative to now or the watermark
+    ("now-2 hours", "watermark-30 minutes"; a bare "-2 hours" is relative to now for --to-time and
+    to the current watermark for --to-watermark).
+    """
+    doc = repair.rewind(
+        checkpoint, to_batch=to_batch, to_watermark=to_watermark, to_time=to_time, shift=shift, file_sink=file_sink,
+        keep_next_offsets=keep_next_offsets, keep_source_log=keep_source_log, execute=execute, from_plan=from_plan,
+        plan_out=plan_out, idle_ms=parse_idle(idle), force=force, backup_dir=backup_dir,
+        fs_options=parse_pairs(fs_options, "--fs-option"))
+    render_plan(doc, fmt, tz)
+
+
+@click.command("set-watermark")
+@click.argument("checkpoint")
+@click.option("--watermark", metavar="TIME", help='The new watermark: ISO-8601, epoch ms, or "-2 hours" (from the current one).')
+@click.option("--allow-raise", is_flag=True, help="Allow a watermark above the current one.")
+@click.option("--window", metavar="DURATION", help="The query's window length, to list windows re-opened in append mode.")
+@repair_options
+@common_options()
+def set_watermark(checkpoint: str, watermark, allow_raise, window, execute, plan_out, from_plan, idle, force,
+                  backup_dir, fmt, tz, fs_options) -> None:
+    """Set the watermark the next batch of CHECKPOINT starts from (dry run unless --execute)."""
+    doc = repair.set_watermark(
+        checkpoint, watermark=watermark, allow_raise=allow_raise, window=window, execute=execute, from_plan=from_plan,
+        plan_out=plan_out, idle_ms=parse_idle(idle), force=force, backup_dir=backup_dir,
+        fs_options=parse_pairs(fs_options, "--fs-option"))
+    render_plan(doc, fmt, tz)
+
+
+
+@click.command()
+@click.argument("checkpoint")
+@click.option("--backup", "backup_id", metavar="ID", help="The backup to restore (default: the latest repair).")
+@click.option("--force", is_flag=True, help="Restore even if files changed since; files in the way go to the backup.")
+@click.option("--idle", default="10 minutes", show_default=True, metavar="DURATION",
+              help="Refuse when the query looks active (a bare number is minutes; 0 disables).")
+@common_options()
+def undo(checkpoint: str, backup_id, force, idle, fmt, tz, fs_options) -> None:
+    """Restore CHECKPOINT (and its file sink) byte for byte from a wmcheck backup."""
+    doc = repair.undo_repair(checkpoint, backup_id=backup_id, force=force, idle_ms=parse_idle(idle),
+                             fs_options=parse_pairs(fs_options, "--fs-option"))
+    fields = [
+        ("backup", doc["backup_id"]),
+        ("command", doc["command"]),
+        ("checkpoint", doc["checkpoint"]),
+        *([("file sink", doc["file_sink"])] if doc["file_sink"] else []),
+        ("status", f"{doc['was']} -> {doc['status']}"),
+        ("restored", f"{len(doc['restored'])} file(s)"),
+        ("last committed", doc["last_committed_batch"]),
+        ("watermark", _watermark(doc["watermark_ms"], tz)),
+    ]
+    make_output(fmt).document(doc, fields, [("Restored", doc["restored"], ["step", "action", "path", "restored"])])
+
+
+@click.command()
+@click.argument("checkpoint")
+@common_options()
+def backups(checkpoint: str, fmt, tz, fs_options) -> None:
+    """List the backups wmcheck made of CHECKPOINT, oldest first."""
+    rows = repair.list_backups(checkpoint, fs_options=parse_pairs(fs_options, "--fs-option"))
+    for row in rows:
+        row["created"] = format_ms(row["created_ms"], tz)
+    make_output(fmt).rows(rows, BACKUP_COLUMNS if fmt == "table" else None)
+
