@@ -80,34 +80,30 @@ class Tree:
         return names
 
     def read_verified(self, paths: Iterable[str]) -> dict[str, bytes]:
-        """Read ``paths`` and their checksum sidecars in one round; record sidecars that do not match."""
+        """Read ``paths`` and their checksum sidecars in one round; record files their sidecars do not match."""
         paths = list(paths)
         extra = [s for p in paths for s in sidecars(p) if s in self.entries]
         data = self.fs.read_many(paths + extra)
         for path in paths:
-            for sidecar in sidecars(path):
-                if sidecar in data:
-                    problem = verify_sidecar(data[path], sidecar, data.pop(sidecar))
-                    if problem:
-                        self.mismatches.append((self.shown(path), problem))
+            problems = [verify_sidecar(data[path], s, data.pop(s)) for s in sidecars(path) if s in data]
+            problems = [p for p in problems if p]
+            if problems:
+                self.mismatches.append((self.shown(path), "; ".join(problems) + (
+                    ": Spark fails to read it (ChecksumException). Restore the file from a backup (wmcheck undo), "
+                    "or delete the checksum file if the file was changed on purpose"
+                )))
         return data
 
 
 def verify_sidecar(data: bytes, sidecar: str, checksum: bytes) -> str | None:
     """Why ``checksum`` (the bytes of a Hadoop or Spark checksum file) does not match ``data``; None when it does."""
-    kind = sidecar_target(sidecar)[0]
-    verify = verify_hadoop_crc if kind == "hadoop" else verify_spark_checksum
+    verify = verify_hadoop_crc if sidecar_target(sidecar)[0] == "hadoop" else verify_spark_checksum
     name = posixpath.basename(sidecar)
     try:
         result = verify(checksum, data, sidecar)
     except CheckpointError as exc:
-        return f"its checksum file {name} cannot be read: {error_text(exc)}"
-    if result:
-        return None
-    return (
-        f"does not match its checksum file {name}: {result.problem}; Spark fails to read it (ChecksumException). "
-        f"Restore the file from a backup (wmcheck undo), or delete {name} if the file was changed on purpose"
-    )
+        return f"its checksum file {name} cannot be read ({error_text(exc)})"
+    return None if result else f"does not match its checksum file {name} ({result.problem})"
 
 
 class Context:

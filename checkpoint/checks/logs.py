@@ -86,8 +86,8 @@ def checkpoint_format(ctx: Context) -> tuple[int | None, str]:
     if not files:
         return None, ""
     if any(f.unique_id for f in files):
-        return 2, "state files named <version>_<uniqueId> (checkpoint format 2)"
-    return 1, "state files named <version>.<kind> (checkpoint format 1)"
+        return 2, "its state files carry unique ids"
+    return 1, "its state files carry no unique ids"
 
 
 @register("WM006", ERROR, "log versions that the checkpoint format does not allow")
@@ -98,11 +98,13 @@ def log_versions(ctx: Context) -> Iterator[Issue]:
         if wrong:
             got = ctx.commits[wrong[-1]].version
             yield f"{COMMITS}/{wrong[0]}", (
-                f"{len(wrong)} commit file(s) ({span(wrong[0], wrong[-1])}) are v{got} but the checkpoint uses format "
-                f"{fmt} ({source}): "
+                f"commits/{span(wrong[0], wrong[-1])}: {len(wrong)} commit file(s) are v{got} but the checkpoint uses "
+                f"state checkpoint format {fmt} ({source}): "
                 + ("Spark refuses the log ('written by a future version') or ignores the unique ids of the state files"
                    if got > fmt else "these commits carry no stateUniqueIds, so Spark cannot tell which state files to load")
-                + "; the logs come from another run or were edited: restore them (wmcheck undo) or rewind before them"
+                + ("; the logs come from another run or were edited: restore them (wmcheck undo) or "
+                   f"wmcheck rewind CKPT --to-batch {wrong[0] - 1}" if wrong[0] > min(ctx.commits) else
+                   "; the commit log and the state were written with different checkpoint formats: start a new checkpoint")
             )
     versions = sorted((b, s.version) for b, s in ctx.offsets.items())
     for (b1, v1), (b2, v2) in zip(versions, versions[1:]):

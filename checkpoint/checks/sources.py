@@ -8,6 +8,7 @@ from ..file_logs import COMPACT_SUFFIX, log_file_batch
 from ..model import SOURCES
 from .context import SINK_LOG, Context, Tree
 from .registry import ERROR, Issue, register
+from .text import span
 
 DEFAULT_COMPACT_INTERVAL = 10  # spark.sql.streaming.fileSource.log.compactInterval and fileSink's
 
@@ -122,8 +123,8 @@ def sink_ahead(ctx: Context) -> Iterator[Issue]:
         yield ctx.sink.shown(f"{SINK_LOG}/{name}"), (
             f"the file sink has committed batch {latest} but the checkpoint's last committed batch is {done}"
             f"{f' (planned: {ckpt.last_batch})' if ckpt.pending_batch is not None else ''}: on restart Spark runs "
-            f"batches {'0' if done is None else done + 1}..{latest} again and the sink skips them as already committed, "
-            f"so whatever they produce now is lost. Fix: "
+            f"batch {span(0 if done is None else done + 1, latest)} and the sink skips it as already committed, "
+            f"so whatever it produces now is lost. Fix: "
             + (f"wmcheck rewind CKPT --to-batch {done} --file-sink SINK" if done is not None
                else f"remove {SINK_LOG}/ from the sink (no batch of this checkpoint was committed)")
         )
@@ -136,9 +137,9 @@ def sink_behind(ctx: Context) -> Iterator[Issue]:
     if done is not None and (latest is None or latest < done):
         first = 0 if latest is None else latest + 1
         yield ctx.sink.shown(SINK_LOG), (
-            f"the checkpoint has committed batches {first}..{done} but the file sink's log "
+            f"the checkpoint has committed batch {span(first, done)} but the file sink's log "
             + ("is empty" if latest is None else f"ends at batch {latest}")
-            + ": their output is missing from the sink (a rewound or replaced sink, or another output path), and "
+            + ": the output of these batches is missing from the sink (a rewound or replaced sink, or another output path), and "
             + "Spark will not write it again. Fix: "
             + (f"wmcheck rewind CKPT --to-batch {latest} --file-sink SINK" if latest is not None
                else "start the query from a new checkpoint")

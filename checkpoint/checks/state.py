@@ -9,7 +9,7 @@ from ..state_files import BASE_KINDS, StateFile, StorePartition
 from ..summary import store_unique_ids
 from .context import Context
 from .registry import ERROR, WARNING, Issue, register
-from .text import listed, plural
+from .text import listed, plural, span
 
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 
@@ -25,10 +25,15 @@ class Plan:
     missing: int | None
 
 
+def load_version(ctx: Context) -> int:
+    """The state version the next batch loads: its batch id (last committed + 1, or the pending batch re-run)."""
+    return ctx.ckpt.next_batch
+
+
 def plans(ctx: Context) -> list[Plan]:
     """A plan per store partition (skipping checkpoint v2 stores when a commit did not parse)."""
     if "plans" not in ctx.memo:
-        version = ctx.ckpt.next_state_version
+        version = load_version(ctx)
         out = []
         for op in ctx.operators:
             for part in op.partitions:
@@ -56,7 +61,7 @@ def newest_loadable(part: StorePartition, ids: dict[int, str] | None, version: i
 
 def rewind_hint(ctx: Context) -> str:
     """The newest batch every store partition can restart from, as a wmcheck command."""
-    target = ctx.ckpt.next_state_version
+    target = load_version(ctx)
     while True:
         newest = min((newest_loadable(p.part, p.ids, target) for p in plans(ctx)), default=target)
         if newest == target:
@@ -69,7 +74,7 @@ def rewind_hint(ctx: Context) -> str:
 
 @register("WM016", ERROR, "state the next batch loads cannot be rebuilt")
 def unloadable(ctx: Context) -> Iterator[Issue]:
-    version = ctx.ckpt.next_state_version
+    version = load_version(ctx)
     broken = [p for p in plans(ctx) if p.missing is not None]
     for op in ctx.operators:
         mine = [p for p in broken if p.op is op]
@@ -92,7 +97,7 @@ def unloadable(ctx: Context) -> Iterator[Issue]:
 def version_ceiling(ctx: Context) -> int:
     """The newest state version this checkpoint's batches may have written (a pending batch writes one more)."""
     ckpt = ctx.ckpt
-    return ckpt.last_batch + 1 if ckpt.pending_batch is not None else ckpt.next_state_version
+    return max(ckpt.next_state_version, -1 if ckpt.last_batch is None else ckpt.last_batch + 1)
 
 
 @register("WM017", ERROR, "state files beyond the last batch")
@@ -107,9 +112,9 @@ def leftovers(ctx: Context) -> Iterator[Issue]:
         files = [f for _, fs in extra for f in fs]
         versions = sorted({f.version for f in files})
         yield extra[0][0].directory, (
-            f"{plural(len(files), 'state file')} for versions {versions[0]}..{versions[-1]} in "
-            f"{plural(len(extra), 'store partition')} of operator {op.operator_id} ({listed([p.directory for p, _ in extra])}) "
-            f"are newer than version {ceiling}, the last one this checkpoint's batches wrote: leftovers of a later run "
+            f"{plural(len(files), 'state file')} for version {span(versions[0], versions[-1])} in "
+            f"{plural(len(extra), 'store partition')} of operator {op.operator_id} ({listed([p.directory for p, _ in extra])}): "
+            f"newer than version {ceiling}, the last one this checkpoint's batches wrote: leftovers of a later run "
             f"or a hand rewind. Spark may load a stale snapshot when it gets there, and its cleanup may delete files it "
             f"needs. Fix: " + (f"wmcheck rewind CKPT --to-batch {done} (removes them)" if done is not None
                                else "delete state/ (no batch was committed)")
@@ -126,7 +131,7 @@ def expected_partitions(ctx: Context, op: Operator) -> tuple[int | None, str]:
 
 @register("WM018", ERROR, "state partition directory missing")
 def missing_partitions(ctx: Context) -> Iterator[Issue]:
-    version = ctx.ckpt.next_state_version
+    version = load_version(ctx)
     if version == 0:
         return
     for op in ctx.operators:
@@ -163,7 +168,7 @@ def extra_partitions(ctx: Context) -> Iterator[Issue]:
 def unmatched_unique_ids(ctx: Context) -> Iterator[Issue]:
     if not ctx.unique_ids_known:
         return
-    version = ctx.ckpt.next_state_version
+    version = load_version(ctx)
     for op in ctx.operators:
         lost = []
         for part in op.partitions:

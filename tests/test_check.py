@@ -1,0 +1,465 @@
+"""``wmcheck check``: every check on a real fixture broken the way the check describes, in every format."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+from xml.etree import ElementTree as ET
+
+import pytest
+
+from conftest import fixture_facts, run_cli
+from wmcheck.checkpoint.errors import CheckpointError
+from wmcheck.checkpoint.model import open_checkpoint
+from wmcheck.checkpoint.offsets import parse_offsets
+from wmcheck.checkpoint.summary import store_unique_ids
+from wmcheck.checkpoint.validate import CHECKS, check_checkpoint
+
+DAY_MS = 86_400_000
+
+
+# -- breaking files the way people and crashes do ----------------------------------------------------
+
+
+def sidecars(path: Path) -> list[Path]:
+    """A file's Hadoop and Spark checksum files (and the Hadoop one of Spark's)."""
+    spark = path.with_name(f"{path.name}.crc")
+    return [path.with_name(f".{path.name}.crc"), spark, spark.with_name(f".{spark.name}.crc")]
+
+
+def drop(path: Path) -> None:
+    """Delete a file with its checksum sidecars."""
+    for p in [path, *sidecars(path)]:
+        p.unlink(missing_ok=True)
+
+
+def hand_edit(path: Path, data: bytes) -> None:
+    """Rewrite a file by hand: new bytes, no checksum sidecar."""
+    drop(path)
+    path.write_bytes(data)
+
+
+def edit_json(path: Path, line: int, change: Callable[[dict], None]) -> None:
+    """Change the JSON object on ``line`` (0-based) of a log file, written compactly as Spark does."""
+    lines = path.read_text().split("\n")
+    obj = json.loads(lines[line])
+    change(obj)
+    lines[line] = json.dumps(obj, separators=(",", ":"))
+    hand_edit(path, "\n".join(lines).encode())
+
+
+def flip_byte(path: Path) -> None:
+    """Corrupt one byte of a file in place, keeping its (now stale) checksum."""
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def set_watermark(ckpt: Path, batch: int, offsets_ms: int | None = None, commit_ms: int | None = None) -> None:
+    if offsets_ms is not None:
+        edit_json(ckpt / "offsets" / str(batch), 1, lambda o: o.update(batchWatermarkMs=offsets_ms))
+    if commit_ms is not None:
+        edit_json(ckpt / "commits" / str(batch), 1, lambda o: o.update(nextBatchWatermarkMs=commit_ms))
+
+
+def offsets_meta(ckpt: Path, batch: int) -> dict:
+    return json.loads((ckpt / "offsets" / str(batch)).read_text().split("\n")[1])
+
+
+def log_file(folder: Path, batch: int) -> Path:
+    """``N`` or ``N.compact`` of a file log."""
+    plain = folder / str(batch)
+    return plain if plain.exists() else folder / f"{batch}.compact"
+
+
+# -- one case per check ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Break:
+    """How to break a copy of ``fixture`` so that check ``code`` reports ``path`` (returned by ``apply``)."""
+
+    code: str
+    fixture: str
+    apply: Callable[[Path, dict], str]
+    also: tuple[str, ...] = ()
+    sink: bool = False
+    text: str = ""  # returned by apply as "path|expected text" when set dynamically
+
+
+def b_unparseable(root: Path, facts: dict) -> str:
+    last = facts["last_batch"]
+    hand_edit(root / "checkpoint" / "offsets" / str(last), b'v1\n{"batchWatermarkMs":1,"batchTimestampMs":2,"conf":{')
+    return f"offsets/{last}"
+
+
+def b_offsets_gap(root: Path, facts: dict) -> str:
+    drop(root / "checkpoint" / "offsets" / "5")
+    drop(root / "checkpoint" / "commits" / "5")
+    return "offsets/5"
+
+
+def b_commits_gap(root: Path, facts: dict) -> str:
+    drop(root / "checkpoint" / "commits" / "5")
+    return "commits/5"
+
+
+def b_commit_without_offsets(root: Path, facts: dict) -> str:
+    last = facts["last_batch"]
+    shutil.copyfile(root / "checkpoint" / "commits" / str(last), root / "checkpoint" / "commits" / str(last + 1))
+    return f"commits/{last + 1}"
+
+
+def b_uncommitted(root: Path, facts: dict) -> str:
+    last = facts["last_batch"]
+    drop(root / "checkpoint" / "commits" / str(last))
+    drop(root / "checkpoint" / "commits" / str(last - 1))
+    return f"offsets/{last - 1}"
+
+
+def b_commit_version(root: Path, facts: dict) -> str:
+    path = root / "checkpoint" / "commits" / str(facts["last_batch"])
+    hand_edit(path, path.read_bytes().replace(b"v1\n", b"v2\n", 1))
+    return f"commits/{facts['last_batch']}"
+
+
+def b_metadata_missing(root: Path, facts: dict) -> str:
+    drop(root / "checkpoint" / "metadata")
+    return "metadata"
+
+
+def b_metadata_invalid(root: Path, facts: dict) -> str:
+    hand_edit(root / "checkpoint" / "metadata", b'{"id":"not-a-uuid"}')
+    return "metadata"
+
+
+def b_temp_file(root: Path, facts: dict) -> str:
+    name = f".{facts['last_batch'] + 1}.5d2c1d5e-5c1f-4d6f-9b43-2f0a5e7c9d11.tmp"
+    (root / "checkpoint" / "offsets" / name).write_bytes(b"v1\n")
+    return f"offsets/{name}"
+
+
+def b_orphan_crc(root: Path, facts: dict) -> str:
+    shutil.copyfile(root / "checkpoint" / "commits" / ".0.crc", root / "checkpoint" / "commits" / ".99.crc")
+    return "commits/.99.crc"
+
+
+def watermarked(facts: dict) -> list[dict]:
+    return [b for b in facts["batches"] if b["watermark_ms"] > 0]
+
+
+def b_decreasing(root: Path, facts: dict) -> str:
+    batch = watermarked(facts)[2]["batch"]
+    lower = watermarked(facts)[1]["watermark_ms"] - 1000
+    set_watermark(root / "checkpoint", batch, offsets_ms=lower)
+    set_watermark(root / "checkpoint", batch - 1, commit_ms=lower)
+    return f"offsets/{batch}"
+
+
+def b_commit_vs_next(root: Path, facts: dict) -> str:
+    batch = watermarked(facts)[0]["batch"]
+    set_watermark(root / "checkpoint", batch, commit_ms=watermarked(facts)[0]["watermark_ms"] + 1)
+    return f"commits/{batch}"
+
+
+def b_future(root: Path, facts: dict) -> str:
+    ckpt, last = root / "checkpoint", facts["last_batch"]
+    future = offsets_meta(ckpt, last)["batchTimestampMs"] + 2 * DAY_MS
+    set_watermark(ckpt, last, offsets_ms=future, commit_ms=future)
+    set_watermark(ckpt, last - 1, commit_ms=future)
+    return f"offsets/{last}"
+
+
+def b_stuck(root: Path, facts: dict) -> str:
+    ckpt = root / "checkpoint"
+    for batch in facts["batches"]:
+        set_watermark(ckpt, batch["batch"], offsets_ms=0, commit_ms=0)
+    return f"offsets/{facts['last_batch']}"
+
+
+def b_conf_drift(root: Path, facts: dict) -> str:
+    last = facts["last_batch"]
+    edit_json(root / "checkpoint" / "offsets" / str(last), 1, lambda o: o["conf"].update({"spark.sql.shuffle.partitions": "7"}))
+    return f"offsets/{last}"
+
+
+def b_unloadable(root: Path, facts: dict) -> str:
+    drop(root / "checkpoint" / "state" / "0" / "1" / f"{facts['last_batch'] + 1}.delta")
+    return "state/0/1"
+
+
+def b_leftovers(root: Path, facts: dict) -> str:
+    part = root / "checkpoint" / "state" / "0" / "0"
+    shutil.copyfile(part / f"{facts['last_batch'] + 1}.delta", part / f"{facts['last_batch'] + 5}.delta")
+    return "state/0/0"
+
+
+def partitions(facts: dict) -> int:
+    return facts["operators"][0]["num_partitions"]
+
+
+def b_missing_partition(root: Path, facts: dict) -> str:
+    shutil.rmtree(root / "checkpoint" / "state" / "0" / str(partitions(facts) - 1))
+    return f"state/0/{partitions(facts) - 1}"
+
+
+def b_extra_partition(root: Path, facts: dict) -> str:
+    shutil.copytree(root / "checkpoint" / "state" / "0" / "0", root / "checkpoint" / "state" / "0" / str(partitions(facts)))
+    return f"state/0/{partitions(facts)}"
+
+
+def b_unique_id(root: Path, facts: dict) -> str:
+    """Drop the file of a retained version that the restart does not read (older than the chain's full copy)."""
+    ckpt = open_checkpoint(str(root / "checkpoint"))
+    op = ckpt.operators[0]
+    part = next(p for p in op.partitions if p.partition == 0)
+    ids = store_unique_ids(ckpt, op, part)
+    chain, missing = part.restore_plan(ckpt.next_batch, ids)
+    assert missing is None and chain[0].kind == "zip"
+    victim = max((f for f in part.files if f.version < chain[0].version and ids.get(f.version) == f.unique_id),
+                 key=lambda f: f.version)
+    for f in part.files:
+        if f.version == victim.version:
+            drop(root / "checkpoint" / f.path)
+    return "state/0/0"
+
+
+def b_checksum(root: Path, facts: dict) -> str:
+    path = f"state/0/0/{facts['last_batch'] + 1}.delta"
+    flip_byte(root / "checkpoint" / path)
+    return path
+
+
+def b_checksum_log(root: Path, facts: dict) -> str:
+    meta = root / "checkpoint" / "metadata"
+    text = meta.read_text()
+    at = text.index('"id":"') + 6
+    meta.write_text(text[:at] + ("0" if text[at] != "0" else "1") + text[at + 1:])
+    return "metadata"
+
+
+def b_checksum_spark(root: Path, facts: dict) -> str:
+    ckpt = open_checkpoint(str(root / "checkpoint"))
+    op = ckpt.operators[0]
+    part = next(p for p in op.partitions if p.partition == 0)
+    chain, _ = part.restore_plan(ckpt.next_batch, store_unique_ids(ckpt, op, part))
+    assert (root / "checkpoint" / f"{chain[-1].path}.crc").exists()
+    flip_byte(root / "checkpoint" / chain[-1].path)
+    return chain[-1].path
+
+
+def b_source_log(root: Path, facts: dict) -> str:
+    ckpt = root / "checkpoint"
+    end = json.loads((ckpt / "offsets" / str(facts["last_batch"])).read_text().split("\n")[2])["logOffset"]
+    drop(log_file(ckpt / "sources" / "0", end))
+    return f"sources/0/{end}"
+
+
+def b_compaction(root: Path, facts: dict) -> str:
+    folder = root / "checkpoint" / "sources" / "0"
+    latest = max(int(p.name) for p in folder.iterdir() if p.name.isdigit())
+    # the source log was compacted every 3 batches: 3 batches on, Spark expects <id>.compact
+    for batch in range(latest + 1, latest + 4):
+        shutil.copyfile(folder / str(latest), folder / str(batch))
+    return f"sources/0/{latest + 2}"
+
+
+def b_sink_ahead(root: Path, facts: dict) -> str:
+    sink = root / "output" / "_spark_metadata"
+    last = facts["last_batch"]
+    shutil.copyfile(log_file(sink, last), sink / str(last + 1))
+    return f"../output/_spark_metadata/{last + 1}"
+
+
+def b_sink_behind(root: Path, facts: dict) -> str:
+    drop(log_file(root / "output" / "_spark_metadata", facts["last_batch"]))
+    return "../output/_spark_metadata"
+
+
+def b_sink_unparseable(root: Path, facts: dict) -> str:
+    path = log_file(root / "output" / "_spark_metadata", facts["last_batch"])
+    hand_edit(path, b"v1\nnot json")
+    return f"../output/_spark_metadata/{path.name}"
+
+
+BREAKS = {
+    "WM001": Break("WM001", "agg_window_hdfs", b_unparseable),
+    "WM001-sink": Break("WM001", "agg_window_hdfs", b_sink_unparseable, sink=True),
+    "WM002": Break("WM002", "agg_window_hdfs", b_offsets_gap, also=("WM003",)),
+    "WM003": Break("WM003", "agg_window_hdfs", b_commits_gap),
+    "WM004": Break("WM004", "agg_window_hdfs", b_commit_without_offsets),
+    "WM005": Break("WM005", "agg_window_hdfs", b_uncommitted),
+    "WM006": Break("WM006", "agg_window_hdfs", b_commit_version),
+    "WM007": Break("WM007", "agg_window_hdfs", b_metadata_missing),
+    "WM008": Break("WM008", "agg_window_hdfs", b_metadata_invalid),
+    "WM009": Break("WM009", "agg_window_hdfs", b_temp_file),
+    "WM010": Break("WM010", "agg_window_hdfs", b_orphan_crc),
+    "WM011": Break("WM011", "agg_window_hdfs", b_decreasing),
+    "WM012": Break("WM012", "agg_window_hdfs", b_commit_vs_next),
+    "WM013": Break("WM013", "agg_window_hdfs", b_future),
+    "WM014": Break("WM014", "agg_window_hdfs", b_stuck),
+    "WM015": Break("WM015", "agg_window_hdfs", b_conf_drift),
+    "WM016": Break("WM016", "agg_window_hdfs", b_unloadable),
+    "WM017": Break("WM017", "agg_window_hdfs", b_leftovers),
+    "WM018": Break("WM018", "agg_window_hdfs", b_missing_partition),
+    "WM019": Break("WM019", "agg_window_hdfs", b_extra_partition),
+    "WM020": Break("WM020", "checkpoint_v2", b_unique_id),
+    "WM021": Break("WM021", "agg_window_hdfs", b_checksum),
+    "WM021-log": Break("WM021", "agg_window_hdfs", b_checksum_log),
+    "WM021-spark": Break("WM021", "checkpoint_v2", b_checksum_spark),
+    "WM022": Break("WM022", "agg_window_hdfs", b_source_log),
+    "WM023": Break("WM023", "compaction", b_compaction),
+    "WM024": Break("WM024", "agg_window_hdfs", b_sink_ahead, sink=True),
+    "WM025": Break("WM025", "agg_window_hdfs", b_sink_behind, sink=True),
+}
+
+
+def test_every_check_has_a_breaking_case():
+    assert {b.code for b in BREAKS.values()} == set(CHECKS) - {"WM000"}
+
+
+@pytest.fixture(params=sorted(BREAKS))
+def broken(request, copy_fixture):
+    """A broken copy of a fixture: (case, root, expected path, extra CLI args)."""
+    case = BREAKS[request.param]
+    root = copy_fixture(case.fixture)
+    path = case.apply(root, fixture_facts(case.fixture))
+    args = ["--file-sink", str(root / "output")] if case.sink else []
+    return case, root, path, args
+
+
+def test_library_reports_the_break(broken):
+    case, root, path, args = broken
+    findings = check_checkpoint(open_checkpoint(str(root / "checkpoint")), str(root / "output") if case.sink else None)
+    assert sorted({f.code for f in findings}) == sorted({case.code, *case.also}), findings
+    mine = [f for f in findings if f.code == case.code]
+    assert [(f.severity, f.path) for f in mine] == [(CHECKS[case.code].severity, path)], mine
+    assert all(f.checkpoint == open_checkpoint(str(root / "checkpoint")).location for f in findings)
+
+
+def expected_exit(case: Break, strict: bool = False) -> int:
+    return 1 if CHECKS[case.code].severity == "error" or strict else 0
+
+
+def test_json_and_csv(broken):
+    case, root, path, args = broken
+    ckpt = str(root / "checkpoint")
+    rows = json.loads(run_cli("check", ckpt, *args, "--format", "json", exit_code=expected_exit(case)).stdout)
+    assert all(list(r) == ["code", "severity", "checkpoint", "path", "message"] for r in rows)
+    mine = [r for r in rows if r["code"] == case.code]
+    assert [(r["severity"], r["checkpoint"], r["path"]) for r in mine] == [(CHECKS[case.code].severity, ckpt, path)]
+    table = list(csv.DictReader(io.StringIO(run_cli("check", ckpt, *args, "--format", "csv", exit_code=expected_exit(case)).stdout)))
+    assert table == [{k: str(v) for k, v in r.items()} for r in rows]
+
+
+def test_table_and_strict(broken):
+    case, root, path, args = broken
+    ckpt = str(root / "checkpoint")
+    out = run_cli("check", ckpt, *args, exit_code=expected_exit(case)).stdout
+    line = next(line for line in out.splitlines() if f" {case.code} " in line)
+    assert line.split()[:3] == [CHECKS[case.code].severity, case.code, path]
+    status = "FAIL" if expected_exit(case) else "ok"
+    assert out.splitlines()[-1].startswith(f"{ckpt}: {status}: ")
+    run_cli("check", ckpt, *args, "--strict", "--format", "json", exit_code=expected_exit(case, strict=True))
+    run_cli("check", ckpt, *args, "--ignore", ",".join([case.code, *case.also]), "--strict", exit_code=0)
+
+
+def test_github_annotations(broken):
+    case, root, path, args = broken
+    ckpt = str(root / "checkpoint")
+    out = run_cli("check", ckpt, *args, "--format", "github", exit_code=expected_exit(case)).stdout.splitlines()
+    level = "error" if CHECKS[case.code].severity == "error" else "warning"
+    file = os.path.normpath(os.path.join(ckpt, path)).replace(",", "%2C").replace(":", "%3A")
+    title = f"{case.code} {CHECKS[case.code].title}".replace(",", "%2C").replace(":", "%3A")
+    prefix = f"::{level} file={file},title={title}::"
+    assert sum(line.startswith(prefix) for line in out) == 1, out
+    assert out[-1].startswith(f"{ckpt}: ")
+
+
+def test_junit_xml(broken, tmp_path):
+    case, root, path, args = broken
+    ckpt = str(root / "checkpoint")
+    report = tmp_path / "report.xml"
+    run_cli("check", ckpt, *args, "--format", "junit", "--output", report, exit_code=expected_exit(case))
+    suite = ET.parse(report).getroot().find("testsuite")
+    assert suite.get("name") == ckpt
+    cases = {c.get("name").split()[0]: c for c in suite.findall("testcase")}
+    assert list(cases) == [c for c in CHECKS if c != "WM000"]
+    assert int(suite.get("tests")) == len(cases)
+    got = cases[case.code]
+    if CHECKS[case.code].severity == "error":
+        failure = got.find("failure")
+        assert failure.get("type") == "error" and failure.get("message").startswith(f"{path}: ")
+    else:
+        assert got.find("failure") is None and got.find("system-out").text.startswith(f"warning: {path}: ")
+    failed = {c for c, el in cases.items() if el.find("failure") is not None}
+    assert failed == {c for c in [case.code, *case.also] if CHECKS[c].severity == "error"}
+    assert int(suite.get("failures")) == len(failed)
+    skipped = {c for c, el in cases.items() if el.find("skipped") is not None}
+    assert skipped == (set() if case.sink else {"WM024", "WM025"})
+
+
+# -- exact messages ----------------------------------------------------------------------------------------
+
+
+def messages(root: Path, sink: bool = False) -> dict[str, str]:
+    findings = check_checkpoint(open_checkpoint(str(root / "checkpoint")), str(root / "output") if sink else None)
+    return {f.code: f.message for f in findings}
+
+
+def test_parse_error_message_is_the_parsers(copy_fixture):
+    root = copy_fixture("agg_window_hdfs")
+    last = fixture_facts("agg_window_hdfs")["last_batch"]
+    b_unparseable(root, fixture_facts("agg_window_hdfs"))
+    data = (root / "checkpoint" / "offsets" / str(last)).read_bytes()
+    with pytest.raises(CheckpointError) as exc:
+        parse_offsets(data, f"offsets/{last}")
+    assert messages(root)["WM001"] == f"line 2: {exc.value.message} (hint: {exc.value.hint})"
+
+
+def test_unloadable_state_names_the_file_and_the_batch_to_rewind_to(copy_fixture):
+    root = copy_fixture("agg_window_hdfs")
+    facts = fixture_facts("agg_window_hdfs")
+    last = facts["last_committed_batch"]
+    b_unloadable(root, facts)
+    text = messages(root)["WM016"]
+    assert f"state version {last + 1}, which the next batch loads" in text
+    assert f"state/0/1 has neither {last + 1}.delta nor {last + 1}.snapshot" in text
+    assert f"wmcheck rewind CKPT --to-batch {last - 1}" in text
+
+
+def test_future_watermark_message_carries_the_numbers(copy_fixture):
+    facts = fixture_facts("agg_window_hdfs")
+    root = copy_fixture("agg_window_hdfs")
+    b_future(root, facts)
+    assert " is 2d after the batch's processing time " in messages(root)["WM013"]
+    assert f"wmcheck rewind CKPT --to-batch {facts['last_batch'] - 1}" in messages(root)["WM013"]
+
+
+def test_sink_ahead_and_behind_name_the_batches(copy_fixture, tmp_path):
+    facts = fixture_facts("agg_window_hdfs")
+    last = facts["last_committed_batch"]
+    ahead = copy_fixture("agg_window_hdfs")
+    b_sink_ahead(ahead, facts)
+    text = messages(ahead, sink=True)["WM024"]
+    assert f"committed batch {last + 1} but the checkpoint's last committed batch is {last}" in text
+    assert f"wmcheck rewind CKPT --to-batch {last} --file-sink SINK" in text
+    behind = tmp_path / "behind"
+    shutil.copytree(ahead, behind)
+    drop(behind / "output" / "_spark_metadata" / str(last + 1))
+    b_sink_behind(behind, facts)
+    assert f"committed batches {last}..{last}" in messages(behind, sink=True)["WM025"]
+
+
+def test_decreasing_watermark_after_set_watermark_is_only_that_warning(copy_fixture):
+    """Lowering the last batch's watermark as wmcheck set-watermark does (offsets/L and commits/L) gives WM011 only."""
+    facts = fixture_facts("agg_window_hdfs")
+    root = copy_fixture("agg_window_hdfs")
+    last = facts["last_batch"]
+    set_watermark(root / "checkpoint", last, offsets_ms=1000, commit_ms=1000)
+    assert set(messages(root)) == {"WM011"}
