@@ -1,13 +1,14 @@
 """``wmcheck replay``."""
 from __future__ import annotations
 
+from datetime import tzinfo
 from typing import Any
 
 import click
 
 from wmcheck.checkpoint.batch_inputs import LATE_RULES, BatchInput, plan, plan_document
 from wmcheck.checkpoint.model import open_checkpoint
-from wmcheck.checkpoint.timeutil import format_ms, zone
+from wmcheck.checkpoint.timeutil import format_ms
 
 from .options import common_options, parse_pairs
 from .output import make_output
@@ -35,8 +36,8 @@ def _input_text(src: dict[str, Any]) -> str | None:
     return f"{src['start']} -> {src['end']}"
 
 
-def _print_plan(ckpt, batches: list[BatchInput], fmt: str, tz: str) -> None:
-    doc = plan_document(ckpt, batches, zone(tz))
+def _print_plan(ckpt, batches: list[BatchInput], fmt: str, tz: tzinfo) -> None:
+    doc = plan_document(ckpt, batches, tz)
     rows = [(b, s) for b in doc["batches"] for s in b["sources"]]
     out = make_output(fmt)
     if fmt == "csv":
@@ -88,7 +89,7 @@ def replay(checkpoint: str, start: int, end: int | None, source: str | None, sho
            event_time: str | None, window: str | None, group_by: str | None, late_watermark: str,
            source_format: str | None, schema: str | None, reader_options: tuple[str, ...], path_maps: tuple[str, ...],
            skip_missing: bool, master: str | None, confs: tuple[str, ...], packages: tuple[str, ...],
-           jars: tuple[str, ...], fmt: str, tz: str, fs_options: tuple[str, ...]) -> None:
+           jars: tuple[str, ...], fmt: str, tz: tzinfo, fs_options: tuple[str, ...]) -> None:
     """Rebuild the exact input of batches --from N --to M of CHECKPOINT and reprocess it (see docs/replay.md)."""
     if sum(map(bool, (show_plan, output, foreach))) != 1:
         raise click.UsageError("pass exactly one of --plan, --output DIR or --foreach-batch MODULE:FUNCTION")
@@ -104,7 +105,7 @@ def replay(checkpoint: str, start: int, end: int | None, source: str | None, sho
                        late_rule=late_watermark, fs_options=fs_opts)
         _print_plan(ckpt, batches, fmt, tz)
         return
-    from wmcheck.statestore.replay import ReplayOptions, load_function, parquet_sink
+    from wmcheck.statestore.replay import ParquetSink, ReplayOptions, load_function
     from wmcheck.statestore.replay import replay as run_replay
     from wmcheck.statestore.replay import replay_session
 
@@ -114,12 +115,12 @@ def replay(checkpoint: str, start: int, end: int | None, source: str | None, sho
         window=window, keep="late" if late_only else "on_time" if on_time_only else "all",
         late_watermark=late_watermark, fs_options=fs_opts,
     )
-    sink = parquet_sink(output, overwrite, fs_opts) if output else load_function(foreach)
+    sink = ParquetSink(output, overwrite, fs_opts) if output else load_function(foreach)
     spark = replay_session(master, parse_pairs(confs, "--conf"), packages, jars)
     keys = tuple(c.strip() for c in group_by.split(",") if c.strip()) if group_by else ()
     rows = run_replay(spark, ckpt, start, end, opts, sink, keys)
     if fmt == "table":
         for row in rows:
             for key in ("watermark_ms", "late_watermark_ms"):
-                row[key] = f"{row[key]} ({format_ms(row[key], zone(tz))})"
+                row[key] = f"{row[key]} ({format_ms(row[key], tz)})"
     make_output(fmt).rows(rows, SUMMARY_COLUMNS)

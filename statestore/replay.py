@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 KEEP = ("all", "late", "on_time")
 KAFKA_PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13:<your Spark version>"
 SHOWN_MISSING = 5
+KAFKA_NOT_FOUND = ("KAFKA_DATA_SOURCE_NOT_ENABLED", "DATA_SOURCE_NOT_FOUND")
 
 Sink = Callable[["DataFrame", int], None]
 
@@ -177,7 +178,7 @@ def _read_kafka(spark: "SparkSession", src: SourceInput, opts: ReplayOptions) ->
     try:
         return reader.load()
     except Exception as exc:
-        if "DATA_SOURCE_NOT_FOUND" in _condition(exc) or "Failed to find the data source: kafka" in str(exc):
+        if _condition(exc) in KAFKA_NOT_FOUND or "find data source: kafka" in str(exc).lower():
             raise SparkUnavailableError(
                 "reading a Kafka source needs the Kafka connector, which is not on the Spark classpath",
                 hint=f"add --packages {KAFKA_PACKAGE} (or --jars with the connector and kafka-clients)",
@@ -327,34 +328,70 @@ def batch_inputs(spark: "SparkSession", ckpt: Checkpoint | str, start: int, end:
         yield rb.batch_id, rb.kept(opts.keep), rb.plan.watermark_ms
 
 
-def batch_counts(rb: ReplayBatch, group_by: tuple[str, ...] = ()) -> dict[str, int | None]:
-    """Rows of the batch; with an event time its late and on-time rows (and distinct late groups)."""
+def _union(frames: list["DataFrame"]) -> "DataFrame":
+    union = frames[0]
+    for df in frames[1:]:
+        union = union.union(df)
+    return union
+
+
+def count_batches(batches: list[ReplayBatch], group_by: tuple[str, ...] = ()) -> dict[int, dict[str, int | None]]:
+    """Per batch: its rows and, with an event time, its late and on-time rows (and distinct late groups).
+
+    One Spark job for all batches (two with ``group_by``): every batch tagged with its id, then grouped.
+    With a window, late and on-time count (row, window) pairs, as Spark's window() expands them.
+    """
     from pyspark.sql import functions as F
 
-    if rb.late is None:
-        return {"rows": rb.input.count(), "late_rows": None, "on_time_rows": None, "late_groups": None}
-    got = rb.data.agg(F.count(F.lit(1)).alias("n"), F.sum(rb.late.cast("long")).alias("late")).first()
-    rows = got["n"] if rb.data is rb.input else rb.input.count()
-    late = got["late"] or 0
-    groups = None
-    if group_by:
-        keys = (["window"] if rb.data is not rb.input else []) + list(group_by)
-        groups = rb.data.filter(rb.late).select(*keys).distinct().count()
-    return {"rows": rows, "late_rows": late, "on_time_rows": got["n"] - late, "late_groups": groups}
+    out: dict[int, dict[str, int | None]] = {
+        rb.batch_id: {"rows": 0, "late_rows": None, "on_time_rows": None, "late_groups": None} for rb in batches
+    }
+    if not batches:
+        return out
+    parts = []
+    for rb in batches:
+        batch = F.lit(rb.batch_id).alias("batch")
+        late = (rb.late.cast("int") if rb.late is not None else F.lit(0)).alias("late")
+        if rb.data is rb.input:
+            parts.append(rb.data.select(batch, F.lit(1).alias("input"), F.lit(1).alias("data"), late))
+        else:
+            parts.append(rb.input.select(batch, F.lit(1).alias("input"), F.lit(0).alias("data"), F.lit(0).alias("late")))
+            parts.append(rb.data.select(batch, F.lit(0).alias("input"), F.lit(1).alias("data"), late))
+    totals = _union(parts).groupBy("batch").agg(*(F.sum(c).alias(c) for c in ("input", "data", "late"))).collect()
+    timed = batches[0].late is not None
+    for row in totals:
+        out[row["batch"]].update({"rows": row["input"]} if not timed else
+                                 {"rows": row["input"], "late_rows": row["late"], "on_time_rows": row["data"] - row["late"]})
+    if timed:
+        for counts in out.values():
+            counts["late_rows"] = counts["late_rows"] or 0
+            counts["on_time_rows"] = counts["on_time_rows"] or 0
+    if timed and group_by:
+        keys = (["window"] if batches[0].data is not batches[0].input else []) + list(group_by)
+        groups = _union([rb.data.filter(rb.late).select(F.lit(rb.batch_id).alias("batch"), *keys).distinct()
+                         for rb in batches]).groupBy("batch").count().collect()
+        for counts in out.values():
+            counts["late_groups"] = 0
+        for row in groups:
+            out[row["batch"]]["late_groups"] = row["count"]
+    return out
 
 
 def replay(spark: "SparkSession", ckpt: Checkpoint | str, start: int, end: int | None, opts: ReplayOptions,
            sink: Sink, group_by: tuple[str, ...] = ()) -> list[dict[str, Any]]:
-    """Hand each batch's kept rows to ``sink(df, batch_id)`` in batch order; one summary row per batch."""
+    """Hand each batch's kept rows to ``sink(df, batch_id)`` in batch order (then ``sink.close()`` if it
+    has one); one summary row per batch."""
+    batches = list(replay_batches(spark, ckpt, start, end, opts))
+    with spark_errors("counting the rows of the batches"):
+        counts = count_batches(batches, group_by)
     out = []
-    for rb in replay_batches(spark, ckpt, start, end, opts):
-        with spark_errors(f"counting batch {rb.batch_id}"):
-            counts = batch_counts(rb, group_by)
+    for rb in batches:
         sink(rb.kept(opts.keep), rb.batch_id)
+        got = counts[rb.batch_id]
         src = rb.plan.sources[0] if rb.plan.sources else None
-        windowed = None if counts["late_rows"] is None else counts["late_rows"] + counts["on_time_rows"]
-        kept = {"all": counts["rows"] if windowed is None else windowed, "late": counts["late_rows"],
-                "on_time": counts["on_time_rows"]}[opts.keep]
+        windowed = None if got["late_rows"] is None else got["late_rows"] + got["on_time_rows"]
+        kept = {"all": got["rows"] if windowed is None else windowed, "late": got["late_rows"],
+                "on_time": got["on_time_rows"]}[opts.keep]
         out.append({
             "batch": rb.batch_id,
             "committed": rb.plan.committed,
@@ -363,35 +400,49 @@ def replay(spark: "SparkSession", ckpt: Checkpoint | str, start: int, end: int |
             "source_id": src.source_id if src else None,
             "files": len(src.files) - len(rb.missing) if src and src.kind == "file" else None,
             "missing_files": len(rb.missing),
-            **counts,
+            **got,
             "kept_rows": kept,
         })
+    close = getattr(sink, "close", None)
+    if close is not None:
+        close()
     return out
 
 
 # -- sinks -------------------------------------------------------------------------------------------
 
 
-def parquet_sink(path: str, overwrite: bool = False, fs_options: Mapping[str, str] | None = None) -> Sink:
-    """Write each batch as Parquet under ``path/batch_id=N/`` (with a ``batch_id`` column); refuse a non-empty ``path``."""
-    target = open_fs(path, fs_options)
-    info = target.info("")
-    if info is not None and not info.is_dir:
-        raise RefusedError(f"--output {path} is a file", hint="pass a directory")
-    if target.names("") and not overwrite:
-        raise RefusedError(f"--output {path} is not empty", hint="pass an empty or new directory, or --overwrite to replace it")
-    first = [True]
+class ParquetSink:
+    """``--output``: every batch's rows with a ``batch_id`` column, written as Parquet partitioned by it.
 
-    def write(df: "DataFrame", batch_id: int) -> None:
+    The batches are collected and written by one Spark job on :meth:`close` (a write per batch costs
+    a job and a commit each); a non-empty directory is refused unless ``overwrite``.
+    """
+
+    def __init__(self, path: str, overwrite: bool = False, fs_options: Mapping[str, str] | None = None) -> None:
+        target = open_fs(path, fs_options)
+        info = target.info("")
+        if info is not None and not info.is_dir:
+            raise RefusedError(f"--output {path} is a file", hint="pass a directory")
+        if target.names("") and not overwrite:
+            raise RefusedError(f"--output {path} is not empty", hint="pass an empty or new directory, or --overwrite to replace it")
+        self.path = path
+        self.batches: list["DataFrame"] = []
+
+    def __call__(self, df: "DataFrame", batch_id: int) -> None:
         from pyspark.sql import functions as F
 
-        mode = "overwrite" if first[0] and overwrite else "append"
-        first[0] = False
-        with spark_errors(f"writing batch {batch_id} to {path}"):
-            (df.withColumn("batch_id", F.lit(batch_id).cast("long")).write.mode(mode)
-             .option("partitionOverwriteMode", "static").partitionBy("batch_id").parquet(path))
+        self.batches.append(df.withColumn("batch_id", F.lit(batch_id).cast("long")))
 
-    return write
+    def close(self) -> None:
+        if not self.batches or self.batches[0].columns == ["batch_id"]:
+            return  # nothing was read and no schema was given: no rows to write
+        union = self.batches[0]
+        for df in self.batches[1:]:
+            union = union.unionByName(df)
+        with spark_errors(f"writing {self.path}"):
+            (union.write.mode("overwrite").option("partitionOverwriteMode", "static")
+             .partitionBy("batch_id").parquet(self.path))
 
 
 def load_function(spec: str) -> Sink:
