@@ -1,0 +1,177 @@
+"""``wmcheck check`` on every fixture and on Spark's own golden checkpoints; options, exit codes, remote paths."""
+from __future__ import annotations
+
+import json
+import shutil
+from collections import Counter
+from pathlib import Path
+from xml.etree import ElementTree as ET
+
+import pytest
+
+from conftest import FIXTURES, fixture_checkpoint, fixture_facts, fixture_names, run_cli
+from test_check import b_unloadable
+from test_corpus import corpus_roots
+from wmcheck.checkpoint.model import open_checkpoint
+from wmcheck.checkpoint.validate import CHECKS, check_checkpoint, check_location
+
+NAMES = fixture_names()
+
+
+def sink_of(name: str) -> Path | None:
+    out = FIXTURES / name / "output"
+    return out if (out / "_spark_metadata").is_dir() else None
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_fixture_passes(name):
+    sink = sink_of(name)
+    findings = check_location(str(fixture_checkpoint(name)), str(sink) if sink else None)
+    assert findings == []
+    args = ["--file-sink", sink] if sink else []
+    out = run_cli("check", fixture_checkpoint(name), *args, "--strict").stdout
+    facts = fixture_facts(name)
+    ran = len(CHECKS) - 1 - (0 if sink else 2)
+    assert out == f"{fixture_checkpoint(name)}: ok: 0 error(s), 0 warning(s) from {ran} checks\n"
+    assert facts["last_batch"] == open_checkpoint(str(fixture_checkpoint(name))).last_batch
+
+
+def test_all_fixtures_in_one_run_one_summary_line_each():
+    paths = [fixture_checkpoint(n) for n in NAMES]
+    out = run_cli("check", *paths, "--strict", "--format", "github").stdout.splitlines()
+    assert out == [f"{p}: ok: 0 error(s), 0 warning(s) from {len(CHECKS) - 3} checks" for p in paths]
+    assert json.loads(run_cli("check", *paths, "--format", "json").stdout) == []
+
+
+def test_quoted_glob_is_expanded(tmp_path):
+    for name in NAMES[:3]:
+        shutil.copytree(fixture_checkpoint(name), tmp_path / name / "checkpoint")
+    out = run_cli("check", str(tmp_path / "*" / "checkpoint"), "--format", "github").stdout.splitlines()
+    assert [line.split(": ")[0] for line in out] == [str(tmp_path / n / "checkpoint") for n in NAMES[:3]]
+    out = run_cli("check", str(tmp_path / "nothing*"), "--format", "github", exit_code=2).stdout.splitlines()
+    assert out[-1] == f"{tmp_path / 'nothing*'}: cannot be read"
+
+
+def test_inconsistent_corpus_checkpoint_reports_the_gap(corpus):
+    root = corpus / "checkpoint-test-offsetId-commitId-inconsistent"
+    rows = json.loads(run_cli("check", root, "--format", "json", exit_code=1).stdout)
+    assert [(r["code"], r["severity"], r["path"]) for r in rows] == [("WM002", "error", "offsets/3")]
+    assert rows[0]["message"].startswith("offsets/3 missing between batches 2 and 4")
+
+
+def test_mixed_generation_corpus_checkpoints_report_conf_drift(corpus):
+    """The corpus README: these offsets files come from an older run with another join state format."""
+    base = corpus / "checkpoint-version-4.0.0-checkpoint-v2" / "rocksdb"
+    got = {name: [(f.code, f.path) for f in check_location(str(base / name)) if f.code == "WM015"]
+           for name in ("dedup", "join1", "join2", "limit")}
+    assert got == {"dedup": [("WM015", "offsets/3")], "join1": [("WM015", "offsets/4")], "join2": [],
+                   "limit": [("WM015", "offsets/1")]}
+
+
+@pytest.mark.parametrize("root", corpus_roots() or ["(absent)"])
+def test_every_corpus_checkpoint_is_checked_not_crashed(corpus, root):
+    findings = check_location(str(corpus / root))
+    assert "WM000" not in {f.code for f in findings}
+    assert all(f.message and f.severity in ("error", "warning") for f in findings)
+
+
+def test_unreadable_checkpoint_among_several_is_wm000_and_exit_2(tmp_path):
+    good = fixture_checkpoint(NAMES[0])
+    missing, empty = tmp_path / "missing", tmp_path / "empty"
+    empty.mkdir()
+    rows = json.loads(run_cli("check", good, missing, empty, "--format", "json", exit_code=2).stdout)
+    assert [(r["code"], r["checkpoint"], r["path"]) for r in rows] == [("WM000", str(missing), ""), ("WM000", str(empty), "")]
+    assert rows[0]["message"].startswith(f"checkpoint not found: {missing}")
+    assert rows[1]["message"].startswith(f"not a Structured Streaming checkpoint: no offsets/, commits/ or metadata in {empty}")
+    table = run_cli("check", good, missing, exit_code=2).stdout.splitlines()
+    assert table[0].startswith(f"{good}: ok: ") and table[-1] == f"{missing}: cannot be read"
+    xml = ET.fromstring(run_cli("check", good, missing, "--format", "junit", exit_code=2).stdout)
+    suites = xml.findall("testsuite")
+    assert [s.get("name") for s in suites] == [str(good), str(missing)]
+    assert [(c.get("name"), c.find("error").get("type")) for c in suites[1].findall("testcase")] == [
+        ("WM000 checkpoint cannot be opened", "WM000")]
+    assert xml.get("errors") == "1" and xml.get("failures") == "0"
+
+
+def test_usage_errors_exit_2(tmp_path):
+    one, two = fixture_checkpoint(NAMES[0]), fixture_checkpoint(NAMES[1])
+    result = run_cli("check", one, two, "--file-sink", tmp_path, exit_code=2)
+    assert "--file-sink belongs to one checkpoint" in result.output
+    result = run_cli("check", one, "--select", "WM002,WM999", exit_code=2)
+    assert result.output.startswith("Error: unknown check code(s): WM999")
+    result = run_cli("check", one, "--file-sink", tmp_path / "nope", exit_code=2)
+    assert result.output.startswith(f"Error: file sink not found: {tmp_path / 'nope'}")
+    result = run_cli("check", one, "--file-sink", tmp_path, exit_code=2)
+    assert result.output.startswith(f"Error: no _spark_metadata/ in {tmp_path}: not the output directory of a file sink")
+    run_cli("check", exit_code=2)
+
+
+def test_select_ignore_and_output_file(copy_fixture, tmp_path):
+    root = copy_fixture("agg_window_hdfs")
+    b_unloadable(root, fixture_facts("agg_window_hdfs"))
+    ckpt = root / "checkpoint"
+    assert run_cli("check", ckpt, "--select", "wm016", "--format", "csv", exit_code=1).stdout.count("\nWM016,") == 1
+    run_cli("check", ckpt, "--select", "WM002, WM003", exit_code=0)
+    run_cli("check", ckpt, "--ignore", "WM016", exit_code=0)
+    report = tmp_path / "out.xml"
+    result = run_cli("check", ckpt, "--select", "WM016,WM017", "--format", "junit", "--output", report, exit_code=1)
+    assert result.stdout == ""
+    suite = ET.parse(report).getroot().find("testsuite")
+    skipped = {c.get("name")[:5]: c.find("skipped").get("message") for c in suite.findall("testcase") if c.find("skipped") is not None}
+    assert set(skipped) == set(CHECKS) - {"WM000", "WM016", "WM017"}
+    assert skipped["WM002"] == "not selected (--select/--ignore)"
+    assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == (str(len(CHECKS) - 1), "1", str(len(skipped)))
+
+
+def test_remote_uri_finds_the_same(copy_fixture):
+    root = copy_fixture("agg_window_hdfs")
+    b_unloadable(root, fixture_facts("agg_window_hdfs"))
+    local = check_location(str(root / "checkpoint"), str(root / "output"))
+    uri = f"file://{root / 'checkpoint'}"
+    remote = check_location(uri, f"file://{root / 'output'}")
+    assert [(f.code, f.path, f.message) for f in remote] == [(f.code, f.path, f.message) for f in local]
+    assert {f.checkpoint for f in remote} == {uri}
+    out = run_cli("check", uri, "--format", "github", exit_code=1).stdout.splitlines()
+    assert out[0].startswith("::error title=WM016 ")  # no file= for a remote checkpoint
+
+
+@pytest.mark.parametrize("name", ["agg_window_hdfs", "checkpoint_v2", "compaction"])
+def test_each_file_is_read_once(name):
+    ckpt = open_checkpoint(str(fixture_checkpoint(name)))
+    reads: Counter[str] = Counter()
+    read = ckpt.fs.read
+
+    def counting(path: str) -> bytes:
+        reads[path] += 1
+        return read(path)
+
+    ckpt.fs.read = counting
+    sink = sink_of(name)
+    assert check_checkpoint(ckpt) == []
+    assert reads and max(reads.values()) == 1, reads.most_common(3)
+    assert {"metadata", f"offsets/{ckpt.last_batch}", f"commits/{ckpt.last_batch}", ".metadata.crc"} <= set(reads)
+    assert any(p.startswith("state/") and p.endswith(".crc") for p in reads)
+    assert sink is None or check_checkpoint(ckpt, str(sink)) == []
+
+
+def test_pending_batch_state_is_not_a_leftover(copy_fixture):
+    """A batch that ran but crashed before its commit left state version last+1: Spark re-runs it, nothing to report."""
+    root = copy_fixture("agg_window_hdfs")
+    last = fixture_facts("agg_window_hdfs")["last_batch"]
+    for p in (root / "checkpoint" / "commits").glob(f"*{last}*"):
+        if p.name in (str(last), f".{last}.crc"):
+            p.unlink()
+    assert check_location(str(root / "checkpoint")) == []
+
+
+def test_check_help_lists_formats():
+    out = run_cli("check", "--help").stdout
+    assert "table|json|csv|github|junit" in out.replace("[", "").replace("]", "").replace("\n", "")
+    assert "--file-sink" in out and "--strict" in out and "--select" in out
+
+
+def test_copy_of_every_fixture_without_sink_files_still_passes(tmp_path):
+    """The checkpoint alone (no input, no output next to it) needs nothing outside it."""
+    for name in NAMES:
+        shutil.copytree(fixture_checkpoint(name), tmp_path / name)
+        assert check_location(str(tmp_path / name)) == [], name
