@@ -113,7 +113,11 @@ def replay_session(master: str | None = None, conf: Mapping[str, str] | None = N
             raise UnsupportedError(f"{', '.join(absent)} cannot be added to the Spark session already running in this process",
                                    hint="run wmcheck in a new process, or start the session with them")
     for key, value in (conf or {}).items():
-        active.conf.set(key, value)
+        try:
+            active.conf.set(key, value)
+        except Exception as exc:  # static confs cannot change on a running session
+            raise UnsupportedError(f"--conf {key} cannot be set on the Spark session already running: {_first_line(exc)}",
+                                   hint="run wmcheck in a new process") from None
     return active
 
 

@@ -147,8 +147,6 @@ def test_source_log_batch_from_compact_file_or_missing(tmp_path):
 
 def test_compacted_source_log_and_purged_offsets():
     name = "compaction"
-    if not (FIXTURES / name / "fixture.json").exists():
-        pytest.skip("the compaction fixture is not generated")
     facts = fixture_facts(name)
     ckpt = fixture_checkpoint(name)
     offsets = sorted(int(p.name) for p in (ckpt / "offsets").iterdir() if p.name.isdigit())

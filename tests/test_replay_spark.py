@@ -1,6 +1,8 @@
 """``wmcheck replay`` with real Spark on the fixtures: each batch's exact rows, and Spark's own late-row counts."""
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 from collections import Counter
@@ -9,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, fixture_checkpoint, fixture_facts, run_cli
+from conftest import fixture_checkpoint, fixture_facts, run_cli
 from test_replay_plan import kafka_checkpoint
 
 pytestmark = pytest.mark.spark
@@ -27,12 +29,6 @@ def discard(df, batch_id):
     CALLS.append((batch_id, []))
 
 
-def need(name: str) -> dict:
-    if not (FIXTURES / name / "fixture.json").exists():
-        pytest.skip(f"fixture {name} is not generated")
-    return fixture_facts(name)
-
-
 def file_rows(path: Path) -> list[tuple]:
     out = []
     for line in path.read_text().splitlines():
@@ -42,10 +38,10 @@ def file_rows(path: Path) -> list[tuple]:
     return out
 
 
-def query_args(facts: dict, copy: Path) -> list[str]:
+def query_args(facts: dict, copy: Path, fmt: str = "json") -> list[str]:
     """How the fixture's query read its input, and where the copy's input now is."""
     args = ["--source-format", facts["source_format"], "--schema", facts["schema"],
-            "--event-time", facts["event_time_column"], "--path-map", f"{facts['root']}={copy}", "--format", "json"]
+            "--event-time", facts["event_time_column"], "--path-map", f"{facts['root']}={copy}", "--format", fmt]
     return args + (["--window", facts["window"]] if facts.get("window") else [])
 
 
@@ -53,29 +49,34 @@ def dropped(facts: dict) -> list[int]:
     return [b["num_rows_dropped_by_watermark"] for b in facts["batches"]]
 
 
-@pytest.mark.parametrize("name", ["agg_window_hdfs", "agg_spark35"])
+@pytest.mark.parametrize("name", ["agg_window_hdfs", "agg_spark35", "compaction"])
 def test_replayed_rows_are_exactly_each_batchs_files(name, copy_fixture, spark):
-    facts = need(name)
+    """Each batch gets exactly the rows of the files it read (compaction: the batches whose offsets survive)."""
+    facts = fixture_facts(name)
     copy = copy_fixture(name)
+    offsets = sorted(int(p.name) for p in (copy / "checkpoint" / "offsets").iterdir() if p.name.isdigit())
+    first = 0 if offsets[0] == 0 else offsets[0] + 1
+    batches = [b for b in facts["batches"] if b["batch"] >= first]
     CALLS.clear()
-    summary = json.loads(run_cli("replay", copy / "checkpoint", "--from", "0", "--foreach-batch", "test_replay_spark:collect",
-                                 *query_args(facts, copy)).stdout)
-    assert [c[0] for c in CALLS] == [b["batch"] for b in facts["batches"]]
-    for (batch_id, rows), batch in zip(CALLS, facts["batches"]):
+    summary = json.loads(run_cli("replay", copy / "checkpoint", "--from", str(first), "--foreach-batch",
+                                 "test_replay_spark:collect", *query_args(facts, copy)).stdout)
+    assert [c[0] for c in CALLS] == [b["batch"] for b in batches]
+    for (batch_id, rows), batch in zip(CALLS, batches):
         want = sorted(r for f in batch["input_files"] for r in file_rows(copy / f))
         assert rows == want, batch_id
         assert len(rows) == batch["num_input_rows"]
-    everything = Counter(r for f in (copy / "input").rglob("*.json") for r in file_rows(f))
-    assert Counter(r for _, rows in CALLS for r in rows) == everything
-    assert [s["late_rows"] for s in summary] == dropped(facts)
-    assert [s["rows"] for s in summary] == [b["num_input_rows"] for b in facts["batches"]]
-    assert [s["watermark_ms"] for s in summary] == [b["watermark_ms"] for b in facts["batches"]]
+    if first == 0:
+        everything = Counter(r for f in (copy / "input").rglob("*.json") for r in file_rows(f))
+        assert Counter(r for _, rows in CALLS for r in rows) == everything
+    assert [s["late_rows"] for s in summary] == [b["num_rows_dropped_by_watermark"] for b in batches]
+    assert [s["rows"] for s in summary] == [b["num_input_rows"] for b in batches]
+    assert [s["watermark_ms"] for s in summary] == [b["watermark_ms"] for b in batches]
     assert all(s["kept_rows"] == s["rows"] == s["late_rows"] + s["on_time_rows"] for s in summary)
 
 
 def test_late_only_parquet_output_matches_spark(copy_fixture, spark, tmp_path):
     name = "agg_window_rocksdb"
-    facts = need(name)
+    facts = fixture_facts(name)
     copy = copy_fixture(name)
     out = tmp_path / "late"
     summary = json.loads(run_cli("replay", copy / "checkpoint", "--from", "0", "--late-only", "--output", out,
@@ -104,14 +105,14 @@ def test_late_only_parquet_output_matches_spark(copy_fixture, spark, tmp_path):
 
 
 @pytest.mark.parametrize("name", ["dedup_watermark", "pandas_state_timeout", "tws_pandas", "chained_aggs",
-                                  "checkpoint_v2", "compaction"])
+                                  "checkpoint_v2"])
 def test_late_counts_equal_spark(name, copy_fixture, spark):
     """Every single-source fixture: late rows per batch == Spark's numRowsDroppedByWatermark."""
     from wmcheck.checkpoint.batch_inputs import oldest_replayable
     from wmcheck.checkpoint.model import open_checkpoint
     from wmcheck.statestore.replay import batch_inputs
 
-    facts = need(name)
+    facts = fixture_facts(name)
     copy = copy_fixture(name)
     ckpt = open_checkpoint(str(copy / "checkpoint"))
     first = oldest_replayable(ckpt)
@@ -125,7 +126,7 @@ def test_late_counts_equal_spark(name, copy_fixture, spark):
 
 @pytest.mark.parametrize("name", ["multi_watermark_max", "join_stream_stream"])
 def test_two_sources_late_counts_sum_to_spark(name, copy_fixture, spark):
-    facts = need(name)
+    facts = fixture_facts(name)
     copy = copy_fixture(name)
     args = query_args(facts, copy)
     if name == "join_stream_stream":
@@ -231,3 +232,29 @@ def test_kafka_without_connector_is_one_clear_line(tmp_path, corpus, spark):
     result = run_cli("replay", ckpt, "--from", "0", "--source", "0", "--foreach-batch", "test_replay_spark:discard",
                      exit_code=2)
     assert "source 0 cannot be replayed (a long offset" in result.output
+
+
+def test_summary_table_and_csv(copy_fixture, spark):
+    name = "agg_window_hdfs"
+    facts = fixture_facts(name)
+    copy = copy_fixture(name)
+    batch = next(b for b in facts["batches"] if b["num_rows_dropped_by_watermark"])
+    args = ["replay", copy / "checkpoint", "--from", str(batch["batch"]), "--to", str(batch["batch"]), "--late-only",
+            "--foreach-batch", "test_replay_spark:discard"]
+    (row,) = list(csv.DictReader(io.StringIO(run_cli(*args, *query_args(facts, copy, "csv")).stdout)))
+    assert row["batch"] == str(batch["batch"]) and row["watermark_ms"] == str(batch["watermark_ms"])
+    assert row["late_rows"] == row["kept_rows"] == str(batch["num_rows_dropped_by_watermark"])
+    assert row["rows"] == str(batch["num_input_rows"]) and row["late_groups"] == ""
+    table = run_cli(*args, *query_args(facts, copy, "table")).stdout.splitlines()
+    assert table[0].split() == ["batch", "committed", "watermark_ms", "late_watermark_ms", "source_id", "files",
+                                "missing_files", "rows", "late_rows", "on_time_rows", "late_groups", "kept_rows"]
+    cells = table[2].split()
+    assert cells[0] == str(batch["batch"]) and cells[2] == str(batch["watermark_ms"])
+    late = batch["num_rows_dropped_by_watermark"]
+    assert cells[-3:] == [str(late), str(batch["num_input_rows"] - late), str(late)]  # late_groups is blank
+
+
+def test_packages_cannot_join_a_running_session(spark):
+    result = run_cli("replay", fixture_checkpoint("agg_window_hdfs"), "--from", "4", "--to", "4",
+                     "--foreach-batch", "test_replay_spark:discard", "--packages", "org.example:nothing:1.0", exit_code=2)
+    assert "org.example:nothing:1.0 cannot be added to the Spark session already running" in result.output
