@@ -241,27 +241,43 @@ def source_log_entries(ckpt: Checkpoint, source_id: str, log_batches: Iterable[i
     return out
 
 
-def file_sizes(locations: Iterable[str], fs_options: Mapping[str, str] | None = None) -> dict[str, int | None]:
-    """Size of each location (None when it does not exist): local paths via ``os``, others via pyarrow."""
+def stat_locations(locations: Iterable[str], fs_options: Mapping[str, str] | None = None) -> dict[str, tuple[bool | None, int | None]]:
+    """(exists, size) of each location: local paths via ``os``, other stores via pyarrow.
+
+    A store that cannot be opened here (no credentials, no libhdfs) gives ``(None, None)``: unknown,
+    not missing, so Spark still gets to read the file.
+    """
     from .fs import open_fs, scheme_of
 
-    out: dict[str, int | None] = {}
+    out: dict[str, tuple[bool | None, int | None]] = {}
     stores: dict[str, Any] = {}
     for loc in locations:
         local = _local_path(loc)
         if local is not None or scheme_of(loc) is None:
             try:
-                out[loc] = os.stat(local if local is not None else loc).st_size
+                out[loc] = (True, os.stat(local if local is not None else loc).st_size)
             except OSError:
-                out[loc] = None
+                out[loc] = (False, None)
             continue
         parts = urlsplit(loc)
         key = f"{parts.scheme}://{parts.netloc}"
         if key not in stores:
-            stores[key] = open_fs(key, fs_options)
-        info = stores[key].info(parts.path.lstrip("/"))
-        out[loc] = None if info is None or info.is_dir else info.size
+            try:
+                stores[key] = open_fs(key, fs_options)
+            except CheckpointError:
+                stores[key] = None
+        out[loc] = _remote_stat(stores[key], parts.path.lstrip("/"))
     return out
+
+
+def _remote_stat(store: Any, path: str) -> tuple[bool | None, int | None]:
+    if store is None:
+        return None, None
+    try:
+        info = store.info(path)
+    except (CheckpointError, OSError):
+        return None, None
+    return (False, None) if info is None or info.is_dir else (True, info.size)
 
 
 # -- Kafka and Delta ------------------------------------------------------------------------------
@@ -331,9 +347,9 @@ def _file_input(ckpt: Checkpoint, src: SourceOffset, prev: SourceOffset | None, 
     log_batches = tuple(range(first, src.log_offset + 1))
     entries = source_log_entries(ckpt, src.source_id, log_batches)
     locations = [map_location(spark_location(path), path_map) for _, path in entries]
-    found = file_sizes(locations, fs_options) if sizes else {}
+    found = stat_locations(locations, fs_options) if sizes else {}
     files = tuple(
-        InputFile(path, loc, batch, found.get(loc), (found[loc] is not None) if loc in found else None)
+        InputFile(path, loc, batch, found.get(loc, (None, None))[1], found.get(loc, (None, None))[0])
         for (batch, path), loc in zip(entries, locations)
     )
     return SourceInput(src.source_id, "file", prev, src, files=files, log_batches=log_batches)

@@ -271,3 +271,13 @@ def test_plan_needs_neither_pyspark_nor_pyarrow():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["batches"][0]["batch_id"] == 0
+
+
+def test_plan_store_that_cannot_be_opened_is_unknown_not_missing():
+    name = "agg_window_hdfs"
+    doc = plan_json(fixture_checkpoint(name), "--from", "1", "--to", "1",
+                    "--path-map", f"{fixture_facts(name)['root']}=nostore://bucket/data")
+    (src,) = doc["batches"][0]["sources"]
+    (f,) = src["files"]
+    assert f["location"] == f"nostore://bucket/data/{fixture_facts(name)['batches'][1]['input_files'][0]}"
+    assert (f["exists"], f["size"], src["missing_files"], src["bytes"]) == (None, None, 0, None)
