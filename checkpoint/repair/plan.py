@@ -19,7 +19,7 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ..errors import MalformedFileError
+from ..errors import CheckpointError, MalformedFileError
 from ..fs import clean_relative
 
 PLAN_FORMAT = "wmcheck-plan"
@@ -163,7 +163,7 @@ def _step_from_json(obj: Mapping[str, Any], path: str) -> Step:
     action, root, rel = obj["action"], obj["root"], obj["path"]
     if action not in ACTIONS or root not in ROOTS:
         raise _bad(path, f"step {obj.get('step')}: unknown action {action!r} or root {root!r}")
-    if clean_relative(rel) != rel or rel.split("/")[0] == OWN_DIR:
+    if not _plain(rel) or rel.split("/")[0] == OWN_DIR:
         raise _bad(path, f"step {obj.get('step')}: path {rel!r} is not a plain path inside the {root}")
     data = None
     if action == "write":
@@ -172,6 +172,13 @@ def _step_from_json(obj: Mapping[str, Any], path: str) -> Step:
             raise _bad(path, f"step {obj.get('step')}: data does not match new_sha256")
     return Step(action, root, rel, str(obj["phase"]), str(obj["reason"]), obj.get("size"), obj.get("mtime_ms"),
                 obj.get("sha256"), data, bool(obj.get("crc", False)), obj.get("crc_sha256"))
+
+
+def _plain(path: object) -> bool:
+    try:
+        return isinstance(path, str) and clean_relative(path) == path != ""
+    except CheckpointError:
+        return False
 
 
 def load_plan(text: str, path: str) -> Plan:
