@@ -64,7 +64,7 @@ def check_checkpoint(
     name: str | None = None,
     tz: tzinfo = timezone.utc,
 ) -> list[Finding]:
-    """Run ``checks`` (default: all) on ``ckpt`` and, with ``file_sink``, on the sink's log; findings sorted by code."""
+    """Run ``checks`` (default: all) on ``ckpt`` and, with ``file_sink``, on the sink's log; findings by code and path."""
     sink = open_file_sink(file_sink) if isinstance(file_sink, str) else file_sink
     ctx = Context(ckpt, sink, shown_relative(sink.uri(), ckpt.location) if sink else "", tz)
     label = name or ckpt.location
@@ -74,7 +74,7 @@ def check_checkpoint(
         if check.run is not None and (sink is not None or not check.needs_sink)
         for path, message in check.run(ctx)
     ]
-    return sorted(findings, key=lambda f: f.code)
+    return sorted(findings, key=lambda f: (f.code, f.path))
 
 
 def check_location(

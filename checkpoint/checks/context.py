@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import posixpath
 from datetime import timezone, tzinfo
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
-from ..checksums import sidecar_target, verify_hadoop_crc, verify_spark_checksum
+from ..checksums import verify_hadoop_crc, verify_spark_checksum
 from ..commits import CommitEntry
 from ..errors import CheckpointError
-from ..file_logs import FileLog, log_file_batch, parse_file_log
+from ..file_logs import log_file_batch, parse_file_log
 from ..fs import FileSystem
 from ..model import COMMITS, OFFSETS, SOURCES, Checkpoint, Operator
-from ..offsets import OffsetSeq
+from ..offsets import FAST_METADATA, BatchMetadata, OffsetSeq
 from ..state_schema import StateSchemaFile, parse_state_schema
 from ..state_files import DEFAULT_STORE, StateFile, StateLayout, StorePartition, is_crc, is_temp
 from .registry import Issue
@@ -22,15 +22,8 @@ SINK_LOG = "_spark_metadata"
 
 def sidecars(path: str) -> tuple[str, str]:
     """The Hadoop (``.name.crc``) and Spark (``name.crc``) checksum files of ``path``."""
-    folder, name = posixpath.split(path)
-    return posixpath.join(folder, f".{name}.crc"), posixpath.join(folder, f"{name}.crc")
-
-
-def crc_target(path: str) -> str:
-    """The file a checksum sidecar covers."""
-    folder, name = posixpath.split(path)
-    name = name[:-len(".crc")]
-    return posixpath.join(folder, name[1:] if name.startswith(".") else name)
+    folder, slash, name = path.rpartition("/")
+    return f"{folder}{slash}.{name}.crc", f"{path}.crc"
 
 
 def error_text(exc: CheckpointError) -> str:
@@ -39,11 +32,16 @@ def error_text(exc: CheckpointError) -> str:
     return f"{where}{exc.message}" + (f" (hint: {exc.hint})" if exc.hint else "")
 
 
-def with_conf(seq: OffsetSeq) -> OffsetSeq:
-    """``seq`` once its metadata line parsed in full (the parser reads the conf lazily)."""
-    if seq.metadata is not None:
-        seq.metadata.conf  # noqa: B018 - raises MalformedFileError for a broken metadata line
-    return seq
+def conf_of(meta: BatchMetadata | None, parsed: dict[str, Mapping[str, Any]]) -> Mapping[str, Any]:
+    """The pinned conf of a batch; metadata lines that differ only in watermark and timestamp share one parse
+    (which also validates the rest of the line, since the offsets parser reads it lazily)."""
+    if meta is None:
+        return {}
+    head = FAST_METADATA.match(meta.text)
+    key = meta.text[head.end():] if head else meta.text
+    if key not in parsed:
+        parsed[key] = meta.conf
+    return parsed[key]
 
 
 def schema_paths(layout: StateLayout) -> list[str]:
@@ -76,17 +74,17 @@ class Tree:
     def list(self, folder: str) -> list[str]:
         """Names in ``folder`` (remembered in ``entries``, so sidecar lookups need no I/O)."""
         names = self.fs.names(folder)
-        self.entries.update(posixpath.join(folder, n) if folder else n for n in names)
+        prefix = f"{folder}/" if folder else ""
+        self.entries.update(prefix + n for n in names)
         return names
 
-    def read_verified(self, paths: Iterable[str]) -> dict[str, bytes]:
-        """Read ``paths`` and their checksum sidecars in one round; record files their sidecars do not match."""
-        paths = list(paths)
-        extra = [s for p in paths for s in sidecars(p) if s in self.entries]
-        data = self.fs.read_many(paths + extra)
-        for path in paths:
-            problems = [verify_sidecar(data[path], s, data.pop(s)) for s in sidecars(path) if s in data]
-            problems = [p for p in problems if p]
+    def read(self, paths: Iterable[str], verify: Iterable[str] = ()) -> dict[str, bytes]:
+        """Read ``paths`` and, in the same round, the checksum sidecars of those in ``verify``; record the files
+        whose sidecars do not match."""
+        checked = [(p, [(k, s) for k, s in zip(("hadoop", "spark"), sidecars(p)) if s in self.entries]) for p in verify]
+        data = self.fs.read_many(list(dict.fromkeys([*paths, *(p for p, _ in checked), *(s for _, f in checked for _, s in f)])))
+        for path, found in checked:
+            problems = [problem for kind, s in found if (problem := verify_sidecar(data[path], kind, s, data.pop(s)))]
             if problems:
                 self.mismatches.append((self.shown(path), "; ".join(problems) + (
                     ": Spark fails to read it (ChecksumException). Restore the file from a backup (wmcheck undo), "
@@ -94,10 +92,17 @@ class Tree:
                 )))
         return data
 
+    def log_files(self, folder: str) -> tuple[list[str], list[str]]:
+        """A file log's files (``N``, ``N.compact``) and those Spark reads on restart: from the latest compact on."""
+        batches = sorted((log_file_batch(n), n) for n in self.list(folder) if log_file_batch(n))
+        start = max((i for i, ((_, compact), _) in enumerate(batches) if compact), default=0)
+        files = [f"{folder}/{n}" for _, n in batches]
+        return files, files[start:]
 
-def verify_sidecar(data: bytes, sidecar: str, checksum: bytes) -> str | None:
-    """Why ``checksum`` (the bytes of a Hadoop or Spark checksum file) does not match ``data``; None when it does."""
-    verify = verify_hadoop_crc if sidecar_target(sidecar)[0] == "hadoop" else verify_spark_checksum
+
+def verify_sidecar(data: bytes, kind: str, sidecar: str, checksum: bytes) -> str | None:
+    """Why ``checksum`` (the bytes of a ``hadoop`` or ``spark`` checksum file) does not match ``data``; None when it does."""
+    verify = verify_hadoop_crc if kind == "hadoop" else verify_spark_checksum
     name = posixpath.basename(sidecar)
     try:
         result = verify(checksum, data, sidecar)
@@ -115,10 +120,9 @@ class Context:
         self.tree = Tree(ckpt.fs, lambda p: p)
         self.sink = Tree(sink, lambda p: posixpath.join(sink_shown, p)) if sink is not None else None
         self.failures: dict[str, CheckpointError] = {}
-        self.offsets: dict[int, OffsetSeq] = {}
+        self.offsets: dict[int, OffsetSeq] = {}  # parsed ones, by batch in order (so are confs and commits)
+        self.confs: dict[int, Mapping[str, Any]] = {}
         self.commits: dict[int, CommitEntry] = {}
-        self.source_logs: dict[int, dict[str, FileLog]] = {}
-        self.sink_logs: dict[str, FileLog] = {}
         self.memo: dict[str, Any] = {}
         self._load()
 
@@ -132,45 +136,40 @@ class Context:
             return None
 
     def _load(self) -> None:
+        """Read every log file once, verifying the checksums of those Spark reads on restart, and parse them."""
         ckpt, tree = self.ckpt, self.tree
         root = tree.list("")
-        offsets = [n for n in tree.list(OFFSETS) if n.isdigit()]
-        commits = [n for n in tree.list(COMMITS) if n.isdigit()]
-        sources = {i: [n for n in tree.list(f"{SOURCES}/{i}") if log_file_batch(n)] for i in ckpt.source_dirs}
-        tree.entries.update(state_paths(ckpt.state_layout))
-        op_meta = [f.path for op in ckpt.state_layout.operators for f in op.metadata_files]
-        schemas = schema_paths(ckpt.state_layout)
-        paths = (["metadata"] if "metadata" in root else []) + [f"{OFFSETS}/{n}" for n in offsets]
-        paths += [f"{COMMITS}/{n}" for n in commits] + op_meta + schemas
-        paths += [f"{SOURCES}/{i}/{n}" for i, names in sources.items() for n in names]
-        ckpt.remember(tree.read_verified(paths))
+        offsets = [f"{OFFSETS}/{n}" for n in tree.list(OFFSETS) if n.isdigit()]
+        commits = [f"{COMMITS}/{n}" for n in tree.list(COMMITS) if n.isdigit()]
+        sources = [tree.log_files(f"{SOURCES}/{i}") for i in ckpt.source_dirs]
+        layout = ckpt.state_layout
+        tree.entries.update(state_paths(layout))
+        state_meta = [f.path for op in layout.operators for f in op.metadata_files] + schema_paths(layout)
+        restart = (["metadata"] if "metadata" in root else []) + state_meta + [p for _, read in sources for p in read]
+        restart += [f"{OFFSETS}/{b}" for b in ckpt.offset_ids[-2:]] + [f"{COMMITS}/{b}" for b in ckpt.commit_ids[-1:]]
+        ckpt.remember(tree.read(offsets + commits + [p for files, _ in sources for p in files], restart))
         self.query_metadata = self._attempt("metadata", lambda: ckpt.query_metadata) if "metadata" in root else None
+        parsed_confs: dict[str, Mapping[str, Any]] = {}
         for batch in ckpt.offset_ids:
-            seq = self._attempt(f"{OFFSETS}/{batch}", lambda: with_conf(ckpt.offsets(batch)))
-            if seq is not None:
-                self.offsets[batch] = seq
+            seq = self._attempt(f"{OFFSETS}/{batch}", lambda: ckpt.offsets(batch))
+            conf = self._attempt(f"{OFFSETS}/{batch}", lambda: conf_of(seq.metadata, parsed_confs)) if seq else None
+            if conf is not None:
+                self.offsets[batch], self.confs[batch] = seq, conf
         for batch in ckpt.commit_ids:
             entry = self._attempt(f"{COMMITS}/{batch}", lambda: ckpt.commit(batch))
             if entry is not None:
                 self.commits[batch] = entry
-        for i, names in sources.items():
-            logs = {f"{SOURCES}/{i}/{n}": self._attempt(f"{SOURCES}/{i}/{n}", lambda p=f"{SOURCES}/{i}/{n}": ckpt.source_log(p)) for n in names}
-            self.source_logs[i] = {p: log for p, log in logs.items() if log is not None}
-        parsed = {p: self._attempt(p, lambda p=p: ckpt.parse(p, parse_state_schema)) for p in schemas}
+        for files, _ in sources:
+            for path in files:
+                self._attempt(path, lambda: ckpt.source_log(path))
+        parsed = {p: self._attempt(p, lambda: ckpt.parse(p, parse_state_schema)) for p in schema_paths(layout)}
         self.schemas: dict[str, StateSchemaFile] = {p: v for p, v in parsed.items() if v is not None}
         self.operators = self._operators()
         if self.sink is not None:
-            self._load_sink()
-
-    def _load_sink(self) -> None:
-        sink = self.sink
-        names = [n for n in sink.list(SINK_LOG) if log_file_batch(n)]
-        data = sink.read_verified(f"{SINK_LOG}/{n}" for n in names)
-        for path, raw in data.items():
-            shown = sink.shown(path)
-            log = self._attempt(shown, lambda: parse_file_log(raw, shown))
-            if log is not None:
-                self.sink_logs[path] = log
+            files, read = self.sink.log_files(SINK_LOG)
+            for path, raw in self.sink.read(files, read).items():
+                shown = self.sink.shown(path)
+                self._attempt(shown, lambda: parse_file_log(raw, shown))
 
     # -- derived facts -----------------------------------------------------------------------------
 
@@ -196,13 +195,10 @@ class Context:
         return not any(p.startswith(f"{COMMITS}/") for p in self.failures)
 
     def conf(self, key: str) -> str | None:
-        """A pinned conf as the last parsed offsets file records it."""
-        for batch in sorted(self.offsets, reverse=True):
-            meta = self.offsets[batch].metadata
-            if meta is not None:
-                value = meta.conf.get(key)
-                return None if value is None else str(value)
-        return None
+        """A pinned conf as the last parsed offsets file with metadata records it."""
+        batch = max((b for b, s in self.offsets.items() if s.metadata is not None), default=None)
+        value = None if batch is None else self.confs[batch].get(key)
+        return None if value is None else str(value)
 
     def state_dir(self, op: Operator, partition: int, store: str) -> str:
         """``state/<op>/<partition>[/<store>]``, as Spark lays it out."""
@@ -211,4 +207,4 @@ class Context:
 
     def verify_state_files(self, files: list[StateFile]) -> None:
         """Verify the checksum sidecars of state files Spark reads (their bytes are not kept)."""
-        self.tree.read_verified(f.path for f in files if any(s in self.tree.entries for s in sidecars(f.path)))
+        self.tree.read((), [f.path for f in files if any(s in self.tree.entries for s in sidecars(f.path))])

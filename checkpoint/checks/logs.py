@@ -1,22 +1,18 @@
 """Checks of the metadata logs: ``offsets/``, ``commits/``, ``metadata``, temp files and sidecars."""
 from __future__ import annotations
 
-import posixpath
 import re
 from typing import Iterator
 
 from ..model import COMMITS, OFFSETS
 from ..state_files import is_crc, is_temp
-from .context import Context, crc_target, error_text
+from ..checksums import sidecar_target
+from .context import Context, Tree, error_text, sidecars
 from .registry import ERROR, WARNING, Issue, register
 from .text import span
 
 JAVA_UUID = re.compile(r"^[0-9a-fA-F]{1,8}-[0-9a-fA-F]{1,4}-[0-9a-fA-F]{1,4}-[0-9a-fA-F]{1,4}-[0-9a-fA-F]{1,12}$")
 CHECKPOINT_FORMAT = "spark.sql.streaming.stateStore.checkpointFormatVersion"
-
-
-def is_sidecar(name: str) -> bool:
-    return is_crc(name) and not is_temp(name)
 
 
 @register("WM001", ERROR, "a file does not parse")
@@ -135,24 +131,37 @@ def metadata_invalid(ctx: Context) -> Iterator[Issue]:
         )
 
 
+def strays(ctx: Context) -> tuple[list[tuple[Tree, str]], list[tuple[Tree, str]]]:
+    """Leftover temp files and checksum sidecars whose file is gone, in the checkpoint and the file sink."""
+    if "strays" not in ctx.memo:
+        temps, orphans = [], []
+        for tree in ctx.trees:
+            covered = {s for path in tree.entries for s in sidecars(path)}
+            for path in tree.entries:
+                name = path.rpartition("/")[2]
+                if is_temp(name):
+                    temps.append((tree, path))
+                elif is_crc(name) and path not in covered:
+                    orphans.append((tree, path))
+        ctx.memo["strays"] = temps, orphans
+    return ctx.memo["strays"]
+
+
 @register("WM009", WARNING, "leftover temp file")
 def temp_files(ctx: Context) -> Iterator[Issue]:
-    for tree in ctx.trees:
-        for path in sorted(p for p in tree.entries if is_temp(posixpath.basename(p))):
-            yield tree.shown(path), (
-                "leftover of an interrupted write; Spark ignores it, but it hides what happened and takes space: "
-                "delete it while the query is stopped"
-            )
+    for tree, path in strays(ctx)[0]:
+        yield tree.shown(path), (
+            "leftover of an interrupted write; Spark ignores it, but it hides what happened and takes space: "
+            "delete it while the query is stopped"
+        )
 
 
 @register("WM010", WARNING, "orphaned checksum sidecar")
 def orphan_crc(ctx: Context) -> Iterator[Issue]:
-    for tree in ctx.trees:
-        for path in sorted(p for p in tree.entries if is_sidecar(posixpath.basename(p))):
-            target = crc_target(path)
-            if target not in tree.entries:
-                yield tree.shown(path), (
-                    f"checksum of {posixpath.basename(target)}, which does not exist: if a file of that name is written "
-                    f"again without its checksum (a hand copy, an old tool), Spark fails with a ChecksumException; "
-                    f"delete the sidecar while the query is stopped"
-                )
+    for tree, path in strays(ctx)[1]:
+        target = sidecar_target(path)[1].rpartition("/")[2]
+        yield tree.shown(path), (
+            f"checksum of {target}, which does not exist: if a file of that name is written again without its "
+            f"checksum (a hand copy, an old tool), Spark fails with a ChecksumException; delete the sidecar while "
+            f"the query is stopped"
+        )

@@ -16,8 +16,10 @@ STUCK_AFTER_BATCHES = 10
 
 def watermarks(ctx: Context) -> list[tuple[int, int, int]]:
     """(batch, batchWatermarkMs, batchTimestampMs) of every parsed offsets file with metadata."""
-    return [(b, s.metadata.batch_watermark_ms, s.metadata.batch_timestamp_ms)
-            for b, s in sorted(ctx.offsets.items()) if s.metadata is not None]
+    if "watermarks" not in ctx.memo:
+        ctx.memo["watermarks"] = [(b, s.metadata.batch_watermark_ms, s.metadata.batch_timestamp_ms)
+                                  for b, s in ctx.offsets.items() if s.metadata is not None]
+    return ctx.memo["watermarks"]
 
 
 @register("WM011", WARNING, "watermark decreases between batches")
@@ -36,7 +38,7 @@ def decreasing(ctx: Context) -> Iterator[Issue]:
 @register("WM012", WARNING, "commit watermark differs from the next batch's")
 def commit_vs_next(ctx: Context) -> Iterator[Issue]:
     last = ctx.ckpt.last_batch
-    for batch, entry in sorted(ctx.commits.items()):
+    for batch, entry in ctx.commits.items():
         nxt = ctx.offsets.get(batch + 1)
         if entry.next_batch_watermark_ms is None or nxt is None or nxt.metadata is None or batch + 1 == last:
             continue  # the last batch is what wmcheck set-watermark rewrites (offsets/L with commits/L)
@@ -80,7 +82,7 @@ def has_event_time_column(ctx: Context) -> bool:
 
 @register("WM014", WARNING, "watermark stuck at 0")
 def stuck_watermark(ctx: Context) -> Iterator[Issue]:
-    rows = sorted(ctx.offsets.items())
+    rows = list(ctx.offsets.items())
     if not rows or any(w for _, w, _ in watermarks(ctx)) or any(c.next_batch_watermark_ms for c in ctx.commits.values()):
         return
     with_data = sum(1 for (_, a), (_, b) in zip(rows, rows[1:]) if [s.raw for s in a.sources] != [s.raw for s in b.sources])
@@ -99,8 +101,7 @@ def stuck_watermark(ctx: Context) -> Iterator[Issue]:
 def conf_drift(ctx: Context) -> Iterator[Issue]:
     seen: dict[str, tuple[str, int]] = {}
     reported: set[str] = set()
-    for batch, seq in sorted(ctx.offsets.items()):
-        conf = seq.metadata.conf if seq.metadata else {}
+    for batch, conf in ctx.confs.items():
         for key in PINNED_CONFS.values():
             if key not in conf or key in reported:
                 continue
