@@ -47,13 +47,15 @@ def state(checkpoint: str, operator: int | None, store: str | None, join_side: s
     if limit is not None and not older:
         raise click.UsageError("--limit applies to --older-than-watermark")
     ckpt = open_checkpoint(checkpoint, parse_pairs(fs_options, "--fs-option"))
+    from wmcheck.statestore.discovery import select
     from wmcheck.statestore.reader import summarize, target
     from wmcheck.statestore.session import session_scope
 
-    watermark_ms = None
-    if watermark is not None:
-        watermark_ms = parse_time_ms(watermark, watermark_ms=target(ckpt, batch).watermark_ms, default_anchor="watermark")
     selection = store or join_side or state_var
+    kind = "store" if store else "join_side" if join_side else "state_var" if state_var else None
+    select(ckpt, operator, selection, kind)  # an unknown operator or store fails here, before Spark starts
+    base = target(ckpt, batch).watermark_ms
+    watermark_ms = None if watermark is None else parse_time_ms(watermark, watermark_ms=base, default_anchor="watermark")
     with session_scope(master, parse_pairs(confs, "--conf"), remote) as spark:
         if older:
             _older(spark, ckpt, operator, selection, batch, watermark_ms, limit, fmt, output, tz)
@@ -72,18 +74,20 @@ def _stream(output: str | None):
         yield fh
 
 
-def _older(spark, ckpt, operator, selection, batch, watermark_ms, limit, fmt, output, tz) -> None:
-    from wmcheck.statestore.reader import arrow_rows, older_arrow, read_stores
+def _older(spark, ckpt, operator: int | None, selection: str | None, batch: int | None, watermark_ms: int | None,
+           limit: int | None, fmt: str, output: str | None, tz: tzinfo) -> None:
+    from wmcheck.statestore.reader import older_tables, one_table, read_stores, table_rows
 
     reads = read_stores(spark, ckpt, operator, selection, batch, watermark_ms)
-    table = older_arrow(reads, limit)
+    tables = older_tables(reads, limit)
     if fmt == "parquet":
         import pyarrow.parquet as pq
 
+        table = one_table(reads, tables, limit)
         pq.write_table(table, output)
         make_output("table").write(f"wrote {table.num_rows} rows to {output}")
         return
-    rows = arrow_rows(table)
+    rows = table_rows(tables, limit)
     with _stream(output) as stream:
         out = make_output(fmt, stream)
         if fmt != "table":
@@ -91,13 +95,13 @@ def _older(spark, ckpt, operator, selection, batch, watermark_ms, limit, fmt, ou
             return
         tgt = reads[0].target
         notes = [f"operator {r.store.operator_id} {r.store.name}: {r.rule.rule}" for r in reads if not r.rule.evictable]
-        title = "\n".join([f"watermark {tgt.watermark_ms} ({format_ms(tgt.watermark_ms, tzinfo)}, {tgt.watermark_from})", *notes])
-        out.rows([_table_row(r, tgt.watermark_ms, tzinfo) for r in rows], TABLE_ROW_COLUMNS, title=title)
+        title = "\n".join([f"watermark {tgt.watermark_ms} ({format_ms(tgt.watermark_ms, tz)}, {tgt.watermark_from})", *notes])
+        out.rows([_table_row(r, tgt.watermark_ms, tz) for r in rows], TABLE_ROW_COLUMNS, title=title)
 
 
-def _table_row(row: dict[str, Any], watermark_ms: int, tzinfo) -> dict[str, Any]:
+def _table_row(row: dict[str, Any], watermark_ms: int, tz: tzinfo) -> dict[str, Any]:
     ms = row["event_time_ms"]
-    return {**row, "event time": format_ms(ms, tzinfo), "behind watermark": format_duration(None if ms is None else watermark_ms - ms)}
+    return {**row, "event time": format_ms(ms, tz), "behind watermark": format_duration(None if ms is None else watermark_ms - ms)}
 
 
 def _fields(doc: dict[str, Any]) -> list[tuple[str, Any]]:
@@ -108,7 +112,7 @@ def _fields(doc: dict[str, Any]) -> list[tuple[str, Any]]:
     ]
 
 
-def _tables(doc: dict[str, Any], tzinfo) -> list[tuple[str, list[dict[str, Any]], list[str]]]:
+def _tables(doc: dict[str, Any], tz: tzinfo) -> list[tuple[str, list[dict[str, Any]], list[str]]]:
     stores = doc["stores"]
     rows = [{
         "operator_id": s["operator_id"],
@@ -118,7 +122,7 @@ def _tables(doc: dict[str, Any], tzinfo) -> list[tuple[str, list[dict[str, Any]]
         "per partition": " ".join(f"{p}:{n}" for p, n in s["rows_per_partition"].items()),
         "event-time column": s["event_time_column"] or "none: never evicted",
         "older than watermark": s["older_than_watermark"] if s["evictable"] else None,
-        "oldest event time": format_ms(s["oldest_event_time_ms"], tzinfo),
+        "oldest event time": format_ms(s["oldest_event_time_ms"], tz),
         "behind watermark": format_duration(s["oldest_behind_watermark_ms"]),
     } for s in stores]
     tables = [("Stores", rows, STORE_COLUMNS),

@@ -15,9 +15,10 @@ from wmcheck.checkpoint.model import Checkpoint, Operator
 from wmcheck.checkpoint.state_files import DEFAULT_STORE
 from wmcheck.checkpoint.state_schema import ColumnFamilySchema, parse_state_schema
 
-from .eviction import EVENT_TIMERS, JOIN_SIDES, is_join, is_transform_with_state
+from .eviction import JOIN_SIDES, is_join, is_transform_with_state
 
 STATE = "state"
+KINDS = {"store": ("storeName",), "join_side": ("joinSide",), "state_var": ("stateVarName", "readRegisteredTimers")}
 
 
 @dataclass(frozen=True)
@@ -123,10 +124,11 @@ def all_operators(ckpt: Checkpoint) -> list[OperatorStores]:
     return [operator_stores(ckpt, op) for op in ckpt.operators]
 
 
-def select(ckpt: Checkpoint, operator: int | None = None, store: str | None = None) -> list[Store]:
+def select(ckpt: Checkpoint, operator: int | None = None, store: str | None = None, kind: str | None = None) -> list[Store]:
     """The stores to read: every operator's views, one operator's, or one named store.
 
-    ``store`` is a store name, a join side (``left``/``right``) or a transformWithState variable.
+    ``store`` is a store name, a join side (``left``/``right``) or a transformWithState variable;
+    ``kind`` (a key of ``KINDS``) insists on one of these.
     """
     operators = all_operators(ckpt)
     if not operators:
@@ -140,15 +142,13 @@ def select(ckpt: Checkpoint, operator: int | None = None, store: str | None = No
                                   hint=f"operators present: {known} (see wmcheck state CKPT without --operator)")
     if store is None:
         return [s for o in operators for s in o.views]
-    found = [s for o in operators for s in o.selectable if s.name == store]
+    options = KINDS[kind] if kind else tuple(o for opts in KINDS.values() for o in opts)
+    candidates = [s for o in operators for s in o.selectable if any(k in s.options for k in options)]
+    found = [s for s in candidates if s.name == store]
     if not found:
-        names = ", ".join(dict.fromkeys(s.name for o in operators for s in o.selectable))
+        what = {"store": "store", "join_side": "join side", "state_var": "state variable"}.get(kind or "", "store, join side or state variable")
         where = f"operator {operator}" if operator is not None else "any operator"
-        raise CheckpointError(f"no store, join side or state variable {store!r} in {where}", path=STATE,
-                              hint=f"choose one of: {names}")
+        names = ", ".join(dict.fromkeys(s.name for s in candidates)) or "none"
+        raise CheckpointError(f"no {what} {store!r} in {where}", path=STATE, hint=f"{what}s there: {names}")
     return found
 
-
-def timers_store(ops: OperatorStores) -> Store | None:
-    """The event-time timers of a transformWithState operator, if it has them."""
-    return next((s for s in ops.views if s.name == EVENT_TIMERS), None)

@@ -30,6 +30,7 @@ from .eviction import Eviction, eviction_rule, is_transform_with_state
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
+CHECKPOINT_FORMAT = "spark.sql.streaming.stateStore.checkpointFormatVersion"
 ROW_COLUMNS = ["operator_id", "store", "partition_id", "key", "value", "event_time_ms"]
 # histogram bucket edges: event time minus watermark, in ms; buckets are (lower, upper]
 EDGES = (-86_400_000, -3_600_000, -600_000, -60_000, -10_000, 0, 10_000, 60_000, 600_000, 3_600_000, 86_400_000)
@@ -127,13 +128,31 @@ def _require_reader(spark: "SparkSession") -> None:
                                     hint="pip install 'wmcheck[spark]' (pyspark 4.0 or newer)")
 
 
+@contextmanager
+def _session_conf(spark: "SparkSession", key: str, value: str) -> Iterator[None]:
+    """Set a SQL conf for a moment; the previous value (or none) comes back."""
+    before = spark.conf.get(key, None)
+    spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)
+
+
 def load(spark: "SparkSession", ckpt: Checkpoint, store: Store, tgt: Target) -> "DataFrame":
-    """Spark's state reader for one store at ``tgt`` (lazy: rows are read by the first action)."""
+    """Spark's state reader for one store at ``tgt`` (lazy: rows are read by the first action).
+
+    The reader takes the checkpoint format (file names with unique ids) from the session, not the
+    checkpoint: it is set, while the reader resolves, from the commit that wrote the state."""
     _require_reader(spark)
     reader = spark.read.format("statestore").option("batchId", str(tgt.state_batch_id))
     for key, value in store.options.items():
         reader = reader.option(key, value)
-    with spark_errors(store, tgt):
+    version = "2" if ckpt.commit(tgt.state_batch_id).state_unique_ids else "1"
+    with spark_errors(store, tgt), _session_conf(spark, CHECKPOINT_FORMAT, version):
         return reader.load(spark_path(ckpt))
 
 
@@ -381,12 +400,10 @@ def jsonable(value: Any) -> Any:
     return value
 
 
-def older_arrow(reads: list[StoreRead], limit: int | None = None):
-    """The evicted rows of every store as one Arrow table (the ``limit`` oldest when given).
+def older_tables(reads: list[StoreRead], limit: int | None = None) -> list:
+    """The evicted rows of each store as an Arrow table (the ``limit`` oldest of each when given).
 
-    Stores without an event-time column contribute no rows (Spark plans their read as empty)."""
-    import pyarrow as pa
-
+    A store without an event-time column gives an empty table (Spark plans its read as empty)."""
     tables = []
     for read in reads:
         df = read.older()
@@ -394,22 +411,31 @@ def older_arrow(reads: list[StoreRead], limit: int | None = None):
             df = df.orderBy("event_time_ms", "partition_id").limit(limit)
         with spark_errors(read.store, read.target):
             tables.append(df.toArrow())
-    filled = [t for t in tables if t.num_rows] or tables[:1]
+    return tables
+
+
+def one_table(reads: list[StoreRead], tables: list, limit: int | None = None):
+    """The tables of :func:`older_tables` as one (for parquet): their key/value schemas must agree."""
+    import pyarrow as pa
+
+    filled = [(r, t) for r, t in zip(reads, tables) if t.num_rows] or list(zip(reads, tables))[:1]
     try:
-        table = pa.concat_tables(filled, promote_options="permissive")
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-        names = ", ".join(f"{r.store.operator_id}/{r.store.name}" for r, t in zip(reads, tables) if t.num_rows)
-        raise CheckpointError(f"the stores {names} have different key/value schemas and cannot share one table",
+        table = pa.concat_tables([t for _, t in filled])
+    except pa.ArrowInvalid:
+        names = ", ".join(f"operator {r.store.operator_id} {r.store.name}" for r, _ in filled)
+        raise CheckpointError(f"{names} have different key/value schemas and cannot share one table",
                               hint="select one with --operator and --store/--join-side/--state-var") from None
     if limit is not None and table.num_rows > limit:
         table = table.sort_by([("event_time_ms", "ascending"), ("partition_id", "ascending")]).slice(0, limit)
     return table
 
 
-def arrow_rows(table) -> list[dict[str, Any]]:
-    """An Arrow table of state rows as JSON-ready dicts, sorted by store, event time, partition and key."""
+def table_rows(tables: list, limit: int | None = None) -> list[dict[str, Any]]:
+    """Arrow tables of state rows as JSON-ready dicts: oldest first (the ``limit`` oldest when given),
+    then by store, partition and key."""
     import json
 
-    rows = [jsonable(r) for r in table.to_pylist()]
-    return sorted(rows, key=lambda r: (r["operator_id"], r["store"], r["event_time_ms"] is None, r["event_time_ms"] or 0,
-                                       r["partition_id"], json.dumps(r["key"], sort_keys=True)))
+    rows = [jsonable(r) for t in tables for r in t.to_pylist()]
+    rows.sort(key=lambda r: (r["event_time_ms"] is None, r["event_time_ms"] or 0, r["operator_id"], r["store"],
+                             r["partition_id"], json.dumps(r["key"], sort_keys=True)))
+    return rows if limit is None else rows[:limit]

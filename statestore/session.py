@@ -134,12 +134,13 @@ def get_session(master: str | None = None, conf: Mapping[str, str] | None = None
     :func:`spark_session`. ``remote`` always connects anew."""
     if remote is None:
         try:
+            from pyspark import SparkContext
             from pyspark.sql import SparkSession
         except ImportError:
             check_requirements()
             raise
-        active = SparkSession.getActiveSession()
-        if active is not None:
+        if SparkContext._active_spark_context is not None:
+            active = SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()
             from pyspark.errors import AnalysisException
 
             for key, value in (conf or {}).items():
