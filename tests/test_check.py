@@ -287,6 +287,15 @@ def b_sink_unparseable(root: Path, facts: dict) -> str:
     return f"../output/_spark_metadata/{path.name}"
 
 
+def b_interrupted_repair(root: Path, facts: dict) -> str:
+    """What a repair killed after it started leaves behind (written with the repair's own function)."""
+    from wmcheck.checkpoint.fs import LocalFileSystem
+    from wmcheck.checkpoint.repair.backup import JOURNAL, write_journal
+
+    write_journal(LocalFileSystem(str(root / "checkpoint")), "20261122-000000-test", "rewind", "apply", 0)
+    return JOURNAL
+
+
 BREAKS = {
     "WM001": Break("WM001", "agg_window_hdfs", b_unparseable),
     "WM001-sink": Break("WM001", "agg_window_hdfs", b_sink_unparseable, sink=True),
@@ -316,6 +325,7 @@ BREAKS = {
     "WM023": Break("WM023", "compaction", b_compaction),
     "WM024": Break("WM024", "agg_window_hdfs", b_sink_ahead, sink=True),
     "WM025": Break("WM025", "agg_window_hdfs", b_sink_behind, sink=True),
+    "WM026": Break("WM026", "agg_window_hdfs", b_interrupted_repair),
 }
 
 

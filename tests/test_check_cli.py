@@ -175,3 +175,13 @@ def test_copy_of_every_fixture_without_sink_files_still_passes(tmp_path):
     for name in NAMES:
         shutil.copytree(fixture_checkpoint(name), tmp_path / name)
         assert check_location(str(tmp_path / name)) == [], name
+
+
+def test_times_in_messages_follow_tz(copy_fixture):
+    from test_check import b_decreasing
+
+    root = copy_fixture("agg_window_hdfs")
+    b_decreasing(root, fixture_facts("agg_window_hdfs"))
+    utc = json.loads(run_cli("check", root / "checkpoint", "--format", "json").stdout)[0]["message"]
+    india = json.loads(run_cli("check", root / "checkpoint", "--tz", "Asia/Kolkata", "--format", "json").stdout)[0]["message"]
+    assert "Z)" in utc and "+05:30)" in india and "Z)" not in india

@@ -4,7 +4,9 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
+from ..errors import CheckpointError
 from ..model import COMMITS, OFFSETS
+from ..summary import REPAIR_JOURNAL
 from ..state_files import is_crc, is_temp
 from ..checksums import sidecar_target
 from .context import Context, Tree, error_text
@@ -164,3 +166,20 @@ def orphan_crc(ctx: Context) -> Iterator[Issue]:
             f"checksum (a hand copy, an old tool), Spark fails with a ChecksumException; delete the sidecar while "
             f"the query is stopped"
         )
+
+
+@register("WM026", ERROR, "interrupted wmcheck repair")
+def interrupted_repair(ctx: Context) -> Iterator[Issue]:
+    if REPAIR_JOURNAL.partition("/")[0] not in ctx.tree.entries or not ctx.ckpt.fs.exists(REPAIR_JOURNAL):
+        return
+    from ..repair.backup import read_journal
+
+    try:
+        journal = read_journal(ctx.ckpt.fs)
+        what = f"wmcheck {journal.get('command', 'repair')} ({journal.get('action', 'apply')}, backup {journal['backup_id']})"
+    except CheckpointError as exc:
+        what = f"a wmcheck repair (its journal does not parse: {error_text(exc)})"
+    yield REPAIR_JOURNAL, (
+        f"{what} was interrupted: the checkpoint is half changed and Spark may restart from a mix of old and new "
+        f"files; run wmcheck undo CKPT to restore it, or run the same command again to finish it"
+    )
