@@ -30,7 +30,7 @@ def select_checks(select: Iterable[str] | None = None, ignore: Iterable[str] = (
     chosen, dropped = set(select or CHECKS), set(ignore)
     unknown = sorted((chosen | dropped) - set(CHECKS))
     if unknown:
-        raise CheckpointError(f"unknown check code(s): {', '.join(unknown)}", hint=f"codes are {min(CHECKS)}..{max(CHECKS)}; see 'wmcheck check --help'")
+        raise CheckpointError(f"unknown check code(s): {', '.join(unknown)}", hint=f"codes are {min(CHECKS)}..{max(CHECKS)}, each explained in docs/check.md")
     return [c for code, c in CHECKS.items() if code in chosen - dropped]
 
 

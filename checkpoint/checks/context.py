@@ -1,5 +1,5 @@
-"""What the checks look at, read once: listings, every log file (checksums verified as it is read),
-parsed through the model's cache, and the files that failed to parse."""
+"""What the checks look at, read once: listings, every log file parsed through the model's cache (with the
+checksums of the files Spark reads on restart verified on the way), and the files that failed to parse."""
 from __future__ import annotations
 
 import posixpath
@@ -14,7 +14,7 @@ from ..fs import FileSystem
 from ..model import COMMITS, OFFSETS, SOURCES, Checkpoint, Operator
 from ..offsets import FAST_METADATA, BatchMetadata, OffsetSeq
 from ..state_schema import StateSchemaFile, parse_state_schema
-from ..state_files import DEFAULT_STORE, StateFile, StateLayout, StorePartition, is_crc, is_temp
+from ..state_files import DEFAULT_STORE, StateFile, StateLayout
 from .registry import Issue
 
 SINK_LOG = "_spark_metadata"
