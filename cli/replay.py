@@ -105,9 +105,8 @@ def replay(checkpoint: str, start: int, end: int | None, source: str | None, sho
                        late_rule=late_watermark, fs_options=fs_opts)
         _print_plan(ckpt, batches, fmt, tz)
         return
-    from wmcheck.statestore.replay import ParquetSink, ReplayOptions, load_function
+    from wmcheck.statestore.replay import ParquetSink, ReplayOptions, load_function, prepare, replay_session
     from wmcheck.statestore.replay import replay as run_replay
-    from wmcheck.statestore.replay import replay_session
 
     opts = ReplayOptions(
         source=source, source_format=source_format, schema=schema, options=parse_pairs(reader_options, "--option"),
@@ -115,10 +114,11 @@ def replay(checkpoint: str, start: int, end: int | None, source: str | None, sho
         window=window, keep="late" if late_only else "on_time" if on_time_only else "all",
         late_watermark=late_watermark, fs_options=fs_opts,
     )
+    batches = prepare(ckpt, start, end, opts)
     sink = ParquetSink(output, overwrite, fs_opts) if output else load_function(foreach)
     spark = replay_session(master, parse_pairs(confs, "--conf"), packages, jars)
     keys = tuple(c.strip() for c in group_by.split(",") if c.strip()) if group_by else ()
-    rows = run_replay(spark, ckpt, start, end, opts, sink, keys)
+    rows = run_replay(spark, batches, opts, sink, keys)
     if fmt == "table":
         for row in rows:
             for key in ("watermark_ms", "late_watermark_ms"):

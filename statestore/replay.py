@@ -288,9 +288,9 @@ def _open(ckpt: Checkpoint | str, fs_options: Mapping[str, str]) -> Checkpoint:
     return ckpt if isinstance(ckpt, Checkpoint) else open_checkpoint(str(ckpt), fs_options)
 
 
-def replay_batches(spark: "SparkSession", ckpt: Checkpoint | str, start: int, end: int | None = None,
-                   opts: ReplayOptions = ReplayOptions()) -> Iterator[ReplayBatch]:
-    """Batches ``start..end`` in order, each with its exact input read by Spark."""
+def prepare(ckpt: Checkpoint | str, start: int, end: int | None = None,
+            opts: ReplayOptions = ReplayOptions()) -> list[BatchInput]:
+    """The plan of batches ``start..end``, checked before any Spark work: options, sources, missing files."""
     if opts.keep not in KEEP:
         raise CheckpointError(f"unknown keep {opts.keep!r}", hint=f"one of {', '.join(KEEP)}")
     if opts.keep != "all" and opts.event_time is None:
@@ -302,6 +302,11 @@ def replay_batches(spark: "SparkSession", ckpt: Checkpoint | str, start: int, en
     batches = plan(ckpt, start, end, source=opts.source, include_pending=opts.include_pending,
                    path_map=opts.path_map, late_rule=opts.late_watermark, fs_options=opts.fs_options)
     _check_sources(batches, opts)
+    return batches
+
+
+def read_batches(spark: "SparkSession", batches: list[BatchInput], opts: ReplayOptions) -> Iterator[ReplayBatch]:
+    """Each prepared batch, in order, with its exact input read by Spark."""
     schema = _infer_schema(spark, batches, opts)
     for batch in batches:
         src = batch.sources[0] if batch.sources else None
@@ -317,6 +322,12 @@ def replay_batches(spark: "SparkSession", ckpt: Checkpoint | str, start: int, en
             if opts.event_time is not None:
                 data, late = with_lateness(df, opts.event_time, batch.late_watermark_ms, opts.window)
         yield ReplayBatch(batch, df, data, late, missing)
+
+
+def replay_batches(spark: "SparkSession", ckpt: Checkpoint | str, start: int, end: int | None = None,
+                   opts: ReplayOptions = ReplayOptions()) -> Iterator[ReplayBatch]:
+    """Batches ``start..end`` in order, each with its exact input read by Spark."""
+    yield from read_batches(spark, prepare(ckpt, start, end, opts), opts)
 
 
 def batch_inputs(spark: "SparkSession", ckpt: Checkpoint | str, start: int, end: int | None = None,
@@ -381,11 +392,11 @@ def count_batches(batches: list[ReplayBatch], group_by: tuple[str, ...] = ()) ->
     return out
 
 
-def replay(spark: "SparkSession", ckpt: Checkpoint | str, start: int, end: int | None, opts: ReplayOptions,
-           sink: Sink, group_by: tuple[str, ...] = ()) -> list[dict[str, Any]]:
-    """Hand each batch's kept rows to ``sink(df, batch_id)`` in batch order (then ``sink.close()`` if it
-    has one); one summary row per batch."""
-    batches = list(replay_batches(spark, ckpt, start, end, opts))
+def replay(spark: "SparkSession", prepared: list[BatchInput], opts: ReplayOptions, sink: Sink,
+           group_by: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """Hand each prepared batch's kept rows to ``sink(df, batch_id)`` in batch order (then ``sink.close()``
+    if it has one); one summary row per batch."""
+    batches = list(read_batches(spark, prepared, opts))
     with spark_errors("counting the rows of the batches"):
         counts = count_batches(batches, group_by)
     out = []

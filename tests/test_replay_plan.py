@@ -281,3 +281,37 @@ def test_plan_store_that_cannot_be_opened_is_unknown_not_missing():
     (f,) = src["files"]
     assert f["location"] == f"nostore://bucket/data/{fixture_facts(name)['batches'][1]['input_files'][0]}"
     assert (f["exists"], f["size"], src["missing_files"], src["bytes"]) == (None, None, 0, None)
+
+
+def offsets_checkpoint(root: Path, offsets: list[str]) -> Path:
+    """A checkpoint whose source 0 recorded ``offsets`` in batches 0, 1, ... (all committed)."""
+    ckpt = root / "ckpt"
+    (ckpt / "offsets").mkdir(parents=True)
+    (ckpt / "commits").mkdir()
+    for batch, offset in enumerate(offsets):
+        meta = json.dumps({"batchWatermarkMs": batch * 1000, "batchTimestampMs": 1700000000000 + batch})
+        (ckpt / "offsets" / str(batch)).write_text(f"v1\n{meta}\n{offset}")
+        (ckpt / "commits" / str(batch)).write_text("v1\n{}")
+    return ckpt
+
+
+def test_delta_and_other_sources_plan_but_do_not_replay(tmp_path):
+    delta = [
+        '{"sourceVersion":1,"reservoirId":"d1","reservoirVersion":3,"index":-1,"isStartingVersion":true}',
+        '{"sourceVersion":1,"reservoirId":"d1","reservoirVersion":5,"index":2,"isStartingVersion":false}',
+    ]
+    ckpt = offsets_checkpoint(tmp_path, delta)
+    first, second = (b["sources"][0] for b in plan_json(ckpt, "--from", "0")["batches"])
+    assert first["start_version"] is None
+    assert first["end_version"] == {"reservoirVersion": 3, "index": -1, "isStartingVersion": True}
+    assert second["start_version"] == first["end_version"]
+    assert second["end_version"] == {"reservoirVersion": 5, "index": 2, "isStartingVersion": False}
+    assert (second["kind"], second["replayable"]) == ("delta", False)
+    result = run_cli("replay", ckpt, "--from", "1", "--foreach-batch", "json:dumps", exit_code=2)
+    assert "offsets/1: batch 1: source 0 cannot be replayed (Delta source" in result.output and "delta-spark" in result.output
+    rate = offsets_checkpoint(tmp_path / "rate", ["7", "12"])
+    src = plan_json(rate, "--from", "1")["batches"][0]["sources"][0]
+    assert (src["kind"], src["start"], src["end"], src["replayable"]) == ("long", "7", "12", False)
+    result = run_cli("replay", rate, "--from", "1", "--output", tmp_path / "out", exit_code=2)
+    assert "cannot be replayed (a long offset: wmcheck cannot rebuild this source's input)" in result.output
+    assert not (tmp_path / "out").exists()
