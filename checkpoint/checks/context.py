@@ -69,11 +69,12 @@ class Tree:
         self.fs = fs
         self.shown = shown
         self.entries: set[str] = set()
+        self.folders: dict[str, list[str]] = {}
         self.mismatches: list[Issue] = []
 
     def list(self, folder: str) -> list[str]:
-        """Names in ``folder`` (remembered in ``entries``, so sidecar lookups need no I/O)."""
-        names = self.fs.names(folder)
+        """Names in ``folder`` (remembered in ``folders`` and ``entries``, so later lookups need no I/O)."""
+        names = self.folders[folder] = self.fs.names(folder)
         prefix = f"{folder}/" if folder else ""
         self.entries.update(prefix + n for n in names)
         return names

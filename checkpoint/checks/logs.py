@@ -9,7 +9,7 @@ from ..model import COMMITS, OFFSETS
 from ..summary import REPAIR_JOURNAL
 from ..state_files import is_crc, is_temp
 from ..checksums import sidecar_target
-from .context import Context, Tree, error_text
+from .context import Context, Tree, error_text, sidecars
 from .registry import ERROR, WARNING, Issue, register
 from .text import span
 
@@ -138,11 +138,12 @@ def strays(ctx: Context) -> tuple[list[tuple[Tree, str]], list[tuple[Tree, str]]
     if "strays" not in ctx.memo:
         temps, orphans = [], []
         for tree in ctx.trees:
+            covered = {s for path in tree.entries for s in sidecars(path)}
             for path in tree.entries:
                 name = path.rpartition("/")[2]
                 if is_temp(name):
                     temps.append((tree, path))
-                elif is_crc(name) and sidecar_target(path)[1] not in tree.entries:
+                elif is_crc(name) and path not in covered:
                     orphans.append((tree, path))
         ctx.memo["strays"] = temps, orphans
     return ctx.memo["strays"]

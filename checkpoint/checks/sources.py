@@ -13,15 +13,12 @@ from .text import span
 DEFAULT_COMPACT_INTERVAL = 10  # spark.sql.streaming.fileSource.log.compactInterval and fileSink's
 
 
-def log_files(tree: Tree, folder: str) -> dict[int, set[bool]]:
+def log_forms(tree: Tree, folder: str) -> dict[int, set[bool]]:
     """Batch id -> which forms exist (``True``: ``N.compact``, ``False``: ``N``) in a file log folder."""
     out: dict[int, set[bool]] = {}
-    prefix = folder + "/"
-    for path in tree.entries:
-        if path.startswith(prefix) and "/" not in path[len(prefix):]:
-            parsed = log_file_batch(path[len(prefix):])
-            if parsed:
-                out.setdefault(parsed[0], set()).add(parsed[1])
+    for parsed in map(log_file_batch, tree.folders.get(folder, ())):
+        if parsed:
+            out.setdefault(parsed[0], set()).add(parsed[1])
     return out
 
 
@@ -61,7 +58,7 @@ def source_log_behind(ctx: Context) -> Iterator[Issue]:
         if end is None or not src.source_id.isdigit() or int(src.source_id) not in ckpt.source_dirs:
             continue
         folder = f"{SOURCES}/{src.source_id}"
-        files = log_files(ctx.tree, folder)
+        files = log_forms(ctx.tree, folder)
         compacts = [b for b, forms in files.items() if True in forms]
         start = max(compacts) + 1 if compacts else min(files, default=0)
         if previous is not None:
@@ -81,7 +78,7 @@ def source_log_behind(ctx: Context) -> Iterator[Issue]:
 
 
 def compaction_issues(tree: Tree, folder: str) -> Iterator[Issue]:
-    files = log_files(tree, folder)
+    files = log_forms(tree, folder)
     derived = compact_interval(files)
     if derived is None:
         return
@@ -109,7 +106,7 @@ def compaction(ctx: Context) -> Iterator[Issue]:
 
 
 def sink_latest(ctx: Context) -> int | None:
-    return max(log_files(ctx.sink, SINK_LOG), default=None)
+    return max(log_forms(ctx.sink, SINK_LOG), default=None)
 
 
 @register("WM024", ERROR, "file sink log ahead of the last committed batch", needs_sink=True)
@@ -118,7 +115,7 @@ def sink_ahead(ctx: Context) -> Iterator[Issue]:
     latest = sink_latest(ctx)
     allowed = ckpt.last_batch if ckpt.pending_batch is not None else ckpt.last_committed_batch
     if latest is not None and (allowed is None or latest > allowed):
-        name = f"{latest}{COMPACT_SUFFIX}" if True in log_files(ctx.sink, SINK_LOG)[latest] else str(latest)
+        name = f"{latest}{COMPACT_SUFFIX}" if True in log_forms(ctx.sink, SINK_LOG)[latest] else str(latest)
         done = ckpt.last_committed_batch
         yield ctx.sink.shown(f"{SINK_LOG}/{name}"), (
             f"the file sink has committed batch {latest} but the checkpoint's last committed batch is {done}"

@@ -101,7 +101,11 @@ def stuck_watermark(ctx: Context) -> Iterator[Issue]:
 def conf_drift(ctx: Context) -> Iterator[Issue]:
     seen: dict[str, tuple[str, int]] = {}
     reported: set[str] = set()
+    previous = None
     for batch, conf in ctx.confs.items():
+        if conf is previous:
+            continue  # the same conf text as the batch before (parsed once)
+        previous = conf
         for key in PINNED_CONFS.values():
             if key not in conf or key in reported:
                 continue
