@@ -210,11 +210,11 @@ def _check_sources(batches: list[BatchInput], opts: ReplayOptions) -> None:
     if missing and not opts.skip_missing:
         shown = ", ".join(f.location for _, _, f in missing[:SHOWN_MISSING])
         more = f" and {len(missing) - SHOWN_MISSING} more" if len(missing) > SHOWN_MISSING else ""
-        batch, source, first = missing[0]
+        first_batch, source, first = missing[0]
         raise MissingFileError(
-            f"{len(missing)} input file(s) of batches {missing[0][0]}..{missing[-1][0]} no longer exist: {shown}{more}",
+            f"{len(missing)} input file(s) of batches {first_batch}..{missing[-1][0]} no longer exist: {shown}{more}",
             path=f"sources/{source}/{first.log_batch}",
-            hint="--path-map FROM=TO if the data moved (e.g. the fixture root), or --skip-missing to replay without them",
+            hint="--path-map FROM=TO if the data moved (another directory or bucket), or --skip-missing to replay without them",
         )
 
 
