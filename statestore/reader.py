@@ -99,8 +99,9 @@ def _failure_text(exc: BaseException) -> str:
 
 
 @contextmanager
-def spark_errors(store: Store, tgt: Target) -> Iterator[None]:
-    """Spark's failures while reading one store as one clear CheckpointError (chained for --debug)."""
+def spark_errors(store: Store, tgt: Target, location: str) -> Iterator[None]:
+    """Spark's failures while reading one store as one clear CheckpointError (chained for --debug);
+    paths in Spark's message are shown relative to the checkpoint ``location``."""
     from py4j.protocol import Py4JError
     from pyspark.errors import PySparkException
 
@@ -108,11 +109,13 @@ def spark_errors(store: Store, tgt: Target) -> Iterator[None]:
         yield
     except (PySparkException, Py4JError) as exc:
         text = _failure_text(exc)
+        for prefix in (f"file:{location}/", f"{location}/"):
+            text = text.replace(prefix, "")
         condition = (_CONDITION.search(text) or [None, ""])[1]
         what = f"operator {store.operator_id} {store.name!r} at batch {tgt.batch} (state of batch {tgt.state_batch_id})"
-        if condition.startswith("CANNOT_LOAD_STATE_STORE") or "STATE_STORE" in condition:
+        if "STATE_STORE" in condition or "FileNotFoundException" in text:
             hint = "the state files of that version were purged (minBatchesToRetain) or are damaged: wmcheck check CKPT"
-        elif condition.startswith("STDS_COMMITTED_BATCH_UNAVAILABLE") or condition.startswith("STDS_OFFSET"):
+        elif condition.startswith(("STDS_COMMITTED_BATCH_UNAVAILABLE", "STDS_OFFSET")):
             hint = "that batch's commit or offsets file is missing: wmcheck batches CKPT"
         else:
             hint = "--debug shows Spark's full error"
@@ -152,8 +155,9 @@ def load(spark: "SparkSession", ckpt: Checkpoint, store: Store, tgt: Target) -> 
     for key, value in store.options.items():
         reader = reader.option(key, value)
     version = "2" if ckpt.commit(tgt.state_batch_id).state_unique_ids else "1"
-    with spark_errors(store, tgt), _session_conf(spark, CHECKPOINT_FORMAT, version):
-        return reader.load(spark_path(ckpt))
+    location = spark_path(ckpt)
+    with spark_errors(store, tgt, location), _session_conf(spark, CHECKPOINT_FORMAT, version):
+        return reader.load(location)
 
 
 def _from_spark(data_type: Any) -> Any:
@@ -235,6 +239,8 @@ class StoreRead:
     rule: Eviction
     raw: "DataFrame"
     target: Target
+    location: str
+    """The checkpoint as Spark reads it."""
 
     def rows(self) -> "DataFrame":
         return state_rows(self.raw, self.store, self.rule, self.target.watermark_ms)
@@ -253,7 +259,7 @@ def read_stores(spark: "SparkSession", ckpt: Checkpoint | str, operator: int | N
     out = []
     for s in stores:
         raw = load(spark, ckpt, s, tgt)
-        out.append(StoreRead(s, eviction_for(ckpt, s, raw), raw, tgt))
+        out.append(StoreRead(s, eviction_for(ckpt, s, raw), raw, tgt, spark_path(ckpt)))
     return out
 
 
@@ -319,7 +325,7 @@ def store_summary(read: StoreRead, tz: tzinfo = timezone.utc) -> dict[str, Any]:
     wm = read.target.watermark_ms
     rows = read.rows()
     delta = F.col("event_time_ms") - F.lit(wm)
-    with spark_errors(read.store, read.target):
+    with spark_errors(read.store, read.target, read.location):
         stats = (rows.groupBy("partition_id", _bucket(delta).alias("bucket"))
                  .agg(F.count(F.lit(1)).alias("n"), F.sum(F.col("older").cast("long")).alias("older"),
                       F.min("event_time_ms").alias("oldest"))
@@ -409,7 +415,7 @@ def older_tables(reads: list[StoreRead], limit: int | None = None) -> list:
         df = read.older()
         if limit is not None:
             df = df.orderBy("event_time_ms", "partition_id").limit(limit)
-        with spark_errors(read.store, read.target):
+        with spark_errors(read.store, read.target, read.location):
             tables.append(df.toArrow())
     return tables
 

@@ -1,0 +1,413 @@
+"""``wmcheck state`` with real Spark on the fixtures: the reader's rows, the keys older than the watermark
+(computed here independently from the rows Spark's reader returned and the fixture's watermark), and
+what every batch evicted against Spark's own metrics and output."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from conftest import fixture_checkpoint, fixture_facts, fixture_names, run_cli
+from wmcheck.statestore import older_than_watermark, read_state
+from wmcheck.statestore.reader import summarize
+
+pytestmark = pytest.mark.spark
+
+FIXTURES = fixture_names()
+WINDOWED = {"agg_window_hdfs", "agg_window_rocksdb", "checkpoint_v2", "compaction", "multi_watermark_max", "agg_spark35", "chained_aggs"}
+TIMERS = "$eventTimers_keyToTimestamp"
+
+
+def iso_ms(text: str) -> int:
+    """Epoch ms of fixture.json's ISO timestamps (microseconds dropped like Spark's floor)."""
+    when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return int(when.timestamp() * 1_000_000) // 1000
+
+
+def fixture_rows(name: str, op: str, store: str) -> list[dict]:
+    """The rows of the reader view ``store``, as Spark's reader returned them (a join side is its keyWithIndexToValue store)."""
+    state = fixture_facts(name)["state"][op]
+    return state[f"{store}-keyWithIndexToValue" if store in ("left", "right") else store]["rows"]
+
+
+def event_ms(name: str, store: str, row: dict) -> int | None:
+    """Spark's eviction time of one reader row, in ms (None: never evicted by the watermark)."""
+    if name in WINDOWED:
+        return iso_ms(row["key"]["window"]["end"])
+    if name == "dedup_watermark":
+        return iso_ms(row["key"]["ts"])
+    if name == "join_stream_stream":
+        return iso_ms(row["value"][store[0] + "_ts"])
+    if name == "pandas_state_timeout":
+        return None if row["value"]["timeoutTimestamp"] == -1 else row["value"]["timeoutTimestamp"]
+    if name == "tws_pandas" and store == TIMERS:
+        return row["expiration_timestamp_ms"]
+    return None
+
+
+def evicted(name: str, store: str, when: int | None, watermark: int) -> bool:
+    """Spark's comparison: timeouts and timers fire below the watermark, everything else at or below it."""
+    if when is None:
+        return False
+    return when < watermark if name in ("pandas_state_timeout", "tws_pandas") else when <= watermark
+
+
+def views(name: str) -> list[tuple[str, str]]:
+    """(operator, view) pairs the summary shows: a join's sides instead of its stores."""
+    out = []
+    for op, stores in fixture_facts(name)["state"].items():
+        names = ["left", "right"] if name == "join_stream_stream" else list(stores)
+        out += [(op, s) for s in names]
+    return out
+
+
+def summary(name: str, *args: str) -> dict:
+    return json.loads(run_cli("state", fixture_checkpoint(name), "--format", "json", *args).stdout)
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_summary_matches_reader_rows_and_watermark(name, spark):
+    facts = fixture_facts(name)
+    doc = summary(name)
+    wm = facts["next_watermark_ms"]
+    assert (doc["batch"], doc["state_batch_id"], doc["watermark_ms"], doc["watermark_from"]) == (
+        facts["last_committed_batch"] + 1, facts["last_committed_batch"], wm, "next batch")
+    got = {(str(s["operator_id"]), s["store"]): s for s in doc["stores"]}
+    assert sorted(got) == sorted(views(name))
+    for (op, store), s in got.items():
+        rows = fixture_rows(name, op, store)
+        assert s["rows"] == len(rows)
+        side = f"{store}-keyWithIndexToValue" if store in ("left", "right") else store
+        assert s["rows_per_partition"] == facts["state"][op][side]["rows_per_partition"]
+        times = [event_ms(name, store, r) for r in rows]
+        known = [t for t in times if t is not None]
+        assert s["older_than_watermark"] == sum(evicted(name, store, t, wm) for t in times)
+        assert s["oldest_event_time_ms"] == (min(known) if known else None)
+        if s["evictable"]:
+            assert s["without_event_time"] == len(times) - len(known)
+            assert s["oldest_behind_watermark_ms"] == (wm - min(known) if known else None)
+            assert sum(b["rows"] for b in s["histogram"]) == len(known)
+        else:
+            assert s["event_time_column"] is None and s["histogram"] is None
+
+
+def _middle(times: list[int]) -> int:
+    ordered = sorted(set(times))
+    return ordered[len(ordered) // 2]
+
+
+def with_event_times(name: str, op: str, store: str) -> bool:
+    return any(event_ms(name, store, r) is not None for r in fixture_rows(name, op, store))
+
+
+@pytest.mark.parametrize("name,op,store", [(n, op, s) for n in FIXTURES for op, s in views(n) if with_event_times(n, op, s)])
+def test_what_if_watermark_lists_exactly_the_older_rows(name, op, store, spark):
+    """--watermark at the middle event time: the listed keys are those Spark's rule selects from the reader's rows."""
+    rows = fixture_rows(name, op, store)
+    times = [event_ms(name, store, r) for r in rows]
+    wm = _middle([t for t in times if t is not None])
+    selector = ["--join-side", store] if store in ("left", "right") else ["--state-var", store] if store == TIMERS else ["--store", store]
+    out = json.loads(run_cli("state", fixture_checkpoint(name), "--older-than-watermark", "--operator", op, *selector,
+                             "--watermark", str(wm), "--format", "json").stdout)
+    want = sorted((r["partition_id"], json.dumps(r["key"], sort_keys=True), t) for r, t in zip(rows, times) if evicted(name, store, t, wm))
+    if name == "join_stream_stream":  # the side view drops the store's index column from the key
+        want = sorted((p, json.dumps({"field0": json.loads(k)["field0"]}), t) for p, k, t in want)
+    got = sorted((r["partition_id"], json.dumps(r["key"], sort_keys=True), r["event_time_ms"]) for r in out)
+    assert got == want and 0 < len(got) < len(rows) + 1
+    assert {(r["operator_id"], r["store"]) for r in out} == {(int(op), store)}
+    assert [r["event_time_ms"] for r in out] == sorted(r["event_time_ms"] for r in out)
+
+
+@pytest.mark.parametrize("name,store,args", [
+    ("agg_window_hdfs", "default", []),
+    ("pandas_state_timeout", "default", []),
+    ("tws_pandas", TIMERS, ["--state-var", TIMERS]),
+])
+def test_watermark_below_every_key_selects_none_above_selects_all(name, store, args, spark):
+    rows = fixture_rows(name, "0", store)
+    times = [event_ms(name, store, r) for r in rows]
+    low, high = min(times), max(times)
+    listing = ["state", fixture_checkpoint(name), "--older-than-watermark", "--format", "json", *args]
+    strict = name != "agg_window_hdfs"
+    assert json.loads(run_cli(*listing, "--watermark", str(low if strict else low - 1)).stdout) == []
+    everything = json.loads(run_cli(*listing, "--watermark", str(high + 1 if strict else high)).stdout)
+    assert len(everything) == len(rows)
+    if name == "pandas_state_timeout":  # the value is the reader's value, exactly
+        got = sorted((r["partition_id"], r["key"]["id"], json.dumps(r["value"], sort_keys=True)) for r in everything)
+        assert got == sorted((r["partition_id"], r["key"]["id"], json.dumps(r["value"], sort_keys=True)) for r in rows)
+
+
+# -- what each batch evicted, against Spark's metrics and outputs -----------------------------------
+
+
+@pytest.mark.parametrize("name", ["agg_window_hdfs", "dedup_watermark", "chained_aggs", "checkpoint_v2", "agg_spark35"])
+def test_each_batch_evicts_what_spark_removed(name, spark):
+    """The keys older than batch N's watermark in the state batch N started from = Spark's numRowsRemoved of batch N."""
+    facts = fixture_facts(name)
+    ckpt = str(fixture_checkpoint(name))
+    first = min(int(p.name) for p in (fixture_checkpoint(name) / "commits").iterdir() if p.name.isdigit()) + 1
+    checked = 0
+    for b in facts["batches"]:
+        if b["batch"] < first:
+            continue
+        doc = summarize(spark, ckpt, batch=b["batch"])
+        assert doc["watermark_ms"] == b["watermark_ms"]
+        older = {s["operator_id"]: s["older_than_watermark"] for s in doc["stores"]}
+        removed = {i: o["num_rows_removed"] for i, o in enumerate(b["state_operators"])}  # listed by operator id
+        assert older == removed, b["batch"]
+        checked += sum(removed.values())
+    assert checked > 0
+
+
+def test_join_evicts_below_watermark_minus_its_time_range(spark):
+    """The join condition bounds r_ts within 5 s of l_ts: Spark removes rows <= watermark - 5 s from both sides."""
+    for b in fixture_facts("join_stream_stream")["batches"][1:]:
+        doc = summary("join_stream_stream", "--batch", str(b["batch"]), "--watermark", "watermark-5 seconds")
+        assert doc["watermark_ms"] == b["watermark_ms"] - 5000
+        assert sum(s["older_than_watermark"] for s in doc["stores"]) == b["state_operators"][0]["num_rows_removed"]
+
+
+def test_timed_out_keys_are_the_ones_the_function_saw_time_out(spark):
+    """applyInPandasWithState: keys whose timeout is below batch N's watermark = rows emitted with timed_out in batch N."""
+    name = "pandas_state_timeout"
+    root = fixture_checkpoint(name).parent
+    seen = 0
+    for b in fixture_facts(name)["batches"][1:]:
+        out = json.loads(run_cli("state", fixture_checkpoint(name), "--older-than-watermark", "--batch", str(b["batch"]),
+                                 "--format", "json").stdout)
+        emitted = [json.loads(line) for line in (root / "output" / f"batch-{b['batch']:06d}.json").read_text().splitlines()]
+        assert sorted(r["key"]["id"] for r in out) == sorted(e["id"] for e in emitted if e["timed_out"])
+        seen += len(out)
+    assert seen > 0
+
+
+def test_fired_timers_are_the_sessions_the_processor_emitted(spark):
+    """transformWithState: timers below batch N's watermark = sessions emitted (by handleExpiredTimer) in batch N."""
+    import pyarrow.parquet as pq
+
+    name = "tws_pandas"
+    root = fixture_checkpoint(name).parent
+    seen = 0
+    for b in fixture_facts(name)["batches"][1:]:
+        out = json.loads(run_cli("state", fixture_checkpoint(name), "--older-than-watermark", "--batch", str(b["batch"]),
+                                 "--format", "json").stdout)
+        log = root / "output" / "_spark_metadata" / str(b["batch"])
+        files = [json.loads(line)["path"].removeprefix("file:") for line in log.read_text().splitlines()[1:]] if log.exists() else []
+        emitted = [r for f in files for r in pq.read_table(root / Path(f).relative_to(fixture_facts(name)["root"])).to_pylist()]
+        assert sorted((r["key"]["id"], r["event_time_ms"]) for r in out) == sorted((e["id"], e["expired_at_ms"]) for e in emitted)
+        seen += len(out)
+    assert seen > 0
+
+
+# -- every output format ----------------------------------------------------------------------------
+
+
+AGG = "agg_window_hdfs"
+
+
+def agg_listing() -> list[dict]:
+    """The fixture's rows as the JSON listing shows them, for a watermark at or above every window end."""
+    rows = fixture_rows(AGG, "0", "default")
+    return sorted(({"operator_id": 0, "store": "default", "partition_id": r["partition_id"], "key": r["key"], "value": r["value"],
+                    "event_time_ms": event_ms(AGG, "default", r)} for r in rows),
+                  key=lambda r: (r["event_time_ms"], r["partition_id"], json.dumps(r["key"], sort_keys=True)))
+
+
+def top_watermark() -> str:
+    return str(max(r["event_time_ms"] for r in agg_listing()))
+
+
+def test_listing_json_is_the_readers_rows(spark):
+    out = json.loads(run_cli("state", fixture_checkpoint(AGG), "--older-than-watermark", "--watermark", top_watermark(),
+                             "--format", "json").stdout)
+    assert out == agg_listing()
+
+
+def test_listing_limit_keeps_the_oldest(spark):
+    out = json.loads(run_cli("state", fixture_checkpoint(AGG), "--older-than-watermark", "--watermark", top_watermark(),
+                             "--limit", "2", "--format", "json").stdout)
+    assert out == agg_listing()[:2]
+
+
+def test_listing_csv(spark):
+    text = run_cli("state", fixture_checkpoint(AGG), "--older-than-watermark", "--watermark", top_watermark(), "--format", "csv").stdout
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert list(rows[0]) == ["operator_id", "store", "partition_id", "key", "value", "event_time_ms"]
+    assert [(int(r["partition_id"]), json.loads(r["key"]), json.loads(r["value"]), int(r["event_time_ms"])) for r in rows] == [
+        (r["partition_id"], r["key"], r["value"], r["event_time_ms"]) for r in agg_listing()]
+
+
+def test_listing_table(spark):
+    text = run_cli("state", fixture_checkpoint(AGG), "--older-than-watermark", "--watermark", top_watermark()).stdout
+    lines = text.splitlines()
+    assert lines[0] == f"watermark {top_watermark()} (2024-01-01T00:01:40.000Z, --watermark)"
+    assert lines[1].split() == ["operator_id", "store", "partition_id", "key", "value", "event", "time", "behind", "watermark"]
+    first = agg_listing()[0]
+    assert lines[3].split()[:4] == ["0", "default", str(first["partition_id"]), json.dumps(first["key"], separators=(",", ":"))]
+    assert len(lines) == 3 + len(agg_listing())
+
+
+def test_listing_table_names_stores_the_watermark_never_evicts(spark):
+    text = run_cli("state", fixture_checkpoint("tws_pandas"), "--older-than-watermark").stdout
+    assert "operator 0 count: state variable: the watermark never evicts it" in text
+    assert text.splitlines()[-1] == "(none)"
+
+
+def test_listing_parquet(spark, tmp_path):
+    import pyarrow.parquet as pq
+
+    target = tmp_path / "older.parquet"
+    result = run_cli("state", fixture_checkpoint(AGG), "--older-than-watermark", "--watermark", top_watermark(),
+                     "--format", "parquet", "--output", target)
+    assert result.stdout == f"wrote {len(agg_listing())} rows to {target}\n"
+    table = pq.read_table(target)
+    assert table.column_names == ["operator_id", "store", "partition_id", "key", "value", "event_time_ms"]
+    got = sorted(table.to_pylist(), key=lambda r: (r["event_time_ms"], r["partition_id"], json.dumps(r["key"], default=str, sort_keys=True)))
+    assert [(r["partition_id"], r["key"]["id"], r["value"], r["event_time_ms"], int(r["key"]["window"]["end"].timestamp() * 1000))
+            for r in got] == [(r["partition_id"], r["key"]["id"], r["value"], r["event_time_ms"], r["event_time_ms"]) for r in agg_listing()]
+
+
+def test_parquet_refuses_stores_of_different_shapes(spark, tmp_path):
+    result = run_cli("state", fixture_checkpoint("join_stream_stream"), "--older-than-watermark", "--watermark", "watermark+1 hour",
+                     "--format", "parquet", "--output", tmp_path / "x.parquet", exit_code=2)
+    assert result.stderr.startswith("Error: operator 0 left, operator 0 right have different key/value schemas")
+
+
+def test_summary_table(spark):
+    facts = fixture_facts(AGG)
+    text = run_cli("state", fixture_checkpoint(AGG)).stdout
+    assert f"watermark:  {facts['next_watermark_ms']} (2024-01-01T00:01:25.000Z, next batch)" in text
+    per_partition = " ".join(f"{p}:{n}" for p, n in facts["state"]["0"]["default"]["rows_per_partition"].items())
+    row = next(line for line in text.splitlines() if line.startswith("0 ") and "stateStoreSave" in line)
+    assert row.split()[:5 + len(per_partition.split())] == ["0", "stateStoreSave", "default", "4", *per_partition.split(), "key.window.end"]
+    assert "removed once key.window.end <= watermark (never in complete output mode)" in text
+    assert "event time minus watermark" in text and "(0, +10s]" in text
+
+
+def test_summary_csv(spark):
+    facts = fixture_facts(AGG)
+    rows = dict(csv.reader(io.StringIO(run_cli("state", fixture_checkpoint(AGG), "--format", "csv").stdout)))
+    assert rows["watermark_ms"] == str(facts["next_watermark_ms"])
+    assert rows["stores.0.rows"] == "4" and rows["stores.0.event_time_column"] == "key.window.end"
+    assert {k.split(".")[-1]: int(v) for k, v in rows.items() if k.startswith("stores.0.rows_per_partition.")} == {
+        p: n for p, n in facts["state"]["0"]["default"]["rows_per_partition"].items()}
+
+
+def test_summary_tz_changes_only_displayed_times(spark):
+    text = run_cli("state", fixture_checkpoint(AGG), "--tz", "Asia/Tokyo").stdout
+    assert "2024-01-01T09:01:25.000+09:00" in text
+
+
+def test_output_file(spark, tmp_path):
+    target = tmp_path / "summary.json"
+    assert run_cli("state", fixture_checkpoint(AGG), "--format", "json", "--output", target).stdout == ""
+    assert json.loads(target.read_text())["stores"][0]["rows"] == 4
+
+
+# -- the Python API ---------------------------------------------------------------------------------
+
+
+def test_read_state_is_the_raw_reader(spark):
+    df = read_state(spark, str(fixture_checkpoint("pandas_state_timeout")))
+    assert df.columns == ["key", "value", "partition_id"]
+    rows = sorted((r["partition_id"], r["key"]["id"], r["value"]["timeoutTimestamp"]) for r in df.collect())
+    assert rows == sorted((r["partition_id"], r["key"]["id"], r["value"]["timeoutTimestamp"])
+                          for r in fixture_rows("pandas_state_timeout", "0", "default"))
+
+
+def test_older_than_watermark_dataframe(spark):
+    ckpt = str(fixture_checkpoint("join_stream_stream"))
+    df = older_than_watermark(spark, ckpt, store="left", watermark_ms=10**13)
+    assert df.columns == ["operator_id", "store", "partition_id", "key", "value", "event_time_ms"]
+    assert df.count() == len(fixture_rows("join_stream_stream", "0", "left"))
+    with pytest.raises(Exception, match="operator 0 has several stores: left, right"):
+        older_than_watermark(spark, ckpt)
+    timers = older_than_watermark(spark, str(fixture_checkpoint("tws_pandas")), watermark_ms=10**13)
+    assert timers.select("store").distinct().collect()[0][0] == TIMERS
+
+
+def test_active_session_is_reused(spark):
+    from wmcheck.statestore.session import get_session, quiet_java_options
+
+    assert get_session() == (spark, False)
+    options = quiet_java_options("-Dx=1")
+    path = options.split("-Dlog4j2.configurationFile=file:")[1]
+    assert options.startswith("-Dx=1 ") and Path(path).is_file()
+    assert quiet_java_options("-Dlog4j2.configurationFile=mine") == "-Dlog4j2.configurationFile=mine"
+
+
+# -- Spark's failures, one line ---------------------------------------------------------------------
+
+
+def test_purged_state_is_one_clear_line(spark, copy_fixture):
+    copy = copy_fixture(AGG)
+    for delta in (copy / "checkpoint" / "state" / "0").glob("*/5.delta"):
+        delta.unlink()
+    result = run_cli("state", copy / "checkpoint", "--batch", "6", exit_code=2)
+    assert result.stderr.startswith("Error: Spark cannot read the state of operator 0 'default' at batch 6 (state of batch 5): ")
+    assert result.stderr.endswith("(hint: the state files of that version were purged (minBatchesToRetain) or are damaged: wmcheck check CKPT)\n")
+    assert result.stderr.count("\n") == 1
+
+
+# -- operators the fixtures do not have: session windows, dropDuplicatesWithinWatermark, no watermark -
+
+
+@pytest.fixture(scope="module")
+def generated(spark, tmp_path_factory):
+    """Tiny checkpoints written by real queries with the shared session: {name: checkpoint path}."""
+    from pyspark.sql import functions as F
+
+    root = tmp_path_factory.mktemp("state-queries")
+    data = root / "input"
+    data.mkdir()
+    for i, rows in enumerate([[("a", 1), ("b", 3), ("a", 7)], [("c", 25), ("a", 40)], [("b", 41), ("d", 50), ("e", 59)]]):
+        (data / f"f{i}.json").write_text("".join(json.dumps({"id": k, "ts": f"2024-01-01T00:00:{s:02d}Z"}) + "\n" for k, s in rows))
+    events = spark.readStream.format("json").schema("id STRING, ts TIMESTAMP").option("maxFilesPerTrigger", 1).load(str(data))
+    queries = {
+        "session": (events.withWatermark("ts", "5 seconds").groupBy(F.session_window("ts", "5 seconds"), "id").count(), "append"),
+        "dedup_within": (events.withWatermark("ts", "5 seconds").dropDuplicatesWithinWatermark(["id"]), "append"),
+        "no_watermark": (events.groupBy("id").count(), "update"),
+    }
+    out = {}
+    for name, (df, mode) in queries.items():
+        out[name] = root / name
+        query = (df.writeStream.format("noop").outputMode(mode).option("checkpointLocation", str(out[name]))
+                 .trigger(availableNow=True).start())
+        query.awaitTermination()
+    return out
+
+
+def _raw(spark, path: Path):
+    return spark.read.format("statestore").load(str(path)).collect()
+
+
+@pytest.mark.parametrize("name,column", [("session", "value.session_window.end"), ("dedup_within", "value.expiresAtMicros")])
+def test_generated_operators_evict_by_their_column(name, column, generated, spark):
+    doc = summary_of(generated[name])
+    (store,) = doc["stores"]
+    assert store["event_time_column"] == column
+    raw = _raw(spark, generated[name])
+    if name == "session":
+        times = [int(r["value"]["session_window"]["end"].timestamp() * 1000) for r in raw]
+    else:
+        times = [r["value"]["expiresAtMicros"] // 1000 for r in raw]
+    assert store["rows"] == len(raw) > 0
+    for wm in sorted(set(times)):
+        doc = summary_of(generated[name], "--watermark", str(wm))
+        assert doc["stores"][0]["older_than_watermark"] == sum(t <= wm for t in times)
+
+
+def test_store_without_event_time_is_never_evicted(generated, spark):
+    (store,) = summary_of(generated["no_watermark"])["stores"]
+    assert (store["rows"], store["event_time_column"], store["older_than_watermark"]) == (5, None, 0)
+    assert store["eviction"] == ("no event-time column: the grouping keys hold neither the watermarked column nor a window on it; "
+                                 "this state is never evicted by the watermark and grows with every new key")
+    assert "none: never evicted" in run_cli("state", generated["no_watermark"]).stdout
+
+
+def summary_of(path: Path, *args: str) -> dict:
+    return json.loads(run_cli("state", path, "--format", "json", *args).stdout)
