@@ -1,13 +1,15 @@
 """``rewind``, ``set-watermark``, ``undo`` and ``backups`` as Python functions returning plain data."""
 from __future__ import annotations
 
+import functools
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, TypeVar
 
 from ..errors import CheckpointError, MissingFileError, RefusedError
 from ..fs import FileSystem, open_fs, require_dir
 from ..model import Checkpoint, open_checkpoint
 from ..timeutil import parse_duration_ms, parse_time_ms
+from ..validate import gc_paused
 from .backup import (APPLIED, APPLYING, UNDOING, UNDONE, Backup, list_manifests, manifest_plan, new_backup_id,
                      open_backup, read_journal, read_manifest)
 from .execute import apply, step_done, undo
@@ -18,8 +20,21 @@ from .targets import DEFAULT_IDLE_MS, now_ms, recent_activity, resolve_target
 from .watermark import plan_set_watermark
 
 Options = Mapping[str, str] | None
+F = TypeVar("F", bound=Callable[..., Any])
 
 
+def _without_gc(fn: F) -> F:
+    """Repairs allocate many small acyclic objects (a step per file): pause the cyclic GC meanwhile."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with gc_paused():
+            return fn(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+@_without_gc
 def rewind(
     location: str,
     *,
@@ -65,6 +80,7 @@ def rewind(
     return _finish(ckpt, plan, execute, plan_out, idle_ms, force, backup_dir, fs_options, now, fail_after)
 
 
+@_without_gc
 def set_watermark(
     location: str,
     *,
@@ -104,6 +120,7 @@ def set_watermark(
     return _finish(ckpt, plan, execute, plan_out, idle_ms, force, backup_dir, fs_options, now, fail_after)
 
 
+@_without_gc
 def undo_repair(
     location: str,
     *,
@@ -137,7 +154,7 @@ def undo_repair(
              (doc.get("created_ms", 0), doc["id"])]
     if later:
         raise RefusedError(f"repair {later[-1]} was made after {doc['id']}", hint=f"undo {later[-1]} first")
-    plan = manifest_plan(doc)
+    plan = manifest_plan(ckpt.fs, doc)
     backup = open_backup(ckpt.fs, doc, _roots(ckpt, plan.file_sink, fs_options), fs_options)
     _check_idle(ckpt, plan, idle_ms, force, now)
     restored = undo(plan, backup, doc["status"], now, force)
@@ -153,17 +170,16 @@ def list_backups(location: str, *, fs_options: Options = None) -> list[dict[str,
     journal = read_journal(ckpt.fs)
     rows = []
     for doc in list_manifests(ckpt.fs):
-        plan = doc["plan"]
-        req = plan.get("request", {})
+        req = doc.get("request", {})
         status = doc["status"]
         if journal and journal["backup_id"] == doc["id"] and status in (APPLYING, UNDOING):
             status = f"interrupted ({'undo' if status == UNDOING else 'apply'})"
         rows.append({
             "backup_id": doc["id"], "command": doc["command"], "status": status, "created_ms": doc.get("created_ms"),
             "target": f"batch {req['batch']}" if "batch" in req else f"watermark {req.get('watermark_ms')}",
-            "last_committed_before": plan.get("before", {}).get("last_committed_batch"),
-            "watermark_before_ms": plan.get("before", {}).get("watermark_ms"),
-            "steps": len(plan.get("steps", [])),
+            "last_committed_before": doc.get("before", {}).get("last_committed_batch"),
+            "watermark_before_ms": doc.get("before", {}).get("watermark_ms"),
+            "steps": doc.get("steps"),
             "files": doc.get("files") or ckpt.fs.uri(f"{OWN_DIR}/backups/{doc['id']}/files"),
         })
     return rows
@@ -256,10 +272,10 @@ def _backup_fs(backup_dir: str | None, ckpt: Checkpoint, plan: Plan, fs_options:
 
 def _finish(ckpt: Checkpoint, plan: Plan, execute: bool, plan_out: str | None, idle_ms: int, force: bool,
             backup_dir: str | None, fs_options: Options, now: int, fail_after: int | None) -> dict[str, Any]:
-    doc = plan.to_json()
+    plan_json = plan.to_json()
     if plan_out:
         Path(plan_out).write_text(dumps(plan), encoding="utf-8")
-    doc.update(executed=False, backup_id=None, backup=None)
+    doc = {**plan_json, "executed": False, "backup_id": None, "backup": None}
     if not execute:
         activity = recent_activity(ckpt, idle_ms, now)
         if activity:
@@ -271,6 +287,7 @@ def _finish(ckpt: Checkpoint, plan: Plan, execute: bool, plan_out: str | None, i
         backup_id = new_backup_id(ckpt.fs, plan.command, now)
         backup = Backup(backup_id, ckpt.fs, _roots(ckpt, plan.file_sink, fs_options),
                         files_fs.sub(backup_id) if files_fs else None)
+        backup.write_plan(plan_json)
         backup.write_manifest(plan, APPLYING)
         apply(plan, backup, now, fail_after)
         doc.update(backup_id=backup_id, backup=backup.files_location)
@@ -279,7 +296,7 @@ def _finish(ckpt: Checkpoint, plan: Plan, execute: bool, plan_out: str | None, i
 
 
 def _check_resume_target(ckpt: Checkpoint, journal: Mapping[str, Any], to_batch: int | None, from_plan: str | None) -> None:
-    plan = manifest_plan(read_manifest(ckpt.fs, journal["backup_id"]))
+    plan = manifest_plan(ckpt.fs, read_manifest(ckpt.fs, journal["backup_id"]))
     if from_plan or (to_batch is not None and plan.request.get("batch") != to_batch):
         raise RefusedError(
             f"an interrupted {plan.command} (backup {journal['backup_id']}, {plan.notes[0] if plan.notes else ''}) "
@@ -295,7 +312,7 @@ def _resume(ckpt: Checkpoint, journal: Mapping[str, Any], command: str, execute:
     if doc is None:
         raise MissingFileError(f"the journal names backup {journal['backup_id']}, which has no manifest",
                                path=f"{OWN_DIR}/journal.json", hint="wmcheck backups lists the backups there are")
-    plan = manifest_plan(doc)
+    plan = manifest_plan(ckpt.fs, doc)
     hint = f"re-run 'wmcheck {plan.command} {ckpt.location} --execute' to finish it, or 'wmcheck undo {ckpt.location}'"
     if journal.get("action") == "undo":
         raise RefusedError(f"an undo of repair {doc['id']} was interrupted", hint=f"wmcheck undo {ckpt.location} finishes it")
@@ -312,7 +329,7 @@ def _resume(ckpt: Checkpoint, journal: Mapping[str, Any], command: str, execute:
                                   f"{hint}")
         return out
     _check_idle(ckpt, plan, idle_ms, force, now)
-    apply(plan, backup, now, fail_after)
+    apply(plan, backup, now, fail_after, resume=True)
     out["executed"] = True
     return out
 

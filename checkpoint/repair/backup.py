@@ -16,10 +16,10 @@ import errno
 import json
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ..errors import CheckpointError, MalformedFileError
+from ..errors import CheckpointError, MalformedFileError, MissingFileError
 from ..fs import FileSystem, LocalFileSystem, clean_relative, open_fs
 from ..summary import REPAIR_JOURNAL
 from .plan import OWN_DIR, Plan, plan_from_json, sha256
@@ -27,23 +27,35 @@ from .plan import OWN_DIR, Plan, plan_from_json, sha256
 JOURNAL = REPAIR_JOURNAL
 BACKUPS = f"{OWN_DIR}/backups"
 MANIFEST = "manifest.json"
+PLAN = "plan.json"
 APPLYING, APPLIED, UNDOING, UNDONE = "applying", "applied", "undoing", "undone"
 
 
-def transfer(src_fs: FileSystem, src: str, dst_fs: FileSystem, dst: str) -> None:
-    """Move a file: a rename on one store, else copy, read back and compare, then delete the source."""
-    if src_fs is dst_fs:
-        src_fs.rename(src, dst)
-        return
+def transfer(src_fs: FileSystem, src: str, dst_fs: FileSystem, dst: str, made: set[str] | None = None) -> None:
+    """Move a file: a rename on one store, else copy, read back and compare, then delete the source.
+
+    ``made`` remembers local directories already created (a rewind can move many thousand files).
+    """
     if isinstance(src_fs, LocalFileSystem) and isinstance(dst_fs, LocalFileSystem):
         target = dst_fs.uri(dst)
+        parent = os.path.dirname(target)
         try:
-            os.makedirs(os.path.dirname(target), exist_ok=True)
+            if made is None or parent not in made:
+                os.makedirs(parent, exist_ok=True)
+                if made is not None:
+                    made.add(parent)
             os.replace(src_fs.uri(src), target)
             return
+        except FileNotFoundError:
+            raise MissingFileError("file not found", path=src) from None
         except OSError as exc:
             if exc.errno != errno.EXDEV:
                 raise CheckpointError(f"cannot move {src} to {target}: {exc.strerror}", path=src) from None
+    elif src_fs is dst_fs:
+        if not src_fs.exists(src):
+            raise MissingFileError("file not found", path=src)
+        src_fs.rename(src, dst)
+        return
     data = src_fs.read(src)
     dst_fs.write(dst, data)
     if sha256(dst_fs.read(dst)) != sha256(data):
@@ -61,6 +73,7 @@ class Backup:
     roots: Mapping[str, FileSystem]
     files_fs: FileSystem | None = None
     """None: inside the checkpoint (removals are renames there); else ``--backup-dir DIR/<id>``."""
+    made: set[str] = field(default_factory=set)
 
     @property
     def directory(self) -> str:
@@ -93,11 +106,11 @@ class Backup:
 
     def move_in(self, root: str, path: str) -> None:
         fs, rel = self._where("files", root, path)
-        transfer(self.roots[root], path, fs, rel)
+        transfer(self.roots[root], path, fs, rel, self.made)
 
     def move_out(self, root: str, path: str) -> None:
         fs, rel = self._where("files", root, path)
-        transfer(fs, rel, self.roots[root], path)
+        transfer(fs, rel, self.roots[root], path, self.made)
 
     def displace(self, root: str, path: str) -> str:
         """Move a file that is in the way of a restore aside (into ``displaced/``); returns where."""
@@ -107,7 +120,13 @@ class Backup:
 
     # -- manifest ------------------------------------------------------------------------------
 
+    def write_plan(self, plan_json: Mapping[str, Any]) -> None:
+        """The full plan (its JSON form), written once before anything changes (compact: it can be large)."""
+        data = json.dumps(plan_json, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        self.ckpt_fs.write(f"{self.directory}/{PLAN}", data)
+
     def write_manifest(self, plan: Plan, status: str, **times: int) -> None:
+        """The backup's status and what it is about (small: rewritten on every status change)."""
         old = read_manifest(self.ckpt_fs, self.backup_id, missing_ok=True) or {}
         doc = {
             "id": self.backup_id,
@@ -119,7 +138,10 @@ class Backup:
             "checkpoint": plan.checkpoint,
             "file_sink": plan.file_sink,
             "files": None if self.files_fs is None else self.files_fs.uri(),
-            "plan": plan.to_json(),
+            "request": dict(plan.request),
+            "before": dict(plan.before),
+            "after": dict(plan.after),
+            "steps": len(plan.steps),
         }
         self.ckpt_fs.write(f"{self.directory}/{MANIFEST}", json.dumps(doc, indent=1).encode("utf-8"))
 
@@ -139,19 +161,25 @@ def read_manifest(ckpt_fs: FileSystem, backup_id: str, missing_ok: bool = False)
     path = f"{BACKUPS}/{clean_relative(backup_id)}/{MANIFEST}"
     if missing_ok and not ckpt_fs.exists(path):
         return None
-    try:
-        doc = json.loads(ckpt_fs.read(path))
-    except ValueError as exc:
-        raise MalformedFileError(f"expected a wmcheck backup manifest as JSON ({exc})", path=path,
-                                 hint="the manifest was edited or truncated; its files are still in the backup") from None
-    if not isinstance(doc, dict) or "plan" not in doc or "status" not in doc:
-        raise MalformedFileError("expected a wmcheck backup manifest with a plan and a status", path=path,
-                                 hint="the manifest was edited or truncated; its files are still in the backup")
+    doc = _read_json(ckpt_fs, path, "a wmcheck backup manifest")
+    if not isinstance(doc, dict) or not {"id", "status", "command"} <= set(doc):
+        raise MalformedFileError("expected a wmcheck backup manifest with an id, a command and a status", path=path,
+                                 hint="the manifest was edited or truncated; the backup's files are still there")
     return doc
 
 
-def manifest_plan(doc: Mapping[str, Any]) -> Plan:
-    return plan_from_json(doc["plan"], f"{BACKUPS}/{doc['id']}/{MANIFEST}")
+def _read_json(ckpt_fs: FileSystem, path: str, what: str) -> Any:
+    try:
+        return json.loads(ckpt_fs.read(path))
+    except ValueError as exc:
+        raise MalformedFileError(f"expected {what} as JSON ({exc})", path=path,
+                                 hint="it was edited or truncated; the backup's files are still there") from None
+
+
+def manifest_plan(ckpt_fs: FileSystem, doc: Mapping[str, Any]) -> Plan:
+    """The plan a backup was made for."""
+    path = f"{BACKUPS}/{doc['id']}/{PLAN}"
+    return plan_from_json(_read_json(ckpt_fs, path, "a wmcheck plan"), path)
 
 
 def list_manifests(ckpt_fs: FileSystem) -> list[dict[str, Any]]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..checksums import hadoop_crc_for
-from ..errors import CheckpointError, RefusedError
+from ..errors import CheckpointError, MissingFileError, RefusedError
 from ..fs import FileSystem
 from ..model import COMMITS, OFFSETS
 from .backup import APPLIED, APPLYING, UNDOING, UNDONE, Backup, clear_journal, write_journal
@@ -35,17 +35,19 @@ def _changed(step: Step, what: str) -> CheckpointError:
     )
 
 
-def apply(plan: Plan, backup: Backup, now_ms: int, fail_after: int | None = None) -> None:
+def apply(plan: Plan, backup: Backup, now_ms: int, fail_after: int | None = None, resume: bool = False) -> None:
     """Run (or finish) ``plan``: save originals, apply each step, mark the backup applied, drop the journal.
 
-    ``fail_after=k`` raises :class:`InjectedFailure` once ``k`` steps are done (a test hook).
+    A fresh plan was checked against the files moments ago; a resumed one is checked step by step
+    (a file to remove must still have its planned size). ``fail_after=k`` raises
+    :class:`InjectedFailure` once ``k`` steps are done (a test hook).
     """
     write_journal(backup.ckpt_fs, backup.backup_id, plan.command, "apply", now_ms)
     _save_originals(plan, backup)
     for index, step in enumerate(plan.steps):
         if fail_after == index:
             raise InjectedFailure(f"injected failure after {index} of {len(plan.steps)} steps")
-        _apply(step, backup)
+        _apply(step, backup, resume)
     if fail_after == len(plan.steps):
         raise InjectedFailure(f"injected failure after all {len(plan.steps)} steps")
     backup.write_manifest(plan, APPLIED, applied_ms=now_ms)
@@ -67,17 +69,17 @@ def _save_originals(plan: Plan, backup: Backup) -> None:
             backup.save_copy(step.root, path, data)
 
 
-def _apply(step: Step, backup: Backup) -> None:
+def _apply(step: Step, backup: Backup, verify: bool) -> None:
     fs = backup.roots[step.root]
     if step.action == "remove":
-        info = fs.info(step.path)
-        if info is None:
-            if backup.has(step.root, step.path):
-                return
-            raise _changed(step, "the file vanished")
-        if info.size != step.size:
+        info = fs.info(step.path) if verify else None
+        if verify and info is not None and info.size != step.size:
             raise _changed(step, f"the file has {info.size} bytes, not {step.size},")
-        backup.move_in(step.root, step.path)
+        try:
+            backup.move_in(step.root, step.path)
+        except MissingFileError:
+            if not backup.has(step.root, step.path):
+                raise _changed(step, "the file vanished") from None
         return
     current = _hash(fs, step.path)
     if current != step.new_sha256:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import posixpath
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -34,20 +33,21 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def _split(path: str) -> tuple[str, str]:
+    directory, _, name = path.rpartition("/")
+    return (directory + "/" if directory else ""), name
+
+
 def hadoop_sidecar(path: str) -> str:
     """``dir/name`` -> ``dir/.name.crc``."""
-    directory, name = posixpath.split(path)
-    return posixpath.join(directory, f".{name}.crc")
+    directory, name = _split(path)
+    return f"{directory}.{name}.crc"
 
 
-def sidecars(path: str) -> tuple[str, ...]:
+def sidecars(path: str) -> tuple[str, str, str]:
     """Every checksum file that belongs to ``path``: Hadoop's, Spark's, and Hadoop's of Spark's."""
-    directory, name = posixpath.split(path)
-    return (
-        posixpath.join(directory, f".{name}.crc"),
-        posixpath.join(directory, f"{name}.crc"),
-        posixpath.join(directory, f".{name}.crc.crc"),
-    )
+    directory, name = _split(path)
+    return f"{directory}.{name}.crc", f"{directory}{name}.crc", f"{directory}.{name}.crc.crc"
 
 
 @dataclass(frozen=True)
