@@ -209,3 +209,10 @@ def test_rewind_and_undo_on_s3(s3_options):  # noqa: F811
     assert shown["last_committed_batch"] == 9
     run_cli("undo", "s3://bucket/ckpt", "--idle", "0", *args)
     assert objects() == before
+
+
+def test_executing_an_empty_plan_makes_no_backup(copy):
+    out = run_cli("rewind", copy / "checkpoint", "--to-batch", "12", "--execute", "--idle", "0").stdout
+    assert table_fields(out)["mode"] == ["applied; nothing needed changing"]
+    assert table_fields(out)["changes"] == ["0 file(s) removed (moved into the backup), 0 written"]
+    assert not (copy / "checkpoint" / "_wmcheck").exists()

@@ -390,3 +390,24 @@ def test_bad_plan_files_are_rejected(edit, message):
         load_plan(json.dumps(doc), "plan.json")
     with pytest.raises(MalformedFileError, match="invalid JSON"):
         load_plan("{", "plan.json")
+
+
+def test_set_watermark_on_a_pending_batch_rewrites_its_offsets_only(tmp_path):
+    root = copy_of("agg_window_hdfs", tmp_path)
+    last = fixture_facts("agg_window_hdfs")["last_batch"]
+    for name in (str(last), f".{last}.crc"):
+        (root / "checkpoint" / "commits" / name).unlink()  # batch 12 planned, not committed
+    ckpt = open_checkpoint(str(root / "checkpoint"))
+    plan = plan_set_watermark(ckpt, 1704067200000)
+    assert [s.path for s in plan.steps] == [f"offsets/{last}"]
+    assert plan.before["watermark_ms"] == fixture_facts("agg_window_hdfs")["batches"][last]["watermark_ms"]
+    assert plan.after == {"last_batch": last, "last_committed_batch": last - 1, "next_batch": last,
+                          "watermark_ms": 1704067200000}
+
+
+def test_rewinding_to_the_last_committed_batch_changes_nothing_and_keep_next_needs_a_next():
+    root = need("agg_window_hdfs")
+    last = fixture_facts("agg_window_hdfs")["last_committed_batch"]
+    assert plan_for(root, last).steps == ()
+    with pytest.raises(RefusedError, match=f"there is no offsets/{last + 1} to keep"):
+        plan_for(root, last, keep_next_offsets=True)
