@@ -283,3 +283,23 @@ def test_file_sink_must_be_a_file_sink_apart_from_the_checkpoint(tmp_path):
         repair.rewind(str(root / "checkpoint"), to_batch=7, file_sink=str(root / "checkpoint" / "state"), idle_ms=0)
     with pytest.raises(CheckpointError, match="file sink not found"):
         repair.rewind(str(root / "checkpoint"), to_batch=7, file_sink=str(root / "nope"), idle_ms=0)
+
+
+@pytest.mark.parametrize("scenario", ["rewind with file sink", "set-watermark"])
+def test_a_killed_undo_is_finished_by_running_it_again(scenario, tmp_path):
+    name, _, run = SCENARIOS[scenario]
+    base = copy_of(name, tmp_path, "-base")
+    original = trees(base)
+    steps = len(run(base)["steps"])
+    for k in range(steps + 1):
+        root = tmp_path / f"k{k}"
+        shutil.copytree(base, root, copy_function=os.link)
+        run(root, execute=True)
+        with pytest.raises(repair.InjectedFailure):
+            repair.undo_repair(str(root / "checkpoint"), idle_ms=0, fail_after=k)
+        assert [b["status"] for b in repair.list_backups(str(root / "checkpoint"))] == ["interrupted (undo)"]
+        with pytest.raises(RefusedError, match="an undo of repair .* was interrupted"):
+            run(root, execute=True)
+        assert repair.undo_repair(str(root / "checkpoint"), idle_ms=0)["was"] == "undoing"
+        assert trees(root) == original, f"undo killed after {k} steps"
+        shutil.rmtree(root)

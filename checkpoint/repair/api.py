@@ -129,6 +129,7 @@ def undo_repair(
     idle_ms: int = DEFAULT_IDLE_MS,
     fs_options: Options = None,
     now: int | None = None,
+    fail_after: int | None = None,
 ) -> dict[str, Any]:
     """Restore the checkpoint (and file sink) from a backup: the interrupted repair, else the latest applied."""
     now = now_ms() if now is None else now
@@ -157,7 +158,7 @@ def undo_repair(
     plan = manifest_plan(ckpt.fs, doc)
     backup = open_backup(ckpt.fs, doc, _roots(ckpt, plan.file_sink, fs_options), fs_options)
     _check_idle(ckpt, plan, idle_ms, force, now)
-    restored = undo(plan, backup, doc["status"], now, force)
+    restored = undo(plan, backup, doc["status"], now, force, fail_after)
     return {"backup_id": doc["id"], "command": plan.command, "checkpoint": ckpt.location, "file_sink": plan.file_sink,
             "status": UNDONE, "was": doc["status"], "restored": restored,
             "last_batch": plan.before.get("last_batch"), "last_committed_batch": plan.before.get("last_committed_batch"),

@@ -131,8 +131,12 @@ def undo_conflicts(plan: Plan, backup: Backup, partial: bool) -> list[str]:
     return out
 
 
-def undo(plan: Plan, backup: Backup, status: str, now_ms: int, force: bool = False) -> list[dict[str, Any]]:
-    """Revert every applied step of ``plan`` in reverse order; returns what was restored."""
+def undo(plan: Plan, backup: Backup, status: str, now_ms: int, force: bool = False,
+         fail_after: int | None = None) -> list[dict[str, Any]]:
+    """Revert every applied step of ``plan`` in reverse order; returns what was restored.
+
+    ``fail_after=k`` raises :class:`InjectedFailure` once ``k`` steps are reverted (a test hook).
+    """
     partial = status in (APPLYING, UNDOING)
     conflicts = undo_conflicts(plan, backup, partial)
     if conflicts and not force:
@@ -144,12 +148,16 @@ def undo(plan: Plan, backup: Backup, status: str, now_ms: int, force: bool = Fal
     write_journal(backup.ckpt_fs, backup.backup_id, plan.command, "undo", now_ms)
     backup.write_manifest(plan, UNDOING)
     restored = []
-    for index in range(len(plan.steps) - 1, -1, -1):
+    for done, index in enumerate(range(len(plan.steps) - 1, -1, -1)):
+        if fail_after == done:
+            raise InjectedFailure(f"injected failure after reverting {done} of {len(plan.steps)} steps")
         step = plan.steps[index]
         how = _revert(step, backup)
         if how:
             restored.append({"step": index, "action": step.action, "root": step.root, "path": step.path,
                              "restored": how})
+    if fail_after == len(plan.steps):
+        raise InjectedFailure(f"injected failure after reverting all {len(plan.steps)} steps")
     backup.write_manifest(plan, UNDONE, undone_ms=now_ms)
     clear_journal(backup.ckpt_fs)
     return restored[::-1]
