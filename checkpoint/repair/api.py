@@ -60,9 +60,8 @@ def rewind(
     ckpt = open_checkpoint(location, fs_options)
     journal = read_journal(ckpt.fs)
     if journal:
-        if to_batch is not None or from_plan:
-            _check_resume_target(ckpt, journal, to_batch, from_plan)
-        return _resume(ckpt, journal, "rewind", execute, idle_ms, force, fs_options, now, fail_after)
+        other = {"batch": to_batch} if to_batch is not None else {}
+        return _resume(ckpt, journal, "rewind", other, from_plan, execute, idle_ms, force, fs_options, now, fail_after)
 
     def make(batch: int | None, sink: FileSink | None, keep_next: bool, keep_log: bool, how: str | None) -> Plan:
         return plan_rewind(ckpt, batch, sink=sink, keep_next_offsets=keep_next, keep_source_log=keep_log, how=how,
@@ -102,9 +101,8 @@ def set_watermark(
     ckpt = open_checkpoint(location, fs_options)
     journal = read_journal(ckpt.fs)
     if journal:
-        if from_plan:
-            _check_resume_target(ckpt, journal, None, from_plan)
-        return _resume(ckpt, journal, "set-watermark", execute, idle_ms, force, fs_options, now, fail_after)
+        return _resume(ckpt, journal, "set-watermark", {}, from_plan, execute, idle_ms, force, fs_options, now,
+                       fail_after)
     if from_plan:
         plan = _load(from_plan, "set-watermark", ckpt)
         req = plan.request
@@ -296,19 +294,10 @@ def _finish(ckpt: Checkpoint, plan: Plan, execute: bool, plan_out: str | None, i
     return doc
 
 
-def _check_resume_target(ckpt: Checkpoint, journal: Mapping[str, Any], to_batch: int | None, from_plan: str | None) -> None:
-    plan = manifest_plan(ckpt.fs, read_manifest(ckpt.fs, journal["backup_id"]))
-    if from_plan or (to_batch is not None and plan.request.get("batch") != to_batch):
-        raise RefusedError(
-            f"an interrupted {plan.command} (backup {journal['backup_id']}, {plan.notes[0] if plan.notes else ''}) "
-            "must be finished or undone first",
-            hint=f"re-run 'wmcheck {plan.command} {ckpt.location} --execute' to finish it, "
-                 f"or 'wmcheck undo {ckpt.location}' to revert it")
-
-
-def _resume(ckpt: Checkpoint, journal: Mapping[str, Any], command: str, execute: bool, idle_ms: int, force: bool,
-            fs_options: Options, now: int, fail_after: int | None) -> dict[str, Any]:
-    """Show or finish the repair a killed run left behind (the same command only)."""
+def _resume(ckpt: Checkpoint, journal: Mapping[str, Any], command: str, request: Mapping[str, Any],
+            from_plan: str | None, execute: bool, idle_ms: int, force: bool, fs_options: Options, now: int,
+            fail_after: int | None) -> dict[str, Any]:
+    """Show or finish the repair a killed run left behind: the same command, no other target, no other plan."""
     doc = read_manifest(ckpt.fs, journal["backup_id"], missing_ok=True)
     if doc is None:
         raise MissingFileError(f"the journal names backup {journal['backup_id']}, which has no manifest",
@@ -317,9 +306,9 @@ def _resume(ckpt: Checkpoint, journal: Mapping[str, Any], command: str, execute:
     hint = f"re-run 'wmcheck {plan.command} {ckpt.location} --execute' to finish it, or 'wmcheck undo {ckpt.location}'"
     if journal.get("action") == "undo":
         raise RefusedError(f"an undo of repair {doc['id']} was interrupted", hint=f"wmcheck undo {ckpt.location} finishes it")
-    if plan.command != command:
-        raise RefusedError(f"an interrupted {plan.command} (backup {doc['id']}) must be finished or undone first",
-                           hint=hint)
+    if plan.command != command or from_plan or any(plan.request.get(k) != v for k, v in request.items()):
+        raise RefusedError(f"an interrupted {plan.command} (backup {doc['id']}, {plan.notes[0] if plan.notes else ''}) "
+                           "must be finished or undone first", hint=hint)
     backup = open_backup(ckpt.fs, doc, _roots(ckpt, plan.file_sink, fs_options), fs_options)
     out = plan.to_json()
     done = sum(1 for s in plan.steps if step_done(s, backup))
