@@ -16,7 +16,9 @@ from .file_logs import FileLog, log_file_batch, parse_file_log
 from .fs import FileInfo, FileSystem, open_fs, require_dir
 from .offsets import OffsetSeq, parse_offsets
 from .query_metadata import QueryMetadata, parse_query_metadata
-from .state_files import StateLayout, StorePartition, scan_state
+from .operator_kinds import infer_operator_name
+from .state_files import DEFAULT_STORE, StateLayout, StorePartition, scan_state
+from .state_schema import ColumnFamilySchema, parse_state_schema
 
 T = TypeVar("T")
 
@@ -46,6 +48,8 @@ class Operator:
     num_partitions: int | None
     partitions: tuple[StorePartition, ...]
     metadata: object | None  # the parsed operator metadata file, when there is one
+    name_inferred: bool = False
+    """``name`` was inferred from the stores and schemas: no operator metadata (Spark < 4.0)."""
 
 
 def batch_ids(names: list[str]) -> list[int]:
@@ -221,19 +225,39 @@ class Checkpoint:
         out = []
         for op in self.state_layout.operators:
             meta = self._operator_metadata(op.metadata_files)
-            stores = tuple(s.store_name for s in meta.stores) if meta else tuple(op.stores)
+            stores = (tuple(s.store_name for s in meta.stores) if meta else ()) or tuple(op.stores)
             nums = {s.num_partitions for s in meta.stores} if meta else set()
+            name = meta.operator_name if meta else infer_operator_name(stores, self.store_schema(op.operator_id, DEFAULT_STORE))
             out.append(
                 Operator(
                     op.operator_id,
-                    meta.operator_name if meta else None,
-                    stores or tuple(op.stores),
+                    name,
+                    stores,
                     nums.pop() if len(nums) == 1 else (len(op.partition_ids) or None),
                     op.partitions,
                     meta,
+                    name_inferred=meta is None and name is not None,
                 )
             )
         return out
+
+    def schema_file_paths(self, operator_id: int, store: str) -> list[str]:
+        """Schema files of a store, newest first: v3 ``_stateSchema/<store>/<batch>_<id>``, then v1/v2
+        ``0/[<store>/]_metadata/schema``."""
+        op = next((o for o in self.state_layout.operators if o.operator_id == operator_id), None)
+        v3 = [f for f in (op.schema_files if op else ()) if posixpath.basename(posixpath.dirname(f.path)) == store
+              and f.name.split("_")[0].isdigit()]
+        v3.sort(key=lambda f: int(f.name.split("_")[0]), reverse=True)
+        legacy = f"{STATE}/{operator_id}/0/" + ("" if store == DEFAULT_STORE else f"{store}/") + "_metadata/schema"
+        return [f.path for f in v3] + ([legacy] if self.fs.exists(legacy) else [])
+
+    def store_schema(self, operator_id: int, store: str, column_family: str = DEFAULT_STORE) -> ColumnFamilySchema | None:
+        """The key and value schema of a store's column family from its newest schema file, if any."""
+        for path in self.schema_file_paths(operator_id, store):
+            found = next((cf for cf in self.parse(path, parse_state_schema).column_families if cf.name == column_family), None)
+            if found:
+                return found
+        return None
 
     def _operator_metadata(self, files: tuple[FileInfo, ...]):
         """The newest operator metadata: ``_metadata/v2/<batch>`` if any, else ``_metadata/metadata``."""

@@ -19,6 +19,7 @@ def operator_summary(ckpt: Checkpoint, op: Operator) -> dict[str, Any]:
     return {
         "operator_id": op.operator_id,
         "name": op.name,
+        "name_inferred": op.name_inferred,
         "stores": list(op.stores),
         "num_partitions": op.num_partitions,
         "partitions_on_disk": len({p.partition for p in op.partitions}),

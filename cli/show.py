@@ -16,6 +16,11 @@ OPERATOR_COLUMNS = ["operator_id", "name", "stores", "num_partitions", "min_vers
                     "snapshots", "deltas", "zips", "changelogs", "next_version", "next_version_loadable"]
 
 
+def operator_label(op: dict) -> str | None:
+    """The operator name, marked when inferred (Spark < 4.0 records none)."""
+    return f"{op['name']} (inferred)" if op["name_inferred"] else op["name"]
+
+
 @click.command()
 @click.argument("checkpoint")
 @common_options()
@@ -37,6 +42,6 @@ def show(checkpoint: str, fmt: str, tz: tzinfo, fs_options: tuple[str, ...]) -> 
     ]
     tables = [
         ("Sources", doc["sources"], ["source_id", "kind", "summary"]),
-        ("Stateful operators", doc["operators"], OPERATOR_COLUMNS),
+        ("Stateful operators", [{**op, "name": operator_label(op)} for op in doc["operators"]], OPERATOR_COLUMNS),
     ]
     make_output(fmt).document(doc, fields, tables)

@@ -6,16 +6,13 @@ no operator metadata: their operator name is inferred from the stores and schema
 """
 from __future__ import annotations
 
-import posixpath
 from dataclasses import dataclass, field
 from typing import Mapping
 
 from wmcheck.checkpoint.errors import CheckpointError
 from wmcheck.checkpoint.model import Checkpoint, Operator
+from wmcheck.checkpoint.operator_kinds import JOIN_SIDES, is_join, is_transform_with_state
 from wmcheck.checkpoint.state_files import DEFAULT_STORE
-from wmcheck.checkpoint.state_schema import ColumnFamilySchema, parse_state_schema
-
-from .eviction import JOIN_SIDES, is_join, is_transform_with_state
 
 STATE = "state"
 KINDS = {"store": ("storeName",), "join_side": ("joinSide",), "state_var": ("stateVarName", "readRegisteredTimers")}
@@ -51,45 +48,6 @@ class OperatorStores:
         return self.views + self.internal
 
 
-def schema_file_paths(ckpt: Checkpoint, operator_id: int, store: str) -> list[str]:
-    """Schema files of a store, newest first: v3 ``_stateSchema/<store>/<batch>_<id>``, then v1/v2 ``0/[<store>/]_metadata/schema``."""
-    op = next((o for o in ckpt.state_layout.operators if o.operator_id == operator_id), None)
-    v3 = [f for f in (op.schema_files if op else ()) if posixpath.basename(posixpath.dirname(f.path)) == store
-          and f.name.split("_")[0].isdigit()]
-    v3.sort(key=lambda f: int(f.name.split("_")[0]), reverse=True)
-    legacy = f"{STATE}/{operator_id}/0/" + ("" if store == DEFAULT_STORE else f"{store}/") + "_metadata/schema"
-    return [f.path for f in v3] + ([legacy] if ckpt.fs.exists(legacy) else [])
-
-
-def store_schema(ckpt: Checkpoint, operator_id: int, store: str, column_family: str = DEFAULT_STORE) -> ColumnFamilySchema | None:
-    """The key and value schema of a store's column family from its newest schema file, if any."""
-    for path in schema_file_paths(ckpt, operator_id, store):
-        found = next((cf for cf in ckpt.parse(path, parse_state_schema).column_families if cf.name == column_family), None)
-        if found:
-            return found
-    return None
-
-
-def _infer_name(ckpt: Checkpoint, op: Operator) -> str | None:
-    """The operator name Spark >= 4.0 would have recorded, from the stores and the default schema."""
-    if is_join(None, op.stores):
-        return "symmetricHashJoin"
-    schema = store_schema(ckpt, op.operator_id, DEFAULT_STORE)
-    if schema is None:
-        return None
-    key = {f.name for f in schema.key_schema.fields}
-    value = {f.name for f in schema.value_schema.fields}
-    if "groupState" in value:
-        return "flatMapGroupsWithState"
-    if value == {"expiresAtMicros"}:
-        return "dedupeWithinWatermark"
-    if value == {"__dummy__"}:
-        return "dedupe"
-    if "sessionStartTime" in key:
-        return "sessionWindowStateStoreSaveExec"
-    return "stateStoreSave"
-
-
 def _tws_views(op: Operator, make) -> tuple[Store, ...]:
     variables = (getattr(op.metadata, "properties", None) or {}).get("stateVariables") or []
     views = []
@@ -104,9 +62,7 @@ def _tws_views(op: Operator, make) -> tuple[Store, ...]:
 
 def operator_stores(ckpt: Checkpoint, op: Operator) -> OperatorStores:
     """The readable stores of one operator."""
-    name, inferred = op.name, False
-    if name is None:
-        name, inferred = _infer_name(ckpt, op), True
+    name, inferred = op.name, op.name_inferred
 
     def make(label: str, options: dict[str, str], schema_store: str = DEFAULT_STORE) -> Store:
         return Store(op.operator_id, name, label, {"operatorId": str(op.operator_id), **options},

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from wmcheck.checkpoint.operator_kinds import JOIN_SIDES, is_transform_with_state
 from wmcheck.checkpoint.state_schema import StructType, event_time_field
 
-JOIN_SIDES = ("left", "right")
 EVENT_TIMERS = "$eventTimers_keyToTimestamp"
 TIMER_COLUMN = "expiration_timestamp_ms"
 FMGWS_NAMES = ("flatMapGroupsWithState", "applyInPandasWithState")
@@ -45,14 +45,6 @@ class Eviction:
     @property
     def column_name(self) -> str | None:
         return ".".join(self.column) if self.column else None
-
-
-def is_join(operator_name: str | None, stores: tuple[str, ...]) -> bool:
-    return operator_name == "symmetricHashJoin" or any(s.startswith(("left-", "right-")) for s in stores)
-
-
-def is_transform_with_state(operator_name: str | None) -> bool:
-    return bool(operator_name and operator_name.startswith("transformWithState"))
 
 
 def _never(why: str) -> Eviction:

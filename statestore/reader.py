@@ -24,8 +24,10 @@ from wmcheck.checkpoint.model import Checkpoint, open_checkpoint
 from wmcheck.checkpoint.state_schema import StructField, StructType
 from wmcheck.checkpoint.timeutil import format_ms
 
-from .discovery import Store, select, store_schema
-from .eviction import Eviction, eviction_rule, is_transform_with_state
+from wmcheck.checkpoint.operator_kinds import is_transform_with_state
+
+from .discovery import Store, select
+from .eviction import Eviction, eviction_rule
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -186,7 +188,7 @@ def eviction_for(ckpt: Checkpoint, store: Store, df: "DataFrame") -> Eviction:
     fields = {f.name: f.dataType for f in df.schema.fields}
     key, value = fields.get("key"), fields.get("value")
     if not is_transform_with_state(store.operator_name):
-        schema = store_schema(ckpt, store.operator_id, store.schema_store)
+        schema = ckpt.store_schema(store.operator_id, store.schema_store)
         if schema is not None:
             rule = eviction_rule(store.operator_name, store.name, schema.key_schema, schema.value_schema)
             if rule.column is None or _field_type(df.schema, rule.column) is not None:

@@ -31,6 +31,8 @@ def test_show_json_matches_spark(name):
         want = [{"operator_id": o["operator_id"], "name": o["operator_name"], "stores": o["stores"],
                  "num_partitions": o["num_partitions"]} for o in facts["operators"]]
         assert got == want
+    old_spark = facts["spark_version"].startswith(("2.", "3."))  # no operator metadata before Spark 4.0
+    assert [op["name_inferred"] for op in doc["operators"]] == [old_spark] * len(doc["operators"])
     assert all(op["next_version_loadable"] for op in doc["operators"])
     assert doc["warnings"] == []
 

@@ -11,7 +11,7 @@ import pytest
 from conftest import ROOT, fixture_checkpoint, fixture_facts, fixture_names, run_cli
 from wmcheck.checkpoint.errors import CheckpointError
 from wmcheck.checkpoint.model import open_checkpoint
-from wmcheck.statestore.discovery import all_operators, select, store_schema
+from wmcheck.statestore.discovery import all_operators, select
 from wmcheck.statestore.eviction import eviction_rule
 from wmcheck.statestore.reader import target
 
@@ -38,7 +38,7 @@ EXPECTED = {
 def _rule(name: str, label: str):
     ckpt = open_checkpoint(str(fixture_checkpoint(name)))
     store = select(ckpt, store=label)[0]
-    schema = store_schema(ckpt, store.operator_id, store.schema_store)
+    schema = ckpt.store_schema(store.operator_id, store.schema_store)
     return eviction_rule(store.operator_name, store.name, schema.key_schema if schema else None,
                          schema.value_schema if schema else None)
 
