@@ -1,4 +1,4 @@
-"""``wmcheck rewind``, ``wmcheck set-watermark``, ``wmcheck undo`` and ``wmcheck backups``."""
+"""``wmcheck rewind``, ``wmcheck set-watermark``, ``wmcheck relocate``, ``wmcheck undo`` and ``wmcheck backups``."""
 from __future__ import annotations
 
 from datetime import tzinfo
@@ -18,7 +18,7 @@ BACKUP_COLUMNS = ["backup_id", "command", "status", "created", "target", "last_c
 
 
 def repair_options(fn: Callable) -> Callable:
-    """Options rewind and set-watermark share: dry run by default, saved plans, safety checks."""
+    """Options every repair shares: dry run by default, saved plans, safety checks."""
     for decorate in reversed([
         click.option("--execute", is_flag=True, help="Apply the plan (without it nothing is changed)."),
         click.option("--plan-out", type=click.Path(dir_okay=False), help="Save the plan as JSON to FILE."),
@@ -104,6 +104,21 @@ def set_watermark(checkpoint: str, watermark, allow_raise, window, execute, plan
         fs_options=parse_pairs(fs_options, "--fs-option"))
     render_plan(doc, fmt, tz)
 
+
+@click.command()
+@click.argument("checkpoint")
+@repair_options
+@common_options()
+def relocate(checkpoint: str, execute, plan_out, from_plan, idle, force, backup_dir, fmt, tz, fs_options) -> None:
+    """Make a copied or moved CHECKPOINT name its own state schema files (dry run unless --execute).
+
+    transformWithState records absolute schema file locations; Spark fails to restart a copy or a
+    moved checkpoint (and to read its state) until they name the files where the checkpoint is now.
+    """
+    doc = repair.relocate(checkpoint, execute=execute, from_plan=from_plan, plan_out=plan_out,
+                          idle_ms=parse_idle(idle), force=force, backup_dir=backup_dir,
+                          fs_options=parse_pairs(fs_options, "--fs-option"))
+    render_plan(doc, fmt, tz)
 
 
 @click.command()

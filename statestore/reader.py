@@ -19,7 +19,6 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Iterator
 
 from wmcheck.checkpoint.errors import CheckpointError, SparkUnavailableError
-from wmcheck.checkpoint.fs import LocalFileSystem
 from wmcheck.checkpoint.model import Checkpoint, open_checkpoint
 from wmcheck.checkpoint.state_schema import StructField, StructType
 from wmcheck.checkpoint.timeutil import format_ms
@@ -28,6 +27,7 @@ from wmcheck.checkpoint.operator_kinds import is_transform_with_state
 
 from .discovery import Store, select
 from .eviction import Eviction, eviction_rule
+from .relocated_view import reader_location
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -54,14 +54,6 @@ class Target:
 
 def as_checkpoint(ckpt: Checkpoint | str) -> Checkpoint:
     return ckpt if isinstance(ckpt, Checkpoint) else open_checkpoint(ckpt)
-
-
-def spark_path(ckpt: Checkpoint) -> str:
-    """The checkpoint as a Hadoop path for Spark (``s3://`` becomes ``s3a://``)."""
-    location = ckpt.location
-    if isinstance(ckpt.fs, LocalFileSystem):
-        return location
-    return "s3a://" + location.split("://", 1)[1] if location.startswith("s3://") else location
 
 
 def target(ckpt: Checkpoint, batch: int | None = None, watermark_ms: int | None = None) -> Target:
@@ -157,7 +149,7 @@ def load(spark: "SparkSession", ckpt: Checkpoint, store: Store, tgt: Target) -> 
     for key, value in store.options.items():
         reader = reader.option(key, value)
     version = "2" if ckpt.commit(tgt.state_batch_id).state_unique_ids else "1"
-    location = spark_path(ckpt)
+    location = reader_location(ckpt)
     with spark_errors(store, tgt, location), _session_conf(spark, CHECKPOINT_FORMAT, version):
         return reader.load(location)
 
@@ -261,7 +253,7 @@ def read_stores(spark: "SparkSession", ckpt: Checkpoint | str, operator: int | N
     out = []
     for s in stores:
         raw = load(spark, ckpt, s, tgt)
-        out.append(StoreRead(s, eviction_for(ckpt, s, raw), raw, tgt, spark_path(ckpt)))
+        out.append(StoreRead(s, eviction_for(ckpt, s, raw), raw, tgt, reader_location(ckpt)))
     return out
 
 

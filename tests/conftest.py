@@ -33,6 +33,26 @@ def corpus() -> Path:
     return CORPUS
 
 
+def names_own_schemas(ckpt: Path) -> Path:
+    """Make a copied checkpoint name its own state schema files (transformWithState records absolute
+    ones) with ``wmcheck relocate``, leaving no backup behind; returns ``ckpt``."""
+    from wmcheck.checkpoint import repair
+
+    repair.relocate(str(ckpt), execute=True, idle_ms=0)
+    shutil.rmtree(ckpt / "_wmcheck", ignore_errors=True)
+    return ckpt
+
+
+def restartable_checkpoint(name: str, tmp_path: Path) -> Path:
+    """The fixture's checkpoint as Spark can restart it wherever the repository is: in place, or for a
+    fixture whose operator metadata names schema files where it was generated, a relocated copy."""
+    ckpt = fixture_checkpoint(name)
+    if not any(ckpt.glob("state/*/_metadata/v2/*")):
+        return ckpt
+    shutil.copytree(ckpt, tmp_path / name / "checkpoint")
+    return names_own_schemas(tmp_path / name / "checkpoint")
+
+
 @pytest.fixture
 def copy_fixture(tmp_path):
     """Copy a fixture directory (checkpoint, input, output) to tmp_path and return the copy."""

@@ -14,6 +14,7 @@ from xml.etree import ElementTree as ET
 import pytest
 
 from conftest import fixture_facts, run_cli
+from wmcheck.checkpoint import repair
 from wmcheck.checkpoint.errors import CheckpointError
 from wmcheck.checkpoint.model import open_checkpoint
 from wmcheck.checkpoint.offsets import parse_offsets
@@ -296,6 +297,25 @@ def b_interrupted_repair(root: Path, facts: dict) -> str:
     return JOURNAL
 
 
+def b_schema_elsewhere(root: Path, facts: dict) -> str:
+    """The latest operator metadata names the schema file of another copy, as a copied checkpoint does."""
+    ckpt, other = root / "checkpoint", root / "original"
+    repair.relocate(str(ckpt), execute=True, idle_ms=0)  # whatever directory the fixture sits in
+    shutil.rmtree(ckpt / "_wmcheck")
+    shutil.copytree(ckpt, other)
+    repair.relocate(str(other), execute=True, idle_ms=0)
+    path = "state/0/_metadata/v2/4"
+    hand_edit(ckpt / path, (other / path).read_bytes())
+    return path
+
+
+def b_schema_gone(root: Path, facts: dict) -> str:
+    """The same after the other copy was removed (the checkpoint was moved)."""
+    path = b_schema_elsewhere(root, facts)
+    shutil.rmtree(root / "original")
+    return path
+
+
 BREAKS = {
     "WM001": Break("WM001", "agg_window_hdfs", b_unparseable),
     "WM001-sink": Break("WM001", "agg_window_hdfs", b_sink_unparseable, sink=True),
@@ -326,6 +346,8 @@ BREAKS = {
     "WM024": Break("WM024", "agg_window_hdfs", b_sink_ahead, sink=True),
     "WM025": Break("WM025", "agg_window_hdfs", b_sink_behind, sink=True),
     "WM026": Break("WM026", "agg_window_hdfs", b_interrupted_repair),
+    "WM027": Break("WM027", "tws_pandas", b_schema_gone),
+    "WM028": Break("WM028", "tws_pandas", b_schema_elsewhere),
 }
 
 

@@ -34,9 +34,9 @@ QUERIES = load_queries()
 
 
 @contextmanager
-def fixture_conf(spark, name: str):
-    """The fixture's SQL confs on the shared session, restored afterwards."""
-    conf = QUERIES.FIXTURES[name]["conf"]
+def fixture_conf(spark, name: str, extra: dict[str, str] | None = None):
+    """The fixture's SQL confs (and ``extra``) on the shared session, restored afterwards."""
+    conf = {**QUERIES.FIXTURES[name]["conf"], **(extra or {})}
     old = {k: spark.conf.get(k, None) for k in conf}
     for key, value in conf.items():
         spark.conf.set(key, value)
@@ -93,6 +93,31 @@ def test_rewound_query_replays_to_the_same_output(spark, tmp_path, name, batch):
     assert open_checkpoint(str(root / "checkpoint")).last_committed_batch == last
 
 
+def test_rewind_over_a_cleaned_up_source_log_replays_to_the_same_output(spark, tmp_path):
+    """The source log's file for the target was cleaned up after compaction: wmcheck rebuilds it."""
+    name, batch = "agg_window_hdfs", 3
+    root = tmp_path / name
+    with fixture_conf(spark, name, {"spark.sql.streaming.fileSource.log.compactInterval": "3"}):
+        progress = first_run(spark, name, root)
+        original = sink_rows(spark, name, root)
+        log = root / "checkpoint" / "sources" / "0"
+        assert sorted(p.name for p in log.iterdir() if not p.name.startswith(".")) == [
+            "0", "1", "2.compact", "3", "4", "5.compact", "6"]
+        for f in log.iterdir():  # what cleanup keeps with a shorter retention: the last compact file onwards
+            if int(f.name.lstrip(".").split(".")[0]) < 5:
+                f.unlink()
+        doc = repair.rewind(str(root / "checkpoint"), to_batch=batch, file_sink=str(root / "output"), execute=True,
+                            idle_ms=0)
+        assert [(s["action"], s["path"]) for s in doc["steps"] if s["phase"] == "sources"][0] == (
+            "write", "sources/0/3.compact")
+        assert sorted(p.name for p in log.iterdir()) == [".3.compact.crc", "3.compact"]
+        assert sink_rows(spark, name, root) < original
+        replay = run_query(spark, name, root)
+    assert [(p["batchId"], p["numInputRows"]) for p in replay] == [
+        (p["batchId"], p["numInputRows"]) for p in progress if p["batchId"] > batch]  # each file once, in its batch
+    assert sink_rows(spark, name, root) == original
+
+
 def hadoop_read(spark, path: Path) -> bytes:
     """A file's bytes through Hadoop's local FileSystem, which checks the .crc sidecar."""
     jvm = spark._jvm
@@ -145,3 +170,38 @@ def test_lower_watermark_accepts_a_row_the_old_one_dropped(spark, tmp_path):
     assert sum(o["numRowsDroppedByWatermark"] for p in accepted for o in p["stateOperators"]) == 0
     assert accepted[0]["numInputRows"] == 1 and accepted[0]["stateOperators"][0]["numRowsUpdated"] == 1
     assert accepted[0]["eventTime"]["watermark"] == "2024-01-01T00:00:40.000Z"
+
+
+def start(spark, name: str, source: Path, checkpoint: Path, output: Path) -> list[dict]:
+    """Run a fixture's query on explicit paths until every file is processed; its progress reports."""
+    handle = QUERIES.FIXTURES[name]["query"](spark, str(source), str(checkpoint), str(output)).start()
+    handle.awaitTermination()
+    assert handle.exception() is None, handle.exception()
+    return [json.loads(p.json) if hasattr(p, "json") else p for p in handle.recentProgress]
+
+
+def test_moved_transform_with_state_checkpoint_restarts_once_relocated(spark, tmp_path):
+    """Spark fails to restart a moved transformWithState checkpoint; after wmcheck relocate it resumes
+    and its output equals that of the same query that never moved."""
+    name = "tws_pandas"
+    fmt = QUERIES.FIXTURES[name]["sink_format"]
+    source = tmp_path / "input"
+
+    def rows(output: Path) -> Counter:
+        return Counter(tuple(r) for r in spark.read.format(fmt).load(str(output)).collect())
+
+    QUERIES.write_inputs(name, str(tmp_path), runs=[0])
+    with fixture_conf(spark, name):
+        start(spark, name, source, tmp_path / "ckpt-ref", tmp_path / "out-ref")
+        start(spark, name, source, tmp_path / "ckpt-a", tmp_path / "out")
+        shutil.move(tmp_path / "ckpt-a", tmp_path / "ckpt-b")
+        QUERIES.write_inputs(name, str(tmp_path), runs=[0, 1])
+        with pytest.raises(Exception, match=r"ckpt-a/state/0/_stateSchema/default/0_[0-9a-f-]+ does not exist"):
+            start(spark, name, source, tmp_path / "ckpt-b", tmp_path / "out")
+        doc = repair.relocate(str(tmp_path / "ckpt-b"), execute=True, idle_ms=0)
+        assert doc["steps"] and all(s["path"].startswith("state/0/_metadata/v2/") for s in doc["steps"])
+        resumed = start(spark, name, source, tmp_path / "ckpt-b", tmp_path / "out")
+        reference = start(spark, name, source, tmp_path / "ckpt-ref", tmp_path / "out-ref")
+        got, expected = rows(tmp_path / "out"), rows(tmp_path / "out-ref")
+    assert [p["batchId"] for p in resumed] == [p["batchId"] for p in reference] != []
+    assert got == expected and sum(got.values()) > 0

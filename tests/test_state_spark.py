@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import shutil
 from datetime import datetime
 from pathlib import Path
 
@@ -411,3 +412,21 @@ def test_store_without_event_time_is_never_evicted(generated, spark):
 
 def summary_of(path: Path, *args: str) -> dict:
     return json.loads(run_cli("state", path, "--format", "json", *args).stdout)
+
+
+def test_moved_transform_with_state_checkpoint_is_read_without_changing_it(spark, tmp_path):
+    """Its metadata names schema files in a directory that is gone: the reader loads a view, not the files."""
+    from conftest import names_own_schemas
+    from test_repair_execute import tree
+
+    original = names_own_schemas(Path(shutil.copytree(fixture_checkpoint("tws_pandas"), tmp_path / "a")))
+    moved = Path(shutil.move(original, tmp_path / "b"))
+    before = tree(moved)
+    assert "a/state/0/_stateSchema" in (moved / "state/0/_metadata/v2/4").read_text()
+    doc = json.loads(run_cli("state", moved, "--format", "json").stdout)
+    assert doc["stores"] == summary("tws_pandas")["stores"]
+    rows = json.loads(run_cli("state", moved, "--older-than-watermark", "--state-var", TIMERS, "--watermark",
+                              str(max(r["expiration_timestamp_ms"] for r in fixture_rows("tws_pandas", "0", TIMERS)) + 1),
+                              "--format", "json").stdout)
+    assert len(rows) == len(fixture_rows("tws_pandas", "0", TIMERS))
+    assert tree(moved) == before

@@ -4,7 +4,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator
 
+from ..errors import CheckpointError
 from ..model import Operator
+from ..relocation import SchemaReference, foreign_references, reachable
 from ..state_files import BASE_KINDS, StateFile, StorePartition
 from ..summary import store_unique_ids
 from .context import Context
@@ -195,3 +197,39 @@ def checksums(ctx: Context) -> Iterator[Issue]:
             ctx.verify_state_files(plan.chain)
     for tree in ctx.trees:
         yield from tree.mismatches
+
+
+def foreign_schemas(ctx: Context) -> list[tuple[SchemaReference, bool | None]]:
+    """Schema file names outside this checkpoint, with whether Spark reaches them (none when metadata fails, WM001)."""
+    if "foreign" not in ctx.memo:
+        try:
+            refs = foreign_references(ctx.ckpt)
+        except CheckpointError:
+            refs = []
+        ctx.memo["foreign"] = [(r, reachable(ctx.ckpt, r)) for r in refs]
+    return ctx.memo["foreign"]
+
+
+def _moved(refs: list[SchemaReference], what: str) -> Iterator[Issue]:
+    by_file: dict[str, list[SchemaReference]] = {}
+    for ref in refs:
+        by_file.setdefault(ref.metadata_path, []).append(ref)
+    for path, mine in by_file.items():
+        yield path, (
+            f"names the state schema file {mine[0].uri}" + (f" (and {len(mine) - 1} more)" if len(mine) > 1 else "")
+            + f", outside this checkpoint: it was copied or moved, and {what}. "
+            "Fix: wmcheck relocate CKPT --execute (names this checkpoint's own schema files; undoable)"
+        )
+
+
+@register("WM027", ERROR, "operator metadata names schema files Spark cannot reach")
+def unreachable_schemas(ctx: Context) -> Iterator[Issue]:
+    yield from _moved([r for r, ok in foreign_schemas(ctx) if ok is False],
+                      "that file is gone or on another store: restarting the query and Spark's state reader "
+                      "fail (FileNotFoundException)")
+
+
+@register("WM028", WARNING, "operator metadata names schema files of another checkpoint")
+def borrowed_schemas(ctx: Context) -> Iterator[Issue]:
+    yield from _moved([r for r, ok in foreign_schemas(ctx) if ok is not False],
+                      "Spark reads the schema from there: this checkpoint breaks once that location is removed")

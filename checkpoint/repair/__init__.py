@@ -1,5 +1,5 @@
-"""Safe checkpoint repair: ``rewind``, ``set-watermark``, ``undo`` and ``backups`` (see docs/repair.md)."""
-from .api import list_backups, rewind, set_watermark, undo_repair
+"""Safe checkpoint repair: ``rewind``, ``set-watermark``, ``relocate``, ``undo`` and ``backups`` (see docs/repair.md)."""
+from .api import list_backups, relocate, rewind, set_watermark, undo_repair
 from .execute import InjectedFailure
 
-__all__ = ["InjectedFailure", "list_backups", "rewind", "set_watermark", "undo_repair"]
+__all__ = ["InjectedFailure", "list_backups", "relocate", "rewind", "set_watermark", "undo_repair"]

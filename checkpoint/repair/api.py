@@ -15,6 +15,7 @@ from .backup import (APPLIED, APPLYING, UNDOING, UNDONE, Backup, list_manifests,
 from .execute import apply, step_done, undo
 from .logs import SINK_LOG
 from .plan import OWN_DIR, Plan, dumps, load_plan
+from .relocate import plan_relocate
 from .rewind import FileSink, plan_rewind
 from .targets import DEFAULT_IDLE_MS, now_ms, recent_activity, resolve_target
 from .watermark import plan_set_watermark
@@ -119,6 +120,34 @@ def set_watermark(
 
 
 @_without_gc
+def relocate(
+    location: str,
+    *,
+    execute: bool = False,
+    from_plan: str | None = None,
+    plan_out: str | None = None,
+    idle_ms: int = DEFAULT_IDLE_MS,
+    force: bool = False,
+    backup_dir: str | None = None,
+    fs_options: Options = None,
+    now: int | None = None,
+    fail_after: int | None = None,
+) -> dict[str, Any]:
+    """Plan (and with ``execute`` apply) pointing operator metadata at this checkpoint's own schema files."""
+    now = now_ms() if now is None else now
+    ckpt = open_checkpoint(location, fs_options)
+    journal = read_journal(ckpt.fs)
+    if journal:
+        return _resume(ckpt, journal, "relocate", {}, from_plan, execute, idle_ms, force, fs_options, now, fail_after)
+    if from_plan:
+        plan = _load(from_plan, "relocate", ckpt)
+        _check_fresh(plan, lambda: plan_relocate(ckpt, created_ms=now))
+    else:
+        plan = plan_relocate(ckpt, created_ms=now)
+    return _finish(ckpt, plan, execute, plan_out, idle_ms, force, backup_dir, fs_options, now, fail_after)
+
+
+@_without_gc
 def undo_repair(
     location: str,
     *,
@@ -175,7 +204,7 @@ def list_backups(location: str, *, fs_options: Options = None) -> list[dict[str,
             status = f"interrupted ({'undo' if status == UNDOING else 'apply'})"
         rows.append({
             "backup_id": doc["id"], "command": doc["command"], "status": status, "created_ms": doc.get("created_ms"),
-            "target": f"batch {req['batch']}" if "batch" in req else f"watermark {req.get('watermark_ms')}",
+            "target": _target_label(doc["command"], req),
             "last_committed_before": doc.get("before", {}).get("last_committed_batch"),
             "watermark_before_ms": doc.get("before", {}).get("watermark_ms"),
             "steps": doc.get("steps"),
@@ -185,6 +214,14 @@ def list_backups(location: str, *, fs_options: Options = None) -> list[dict[str,
 
 
 # -- shared steps ----------------------------------------------------------------------------
+
+
+def _target_label(command: str, request: Mapping[str, Any]) -> str:
+    if "batch" in request:
+        return f"batch {request['batch']}"
+    if command == "relocate":
+        return "this location"
+    return f"watermark {request.get('watermark_ms')}"
 
 
 def _sink(location: str | None, ckpt: Checkpoint, fs_options: Options) -> FileSink | None:
@@ -324,4 +361,4 @@ def _resume(ckpt: Checkpoint, journal: Mapping[str, Any], command: str, request:
     return out
 
 
-__all__ = ["rewind", "set_watermark", "undo_repair", "list_backups"]
+__all__ = ["rewind", "set_watermark", "relocate", "undo_repair", "list_backups"]

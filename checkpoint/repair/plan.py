@@ -16,10 +16,13 @@ import base64
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from ..errors import CheckpointError, MalformedFileError
 from ..fs import clean_relative
+
+if TYPE_CHECKING:
+    from ..model import Checkpoint
 
 PLAN_FORMAT = "wmcheck-plan"
 PLAN_VERSION = 1
@@ -89,6 +92,15 @@ class Step:
                        crc=self.crc, crc_sha256=self.crc_sha256,
                        data_base64=base64.b64encode(self.data or b"").decode("ascii"))
         return out
+
+
+def rewrite_step(ckpt: "Checkpoint", path: str, data: bytes, phase: str, reason: str) -> Step:
+    """A step that gives a checkpoint file new bytes, regenerating its Hadoop sidecar when it has one."""
+    original = ckpt.fs.read(path)
+    crc = ckpt.fs.info(hadoop_sidecar(path))
+    crc_hash = sha256(ckpt.fs.read(crc.path)) if crc else None
+    return Step("write", "checkpoint", path, phase, reason, len(original), None, sha256(original), data,
+                crc is not None, crc_hash)
 
 
 @dataclass(frozen=True)

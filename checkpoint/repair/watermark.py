@@ -13,7 +13,7 @@ from ..errors import RefusedError
 from ..model import COMMITS, OFFSETS, Checkpoint
 from ..offsets import serialize_offsets
 from ..timeutil import format_duration, format_ms
-from .plan import Plan, Step, hadoop_sidecar, sha256
+from .plan import Plan, rewrite_step
 
 MAX_WINDOWS = 20
 
@@ -45,11 +45,11 @@ def plan_set_watermark(
     steps = []
     if meta.batch_watermark_ms != watermark_ms:
         seq = dataclasses.replace(ckpt.offsets(last), metadata=meta.with_watermark(watermark_ms))
-        steps.append(_rewrite(ckpt, f"{OFFSETS}/{last}", serialize_offsets(seq), "offsets", "batchWatermarkMs"))
+        steps.append(rewrite_step(ckpt, f"{OFFSETS}/{last}", serialize_offsets(seq), "offsets", "batchWatermarkMs set"))
     committed = last in ckpt.commit_ids
     if committed and ckpt.commit(last).next_batch_watermark_ms not in (None, watermark_ms):
-        steps.append(_rewrite(ckpt, f"{COMMITS}/{last}", serialize_commit(ckpt.commit(last).with_watermark(watermark_ms)),
-                              "commits", "nextBatchWatermarkMs"))
+        steps.append(rewrite_step(ckpt, f"{COMMITS}/{last}", serialize_commit(ckpt.commit(last).with_watermark(watermark_ms)),
+                                  "commits", "nextBatchWatermarkMs set"))
     warnings = _lowering_warnings(ckpt, current, watermark_ms, window_ms) if watermark_ms < current else []
     if watermark_ms > current:
         warnings.append(f"raising the watermark by {format_duration(watermark_ms - current)}: the next batch drops "
@@ -67,14 +67,6 @@ def plan_set_watermark(
         created_ms=created_ms,
         notes=(f"batch {ckpt.next_batch} starts from watermark {format_ms(watermark_ms)} ({watermark_ms})",),
     )
-
-
-def _rewrite(ckpt: Checkpoint, path: str, data: bytes, phase: str, key: str) -> Step:
-    original = ckpt.fs.read(path)
-    crc = ckpt.fs.info(hadoop_sidecar(path))
-    crc_hash = sha256(ckpt.fs.read(crc.path)) if crc else None
-    return Step("write", "checkpoint", path, phase, f"{key} set", len(original), None, sha256(original), data,
-                crc is not None, crc_hash)
 
 
 def _lowering_warnings(ckpt: Checkpoint, current: int, new: int, window_ms: int | None) -> list[str]:

@@ -1,0 +1,114 @@
+"""State schema files that operator metadata names outside the checkpoint: a copied or moved checkpoint.
+
+transformWithState records in ``state/<op>/_metadata/v2/<batch>`` the absolute URI of each state
+schema file (``<checkpoint>/state/<op>/_stateSchema/<store>/<batch>_<uuid>``). A checkpoint copied
+or moved elsewhere keeps naming the old location, and Spark reads the schema from there: the
+restarted query and Spark's state reader fail with ``FileNotFoundException`` once it is gone (or,
+for a local copy of a remote checkpoint, out of reach). These helpers find such references and
+write the metadata again with every reference pointing at this checkpoint's own file.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import posixpath
+import re
+from dataclasses import dataclass
+
+from .fs import LocalFileSystem
+from .model import Checkpoint
+from .operator_metadata import OperatorMetadata, StoreMetadata, parse_operator_metadata
+
+_TAIL = re.compile(r"/(state/\d+/_stateSchema/[^?#]+)$")
+_S3 = ("s3", "s3a", "s3n")
+
+
+@dataclass(frozen=True)
+class SchemaReference:
+    """One schema file URI recorded in an operator metadata file."""
+
+    metadata_path: str
+    """The operator metadata file, relative to the checkpoint (``state/0/_metadata/v2/4``)."""
+    uri: str
+    """The URI exactly as recorded."""
+    relative: str | None
+    """The same file relative to a checkpoint (``state/0/_stateSchema/default/0_<uuid>``); None when
+    the URI does not have that shape."""
+    here: bool
+    """The URI names this checkpoint's own file."""
+
+
+def _split_uri(uri: str) -> tuple[str, str]:
+    """``(store kind, path)``: local paths and ``file:`` URIs as ``local``, S3 schemes as one ``s3``."""
+    scheme, sep, rest = uri.partition(":")
+    if not sep or not scheme.isidentifier() or len(scheme) == 1:  # a plain path (or a Windows drive letter)
+        return "local", posixpath.normpath(uri)
+    scheme = scheme.lower()
+    if scheme == "file":
+        return "local", posixpath.normpath("/" + rest.lstrip("/"))
+    rest = rest[2:] if rest.startswith("//") else rest
+    return ("s3" if scheme in _S3 else scheme), rest.strip("/")
+
+
+def _home(ckpt: Checkpoint) -> tuple[str, str]:
+    return _split_uri(ckpt.location)
+
+
+def schema_references(ckpt: Checkpoint) -> list[SchemaReference]:
+    """Every schema file URI in every operator metadata file (v2 names them; v1 does not)."""
+    kind, root = _home(ckpt)
+    out = []
+    for op in ckpt.state_layout.operators:
+        for info in sorted(op.metadata_files, key=lambda f: f.path):
+            meta = ckpt.parse(info.path, parse_operator_metadata)
+            for uri in (u for store in meta.stores for u in store.schema_files):
+                tail = _TAIL.search(_split_uri(uri)[1])
+                relative = tail[1] if tail else None
+                here = _split_uri(uri) == (kind, posixpath.join(root, relative) if relative else None)
+                out.append(SchemaReference(info.path, uri, relative, here))
+    return out
+
+
+def foreign_references(ckpt: Checkpoint) -> list[SchemaReference]:
+    """The references that name a file outside this checkpoint."""
+    return [r for r in schema_references(ckpt) if not r.here]
+
+
+def reachable(ckpt: Checkpoint, ref: SchemaReference) -> bool | None:
+    """Whether Spark, running where this checkpoint is, finds the recorded file: a local file is looked
+    up; a file on another kind of store than the checkpoint's is taken as out of reach (a local copy
+    of a remote checkpoint); None for a remote file on the same kind of store (not looked up)."""
+    kind, path = _split_uri(ref.uri)
+    if kind != _home(ckpt)[0]:
+        return False
+    return os.path.isfile(path) if kind == "local" else None
+
+
+def home_uri(ckpt: Checkpoint, relative: str, recorded: str) -> str:
+    """The URI Spark would record for ``relative`` in this checkpoint (``file:/…`` for local ones;
+    the recorded S3 scheme is kept when both are on S3)."""
+    if isinstance(ckpt.fs, LocalFileSystem) or ckpt.location.startswith("file:"):
+        return "file:" + posixpath.join(_home(ckpt)[1], relative)
+    scheme = ckpt.location.split("://", 1)[0]
+    recorded_scheme = recorded.split(":", 1)[0].lower()
+    if scheme in _S3 and recorded_scheme in _S3:
+        scheme = recorded_scheme
+    return f"{scheme}://{_home(ckpt)[1]}/{relative}"
+
+
+def relocated(ckpt: Checkpoint, meta: OperatorMetadata) -> OperatorMetadata:
+    """``meta`` with every schema file URI naming this checkpoint's own file (URIs of another shape kept)."""
+
+    def fix(uri: str) -> str:
+        tail = _TAIL.search(_split_uri(uri)[1])
+        return home_uri(ckpt, tail[1], uri) if tail else uri
+
+    def store(s: StoreMetadata) -> StoreMetadata:
+        return dataclasses.replace(
+            s,
+            schema_file_path=fix(s.schema_file_path) if s.schema_file_path is not None else None,
+            schema_file_paths=tuple(fix(u) for u in s.schema_file_paths) if s.schema_file_paths is not None else None,
+        )
+
+    return dataclasses.replace(meta, stores=tuple(store(s) for s in meta.stores))
+

@@ -1,0 +1,136 @@
+"""A copied or moved transformWithState checkpoint: schema file names outside it, ``wmcheck relocate``, WM027/WM028.
+
+The fixture ``tws_pandas`` records its schema files under the directory it was generated in; every
+test here works on copies whose location it controls, so the results do not depend on where the
+repository is checked out.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES, fixture_facts, run_cli
+from test_repair_execute import tree
+from wmcheck.checkpoint import repair
+from wmcheck.checkpoint.errors import RefusedError
+from wmcheck.checkpoint.model import open_checkpoint
+from wmcheck.checkpoint.relocation import home_uri, schema_references
+from wmcheck.checkpoint.validate import check_checkpoint
+
+NAME = "tws_pandas"
+SCHEMA = "state/0/_stateSchema/default/0_ca8ba419-8489-44a9-a404-06186defde9d"
+METADATA = ["state/0/_metadata/v2/0", "state/0/_metadata/v2/4"]
+FORMATS = ["table", "json", "csv"]
+
+
+def recorded(ckpt: Path) -> list[str]:
+    """The schema file URIs the operator metadata files name, in file order."""
+    return [u for p in METADATA for line in (ckpt / p).read_text().splitlines()[1:]
+            for s in json.loads(line)["stateStoreInfo"] for u in s["stateSchemaFilePaths"]]
+
+
+@pytest.fixture
+def moved(tmp_path) -> Path:
+    """A copy of the fixture's checkpoint that names the schema files of ``tmp_path/original``, which is gone."""
+    original = tmp_path / "original"
+    shutil.copytree(FIXTURES / NAME / "checkpoint", original)
+    repair.relocate(str(original), execute=True, idle_ms=0)
+    shutil.rmtree(original / "_wmcheck")
+    moved = tmp_path / "moved"
+    shutil.move(original, moved)
+    return moved
+
+
+def test_the_fixture_records_absolute_uris_of_its_generation_root():
+    root = fixture_facts(NAME)["root"]
+    assert recorded(FIXTURES / NAME / "checkpoint") == [f"file:{root}/checkpoint/{SCHEMA}"] * 2
+
+
+def test_references_of_a_moved_checkpoint(moved, tmp_path):
+    refs = schema_references(open_checkpoint(str(moved)))
+    assert [(r.metadata_path, r.uri, r.relative, r.here) for r in refs] == [
+        (p, f"file:{tmp_path}/original/{SCHEMA}", SCHEMA, False) for p in METADATA]
+    for location in (str(tmp_path / "original"), f"file://{tmp_path}/original"):  # the same place, any spelling
+        shutil.copytree(moved, tmp_path / "original", dirs_exist_ok=True)
+        assert [r.here for r in schema_references(open_checkpoint(location))] == [True, True]
+
+
+def test_home_uri_of_a_local_checkpoint_is_a_file_uri():
+    local = open_checkpoint(str(FIXTURES / NAME / "checkpoint"))
+    assert home_uri(local, SCHEMA, "s3a://b/x/" + SCHEMA) == f"file:{FIXTURES / NAME / 'checkpoint'}/{SCHEMA}"
+
+
+def test_relocate_rewrites_only_the_names_and_undo_restores_every_byte(moved, tmp_path):
+    before = tree(moved)
+    dry = repair.relocate(str(moved), idle_ms=0)
+    assert tree(moved) == before and not (moved / "_wmcheck").exists()
+    assert [(s["action"], s["path"], s["phase"], s["crc"]) for s in dry["steps"]] == [
+        ("write", p, "state", True) for p in METADATA]
+    assert dry["before"]["schema_locations"] == [f"file:{tmp_path}/original"]
+    assert dry["notes"] == [f"2 operator metadata file(s) named schema files under file:{tmp_path}/original; "
+                            f"they will name the same files under file:{moved}"]
+    done = repair.relocate(str(moved), execute=True, idle_ms=0)
+    assert done["executed"] and done["backup_id"]
+    assert recorded(moved) == [f"file:{moved}/{SCHEMA}"] * 2
+    changed = {p for p in tree(moved) if tree(moved)[p] != before.get(p)}
+    assert changed == {*METADATA, *(p.replace("v2/", "v2/.") + ".crc" for p in METADATA)}
+    for path in METADATA:  # the rewritten bytes are the original ones with only the location changed
+        assert (moved / path).read_text() == (FIXTURES / NAME / "checkpoint" / path).read_text().replace(
+            fixture_facts(NAME)["root"] + "/checkpoint", str(moved))
+    assert check_checkpoint(open_checkpoint(str(moved))) == []
+    assert repair.relocate(str(moved), idle_ms=0)["steps"] == []
+    repair.undo_repair(str(moved), idle_ms=0)
+    assert tree(moved) == before
+
+
+def test_relocate_refuses_when_the_schema_file_was_not_copied(moved):
+    (moved / SCHEMA).unlink()
+    with pytest.raises(RefusedError) as err:
+        repair.relocate(str(moved), idle_ms=0)
+    assert err.value.path == SCHEMA and "copy that file from" in err.value.hint
+
+
+def test_a_copy_names_the_original_then_fails_once_it_is_gone(moved, tmp_path):
+    repair.relocate(str(moved), execute=True, idle_ms=0)
+    copy = tmp_path / "copy"
+    shutil.copytree(moved, copy)
+    found = check_checkpoint(open_checkpoint(str(copy)))
+    assert [(f.code, f.severity, f.path) for f in found] == [("WM028", "warning", p) for p in METADATA]
+    assert found[0].message.startswith(f"names the state schema file file:{moved}/{SCHEMA}, outside this checkpoint")
+    shutil.rmtree(moved)
+    found = check_checkpoint(open_checkpoint(str(copy)))
+    assert [(f.code, f.severity, f.path) for f in found] == [("WM027", "error", p) for p in METADATA]
+    assert found[0].message.endswith("Fix: wmcheck relocate CKPT --execute (names this checkpoint's own schema files; undoable)")
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_relocate_on_the_command_line_in_every_format(moved, tmp_path, fmt):
+    before = tree(moved)
+    out = run_cli("relocate", moved, "--idle", "0", "--format", fmt).stdout
+    assert tree(moved) == before
+    if fmt == "json":
+        doc = json.loads(out)
+        assert doc["command"] == "relocate" and doc["executed"] is False and doc["counts"] == {"remove": 0, "write": 2}
+        assert [s["path"] for s in doc["steps"]] == METADATA
+    elif fmt == "csv":
+        rows = dict(list(csv.reader(io.StringIO(out)))[1:])
+        assert rows["command"] == "relocate" and rows["steps.1.path"] == METADATA[1]
+    else:
+        assert "mode:           dry run: nothing was changed (add --execute to apply)" in out
+        assert [line.split()[3] for line in out.splitlines() if line.startswith(("0 ", "1 "))] == METADATA
+    done = json.loads(run_cli("relocate", moved, "--execute", "--idle", "0", "--format", "json").stdout)
+    rows = json.loads(run_cli("backups", moved, "--format", "json").stdout)
+    assert [(r["backup_id"], r["command"], r["target"], r["steps"]) for r in rows] == [
+        (done["backup_id"], "relocate", "this location", 2)]
+    assert recorded(moved) == [f"file:{moved}/{SCHEMA}"] * 2
+
+
+def test_relocate_errors_are_one_line(moved):
+    (moved / SCHEMA).unlink()
+    out = run_cli("relocate", moved, "--idle", "0", exit_code=2).output
+    assert out.startswith(f"Error: {SCHEMA}: {METADATA[0]} names file:") and len(out.strip().splitlines()) == 1
