@@ -193,3 +193,9 @@ def test_times_in_messages_follow_tz(copy_fixture):
     utc = json.loads(run_cli("check", root / "checkpoint", "--format", "json").stdout)[0]["message"]
     india = json.loads(run_cli("check", root / "checkpoint", "--tz", "Asia/Kolkata", "--format", "json").stdout)[0]["message"]
     assert "Z)" in utc and "+05:30)" in india and "Z)" not in india
+
+
+def test_readme_lists_every_code_with_its_severity_and_title():
+    readme = (FIXTURES.parent / "README.md").read_text()
+    for check in CHECKS.values():
+        assert f"| {check.code} | {check.severity} | {check.title} |" in readme, check.code
