@@ -8,7 +8,7 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Callable, Mapping, TypeVar
+from typing import TYPE_CHECKING, Callable, Mapping, TypeVar
 
 from .commits import CommitEntry, parse_commit
 from .errors import CheckpointError, MissingFileError, NotACheckpointError
@@ -18,7 +18,9 @@ from .offsets import OffsetSeq, parse_offsets
 from .query_metadata import QueryMetadata, parse_query_metadata
 from .operator_kinds import infer_operator_name
 from .state_files import DEFAULT_STORE, StateLayout, StorePartition, scan_state
-from .state_schema import ColumnFamilySchema, parse_state_schema
+
+if TYPE_CHECKING:
+    from .state_schema import ColumnFamilySchema
 
 T = TypeVar("T")
 
@@ -251,8 +253,10 @@ class Checkpoint:
         legacy = f"{STATE}/{operator_id}/0/" + ("" if store == DEFAULT_STORE else f"{store}/") + "_metadata/schema"
         return [f.path for f in v3] + ([legacy] if self.fs.exists(legacy) else [])
 
-    def store_schema(self, operator_id: int, store: str, column_family: str = DEFAULT_STORE) -> ColumnFamilySchema | None:
+    def store_schema(self, operator_id: int, store: str, column_family: str = DEFAULT_STORE) -> "ColumnFamilySchema | None":
         """The key and value schema of a store's column family from its newest schema file, if any."""
+        from .state_schema import parse_state_schema
+
         for path in self.schema_file_paths(operator_id, store):
             found = next((cf for cf in self.parse(path, parse_state_schema).column_families if cf.name == column_family), None)
             if found:

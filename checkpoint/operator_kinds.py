@@ -5,7 +5,10 @@ the name Spark would have recorded is inferred from the store names and the defa
 """
 from __future__ import annotations
 
-from .state_schema import ColumnFamilySchema
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .state_schema import ColumnFamilySchema
 
 JOIN_SIDES = ("left", "right")
 
