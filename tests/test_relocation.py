@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES, fixture_facts, run_cli
+from test_remote import fs_args, s3_options  # noqa: F401  (a module-scoped S3 server of our own)
 from test_repair_execute import tree
 from wmcheck.checkpoint import repair
 from wmcheck.checkpoint.errors import RefusedError
@@ -134,3 +135,19 @@ def test_relocate_errors_are_one_line(moved):
     (moved / SCHEMA).unlink()
     out = run_cli("relocate", moved, "--idle", "0", exit_code=2).output
     assert out.startswith(f"Error: {SCHEMA}: {METADATA[0]} names file:") and len(out.strip().splitlines()) == 1
+
+
+def test_local_checkpoint_copied_to_s3_is_reported_then_relocated(s3_options, moved):  # noqa: F811
+    """On S3 the recorded file: URIs are out of reach (WM027); relocate names s3a:// files of the copy."""
+    from pyarrow import fs as pafs
+
+    s3 = pafs.S3FileSystem(**s3_options)
+    pafs.copy_files(str(moved), "bucket/tws", destination_filesystem=s3)
+    args = fs_args(s3_options)
+    rows = json.loads(run_cli("check", "s3a://bucket/tws", "--format", "json", *args, exit_code=1).stdout)
+    assert [(r["code"], r["path"]) for r in rows] == [("WM027", p) for p in METADATA]
+    doc = json.loads(run_cli("relocate", "s3a://bucket/tws", "--execute", "--idle", "0", "--format", "json", *args).stdout)
+    assert [s["path"] for s in doc["steps"]] == METADATA
+    text = s3.open_input_file("bucket/tws/" + METADATA[1]).read().decode()
+    assert f'"stateSchemaFilePaths":["s3a://bucket/tws/{SCHEMA}"]' in text
+    assert json.loads(run_cli("check", "s3://bucket/tws", "--format", "json", *args).stdout) == []
