@@ -57,27 +57,25 @@ def rewind(
     fail_after: int | None = None,
 ) -> dict[str, Any]:
     """Plan (and with ``execute`` apply) a rewind; see docs/repair.md. ``fail_after`` is a test hook."""
-    now = now_ms() if now is None else now
-    ckpt = open_checkpoint(location, fs_options)
-    journal = read_journal(ckpt.fs)
-    if journal:
-        other = {"batch": to_batch} if to_batch is not None else {}
-        return _resume(ckpt, journal, "rewind", other, from_plan, execute, idle_ms, force, fs_options, now, fail_after)
 
-    def make(batch: int | None, sink: FileSink | None, keep_next: bool, keep_log: bool, how: str | None) -> Plan:
+    def make(ckpt: Checkpoint, now: int, batch: int | None, sink: FileSink | None, keep_next: bool, keep_log: bool,
+             how: str | None) -> Plan:
         return plan_rewind(ckpt, batch, sink=sink, keep_next_offsets=keep_next, keep_source_log=keep_log, how=how,
                            created_ms=now)
 
-    if from_plan:
-        plan = _load(from_plan, "rewind", ckpt)
-        req = plan.request
-        _check_fresh(plan, lambda: make(req["batch"], _sink(plan.file_sink, ckpt, fs_options),
-                                        req["keep_next_offsets"], req["keep_source_log"], None))
-    else:
+    def fresh(ckpt: Checkpoint, now: int) -> Plan:
         target = resolve_target(ckpt, to_batch=to_batch, to_watermark=to_watermark, to_time=to_time, shift=shift, now=now)
         sink = _sink(file_sink, ckpt, fs_options) if file_sink else None
-        plan = make(target.batch, sink, keep_next_offsets, keep_source_log, target.how)
-    return _finish(ckpt, plan, execute, plan_out, idle_ms, force, backup_dir, fs_options, now, fail_after)
+        return make(ckpt, now, target.batch, sink, keep_next_offsets, keep_source_log, target.how)
+
+    def again(ckpt: Checkpoint, plan: Plan, now: int) -> Plan:
+        req = plan.request
+        return make(ckpt, now, req["batch"], _sink(plan.file_sink, ckpt, fs_options), req["keep_next_offsets"],
+                    req["keep_source_log"], None)
+
+    return _repair("rewind", location, {"batch": to_batch} if to_batch is not None else {}, fresh, again,
+                   execute=execute, from_plan=from_plan, plan_out=plan_out, idle_ms=idle_ms, force=force,
+                   backup_dir=backup_dir, fs_options=fs_options, now=now, fail_after=fail_after)
 
 
 @_without_gc
@@ -98,25 +96,23 @@ def set_watermark(
     fail_after: int | None = None,
 ) -> dict[str, Any]:
     """Plan (and with ``execute`` apply) setting the watermark the next batch starts from."""
-    now = now_ms() if now is None else now
-    ckpt = open_checkpoint(location, fs_options)
-    journal = read_journal(ckpt.fs)
-    if journal:
-        return _resume(ckpt, journal, "set-watermark", {}, from_plan, execute, idle_ms, force, fs_options, now,
-                       fail_after)
-    if from_plan:
-        plan = _load(from_plan, "set-watermark", ckpt)
-        req = plan.request
-        _check_fresh(plan, lambda: plan_set_watermark(ckpt, req["watermark_ms"], allow_raise=req["allow_raise"],
-                                                      window_ms=req["window_ms"], created_ms=now))
-    else:
+
+    def fresh(ckpt: Checkpoint, now: int) -> Plan:
         if watermark is None:
             raise CheckpointError("set-watermark needs --watermark TIME (or --from-plan FILE)",
                                   hint='e.g. --watermark "-2 hours" (relative to the current watermark)')
         watermark_ms = parse_time_ms(watermark, now_ms=now, watermark_ms=ckpt.watermark_ms, default_anchor="watermark")
         window_ms = parse_duration_ms(window) if window else None
-        plan = plan_set_watermark(ckpt, watermark_ms, allow_raise=allow_raise, window_ms=window_ms, created_ms=now)
-    return _finish(ckpt, plan, execute, plan_out, idle_ms, force, backup_dir, fs_options, now, fail_after)
+        return plan_set_watermark(ckpt, watermark_ms, allow_raise=allow_raise, window_ms=window_ms, created_ms=now)
+
+    def again(ckpt: Checkpoint, plan: Plan, now: int) -> Plan:
+        req = plan.request
+        return plan_set_watermark(ckpt, req["watermark_ms"], allow_raise=req["allow_raise"], window_ms=req["window_ms"],
+                                  created_ms=now)
+
+    return _repair("set-watermark", location, {}, fresh, again, execute=execute, from_plan=from_plan,
+                   plan_out=plan_out, idle_ms=idle_ms, force=force, backup_dir=backup_dir, fs_options=fs_options,
+                   now=now, fail_after=fail_after)
 
 
 @_without_gc
@@ -134,17 +130,10 @@ def relocate(
     fail_after: int | None = None,
 ) -> dict[str, Any]:
     """Plan (and with ``execute`` apply) pointing operator metadata at this checkpoint's own schema files."""
-    now = now_ms() if now is None else now
-    ckpt = open_checkpoint(location, fs_options)
-    journal = read_journal(ckpt.fs)
-    if journal:
-        return _resume(ckpt, journal, "relocate", {}, from_plan, execute, idle_ms, force, fs_options, now, fail_after)
-    if from_plan:
-        plan = _load(from_plan, "relocate", ckpt)
-        _check_fresh(plan, lambda: plan_relocate(ckpt, created_ms=now))
-    else:
-        plan = plan_relocate(ckpt, created_ms=now)
-    return _finish(ckpt, plan, execute, plan_out, idle_ms, force, backup_dir, fs_options, now, fail_after)
+    return _repair("relocate", location, {}, lambda ckpt, now: plan_relocate(ckpt, created_ms=now),
+                   lambda ckpt, plan, now: plan_relocate(ckpt, created_ms=now), execute=execute, from_plan=from_plan,
+                   plan_out=plan_out, idle_ms=idle_ms, force=force, backup_dir=backup_dir, fs_options=fs_options,
+                   now=now, fail_after=fail_after)
 
 
 @_without_gc
@@ -214,6 +203,26 @@ def list_backups(location: str, *, fs_options: Options = None) -> list[dict[str,
 
 
 # -- shared steps ----------------------------------------------------------------------------
+
+
+def _repair(command: str, location: str, resume_request: Mapping[str, Any], fresh: Callable[[Checkpoint, int], Plan],
+            again: Callable[[Checkpoint, Plan, int], Plan], *, execute: bool, from_plan: str | None,
+            plan_out: str | None, idle_ms: int, force: bool, backup_dir: str | None, fs_options: Options,
+            now: int | None, fail_after: int | None) -> dict[str, Any]:
+    """One repair: finish or show an interrupted one, else plan it (``fresh``, or a saved plan checked against
+    ``again``, the same request planned now) and apply it when asked."""
+    now = now_ms() if now is None else now
+    ckpt = open_checkpoint(location, fs_options)
+    journal = read_journal(ckpt.fs)
+    if journal:
+        return _resume(ckpt, journal, command, resume_request, from_plan, execute, idle_ms, force, fs_options, now,
+                       fail_after)
+    if from_plan:
+        plan = _load(from_plan, command, ckpt)
+        _check_fresh(plan, lambda: again(ckpt, plan, now))
+    else:
+        plan = fresh(ckpt, now)
+    return _finish(ckpt, plan, execute, plan_out, idle_ms, force, backup_dir, fs_options, now, fail_after)
 
 
 def _target_label(command: str, request: Mapping[str, Any]) -> str:
