@@ -162,4 +162,17 @@ def session_scope(master: str | None = None, conf: Mapping[str, str] | None = No
         yield spark
     finally:
         if created:
-            spark.stop()
+            stop_for_exit(spark)
+
+
+def stop_for_exit(spark) -> None:
+    """Stop a session the command started, as the process is about to exit: the JVM's SparkContext stops
+    cleanly, but pyspark's accumulator server (a daemon thread that notices a shutdown only at its next
+    0.5 s poll) is told to stop without waiting for it, which would add ~0.4 s to every command."""
+    context = getattr(spark, "sparkContext", None)  # Spark Connect sessions have none
+    server = getattr(context, "_accumulatorServer", None)
+    if server is not None:
+        context._accumulatorServer = None
+        server.server_shutdown = True
+        server._BaseServer__shutdown_request = True  # what socketserver's shutdown() sets before it waits
+    spark.stop()
