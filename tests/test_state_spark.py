@@ -430,3 +430,17 @@ def test_moved_transform_with_state_checkpoint_is_read_without_changing_it(spark
                               "--format", "json").stdout)
     assert len(rows) == len(fixture_rows("tws_pandas", "0", TIMERS))
     assert tree(moved) == before
+
+
+def test_own_session_is_quiet_and_stops_cleanly(tmp_path):
+    """As a user runs it: a new process starts its own Spark, prints only the result, exits 0 promptly."""
+    import subprocess
+    import sys
+    import time
+
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "wmcheck.cli", "state", str(fixture_checkpoint("agg_window_hdfs")),
+                           "--format", "json"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert json.loads(done.stdout)["stores"][0]["rows"] == len(fixture_rows("agg_window_hdfs", "0", "default"))
+    assert time.perf_counter() - started < 120
