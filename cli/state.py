@@ -33,7 +33,8 @@ BAR = 40
 @click.option("--output", type=click.Path(dir_okay=False, writable=True), help="Write to FILE (needed for --format parquet).")
 @click.option("--master", help="Spark master (default local[*]; a session already running in the process is reused).")
 @click.option("--conf", "confs", multiple=True, metavar="KEY=VALUE", help="Spark conf, e.g. spark.hadoop.fs.s3a.endpoint=... (repeatable).")
-@click.option("--remote", metavar="sc://HOST", help="Read through Spark Connect (the server must reach the checkpoint).")
+@click.option("--remote", metavar="sc://HOST", help="Read through Spark Connect (the server must reach the checkpoint); "
+              "local[*] starts a Connect server in this process.")
 @common_options(FORMATS + ("parquet",))
 def state(checkpoint: str, operator: int | None, store: str | None, join_side: str | None, state_var: str | None,
           batch: int | None, older: bool, watermark: str | None, limit: int | None, output: str | None,

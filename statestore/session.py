@@ -70,28 +70,27 @@ def check_requirements() -> None:
 
 
 def spark_session(master: str | None = None, conf: Mapping[str, str] | None = None, remote: str | None = None, quiet: bool = True):
-    """Get or create a SparkSession (local[*] by default, or --master / --remote Spark Connect)."""
-    if remote is None:
+    """Get or create a SparkSession (local[*] by default, or --master / --remote Spark Connect; a
+    ``local[…]`` remote starts a Spark Connect server in this process, as quietly as a local session)."""
+    in_process = remote is None or remote.startswith("local")
+    if in_process:
         check_requirements()
     from pyspark.sql import SparkSession
 
     if quiet and sys.stderr.isatty():
         sys.stderr.write("wmcheck: starting Spark...\n")
     builder = SparkSession.builder.appName("wmcheck")
-    if remote:
-        builder = builder.remote(remote)
-    else:
-        builder = builder.master(master or "local[*]")
-        for key, value in QUIET_CONF.items():
-            builder = builder.config(key, value)
-    conf = dict(conf or {})
-    if quiet and not remote:
-        conf[JAVA_OPTIONS] = quiet_java_options(conf.get(JAVA_OPTIONS, ""))
-    for key, value in conf.items():
+    builder = builder.remote(remote) if remote else builder.master(master or "local[*]")
+    user = dict(conf or {})
+    jvm_conf = {**(QUIET_CONF if in_process else {}), **user}
+    if quiet and in_process:
+        jvm_conf[JAVA_OPTIONS] = quiet_java_options(jvm_conf.get(JAVA_OPTIONS, ""))
+    # a Spark Connect client can set only SQL confs; the JVM started here has the rest already
+    for key, value in (user if remote else jvm_conf).items():
         builder = builder.config(key, value)
     try:
-        if quiet and not remote:
-            _launch_silent_jvm({"spark.app.name": "wmcheck", "spark.master": master or "local[*]", **QUIET_CONF, **conf})
+        if quiet and in_process:
+            _launch_silent_jvm({"spark.app.name": "wmcheck", "spark.master": master or remote or "local[*]", **jvm_conf})
         spark = builder.getOrCreate()
     except Exception as exc:  # py4j/JVM start-up failures arrive as many exception types
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

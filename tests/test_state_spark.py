@@ -444,3 +444,16 @@ def test_own_session_is_quiet_and_stops_cleanly(tmp_path):
     assert done.returncode == 0 and done.stderr == "", done.stderr
     assert json.loads(done.stdout)["stores"][0]["rows"] == len(fixture_rows("agg_window_hdfs", "0", "default"))
     assert time.perf_counter() - started < 120
+
+
+@pytest.mark.parametrize("args", [[], ["--older-than-watermark", "--watermark", "watermark+30 seconds"]])
+def test_spark_connect_reads_what_the_classic_session_reads(args, tmp_path):
+    """--remote: the same summary and rows through a Spark Connect server (started in the wmcheck process)."""
+    import subprocess
+    import sys
+
+    ckpt = str(fixture_checkpoint("agg_window_hdfs"))
+    done = subprocess.run([sys.executable, "-m", "wmcheck.cli", "state", ckpt, *args, "--remote", "local[2]",
+                           "--format", "json"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert json.loads(done.stdout) == json.loads(run_cli("state", ckpt, *args, "--format", "json").stdout)
