@@ -5,6 +5,7 @@ from datetime import timezone, tzinfo
 from typing import Any
 
 from .model import PINNED_CONFS, Checkpoint, Operator
+from .relocation import foreign_references
 from .state_files import StorePartition
 from .timeutil import format_ms
 
@@ -93,6 +94,11 @@ def warnings(ckpt: Checkpoint) -> list[str]:
                 f"state/{op.operator_id}: version {summary['next_version']} cannot be rebuilt in "
                 f"{', '.join(summary['unloadable'][:3])}{'...' if len(summary['unloadable']) > 3 else ''}"
             )
+    foreign = foreign_references(ckpt)
+    if foreign:
+        elsewhere = sorted({r.uri.rsplit("/state/", 1)[0] for r in foreign})
+        out.append(f"operator metadata names state schema files under {', '.join(elsewhere)}: the checkpoint was copied "
+                   "or moved, and Spark reads them there on restart; run 'wmcheck relocate' (wmcheck check: WM027/WM028)")
     return out
 
 

@@ -5,10 +5,12 @@ import csv
 import io
 import json
 import re
+import shutil
+from pathlib import Path
 
 import pytest
 
-from conftest import fixture_checkpoint, fixture_facts, fixture_names, run_cli
+from conftest import fixture_checkpoint, fixture_facts, fixture_names, names_own_schemas, restartable_checkpoint, run_cli
 
 FIXTURES = fixture_names()
 
@@ -34,7 +36,21 @@ def test_show_json_matches_spark(name):
     old_spark = facts["spark_version"].startswith(("2.", "3."))  # no operator metadata before Spark 4.0
     assert [op["name_inferred"] for op in doc["operators"]] == [old_spark] * len(doc["operators"])
     assert all(op["next_version_loadable"] for op in doc["operators"])
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_fixture_where_spark_can_restart_it_shows_no_warning(name, tmp_path):
+    doc = json.loads(run_cli("show", restartable_checkpoint(name, tmp_path), "--format", "json").stdout)
     assert doc["warnings"] == []
+
+
+def test_moved_transform_with_state_checkpoint_shows_where_its_schemas_are(tmp_path):
+    ckpt = names_own_schemas(Path(shutil.copytree(fixture_checkpoint("tws_pandas"), tmp_path / "a")))
+    moved = shutil.move(ckpt, tmp_path / "b")
+    doc = json.loads(run_cli("show", moved, "--format", "json").stdout)
+    assert doc["warnings"] == [
+        f"operator metadata names state schema files under file:{tmp_path}/a: the checkpoint was copied or moved, and "
+        "Spark reads them there on restart; run 'wmcheck relocate' (wmcheck check: WM027/WM028)"]
 
 
 @pytest.mark.parametrize("name", FIXTURES)
