@@ -50,11 +50,13 @@ def state(checkpoint: str, operator: int | None, store: str | None, join_side: s
     ckpt = open_checkpoint(checkpoint, parse_pairs(fs_options, "--fs-option"))
     from wmcheck.statestore.discovery import select
     from wmcheck.statestore.reader import summarize, target
+    from wmcheck.statestore.relocated_view import reader_location
     from wmcheck.statestore.session import session_scope
 
     selection = store or join_side or state_var
     kind = "store" if store else "join_side" if join_side else "state_var" if state_var else None
     select(ckpt, operator, selection, kind)  # an unknown operator or store fails here, before Spark starts
+    reader_location(ckpt)  # so does a copied remote checkpoint whose metadata names schema files elsewhere
     base = target(ckpt, batch).watermark_ms
     watermark_ms = None if watermark is None else parse_time_ms(watermark, watermark_ms=base, default_anchor="watermark")
     with session_scope(master, parse_pairs(confs, "--conf"), remote) as spark:

@@ -151,3 +151,13 @@ def test_local_checkpoint_copied_to_s3_is_reported_then_relocated(s3_options, mo
     text = s3.open_input_file("bucket/tws/" + METADATA[1]).read().decode()
     assert f'"stateSchemaFilePaths":["s3a://bucket/tws/{SCHEMA}"]' in text
     assert json.loads(run_cli("check", "s3://bucket/tws", "--format", "json", *args).stdout) == []
+
+
+def test_state_on_a_copied_remote_checkpoint_fails_before_spark_with_the_fix(s3_options, moved):  # noqa: F811
+    from pyarrow import fs as pafs
+
+    pafs.copy_files(str(moved), "bucket/tws-state", destination_filesystem=pafs.S3FileSystem(**s3_options))
+    out = run_cli("state", "s3://bucket/tws-state", *fs_args(s3_options), exit_code=2).output
+    assert out.startswith(f"Error: {METADATA[0]}: {METADATA[0]} names the state schema file file:") and (
+        "(hint: wmcheck relocate CKPT --execute makes it name its own schema files (undoable))") in out
+    assert len(out.strip().splitlines()) == 1
