@@ -107,17 +107,24 @@ def set_watermark(checkpoint: str, watermark, allow_raise, window, execute, plan
 
 @click.command()
 @click.argument("checkpoint")
+@click.option("--path-map", "path_maps", multiple=True, metavar="FROM=TO",
+              help="The input (and with --file-sink the output) moved from FROM to TO: rewrite the logged file paths (repeatable).")
+@click.option("--file-sink", metavar="PATH", help="Also rewrite this file sink's _spark_metadata paths with --path-map.")
 @repair_options
 @common_options()
-def relocate(checkpoint: str, execute, plan_out, from_plan, idle, force, backup_dir, fmt, tz, fs_options) -> None:
-    """Make a copied or moved CHECKPOINT name its own state schema files (dry run unless --execute).
+def relocate(checkpoint: str, path_maps, file_sink, execute, plan_out, from_plan, idle, force, backup_dir, fmt, tz,
+             fs_options) -> None:
+    """Make a copied or moved CHECKPOINT name its own files (dry run unless --execute).
 
-    transformWithState records absolute schema file locations; Spark fails to restart a copy or a
+    transformWithState records absolute schema file locations: Spark fails to restart a copy or a
     moved checkpoint (and to read its state) until they name the files where the checkpoint is now.
+    File sources and file sinks log every file by absolute path: after the input moved, Spark takes
+    every file at the new place for a new one (and processes it again) unless --path-map FROM=TO
+    rewrites the logged paths.
     """
-    doc = repair.relocate(checkpoint, execute=execute, from_plan=from_plan, plan_out=plan_out,
-                          idle_ms=parse_idle(idle), force=force, backup_dir=backup_dir,
-                          fs_options=parse_pairs(fs_options, "--fs-option"))
+    doc = repair.relocate(checkpoint, path_map=parse_pairs(path_maps, "--path-map"), file_sink=file_sink,
+                          execute=execute, from_plan=from_plan, plan_out=plan_out, idle_ms=parse_idle(idle), force=force,
+                          backup_dir=backup_dir, fs_options=parse_pairs(fs_options, "--fs-option"))
     render_plan(doc, fmt, tz)
 
 

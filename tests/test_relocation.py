@@ -161,3 +161,24 @@ def test_state_on_a_copied_remote_checkpoint_fails_before_spark_with_the_fix(s3_
     assert out.startswith(f"Error: {METADATA[0]}: {METADATA[0]} names the state schema file file:") and (
         "(hint: wmcheck relocate CKPT --execute makes it name its own schema files (undoable))") in out
     assert len(out.strip().splitlines()) == 1
+
+
+def test_path_map_rewrites_source_and_sink_logs_in_spark_form(copy_fixture):
+    root = copy_fixture("agg_window_hdfs")
+    facts = fixture_facts("agg_window_hdfs")
+    ckpt, sink = root / "checkpoint", root / "output"
+    before = tree(root)
+    args = ["--path-map", f"{facts['root']}={root}", "--file-sink", sink, "--idle", "0"]
+    dry = json.loads(run_cli("relocate", ckpt, *args, "--format", "json").stdout)
+    assert tree(root) == before
+    sources = sorted(p.name for p in (ckpt / "sources/0").glob("[0-9]*"))
+    sink_logs = sorted(p.name for p in (sink / "_spark_metadata").glob("[0-9]*"))
+    assert sorted((s["root"], s["path"]) for s in dry["steps"]) == sorted(
+        [("checkpoint", f"sources/0/{n}") for n in sources] + [("sink", f"_spark_metadata/{n}") for n in sink_logs])
+    assert dry["request"] == {"path_map": {facts["root"]: str(root)}} and dry["file_sink"] == str(sink)
+    run_cli("relocate", ckpt, *args, "--execute")
+    first = (ckpt / "sources/0/0").read_text().splitlines()[1]
+    assert first == f'{{"path":"file://{root}/input/run0-000.json","timestamp":1704067200000,"batchId":0}}'
+    assert check_checkpoint(open_checkpoint(str(ckpt)), str(sink)) == []  # sidecars regenerated
+    out = run_cli("relocate", ckpt, "--path-map", "/nowhere=/else", "--idle", "0").stdout
+    assert "warning:        no file-source log entry names a file under /nowhere" in out

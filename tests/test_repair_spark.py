@@ -205,3 +205,29 @@ def test_moved_transform_with_state_checkpoint_restarts_once_relocated(spark, tm
         got, expected = rows(tmp_path / "out"), rows(tmp_path / "out-ref")
     assert [p["batchId"] for p in resumed] == [p["batchId"] for p in reference] != []
     assert got == expected and sum(got.values()) > 0
+
+
+def test_moved_input_and_output_are_not_processed_again_once_relocated(spark, tmp_path):
+    """A query moved with its input and file sink: without relocate Spark reads every input file again;
+    after relocate --path-map only the new files, and the sink (its log mapped too) reads back whole."""
+    name = "agg_window_hdfs"
+    old, new, control = tmp_path / "a", tmp_path / "b", tmp_path / "control"
+    with fixture_conf(spark, name):
+        first_run(spark, name, old)
+        before = sink_rows(spark, name, old)
+        shutil.copytree(old, control)  # the same move, not relocated: its logs keep naming a/
+        shutil.move(old, new)
+        doc = repair.relocate(str(new / "checkpoint"), path_map={str(old): str(new)}, file_sink=str(new / "output"),
+                              execute=True, idle_ms=0)
+        phases = Counter(s["phase"] for s in doc["steps"])
+        assert phases["sources"] == len(list((new / "checkpoint/sources/0").glob("[0-9]*")))
+        assert phases["sink"] == len(list((new / "output/_spark_metadata").glob("[0-9]*")))
+        assert f'"path":"file://{new}/input/run0-000.json"' in (new / "checkpoint/sources/0/0").read_text()
+        assert sink_rows(spark, name, new) == before
+        written = QUERIES.write_inputs(name, str(new), runs=[2])
+        resumed = run_query(spark, name, new)
+        QUERIES.write_inputs(name, str(control), runs=[2])
+        again = run_query(spark, name, control)
+    fresh = sum(len((new / f).read_text().splitlines()) for f in written)
+    assert sum(p["numInputRows"] for p in resumed) == fresh
+    assert sum(p["numInputRows"] for p in again) > fresh  # every old file was taken for a new one

@@ -119,6 +119,8 @@ def set_watermark(
 def relocate(
     location: str,
     *,
+    path_map: Mapping[str, str] | None = None,
+    file_sink: str | None = None,
     execute: bool = False,
     from_plan: str | None = None,
     plan_out: str | None = None,
@@ -129,11 +131,20 @@ def relocate(
     now: int | None = None,
     fail_after: int | None = None,
 ) -> dict[str, Any]:
-    """Plan (and with ``execute`` apply) pointing operator metadata at this checkpoint's own schema files."""
-    return _repair("relocate", location, {}, lambda ckpt, now: plan_relocate(ckpt, created_ms=now),
-                   lambda ckpt, plan, now: plan_relocate(ckpt, created_ms=now), execute=execute, from_plan=from_plan,
-                   plan_out=plan_out, idle_ms=idle_ms, force=force, backup_dir=backup_dir, fs_options=fs_options,
-                   now=now, fail_after=fail_after)
+    """Plan (and with ``execute`` apply) making a copied or moved checkpoint name its own schema files and,
+    with ``path_map`` (FROM prefix -> TO), its logged input files (and ``file_sink``'s output files) where they are now."""
+
+    def fresh(ckpt: Checkpoint, now: int) -> Plan:
+        sink = _sink(file_sink, ckpt, fs_options) if file_sink else None
+        return plan_relocate(ckpt, path_map=path_map, sink=sink, created_ms=now)
+
+    def again(ckpt: Checkpoint, plan: Plan, now: int) -> Plan:
+        return plan_relocate(ckpt, path_map=plan.request.get("path_map"), sink=_sink(plan.file_sink, ckpt, fs_options),
+                             created_ms=now)
+
+    return _repair("relocate", location, {}, fresh, again, execute=execute, from_plan=from_plan, plan_out=plan_out,
+                   idle_ms=idle_ms, force=force, backup_dir=backup_dir, fs_options=fs_options, now=now,
+                   fail_after=fail_after)
 
 
 @_without_gc

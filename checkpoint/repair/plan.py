@@ -22,7 +22,7 @@ from ..errors import CheckpointError, MalformedFileError
 from ..fs import clean_relative
 
 if TYPE_CHECKING:
-    from ..model import Checkpoint
+    from ..fs import FileSystem
 
 PLAN_FORMAT = "wmcheck-plan"
 PLAN_VERSION = 1
@@ -94,13 +94,12 @@ class Step:
         return out
 
 
-def rewrite_step(ckpt: "Checkpoint", path: str, data: bytes, phase: str, reason: str) -> Step:
-    """A step that gives a checkpoint file new bytes, regenerating its Hadoop sidecar when it has one."""
-    original = ckpt.fs.read(path)
-    crc = ckpt.fs.info(hadoop_sidecar(path))
-    crc_hash = sha256(ckpt.fs.read(crc.path)) if crc else None
-    return Step("write", "checkpoint", path, phase, reason, len(original), None, sha256(original), data,
-                crc is not None, crc_hash)
+def rewrite_step(fs: "FileSystem", path: str, data: bytes, phase: str, reason: str, root: str = "checkpoint") -> Step:
+    """A step that gives a file of ``root`` new bytes, regenerating its Hadoop sidecar when it has one."""
+    original = fs.read(path)
+    crc = fs.info(hadoop_sidecar(path))
+    crc_hash = sha256(fs.read(crc.path)) if crc else None
+    return Step("write", root, path, phase, reason, len(original), None, sha256(original), data, crc is not None, crc_hash)
 
 
 @dataclass(frozen=True)

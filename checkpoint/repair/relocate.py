@@ -1,21 +1,67 @@
-"""Planning ``wmcheck relocate``: point operator metadata at this checkpoint's own schema files.
+"""Planning ``wmcheck relocate``: a copied or moved checkpoint names its own files again.
 
-A copied or moved transformWithState checkpoint names its state schema files at the old location
-(see :mod:`..relocation`); Spark then fails to restart it. Every operator metadata file with such a
-name is written again (with its Hadoop checksum sidecar) naming the same file in this checkpoint.
-Nothing else changes: offsets, commits, state and the schema files themselves stay as they are.
+* State schema files: a transformWithState checkpoint names them at its old location (see
+  :mod:`..relocation`) and Spark fails to restart it. Every operator metadata file with such a name
+  is written again naming the same file in this checkpoint.
+* Input and output files (with ``path_map``): the file-source logs (``sources/<i>/``) and the file
+  sink's log (``_spark_metadata/``) name every file by absolute URI. After the input moved, Spark
+  takes every file at the new place for a new one and processes it again; after the output moved,
+  readers of the sink look for its files at the old place. Each log entry under a ``FROM`` prefix is
+  written again under ``TO``, in the form Spark itself records (``file:///…`` stays ``file:///…``).
+
+Every rewritten file keeps a valid Hadoop checksum sidecar. Offsets, commits and state stay as they are.
 """
 from __future__ import annotations
 
+import json
+from typing import Mapping
+
+from ..batch_inputs import map_location
 from ..errors import RefusedError
-from ..model import Checkpoint
+from ..file_logs import FileLog, parse_file_log, serialize_file_log
+from ..fs import FileSystem
+from ..model import SOURCES, Checkpoint
 from ..operator_metadata import parse_operator_metadata, serialize_operator_metadata
 from ..relocation import foreign_references, home_uri, relocated
-from .plan import Plan, rewrite_step
+from .logs import SINK_LOG, read_log_dir
+from .plan import Plan, Step, rewrite_step
+from .rewind import FileSink
 
 
-def plan_relocate(ckpt: Checkpoint, *, created_ms: int = 0) -> Plan:
-    """The plan that makes every operator metadata file name this checkpoint's schema files."""
+def relocate_uri(uri: str, path_map: Mapping[str, str]) -> str:
+    """``uri`` under the first matching ``FROM`` prefix moved to ``TO``, keeping a ``file:///`` form."""
+    mapped = map_location(uri, path_map)
+    if mapped != uri and uri.startswith("file:///") and mapped.startswith("file:/") and not mapped.startswith("file://"):
+        return "file://" + mapped[len("file:"):]
+    return mapped
+
+
+def _mapped_log(log: FileLog, path_map: Mapping[str, str]) -> tuple[FileLog, int]:
+    """The log with every entry's path relocated (other fields and their order as read), and how many changed."""
+    entries, changed = [], 0
+    for entry in log.entries:
+        new = relocate_uri(entry.path, path_map)
+        if new != entry.path:
+            fields = {**json.loads(entry.raw), "path": new}
+            entry = type(entry)(json.dumps(fields, separators=(",", ":"), ensure_ascii=False), fields, new, entry.batch_id)
+            changed += 1
+        entries.append(entry)
+    return FileLog(log.version, tuple(entries)), changed
+
+
+def _log_steps(fs: FileSystem, directory: str, root: str, path_map: Mapping[str, str], phase: str) -> tuple[list[Step], int]:
+    """Rewrites of one file log's files whose entries name files under a ``FROM`` prefix."""
+    steps, total = [], 0
+    for info in read_log_dir(fs, directory, root).files.values():
+        log, changed = _mapped_log(parse_file_log(fs.read(info.path), info.path), path_map)
+        if changed:
+            steps.append(rewrite_step(fs, info.path, serialize_file_log(log), phase, f"{changed} file path(s) mapped", root))
+            total += changed
+    return steps, total
+
+
+def _schema_steps(ckpt: Checkpoint) -> tuple[list[Step], list[str]]:
+    """Rewrites of operator metadata naming schema files elsewhere, and the old locations they name."""
     foreign = foreign_references(ckpt)
     for ref in foreign:
         if ref.relative is None:
@@ -24,26 +70,48 @@ def plan_relocate(ckpt: Checkpoint, *, created_ms: int = 0) -> Plan:
         if not ckpt.fs.exists(ref.relative):
             raise RefusedError(f"{ref.metadata_path} names {ref.uri}, and this checkpoint has no {ref.relative}",
                                path=ref.relative, hint=f"copy that file from {ref.uri} into this checkpoint first")
-    paths = sorted({r.metadata_path for r in foreign})
-    steps = tuple(
-        rewrite_step(ckpt, path, serialize_operator_metadata(relocated(ckpt, ckpt.parse(path, parse_operator_metadata))),
+    steps = [
+        rewrite_step(ckpt.fs, path, serialize_operator_metadata(relocated(ckpt, ckpt.parse(path, parse_operator_metadata))),
                      "state", "state schema file names point at this checkpoint")
-        for path in paths
-    )
-    moved = sorted({r.uri.rsplit("/state/", 1)[0] for r in foreign})
+        for path in sorted({r.metadata_path for r in foreign})
+    ]
+    return steps, sorted({r.uri.rsplit("/state/", 1)[0] for r in foreign})
+
+
+def plan_relocate(ckpt: Checkpoint, *, path_map: Mapping[str, str] | None = None, sink: FileSink | None = None,
+                  created_ms: int = 0) -> Plan:
+    """The plan that makes the checkpoint (and with ``path_map`` its logged input and output files) name
+    where things are now."""
+    path_map = dict(path_map or {})
+    steps, moved = _schema_steps(ckpt)
+    notes = [f"{len(steps)} operator metadata file(s) named schema files under {', '.join(moved)}; they will name "
+             f"the same files under {home_uri(ckpt, 'state', moved[0] + '/state')[:-len('/state')]}"] if moved else []
+    warnings = []
+    if path_map:
+        logs = [(ckpt.fs, f"{SOURCES}/{i}", "checkpoint", "sources") for i in ckpt.source_dirs]
+        logs += [(sink.fs, SINK_LOG, "sink", "sink")] if sink else []
+        mapped = 0
+        for fs, directory, root, phase in logs:
+            found, count = _log_steps(fs, directory, root, path_map, phase)
+            steps += found
+            mapped += count
+        notes.append(f"{mapped} logged file path(s) under {', '.join(path_map)} will name {', '.join(path_map.values())}")
+        if not mapped:
+            warnings.append(f"no file-source{' or sink' if sink else ''} log entry names a file under "
+                            f"{', '.join(path_map)}: check the FROM prefixes against 'wmcheck replay CKPT --plan'")
+    if not steps:
+        notes.append("every file this checkpoint names is where it says")
     state = {"last_batch": ckpt.last_batch, "last_committed_batch": ckpt.last_committed_batch,
              "watermark_ms": ckpt.watermark_ms}
-    notes = (f"{len(paths)} operator metadata file(s) named schema files under {', '.join(moved)}; "
-             f"they will name the same files under {home_uri(ckpt, 'state', foreign[0].uri)[:-len('/state')]}",) if foreign else (
-        "every operator metadata file already names this checkpoint's own schema files",)
     return Plan(
         command="relocate",
         checkpoint=ckpt.location,
-        file_sink=None,
-        request={},
+        file_sink=sink.location if sink else None,
+        request={"path_map": path_map} if path_map else {},
         before={**state, "schema_locations": moved},
         after={**state, "next_batch": ckpt.next_batch, "schema_locations": []},
-        steps=steps,
+        steps=tuple(steps),
+        warnings=tuple(warnings),
         created_ms=created_ms,
-        notes=notes,
+        notes=tuple(notes),
     )

@@ -45,10 +45,10 @@ def plan_set_watermark(
     steps = []
     if meta.batch_watermark_ms != watermark_ms:
         seq = dataclasses.replace(ckpt.offsets(last), metadata=meta.with_watermark(watermark_ms))
-        steps.append(rewrite_step(ckpt, f"{OFFSETS}/{last}", serialize_offsets(seq), "offsets", "batchWatermarkMs set"))
+        steps.append(rewrite_step(ckpt.fs, f"{OFFSETS}/{last}", serialize_offsets(seq), "offsets", "batchWatermarkMs set"))
     committed = last in ckpt.commit_ids
     if committed and ckpt.commit(last).next_batch_watermark_ms not in (None, watermark_ms):
-        steps.append(rewrite_step(ckpt, f"{COMMITS}/{last}", serialize_commit(ckpt.commit(last).with_watermark(watermark_ms)),
+        steps.append(rewrite_step(ckpt.fs, f"{COMMITS}/{last}", serialize_commit(ckpt.commit(last).with_watermark(watermark_ms)),
                                   "commits", "nextBatchWatermarkMs set"))
     warnings = _lowering_warnings(ckpt, current, watermark_ms, window_ms) if watermark_ms < current else []
     if watermark_ms > current:
