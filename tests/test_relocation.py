@@ -182,3 +182,20 @@ def test_path_map_rewrites_source_and_sink_logs_in_spark_form(copy_fixture):
     assert check_checkpoint(open_checkpoint(str(ckpt)), str(sink)) == []  # sidecars regenerated
     out = run_cli("relocate", ckpt, "--path-map", "/nowhere=/else", "--idle", "0").stdout
     assert "warning:        no file-source log entry names a file under /nowhere" in out
+
+
+def test_a_local_copy_of_an_s3_checkpoint_names_its_own_files_once_relocated(tmp_path):
+    """Metadata written on S3 (s3a:// URIs) in a local copy: out of reach (WM027), relocated to file: URIs."""
+    copy = tmp_path / "laptop"
+    shutil.copytree(FIXTURES / NAME / "checkpoint", copy)
+    for path in METADATA:
+        text = (copy / path).read_text().replace(f"file:{fixture_facts(NAME)['root']}/checkpoint", "s3a://prod/ckpt/q1")
+        (copy / path).write_text(text)
+        (copy / path).with_name(f".{Path(path).name}.crc").unlink()
+    found = check_checkpoint(open_checkpoint(str(copy)))
+    assert [(f.code, f.path) for f in found] == [("WM027", p) for p in METADATA]
+    assert found[0].message.startswith(f"names the state schema file s3a://prod/ckpt/q1/{SCHEMA}, outside")
+    doc = repair.relocate(str(copy), idle_ms=0)
+    assert doc["before"]["schema_locations"] == ["s3a://prod/ckpt/q1"]
+    repair.relocate(str(copy), execute=True, idle_ms=0)
+    assert recorded(copy) == [f"file:{copy}/{SCHEMA}"] * 2
