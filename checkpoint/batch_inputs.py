@@ -15,6 +15,7 @@ from typing import Any, Iterable, Mapping
 from urllib.parse import unquote, urlsplit
 
 from .errors import CheckpointError, MalformedFileError, MissingFileError
+from .fs import local_path
 from .model import SOURCES, Checkpoint
 from .source_offsets import SourceOffset
 from .textlog import decode_lines, dump_json, parse_json_object, parse_version
@@ -187,19 +188,8 @@ def spark_location(path: str) -> str:
     return f"{parts.scheme}://{parts.netloc}{body}" if parts.netloc else f"{parts.scheme}:{body}"
 
 
-def _local_path(location: str) -> str | None:
-    """The local path of a ``file:`` location or a bare absolute path, None for other schemes."""
-    if location.startswith("file:"):
-        rest = location[len("file:"):]
-        if rest.startswith("//"):
-            netloc, _, tail = rest[2:].partition("/")
-            return "/" + tail if netloc in ("", "localhost") else None
-        return rest
-    return location if location.startswith("/") else None
-
-
 def _canonical(location: str) -> str:
-    local = _local_path(location)
+    local = local_path(location)
     return local if local is not None else location
 
 
@@ -210,7 +200,7 @@ def map_location(location: str, path_map: Mapping[str, str]) -> str:
         prefix = _canonical(src).rstrip("/")
         if canon == prefix or canon.startswith(prefix + "/"):
             mapped = dst.rstrip("/") + canon[len(prefix):]
-            if location.startswith("file:") and _local_path(mapped) == mapped:
+            if location.startswith("file:") and local_path(mapped) == mapped:
                 return "file:" + mapped
             return mapped
     return location
@@ -252,7 +242,7 @@ def stat_locations(locations: Iterable[str], fs_options: Mapping[str, str] | Non
     out: dict[str, tuple[bool | None, int | None]] = {}
     stores: dict[str, Any] = {}
     for loc in locations:
-        local = _local_path(loc)
+        local = local_path(loc)
         if local is not None or scheme_of(loc) is None:
             try:
                 out[loc] = (True, os.stat(local if local is not None else loc).st_size)

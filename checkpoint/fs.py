@@ -277,6 +277,17 @@ class ArrowFileSystem(FileSystem):
         return ArrowFileSystem(self.fs, self._abs(path), self.scheme)
 
 
+def local_path(location: str) -> str | None:
+    """The local path of a ``file:`` location or a bare absolute path, None for other schemes."""
+    if location.startswith("file:"):
+        rest = location[len("file:"):]
+        if rest.startswith("//"):
+            netloc, _, tail = rest[2:].partition("/")
+            return "/" + tail if netloc in ("", "localhost") else None
+        return rest
+    return location if location.startswith("/") else None
+
+
 def scheme_of(location: str) -> str | None:
     """The URI scheme of ``location``, or None for a plain local path."""
     head, sep, _ = location.partition("://")

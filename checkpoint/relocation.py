@@ -15,9 +15,9 @@ import posixpath
 import re
 from dataclasses import dataclass
 
-from .fs import LocalFileSystem
+from .fs import LocalFileSystem, local_path
 from .model import Checkpoint
-from .operator_metadata import OperatorMetadata, StoreMetadata, parse_operator_metadata
+from .operator_metadata import OperatorMetadata, StoreMetadata, parse_operator_metadata, serialize_operator_metadata
 
 _TAIL = re.compile(r"/(state/\d+/_stateSchema/[^?#]+)$")
 _S3 = ("s3", "s3a", "s3n")
@@ -37,15 +37,19 @@ class SchemaReference:
     here: bool
     """The URI names this checkpoint's own file."""
 
+    @property
+    def old_location(self) -> str:
+        """The checkpoint location the URI was recorded under (the URI up to ``/state/``)."""
+        return self.uri.rsplit("/state/", 1)[0]
+
 
 def _split_uri(uri: str) -> tuple[str, str]:
     """``(store kind, path)``: local paths and ``file:`` URIs as ``local``, S3 schemes as one ``s3``."""
-    scheme, sep, rest = uri.partition(":")
-    if not sep or not scheme.isidentifier() or len(scheme) == 1:  # a plain path (or a Windows drive letter)
-        return "local", posixpath.normpath(uri)
+    local = local_path(uri)
+    if local is not None:
+        return "local", posixpath.normpath(local)
+    scheme, _, rest = uri.partition(":")
     scheme = scheme.lower()
-    if scheme == "file":
-        return "local", posixpath.normpath("/" + rest.lstrip("/"))
     rest = rest[2:] if rest.startswith("//") else rest
     return ("s3" if scheme in _S3 else scheme), rest.strip("/")
 
@@ -84,16 +88,21 @@ def reachable(ckpt: Checkpoint, ref: SchemaReference) -> bool | None:
     return os.path.isfile(path) if kind == "local" else None
 
 
-def home_uri(ckpt: Checkpoint, relative: str, recorded: str) -> str:
-    """The URI Spark would record for ``relative`` in this checkpoint (``file:/…`` for local ones;
-    the recorded S3 scheme is kept when both are on S3)."""
+def home_location(ckpt: Checkpoint, recorded: str) -> str:
+    """This checkpoint's location as Spark records it (``file:/…`` for a local one; the ``recorded``
+    URI's S3 scheme is kept when both are on S3)."""
     if isinstance(ckpt.fs, LocalFileSystem) or ckpt.location.startswith("file:"):
-        return "file:" + posixpath.join(_home(ckpt)[1], relative)
+        return "file:" + _home(ckpt)[1]
     scheme = ckpt.location.split("://", 1)[0]
     recorded_scheme = recorded.split(":", 1)[0].lower()
     if scheme in _S3 and recorded_scheme in _S3:
         scheme = recorded_scheme
-    return f"{scheme}://{_home(ckpt)[1]}/{relative}"
+    return f"{scheme}://{_home(ckpt)[1]}"
+
+
+def home_uri(ckpt: Checkpoint, relative: str, recorded: str) -> str:
+    """The URI Spark would record for ``relative`` in this checkpoint (see :func:`home_location`)."""
+    return f"{home_location(ckpt, recorded)}/{relative}"
 
 
 def relocated(ckpt: Checkpoint, meta: OperatorMetadata) -> OperatorMetadata:
@@ -112,3 +121,7 @@ def relocated(ckpt: Checkpoint, meta: OperatorMetadata) -> OperatorMetadata:
 
     return dataclasses.replace(meta, stores=tuple(store(s) for s in meta.stores))
 
+
+def relocated_metadata(ckpt: Checkpoint, path: str) -> bytes:
+    """The operator metadata file at ``path`` written again naming this checkpoint's own schema files."""
+    return serialize_operator_metadata(relocated(ckpt, ckpt.parse(path, parse_operator_metadata)))

@@ -96,7 +96,7 @@ def warnings(ckpt: Checkpoint) -> list[str]:
             )
     foreign = foreign_references(ckpt)
     if foreign:
-        elsewhere = sorted({r.uri.rsplit("/state/", 1)[0] for r in foreign})
+        elsewhere = sorted({r.old_location for r in foreign})
         out.append(f"operator metadata names state schema files under {', '.join(elsewhere)}: the checkpoint was copied "
                    "or moved, and Spark reads them there on restart; run 'wmcheck relocate' (wmcheck check: WM027/WM028)")
     return out

@@ -16,8 +16,7 @@ import tempfile
 from wmcheck.checkpoint.errors import CheckpointError
 from wmcheck.checkpoint.fs import LocalFileSystem
 from wmcheck.checkpoint.model import Checkpoint
-from wmcheck.checkpoint.operator_metadata import parse_operator_metadata, serialize_operator_metadata
-from wmcheck.checkpoint.relocation import foreign_references, relocated
+from wmcheck.checkpoint.relocation import foreign_references, relocated_metadata
 
 _VIEWS: dict[str, str] = {}
 
@@ -43,8 +42,7 @@ def reader_location(ckpt: Checkpoint) -> str:
             path=foreign[0].metadata_path,
             hint="wmcheck relocate CKPT --execute makes it name its own schema files (undoable)")
     if ckpt.location not in _VIEWS:
-        rewritten = {r.metadata_path: serialize_operator_metadata(
-            relocated(ckpt, ckpt.parse(r.metadata_path, parse_operator_metadata))) for r in foreign}
+        rewritten = {r.metadata_path: relocated_metadata(ckpt, r.metadata_path) for r in foreign}
         _VIEWS[ckpt.location] = _build_view(ckpt.location, rewritten)
     return _VIEWS[ckpt.location]
 

@@ -18,11 +18,10 @@ from typing import Mapping
 
 from ..batch_inputs import map_location
 from ..errors import RefusedError
-from ..file_logs import FileLog, parse_file_log, serialize_file_log
+from ..file_logs import FileLog, FileLogEntry, parse_file_log, serialize_file_log
 from ..fs import FileSystem
 from ..model import SOURCES, Checkpoint
-from ..operator_metadata import parse_operator_metadata, serialize_operator_metadata
-from ..relocation import foreign_references, home_uri, relocated
+from ..relocation import foreign_references, home_location, relocated_metadata
 from .logs import SINK_LOG, read_log_dir
 from .plan import Plan, Step, rewrite_step
 from .rewind import FileSink
@@ -43,7 +42,7 @@ def _mapped_log(log: FileLog, path_map: Mapping[str, str]) -> tuple[FileLog, int
         new = relocate_uri(entry.path, path_map)
         if new != entry.path:
             fields = {**json.loads(entry.raw), "path": new}
-            entry = type(entry)(json.dumps(fields, separators=(",", ":"), ensure_ascii=False), fields, new, entry.batch_id)
+            entry = FileLogEntry(json.dumps(fields, separators=(",", ":"), ensure_ascii=False), fields, new, entry.batch_id)
             changed += 1
         entries.append(entry)
     return FileLog(log.version, tuple(entries)), changed
@@ -70,12 +69,9 @@ def _schema_steps(ckpt: Checkpoint) -> tuple[list[Step], list[str]]:
         if not ckpt.fs.exists(ref.relative):
             raise RefusedError(f"{ref.metadata_path} names {ref.uri}, and this checkpoint has no {ref.relative}",
                                path=ref.relative, hint=f"copy that file from {ref.uri} into this checkpoint first")
-    steps = [
-        rewrite_step(ckpt.fs, path, serialize_operator_metadata(relocated(ckpt, ckpt.parse(path, parse_operator_metadata))),
-                     "state", "state schema file names point at this checkpoint")
-        for path in sorted({r.metadata_path for r in foreign})
-    ]
-    return steps, sorted({r.uri.rsplit("/state/", 1)[0] for r in foreign})
+    steps = [rewrite_step(ckpt.fs, path, relocated_metadata(ckpt, path), "state", "state schema file names point at this checkpoint")
+             for path in sorted({r.metadata_path for r in foreign})]
+    return steps, sorted({r.old_location for r in foreign})
 
 
 def plan_relocate(ckpt: Checkpoint, *, path_map: Mapping[str, str] | None = None, sink: FileSink | None = None,
@@ -85,7 +81,7 @@ def plan_relocate(ckpt: Checkpoint, *, path_map: Mapping[str, str] | None = None
     path_map = dict(path_map or {})
     steps, moved = _schema_steps(ckpt)
     notes = [f"{len(steps)} operator metadata file(s) named schema files under {', '.join(moved)}; they will name "
-             f"the same files under {home_uri(ckpt, 'state', moved[0] + '/state')[:-len('/state')]}"] if moved else []
+             f"the same files under {home_location(ckpt, moved[0])}"] if moved else []
     warnings = []
     if path_map:
         logs = [(ckpt.fs, f"{SOURCES}/{i}", "checkpoint", "sources") for i in ckpt.source_dirs]
