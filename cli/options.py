@@ -12,13 +12,22 @@ from wmcheck.checkpoint.timeutil import zone
 from .output import FORMATS
 
 
+PAIR_EXAMPLES = {
+    "--fs-option": "endpoint_override=http://localhost:9000",
+    "--conf": "spark.sql.shuffle.partitions=8",
+    "--option": "multiLine=true",
+    "--path-map": "/old/input=/new/input",
+}
+
+
 def parse_pairs(values: tuple[str, ...], option: str) -> dict[str, str]:
-    """``key=value`` strings as a dict (for --fs-option, --conf, --option)."""
+    """``key=value`` strings as a dict (for --fs-option, --conf, --option, --path-map)."""
     out = {}
     for item in values:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise CheckpointError(f"{option} expects key=value, got {item!r}", hint=f"e.g. {option} endpoint_override=http://localhost:9000")
+            raise CheckpointError(f"{option} expects key=value, got {item!r}",
+                                  hint=f"e.g. {option} {PAIR_EXAMPLES.get(option, 'key=value')}")
         out[key.strip()] = value
     return out
 

@@ -199,3 +199,8 @@ def test_a_local_copy_of_an_s3_checkpoint_names_its_own_files_once_relocated(tmp
     assert doc["before"]["schema_locations"] == ["s3a://prod/ckpt/q1"]
     repair.relocate(str(copy), execute=True, idle_ms=0)
     assert recorded(copy) == [f"file:{copy}/{SCHEMA}"] * 2
+
+
+def test_a_path_map_without_equals_is_one_line_with_its_own_example():
+    out = run_cli("relocate", FIXTURES / NAME / "checkpoint", "--path-map", "novalue", exit_code=2).output
+    assert out == "Error: --path-map expects key=value, got 'novalue' (hint: e.g. --path-map /old/input=/new/input)\n"
