@@ -9,7 +9,7 @@ snapshot every 10 versions, with Hadoop checksums). Each measurement gets a fres
 
 * ``baseline``: the least any tool must do in Python: walk the checkpoint and rename every file the
   plan removes into a backup directory (no checks, no journal, no plan);
-* ``plan``: ``wmcheck.checkpoint.repair.rewind`` as a dry run (list, plan, check loadability);
+* ``plan``: ``wmcheck.checkpoint.repair.run`` (a RewindRequest) as a dry run (list, plan, check loadability);
 * ``plan + execute``: the same with ``execute=True`` (backup manifest, plan, journal, every move);
 * ``wmcheck rewind --execute``: the command as a user runs it (a new Python process);
 * ``undo``: ``wmcheck.checkpoint.repair.undo_repair`` right after, restoring every file.
@@ -76,14 +76,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(args.repeat):
             ckpt = fresh(args, Path(tmp), 4 * i)
-            plan = repair.rewind(ckpt, to_batch=args.to_batch, idle_ms=0)
-            steps = len(plan["steps"])
-            results.setdefault("plan", []).append(timed(lambda: repair.rewind(ckpt, to_batch=args.to_batch, idle_ms=0)))
+            request = repair.RewindRequest(to_batch=args.to_batch)
+            plan = repair.run(ckpt, request, repair.RunOptions(idle_ms=0)).plan
+            steps = len(plan.steps)
+            results.setdefault("plan", []).append(timed(lambda: repair.run(ckpt, request, repair.RunOptions(idle_ms=0))))
             results.setdefault("plan + execute", []).append(
-                timed(lambda: repair.rewind(ckpt, to_batch=args.to_batch, idle_ms=0, execute=True)))
+                timed(lambda: repair.run(ckpt, request, repair.RunOptions(idle_ms=0, execute=True))))
             results.setdefault("undo", []).append(timed(lambda: repair.undo_repair(ckpt, idle_ms=0)))
             other = fresh(args, Path(tmp), 4 * i + 1)
-            paths = [s["path"] for s in plan["steps"]]
+            paths = [s.path for s in plan.steps]
             results.setdefault("baseline", []).append(timed(lambda: baseline(other, paths)))
             cli = fresh(args, Path(tmp), 4 * i + 2)
             start = time.perf_counter()

@@ -2,13 +2,37 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
-from typing import Any, Mapping, Sequence, TextIO
+from typing import TYPE_CHECKING, Any, Mapping, Sequence, TextIO
 
 import click
 
+if TYPE_CHECKING:
+    from wmcheck.checkpoint.repair.results import RepairResult
+
 FORMATS = ("table", "json", "csv")
+
+
+def plain(value: Any) -> Any:
+    """A result dataclass (nested, with tuples) as JSON-ready dicts and lists."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: plain(v) for k, v in value.items()}
+    return value
+
+
+def repair_doc(result: "RepairResult") -> dict[str, Any]:
+    """A repair's result in its JSON form: the plan's keys, the run's warnings, ``executed``, the backup, ``resumed``."""
+    doc = {**result.plan.to_json(), "warnings": list(result.warnings), "executed": result.executed,
+           "backup_id": result.backup_id, "backup": result.backup}
+    if result.resumed is not None:
+        doc["resumed"] = plain(result.resumed)
+    return doc
 
 
 def cell(value: Any) -> str:

@@ -11,7 +11,7 @@ from wmcheck.checkpoint.repair.targets import parse_idle
 from wmcheck.checkpoint.timeutil import format_ms
 
 from .options import common_options, parse_pairs
-from .output import make_output
+from .output import make_output, plain, repair_doc
 
 STEP_COLUMNS = ["step", "action", "phase", "path", "reason"]
 BACKUP_COLUMNS = ["backup_id", "command", "status", "created", "target", "last_committed_before", "steps", "files"]
@@ -36,6 +36,14 @@ def repair_options(fn: Callable) -> Callable:
 
 def _watermark(ms: int | None, tz: tzinfo) -> str:
     return "" if ms is None else f"{ms} ({format_ms(ms, tz)})"
+
+
+def _run(checkpoint: str, request: repair.RepairRequest, execute: bool, plan_out: str | None, from_plan: str | None,
+         idle: str, force: bool, backup_dir: str | None, fs_options: tuple[str, ...], fmt: str, tz: tzinfo) -> None:
+    """Run one repair with the options every repair shares and print its result."""
+    options = repair.RunOptions(execute=execute, from_plan=from_plan, plan_out=plan_out, idle_ms=parse_idle(idle),
+                                force=force, backup_dir=backup_dir, fs_options=parse_pairs(fs_options, "--fs-option"))
+    render_plan(repair_doc(repair.run(checkpoint, request, options)), fmt, tz)
 
 
 def render_plan(doc: Mapping[str, Any], fmt: str, tz: tzinfo) -> None:
@@ -80,12 +88,10 @@ def rewind(checkpoint: str, to_batch, to_watermark, to_time, shift, file_sink, k
     ("now-2 hours", "watermark-30 minutes"; a bare "-2 hours" is relative to now for --to-time and
     to the current watermark for --to-watermark).
     """
-    doc = repair.rewind(
-        checkpoint, to_batch=to_batch, to_watermark=to_watermark, to_time=to_time, shift=shift, file_sink=file_sink,
-        keep_next_offsets=keep_next_offsets, keep_source_log=keep_source_log, execute=execute, from_plan=from_plan,
-        plan_out=plan_out, idle_ms=parse_idle(idle), force=force, backup_dir=backup_dir,
-        fs_options=parse_pairs(fs_options, "--fs-option"))
-    render_plan(doc, fmt, tz)
+    request = repair.RewindRequest(to_batch=to_batch, to_watermark=to_watermark, to_time=to_time, shift=shift,
+                                   file_sink=file_sink, keep_next_offsets=keep_next_offsets,
+                                   keep_source_log=keep_source_log)
+    _run(checkpoint, request, execute, plan_out, from_plan, idle, force, backup_dir, fs_options, fmt, tz)
 
 
 @click.command("set-watermark")
@@ -98,11 +104,8 @@ def rewind(checkpoint: str, to_batch, to_watermark, to_time, shift, file_sink, k
 def set_watermark(checkpoint: str, watermark, allow_raise, window, execute, plan_out, from_plan, idle, force,
                   backup_dir, fmt, tz, fs_options) -> None:
     """Set the watermark the next batch of CHECKPOINT starts from (dry run unless --execute)."""
-    doc = repair.set_watermark(
-        checkpoint, watermark=watermark, allow_raise=allow_raise, window=window, execute=execute, from_plan=from_plan,
-        plan_out=plan_out, idle_ms=parse_idle(idle), force=force, backup_dir=backup_dir,
-        fs_options=parse_pairs(fs_options, "--fs-option"))
-    render_plan(doc, fmt, tz)
+    request = repair.SetWatermarkRequest(watermark=watermark, allow_raise=allow_raise, window=window)
+    _run(checkpoint, request, execute, plan_out, from_plan, idle, force, backup_dir, fs_options, fmt, tz)
 
 
 @click.command()
@@ -122,10 +125,8 @@ def relocate(checkpoint: str, path_maps, file_sink, execute, plan_out, from_plan
     every file at the new place for a new one (and processes it again) unless --path-map FROM=TO
     rewrites the logged paths.
     """
-    doc = repair.relocate(checkpoint, path_map=parse_pairs(path_maps, "--path-map"), file_sink=file_sink,
-                          execute=execute, from_plan=from_plan, plan_out=plan_out, idle_ms=parse_idle(idle), force=force,
-                          backup_dir=backup_dir, fs_options=parse_pairs(fs_options, "--fs-option"))
-    render_plan(doc, fmt, tz)
+    request = repair.RelocateRequest(path_map=parse_pairs(path_maps, "--path-map"), file_sink=file_sink)
+    _run(checkpoint, request, execute, plan_out, from_plan, idle, force, backup_dir, fs_options, fmt, tz)
 
 
 @click.command()
@@ -137,8 +138,8 @@ def relocate(checkpoint: str, path_maps, file_sink, execute, plan_out, from_plan
 @common_options()
 def undo(checkpoint: str, backup_id, force, idle, fmt, tz, fs_options) -> None:
     """Restore CHECKPOINT (and its file sink) byte for byte from a wmcheck backup."""
-    doc = repair.undo_repair(checkpoint, backup_id=backup_id, force=force, idle_ms=parse_idle(idle),
-                             fs_options=parse_pairs(fs_options, "--fs-option"))
+    doc = plain(repair.undo_repair(checkpoint, backup_id=backup_id, force=force, idle_ms=parse_idle(idle),
+                                   fs_options=parse_pairs(fs_options, "--fs-option")))
     fields = [
         ("backup", doc["backup_id"]),
         ("command", doc["command"]),
@@ -157,8 +158,7 @@ def undo(checkpoint: str, backup_id, force, idle, fmt, tz, fs_options) -> None:
 @common_options()
 def backups(checkpoint: str, fmt, tz, fs_options) -> None:
     """List the backups wmcheck made of CHECKPOINT, oldest first."""
-    rows = repair.list_backups(checkpoint, fs_options=parse_pairs(fs_options, "--fs-option"))
-    for row in rows:
-        row["created"] = format_ms(row["created_ms"], tz)
+    rows = [{**plain(row), "created": format_ms(row.created_ms, tz)}
+            for row in repair.list_backups(checkpoint, fs_options=parse_pairs(fs_options, "--fs-option"))]
     make_output(fmt).rows(rows, BACKUP_COLUMNS if fmt == "table" else None)
 

@@ -38,7 +38,7 @@ def names_own_schemas(ckpt: Path) -> Path:
     ones) with ``wmcheck relocate``, leaving no backup behind; returns ``ckpt``."""
     from wmcheck.checkpoint import repair
 
-    repair.relocate(str(ckpt), execute=True, idle_ms=0)
+    repair.run(str(ckpt), repair.RelocateRequest(), repair.RunOptions(execute=True, idle_ms=0))
     shutil.rmtree(ckpt / "_wmcheck", ignore_errors=True)
     return ckpt
 

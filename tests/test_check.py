@@ -300,10 +300,10 @@ def b_interrupted_repair(root: Path, facts: dict) -> str:
 def b_schema_elsewhere(root: Path, facts: dict) -> str:
     """The latest operator metadata names the schema file of another copy, as a copied checkpoint does."""
     ckpt, other = root / "checkpoint", root / "original"
-    repair.relocate(str(ckpt), execute=True, idle_ms=0)  # whatever directory the fixture sits in
+    repair.run(str(ckpt), repair.RelocateRequest(), repair.RunOptions(execute=True, idle_ms=0))  # whatever directory the fixture sits in
     shutil.rmtree(ckpt / "_wmcheck")
     shutil.copytree(ckpt, other)
-    repair.relocate(str(other), execute=True, idle_ms=0)
+    repair.run(str(other), repair.RelocateRequest(), repair.RunOptions(execute=True, idle_ms=0))
     path = "state/0/_metadata/v2/4"
     hand_edit(ckpt / path, (other / path).read_bytes())
     return path

@@ -22,6 +22,7 @@ from wmcheck.checkpoint.errors import RefusedError
 from wmcheck.checkpoint.model import open_checkpoint
 from wmcheck.checkpoint.relocation import home_uri, schema_references
 from wmcheck.checkpoint.validate import check_checkpoint
+from wmcheck.cli.output import plain, repair_doc
 
 NAME = "tws_pandas"
 SCHEMA = "state/0/_stateSchema/default/0_ca8ba419-8489-44a9-a404-06186defde9d"
@@ -40,7 +41,7 @@ def moved(tmp_path) -> Path:
     """A copy of the fixture's checkpoint that names the schema files of ``tmp_path/original``, which is gone."""
     original = tmp_path / "original"
     shutil.copytree(FIXTURES / NAME / "checkpoint", original)
-    repair.relocate(str(original), execute=True, idle_ms=0)
+    repair_doc(repair.run(str(original), repair.RelocateRequest(), repair.RunOptions(execute=True, idle_ms=0)))
     shutil.rmtree(original / "_wmcheck")
     moved = tmp_path / "moved"
     shutil.move(original, moved)
@@ -68,14 +69,14 @@ def test_home_uri_of_a_local_checkpoint_is_a_file_uri():
 
 def test_relocate_rewrites_only_the_names_and_undo_restores_every_byte(moved, tmp_path):
     before = tree(moved)
-    dry = repair.relocate(str(moved), idle_ms=0)
+    dry = repair_doc(repair.run(str(moved), repair.RelocateRequest(), repair.RunOptions(idle_ms=0)))
     assert tree(moved) == before and not (moved / "_wmcheck").exists()
     assert [(s["action"], s["path"], s["phase"], s["crc"]) for s in dry["steps"]] == [
         ("write", p, "state", True) for p in METADATA]
     assert dry["before"]["schema_locations"] == [f"file:{tmp_path}/original"]
     assert dry["notes"] == [f"2 operator metadata file(s) named schema files under file:{tmp_path}/original; "
                             f"they will name the same files under file:{moved}"]
-    done = repair.relocate(str(moved), execute=True, idle_ms=0)
+    done = repair_doc(repair.run(str(moved), repair.RelocateRequest(), repair.RunOptions(execute=True, idle_ms=0)))
     assert done["executed"] and done["backup_id"]
     assert recorded(moved) == [f"file:{moved}/{SCHEMA}"] * 2
     changed = {p for p in tree(moved) if tree(moved)[p] != before.get(p)}
@@ -84,20 +85,20 @@ def test_relocate_rewrites_only_the_names_and_undo_restores_every_byte(moved, tm
         assert (moved / path).read_text() == (FIXTURES / NAME / "checkpoint" / path).read_text().replace(
             fixture_facts(NAME)["root"] + "/checkpoint", str(moved))
     assert check_checkpoint(open_checkpoint(str(moved))) == []
-    assert repair.relocate(str(moved), idle_ms=0)["steps"] == []
-    repair.undo_repair(str(moved), idle_ms=0)
+    assert repair_doc(repair.run(str(moved), repair.RelocateRequest(), repair.RunOptions(idle_ms=0)))["steps"] == []
+    plain(repair.undo_repair(str(moved), idle_ms=0))
     assert tree(moved) == before
 
 
 def test_relocate_refuses_when_the_schema_file_was_not_copied(moved):
     (moved / SCHEMA).unlink()
     with pytest.raises(RefusedError) as err:
-        repair.relocate(str(moved), idle_ms=0)
+        repair_doc(repair.run(str(moved), repair.RelocateRequest(), repair.RunOptions(idle_ms=0)))
     assert err.value.path == SCHEMA and "copy that file from" in err.value.hint
 
 
 def test_a_copy_names_the_original_then_fails_once_it_is_gone(moved, tmp_path):
-    repair.relocate(str(moved), execute=True, idle_ms=0)
+    repair_doc(repair.run(str(moved), repair.RelocateRequest(), repair.RunOptions(execute=True, idle_ms=0)))
     copy = tmp_path / "copy"
     shutil.copytree(moved, copy)
     found = check_checkpoint(open_checkpoint(str(copy)))
@@ -195,9 +196,9 @@ def test_a_local_copy_of_an_s3_checkpoint_names_its_own_files_once_relocated(tmp
     found = check_checkpoint(open_checkpoint(str(copy)))
     assert [(f.code, f.path) for f in found] == [("WM027", p) for p in METADATA]
     assert found[0].message.startswith(f"names the state schema file s3a://prod/ckpt/q1/{SCHEMA}, outside")
-    doc = repair.relocate(str(copy), idle_ms=0)
+    doc = repair_doc(repair.run(str(copy), repair.RelocateRequest(), repair.RunOptions(idle_ms=0)))
     assert doc["before"]["schema_locations"] == ["s3a://prod/ckpt/q1"]
-    repair.relocate(str(copy), execute=True, idle_ms=0)
+    repair_doc(repair.run(str(copy), repair.RelocateRequest(), repair.RunOptions(execute=True, idle_ms=0)))
     assert recorded(copy) == [f"file:{copy}/{SCHEMA}"] * 2
 
 

@@ -19,6 +19,7 @@ import pytest
 from conftest import FIXTURES
 from wmcheck.checkpoint import repair
 from wmcheck.checkpoint.model import open_checkpoint
+from wmcheck.cli.output import repair_doc
 
 pytestmark = pytest.mark.spark
 
@@ -79,8 +80,7 @@ def test_rewound_query_replays_to_the_same_output(spark, tmp_path, name, batch):
         shutil.copytree(root / "output", tmp_path / "kept-output")
         shutil.copytree(root / "checkpoint", tmp_path / "kept-checkpoint")
 
-        doc = repair.rewind(str(root / "checkpoint"), to_batch=batch, file_sink=str(root / "output"), execute=True,
-                            idle_ms=0)
+        doc = repair_doc(repair.run(str(root / "checkpoint"), repair.RewindRequest(to_batch=batch, file_sink=str(root / "output")), repair.RunOptions(execute=True, idle_ms=0)))
         assert doc["after"]["last_committed_batch"] == batch and doc["backup_id"]
         assert any(s["phase"] == "state" for s in doc["steps"]) and any(s["phase"] == "sink-data" for s in doc["steps"])
         rewound = sink_rows(spark, name, root)
@@ -106,8 +106,7 @@ def test_rewind_over_a_cleaned_up_source_log_replays_to_the_same_output(spark, t
         for f in log.iterdir():  # what cleanup keeps with a shorter retention: the last compact file onwards
             if int(f.name.lstrip(".").split(".")[0]) < 5:
                 f.unlink()
-        doc = repair.rewind(str(root / "checkpoint"), to_batch=batch, file_sink=str(root / "output"), execute=True,
-                            idle_ms=0)
+        doc = repair_doc(repair.run(str(root / "checkpoint"), repair.RewindRequest(to_batch=batch, file_sink=str(root / "output")), repair.RunOptions(execute=True, idle_ms=0)))
         assert [(s["action"], s["path"]) for s in doc["steps"] if s["phase"] == "sources"][0] == (
             "write", "sources/0/3.compact")
         assert sorted(p.name for p in log.iterdir()) == [".3.compact.crc", "3.compact"]
@@ -147,7 +146,7 @@ def test_lower_watermark_accepts_a_row_the_old_one_dropped(spark, tmp_path):
         shutil.copytree(root, control, ignore=shutil.ignore_patterns("input"))
         ckpt = open_checkpoint(str(root / "checkpoint"))
         old, last = ckpt.watermark_ms, ckpt.last_batch
-        doc = repair.set_watermark(str(root / "checkpoint"), watermark="2024-01-01T00:00:40Z", execute=True, idle_ms=0)
+        doc = repair_doc(repair.run(str(root / "checkpoint"), repair.SetWatermarkRequest(watermark="2024-01-01T00:00:40Z"), repair.RunOptions(execute=True, idle_ms=0)))
         assert doc["before"]["watermark_ms"] == old == 1704067253000
         assert doc["after"]["watermark_ms"] == 1704067240000
         assert {s["path"] for s in doc["steps"]} == {f"offsets/{last}", f"commits/{last}"}
@@ -198,7 +197,7 @@ def test_moved_transform_with_state_checkpoint_restarts_once_relocated(spark, tm
         QUERIES.write_inputs(name, str(tmp_path), runs=[0, 1])
         with pytest.raises(Exception, match=r"ckpt-a/state/0/_stateSchema/default/0_[0-9a-f-]+ does not exist"):
             start(spark, name, source, tmp_path / "ckpt-b", tmp_path / "out")
-        doc = repair.relocate(str(tmp_path / "ckpt-b"), execute=True, idle_ms=0)
+        doc = repair_doc(repair.run(str(tmp_path / "ckpt-b"), repair.RelocateRequest(), repair.RunOptions(execute=True, idle_ms=0)))
         assert doc["steps"] and all(s["path"].startswith("state/0/_metadata/v2/") for s in doc["steps"])
         resumed = start(spark, name, source, tmp_path / "ckpt-b", tmp_path / "out")
         reference = start(spark, name, source, tmp_path / "ckpt-ref", tmp_path / "out-ref")
@@ -217,8 +216,7 @@ def test_moved_input_and_output_are_not_processed_again_once_relocated(spark, tm
         before = sink_rows(spark, name, old)
         shutil.copytree(old, control)  # the same move, not relocated: its logs keep naming a/
         shutil.move(old, new)
-        doc = repair.relocate(str(new / "checkpoint"), path_map={str(old): str(new)}, file_sink=str(new / "output"),
-                              execute=True, idle_ms=0)
+        doc = repair_doc(repair.run(str(new / "checkpoint"), repair.RelocateRequest(path_map={str(old): str(new)}, file_sink=str(new / "output")), repair.RunOptions(execute=True, idle_ms=0)))
         phases = Counter(s["phase"] for s in doc["steps"])
         assert phases["sources"] == len(list((new / "checkpoint/sources/0").glob("[0-9]*")))
         assert phases["sink"] == len(list((new / "output/_spark_metadata").glob("[0-9]*")))

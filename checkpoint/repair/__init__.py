@@ -1,5 +1,11 @@
-"""Safe checkpoint repair: ``rewind``, ``set-watermark``, ``relocate``, ``undo`` and ``backups`` (see docs/repair.md)."""
-from .api import list_backups, relocate, rewind, set_watermark, undo_repair
-from .execute import InjectedFailure
+"""Safe checkpoint repair: ``rewind``, ``set-watermark``, ``relocate``, ``undo`` and ``backups`` (see docs/repair.md).
 
-__all__ = ["InjectedFailure", "list_backups", "relocate", "rewind", "set_watermark", "undo_repair"]
+``run(location, RewindRequest(to_batch=7), RunOptions(execute=True))`` plans (and applies) a repair.
+"""
+from .api import list_backups, run, undo_repair
+from .execute import InjectedFailure
+from .requests import RelocateRequest, RepairRequest, RewindRequest, RunOptions, SetWatermarkRequest
+from .results import BackupRow, RepairResult, Restored, Resumed, UndoResult
+
+__all__ = ["BackupRow", "InjectedFailure", "RelocateRequest", "RepairRequest", "RepairResult", "Restored", "Resumed",
+           "RewindRequest", "RunOptions", "SetWatermarkRequest", "UndoResult", "list_backups", "run", "undo_repair"]

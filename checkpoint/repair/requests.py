@@ -1,0 +1,171 @@
+"""What a repair is asked to do: one frozen request per repair, each with its planner, and the run options.
+
+Adding a repair is one request class (``command``, ``plan``, ``from_plan``, ``label``) registered in
+:data:`REQUESTS`, plus its planner module.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar, Mapping
+
+from ..errors import CheckpointError, MissingFileError
+from ..fs import open_fs, require_dir
+from ..model import Checkpoint
+from ..timeutil import parse_duration_ms, parse_time_ms
+from .logs import SINK_LOG
+from .plan import Plan
+from .relocate import plan_relocate
+from .rewind import FileSink, plan_rewind
+from .targets import DEFAULT_IDLE_MS, resolve_target
+from .watermark import plan_set_watermark
+
+FsOptions = Mapping[str, str] | None
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How a repair runs: a dry run unless ``execute``; a saved plan; the idle check; where backups go."""
+
+    execute: bool = False
+    from_plan: str | None = None
+    """A plan saved by ``plan_out``: applied only if planning the same request now gives the same steps."""
+    plan_out: str | None = None
+    idle_ms: int = DEFAULT_IDLE_MS
+    force: bool = False
+    backup_dir: str | None = None
+    fs_options: FsOptions = None
+
+
+class RepairRequest:
+    """One repair's parameters; ``plan`` makes its plan without changing anything."""
+
+    command: ClassVar[str]
+
+    def plan(self, ckpt: Checkpoint, now: int, fs_options: FsOptions) -> Plan:
+        raise NotImplementedError
+
+    @classmethod
+    def from_plan(cls, plan: Plan) -> "RepairRequest":
+        """The request a plan of this command was made for (to plan it again and compare)."""
+        raise NotImplementedError
+
+    def conflicts_with(self, plan: Plan) -> bool:
+        """Whether this request asks for something else than the (interrupted) ``plan``."""
+        return False
+
+    @staticmethod
+    def label(request: Mapping[str, Any]) -> str:
+        """A plan's request in a few words (``wmcheck backups``' target column)."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class RewindRequest(RepairRequest):
+    """Make an earlier batch the last committed one: exactly one of ``to_batch``, ``to_watermark``,
+    ``to_time``, ``shift`` (none when resuming an interrupted rewind or with ``from_plan``)."""
+
+    command: ClassVar[str] = "rewind"
+    to_batch: int | None = None
+    to_watermark: str | None = None
+    to_time: str | None = None
+    shift: int | None = None
+    file_sink: str | None = None
+    keep_next_offsets: bool = False
+    keep_source_log: bool = False
+
+    def plan(self, ckpt: Checkpoint, now: int, fs_options: FsOptions) -> Plan:
+        target = resolve_target(ckpt, to_batch=self.to_batch, to_watermark=self.to_watermark, to_time=self.to_time,
+                                shift=self.shift, now=now)
+        return plan_rewind(ckpt, target.batch, sink=open_file_sink(self.file_sink, ckpt, fs_options),
+                           keep_next_offsets=self.keep_next_offsets, keep_source_log=self.keep_source_log,
+                           how=target.how, created_ms=now)
+
+    @classmethod
+    def from_plan(cls, plan: Plan) -> "RewindRequest":
+        req = plan.request
+        return cls(to_batch=req["batch"], file_sink=plan.file_sink, keep_next_offsets=req["keep_next_offsets"],
+                   keep_source_log=req["keep_source_log"])
+
+    def conflicts_with(self, plan: Plan) -> bool:
+        return self.to_batch is not None and plan.request.get("batch") != self.to_batch
+
+    @staticmethod
+    def label(request: Mapping[str, Any]) -> str:
+        return f"batch {request.get('batch')}"
+
+
+@dataclass(frozen=True)
+class SetWatermarkRequest(RepairRequest):
+    """Set the watermark the next batch starts from. ``watermark``: TIME text (ISO-8601, epoch ms, or a
+    duration relative to the current watermark) or epoch ms; ``window``: a duration text or ms."""
+
+    command: ClassVar[str] = "set-watermark"
+    watermark: str | int | None = None
+    allow_raise: bool = False
+    window: str | int | None = None
+
+    def plan(self, ckpt: Checkpoint, now: int, fs_options: FsOptions) -> Plan:
+        if self.watermark is None:
+            raise CheckpointError("set-watermark needs --watermark TIME (or --from-plan FILE)",
+                                  hint='e.g. --watermark "-2 hours" (relative to the current watermark)')
+        watermark_ms = self.watermark if isinstance(self.watermark, int) else parse_time_ms(
+            self.watermark, now_ms=now, watermark_ms=ckpt.watermark_ms, default_anchor="watermark")
+        window_ms = self.window if isinstance(self.window, int) or self.window is None else parse_duration_ms(self.window)
+        return plan_set_watermark(ckpt, watermark_ms, allow_raise=self.allow_raise, window_ms=window_ms or None,
+                                  created_ms=now)
+
+    @classmethod
+    def from_plan(cls, plan: Plan) -> "SetWatermarkRequest":
+        req = plan.request
+        return cls(watermark=int(req["watermark_ms"]), allow_raise=bool(req["allow_raise"]), window=req["window_ms"])
+
+    @staticmethod
+    def label(request: Mapping[str, Any]) -> str:
+        return f"watermark {request.get('watermark_ms')}"
+
+
+@dataclass(frozen=True)
+class RelocateRequest(RepairRequest):
+    """Make a copied or moved checkpoint name its own schema files and, with ``path_map`` (FROM prefix ->
+    TO), its logged input files (and ``file_sink``'s output files) where they are now."""
+
+    command: ClassVar[str] = "relocate"
+    path_map: Mapping[str, str] | None = None
+    file_sink: str | None = None
+
+    def plan(self, ckpt: Checkpoint, now: int, fs_options: FsOptions) -> Plan:
+        return plan_relocate(ckpt, path_map=self.path_map, sink=open_file_sink(self.file_sink, ckpt, fs_options),
+                             created_ms=now)
+
+    @classmethod
+    def from_plan(cls, plan: Plan) -> "RelocateRequest":
+        return cls(path_map=plan.request.get("path_map"), file_sink=plan.file_sink)
+
+    @staticmethod
+    def label(request: Mapping[str, Any]) -> str:
+        return "this location"
+
+
+REQUESTS: dict[str, type[RepairRequest]] = {r.command: r for r in (RewindRequest, SetWatermarkRequest, RelocateRequest)}
+"""Every repair's request class by command name."""
+
+
+def inside(path: str, parent: str) -> bool:
+    """Whether location ``path`` is ``parent`` or lies under it."""
+    return path == parent or path.startswith(parent.rstrip("/") + "/")
+
+
+def open_file_sink(location: str | None, ckpt: Checkpoint, fs_options: FsOptions) -> FileSink | None:
+    """The file sink directory at ``location`` (None: no sink); refused unless it holds a sink log
+    and lies apart from the checkpoint."""
+    if location is None:
+        return None
+    fs = open_fs(location, fs_options)
+    require_dir(fs, "file sink")
+    if fs.info(SINK_LOG) is None:
+        raise MissingFileError(f"{fs.uri()} has no {SINK_LOG}/: it is not a file sink directory",
+                               hint="pass the path the query writes to (its 'path' option)")
+    if inside(fs.uri(), ckpt.location) or inside(ckpt.location, fs.uri()):
+        raise CheckpointError(f"the file sink {fs.uri()} and the checkpoint {ckpt.location} overlap",
+                              hint="pass the sink directory, not the checkpoint")
+    return FileSink(fs, fs.uri())

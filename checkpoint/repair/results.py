@@ -1,0 +1,70 @@
+"""What repairs, ``undo`` and ``backups`` return: frozen dataclasses (the CLI turns them into JSON, rows, text)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .plan import Plan
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """An interrupted repair found (and with ``execute`` finished) by re-running it."""
+
+    backup_id: str
+    steps_done_before: int
+    steps: int
+
+
+@dataclass(frozen=True)
+class RepairResult:
+    """A repair's plan and what became of it; ``warnings`` are the plan's plus the run's own."""
+
+    plan: Plan
+    executed: bool
+    warnings: tuple[str, ...]
+    backup_id: str | None = None
+    backup: str | None = None
+    """Where the backup's files are (None on a dry run or when nothing needed changing)."""
+    resumed: Resumed | None = None
+
+
+@dataclass(frozen=True)
+class Restored:
+    """One step an undo reverted: ``restored`` is ``moved back`` or ``rewritten``."""
+
+    step: int
+    action: str
+    root: str
+    path: str
+    restored: str
+
+
+@dataclass(frozen=True)
+class UndoResult:
+    """A finished undo: the backup, what it restored, and the checkpoint's state now (as before the repair)."""
+
+    backup_id: str
+    command: str
+    checkpoint: str
+    file_sink: str | None
+    status: str
+    was: str
+    restored: tuple[Restored, ...]
+    last_batch: int | None
+    last_committed_batch: int | None
+    watermark_ms: int | None
+
+
+@dataclass(frozen=True)
+class BackupRow:
+    """One backup as ``wmcheck backups`` lists it."""
+
+    backup_id: str
+    command: str
+    status: str
+    created_ms: int | None
+    target: str
+    last_committed_before: int | None
+    watermark_before_ms: int | None
+    steps: int | None
+    files: str
