@@ -1,8 +1,9 @@
 """What ``wmcheck show`` and ``wmcheck batches`` report, as plain data (the Python API behind them)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import timezone, tzinfo
-from typing import Any
+from typing import Mapping
 
 from .model import PINNED_CONFS, Checkpoint, Operator
 from .relocation import foreign_references
@@ -12,29 +13,104 @@ from .timeutil import format_ms
 REPAIR_JOURNAL = "_wmcheck/journal.json"
 
 
-def operator_summary(ckpt: Checkpoint, op: Operator) -> dict[str, Any]:
+@dataclass(frozen=True)
+class OperatorSummary:
+    """One stateful operator: stores, partitions, versions and bytes on disk, loadability of the next version."""
+
+    operator_id: int
+    name: str | None
+    name_inferred: bool
+    stores: tuple[str, ...]
+    num_partitions: int | None
+    partitions_on_disk: int
+    min_version: int | None
+    max_version: int | None
+    bytes: int
+    snapshots: int
+    deltas: int
+    zips: int
+    changelogs: int
+    next_version: int
+    next_version_loadable: bool
+    unloadable: tuple[str, ...]
+
+    @property
+    def label(self) -> str | None:
+        """The name, marked when inferred (Spark < 4.0 records none)."""
+        return f"{self.name} (inferred)" if self.name_inferred else self.name
+
+
+@dataclass(frozen=True)
+class SourceSummary:
+    """One source of the last batch: its kind and latest offset."""
+
+    source_id: str
+    kind: str
+    offset: str | None
+    summary: str
+
+
+@dataclass(frozen=True)
+class CheckpointSummary:
+    """Everything ``wmcheck show`` reports (JSON keys: the field names, in this order)."""
+
+    query_id: str | None
+    location: str
+    first_batch: int | None
+    last_batch: int | None
+    last_committed_batch: int | None
+    pending_batch: int | None
+    next_batch: int
+    watermark_ms: int
+    watermark: str | None
+    batch_timestamp_ms: int | None
+    batch_timestamp: str | None
+    watermark_lag_ms: int | None
+    conf: Mapping[str, str | None]
+    sources: tuple[SourceSummary, ...]
+    operators: tuple[OperatorSummary, ...]
+    warnings: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class BatchRow:
+    """One batch as ``wmcheck batches`` reports it: watermarks, timestamp, lag and raw source offsets."""
+
+    batch: int
+    committed: bool
+    batch_watermark_ms: int | None
+    next_batch_watermark_ms: int | None
+    watermark_advance_ms: int | None
+    batch_timestamp_ms: int | None
+    lag_ms: int | None
+    batch_watermark: str | None
+    batch_timestamp: str | None
+    sources: tuple[str | None, ...]
+
+
+def operator_summary(ckpt: Checkpoint, op: Operator) -> OperatorSummary:
     """One stateful operator: stores, partitions, versions and bytes on disk, loadability of the next version."""
     version = ckpt.next_state_version
     versions = sorted({v for p in op.partitions for v in p.versions})
     unloadable = sorted(f"{p.store}/{p.partition}" for p in op.partitions if not loadable(ckpt, op, p, version))
-    return {
-        "operator_id": op.operator_id,
-        "name": op.name,
-        "name_inferred": op.name_inferred,
-        "stores": list(op.stores),
-        "num_partitions": op.num_partitions,
-        "partitions_on_disk": len({p.partition for p in op.partitions}),
-        "min_version": versions[0] if versions else None,
-        "max_version": versions[-1] if versions else None,
-        "bytes": sum(p.bytes for p in op.partitions),
-        "snapshots": sum(p.count("snapshot") for p in op.partitions),
-        "deltas": sum(p.count("delta") for p in op.partitions),
-        "zips": sum(p.count("zip") for p in op.partitions),
-        "changelogs": sum(p.count("changelog") for p in op.partitions),
-        "next_version": version,
-        "next_version_loadable": not unloadable,
-        "unloadable": unloadable,
-    }
+    return OperatorSummary(
+        operator_id=op.operator_id,
+        name=op.name,
+        name_inferred=op.name_inferred,
+        stores=tuple(op.stores),
+        num_partitions=op.num_partitions,
+        partitions_on_disk=len({p.partition for p in op.partitions}),
+        min_version=versions[0] if versions else None,
+        max_version=versions[-1] if versions else None,
+        bytes=sum(p.bytes for p in op.partitions),
+        snapshots=sum(p.count("snapshot") for p in op.partitions),
+        deltas=sum(p.count("delta") for p in op.partitions),
+        zips=sum(p.count("zip") for p in op.partitions),
+        changelogs=sum(p.count("changelog") for p in op.partitions),
+        next_version=version,
+        next_version_loadable=not unloadable,
+        unloadable=tuple(unloadable),
+    )
 
 
 def loadable(ckpt: Checkpoint, op: Operator, part: StorePartition, version: int) -> bool:
@@ -50,7 +126,7 @@ def store_unique_ids(ckpt: Checkpoint, op: Operator, part: StorePartition) -> di
     return ckpt.unique_ids_for(op.operator_id, part.partition, index) or None
 
 
-def source_summaries(ckpt: Checkpoint) -> list[dict[str, Any]]:
+def source_summaries(ckpt: Checkpoint) -> list[SourceSummary]:
     """Each source of the last batch: its kind and latest offset."""
     last = ckpt.last_batch
     if last is None:
@@ -61,7 +137,7 @@ def source_summaries(ckpt: Checkpoint) -> list[dict[str, Any]]:
         kind = src.kind
         if kind == "long" and src.source_id.isdigit() and int(src.source_id) in file_sources:
             kind = "file"
-        out.append({"source_id": src.source_id, "kind": kind, "offset": src.raw, "summary": src.summary()})
+        out.append(SourceSummary(src.source_id, kind, src.raw, src.summary()))
     return out
 
 
@@ -89,10 +165,10 @@ def warnings(ckpt: Checkpoint) -> list[str]:
         out.append(f"{len(temps)} leftover temp file(s) under state/, e.g. {temps[0].path}")
     for op in ckpt.operators:
         summary = operator_summary(ckpt, op)
-        if not summary["next_version_loadable"]:
+        if not summary.next_version_loadable:
             out.append(
-                f"state/{op.operator_id}: version {summary['next_version']} cannot be rebuilt in "
-                f"{', '.join(summary['unloadable'][:3])}{'...' if len(summary['unloadable']) > 3 else ''}"
+                f"state/{op.operator_id}: version {summary.next_version} cannot be rebuilt in "
+                f"{', '.join(summary.unloadable[:3])}{'...' if len(summary.unloadable) > 3 else ''}"
             )
     foreign = foreign_references(ckpt)
     if foreign:
@@ -102,30 +178,30 @@ def warnings(ckpt: Checkpoint) -> list[str]:
     return out
 
 
-def describe(ckpt: Checkpoint, tz: tzinfo = timezone.utc) -> dict[str, Any]:
-    """Everything ``wmcheck show`` prints, as one JSON-able object."""
+def describe(ckpt: Checkpoint, tz: tzinfo = timezone.utc) -> CheckpointSummary:
+    """Everything ``wmcheck show`` prints."""
     meta = ckpt.latest_metadata
     watermark = ckpt.watermark_ms
     timestamp = meta.batch_timestamp_ms if meta else None
     conf = ckpt.conf
-    return {
-        "query_id": ckpt.query_metadata.query_id if ckpt.query_metadata else None,
-        "location": ckpt.location,
-        "first_batch": ckpt.offset_ids[0] if ckpt.offset_ids else None,
-        "last_batch": ckpt.last_batch,
-        "last_committed_batch": ckpt.last_committed_batch,
-        "pending_batch": ckpt.pending_batch,
-        "next_batch": ckpt.next_batch,
-        "watermark_ms": watermark,
-        "watermark": format_ms(watermark, tz),
-        "batch_timestamp_ms": timestamp,
-        "batch_timestamp": format_ms(timestamp, tz),
-        "watermark_lag_ms": timestamp - watermark if timestamp is not None and watermark else None,
-        "conf": {key: conf.get(name) for key, name in PINNED_CONFS.items()},
-        "sources": source_summaries(ckpt),
-        "operators": [operator_summary(ckpt, op) for op in ckpt.operators],
-        "warnings": warnings(ckpt),
-    }
+    return CheckpointSummary(
+        query_id=ckpt.query_metadata.query_id if ckpt.query_metadata else None,
+        location=ckpt.location,
+        first_batch=ckpt.offset_ids[0] if ckpt.offset_ids else None,
+        last_batch=ckpt.last_batch,
+        last_committed_batch=ckpt.last_committed_batch,
+        pending_batch=ckpt.pending_batch,
+        next_batch=ckpt.next_batch,
+        watermark_ms=watermark,
+        watermark=format_ms(watermark, tz),
+        batch_timestamp_ms=timestamp,
+        batch_timestamp=format_ms(timestamp, tz),
+        watermark_lag_ms=timestamp - watermark if timestamp is not None and watermark else None,
+        conf={key: conf.get(name) for key, name in PINNED_CONFS.items()},
+        sources=tuple(source_summaries(ckpt)),
+        operators=tuple(operator_summary(ckpt, op) for op in ckpt.operators),
+        warnings=tuple(warnings(ckpt)),
+    )
 
 
 def batch_range(ckpt: Checkpoint, last: int | None = None, start: int | None = None, end: int | None = None) -> list[int]:
@@ -140,8 +216,8 @@ def batch_range(ckpt: Checkpoint, last: int | None = None, start: int | None = N
     return ids
 
 
-def batch_rows(ckpt: Checkpoint, ids: list[int], tz: tzinfo = timezone.utc) -> list[dict[str, Any]]:
-    """One object per batch: watermarks, timestamp, lag and raw source offsets."""
+def batch_rows(ckpt: Checkpoint, ids: list[int], tz: tzinfo = timezone.utc) -> list[BatchRow]:
+    """One row per batch: watermarks, timestamp, lag and raw source offsets."""
     ckpt.load_batches(ids)
     offsets, commits = set(ckpt.offset_ids), set(ckpt.commit_ids)
     rows = []
@@ -152,16 +228,16 @@ def batch_rows(ckpt: Checkpoint, ids: list[int], tz: tzinfo = timezone.utc) -> l
         wm = meta.batch_watermark_ms if meta else None
         nxt = commit.next_batch_watermark_ms if commit else None
         ts = meta.batch_timestamp_ms if meta else None
-        rows.append({
-            "batch": batch,
-            "committed": commit is not None,
-            "batch_watermark_ms": wm,
-            "next_batch_watermark_ms": nxt,
-            "watermark_advance_ms": nxt - wm if nxt is not None and wm is not None else None,
-            "batch_timestamp_ms": ts,
-            "lag_ms": ts - wm if ts is not None and wm else None,
-            "batch_watermark": format_ms(wm, tz),
-            "batch_timestamp": format_ms(ts, tz),
-            "sources": [s.raw for s in seq.sources] if seq else [],
-        })
+        rows.append(BatchRow(
+            batch=batch,
+            committed=commit is not None,
+            batch_watermark_ms=wm,
+            next_batch_watermark_ms=nxt,
+            watermark_advance_ms=nxt - wm if nxt is not None and wm is not None else None,
+            batch_timestamp_ms=ts,
+            lag_ms=ts - wm if ts is not None and wm else None,
+            batch_watermark=format_ms(wm, tz),
+            batch_timestamp=format_ms(ts, tz),
+            sources=tuple(s.raw for s in seq.sources) if seq else (),
+        ))
     return rows

@@ -6,14 +6,10 @@ from datetime import tzinfo
 import click
 
 from wmcheck.checkpoint.model import open_checkpoint
-from wmcheck.checkpoint.source_offsets import SourceOffset
 from wmcheck.checkpoint.summary import batch_range, batch_rows
-from wmcheck.checkpoint.timeutil import format_duration
 
 from .options import common_options, parse_pairs
 from .output import make_output
-
-TABLE_COLUMNS = ["batch", "committed", "watermark", "next watermark ms", "advanced", "timestamp", "lag", "sources"]
 
 
 @click.command()
@@ -27,21 +23,4 @@ def batches(checkpoint: str, last: int | None, start: int | None, end: int | Non
     if last is not None and (start is not None or end is not None):
         raise click.UsageError("use either --last or --from/--to")
     ckpt = open_checkpoint(checkpoint, parse_pairs(fs_options, "--fs-option"))
-    rows = batch_rows(ckpt, batch_range(ckpt, last, start, end), tz)
-    out = make_output(fmt)
-    if fmt != "table":
-        out.rows(rows)
-        return
-    out.rows([
-        {
-            "batch": r["batch"],
-            "committed": r["committed"],
-            "watermark": f"{r['batch_watermark_ms']} ({r['batch_watermark']})" if r["batch_watermark_ms"] is not None else None,
-            "next watermark ms": r["next_batch_watermark_ms"],
-            "advanced": format_duration(r["watermark_advance_ms"]),
-            "timestamp": r["batch_timestamp"],
-            "lag": format_duration(r["lag_ms"]),
-            "sources": [SourceOffset(str(i), raw).summary() for i, raw in enumerate(r["sources"])],
-        }
-        for r in rows
-    ], TABLE_COLUMNS)
+    make_output(fmt, tz=tz).batches(batch_rows(ckpt, batch_range(ckpt, last, start, end), tz))

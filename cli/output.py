@@ -1,24 +1,40 @@
-"""One output layer: commands hand rows or a document to an ``Output``; nothing else prints."""
+"""One output layer: commands hand typed results to an ``Output``; nothing else prints.
+
+An ``Output`` has one method per kind of result; each hands the machine form (the result itself,
+turned into JSON values here and only here, by :func:`plain`) and its human form (:mod:`.views`)
+to the format's ``document`` or ``rows``.
+"""
 from __future__ import annotations
 
 import csv
 import dataclasses
 import io
 import json
+from datetime import timezone, tzinfo
 from typing import TYPE_CHECKING, Any, Mapping, Sequence, TextIO
 
 import click
 
+from . import views
+from .views import RowView
+
 if TYPE_CHECKING:
     from wmcheck.checkpoint.repair.results import RepairResult
+    from wmcheck.checkpoint.summary import BatchRow, CheckpointSummary
+    from wmcheck.statestore.reader import Target
+    from wmcheck.statestore.summary import StateSummary
 
 FORMATS = ("table", "json", "csv")
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
 
 def plain(value: Any) -> Any:
-    """A result dataclass (nested, with tuples) as JSON-ready dicts and lists."""
+    """A result as JSON values: dataclasses as objects keyed by their field names (in field order), tuples as lists."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        names = _FIELD_NAMES.get(type(value))
+        if names is None:
+            names = _FIELD_NAMES[type(value)] = tuple(f.name for f in dataclasses.fields(value))
+        return {name: plain(getattr(value, name)) for name in names}
     if isinstance(value, (list, tuple)):
         return [plain(v) for v in value]
     if isinstance(value, Mapping):
@@ -64,31 +80,49 @@ def flatten(doc: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
 
 
 class Output:
-    """Renders rows and documents in one format."""
+    """Renders results in one format."""
 
-    def __init__(self, stream: TextIO | None = None) -> None:
+    def __init__(self, stream: TextIO | None = None, tz: tzinfo = timezone.utc) -> None:
         self.stream = stream
+        self.tz = tz
 
     def write(self, text: str) -> None:
         click.echo(text, file=self.stream)
 
-    def rows(self, rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None, title: str | None = None) -> None:
-        """A list of records with the same keys."""
+    def rows(self, rows: Sequence[Any], columns: Sequence[str] | None = None, title: str | None = None,
+             view: RowView | None = None) -> None:
+        """A list of records of one kind; a table shows them through ``view`` when given."""
         raise NotImplementedError
 
-    def document(self, doc: Mapping[str, Any], fields: Sequence[tuple[str, Any]], tables: Sequence[tuple[str, Sequence[Mapping[str, Any]], Sequence[str]]]) -> None:
+    def document(self, doc: Any, fields: Sequence[tuple[str, Any]], tables: Sequence[views.Table]) -> None:
         """One object: ``doc`` is the machine form; ``fields`` (label, text) and ``tables`` (title, rows, columns) the human form."""
         raise NotImplementedError
 
+    # one method per kind of result
+
+    def checkpoint_summary(self, summary: CheckpointSummary) -> None:
+        self.document(summary, *views.checkpoint_summary(summary))
+
+    def batches(self, rows: Sequence[BatchRow]) -> None:
+        self.rows(rows, view=views.BATCHES)
+
+    def state_summary(self, summary: StateSummary) -> None:
+        self.document(summary, *views.state_summary(summary))
+
+    def state_rows(self, rows: Sequence[Mapping[str, Any]], target: Target, notes: Sequence[str]) -> None:
+        """State rows older than the watermark; ``notes`` name the stores that never evict."""
+        title, view = views.state_rows(target, notes, self.tz)
+        self.rows(rows, views.STATE_ROW_COLUMNS, title=title, view=view)
+
 
 class JsonOutput(Output):
-    def rows(self, rows, columns=None, title=None):
+    def rows(self, rows, columns=None, title=None, view=None):
         # One compact object per line: valid JSON, readable, and fast (indent disables the C encoder).
-        body = ",\n".join(json.dumps(row, ensure_ascii=False) for row in rows)
+        body = ",\n".join(json.dumps(plain(row), ensure_ascii=False) for row in rows)
         self.write(f"[\n{body}\n]" if rows else "[]")
 
     def document(self, doc, fields, tables):
-        self.write(json.dumps(doc, indent=2, ensure_ascii=False))
+        self.write(json.dumps(plain(doc), indent=2, ensure_ascii=False))
 
 
 class CsvOutput(Output):
@@ -99,12 +133,13 @@ class CsvOutput(Output):
         writer.writerows([[cell(v) for v in row] for row in rows])
         self.write(buf.getvalue().rstrip("\n"))
 
-    def rows(self, rows, columns=None, title=None):
-        columns = list(columns or (rows[0].keys() if rows else []))
-        self._csv(columns, [[row.get(c) for c in columns] for row in rows])
+    def rows(self, rows, columns=None, title=None, view=None):
+        records = [plain(row) for row in rows]
+        columns = list(columns or (records[0].keys() if records else []))
+        self._csv(columns, [[row.get(c) for c in columns] for row in records])
 
     def document(self, doc, fields, tables):
-        self._csv(["field", "value"], [list(item) for item in flatten(doc)])
+        self._csv(["field", "value"], [list(item) for item in flatten(plain(doc))])
 
 
 class TableOutput(Output):
@@ -113,7 +148,11 @@ class TableOutput(Output):
 
         return tabulate([[cell(r.get(c)) for c in columns] for r in rows], headers=list(columns), tablefmt="simple", disable_numparse=True)
 
-    def rows(self, rows, columns=None, title=None):
+    def rows(self, rows, columns=None, title=None, view=None):
+        if view is not None:
+            rows, columns = [view.row(r) for r in rows], view.columns
+        else:
+            rows = [plain(r) for r in rows]
         columns = list(columns or (rows[0].keys() if rows else []))
         if title:
             self.write(title)
@@ -128,6 +167,6 @@ class TableOutput(Output):
             self.rows(rows, columns, title=title)
 
 
-def make_output(fmt: str, stream: TextIO | None = None) -> Output:
+def make_output(fmt: str, stream: TextIO | None = None, tz: tzinfo = timezone.utc) -> Output:
     """The ``Output`` for ``--format``."""
-    return {"table": TableOutput, "json": JsonOutput, "csv": CsvOutput}[fmt](stream)
+    return {"table": TableOutput, "json": JsonOutput, "csv": CsvOutput}[fmt](stream, tz)

@@ -3,21 +3,14 @@ from __future__ import annotations
 
 import contextlib
 from datetime import tzinfo
-from typing import Any
 
 import click
 
 from wmcheck.checkpoint.model import open_checkpoint
-from wmcheck.checkpoint.timeutil import format_duration, format_ms, parse_time_ms
+from wmcheck.checkpoint.timeutil import parse_time_ms
 
 from .options import common_options, parse_pairs
 from .output import FORMATS, make_output
-
-STORE_COLUMNS = ["operator_id", "operator", "store", "rows", "per partition", "event-time column",
-                 "older than watermark", "oldest event time", "behind watermark"]
-ROW_COLUMNS = ["operator_id", "store", "partition_id", "key", "value", "event_time_ms"]
-TABLE_ROW_COLUMNS = ["operator_id", "store", "partition_id", "key", "value", "event time", "behind watermark"]
-BAR = 40
 
 
 @click.command()
@@ -49,9 +42,10 @@ def state(checkpoint: str, operator: int | None, store: str | None, join_side: s
         raise click.UsageError("--limit applies to --older-than-watermark")
     ckpt = open_checkpoint(checkpoint, parse_pairs(fs_options, "--fs-option"))
     from wmcheck.statestore.discovery import select
-    from wmcheck.statestore.reader import summarize, target
+    from wmcheck.statestore.reader import target
     from wmcheck.statestore.relocated_view import reader_location
     from wmcheck.statestore.session import session_scope
+    from wmcheck.statestore.summary import summarize
 
     selection = store or join_side or state_var
     kind = "store" if store else "join_side" if join_side else "state_var" if state_var else None
@@ -63,9 +57,9 @@ def state(checkpoint: str, operator: int | None, store: str | None, join_side: s
         if older:
             _older(spark, ckpt, operator, selection, batch, watermark_ms, limit, fmt, output, tz)
             return
-        doc = summarize(spark, ckpt, operator, selection, batch, watermark_ms, tz)
+        summary = summarize(spark, ckpt, operator, selection, batch, watermark_ms, tz)
     with _stream(output) as stream:
-        make_output(fmt, stream).document(doc, _fields(doc), _tables(doc, tz))
+        make_output(fmt, stream, tz).state_summary(summary)
 
 
 @contextlib.contextmanager
@@ -91,54 +85,6 @@ def _older(spark, ckpt, operator: int | None, selection: str | None, batch: int 
         make_output("table").write(f"wrote {table.num_rows} rows to {output}")
         return
     rows = table_rows(tables, limit)
+    notes = [f"operator {r.store.operator_id} {r.store.name}: {r.rule.rule}" for r in reads if not r.rule.evictable]
     with _stream(output) as stream:
-        out = make_output(fmt, stream)
-        if fmt != "table":
-            out.rows(rows, ROW_COLUMNS)
-            return
-        tgt = reads[0].target
-        notes = [f"operator {r.store.operator_id} {r.store.name}: {r.rule.rule}" for r in reads if not r.rule.evictable]
-        title = "\n".join([f"watermark {tgt.watermark_ms} ({format_ms(tgt.watermark_ms, tz)}, {tgt.watermark_from})", *notes])
-        out.rows([_table_row(r, tgt.watermark_ms, tz) for r in rows], TABLE_ROW_COLUMNS, title=title)
-
-
-def _table_row(row: dict[str, Any], watermark_ms: int, tz: tzinfo) -> dict[str, Any]:
-    ms = row["event_time_ms"]
-    return {**row, "event time": format_ms(ms, tz), "behind watermark": format_duration(None if ms is None else watermark_ms - ms)}
-
-
-def _fields(doc: dict[str, Any]) -> list[tuple[str, Any]]:
-    return [
-        ("checkpoint", doc["checkpoint"]),
-        ("batch", f"{doc['batch']} (state written by batch {doc['state_batch_id']})"),
-        ("watermark", f"{doc['watermark_ms']} ({doc['watermark']}, {doc['watermark_from']})"),
-    ]
-
-
-def _tables(doc: dict[str, Any], tz: tzinfo) -> list[tuple[str, list[dict[str, Any]], list[str]]]:
-    stores = doc["stores"]
-    rows = [{
-        "operator_id": s["operator_id"],
-        "operator": (s["operator_name"] or "?") + (" (inferred)" if s["operator_name_inferred"] else ""),
-        "store": s["store"],
-        "rows": s["rows"],
-        "per partition": " ".join(f"{p}:{n}" for p, n in s["rows_per_partition"].items()),
-        "event-time column": s["event_time_column"] or "none: never evicted",
-        "older than watermark": s["older_than_watermark"] if s["evictable"] else None,
-        "oldest event time": format_ms(s["oldest_event_time_ms"], tz),
-        "behind watermark": format_duration(s["oldest_behind_watermark_ms"]),
-    } for s in stores]
-    tables = [("Stores", rows, STORE_COLUMNS),
-              ("Eviction", [{"operator_id": s["operator_id"], "store": s["store"], "rule": s["eviction"]} for s in stores],
-               ["operator_id", "store", "rule"])]
-    for s in stores:
-        if s["histogram"] and s["rows"]:
-            tables.append((f"Operator {s['operator_id']} {s['store']}: event time minus watermark (rows)",
-                           _bars(s["histogram"]), ["bucket", "rows", "histogram"]))
-    return tables
-
-
-def _bars(histogram: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    top = max(b["rows"] for b in histogram) or 1
-    return [{"bucket": b["bucket"], "rows": b["rows"], "histogram": "#" * max(1, round(BAR * b["rows"] / top))}
-            for b in histogram if b["rows"]]
+        make_output(fmt, stream, tz).state_rows(rows, reads[0].target, notes)

@@ -10,6 +10,7 @@ from wmcheck.checkpoint.commits import parse_commit, serialize_commit
 from wmcheck.checkpoint.model import open_checkpoint
 from wmcheck.checkpoint.offsets import parse_offsets, serialize_offsets
 from wmcheck.checkpoint.summary import batch_range, batch_rows, describe
+from wmcheck.cli.output import plain
 
 
 def corpus_roots() -> list[str]:
@@ -29,10 +30,10 @@ def corpus_log_files(kind: str) -> list[str]:
 def test_every_corpus_checkpoint_summarises(corpus, root):
     ckpt = open_checkpoint(str(corpus / root))
     doc = describe(ckpt)
-    json.dumps(doc)
-    assert doc["query_id"]
+    json.dumps(plain(doc))
+    assert doc.query_id
     rows = batch_rows(ckpt, batch_range(ckpt))
-    assert [r["batch"] for r in rows] == sorted(set(ckpt.offset_ids) | set(ckpt.commit_ids))
+    assert [r.batch for r in rows] == sorted(set(ckpt.offset_ids) | set(ckpt.commit_ids))
 
 
 @pytest.mark.parametrize("path", corpus_log_files("offsets") or ["(absent)"])
@@ -49,19 +50,19 @@ def test_corpus_commits_roundtrip_byte_exact(corpus, path):
 
 def test_state_source_watermark_is_the_larger_of_offsets_and_commit(corpus):
     doc = describe(open_checkpoint(str(corpus / "checkpoint-version-4.0.0-state-source")))
-    assert (doc["first_batch"], doc["last_batch"], doc["last_committed_batch"], doc["pending_batch"]) == (0, 30, 30, None)
-    assert doc["watermark_ms"] == 1717623239519  # commits/30, above offsets/30's 1717623229519
-    assert doc["watermark"] == "2024-06-05T21:33:59.519Z"
-    assert doc["conf"]["shuffle_partitions"] == "4"
-    assert doc["operators"][0]["name"] == "stateStoreSave"
+    assert (doc.first_batch, doc.last_batch, doc.last_committed_batch, doc.pending_batch) == (0, 30, 30, None)
+    assert doc.watermark_ms == 1717623239519  # commits/30, above offsets/30's 1717623229519
+    assert doc.watermark == "2024-06-05T21:33:59.519Z"
+    assert doc.conf["shuffle_partitions"] == "4"
+    assert doc.operators[0].name == "stateStoreSave"
 
 
 def test_inconsistent_checkpoint_is_reported_not_crashed(corpus):
     root = corpus / "checkpoint-test-offsetId-commitId-inconsistent"
     doc = describe(open_checkpoint(str(root)))
-    assert (doc["first_batch"], doc["last_batch"], doc["last_committed_batch"], doc["pending_batch"]) == (1, 4, None, 4)
-    assert doc["watermark_ms"] == 5000
-    assert "offsets/ has a gap: batch 3 missing" in doc["warnings"]
+    assert (doc.first_batch, doc.last_batch, doc.last_committed_batch, doc.pending_batch) == (1, 4, None, 4)
+    assert doc.watermark_ms == 5000
+    assert "offsets/ has a gap: batch 3 missing" in doc.warnings
     result = run_cli("show", root)
     assert "warning:" in result.stdout and "offsets/ has a gap: batch 3 missing" in result.stdout
 

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import fixture_checkpoint, fixture_facts, fixture_names, run_cli
 from wmcheck.statestore import older_than_watermark, read_state
-from wmcheck.statestore.reader import summarize
+from wmcheck.statestore.summary import summarize
 
 pytestmark = pytest.mark.spark
 
@@ -156,8 +156,8 @@ def test_each_batch_evicts_what_spark_removed(name, spark):
         if b["batch"] < first:
             continue
         doc = summarize(spark, ckpt, batch=b["batch"])
-        assert doc["watermark_ms"] == b["watermark_ms"]
-        older = {s["operator_id"]: s["older_than_watermark"] for s in doc["stores"]}
+        assert doc.watermark_ms == b["watermark_ms"]
+        older = {s.operator_id: s.older_than_watermark for s in doc.stores}
         removed = {i: o["num_rows_removed"] for i, o in enumerate(b["state_operators"])}  # listed by operator id
         assert older == removed, b["batch"]
         checked += sum(removed.values())

@@ -1,0 +1,120 @@
+"""The human (table) form of each result: labelled fields, titled tables and display columns."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+
+from wmcheck.checkpoint.source_offsets import SourceOffset
+from wmcheck.checkpoint.timeutil import format_duration, format_ms
+
+if TYPE_CHECKING:
+    from datetime import tzinfo
+
+    from wmcheck.checkpoint.summary import BatchRow, CheckpointSummary
+    from wmcheck.statestore.reader import Target
+    from wmcheck.statestore.summary import StateSummary
+
+Fields = list[tuple[str, Any]]
+Table = tuple[str, Sequence[Any], Sequence[str]]
+"""(title, rows, columns)"""
+
+
+@dataclass(frozen=True)
+class RowView:
+    """How a table shows a list of results: its columns and one display row per result."""
+
+    columns: Sequence[str]
+    row: Callable[[Any], Mapping[str, Any]]
+
+
+OPERATOR_COLUMNS = ["operator_id", "name", "stores", "num_partitions", "min_version", "max_version", "bytes",
+                    "snapshots", "deltas", "zips", "changelogs", "next_version", "next_version_loadable"]
+
+
+def checkpoint_summary(s: CheckpointSummary) -> tuple[Fields, list[Table]]:
+    """``wmcheck show``."""
+    fields: Fields = [
+        ("query id", s.query_id),
+        ("location", s.location),
+        ("batches", f"{s.first_batch}..{s.last_batch}" if s.last_batch is not None else "none"),
+        ("last committed", s.last_committed_batch if s.last_committed_batch is not None else "none"),
+        ("pending batch", s.pending_batch if s.pending_batch is not None else "none"),
+        ("next batch", s.next_batch),
+        ("watermark", f"{s.watermark_ms} ({s.watermark})"),
+        ("watermark lag", format_duration(s.watermark_lag_ms)),
+        *[(key.replace("_", " "), value) for key, value in s.conf.items() if value is not None],
+        *[("warning", w) for w in s.warnings],
+    ]
+    operators = [{"name": op.label, **{c: getattr(op, c) for c in OPERATOR_COLUMNS if c != "name"}} for op in s.operators]
+    return fields, [("Sources", s.sources, ["source_id", "kind", "summary"]),
+                    ("Stateful operators", operators, OPERATOR_COLUMNS)]
+
+
+def _batch_row(r: BatchRow) -> dict[str, Any]:
+    return {
+        "batch": r.batch,
+        "committed": r.committed,
+        "watermark": f"{r.batch_watermark_ms} ({r.batch_watermark})" if r.batch_watermark_ms is not None else None,
+        "next watermark ms": r.next_batch_watermark_ms,
+        "advanced": format_duration(r.watermark_advance_ms),
+        "timestamp": r.batch_timestamp,
+        "lag": format_duration(r.lag_ms),
+        "sources": [SourceOffset(str(i), raw).summary() for i, raw in enumerate(r.sources)],
+    }
+
+
+BATCHES = RowView(["batch", "committed", "watermark", "next watermark ms", "advanced", "timestamp", "lag", "sources"],
+                  _batch_row)
+
+STORE_COLUMNS = ["operator_id", "operator", "store", "rows", "per partition", "event-time column",
+                 "older than watermark", "oldest event time", "behind watermark"]
+BAR = 40
+
+
+def state_summary(s: StateSummary) -> tuple[Fields, list[Table]]:
+    """``wmcheck state``."""
+    fields: Fields = [
+        ("checkpoint", s.checkpoint),
+        ("batch", f"{s.batch} (state written by batch {s.state_batch_id})"),
+        ("watermark", f"{s.watermark_ms} ({s.watermark}, {s.watermark_from})"),
+    ]
+    rows = [{
+        "operator_id": st.operator_id,
+        "operator": st.operator_label,
+        "store": st.store,
+        "rows": st.rows,
+        "per partition": " ".join(f"{p}:{n}" for p, n in st.rows_per_partition.items()),
+        "event-time column": st.event_time_column or "none: never evicted",
+        "older than watermark": st.older_than_watermark if st.evictable else None,
+        "oldest event time": st.oldest_event_time,
+        "behind watermark": format_duration(st.oldest_behind_watermark_ms),
+    } for st in s.stores]
+    tables: list[Table] = [
+        ("Stores", rows, STORE_COLUMNS),
+        ("Eviction", [{"operator_id": st.operator_id, "store": st.store, "rule": st.eviction} for st in s.stores],
+         ["operator_id", "store", "rule"]),
+    ]
+    for st in s.stores:
+        if st.histogram and st.rows:
+            top = max(b.rows for b in st.histogram) or 1
+            bars = [{"bucket": b.bucket, "rows": b.rows, "histogram": "#" * max(1, round(BAR * b.rows / top))}
+                    for b in st.histogram if b.rows]
+            tables.append((f"Operator {st.operator_id} {st.store}: event time minus watermark (rows)", bars,
+                           ["bucket", "rows", "histogram"]))
+    return fields, tables
+
+
+STATE_ROW_COLUMNS = ["operator_id", "store", "partition_id", "key", "value", "event_time_ms"]
+
+
+def state_rows(target: Target, notes: Sequence[str], tz: tzinfo) -> tuple[str, RowView]:
+    """``wmcheck state --older-than-watermark``: a title (the watermark, stores never evicted) and the row view."""
+    title = "\n".join([f"watermark {target.watermark_ms} ({format_ms(target.watermark_ms, tz)}, {target.watermark_from})",
+                       *notes])
+
+    def row(r: Mapping[str, Any]) -> dict[str, Any]:
+        ms = r["event_time_ms"]
+        return {**r, "event time": format_ms(ms, tz),
+                "behind watermark": format_duration(None if ms is None else target.watermark_ms - ms)}
+
+    return title, RowView(["operator_id", "store", "partition_id", "key", "value", "event time", "behind watermark"], row)

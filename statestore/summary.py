@@ -1,0 +1,152 @@
+"""What ``wmcheck state`` reports without ``--older-than-watermark``: rows per store and partition,
+the eviction rule, how many rows the watermark evicts, the oldest event time and a histogram."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timezone, tzinfo
+from typing import TYPE_CHECKING, Mapping
+
+from wmcheck.checkpoint.model import Checkpoint
+from wmcheck.checkpoint.timeutil import format_ms
+
+from .reader import EDGES, StoreRead, as_checkpoint, read_stores, spark_errors, target
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, SparkSession
+
+
+@dataclass(frozen=True)
+class HistogramBucket:
+    """Rows whose event time minus the watermark falls in ``(from_ms, to_ms]`` (None: unbounded)."""
+
+    bucket: str
+    from_ms: int | None
+    to_ms: int | None
+    rows: int
+
+
+@dataclass(frozen=True)
+class StoreSummary:
+    """One store of one stateful operator judged against the watermark."""
+
+    operator_id: int
+    operator_name: str | None
+    operator_name_inferred: bool
+    store: str
+    rows: int
+    rows_per_partition: Mapping[str, int]
+    event_time_column: str | None
+    evictable: bool
+    eviction: str
+    older_than_watermark: int
+    without_event_time: int | None
+    oldest_event_time_ms: int | None
+    oldest_event_time: str | None
+    oldest_behind_watermark_ms: int | None
+    histogram: tuple[HistogramBucket, ...] | None
+
+    @property
+    def operator_label(self) -> str:
+        """The operator name (``?`` when unknown), marked when inferred."""
+        return (self.operator_name or "?") + (" (inferred)" if self.operator_name_inferred else "")
+
+
+@dataclass(frozen=True)
+class StateSummary:
+    """Every selected store, with the state batch and the watermark they are judged by."""
+
+    checkpoint: str
+    batch: int
+    state_batch_id: int
+    watermark_ms: int
+    watermark: str | None
+    watermark_from: str
+    stores: tuple[StoreSummary, ...]
+
+
+def _bucket_labels() -> list[tuple[str, int | None, int | None]]:
+    def short(ms: int) -> str:
+        sign = "-" if ms < 0 else "+" if ms > 0 else ""
+        ms = abs(ms)
+        for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
+            if ms and ms % size == 0:
+                return f"{sign}{ms // size}{unit}"
+        return f"{sign}{ms}ms" if ms else "0"
+
+    bounds: list[int | None] = [None, *EDGES, None]
+    return [(f"({short(lo) if lo is not None else '-inf'}, {short(hi) if hi is not None else '+inf'}" + ("]" if hi is not None else ")"), lo, hi)
+            for lo, hi in zip(bounds, bounds[1:])]
+
+
+BUCKETS = _bucket_labels()
+
+
+def _bucket(delta: Column) -> Column:
+    from pyspark.sql import functions as F
+
+    expr = F.lit(len(EDGES))
+    for i in reversed(range(len(EDGES))):
+        expr = F.when(delta <= F.lit(EDGES[i]), F.lit(i)).otherwise(expr)
+    return F.when(delta.isNotNull(), expr)
+
+
+def store_summary(read: StoreRead, tz: tzinfo = timezone.utc) -> StoreSummary:
+    """Rows per partition, the eviction rule, how many rows the watermark evicts, the oldest event time, a histogram."""
+    from pyspark.sql import functions as F
+
+    wm = read.target.watermark_ms
+    rows = read.rows()
+    delta = F.col("event_time_ms") - F.lit(wm)
+    with spark_errors(read.store, read.target, read.location):
+        stats = (rows.groupBy("partition_id", _bucket(delta).alias("bucket"))
+                 .agg(F.count(F.lit(1)).alias("n"), F.sum(F.col("older").cast("long")).alias("older"),
+                      F.min("event_time_ms").alias("oldest"))
+                 .collect())
+    parts = {str(p): 0 for p in range(read.store.num_partitions or 0)}
+    counts = [0] * len(BUCKETS)
+    older = without = 0
+    oldest: int | None = None
+    for r in stats:
+        parts[str(r["partition_id"])] = parts.get(str(r["partition_id"]), 0) + r["n"]
+        older += r["older"] or 0
+        if r["bucket"] is None:
+            without += r["n"]
+            continue
+        counts[r["bucket"]] += r["n"]
+        oldest = r["oldest"] if oldest is None else min(oldest, r["oldest"])
+    rule = read.rule
+    return StoreSummary(
+        operator_id=read.store.operator_id,
+        operator_name=read.store.operator_name,
+        operator_name_inferred=read.store.inferred_name,
+        store=read.store.name,
+        rows=sum(parts.values()),
+        rows_per_partition=dict(sorted(parts.items(), key=lambda kv: int(kv[0]))),
+        event_time_column=rule.column_name,
+        evictable=rule.evictable,
+        eviction=rule.rule,
+        older_than_watermark=older,
+        without_event_time=without if rule.evictable else None,
+        oldest_event_time_ms=oldest,
+        oldest_event_time=format_ms(oldest, tz),
+        oldest_behind_watermark_ms=None if oldest is None else wm - oldest,
+        histogram=tuple(HistogramBucket(label, lo, hi, n) for (label, lo, hi), n in zip(BUCKETS, counts))
+        if rule.evictable else None,
+    )
+
+
+def summarize(spark: SparkSession, ckpt: Checkpoint | str, operator: int | None = None, store: str | None = None,
+              batch: int | None = None, watermark_ms: int | None = None, tz: tzinfo = timezone.utc) -> StateSummary:
+    """Every selected store of every stateful operator: rows, eviction rule, rows older than the watermark."""
+    ckpt = as_checkpoint(ckpt)
+    reads = read_stores(spark, ckpt, operator, store, batch, watermark_ms)
+    tgt = target(ckpt, batch, watermark_ms)
+    return StateSummary(
+        checkpoint=ckpt.location,
+        batch=tgt.batch,
+        state_batch_id=tgt.state_batch_id,
+        watermark_ms=tgt.watermark_ms,
+        watermark=format_ms(tgt.watermark_ms, tz),
+        watermark_from=tgt.watermark_from,
+        stores=tuple(store_summary(r, tz) for r in reads),
+    )
