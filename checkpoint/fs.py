@@ -10,12 +10,15 @@ from __future__ import annotations
 import os
 import posixpath
 import shutil
+import stat
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from .errors import CheckpointError, MissingFileError, UnsupportedError
 
+TEMP_SUFFIX = ".wmcheck.tmp"
+"""wmcheck's temp files: ``.<name>.wmcheck.tmp`` next to the file being written."""
 REMOTE_SCHEMES = ("file", "s3", "s3a", "gs", "gcs", "abfs", "abfss", "hdfs", "viewfs")
 READ_THREADS = 16
 
@@ -28,6 +31,8 @@ class FileInfo:
     size: int
     mtime_ms: int
     is_dir: bool = False
+    is_link: bool = False
+    """A symbolic link (local files): read through when it resolves; repairs refuse to change through one."""
 
     @property
     def name(self) -> str:
@@ -95,6 +100,25 @@ class FileSystem:
         """A file system rooted at ``path`` below this one."""
         raise NotImplementedError
 
+    def create_new(self, path: str, data: bytes) -> bool:
+        """Create ``path`` holding ``data`` unless it exists (False then); atomic on local disks, a check
+        then a write on object stores."""
+        if self.exists(path):
+            return False
+        self.write(path, data)
+        return True
+
+    def is_link(self, path: str) -> bool:
+        """Whether ``path`` is a symbolic link (stores without links: never)."""
+        return False
+
+    def remove_empty_dir(self, path: str) -> None:
+        """Remove the directory if it is empty (object stores have no empty directories)."""
+
+    def resolved(self, path: str = "") -> str:
+        """``uri(path)`` with symbolic links resolved (where the bytes really are)."""
+        return self.uri(path)
+
 
 class LocalFileSystem(FileSystem):
     """Local paths through ``os``."""
@@ -131,12 +155,27 @@ class LocalFileSystem(FileSystem):
             return []
         except OSError as exc:
             raise CheckpointError(f"cannot list: {exc.strerror}", path=path or ".") from None
-        return [self._info(posixpath.join(rel, e.name) if rel else e.name, e) for e in entries]
+        infos = (self._info(posixpath.join(rel, e.name) if rel else e.name, e) for e in entries)
+        return [i for i in infos if i is not None]
 
     @staticmethod
-    def _info(rel: str, entry: os.DirEntry) -> FileInfo:
-        st = entry.stat(follow_symlinks=True)
-        return FileInfo(rel, 0 if entry.is_dir() else st.st_size, int(st.st_mtime * 1000), entry.is_dir())
+    def _info(rel: str, entry: os.DirEntry) -> FileInfo | None:
+        """The entry as listed (links followed; a dangling or looping link as itself); None when it vanished."""
+        try:
+            link = entry.is_symlink()
+            try:
+                st = entry.stat(follow_symlinks=True)
+            except OSError:
+                if not link:
+                    raise
+                st = entry.stat(follow_symlinks=False)
+                return FileInfo(rel, st.st_size, int(st.st_mtime * 1000), False, True)
+            is_dir = stat.S_ISDIR(st.st_mode)
+            return FileInfo(rel, 0 if is_dir else st.st_size, int(st.st_mtime * 1000), is_dir, link)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise CheckpointError(f"cannot read: {exc.strerror}", path=rel) from None
 
     def names(self, path: str) -> list[str]:
         try:
@@ -147,42 +186,100 @@ class LocalFileSystem(FileSystem):
             raise CheckpointError(f"cannot list: {exc.strerror}", path=path or ".") from None
 
     def walk(self, path: str) -> list[FileInfo]:
+        """Every file below ``path``; a linked directory is entered once (a link loop is listed as a file)."""
         out: list[FileInfo] = []
         stack = [clean_relative(path)]
+        seen: set[str] = set()
         while stack:
             for item in self.list_dir(stack.pop()):
+                if item.is_dir and item.is_link:
+                    real = os.path.realpath(self._abs(item.path))
+                    if real in seen or _under(os.path.realpath(self.root), real):
+                        out.append(FileInfo(item.path, 0, item.mtime_ms, False, True))
+                        continue
+                    seen.add(real)
                 (stack.append(item.path) if item.is_dir else out.append(item))
         return out
 
     def info(self, path: str) -> FileInfo | None:
+        target = self._abs(path)
         try:
-            st = os.stat(self._abs(path))
+            st = os.stat(target)
         except (FileNotFoundError, NotADirectoryError):
             return None
-        is_dir = os.path.isdir(self._abs(path))
-        return FileInfo(clean_relative(path), 0 if is_dir else st.st_size, int(st.st_mtime * 1000), is_dir)
+        except OSError as exc:
+            if os.path.islink(target):
+                return FileInfo(clean_relative(path), 0, 0, False, True)
+            raise CheckpointError(f"cannot read: {exc.strerror}", path=path or ".") from None
+        is_dir = stat.S_ISDIR(st.st_mode)
+        return FileInfo(clean_relative(path), 0 if is_dir else st.st_size, int(st.st_mtime * 1000), is_dir,
+                        os.path.islink(target))
 
     def write(self, path: str, data: bytes) -> None:
         target = self._abs(path)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        tmp = os.path.join(os.path.dirname(target), f".{os.path.basename(target)}.wmcheck.tmp")
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
+        tmp = os.path.join(os.path.dirname(target), f".{os.path.basename(target)}{TEMP_SUFFIX}")
+        try:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with open(tmp, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, target)
+        except OSError as exc:
+            raise _cannot("write", path, exc) from None
+
+    def create_new(self, path: str, data: bytes) -> bool:
+        target = self._abs(path)
+        tmp = os.path.join(os.path.dirname(target), f".{os.path.basename(target)}.{os.getpid()}{TEMP_SUFFIX}")
+        try:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with open(tmp, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            try:
+                os.link(tmp, target)  # atomic: fails when the target exists; the file is whole from the start
+            except FileExistsError:
+                return False
+            finally:
+                os.remove(tmp)
+        except OSError as exc:
+            raise _cannot("write", path, exc) from None
+        return True
 
     def delete(self, path: str) -> None:
         target = self._abs(path)
-        if os.path.isdir(target):
-            shutil.rmtree(target)
-        elif os.path.lexists(target):
-            os.remove(target)
+        try:
+            if os.path.isdir(target) and not os.path.islink(target):
+                shutil.rmtree(target)
+            elif os.path.lexists(target):
+                os.remove(target)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise _cannot("delete", path, exc) from None
 
     def rename(self, src: str, dst: str) -> None:
         target = self._abs(dst)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        os.replace(self._abs(src), target)
+        try:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            os.replace(self._abs(src), target)
+        except FileNotFoundError:
+            raise MissingFileError("file not found", path=src) from None
+        except OSError as exc:
+            raise _cannot("move", src, exc) from None
+
+    def is_link(self, path: str) -> bool:
+        return os.path.islink(self._abs(path))
+
+    def remove_empty_dir(self, path: str) -> None:
+        try:
+            os.rmdir(self._abs(path))
+        except OSError:
+            pass  # not empty (or gone): leave it
+
+    def resolved(self, path: str = "") -> str:
+        return os.path.realpath(self._abs(path))
 
     def uri(self, path: str = "") -> str:
         return self._abs(path)
@@ -248,7 +345,7 @@ class ArrowFileSystem(FileSystem):
     def write(self, path: str, data: bytes) -> None:
         target = self._abs(path)
         self.fs.create_dir(posixpath.dirname(target), recursive=True)
-        tmp = posixpath.join(posixpath.dirname(target), f".{posixpath.basename(target)}.wmcheck.tmp")
+        tmp = posixpath.join(posixpath.dirname(target), f".{posixpath.basename(target)}{TEMP_SUFFIX}")
         with self.fs.open_output_stream(tmp) as fh:
             fh.write(data)
         self.fs.move(tmp, target)
@@ -275,6 +372,16 @@ class ArrowFileSystem(FileSystem):
 
     def sub(self, path: str) -> "ArrowFileSystem":
         return ArrowFileSystem(self.fs, self._abs(path), self.scheme)
+
+
+def _under(parent: str, path: str) -> bool:
+    return path == parent or path.startswith(parent.rstrip("/") + "/")
+
+
+def _cannot(what: str, path: str, exc: OSError) -> CheckpointError:
+    """An OS error while changing a file, as one clear line (a read-only checkpoint, a full disk)."""
+    return CheckpointError(f"cannot {what}: {exc.strerror or exc}", path=path,
+                           hint="check the permissions and free space of the checkpoint (and --backup-dir)")
 
 
 def local_path(location: str) -> str | None:

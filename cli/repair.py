@@ -135,11 +135,13 @@ def relocate(checkpoint: str, path_maps, file_sink, execute, plan_out, from_plan
 @click.option("--force", is_flag=True, help="Restore even if files changed since; files in the way go to the backup.")
 @click.option("--idle", default="10 minutes", show_default=True, metavar="DURATION",
               help="Refuse when the query looks active (a bare number is minutes; 0 disables).")
+@click.option("--file-sink", metavar="PATH", help="The file sink to restore when the checkpoint was copied or moved "
+              "since the repair (default: the one the repair changed).")
 @common_options()
-def undo(checkpoint: str, backup_id, force, idle, fmt, tz, fs_options) -> None:
+def undo(checkpoint: str, backup_id, force, idle, file_sink, fmt, tz, fs_options) -> None:
     """Restore CHECKPOINT (and its file sink) byte for byte from a wmcheck backup."""
     doc = plain(repair.undo_repair(checkpoint, backup_id=backup_id, force=force, idle_ms=parse_idle(idle),
-                                   fs_options=parse_pairs(fs_options, "--fs-option")))
+                                   file_sink=file_sink, fs_options=parse_pairs(fs_options, "--fs-option")))
     fields = [
         ("backup", doc["backup_id"]),
         ("command", doc["command"]),
@@ -149,6 +151,7 @@ def undo(checkpoint: str, backup_id, force, idle, fmt, tz, fs_options) -> None:
         ("restored", f"{len(doc['restored'])} file(s)"),
         ("last committed", doc["last_committed_batch"]),
         ("watermark", _watermark(doc["watermark_ms"], tz)),
+        *[("warning", w) for w in doc["warnings"]],
     ]
     make_output(fmt).document(doc, fields, [("Restored", doc["restored"], ["step", "action", "path", "restored"])])
 

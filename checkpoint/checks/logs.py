@@ -171,16 +171,30 @@ def orphan_crc(ctx: Context) -> Iterator[Issue]:
 
 @register("WM026", ERROR, "interrupted wmcheck repair")
 def interrupted_repair(ctx: Context) -> Iterator[Issue]:
-    if REPAIR_JOURNAL.partition("/")[0] not in ctx.tree.entries or not ctx.ckpt.fs.exists(REPAIR_JOURNAL):
+    if REPAIR_JOURNAL.partition("/")[0] not in ctx.tree.entries:
         return
-    from ..repair.backup import read_journal
+    from ..repair.backup import find_interrupted, read_journal
 
+    journal = None
     try:
         journal = read_journal(ctx.ckpt.fs)
-        what = f"wmcheck {journal.get('command', 'repair')} ({journal.get('action', 'apply')}, backup {journal['backup_id']})"
+        pending = find_interrupted(ctx.ckpt.fs)
     except CheckpointError as exc:
-        what = f"a wmcheck repair (its journal does not parse: {error_text(exc)})"
-    yield REPAIR_JOURNAL, (
-        f"{what} was interrupted: the checkpoint is half changed and Spark may restart from a mix of old and new "
-        f"files; run wmcheck undo CKPT to restore it, or run the same command again to finish it"
+        if journal is None:
+            yield REPAIR_JOURNAL, (f"a wmcheck repair was interrupted and its journal does not parse "
+                                   f"({error_text(exc)}): see wmcheck backups CKPT before restarting the query")
+            return
+        pending = None
+    if pending is not None:
+        command, action, backup_id = pending.doc["command"], pending.action, pending.doc["id"]
+    elif journal is not None:
+        command, action, backup_id = journal.get("command", "repair"), journal.get("action", "apply"), journal["backup_id"]
+    else:
+        return
+    where = REPAIR_JOURNAL if journal is not None else f"_wmcheck/backups/{backup_id}/manifest.json"
+    fix = ("run wmcheck undo CKPT to finish the undo" if action == "undo" else
+           "run wmcheck undo CKPT to restore it, or run the same command again to finish it")
+    yield where, (
+        f"wmcheck {command} ({action}, backup {backup_id}) was interrupted: the checkpoint is half "
+        f"changed and Spark may restart from a mix of old and new files; {fix}"
     )

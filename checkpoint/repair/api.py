@@ -1,20 +1,25 @@
 """``run`` (every repair), ``undo_repair`` and ``list_backups``: the repair API, returning frozen results."""
 from __future__ import annotations
 
+import dataclasses
 import functools
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Mapping, TypeVar
+from typing import Any, TypeVar
 
 from ..errors import CheckpointError, MissingFileError, RefusedError
 from ..fs import FileSystem, open_fs
 from ..model import Checkpoint, open_checkpoint
 from ..validate import gc_paused
 from ._hooks import current
-from .backup import (APPLIED, APPLYING, UNDOING, UNDONE, Backup, list_manifests, manifest_plan, new_backup_id,
-                     open_backup, read_journal, read_manifest)
+from . import safety
+from .backup import (APPLIED, APPLYING, UNDOING, UNDONE, Backup, Interrupted, clear_journal, find_interrupted,
+                     list_manifests, manifest_plan, new_backup_id, open_backup, read_manifest, tidy)
 from .execute import apply, step_done, undo
 from .plan import OWN_DIR, Plan, dumps, load_plan
-from .requests import REQUESTS, FsOptions, RepairRequest, RunOptions, inside
+from .lock import Lock, acquire
+from .requests import REQUESTS, FsOptions, RepairRequest, RunOptions, open_file_sink
 from .results import BackupRow, RepairResult, Restored, Resumed, UndoResult
 from .targets import DEFAULT_IDLE_MS, now_ms, recent_activity
 
@@ -37,42 +42,97 @@ def run(location: str, request: RepairRequest, options: RunOptions | None = None
     """Plan (and with ``options.execute`` apply) one repair; see docs/repair.md.
 
     An interrupted repair is shown (or with ``execute`` finished) instead, when ``request`` is for the
-    same command and does not ask for another target.
+    same command and does not ask for another target. With ``execute`` the checkpoint's lock is held
+    throughout: a second repair or undo meanwhile is refused.
     """
     options = options or RunOptions()
     hooks = current()
     now = now_ms() if hooks.now is None else hooks.now
     ckpt = open_checkpoint(location, options.fs_options)
-    journal = read_journal(ckpt.fs)
-    if journal:
-        return _resume(ckpt, journal, request, options, now, hooks.fail_after)
-    if options.from_plan:
-        plan = _load(options.from_plan, request.command, ckpt)
-        _check_fresh(plan, lambda: type(request).from_plan(plan).plan(ckpt, now, options.fs_options))
-    else:
-        plan = request.plan(ckpt, now, options.fs_options)
-    return _finish(ckpt, plan, options, now, hooks.fail_after)
+    with _held(ckpt, request.command, now, options.execute) as lock:
+        pending = find_interrupted(ckpt.fs)
+        if pending:
+            result = _resume(ckpt, pending, request, options, now, hooks.fail_after, lock)
+        else:
+            if options.from_plan:
+                plan = _load(options.from_plan, request.command, ckpt)
+                _check_fresh(plan, lambda: type(request).from_plan(plan).plan(ckpt, now, options.fs_options))
+            else:
+                plan = request.plan(ckpt, now, options.fs_options)
+            result = _finish(ckpt, plan, options, now, hooks.fail_after, lock)
+        if lock and lock.took_over:
+            result = dataclasses.replace(result, warnings=(lock.took_over, *result.warnings))
+        return result
+
+
+@contextmanager
+def _held(ckpt: Checkpoint, command: str, now: int, execute: bool = True) -> Iterator[Lock | None]:
+    """The checkpoint's lock while a repair or undo changes it (none for a dry run); left-overs of runs
+    killed before their first change are tidied once it is held."""
+    if not execute:
+        yield None
+        return
+    if ckpt.fs.is_link(OWN_DIR):
+        raise RefusedError(f"{OWN_DIR} is a symbolic link: wmcheck keeps its journal and backups inside the checkpoint",
+                           path=OWN_DIR, hint="replace the link by a directory (use --backup-dir for backups elsewhere)")
+    fresh = not ckpt.fs.exists(OWN_DIR)
+    lock = acquire(ckpt.fs, command, now)
+    try:
+        tidy(ckpt.fs)
+        yield lock
+    finally:
+        lock.release()
+        if fresh:
+            ckpt.fs.remove_empty_dir(OWN_DIR)  # a refused first repair leaves nothing behind
 
 
 @_without_gc
 def undo_repair(location: str, *, backup_id: str | None = None, force: bool = False, idle_ms: int = DEFAULT_IDLE_MS,
-                fs_options: FsOptions = None) -> UndoResult:
-    """Restore the checkpoint (and file sink) from a backup: the interrupted repair, else the latest applied."""
+                file_sink: str | None = None, fs_options: FsOptions = None) -> UndoResult:
+    """Restore the checkpoint (and file sink) from a backup: the interrupted repair, else the latest applied.
+
+    ``file_sink`` names the sink to restore when the checkpoint was copied or moved since the repair
+    (the plan names the sink of the original location).
+    """
     hooks = current()
     now = now_ms() if hooks.now is None else hooks.now
     ckpt = open_checkpoint(location, fs_options)
-    journal = read_journal(ckpt.fs)
-    docs = list_manifests(ckpt.fs)
-    if journal and backup_id not in (None, journal["backup_id"]):
-        raise RefusedError(f"repair {journal['backup_id']} was interrupted; undo or finish it before {backup_id}",
-                           hint=f"wmcheck undo {location}")
-    wanted = journal["backup_id"] if journal else backup_id
-    if wanted is not None:
-        doc = read_manifest(ckpt.fs, wanted, missing_ok=True)
+    with _held(ckpt, "undo", now) as lock:
+        assert lock is not None
+        docs = list_manifests(ckpt.fs)
+        pending = find_interrupted(ckpt.fs, docs)
+        if pending and backup_id not in (None, pending.doc["id"]):
+            raise RefusedError(f"repair {pending.doc['id']} was interrupted; undo or finish it before {backup_id}",
+                               hint=f"wmcheck undo {location}")
+        doc = _undo_target(ckpt, docs, pending, backup_id, location)
+        plan = manifest_plan(ckpt.fs, doc)
+        roots = _roots(ckpt, _undo_sink(ckpt, plan, file_sink, fs_options), fs_options)
+        backup = open_backup(ckpt.fs, doc, roots, fs_options)
+        safety.backup_fs(doc.get("files"), ckpt, roots["sink"].uri() if "sink" in roots else None, fs_options)
+        if doc["status"] == UNDONE:  # killed after the undo was recorded, before its journal was dropped
+            clear_journal(ckpt.fs)
+            restored: list[dict[str, Any]] = []
+        else:
+            safety.refuse_links(roots, plan)
+            safety.check_idle(ckpt, idle_ms, force, now, safety.written_paths(plan))
+            restored = undo(plan, backup, doc["status"], now, force, hooks.fail_after)
+    return UndoResult(doc["id"], plan.command, ckpt.location, plan.file_sink, UNDONE, doc["status"],
+                      tuple(Restored(**r) for r in restored), plan.before.get("last_batch"),
+                      plan.before.get("last_committed_batch"), plan.before.get("watermark_ms"),
+                      (lock.took_over,) if lock.took_over else ())
+
+
+def _undo_target(ckpt: Checkpoint, docs: list[dict[str, Any]], pending: Interrupted | None, backup_id: str | None,
+                 location: str) -> Mapping[str, Any]:
+    """The backup ``undo`` restores: the interrupted one, else ``backup_id``, else the latest applied."""
+    if pending:
+        return pending.doc
+    if backup_id is not None:
+        doc = read_manifest(ckpt.fs, backup_id, missing_ok=True)
         if doc is None:
-            raise MissingFileError(f"no backup {wanted!r} in this checkpoint", hint=f"wmcheck backups {location}")
+            raise MissingFileError(f"no backup {backup_id!r} in this checkpoint", hint=f"wmcheck backups {location}")
     else:
-        live = [d for d in docs if d["status"] in (APPLIED, APPLYING, UNDOING)]
+        live = [d for d in docs if d["status"] == APPLIED]
         if not live:
             raise RefusedError("there is no applied repair to undo", hint=f"wmcheck backups {location} lists them")
         doc = live[-1]
@@ -82,24 +142,34 @@ def undo_repair(location: str, *, backup_id: str | None = None, force: bool = Fa
              (doc.get("created_ms", 0), doc["id"])]
     if later:
         raise RefusedError(f"repair {later[-1]} was made after {doc['id']}", hint=f"undo {later[-1]} first")
-    plan = manifest_plan(ckpt.fs, doc)
-    backup = open_backup(ckpt.fs, doc, _roots(ckpt, plan.file_sink, fs_options), fs_options)
-    _check_idle(ckpt, plan, idle_ms, force, now)
-    restored = undo(plan, backup, doc["status"], now, force, hooks.fail_after)
-    return UndoResult(doc["id"], plan.command, ckpt.location, plan.file_sink, UNDONE, doc["status"],
-                      tuple(Restored(**r) for r in restored), plan.before.get("last_batch"),
-                      plan.before.get("last_committed_batch"), plan.before.get("watermark_ms"))
+    return doc
+
+
+def _undo_sink(ckpt: Checkpoint, plan: Plan, file_sink: str | None, fs_options: FsOptions) -> str | None:
+    """The file sink an undo restores, checked like a repair's: the plan's, or ``file_sink`` for a copy."""
+    if plan.file_sink is None:
+        if file_sink:
+            raise RefusedError(f"repair made no change to a file sink; leave out the file sink {file_sink}")
+        return None
+    if file_sink is None and plan.checkpoint != ckpt.location:
+        raise RefusedError(f"the repair was made at {plan.checkpoint}, this checkpoint is at {ckpt.location}: undo "
+                           f"would restore the file sink of the original location, {plan.file_sink}",
+                           hint="pass --file-sink PATH naming this copy's sink")
+    sink = open_file_sink(file_sink or plan.file_sink, ckpt, fs_options)
+    assert sink is not None
+    return sink.location
 
 
 def list_backups(location: str, *, fs_options: FsOptions = None) -> list[BackupRow]:
     """One row per backup of the checkpoint, oldest first."""
     ckpt = open_checkpoint(location, fs_options)
-    journal = read_journal(ckpt.fs)
+    docs = list_manifests(ckpt.fs)
+    pending = find_interrupted(ckpt.fs, docs)
     rows = []
-    for doc in list_manifests(ckpt.fs):
+    for doc in docs:
         status = doc["status"]
-        if journal and journal["backup_id"] == doc["id"] and status in (APPLYING, UNDOING):
-            status = f"interrupted ({'undo' if status == UNDOING else 'apply'})"
+        if pending and pending.doc["id"] == doc["id"] and status in (APPLYING, UNDOING, APPLIED):
+            status = f"interrupted ({pending.action})"
         request = REQUESTS.get(doc["command"])
         rows.append(BackupRow(
             backup_id=doc["id"], command=doc["command"], status=status, created_ms=doc.get("created_ms"),
@@ -159,68 +229,65 @@ def _check_fresh(plan: Plan, replan: Callable[[], Plan]) -> None:
                        hint="plan again (without --from-plan) and review the new plan")
 
 
-def _check_idle(ckpt: Checkpoint, plan: Plan, idle_ms: int, force: bool, now: int) -> str | None:
-    ours = frozenset(p for s in plan.steps if s.action == "write" for p in (s.path, s.sidecar))
-    activity = recent_activity(ckpt, idle_ms, now, ours)
-    if activity and not force:
-        raise RefusedError(activity, hint="stop the query first; on a stopped query or a copy use --idle 0 or --force")
-    return activity
-
-
-def _backup_fs(backup_dir: str | None, ckpt: Checkpoint, plan: Plan, fs_options: FsOptions) -> FileSystem | None:
-    if backup_dir is None:
-        return None
-    fs = open_fs(backup_dir, fs_options)
-    for other in (ckpt.location, plan.file_sink):
-        if other and (inside(fs.uri(), other) and not inside(fs.uri(), f"{ckpt.location}/{OWN_DIR}")
-                      or inside(other, fs.uri())):
-            raise CheckpointError(f"--backup-dir {fs.uri()} overlaps {other}",
-                                  hint="put backups outside the checkpoint and the sink (or leave --backup-dir out)")
-    return fs
-
-
-def _finish(ckpt: Checkpoint, plan: Plan, options: RunOptions, now: int, fail_after: int | None) -> RepairResult:
+def _finish(ckpt: Checkpoint, plan: Plan, options: RunOptions, now: int, fail_after: int | None,
+            lock: Lock | None) -> RepairResult:
     if options.plan_out:
-        Path(options.plan_out).write_text(dumps(plan), encoding="utf-8")
-    if not options.execute:
+        try:
+            Path(options.plan_out).write_text(dumps(plan), encoding="utf-8")
+        except OSError as exc:
+            raise CheckpointError(f"cannot write the plan: {exc.strerror or exc}", path=options.plan_out,
+                                  hint="pass a --plan-out FILE in a writable directory") from None
+    roots = _roots(ckpt, plan.file_sink, options.fs_options)
+    if lock is None:
         activity = recent_activity(ckpt, options.idle_ms, now)
-        extra = (f"{activity}: --execute would refuse (stop the query, or --force)",) if activity else ()
-        return RepairResult(plan, False, plan.warnings + extra)
-    _check_idle(ckpt, plan, options.idle_ms, options.force, now)
+        extra = [f"{activity}: --execute would refuse (stop the query, or --force)"] if activity else []
+        extra += [f"--execute would refuse: {link}" for link in safety.link_problems(roots, plan)]
+        return RepairResult(plan, False, plan.warnings + tuple(extra))
+    safety.check_idle(ckpt, options.idle_ms, options.force, now)
     if not plan.steps:
         return RepairResult(plan, True, plan.warnings)
-    files_fs = _backup_fs(options.backup_dir, ckpt, plan, options.fs_options)
+    safety.refuse_links(roots, plan)
+    files_fs = safety.backup_fs(options.backup_dir, ckpt, plan.file_sink, options.fs_options)
     backup_id = new_backup_id(ckpt.fs, plan.command, now)
-    backup = Backup(backup_id, ckpt.fs, _roots(ckpt, plan.file_sink, options.fs_options),
-                    files_fs.sub(backup_id) if files_fs else None)
+    backup = Backup(backup_id, ckpt.fs, roots, files_fs.sub(backup_id) if files_fs else None)
     backup.write_plan(plan.to_json())
     backup.write_manifest(plan, APPLYING)
-    apply(plan, backup, now, fail_after)
+    apply(plan, backup, now, fail_after, guard=_guard(ckpt, plan, options, lock))
     return RepairResult(plan, True, plan.warnings, backup_id, backup.files_location)
 
 
-def _resume(ckpt: Checkpoint, journal: Mapping[str, Any], request: RepairRequest, options: RunOptions, now: int,
-            fail_after: int | None) -> RepairResult:
+def _guard(ckpt: Checkpoint, plan: Plan, options: RunOptions, lock: Lock) -> Callable[[], None]:
+    clock = current().now
+    return safety.idle_guard(ckpt.location, options.fs_options, plan, options.idle_ms, options.force,
+                             (lambda: clock) if clock is not None else now_ms, lock.check)
+
+
+def _resume(ckpt: Checkpoint, pending: Interrupted, request: RepairRequest, options: RunOptions, now: int,
+            fail_after: int | None, lock: Lock | None) -> RepairResult:
     """Show or finish the repair a killed run left behind: the same command, no other target, no other plan."""
-    doc = read_manifest(ckpt.fs, journal["backup_id"], missing_ok=True)
-    if doc is None:
-        raise MissingFileError(f"the journal names backup {journal['backup_id']}, which has no manifest",
-                               path=f"{OWN_DIR}/journal.json", hint="wmcheck backups lists the backups there are")
+    doc = pending.doc
     plan = manifest_plan(ckpt.fs, doc)
     hint = f"re-run 'wmcheck {plan.command} {ckpt.location} --execute' to finish it, or 'wmcheck undo {ckpt.location}'"
-    if journal.get("action") == "undo":
+    if pending.action == "undo":
         raise RefusedError(f"an undo of repair {doc['id']} was interrupted", hint=f"wmcheck undo {ckpt.location} finishes it")
     if plan.command != request.command or options.from_plan or request.conflicts_with(plan):
         raise RefusedError(f"an interrupted {plan.command} (backup {doc['id']}, {plan.notes[0] if plan.notes else ''}) "
                            "must be finished or undone first", hint=hint)
-    backup = open_backup(ckpt.fs, doc, _roots(ckpt, plan.file_sink, options.fs_options), options.fs_options)
+    if plan.file_sink and plan.checkpoint != ckpt.location:
+        raise RefusedError(f"the interrupted repair was made at {plan.checkpoint}, this checkpoint is at {ckpt.location}",
+                           hint=f"finish or undo it there, or 'wmcheck undo {ckpt.location} --file-sink PATH' here")
+    sink = open_file_sink(plan.file_sink, ckpt, options.fs_options)
+    roots = _roots(ckpt, sink.location if sink else None, options.fs_options)
+    backup = open_backup(ckpt.fs, doc, roots, options.fs_options)
+    safety.backup_fs(doc.get("files"), ckpt, plan.file_sink, options.fs_options)
     done = sum(1 for s in plan.steps if step_done(s, backup))
     resumed = Resumed(doc["id"], done, len(plan.steps))
-    if not options.execute:
+    if lock is None:
         note = f"repair {doc['id']} was interrupted after {done} of {len(plan.steps)} steps: {hint}"
         return RepairResult(plan, False, (note, *plan.warnings), doc["id"], backup.files_location, resumed)
-    _check_idle(ckpt, plan, options.idle_ms, options.force, now)
-    apply(plan, backup, now, fail_after, resume=True)
+    safety.refuse_links(roots, plan)
+    safety.check_idle(ckpt, options.idle_ms, options.force, now, safety.written_paths(plan))
+    apply(plan, backup, now, fail_after, resume=True, guard=_guard(ckpt, plan, options, lock))
     return RepairResult(plan, True, plan.warnings, doc["id"], backup.files_location, resumed)
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ..errors import CheckpointError, MalformedFileError, MissingFileError
-from ..fs import FileSystem, LocalFileSystem, clean_relative, open_fs
+from ..fs import TEMP_SUFFIX, FileSystem, LocalFileSystem, clean_relative, open_fs
 from ..summary import REPAIR_JOURNAL
 from .plan import OWN_DIR, Plan, plan_from_json, sha256
 
@@ -74,6 +74,8 @@ class Backup:
     files_fs: FileSystem | None = None
     """None: inside the checkpoint (removals are renames there); else ``--backup-dir DIR/<id>``."""
     made: set[str] = field(default_factory=set)
+    plan_sha256: str | None = None
+    """The hash of ``plan.json`` (kept in the manifest: an edited plan is refused)."""
 
     @property
     def directory(self) -> str:
@@ -84,6 +86,10 @@ class Backup:
         if self.files_fs is None:
             return self.ckpt_fs, f"{self.directory}/{rel}"
         return self.files_fs, rel
+
+    def area(self) -> tuple[FileSystem, str]:
+        """Where the backup's saved and displaced files are: (file system, directory)."""
+        return (self.ckpt_fs, self.directory) if self.files_fs is None else (self.files_fs, "")
 
     @property
     def files_location(self) -> str:
@@ -124,6 +130,7 @@ class Backup:
         """The full plan (its JSON form), written once before anything changes (compact: it can be large)."""
         data = json.dumps(plan_json, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
         self.ckpt_fs.write(f"{self.directory}/{PLAN}", data)
+        self.plan_sha256 = sha256(data)
 
     def write_manifest(self, plan: Plan, status: str, **times: int) -> None:
         """The backup's status and what it is about (small: rewritten on every status change)."""
@@ -138,6 +145,7 @@ class Backup:
             "checkpoint": plan.checkpoint,
             "file_sink": plan.file_sink,
             "files": None if self.files_fs is None else self.files_fs.uri(),
+            "plan_sha256": old.get("plan_sha256", self.plan_sha256),
             "request": dict(plan.request),
             "before": dict(plan.before),
             "after": dict(plan.after),
@@ -162,24 +170,38 @@ def read_manifest(ckpt_fs: FileSystem, backup_id: str, missing_ok: bool = False)
     if missing_ok and not ckpt_fs.exists(path):
         return None
     doc = _read_json(ckpt_fs, path, "a wmcheck backup manifest")
-    if not isinstance(doc, dict) or not {"id", "status", "command"} <= set(doc):
+    if not isinstance(doc, dict) or doc.get("id") != backup_id or not isinstance(doc.get("command"), str) or \
+            doc.get("status") not in (APPLYING, APPLIED, UNDOING, UNDONE):
         raise MalformedFileError("expected a wmcheck backup manifest with an id, a command and a status", path=path,
                                  hint="the manifest was edited or truncated; the backup's files are still there")
     return doc
 
 
 def _read_json(ckpt_fs: FileSystem, path: str, what: str) -> Any:
+    return _parse_json(ckpt_fs.read(path), path, what)
+
+
+def _parse_json(data: bytes, path: str, what: str) -> Any:
     try:
-        return json.loads(ckpt_fs.read(path))
-    except ValueError as exc:
+        return json.loads(data)
+    except (ValueError, RecursionError) as exc:
         raise MalformedFileError(f"expected {what} as JSON ({exc})", path=path,
                                  hint="it was edited or truncated; the backup's files are still there") from None
 
 
 def manifest_plan(ckpt_fs: FileSystem, doc: Mapping[str, Any]) -> Plan:
-    """The plan a backup was made for."""
-    path = f"{BACKUPS}/{doc['id']}/{PLAN}"
-    return plan_from_json(_read_json(ckpt_fs, path, "a wmcheck plan"), path)
+    """The plan a backup was made for, refused when it was edited since (its hash is in the manifest)."""
+    path = f"{BACKUPS}/{clean_relative(str(doc['id']))}/{PLAN}"
+    data = ckpt_fs.read(path)
+    expected = doc.get("plan_sha256")
+    if expected is not None and sha256(data) != expected:
+        raise MalformedFileError("the repair's plan was changed after the repair was made", path=path,
+                                 hint="restore the original plan.json; wmcheck does not undo or finish an edited plan")
+    plan = plan_from_json(_parse_json(data, path, "a wmcheck plan"), path)
+    if plan.command != doc.get("command") or plan.file_sink != doc.get("file_sink"):
+        raise MalformedFileError("the plan does not match the backup's manifest (command or file sink)", path=path,
+                                 hint="restore the original plan.json and manifest.json")
+    return plan
 
 
 def list_manifests(ckpt_fs: FileSystem) -> list[dict[str, Any]]:
@@ -199,9 +221,9 @@ def read_journal(ckpt_fs: FileSystem) -> dict[str, Any] | None:
         return None
     try:
         doc = json.loads(ckpt_fs.read(JOURNAL))
-    except ValueError:
+    except (ValueError, RecursionError):
         doc = None
-    if not isinstance(doc, dict) or "backup_id" not in doc:
+    if not isinstance(doc, dict) or not isinstance(doc.get("backup_id"), str):
         raise MalformedFileError("expected the wmcheck repair journal (JSON with a backup_id)", path=JOURNAL,
                                  hint="see 'wmcheck backups' for the repair it belongs to; remove it by hand "
                                       "only after checking that repair")
@@ -215,3 +237,45 @@ def write_journal(ckpt_fs: FileSystem, backup_id: str, command: str, action: str
 
 def clear_journal(ckpt_fs: FileSystem) -> None:
     ckpt_fs.delete(JOURNAL)
+
+
+@dataclass(frozen=True)
+class Interrupted:
+    """A repair or undo a killed run left behind: its manifest and what it was doing."""
+
+    doc: Mapping[str, Any]
+    action: str
+    """``apply`` or ``undo``."""
+
+
+def find_interrupted(ckpt_fs: FileSystem, docs: list[dict[str, Any]] | None = None) -> Interrupted | None:
+    """The interrupted repair, from the journal or else from a manifest still ``applying``/``undoing``
+    (a run killed before writing its journal, or after dropping it)."""
+    journal = read_journal(ckpt_fs)
+    if journal:
+        doc = read_manifest(ckpt_fs, journal["backup_id"], missing_ok=True)
+        if doc is None:
+            raise MissingFileError(f"the journal names backup {journal['backup_id']}, which has no manifest",
+                                   path=JOURNAL, hint="wmcheck backups lists the backups there are")
+        return Interrupted(doc, "undo" if journal.get("action") == "undo" or doc["status"] == UNDOING else "apply")
+    pending = [d for d in (list_manifests(ckpt_fs) if docs is None else docs) if d["status"] in (APPLYING, UNDOING)]
+    if not pending:
+        return None
+    return Interrupted(pending[-1], "undo" if pending[-1]["status"] == UNDOING else "apply")
+
+
+def tidy(ckpt_fs: FileSystem) -> None:
+    """Remove what a run killed before its first change left in ``_wmcheck/`` (held lock only): backups
+    without a manifest (a plan only) and temp files."""
+    for info in ckpt_fs.list_dir(OWN_DIR):
+        if info.name.endswith(TEMP_SUFFIX) and not info.name.startswith(".lock."):
+            ckpt_fs.delete(info.path)
+    for info in ckpt_fs.list_dir(BACKUPS):
+        if not info.is_dir:
+            continue
+        names = ckpt_fs.names(info.path)
+        if MANIFEST not in names:
+            ckpt_fs.delete(info.path)
+        for name in names:
+            if name.endswith(TEMP_SUFFIX):
+                ckpt_fs.delete(f"{info.path}/{name}")

@@ -8,12 +8,14 @@ so running the same plan again after a crash finishes it, and undo reverts exact
 """
 from __future__ import annotations
 
-from typing import Any
+import posixpath
+from typing import Any, Callable
 
 from ..checksums import hadoop_crc_for
 from ..errors import CheckpointError, MissingFileError, RefusedError
-from ..fs import FileSystem
 from ..model import COMMITS, OFFSETS
+from ..numbers import is_number
+from ..fs import TEMP_SUFFIX, FileSystem
 from .backup import APPLIED, APPLYING, UNDOING, UNDONE, Backup, clear_journal, write_journal
 from .plan import Plan, Step, sha256
 
@@ -35,23 +37,45 @@ def _changed(step: Step, what: str) -> CheckpointError:
     )
 
 
-def apply(plan: Plan, backup: Backup, now_ms: int, fail_after: int | None = None, resume: bool = False) -> None:
+def apply(plan: Plan, backup: Backup, now_ms: int, fail_after: int | None = None, resume: bool = False,
+          guard: Callable[[], None] | None = None) -> None:
     """Run (or finish) ``plan``: save originals, apply each step, mark the backup applied, drop the journal.
 
     A fresh plan was checked against the files moments ago; a resumed one is checked step by step
-    (a file to remove must still have its planned size). ``fail_after=k`` raises
-    :class:`InjectedFailure` once ``k`` steps are done (a test hook).
+    (a file to remove must still have its planned size). ``guard`` runs before the first change and
+    after the last one (the active-query check): if it raises, the run stops journaled, as if killed.
+    ``fail_after=k`` raises :class:`InjectedFailure` once ``k`` steps are done (a test hook).
     """
     write_journal(backup.ckpt_fs, backup.backup_id, plan.command, "apply", now_ms)
     _save_originals(plan, backup)
+    if guard:
+        guard()
     for index, step in enumerate(plan.steps):
         if fail_after == index:
             raise InjectedFailure(f"injected failure after {index} of {len(plan.steps)} steps")
         _apply(step, backup, resume)
     if fail_after == len(plan.steps):
         raise InjectedFailure(f"injected failure after all {len(plan.steps)} steps")
+    if guard:
+        guard()
+    if resume:
+        remove_temps(plan, backup)
     backup.write_manifest(plan, APPLIED, applied_ms=now_ms)
     clear_journal(backup.ckpt_fs)
+
+
+def remove_temps(plan: Plan, backup: Backup) -> None:
+    """Delete the temp files a killed write left next to the files of ``plan`` (and in the backup)."""
+    dirs = {(s.root, posixpath.dirname(s.path)) for s in plan.steps}
+    for root, directory in sorted(dirs):
+        fs = backup.roots[root]
+        for info in fs.list_dir(directory):
+            if info.name.endswith(TEMP_SUFFIX) and not info.is_dir:
+                fs.delete(info.path)
+    fs, top = backup.area()
+    for info in fs.walk(top):
+        if info.name.endswith(TEMP_SUFFIX):
+            fs.delete(info.path)
 
 
 def _save_originals(plan: Plan, backup: Backup) -> None:
@@ -124,7 +148,7 @@ def undo_conflicts(plan: Plan, backup: Backup, partial: bool) -> list[str]:
         ckpt = backup.ckpt_fs
         last = plan.after.get("last_batch")
         for name in (OFFSETS, COMMITS):
-            newer = sorted(int(i.name) for i in ckpt.list_dir(name) if i.name.isdigit() and last is not None
+            newer = sorted(int(i.name) for i in ckpt.list_dir(name) if is_number(i.name) and last is not None
                            and int(i.name) > last)
             if newer and not any(s.path == f"{name}/{newer[0]}" for s in plan.steps):
                 out.append(f"{name}/{newer[0]} was written after the repair (the query ran since)")
@@ -145,8 +169,8 @@ def undo(plan: Plan, backup: Backup, status: str, now_ms: int, force: bool = Fal
             + (f" (and {len(conflicts) - MAX_SHOWN} more)" if len(conflicts) > MAX_SHOWN else ""),
             hint="stop the query; --force restores anyway and moves the files in the way into the backup's displaced/",
         )
-    write_journal(backup.ckpt_fs, backup.backup_id, plan.command, "undo", now_ms)
     backup.write_manifest(plan, UNDOING)
+    write_journal(backup.ckpt_fs, backup.backup_id, plan.command, "undo", now_ms)
     restored = []
     for done, index in enumerate(range(len(plan.steps) - 1, -1, -1)):
         if fail_after == done:
@@ -158,8 +182,9 @@ def undo(plan: Plan, backup: Backup, status: str, now_ms: int, force: bool = Fal
                              "restored": how})
     if fail_after == len(plan.steps):
         raise InjectedFailure(f"injected failure after reverting all {len(plan.steps)} steps")
+    remove_temps(plan, backup)
+    clear_journal(backup.ckpt_fs)  # first: a kill before the next line leaves an "undoing" manifest, finished by undo
     backup.write_manifest(plan, UNDONE, undone_ms=now_ms)
-    clear_journal(backup.ckpt_fs)
     return restored[::-1]
 
 
@@ -177,24 +202,36 @@ def _revert(step: Step, backup: Backup) -> str | None:
             backup.displace(step.root, step.path)
         backup.move_out(step.root, step.path)
         return "moved back"
-    original = backup.read(step.root, step.path) if step.sha256 is not None else None
-    side_original = backup.read(step.root, step.sidecar) if backup.has(step.root, step.sidecar) else None
+    # The originals (file and sidecar) are saved before anything changes, so an original that is not
+    # in the backup was never touched; a file the repair created is moved aside, never deleted.
+    side_saved = backup.has(step.root, step.sidecar)
+    side_touched = side_saved or step.crc_sha256 is None
     current = _hash(fs, step.path)
-    changed = current != (sha256(original) if original is not None else None)
-    if changed:
-        if current not in (step.new_sha256, None):
+    how = None
+    if step.sha256 is None:
+        if current is not None:
+            if side_touched and fs.exists(step.sidecar):
+                fs.delete(step.sidecar)
             backup.displace(step.root, step.path)
-        if fs.exists(step.sidecar):
-            fs.delete(step.sidecar)
-        if original is None:
-            fs.delete(step.path)
-        else:
+            how = "removed"
+    elif backup.has(step.root, step.path):
+        original = backup.read(step.root, step.path)
+        if current != sha256(original):
+            if current not in (step.new_sha256, None):
+                backup.displace(step.root, step.path)
+            if side_touched and fs.exists(step.sidecar):
+                fs.delete(step.sidecar)
             fs.write(step.path, original)
+            how = "rewritten"
+    elif current != step.sha256:
+        raise _changed(step, "the file changed and its original is not in the backup")
     side_now = _hash(fs, step.sidecar)
-    if side_original is None and side_now is not None:
+    if side_saved:
+        side_original = backup.read(step.root, step.sidecar)
+        if side_now != sha256(side_original):
+            fs.write(step.sidecar, side_original)
+            how = how or "rewritten"
+    elif step.crc_sha256 is None and side_now is not None:
         fs.delete(step.sidecar)
-    elif side_original is not None and side_now != sha256(side_original):
-        fs.write(step.sidecar, side_original)
-    else:
-        return "rewritten" if changed else None
-    return "rewritten"
+        how = how or "rewritten"
+    return how

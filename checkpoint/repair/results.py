@@ -53,6 +53,7 @@ class UndoResult:
     last_batch: int | None
     last_committed_batch: int | None
     watermark_ms: int | None
+    warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
