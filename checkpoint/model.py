@@ -52,6 +52,8 @@ class Operator:
     metadata: object | None  # the parsed operator metadata file, when there is one
     name_inferred: bool = False
     """``name`` was inferred from the stores and schemas: no operator metadata (Spark < 4.0)."""
+    metadata_lag: str | None = None
+    """Why ``num_partitions`` is not the metadata's: v1 metadata still names the count before a repartition."""
 
 
 def batch_ids(names: list[str]) -> list[int]:
@@ -230,18 +232,36 @@ class Checkpoint:
             stores = (tuple(s.store_name for s in meta.stores) if meta else ()) or tuple(op.stores)
             nums = {s.num_partitions for s in meta.stores} if meta else set()
             name = meta.operator_name if meta else infer_operator_name(stores, self.store_schema(op.operator_id, DEFAULT_STORE))
+            num = nums.pop() if len(nums) == 1 else (len(op.partition_ids) or None)
+            lag = self._repartitioned_since(num) if meta is not None and meta.version == 1 else None
             out.append(
                 Operator(
                     op.operator_id,
                     name,
                     stores,
-                    nums.pop() if len(nums) == 1 else (len(op.partition_ids) or None),
+                    lag[0] if lag else num,
                     op.partitions,
                     meta,
                     name_inferred=meta is None and name is not None,
+                    metadata_lag=lag[1] if lag else None,
                 )
             )
         return out
+
+    def _repartitioned_since(self, recorded: int | None) -> tuple[int, str] | None:
+        """The partition count of the last committed batch and why, when a committed repartition batch
+        changed it away from the count ``recorded`` in v1 operator metadata (which Spark does not rewrite)."""
+        from .repartitions import partitions_of, repartitions
+
+        done = self.last_committed_batch
+        current = partitions_of(self, done) if done is not None else None
+        if current is None or recorded is None or current == recorded:
+            return None
+        last = next((r for r in reversed(repartitions(self)) if r.committed and r.batch <= done), None)
+        if last is None or last.to_partitions != current:
+            return None
+        return current, (f"its v1 operator metadata still says {recorded} partitions: the repartition at batch "
+                         f"{last.batch} moved the state to {current} and Spark does not rewrite v1 metadata")
 
     def schema_file_paths(self, operator_id: int, store: str) -> list[str]:
         """Schema files of a store, newest first: v3 ``_stateSchema/<store>/<batch>_<id>``, then v1/v2
@@ -264,11 +284,15 @@ class Checkpoint:
         return None
 
     def _operator_metadata(self, files: tuple[FileInfo, ...]):
-        """The newest operator metadata: ``_metadata/v2/<batch>`` if any, else ``_metadata/metadata``."""
+        """The operator metadata the next batch starts from: the newest ``_metadata/v2/<batch>`` up to the last
+        committed batch if any, else ``_metadata/metadata``."""
+        done = self.last_committed_batch
         v2 = sorted(
             (f for f in files if posixpath.basename(posixpath.dirname(f.path)) == "v2" and f.name.isdigit()),
             key=lambda f: int(f.name),
         )
+        # the metadata of the batch the state is loaded from: not one written by an uncommitted batch
+        v2 = [f for f in v2 if done is None or int(f.name) <= done] or v2
         chosen = v2[-1] if v2 else next((f for f in files if f.name == "metadata"), None)
         from .operator_metadata import parse_operator_metadata
 

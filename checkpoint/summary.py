@@ -1,12 +1,13 @@
 """What ``wmcheck show`` and ``wmcheck batches`` report, as plain data (the Python API behind them)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timezone, tzinfo
 from typing import Mapping
 
 from .model import PINNED_CONFS, Checkpoint, Operator
 from .relocation import foreign_references
+from .repartitions import batch_kind, partitions_of, repartitions, unfinished
 from .state_files import StorePartition
 from .timeutil import format_ms
 
@@ -30,6 +31,8 @@ class OperatorSummary:
     deltas: int
     zips: int
     changelogs: int
+    metadata_lag: str | None
+    """Why ``num_partitions`` is not the operator metadata's (v1 metadata keeps the count before a repartition)."""
     next_version: int
     next_version_loadable: bool
     unloadable: tuple[str, ...]
@@ -51,6 +54,15 @@ class SourceSummary:
 
 
 @dataclass(frozen=True)
+class RepartitionSummary:
+    """A repartition batch: Spark's offline state repartition moved the state from ``from`` to ``to`` partitions."""
+
+    batch: int
+    from_: int = field(metadata={"json": "from"})
+    to: int = 0
+
+
+@dataclass(frozen=True)
 class CheckpointSummary:
     """Everything ``wmcheck show`` reports (JSON keys: the field names, in this order)."""
 
@@ -67,6 +79,12 @@ class CheckpointSummary:
     batch_timestamp: str | None
     watermark_lag_ms: int | None
     conf: Mapping[str, str | None]
+    next_batch_partitions: int | None
+    """The shuffle partition count the next batch runs with."""
+    repartitions: tuple[RepartitionSummary, ...]
+    """Committed repartition batches."""
+    unfinished_repartition: RepartitionSummary | None
+    """The last batch, when it is a repartition that was never committed (Spark refuses to restart)."""
     sources: tuple[SourceSummary, ...]
     operators: tuple[OperatorSummary, ...]
     warnings: tuple[str, ...]
@@ -78,6 +96,8 @@ class BatchRow:
 
     batch: int
     committed: bool
+    kind: str
+    """``data``, ``no-data`` (the same source offsets as the batch before) or ``repartition``."""
     batch_watermark_ms: int | None
     next_batch_watermark_ms: int | None
     watermark_advance_ms: int | None
@@ -107,6 +127,7 @@ def operator_summary(ckpt: Checkpoint, op: Operator) -> OperatorSummary:
         deltas=sum(p.count("delta") for p in op.partitions),
         zips=sum(p.count("zip") for p in op.partitions),
         changelogs=sum(p.count("changelog") for p in op.partitions),
+        metadata_lag=op.metadata_lag,
         next_version=version,
         next_version_loadable=not unloadable,
         unloadable=tuple(unloadable),
@@ -160,6 +181,10 @@ def warnings(ckpt: Checkpoint) -> list[str]:
             f"{len(uncommitted)} planned batches are not committed ({', '.join(map(str, uncommitted[:5]))}"
             f"{'...' if len(uncommitted) > 5 else ''}): Spark re-runs only batch {last}"
         )
+    stuck = unfinished(ckpt)
+    if stuck:
+        out.append(f"batch {stuck.batch} is an unfinished repartition from {stuck.from_partitions} to "
+                   f"{stuck.to_partitions} partitions: Spark refuses to restart the query (wmcheck check: WM035)")
     temps = ckpt.state_layout.temp_files
     if temps:
         out.append(f"{len(temps)} leftover temp file(s) under state/, e.g. {temps[0].path}")
@@ -184,6 +209,8 @@ def describe(ckpt: Checkpoint, tz: tzinfo = timezone.utc) -> CheckpointSummary:
     watermark = ckpt.watermark_ms
     timestamp = meta.batch_timestamp_ms if meta else None
     conf = ckpt.conf
+    moves = repartitions(ckpt)
+    stuck = unfinished(ckpt)
     return CheckpointSummary(
         query_id=ckpt.query_metadata.query_id if ckpt.query_metadata else None,
         location=ckpt.location,
@@ -198,10 +225,23 @@ def describe(ckpt: Checkpoint, tz: tzinfo = timezone.utc) -> CheckpointSummary:
         batch_timestamp=format_ms(timestamp, tz),
         watermark_lag_ms=timestamp - watermark if timestamp is not None and watermark else None,
         conf={key: conf.get(name) for key, name in PINNED_CONFS.items()},
+        next_batch_partitions=next_batch_partitions(ckpt),
+        repartitions=tuple(RepartitionSummary(r.batch, r.from_partitions, r.to_partitions) for r in moves if r.committed),
+        unfinished_repartition=RepartitionSummary(stuck.batch, stuck.from_partitions, stuck.to_partitions) if stuck else None,
         sources=tuple(source_summaries(ckpt)),
         operators=tuple(operator_summary(ckpt, op) for op in ckpt.operators),
         warnings=tuple(warnings(ckpt)),
     )
+
+
+def next_batch_partitions(ckpt: Checkpoint) -> int | None:
+    """The shuffle partition count the next batch runs with: the last batch's, unless that is an unfinished
+    repartition (Spark refuses to restart then; the last committed batch's count is the one in effect)."""
+    last = ckpt.last_batch
+    if last is None:
+        return None
+    stuck = unfinished(ckpt)
+    return partitions_of(ckpt, stuck.batch - 1 if stuck else last)
 
 
 def batch_range(ckpt: Checkpoint, last: int | None = None, start: int | None = None, end: int | None = None) -> list[int]:
@@ -220,6 +260,7 @@ def batch_rows(ckpt: Checkpoint, ids: list[int], tz: tzinfo = timezone.utc) -> l
     """One row per batch: watermarks, timestamp, lag and raw source offsets."""
     ckpt.load_batches(ids)
     offsets, commits = set(ckpt.offset_ids), set(ckpt.commit_ids)
+    moved = {r.batch for r in repartitions(ckpt)}
     rows = []
     for batch in ids:
         seq = ckpt.offsets(batch) if batch in offsets else None
@@ -231,6 +272,7 @@ def batch_rows(ckpt: Checkpoint, ids: list[int], tz: tzinfo = timezone.utc) -> l
         rows.append(BatchRow(
             batch=batch,
             committed=commit is not None,
+            kind=batch_kind(ckpt, batch, moved),
             batch_watermark_ms=wm,
             next_batch_watermark_ms=nxt,
             watermark_advance_ms=nxt - wm if nxt is not None and wm is not None else None,

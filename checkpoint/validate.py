@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from datetime import timezone, tzinfo
 from typing import Iterable, Iterator, Mapping
 
-from .checks import logs, sources, state, watermark  # noqa: F401 - importing registers the checks
+from .checks import logs, repartition, sources, state, watermark  # noqa: F401 - importing registers the checks
 from .checks.context import SINK_LOG, Context
 from .checks.registry import CHECKS, ERROR, OPEN_FAILED, WARNING, Check, Finding
 from .errors import CheckpointError, MissingFileError

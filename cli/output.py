@@ -25,16 +25,18 @@ if TYPE_CHECKING:
     from wmcheck.statestore.summary import StateSummary
 
 FORMATS = ("table", "json", "csv")
-_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+_FIELD_NAMES: dict[type, tuple[tuple[str, str], ...]] = {}
 
 
 def plain(value: Any) -> Any:
-    """A result as JSON values: dataclasses as objects keyed by their field names (in field order), tuples as lists."""
+    """A result as JSON values: dataclasses as objects keyed by their field names (in field order; a field's
+    ``metadata["json"]`` renames its key, e.g. ``from_`` -> ``from``), tuples as lists."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         names = _FIELD_NAMES.get(type(value))
         if names is None:
-            names = _FIELD_NAMES[type(value)] = tuple(f.name for f in dataclasses.fields(value))
-        return {name: plain(getattr(value, name)) for name in names}
+            names = _FIELD_NAMES[type(value)] = tuple((f.metadata.get("json", f.name), f.name)
+                                                      for f in dataclasses.fields(value))
+        return {key: plain(getattr(value, name)) for key, name in names}
     if isinstance(value, (list, tuple)):
         return [plain(v) for v in value]
     if isinstance(value, Mapping):

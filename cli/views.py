@@ -43,6 +43,9 @@ def checkpoint_summary(s: CheckpointSummary) -> tuple[Fields, list[Table]]:
         ("watermark", f"{s.watermark_ms} ({s.watermark})"),
         ("watermark lag", format_duration(s.watermark_lag_ms)),
         *[(key.replace("_", " "), value) for key, value in s.conf.items() if value is not None],
+        ("next batch partitions", s.next_batch_partitions),
+        *[("repartition", f"batch {r.batch}: {r.from_} -> {r.to} partitions") for r in s.repartitions],
+        *[("note", f"operator {op.operator_id}: {op.metadata_lag}") for op in s.operators if op.metadata_lag],
         *[("warning", w) for w in s.warnings],
     ]
     operators = [{"name": op.label, **{c: getattr(op, c) for c in OPERATOR_COLUMNS if c != "name"}} for op in s.operators]
@@ -54,6 +57,7 @@ def _batch_row(r: BatchRow) -> dict[str, Any]:
     return {
         "batch": r.batch,
         "committed": r.committed,
+        "kind": r.kind,
         "watermark": f"{r.batch_watermark_ms} ({r.batch_watermark})" if r.batch_watermark_ms is not None else None,
         "next watermark ms": r.next_batch_watermark_ms,
         "advanced": format_duration(r.watermark_advance_ms),
@@ -63,7 +67,7 @@ def _batch_row(r: BatchRow) -> dict[str, Any]:
     }
 
 
-BATCHES = RowView(["batch", "committed", "watermark", "next watermark ms", "advanced", "timestamp", "lag", "sources"],
+BATCHES = RowView(["batch", "committed", "kind", "watermark", "next watermark ms", "advanced", "timestamp", "lag", "sources"],
                   _batch_row)
 
 STORE_COLUMNS = ["operator_id", "operator", "store", "rows", "per partition", "event-time column",

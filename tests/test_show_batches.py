@@ -25,13 +25,28 @@ def test_show_json_matches_spark(name):
     doc = show_json(name)
     assert doc["last_batch"] == facts["last_batch"]
     assert doc["last_committed_batch"] == facts["last_committed_batch"]
-    assert doc["pending_batch"] is None
+    moved = facts.get("repartition")
+    failed = moved is not None and moved["error"] is not None
+    assert doc["pending_batch"] == (moved["batch"] if failed else None)
+    assert doc["repartitions"] == ([{"batch": moved["batch"], "from": moved["from"], "to": moved["to"]}]
+                                   if moved and not failed else [])
+    assert doc["unfinished_repartition"] == ({"batch": moved["batch"], "from": moved["from"], "to": moved["to"]}
+                                             if failed else None)
+    assert doc["next_batch_partitions"] == int((moved["to"] if moved and not failed else facts["conf"]["spark.sql.shuffle.partitions"]))
     assert doc["watermark_ms"] == facts["next_watermark_ms"]
     assert doc["query_id"] == json.loads((fixture_checkpoint(name) / "metadata").read_text())["id"]
     if facts.get("operators"):
         got = [{k: op[k] for k in ("operator_id", "name", "stores", "num_partitions")} for op in doc["operators"]]
         want = [{"operator_id": o["operator_id"], "name": o["operator_name"], "stores": o["stores"],
                  "num_partitions": o["num_partitions"]} for o in facts["operators"]]
+        if moved and not failed:  # Spark's state-metadata reader reports the v1 metadata, which keeps the old count
+            assert [o["num_partitions"] for o in want] == [moved["from"]] * len(want)
+            want = [{**o, "num_partitions": moved["to"]} for o in want]
+            assert [op["metadata_lag"] for op in doc["operators"]] == [
+                f"its v1 operator metadata still says {moved['from']} partitions: the repartition at batch "
+                f"{moved['batch']} moved the state to {moved['to']} and Spark does not rewrite v1 metadata"] * len(want)
+        else:
+            assert [op["metadata_lag"] for op in doc["operators"]] == [None] * len(want)
         assert got == want
     old_spark = facts["spark_version"].startswith(("2.", "3."))  # no operator metadata before Spark 4.0
     assert [op["name_inferred"] for op in doc["operators"]] == [old_spark] * len(doc["operators"])
@@ -41,7 +56,13 @@ def test_show_json_matches_spark(name):
 @pytest.mark.parametrize("name", FIXTURES)
 def test_fixture_where_spark_can_restart_it_shows_no_warning(name, tmp_path):
     doc = json.loads(run_cli("show", restartable_checkpoint(name, tmp_path), "--format", "json").stdout)
-    assert doc["warnings"] == []
+    moved = fixture_facts(name).get("repartition")
+    if moved and moved["error"]:  # Spark cannot restart it: its repartition failed half way
+        assert doc["warnings"] == [
+            f"batch {moved['batch']} is an unfinished repartition from {moved['from']} to {moved['to']} partitions: "
+            "Spark refuses to restart the query (wmcheck check: WM035)"]
+    else:
+        assert doc["warnings"] == []
 
 
 def test_moved_transform_with_state_checkpoint_shows_where_its_schemas_are(tmp_path):
@@ -62,7 +83,15 @@ def test_batches_json_watermarks_match_progress_reports(name):
         if batch["batch"] in by_batch:
             assert by_batch[batch["batch"]]["batch_watermark_ms"] == batch["watermark_ms"], batch["batch"]
     assert rows[-1]["batch"] == facts["last_batch"]
-    assert rows[-1]["next_batch_watermark_ms"] == facts["next_watermark_ms"]
+    moved = facts.get("repartition")
+    if not (moved and moved["error"]):
+        assert rows[-1]["next_batch_watermark_ms"] == facts["next_watermark_ms"]
+    for batch in facts["batches"]:  # Spark's progress: a batch without input files read no input
+        if batch["batch"] in by_batch:
+            assert by_batch[batch["batch"]]["kind"] == ("data" if batch["input_files"] else "no-data"), batch["batch"]
+    if moved:
+        assert by_batch[moved["batch"]]["kind"] == "repartition"
+        assert [r["batch"] for r in rows if r["kind"] == "repartition"] == [moved["batch"]]
     assert set(rows[0]) >= {"batch", "committed", "batch_watermark_ms", "next_batch_watermark_ms",
                             "batch_timestamp_ms", "sources"}
 
@@ -94,14 +123,20 @@ def test_batches_table_csv_and_ranges(name):
     ckpt = fixture_checkpoint(name)
     last = facts["last_batch"]
     table = run_cli("batches", ckpt, "--last", "2").stdout.splitlines()
-    assert table[0].split()[:3] == ["batch", "committed", "watermark"]
+    assert table[0].split()[:4] == ["batch", "committed", "kind", "watermark"]
     assert [line.split()[0] for line in table[2:]] == [str(last - 1), str(last)]
     progress = {b["batch"]: b for b in facts["batches"]}
-    assert table[-1].split()[1:3] == ["yes", str(progress[last]["watermark_ms"])]
+    moved = facts.get("repartition")
+    if moved:  # the repartition batch ran in no query: it has the watermark of the batch before
+        assert table[-1].split()[1:4] == ["no" if moved["error"] else "yes", "repartition", str(progress[last - 1]["watermark_ms"])]
+    else:
+        assert table[-1].split()[1:4] == ["yes", "data" if progress[last]["input_files"] else "no-data",
+                                          str(progress[last]["watermark_ms"])]
     rows = list(csv.DictReader(io.StringIO(run_cli("batches", ckpt, "--from", last - 1, "--to", last, "--format", "csv").stdout)))
     assert [r["batch"] for r in rows] == [str(last - 1), str(last)]
     assert rows[0]["batch_watermark_ms"] == str(progress[last - 1]["watermark_ms"])
     assert rows[0]["committed"] == "yes"
+    assert rows[-1]["kind"] == ("repartition" if moved else "data" if progress[last]["input_files"] else "no-data")
 
 
 def test_tz_changes_displayed_times_only():

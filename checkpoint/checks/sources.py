@@ -131,6 +131,11 @@ def sink_ahead(ctx: Context) -> Iterator[Issue]:
 def sink_behind(ctx: Context) -> Iterator[Issue]:
     done = ctx.ckpt.last_committed_batch
     latest = sink_latest(ctx)
+    from .repartition import sink_entry_batches  # its own check (WM036): batches that wrote no output
+
+    lacking = set(sink_entry_batches(ctx))
+    if latest is not None and done is not None and lacking >= set(range(latest + 1, done + 1)):
+        return
     if done is not None and (latest is None or latest < done):
         first = 0 if latest is None else latest + 1
         yield ctx.sink.shown(SINK_LOG), (

@@ -11,6 +11,7 @@ from ..state_files import BASE_KINDS, StateFile, StorePartition
 from ..summary import store_unique_ids
 from .context import Context
 from .registry import ERROR, WARNING, Issue, register
+from .repartition import moves
 from .text import listed, plural, span
 
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
@@ -152,17 +153,31 @@ def missing_partitions(ctx: Context) -> Iterator[Issue]:
 
 @register("WM019", WARNING, "more state partitions than the operator has")
 def extra_partitions(ctx: Context) -> Iterator[Issue]:
+    down = next((r for r in reversed(moves(ctx)) if r.committed and r.to_partitions < r.from_partitions), None)
     for op in ctx.operators:
         num, source = expected_partitions(ctx, op)
         if not num:
             continue
         extra = sorted({p.partition for p in op.partitions if p.partition >= num})
-        if extra:
-            dirs = [f"state/{op.operator_id}/{pid}" for pid in extra]
+        if not extra:
+            continue
+        dirs = [f"state/{op.operator_id}/{pid}" for pid in extra]
+        newest = max(f.version for p in op.partitions if p.partition >= num for f in p.files)
+        head = (f"operator {op.operator_id} has {num} partitions ({source}) but state also holds partition "
+                f"{plural(len(extra), 'directory', 'directories')} beyond it ({listed(dirs)})")
+        if down is not None and down.to_partitions == num and newest <= down.batch:
             yield dirs[0], (
-                f"operator {op.operator_id} has {num} partitions ({source}) but state also holds partition "
-                f"{plural(len(extra), 'directory', 'directories')} beyond it ({listed(dirs)}): written by a run with more shuffle "
-                f"partitions, or the metadata was edited; Spark never reads them. Delete them if the count is right"
+                f"{head}, with state up to version {newest}: left by the repartition from {down.from_partitions} to "
+                f"{num} partitions at batch {down.batch}, which wrote version {down.batch + 1} in partitions 0..{num - 1} "
+                f"only. Spark does not read them while the query runs with {num} partitions; they hold the state a "
+                f"rewind to before batch {down.batch} (wmcheck rewind CKPT --to-batch {down.batch - 1}) restarts "
+                f"from, so keep them as long as you may roll back that far"
+            )
+        else:
+            yield dirs[0], (
+                f"{head}: written by a run with more shuffle partitions, copied in, or the metadata was edited; Spark "
+                f"does not read them at {num} partitions, but nothing here proves they are unneeded (an older "
+                f"layout or a rewind may need them): find out where they came from before removing anything"
             )
 
 

@@ -1,0 +1,78 @@
+"""Checks of Spark's offline state repartition (Spark 4.2+): an attempt that did not finish, and a file sink
+whose log lacks the repartition batch."""
+from __future__ import annotations
+
+from typing import Iterator
+
+from ..model import OFFSETS
+from ..repartitions import PROVIDER, ROCKSDB_PROVIDER, UNFINISHED_RESTART_ERROR, Repartition, find_repartitions, partitions_in
+from .context import SINK_LOG, Context
+from .registry import ERROR, Issue, register
+from .sources import DEFAULT_COMPACT_INTERVAL, compact_interval, covered, log_forms
+
+
+def moves(ctx: Context) -> tuple[Repartition, ...]:
+    """The repartition batches among the offsets files that parsed."""
+    if "repartitions" not in ctx.memo:
+        plans = {b: (partitions_in(ctx.confs[b]), [s.raw for s in seq.sources]) for b, seq in ctx.offsets.items()}
+        ctx.memo["repartitions"] = find_repartitions(plans, ctx.commits)
+    return ctx.memo["repartitions"]
+
+
+def repartition_batches(ctx: Context) -> set[int]:
+    return {r.batch for r in moves(ctx)}
+
+
+@register("WM035", ERROR, "unfinished repartition")
+def unfinished_repartition(ctx: Context) -> Iterator[Issue]:
+    last = ctx.ckpt.last_batch
+    stuck = next((r for r in moves(ctx) if not r.committed and r.batch == last), None)
+    if stuck is None:
+        return
+    done = stuck.batch - 1
+    yield f"{OFFSETS}/{stuck.batch}", (
+        f"batch {stuck.batch} is a repartition of the state from {stuck.from_partitions} to {stuck.to_partitions} "
+        f"partitions (the offsets of batch {done} with another spark.sql.shuffle.partitions) that was never committed: "
+        f"Spark's offline repartition failed or was killed half way. Restarting the query fails: "
+        f"{UNFINISHED_RESTART_ERROR.format(batch=stuck.batch, done=done)} Fix: wmcheck rewind CKPT --to-batch {done} "
+        f"(removes everything the attempt wrote: offsets/{stuck.batch} and any state it wrote; undoable), then "
+        f"restart the query" + (
+            f" or repartition again: wmcheck repartition CKPT --partitions {stuck.to_partitions}"
+            if ctx.conf(PROVIDER) == ROCKSDB_PROVIDER else
+            f" (Spark repartitions only RocksDB state: {ctx.conf(PROVIDER) or 'the HDFS-backed provider'} is not supported)")
+    )
+
+
+def next_compaction(batch: int, interval: int) -> int:
+    """The first batch after ``batch`` that compacts the sink log (Spark: ``(id + 1) % interval == 0``)."""
+    return next(b for b in range(batch + 1, batch + interval + 1) if (b + 1) % interval == 0)
+
+
+@register("WM036", ERROR, "file sink log lacks a repartition batch", needs_sink=True)
+def sink_lacks_repartition(ctx: Context) -> Iterator[Issue]:
+    assert ctx.sink is not None
+    files = log_forms(ctx.sink, SINK_LOG)
+    if not files:
+        return
+    for move in moves(ctx):
+        if not move.committed or covered(files, move.batch):
+            continue
+        derived = compact_interval(files)
+        interval, how = derived or (DEFAULT_COMPACT_INTERVAL, "Spark's default spark.sql.streaming.fileSink.log.compactInterval")
+        fails = next_compaction(move.batch, interval)
+        yield ctx.sink.shown(f"{SINK_LOG}/{move.batch}"), (
+            f"batch {move.batch} repartitioned the state ({move.from_partitions} -> {move.to_partitions} partitions) "
+            f"and wrote no file sink log entry: the query restarts, but the sink log's compaction at batch {fails} "
+            f"(compact interval {interval}, {how}) needs every batch since the last compact file and fails "
+            f"([BATCH_METADATA_NOT_FOUND] Unable to find batch {SINK_LOG}/{move.batch}). Fix: wmcheck repartition CKPT "
+            f"--file-sink SINK --execute (writes the empty entry {SINK_LOG}/{move.batch}; undoable)"
+        )
+
+
+def sink_entry_batches(ctx: Context) -> list[int]:
+    """Committed repartition batches the file sink log lacks (reported by WM036, not as WM025)."""
+    if ctx.sink is None:
+        return []
+    files = log_forms(ctx.sink, SINK_LOG)
+    return [r.batch for r in moves(ctx) if r.committed and not covered(files, r.batch)]
+

@@ -1,0 +1,102 @@
+"""Repartition batches: what Spark's offline state repartition (``StreamingCheckpointManager.repartition``,
+Spark 4.2+) leaves in the logs, and the kind of every batch.
+
+Spark's repartition of a stopped query whose last committed batch is L writes batch L+1: ``offsets/L+1``
+is a copy of ``offsets/L`` with only ``spark.sql.shuffle.partitions`` changed, then fresh state snapshots
+of version L+2 in the new partition directories and ``commits/L+1``. The batch reads no input, so its
+source offsets equal the previous batch's. A repartition that failed half way leaves ``offsets/L+1``
+without its commit, and Spark then refuses to restart the query.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
+
+from .offsets import OffsetSeq
+
+if TYPE_CHECKING:
+    from .model import Checkpoint
+
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+PROVIDER = "spark.sql.streaming.stateStore.providerClass"
+ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+DATA, NO_DATA, REPARTITION = "data", "no-data", "repartition"
+UNFINISHED_RESTART_ERROR = (
+    "[STREAMING_UNFINISHED_REPARTITION_DETECTED] The latest batch {batch} is for an unfinished state "
+    "repartitioning i.e. last committed batch is: {done})."
+)
+"""What restarting the query prints (pyspark 4.3.0) while the last batch is an unfinished repartition."""
+
+
+@dataclass(frozen=True)
+class Repartition:
+    """A batch that only moved the state to another number of partitions."""
+
+    batch: int
+    from_partitions: int
+    to_partitions: int
+    committed: bool
+
+
+def partitions_in(conf: Mapping[str, Any]) -> int | None:
+    """The shuffle partition count of a pinned conf (None when absent or not a number)."""
+    value = str(conf.get(SHUFFLE_PARTITIONS, ""))
+    return int(value) if value.isdigit() else None
+
+
+def partitions_of(ckpt: "Checkpoint", batch: int) -> int | None:
+    """The shuffle partition count pinned in ``offsets/<batch>`` (None when absent or not a number)."""
+    if batch not in ckpt.offset_ids:
+        return None
+    meta = ckpt.offsets(batch).metadata
+    return partitions_in(meta.conf) if meta else None
+
+
+def source_ends(seq: OffsetSeq) -> list[str]:
+    """The source offsets a batch ends at, as recorded."""
+    return [s.raw for s in seq.sources]
+
+
+def same_input(ckpt: "Checkpoint", batch: int) -> bool:
+    """Whether ``offsets/<batch>`` ends at the same source offsets as the batch before (it reads no input)."""
+    offsets = set(ckpt.offset_ids)
+    if batch - 1 not in offsets or batch not in offsets:
+        return False
+    return source_ends(ckpt.offsets(batch)) == source_ends(ckpt.offsets(batch - 1))
+
+
+def find_repartitions(plans: Mapping[int, tuple[int | None, list[str]]], committed: Iterable[int]) -> tuple[Repartition, ...]:
+    """Repartition batches among ``plans`` (batch -> (partition count, source offsets), in batch order): the
+    same source offsets as the batch right before, another partition count."""
+    done = set(committed)
+    out = []
+    previous: tuple[int, int | None, list[str]] | None = None
+    for batch, (count, ends) in plans.items():
+        if previous is not None and count is not None:
+            before, before_count, before_ends = previous
+            if before == batch - 1 and before_count is not None and count != before_count and ends == before_ends:
+                out.append(Repartition(batch, before_count, count, batch in done))
+        previous = (batch, count if count is not None else (previous[1] if previous else None), ends)
+    return tuple(out)
+
+
+def repartitions(ckpt: "Checkpoint") -> tuple[Repartition, ...]:
+    """Every repartition batch of the checkpoint."""
+    ids = ckpt.offset_ids
+    ckpt.load_batches(ids)
+    plans = {b: (partitions_of(ckpt, b), source_ends(ckpt.offsets(b))) for b in ids}
+    return find_repartitions(plans, ckpt.commit_ids)
+
+
+def batch_kind(ckpt: "Checkpoint", batch: int, repartition_batches: set[int]) -> str:
+    """``repartition``, ``no-data`` (the same source offsets as the batch before) or ``data``."""
+    if batch in repartition_batches:
+        return REPARTITION
+    return NO_DATA if same_input(ckpt, batch) else DATA
+
+
+def unfinished(ckpt: "Checkpoint") -> Repartition | None:
+    """The last batch when it is a repartition that was never committed (Spark refuses to restart)."""
+    found = repartitions(ckpt)
+    last = found[-1] if found else None
+    return last if last is not None and not last.committed and last.batch == ckpt.last_batch else None
