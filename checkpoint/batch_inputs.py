@@ -389,8 +389,12 @@ def plan_batch(ckpt: Checkpoint, batch: int, source: str | None = None, path_map
 def plan(ckpt: Checkpoint, start: int, end: int | None = None, *, source: str | None = None,
          include_pending: bool = False, path_map: Mapping[str, str] | None = None, late_rule: str = "previous",
          sizes: bool = True, fs_options: Mapping[str, str] | None = None) -> list[BatchInput]:
-    """The input of batches ``start..end`` (default: to the last committed batch), without Spark."""
-    ids = replay_range(ckpt, start, end, include_pending)
+    """The input of batches ``start..end`` (default: to the last committed batch), without Spark; repartition
+    batches are skipped (they read no input and ran no query)."""
+    from .repartitions import repartitions
+
+    moved = {r.batch for r in repartitions(ckpt)}
+    ids = [b for b in replay_range(ckpt, start, end, include_pending) if b not in moved]
     ckpt.load_batches(sorted(set(ids) | {b - 1 for b in ids if b > 0}))
     return [plan_batch(ckpt, b, source, path_map, late_rule, sizes, fs_options) for b in ids]
 

@@ -9,8 +9,9 @@ without its commit, and Spark then refuses to restart the query.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from .offsets import OffsetSeq
 
@@ -44,7 +45,7 @@ def partitions_in(conf: Mapping[str, Any]) -> int | None:
     return int(value) if value.isdigit() else None
 
 
-def partitions_of(ckpt: "Checkpoint", batch: int) -> int | None:
+def partitions_of(ckpt: Checkpoint, batch: int) -> int | None:
     """The shuffle partition count pinned in ``offsets/<batch>`` (None when absent or not a number)."""
     if batch not in ckpt.offset_ids:
         return None
@@ -52,12 +53,12 @@ def partitions_of(ckpt: "Checkpoint", batch: int) -> int | None:
     return partitions_in(meta.conf) if meta else None
 
 
-def source_ends(seq: OffsetSeq) -> list[str]:
+def source_ends(seq: OffsetSeq) -> list[str | None]:
     """The source offsets a batch ends at, as recorded."""
     return [s.raw for s in seq.sources]
 
 
-def same_input(ckpt: "Checkpoint", batch: int) -> bool:
+def same_input(ckpt: Checkpoint, batch: int) -> bool:
     """Whether ``offsets/<batch>`` ends at the same source offsets as the batch before (it reads no input)."""
     offsets = set(ckpt.offset_ids)
     if batch - 1 not in offsets or batch not in offsets:
@@ -65,12 +66,12 @@ def same_input(ckpt: "Checkpoint", batch: int) -> bool:
     return source_ends(ckpt.offsets(batch)) == source_ends(ckpt.offsets(batch - 1))
 
 
-def find_repartitions(plans: Mapping[int, tuple[int | None, list[str]]], committed: Iterable[int]) -> tuple[Repartition, ...]:
+def find_repartitions(plans: Mapping[int, tuple[int | None, list[str | None]]], committed: Iterable[int]) -> tuple[Repartition, ...]:
     """Repartition batches among ``plans`` (batch -> (partition count, source offsets), in batch order): the
     same source offsets as the batch right before, another partition count."""
     done = set(committed)
     out = []
-    previous: tuple[int, int | None, list[str]] | None = None
+    previous: tuple[int, int | None, list[str | None]] | None = None
     for batch, (count, ends) in plans.items():
         if previous is not None and count is not None:
             before, before_count, before_ends = previous
@@ -80,7 +81,7 @@ def find_repartitions(plans: Mapping[int, tuple[int | None, list[str]]], committ
     return tuple(out)
 
 
-def repartitions(ckpt: "Checkpoint") -> tuple[Repartition, ...]:
+def repartitions(ckpt: Checkpoint) -> tuple[Repartition, ...]:
     """Every repartition batch of the checkpoint."""
     ids = ckpt.offset_ids
     ckpt.load_batches(ids)
@@ -88,14 +89,14 @@ def repartitions(ckpt: "Checkpoint") -> tuple[Repartition, ...]:
     return find_repartitions(plans, ckpt.commit_ids)
 
 
-def batch_kind(ckpt: "Checkpoint", batch: int, repartition_batches: set[int]) -> str:
+def batch_kind(ckpt: Checkpoint, batch: int, repartition_batches: set[int]) -> str:
     """``repartition``, ``no-data`` (the same source offsets as the batch before) or ``data``."""
     if batch in repartition_batches:
         return REPARTITION
     return NO_DATA if same_input(ckpt, batch) else DATA
 
 
-def unfinished(ckpt: "Checkpoint") -> Repartition | None:
+def unfinished(ckpt: Checkpoint) -> Repartition | None:
     """The last batch when it is a repartition that was never committed (Spark refuses to restart)."""
     found = repartitions(ckpt)
     last = found[-1] if found else None

@@ -19,7 +19,9 @@ from wmcheck.statestore.summary import summarize
 pytestmark = pytest.mark.spark
 
 FIXTURES = fixture_names()
-WINDOWED = {"agg_window_hdfs", "agg_window_rocksdb", "checkpoint_v2", "compaction", "multi_watermark_max", "agg_spark35", "chained_aggs"}
+WINDOWED = {"agg_window_hdfs", "agg_window_rocksdb", "checkpoint_v2", "compaction", "multi_watermark_max", "agg_spark35", "chained_aggs",
+            "repartition_rocksdb", "repartition_failed_hdfs", "agg_rocksdb_v2_p3"}
+DEDUPLICATED = {"dedup_watermark", "dedup_rocksdb_p3"}
 TIMERS = "$eventTimers_keyToTimestamp"
 
 
@@ -39,7 +41,7 @@ def event_ms(name: str, store: str, row: dict) -> int | None:
     """Spark's eviction time of one reader row, in ms (None: never evicted by the watermark)."""
     if name in WINDOWED:
         return iso_ms(row["key"]["window"]["end"])
-    if name == "dedup_watermark":
+    if name in DEDUPLICATED:
         return iso_ms(row["key"]["ts"])
     if name == "join_stream_stream":
         return iso_ms(row["value"][store[0] + "_ts"])

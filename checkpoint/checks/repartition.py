@@ -2,10 +2,17 @@
 whose log lacks the repartition batch."""
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from ..model import OFFSETS
-from ..repartitions import PROVIDER, ROCKSDB_PROVIDER, UNFINISHED_RESTART_ERROR, Repartition, find_repartitions, partitions_in
+from ..repartitions import (
+    PROVIDER,
+    ROCKSDB_PROVIDER,
+    UNFINISHED_RESTART_ERROR,
+    Repartition,
+    find_repartitions,
+    partitions_in,
+)
 from .context import SINK_LOG, Context
 from .registry import ERROR, Issue, register
 from .sources import DEFAULT_COMPACT_INTERVAL, compact_interval, covered, log_forms
