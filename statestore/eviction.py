@@ -15,9 +15,15 @@ Spark's rules, per operator (the watermark is epoch ms; timestamps in state are 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
 
 from wmcheck.checkpoint.operator_kinds import JOIN_SIDES, is_transform_with_state
 from wmcheck.checkpoint.state_schema import StructType, event_time_field
+
+if TYPE_CHECKING:
+    from wmcheck.checkpoint.model import Checkpoint
+
+    from .discovery import Store
 
 EVENT_TIMERS = "$eventTimers_keyToTimestamp"
 TIMER_COLUMN = "expiration_timestamp_ms"
@@ -101,3 +107,17 @@ def _why_never(operator_name: str | None) -> str:
     if operator_name == "dedupe":
         return "the dropDuplicates columns do not include the watermarked event-time column"
     return "no column carries the watermark (spark.watermarkDelayMs metadata)"
+
+
+def store_eviction(ckpt: "Checkpoint", store: "Store", key: StructType | None, value: StructType | None,
+                   has_column: Callable[[tuple[str, ...]], bool]) -> Eviction:
+    """The eviction rule of a store the reader shows with ``key``/``value`` schemas: the event-time
+    column from the store's schema file, else from the reader's schemas (the same
+    ``spark.watermarkDelayMs`` metadata); ``has_column`` says whether the reader's rows hold a column."""
+    if not is_transform_with_state(store.operator_name):
+        schema = ckpt.store_schema(store.operator_id, store.schema_store)
+        if schema is not None:
+            rule = eviction_rule(store.operator_name, store.name, schema.key_schema, schema.value_schema)
+            if rule.column is None or has_column(rule.column):
+                return rule
+    return eviction_rule(store.operator_name, store.name, key, value)

@@ -22,10 +22,8 @@ from wmcheck.checkpoint.errors import CheckpointError, SparkUnavailableError
 from wmcheck.checkpoint.model import Checkpoint, open_checkpoint
 from wmcheck.checkpoint.state_schema import StructField, StructType
 
-from wmcheck.checkpoint.operator_kinds import is_transform_with_state
-
 from .discovery import Store, select
-from .eviction import Eviction, eviction_rule
+from .eviction import Eviction, store_eviction
 from .relocated_view import reader_location
 
 if TYPE_CHECKING:
@@ -174,18 +172,11 @@ def _field_type(schema: Any, path: tuple[str, ...]) -> str | None:
 
 
 def eviction_for(ckpt: Checkpoint, store: Store, df: "DataFrame") -> Eviction:
-    """The eviction rule of ``store``: the event-time column from its schema file, else from the
-    reader's schema metadata (the same ``spark.watermarkDelayMs``), checked against the rows read."""
+    """The eviction rule of ``store`` for the reader's DataFrame ``df`` (see :func:`store_eviction`)."""
     fields = {f.name: f.dataType for f in df.schema.fields}
     key, value = fields.get("key"), fields.get("value")
-    if not is_transform_with_state(store.operator_name):
-        schema = ckpt.store_schema(store.operator_id, store.schema_store)
-        if schema is not None:
-            rule = eviction_rule(store.operator_name, store.name, schema.key_schema, schema.value_schema)
-            if rule.column is None or _field_type(df.schema, rule.column) is not None:
-                return rule
-    return eviction_rule(store.operator_name, store.name, _from_spark(key) if key else None,
-                         _from_spark(value) if value else None)
+    return store_eviction(ckpt, store, _from_spark(key) if key else None, _from_spark(value) if value else None,
+                          lambda path: _field_type(df.schema, path) is not None)
 
 
 def _col(path: tuple[str, ...]) -> "Column":

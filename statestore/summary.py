@@ -9,7 +9,9 @@ from typing import TYPE_CHECKING, Mapping
 from wmcheck.checkpoint.model import Checkpoint
 from wmcheck.checkpoint.timeutil import format_ms
 
-from .reader import EDGES, StoreRead, as_checkpoint, read_stores, spark_errors, target
+from .discovery import Store
+from .eviction import Eviction
+from .reader import EDGES, StoreRead, Target, as_checkpoint, read_stores, spark_errors, target
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, SparkSession
@@ -62,6 +64,8 @@ class StateSummary:
     watermark: str | None
     watermark_from: str
     stores: tuple[StoreSummary, ...]
+    engine: str = "spark"
+    """``python`` (the state files read without a JVM) or ``spark`` (Spark's state reader)."""
 
 
 def _bucket_labels() -> list[tuple[str, int | None, int | None]]:
@@ -102,24 +106,32 @@ def store_summary(read: StoreRead, tz: tzinfo = timezone.utc) -> StoreSummary:
                  .agg(F.count(F.lit(1)).alias("n"), F.sum(F.col("older").cast("long")).alias("older"),
                       F.min("event_time_ms").alias("oldest"))
                  .collect())
-    parts = {str(p): 0 for p in range(read.store.num_partitions or 0)}
+    groups = [(r["partition_id"], r["bucket"], r["n"], r["older"], r["oldest"]) for r in stats]
+    return summary_of_groups(read.store, read.rule, wm, groups, tz)
+
+
+def summary_of_groups(store: Store, rule: Eviction, wm: int, groups: list[tuple[int, int | None, int, int | None, int | None]],
+                      tz: tzinfo = timezone.utc) -> StoreSummary:
+    """One store's summary from ``(partition_id, bucket or None, rows, rows older, oldest event time)`` groups
+    (buckets index :data:`BUCKETS`), as either engine computes them."""
+    parts = {str(p): 0 for p in range(store.num_partitions or 0)}
     counts = [0] * len(BUCKETS)
     older = without = 0
     oldest: int | None = None
-    for r in stats:
-        parts[str(r["partition_id"])] = parts.get(str(r["partition_id"]), 0) + r["n"]
-        older += r["older"] or 0
-        if r["bucket"] is None:
-            without += r["n"]
+    for partition, bucket, n, n_older, group_oldest in groups:
+        parts[str(partition)] = parts.get(str(partition), 0) + n
+        older += n_older or 0
+        if bucket is None:
+            without += n
             continue
-        counts[r["bucket"]] += r["n"]
-        oldest = r["oldest"] if oldest is None else min(oldest, r["oldest"])
-    rule = read.rule
+        counts[bucket] += n
+        if group_oldest is not None:
+            oldest = group_oldest if oldest is None else min(oldest, group_oldest)
     return StoreSummary(
-        operator_id=read.store.operator_id,
-        operator_name=read.store.operator_name,
-        operator_name_inferred=read.store.inferred_name,
-        store=read.store.name,
+        operator_id=store.operator_id,
+        operator_name=store.operator_name,
+        operator_name_inferred=store.inferred_name,
+        store=store.name,
         rows=sum(parts.values()),
         rows_per_partition=dict(sorted(parts.items(), key=lambda kv: int(kv[0]))),
         event_time_column=rule.column_name,
@@ -135,12 +147,8 @@ def store_summary(read: StoreRead, tz: tzinfo = timezone.utc) -> StoreSummary:
     )
 
 
-def summarize(spark: SparkSession, ckpt: Checkpoint | str, operator: int | None = None, store: str | None = None,
-              batch: int | None = None, watermark_ms: int | None = None, tz: tzinfo = timezone.utc) -> StateSummary:
-    """Every selected store of every stateful operator: rows, eviction rule, rows older than the watermark."""
-    ckpt = as_checkpoint(ckpt)
-    reads = read_stores(spark, ckpt, operator, store, batch, watermark_ms)
-    tgt = target(ckpt, batch, watermark_ms)
+def state_summary(ckpt: Checkpoint, tgt: Target, stores: tuple[StoreSummary, ...], engine: str,
+                  tz: tzinfo = timezone.utc) -> StateSummary:
     return StateSummary(
         checkpoint=ckpt.location,
         batch=tgt.batch,
@@ -148,5 +156,15 @@ def summarize(spark: SparkSession, ckpt: Checkpoint | str, operator: int | None 
         watermark_ms=tgt.watermark_ms,
         watermark=format_ms(tgt.watermark_ms, tz),
         watermark_from=tgt.watermark_from,
-        stores=tuple(store_summary(r, tz) for r in reads),
+        stores=stores,
+        engine=engine,
     )
+
+
+def summarize(spark: SparkSession, ckpt: Checkpoint | str, operator: int | None = None, store: str | None = None,
+              batch: int | None = None, watermark_ms: int | None = None, tz: tzinfo = timezone.utc) -> StateSummary:
+    """Every selected store of every stateful operator: rows, eviction rule, rows older than the watermark."""
+    ckpt = as_checkpoint(ckpt)
+    reads = read_stores(spark, ckpt, operator, store, batch, watermark_ms)
+    tgt = target(ckpt, batch, watermark_ms)
+    return state_summary(ckpt, tgt, tuple(store_summary(r, tz) for r in reads), "spark", tz)

@@ -1,0 +1,129 @@
+"""Decompress state files as Spark's ``CompressionCodec`` wrote them (``compression.codec`` of the checkpoint).
+
+* ``lz4``: lz4-java's ``LZ4BlockOutputStream`` framing: per block the magic ``LZ4Block``, a token
+  byte (method ``0x10`` raw or ``0x20`` LZ4, low nibble the level), little-endian int32 compressed
+  length, decompressed length and checksum, then the block; a block of length 0 ends the stream.
+* ``zstd``: zstd-jni's ``ZstdOutputStream``: standard zstd frames.
+* ``snappy``: snappy-java's ``SnappyOutputStream``: a 16-byte header (``\\x82SNAPPY\\x00``, version,
+  compatible version) then big-endian int32 length + raw snappy block, repeated.
+
+The libraries (lz4, zstandard, cramjam) are imported when a file needs them.
+"""
+from __future__ import annotations
+
+import struct
+
+from wmcheck.checkpoint.errors import MalformedFileError, UnsupportedError
+
+LZ4_MAGIC = b"LZ4Block"
+LZ4_HEADER = 21
+SNAPPY_MAGIC = b"\x82SNAPPY\x00"
+SNAPPY_HEADER = 16
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+_SHORT = {"org.apache.spark.io.lz4compressioncodec": "lz4", "org.apache.spark.io.zstdcompressioncodec": "zstd",
+          "org.apache.spark.io.snappycompressioncodec": "snappy", "org.apache.spark.io.lzfcompressioncodec": "lzf"}
+MODULES = {"lz4": "lz4", "zstd": "zstandard", "snappy": "cramjam"}
+SUPPORTED = tuple(MODULES)
+_HINT = "the state file is truncated or damaged: wmcheck check CKPT"
+
+
+def codec_name(conf_value: str | None) -> str:
+    """The short codec name of a ``compression.codec`` value (Spark's default is lz4)."""
+    value = (conf_value or "lz4").strip().lower()
+    return _SHORT.get(value, value)
+
+
+def require_module(module: str, what: str) -> None:
+    """Raise UnsupportedError when the package ``module`` (needed for ``what``) is not installed."""
+    from importlib.util import find_spec
+
+    if find_spec(module) is None:
+        raise UnsupportedError(f"{what} without Spark needs the {module} package, which is not installed",
+                               hint="pip install 'wmcheck[state]', or use --engine spark")
+
+
+def require_codec(name: str) -> None:
+    if name not in SUPPORTED:
+        raise UnsupportedError(f"state compression codec {name!r} is not read by the python engine (it reads {', '.join(SUPPORTED)})",
+                               hint="use --engine spark")
+    require_module(MODULES[name], f"reading {name}-compressed state")
+
+
+def decompress(data: bytes, codec: str, path: str) -> bytes:
+    """The decompressed bytes of a whole state file."""
+    require_codec(codec)
+    if codec == "lz4":
+        return _lz4_blocks(data, path)
+    if codec == "zstd":
+        return _zstd(data, path)
+    return _snappy(data, path)
+
+
+def _fail(path: str, at: int, message: str) -> MalformedFileError:
+    return MalformedFileError(message, path=path, byte=at, hint=_HINT)
+
+
+def _lz4_blocks(data: bytes, path: str) -> bytes:
+    import lz4.block
+
+    out, pos = [], 0
+    while pos < len(data):
+        if data[pos:pos + 8] != LZ4_MAGIC:
+            raise _fail(path, pos, f"expected an LZ4Block header, found {bytes(data[pos:pos + 8])!r}")
+        if pos + LZ4_HEADER > len(data):
+            raise _fail(path, pos, "expected a 21-byte LZ4Block header, the file ends")
+        token = data[pos + 8]
+        size, raw_size, _checksum = struct.unpack_from("<iii", data, pos + 9)
+        pos += LZ4_HEADER
+        if raw_size == 0:
+            break
+        block = data[pos:pos + size]
+        if len(block) != size:
+            raise _fail(path, pos, f"expected {size} bytes of an LZ4 block, found {len(block)} (the file ends)")
+        method = token & 0xF0
+        if method == 0x10:
+            out.append(block)
+        elif method == 0x20:
+            try:
+                out.append(lz4.block.decompress(block, uncompressed_size=raw_size))
+            except lz4.block.LZ4BlockError:
+                raise _fail(path, pos, "expected an LZ4 block, found bytes that do not decompress") from None
+        else:
+            raise _fail(path, pos - LZ4_HEADER + 8, f"expected an LZ4Block method 0x10 or 0x20, found {method:#x}")
+        pos += size
+    return b"".join(out)
+
+
+def _zstd(data: bytes, path: str) -> bytes:
+    import io
+
+    import zstandard
+
+    if data and not data.startswith(ZSTD_MAGIC):
+        raise _fail(path, 0, f"expected a zstd frame, found {bytes(data[:4])!r}")
+    try:
+        return zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data), read_across_frames=True).read()
+    except zstandard.ZstdError as exc:
+        raise _fail(path, 0, f"expected zstd frames, found bytes that do not decompress ({exc})") from None
+
+
+def _snappy(data: bytes, path: str) -> bytes:
+    import cramjam
+
+    out, pos = [], 0
+    while pos < len(data):
+        if data[pos:pos + 8] == SNAPPY_MAGIC:
+            pos += SNAPPY_HEADER
+            continue
+        if pos + 4 > len(data):
+            raise _fail(path, pos, "expected a snappy chunk length, the file ends")
+        (size,) = struct.unpack_from(">i", data, pos)
+        chunk = data[pos + 4:pos + 4 + size]
+        if size < 0 or len(chunk) != size:
+            raise _fail(path, pos, f"expected a snappy chunk of {size} bytes, found {len(chunk)}")
+        try:
+            out.append(bytes(cramjam.snappy.decompress_raw(chunk)))
+        except Exception:  # cramjam raises its own DecompressionError
+            raise _fail(path, pos, "expected a snappy chunk, found bytes that do not decompress") from None
+        pos += 4 + size
+    return b"".join(out)

@@ -1,0 +1,211 @@
+"""Which files and encodings make up one store as Spark's state reader shows it, and its rows.
+
+Spark's reader (``StatePartitionReader``, ``StreamStreamJoinStatePartitionReader``, transformWithState
+variables), per store it can read:
+
+* a store by name (aggregations, dedup, [flatMap]GroupsWithState, a join's internal stores):
+  ``key`` and ``value`` as stored;
+* a join side: the ``<side>-keyWithIndexToValue`` rows whose index is below the key's count in
+  ``<side>-keyToNumValues``, ``key`` without the index, ``value`` with ``matched`` (state format 2);
+* transformWithState (RocksDB column families): a ValueState as ``key, value``; a ListState as
+  ``key, list_element`` (one row per element); a MapState as ``key, user_map_key, user_map_value``;
+  event-time timers as ``key, expiration_timestamp_ms``.
+
+Everything unsupported (TTL, Avro encoding, row checksums, other providers) is refused by
+:func:`plan_store` before any state file is read.
+"""
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+from wmcheck.checkpoint.errors import UnsupportedError
+from wmcheck.checkpoint.model import Checkpoint
+from wmcheck.checkpoint.operator_kinds import is_transform_with_state
+from wmcheck.checkpoint.state_schema import ColumnFamilySchema, StructField, StructType
+
+from .codecs import codec_name, require_codec, require_module
+from .discovery import Store
+from .key_encoders import key_decoder, single_value_decoder, values_decoder
+from .unsafe_row import check_supported
+
+HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+PROVIDER = "spark.sql.streaming.stateStore.providerClass"
+CODEC = "spark.sql.streaming.stateStore.compression.codec"
+ENCODING = "spark.sql.streaming.stateStore.encodingFormat"
+ROW_CHECKSUM = "spark.sql.streaming.stateStore.rowChecksum.enabled"
+TIMERS = "$eventTimers_keyToTimestamp"
+Rows = Iterator[dict[str, Any]]
+States = dict[str, dict[bytes, bytes]]
+
+
+@dataclass(frozen=True)
+class StorePlan:
+    """How to read one reader store: the physical stores to load and how to turn them into rows."""
+
+    store: Store
+    rocksdb: bool
+    codec: str
+    physical: tuple[str, ...]
+    """Store directories to load (``default``, or a join's two stores of one side)."""
+    columns: StructType
+    """The reader's columns besides ``partition_id`` (``key``, ``value``, ...)."""
+    rows: Callable[[States, dict[str, int]], Rows]
+    """``(store name -> key/value bytes, column family name -> id) -> reader rows``."""
+
+
+def _field(name: str, data_type: Any) -> StructField:
+    return StructField(name, data_type, True, {})
+
+
+def _schema(ckpt: Checkpoint, op: int, store: str, family: str = "default") -> ColumnFamilySchema:
+    schema = ckpt.store_schema(op, store, family)
+    if schema is None:
+        raise UnsupportedError(f"operator {op} store {store!r} has no state schema file the python engine can read",
+                               hint="use --engine spark")
+    check_supported(schema.key_schema)
+    check_supported(schema.value_schema)
+    return schema
+
+
+def plan_store(ckpt: Checkpoint, store: Store) -> StorePlan:
+    """The plan for ``store``, or UnsupportedError naming what the python engine does not read."""
+    conf = ckpt.conf
+    provider = conf.get(PROVIDER) or HDFS
+    if provider not in (HDFS, ROCKSDB):
+        raise UnsupportedError(f"state provider {provider} is not read by the python engine", hint="use --engine spark")
+    if (conf.get(ENCODING) or "unsaferow").lower() != "unsaferow":
+        raise UnsupportedError(f"state encoding format {conf.get(ENCODING)!r} is not read by the python engine (unsaferow only)",
+                               hint="use --engine spark")
+    if (conf.get(ROW_CHECKSUM) or "false").lower() == "true":
+        raise UnsupportedError("state rows with checksums (rowChecksum.enabled) are not read by the python engine",
+                               hint="use --engine spark")
+    codec = codec_name(conf.get(CODEC))
+    require_codec(codec)
+    rocksdb = provider == ROCKSDB
+    if rocksdb:
+        require_module("rocksdict", "reading RocksDB state")
+    opts = store.options
+    op = store.operator_id
+    if is_transform_with_state(store.operator_name):
+        return _tws_plan(ckpt, store, rocksdb, codec)
+    if "joinSide" in opts:
+        return _join_side_plan(ckpt, store, rocksdb, codec, opts["joinSide"])
+    name = opts["storeName"]
+    schema = _schema(ckpt, op, name)
+    if rocksdb and (_num_prefix_cols(ckpt, op) or 0) > 0:
+        raise UnsupportedError("prefix-scan keys of a RocksDB session window store are not read by the python engine",
+                               hint="use --engine spark")
+    key = key_decoder(schema.key_schema, None, rocksdb, False)
+    value = single_value_decoder(schema.value_schema, rocksdb)
+
+    def rows(states: States, _families: dict[str, int]) -> Rows:
+        for k, v in states[name].items():
+            yield {"key": key(k), "value": value(v)}
+
+    columns = StructType((_field("key", schema.key_schema), _field("value", schema.value_schema)))
+    return StorePlan(store, rocksdb, codec, (name,), columns, rows)
+
+
+def _num_prefix_cols(ckpt: Checkpoint, op: int) -> int | None:
+    operator = next((o for o in ckpt.operators if o.operator_id == op), None)
+    stores = getattr(operator.metadata, "stores", ()) if operator else ()
+    return max((s.num_cols_prefix_key or 0 for s in stores), default=None)
+
+
+def _join_side_plan(ckpt: Checkpoint, store: Store, rocksdb: bool, codec: str, side: str) -> StorePlan:
+    op = store.operator_id
+    counts_name, values_name = f"{side}-keyToNumValues", f"{side}-keyWithIndexToValue"
+    counts, values = _schema(ckpt, op, counts_name), _schema(ckpt, op, values_name)
+    count_key = key_decoder(counts.key_schema, None, rocksdb, False)
+    count_value = single_value_decoder(counts.value_schema, rocksdb)
+    indexed_key = key_decoder(values.key_schema, None, rocksdb, False)
+    value = single_value_decoder(values.value_schema, rocksdb)
+    key_names = [f.name for f in counts.key_schema.fields]
+    index_name = values.key_schema.fields[-1].name
+
+    def rows(states: States, _families: dict[str, int]) -> Rows:
+        numbers = {}
+        for k, v in states[counts_name].items():
+            key = count_key(k)
+            numbers[_canonical(key)] = next(iter(count_value(v).values()))
+        for k, v in states[values_name].items():
+            full = indexed_key(k)
+            key = {n: full[n] for n in key_names}
+            if full[index_name] < (numbers.get(_canonical(key)) or 0):
+                decoded = value(v)
+                if decoded is not None:
+                    yield {"key": key, "value": decoded}
+
+    columns = StructType((_field("key", counts.key_schema), _field("value", values.value_schema)))
+    return StorePlan(store, rocksdb, codec, (counts_name, values_name), columns, rows)
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=repr)
+
+
+def _variable(ckpt: Checkpoint, store: Store) -> dict[str, Any]:
+    variables = (getattr(next(o for o in ckpt.operators if o.operator_id == store.operator_id).metadata, "properties", None)
+                 or {}).get("stateVariables") or []
+    found = next((v for v in variables if v.get("stateName") == store.name), None)
+    if found is None:
+        raise UnsupportedError(f"state variable {store.name!r} is not in the operator metadata", hint="use --engine spark")
+    return found
+
+
+def _tws_plan(ckpt: Checkpoint, store: Store, rocksdb: bool, codec: str) -> StorePlan:
+    if not rocksdb:
+        raise UnsupportedError("transformWithState state outside RocksDB is not read by the python engine", hint="use --engine spark")
+    var = _variable(ckpt, store)
+    kind = var.get("stateVariableType")
+    if var.get("ttlEnabled"):
+        raise UnsupportedError(f"state variable {store.name!r} has a TTL, not read by the python engine yet", hint="use --engine spark")
+    if kind == "TimerState" and store.name != TIMERS:
+        raise UnsupportedError(f"timers {store.name!r} are not read by the python engine", hint="use --engine spark")
+    schema = _schema(ckpt, store.operator_id, "default", store.name)
+    key = key_decoder(schema.key_schema, schema.key_encoder, True, True)
+    family = store.name
+    columns, present = _tws_rows(kind, store.name, schema)
+    def rows(states: States, families: dict[str, int]) -> Rows:
+        if family not in families:
+            return
+        prefix = struct.pack("<h", families[family])
+        for k, v in states["default"].items():
+            if k[:2] == prefix:
+                yield from present(key(k), v)
+
+    return StorePlan(store, rocksdb, codec, ("default",), columns, rows)
+
+
+def _tws_rows(kind: str | None, name: str, schema: ColumnFamilySchema) -> tuple[StructType, Callable[[dict[str, Any], bytes], Rows]]:
+    """The reader's columns for one transformWithState variable and ``(decoded key, value bytes) -> rows``."""
+    if kind == "ListState":
+        many = values_decoder(schema.value_schema)
+
+        def elements(k: dict[str, Any], v: bytes) -> Rows:
+            return ({"key": k, "list_element": e} for e in many(v))
+
+        return StructType((_field("key", schema.key_schema), _field("list_element", schema.value_schema))), elements
+    single = single_value_decoder(schema.value_schema, True)
+    if kind == "ValueState":
+        def value(k: dict[str, Any], v: bytes) -> Rows:
+            yield {"key": k, "value": single(v)}
+
+        return StructType((_field("key", schema.key_schema), _field("value", schema.value_schema))), value
+    outer, inner = schema.key_schema.fields[0], schema.key_schema.fields[-1]
+    if kind == "MapState":
+        def entry(k: dict[str, Any], v: bytes) -> Rows:
+            yield {"key": k[outer.name], "user_map_key": k[inner.name], "user_map_value": single(v)}
+
+        return StructType((_field("key", outer.data_type), _field("user_map_key", inner.data_type),
+                           _field("user_map_value", schema.value_schema))), entry
+    if kind == "TimerState":
+        def timer(k: dict[str, Any], v: bytes) -> Rows:
+            yield {"key": k[outer.name], "expiration_timestamp_ms": k[inner.name]}
+
+        return StructType((_field("key", outer.data_type), _field("expiration_timestamp_ms", "long"))), timer
+    raise UnsupportedError(f"state variable {name!r} of type {kind!r} is not read by the python engine", hint="use --engine spark")

@@ -1,0 +1,220 @@
+"""State without a JVM: the rows Spark's state reader returns, read from the state files in Python.
+
+Same targets, stores, eviction rules and summaries as :mod:`.reader` (which goes through Spark);
+rows come as Arrow tables with Spark's column types. Partitions are read through a bounded thread
+pool, a few at a time, so memory holds only those partitions' state.
+"""
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import timezone, tzinfo
+from typing import TYPE_CHECKING, Any, Iterator
+
+from wmcheck.checkpoint.model import Checkpoint
+from wmcheck.checkpoint.state_schema import StructType
+from wmcheck.checkpoint.summary import store_unique_ids
+
+from .discovery import Store, select
+from .eviction import Eviction, store_eviction
+from .presentation import StorePlan, plan_store
+from .reader import EDGES, Target, as_checkpoint, target
+from .store_files import load_partition
+from .summary import StateSummary, StoreSummary, state_summary, summary_of_groups
+from .unsafe_row import arrow_type
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+WORKERS = 8
+
+
+def _partition_states(ckpt: Checkpoint, plan: StorePlan, partition: int, version: int) -> tuple[dict, dict[str, int]]:
+    op = next(o for o in ckpt.operators if o.operator_id == plan.store.operator_id)
+    states: dict[str, dict[bytes, bytes]] = {}
+    families: dict[str, int] = {}
+    for name in plan.physical:
+        part = next((p for p in op.partitions if p.partition == partition and p.store == name), None)
+        if part is None:
+            states[name] = {}
+            continue
+        states[name], meta = load_partition(ckpt.fs, part, version, plan.codec, store_unique_ids(ckpt, op, part))
+        if meta is not None:
+            families.update(meta.column_families)
+    return states, families
+
+
+def reader_batches(ckpt: Checkpoint, plan: StorePlan, tgt: Target) -> Iterator["pa.Table"]:
+    """The reader's rows (its columns and ``partition_id``), one table per partition."""
+    import pyarrow as pa
+
+    raw = pa.schema([*[pa.field(f.name, arrow_type(f.data_type, raw=True)) for f in plan.columns.fields],
+                     pa.field("partition_id", pa.int32(), False)])
+    final = pa.schema([*[pa.field(f.name, arrow_type(f.data_type)) for f in plan.columns.fields],
+                       pa.field("partition_id", pa.int32(), False)])
+    partitions = list(range(plan.store.num_partitions or 0))
+    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
+        for start in range(0, len(partitions), WORKERS):
+            chunk = partitions[start:start + WORKERS]
+            for partition, (states, families) in zip(chunk, pool.map(
+                    lambda p: _partition_states(ckpt, plan, p, tgt.batch), chunk), strict=True):
+                rows = [{**r, "partition_id": partition} for r in plan.rows(states, families)]
+                yield pa.Table.from_pylist(rows, schema=raw).cast(final)
+
+
+@dataclass(frozen=True)
+class PythonStoreRead:
+    """One store read at a target by the python engine: the reader's rows and the eviction rule."""
+
+    store: Store
+    rule: Eviction
+    raw: "pa.Table"
+    target: Target
+
+    def rows(self) -> "pa.Table":
+        return state_rows(self.raw, self.store, self.rule, self.target.watermark_ms)
+
+    def older(self) -> "pa.Table":
+        table = self.rows()
+        return table.filter(table.column("older")).drop_columns(["older"])
+
+
+def _column(table: "pa.Table", path: tuple[str, ...]):
+    import pyarrow.compute as pc
+
+    col = table.column(path[0])
+    for name in path[1:]:
+        col = pc.struct_field(col, name)
+    return col
+
+
+def _has(columns: StructType, path: tuple[str, ...]) -> bool:
+    current: Any = columns
+    for name in path:
+        fields = {f.name: f.data_type for f in getattr(current, "fields", ())}
+        if name not in fields:
+            return False
+        current = fields[name]
+    return True
+
+
+def time_columns(table: "pa.Table", rule: Eviction, watermark_ms: int) -> tuple[Any, Any]:
+    """``(event_time_ms, older)`` arrays, as :func:`.reader.time_columns` computes them in Spark."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = table.num_rows
+    if rule.column is None:
+        return pa.nulls(n, pa.int64()), pa.array([False] * n, pa.bool_())
+    native = _column(table, rule.column)
+    native = native.cast(pa.int64())  # timestamps: epoch microseconds
+    if rule.unset is not None:
+        native = pc.if_else(pc.equal(native, rule.unset), pa.scalar(None, pa.int64()), native)
+    threshold = watermark_ms * (1000 if rule.unit == "us" else 1)
+    older = pc.fill_null(pc.less(native, threshold) if rule.strict else pc.less_equal(native, threshold), False)
+    if rule.unit == "us":
+        quotient = pc.divide(native, 1000)
+        exact = pc.equal(pc.multiply(quotient, 1000), native)
+        native = pc.if_else(pc.and_(pc.less(native, 0), pc.invert(exact)), pc.subtract(quotient, 1), quotient)
+    return native, older
+
+
+def state_rows(raw: "pa.Table", store: Store, rule: Eviction, watermark_ms: int) -> "pa.Table":
+    """The reader's rows as ``operator_id, store, partition_id, key, value, event_time_ms, older``
+    (``value`` gathers the non-key columns when the reader has no ``value``), like :func:`.reader.state_rows`."""
+    import pyarrow as pa
+
+    rest = [c for c in raw.column_names if c not in ("key", "partition_id")]
+    if rest == ["value"]:
+        value = raw.column("value")
+    else:
+        value = pa.StructArray.from_arrays([raw.column(c).combine_chunks() for c in rest], names=rest) if raw.num_rows \
+            else pa.array([], pa.struct([raw.schema.field(c) for c in rest]))
+    event_ms, older = time_columns(raw, rule, watermark_ms)
+    n = raw.num_rows
+    return pa.table({
+        "operator_id": pa.array([store.operator_id] * n, pa.int32()),
+        "store": pa.array([store.name] * n, pa.large_string()),
+        "partition_id": raw.column("partition_id"),
+        "key": raw.column("key"),
+        "value": value,
+        "event_time_ms": event_ms,
+        "older": older,
+    })
+
+
+def read_store(ckpt: Checkpoint, store: Store, tgt: Target) -> PythonStoreRead:
+    import pyarrow as pa
+
+    plan = plan_store(ckpt, store)
+    final = pa.schema([*[pa.field(f.name, arrow_type(f.data_type)) for f in plan.columns.fields],
+                       pa.field("partition_id", pa.int32(), False)])
+    tables = list(reader_batches(ckpt, plan, tgt))
+    table = pa.concat_tables(tables) if tables else final.empty_table()
+    fields = {f.name: f.data_type for f in plan.columns.fields}
+    key, value = fields.get("key"), fields.get("value")
+    rule = store_eviction(ckpt, store, key if isinstance(key, StructType) else None,
+                          value if isinstance(value, StructType) else None, lambda path: _has(plan.columns, path))
+    return PythonStoreRead(store, rule, table, tgt)
+
+
+def plans(ckpt: Checkpoint | str, operator: int | None = None, store: str | None = None,
+          kind: str | None = None) -> list[StorePlan]:
+    """Plans for every selected store: raises UnsupportedError (before any state file is read) for
+    anything the python engine does not read."""
+    ckpt = as_checkpoint(ckpt)
+    return [plan_store(ckpt, s) for s in select(ckpt, operator, store, kind)]
+
+
+def read_stores(ckpt: Checkpoint | str, operator: int | None = None, store: str | None = None,
+                batch: int | None = None, watermark_ms: int | None = None) -> list[PythonStoreRead]:
+    ckpt = as_checkpoint(ckpt)
+    stores = select(ckpt, operator, store)
+    tgt = target(ckpt, batch, watermark_ms)
+    for s in stores:
+        plan_store(ckpt, s)
+    return [read_store(ckpt, s, tgt) for s in stores]
+
+
+def _bucket(delta: Any):
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    index = pa.array([0] * len(delta), pa.int64())
+    for edge in EDGES:
+        index = pc.add(index, pc.greater(delta, edge).cast(pa.int64()))
+    return pc.if_else(pc.is_null(delta), pa.scalar(None, pa.int64()), index)
+
+
+def store_summary(read: PythonStoreRead, tz: tzinfo = timezone.utc) -> StoreSummary:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    wm = read.target.watermark_ms
+    rows = read.rows()
+    delta = pc.subtract(rows.column("event_time_ms"), wm).combine_chunks() if rows.num_rows else pa.array([], pa.int64())
+    stats = pa.table({"partition_id": rows.column("partition_id"), "bucket": _bucket(delta),
+                      "older": rows.column("older").cast(pa.int64()), "event_time_ms": rows.column("event_time_ms")})
+    grouped = stats.group_by(["partition_id", "bucket"], use_threads=False).aggregate(
+        [([], "count_all"), ("older", "sum"), ("event_time_ms", "min")]).to_pylist()
+    groups = [(g["partition_id"], g["bucket"], g["count_all"], g["older_sum"], g["event_time_ms_min"]) for g in grouped]
+    return summary_of_groups(read.store, read.rule, wm, groups, tz)
+
+
+def summarize(ckpt: Checkpoint | str, operator: int | None = None, store: str | None = None, batch: int | None = None,
+              watermark_ms: int | None = None, tz: tzinfo = timezone.utc) -> StateSummary:
+    """What :func:`.summary.summarize` returns, read without Spark."""
+    ckpt = as_checkpoint(ckpt)
+    reads = read_stores(ckpt, operator, store, batch, watermark_ms)
+    return state_summary(ckpt, target(ckpt, batch, watermark_ms), tuple(store_summary(r, tz) for r in reads), "python", tz)
+
+
+def older_tables(reads: list[PythonStoreRead], limit: int | None = None) -> list["pa.Table"]:
+    """The evicted rows of each store (the ``limit`` oldest of each when given), like :func:`.reader.older_tables`."""
+    out = []
+    for read in reads:
+        table = read.older()
+        if limit is not None:
+            table = table.sort_by([("event_time_ms", "ascending"), ("partition_id", "ascending")]).slice(0, limit)
+        out.append(table)
+    return out

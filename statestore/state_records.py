@@ -1,0 +1,111 @@
+"""The key/value record streams inside decompressed state files (``DataOutputStream``, big-endian).
+
+* HDFS provider ``V.delta`` / ``V.snapshot`` and RocksDB changelog v1 (and v3 after its header):
+  ``int keySize, key, int valueSize, value`` per record; ``valueSize = -1`` deletes the key;
+  ``keySize = -1`` ends the stream.
+* RocksDB changelog v2 (and v4 after its header): a record type byte (``0x01`` put, ``0x10``
+  delete, ``0x11`` merge, ``0x00`` end), then ``int keySize, key`` and ``int valueSize, value``
+  (``-1`` for a delete).
+* Changelog v2..v4 start with ``writeUTF("v<N>")``; v3 and v4 then ``writeUTF`` the lineage JSON
+  (``[{"version":..,"checkpointUniqueId":..}]``). A v1 changelog has no header.
+"""
+from __future__ import annotations
+
+import struct
+from typing import Iterator
+
+from wmcheck.checkpoint.errors import MalformedFileError
+
+PUT, DELETE, MERGE = "put", "delete", "merge"
+_TYPES = {0x01: PUT, 0x10: DELETE, 0x11: MERGE}
+_INT = struct.Struct(">i").unpack_from
+_HINT = "the state file is truncated or damaged: wmcheck check CKPT"
+Record = tuple[str, bytes, "bytes | None"]
+
+
+def _fail(path: str, at: int, message: str) -> MalformedFileError:
+    return MalformedFileError(message + " (decompressed stream)", path=path, byte=at, hint=_HINT)
+
+
+def _take(data: bytes, pos: int, size: int, what: str, path: str) -> bytes:
+    if size < 0 or pos + size > len(data):
+        raise _fail(path, pos, f"expected {size} bytes of {what}, found {len(data) - pos}")
+    return data[pos:pos + size]
+
+
+def _int(data: bytes, pos: int, what: str, path: str) -> int:
+    if pos + 4 > len(data):
+        raise _fail(path, pos, f"expected the 4-byte {what}, the stream ends")
+    return _INT(data, pos)[0]
+
+
+def sized_records(data: bytes, path: str, pos: int = 0) -> Iterator[Record]:
+    """Records of a delta, snapshot, or v1/v3 changelog body."""
+    while True:
+        key_size = _int(data, pos, "key size", path)
+        if key_size == -1:
+            return
+        key = _take(data, pos + 4, key_size, "a key", path)
+        pos += 4 + key_size
+        value_size = _int(data, pos, "value size", path)
+        pos += 4
+        if value_size < 0:
+            yield DELETE, key, None
+            continue
+        yield PUT, key, _take(data, pos, value_size, "a value", path)
+        pos += value_size
+
+
+def typed_records(data: bytes, path: str, pos: int = 0) -> Iterator[Record]:
+    """Records of a v2/v4 changelog body."""
+    while True:
+        if pos >= len(data):
+            raise _fail(path, pos, "expected a record type byte, the stream ends")
+        kind = _TYPES.get(data[pos])
+        if data[pos] == 0:
+            return
+        if kind is None:
+            raise _fail(path, pos, f"expected a record type 0x00, 0x01, 0x10 or 0x11, found {data[pos]:#04x}")
+        key_size = _int(data, pos + 1, "key size", path)
+        key = _take(data, pos + 5, key_size, "a key", path)
+        pos += 5 + key_size
+        value_size = _int(data, pos, "value size", path)
+        pos += 4
+        if kind == DELETE:
+            yield DELETE, key, None
+            continue
+        yield kind, key, _take(data, pos, value_size, "a value", path)
+        pos += value_size
+
+
+def _utf(data: bytes, pos: int) -> tuple[str, int] | None:
+    if pos + 2 > len(data):
+        return None
+    size = struct.unpack_from(">H", data, pos)[0]
+    raw = data[pos + 2:pos + 2 + size]
+    try:
+        return raw.decode("utf-8"), pos + 2 + size
+    except UnicodeDecodeError:
+        return None
+
+
+def changelog_records(data: bytes, path: str) -> Iterator[Record]:
+    """The records of a RocksDB changelog of any version (Spark's ``StateStoreChangelogReaderFactory``:
+    a first ``writeUTF`` that is not ``v<N>`` means version 1)."""
+    head = _utf(data, 0)
+    version = 1
+    if head and head[0].startswith("v") and head[0][1:].isdigit():
+        version = int(head[0][1:])
+    if version == 1:
+        return sized_records(data, path)
+    if version not in (2, 3, 4):
+        raise MalformedFileError(f"changelog version v{version} is not known (Spark writes v1..v4)", path=path, byte=0,
+                                 hint="upgrade wmcheck, or use --engine spark")
+    assert head is not None
+    pos = head[1]
+    if version >= 3:
+        lineage = _utf(data, pos)
+        if lineage is None:
+            raise _fail(path, pos, "expected the lineage JSON after the version")
+        pos = lineage[1]
+    return sized_records(data, path, pos) if version == 3 else typed_records(data, path, pos)

@@ -1,0 +1,41 @@
+"""One store partition's key/value bytes at a state version, from its files (HDFS or RocksDB provider).
+
+The files come from :meth:`StorePartition.restore_plan`: the newest full copy at or before the
+version (HDFS ``V.snapshot``, RocksDB ``V.zip``) then every increment after it (``V.delta``,
+``V.changelog``), by unique id for checkpoint format v2. Keys and values stay encoded here.
+"""
+from __future__ import annotations
+
+from wmcheck.checkpoint.errors import MissingFileError
+from wmcheck.checkpoint.fs import FileSystem
+from wmcheck.checkpoint.state_files import StorePartition
+
+from .codecs import decompress
+from .rocksdb_files import ZipMetadata, apply_changelog, read_zip
+from .state_records import DELETE, sized_records
+
+
+def load_partition(fs: FileSystem, part: StorePartition, version: int, codec: str,
+                   unique_ids: dict[int, str] | None = None) -> tuple[dict[bytes, bytes], ZipMetadata | None]:
+    """The encoded state of ``part`` at ``version`` and, for RocksDB, the snapshot's metadata."""
+    chain, missing = part.restore_plan(version, unique_ids)
+    if missing is not None:
+        raise MissingFileError(f"state version {version} cannot be rebuilt: version {missing} has neither a snapshot nor "
+                               "an increment", path=part.directory, hint="wmcheck check CKPT explains which files are missing")
+    state: dict[bytes, bytes] = {}
+    meta: ZipMetadata | None = None
+    rest = chain
+    if chain and chain[0].kind == "zip":
+        state, meta = read_zip(fs, chain[0], part.directory)
+        rest = chain[1:]
+    contents = fs.read_many(f.path for f in rest)
+    for f in rest:
+        if f.kind == "changelog":
+            apply_changelog(state, contents[f.path], codec, f.path)
+            continue
+        for kind, key, value in sized_records(decompress(contents[f.path], codec, f.path), f.path):
+            if kind == DELETE:
+                state.pop(key, None)
+            else:
+                state[key] = value  # type: ignore[assignment]
+    return state, meta
