@@ -28,12 +28,16 @@ from .output import FORMATS, make_output
 @click.option("--conf", "confs", multiple=True, metavar="KEY=VALUE", help="Spark conf, e.g. spark.hadoop.fs.s3a.endpoint=... (repeatable).")
 @click.option("--remote", metavar="sc://HOST", help="Read through Spark Connect (the server must reach the checkpoint); "
               "local[*] starts a Connect server in this process.")
+@click.option("--engine", type=click.Choice(["auto", "python", "spark"]), default="auto", show_default=True,
+              help="python reads the state files without a JVM; auto uses it when it reads every selected store, else Spark.")
 @common_options(FORMATS + ("parquet",))
 def state(checkpoint: str, operator: int | None, store: str | None, join_side: str | None, state_var: str | None,
           batch: int | None, older: bool, watermark: str | None, limit: int | None, output: str | None,
-          master: str | None, confs: tuple[str, ...], remote: str | None, fmt: str, tz: tzinfo, fs_options: tuple[str, ...]) -> None:
-    """Stateful operators of CHECKPOINT read with Spark's state reader: rows per store and partition,
-    the event-time column that evicts them, and the keys older than the watermark (see docs/state.md)."""
+          master: str | None, confs: tuple[str, ...], remote: str | None, engine: str, fmt: str, tz: tzinfo,
+          fs_options: tuple[str, ...]) -> None:
+    """Stateful operators of CHECKPOINT, read from the state files (or with Spark's state reader): rows per
+    store and partition, the event-time column that evicts them, and the keys older than the watermark
+    (see docs/state.md)."""
     if sum(map(bool, (store, join_side, state_var))) > 1:
         raise click.UsageError("use only one of --store, --join-side and --state-var")
     if fmt == "parquet" and not (older and output):
@@ -42,22 +46,39 @@ def state(checkpoint: str, operator: int | None, store: str | None, join_side: s
         raise click.UsageError("--limit applies to --older-than-watermark")
     ckpt = open_checkpoint(checkpoint, parse_pairs(fs_options, "--fs-option"))
     from wmcheck.statestore.discovery import select
+    from wmcheck.statestore.engines import choose
     from wmcheck.statestore.reader import target
-    from wmcheck.statestore.relocated_view import reader_location
-    from wmcheck.statestore.session import session_scope
-    from wmcheck.statestore.summary import summarize
 
     selection = store or join_side or state_var
     kind = "store" if store else "join_side" if join_side else "state_var" if state_var else None
-    select(ckpt, operator, selection, kind)  # an unknown operator or store fails here, before Spark starts
-    reader_location(ckpt)  # so does a copied remote checkpoint whose metadata names schema files elsewhere
+    select(ckpt, operator, selection, kind)  # an unknown operator or store fails here, before anything is read
     base = target(ckpt, batch).watermark_ms
     watermark_ms = None if watermark is None else parse_time_ms(watermark, watermark_ms=base, default_anchor="watermark")
-    with session_scope(master, parse_pairs(confs, "--conf"), remote) as spark:
+    if engine == "auto" and (master or confs or remote):
+        engine = "spark"
+    engine, note = choose(ckpt, operator, selection, kind, engine)
+    if note:
+        click.echo(f"note: {note}", err=True)
+    if engine == "python":
+        from wmcheck.statestore import python_engine
+
         if older:
-            _older(spark, ckpt, operator, selection, batch, watermark_ms, limit, fmt, output, tz)
+            _older(python_engine.read_stores(ckpt, operator, selection, batch, watermark_ms), python_engine.older_tables,
+                   limit, fmt, output, tz)
             return
-        summary = summarize(spark, ckpt, operator, selection, batch, watermark_ms, tz)
+        summary = python_engine.summarize(ckpt, operator, selection, batch, watermark_ms, tz)
+    else:
+        from wmcheck.statestore.reader import older_tables, read_stores
+        from wmcheck.statestore.relocated_view import reader_location
+        from wmcheck.statestore.session import session_scope
+        from wmcheck.statestore.summary import summarize
+
+        reader_location(ckpt)  # a copied remote checkpoint whose metadata names schema files elsewhere fails before Spark starts
+        with session_scope(master, parse_pairs(confs, "--conf"), remote) as spark:
+            if older:
+                _older(read_stores(spark, ckpt, operator, selection, batch, watermark_ms), older_tables, limit, fmt, output, tz)
+                return
+            summary = summarize(spark, ckpt, operator, selection, batch, watermark_ms, tz)
     with _stream(output) as stream:
         make_output(fmt, stream, tz).state_summary(summary)
 
@@ -71,11 +92,10 @@ def _stream(output: str | None):
         yield fh
 
 
-def _older(spark, ckpt, operator: int | None, selection: str | None, batch: int | None, watermark_ms: int | None,
-           limit: int | None, fmt: str, output: str | None, tz: tzinfo) -> None:
-    from wmcheck.statestore.reader import older_tables, one_table, read_stores, table_rows
+def _older(reads: list, older_tables, limit: int | None, fmt: str, output: str | None, tz: tzinfo) -> None:
+    """Write the rows older than the watermark of ``reads`` (either engine's; ``older_tables`` is its)."""
+    from wmcheck.statestore.reader import one_table, table_rows
 
-    reads = read_stores(spark, ckpt, operator, selection, batch, watermark_ms)
     tables = older_tables(reads, limit)
     if fmt == "parquet":
         import pyarrow.parquet as pq

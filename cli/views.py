@@ -81,6 +81,7 @@ def state_summary(s: StateSummary) -> tuple[Fields, list[Table]]:
         ("checkpoint", s.checkpoint),
         ("batch", f"{s.batch} (state written by batch {s.state_batch_id})"),
         ("watermark", f"{s.watermark_ms} ({s.watermark}, {s.watermark_from})"),
+        ("engine", s.engine),
     ]
     rows = [{
         "operator_id": st.operator_id,

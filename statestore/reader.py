@@ -247,7 +247,8 @@ def read_stores(spark: "SparkSession", ckpt: Checkpoint | str, operator: int | N
     return out
 
 
-def _one(reads: list[StoreRead], operator: int, evictable_only: bool) -> StoreRead:
+def only_one(reads: list[Any], operator: int, evictable_only: bool) -> Any:
+    """The one read of ``reads`` (of either engine), or the one with an event-time column when ``evictable_only``."""
     candidates = [r for r in reads if r.rule.evictable] if evictable_only and len(reads) > 1 else reads
     if len(candidates) != 1:
         names = ", ".join(r.store.name for r in reads)
@@ -259,7 +260,7 @@ def read_state(spark: "SparkSession", ckpt: Checkpoint | str, operator: int = 0,
                batch: int | None = None) -> "DataFrame":
     """Spark's state reader for one store (a store name, join side or state variable) of ``operator``,
     as ``batch`` starts (default: the next batch)."""
-    return _one(read_stores(spark, ckpt, operator, store, batch), operator, False).raw
+    return only_one(read_stores(spark, ckpt, operator, store, batch), operator, False).raw
 
 
 def older_than_watermark(spark: "SparkSession", ckpt: Checkpoint | str, operator: int = 0, store: str | None = None,
@@ -270,7 +271,7 @@ def older_than_watermark(spark: "SparkSession", ckpt: Checkpoint | str, operator
     one ``batch`` evicts with (default: the next batch's) unless ``watermark_ms`` is given. Without
     ``store``, the operator's only store with an event-time column (e.g. transformWithState's timers).
     """
-    return _one(read_stores(spark, ckpt, operator, store, batch, watermark_ms), operator, True).older()
+    return only_one(read_stores(spark, ckpt, operator, store, batch, watermark_ms), operator, True).older()
 
 
 # -- rows for output --------------------------------------------------------------------------

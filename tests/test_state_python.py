@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
-from conftest import fixture_checkpoint, fixture_facts, fixture_names
+from conftest import ROOT, fixture_checkpoint, fixture_facts, fixture_names, run_cli
 from wmcheck.checkpoint.model import open_checkpoint
 from wmcheck.statestore.discovery import Store
 from wmcheck.statestore.python_engine import read_store
@@ -39,3 +43,68 @@ def test_rows_equal_spark_reader_rows(name, op, store):
     want = fixture_facts(name)["state"][op][store]["rows"]
     assert canonical(got) == canonical(want)
     assert len(got) == sum(fixture_facts(name)["state"][op][store]["rows_per_partition"].values())
+
+
+NO_JVM = "sys.modules['pyspark'] = None\nsys.modules['py4j'] = None"
+AGG = fixture_checkpoint("agg_window_hdfs")
+
+
+def _wmcheck(args: list[str], env: dict[str, str] | None = None, prelude: str = NO_JVM) -> subprocess.CompletedProcess:
+    """wmcheck in a new process with pyspark and py4j unimportable and Java unreachable."""
+    code = f"import sys\n{prelude}\nfrom wmcheck.cli.main import main\nsys.argv = ['wmcheck', *sys.argv[1:]]\nmain()"
+    env = {**os.environ, "JAVA_HOME": "/nonexistent", "PATH": "/nonexistent", **(env or {})}
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+
+
+@pytest.mark.parametrize("name,args", [
+    ("agg_window_hdfs", []),
+    ("tws_pandas", ["--older-than-watermark", "--watermark", "watermark+1 hour"]),
+    ("checkpoint_v2", ["--batch", "7", "--older-than-watermark", "--watermark", "watermark+1 hour"]),
+])
+def test_runs_without_java_or_pyspark(name, args):
+    """auto picks the python engine: the same JSON as in-process, with no pyspark, py4j or Java reachable."""
+    done = _wmcheck(["state", str(fixture_checkpoint(name)), *args, "--format", "json"])
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    want = run_cli("state", fixture_checkpoint(name), *args, "--engine", "python", "--format", "json").stdout
+    assert json.loads(done.stdout) == json.loads(want)
+    if not args:
+        assert json.loads(done.stdout)["engine"] == "python"
+
+
+def lzf_copy(copy_fixture) -> Path:
+    """agg_window_hdfs whose last offsets name the lzf codec (which the python engine does not read)."""
+    ckpt = copy_fixture("agg_window_hdfs") / "checkpoint"
+    last = max((p for p in (ckpt / "offsets").iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
+    last.write_text(last.read_text().replace('"spark.sql.streaming.stateStore.compression.codec":"lz4"',
+                                             '"spark.sql.streaming.stateStore.compression.codec":"lzf"'))
+    return ckpt
+
+
+def test_python_engine_refuses_unsupported_before_reading(copy_fixture):
+    result = run_cli("state", lzf_copy(copy_fixture), "--engine", "python", exit_code=2)
+    assert result.stdout == ""
+    assert result.stderr == ("Error: state compression codec 'lzf' is not read by the python engine (it reads lz4, zstd, snappy) "
+                             "(hint: use --engine spark)\n")
+
+
+def test_auto_falls_back_to_spark_with_one_line(copy_fixture):
+    done = _wmcheck(["state", str(lzf_copy(copy_fixture))], prelude="")
+    assert done.returncode == 2 and done.stdout == ""
+    note, error = done.stderr.splitlines()
+    assert note == "note: reading with Spark: state compression codec 'lzf' is not read by the python engine (it reads lz4, zstd, snappy)"
+    assert error.startswith("Error: no Java found (JAVA_HOME=/nonexistent)")
+
+
+def test_python_api_returns_arrow_tables():
+    import pyarrow as pa
+
+    from wmcheck.statestore import engines
+
+    table = engines.read_state(str(AGG), operator=0, engine="python")
+    assert isinstance(table, pa.Table) and table.column_names == ["key", "value", "partition_id"]
+    assert table.num_rows == 4 and table.schema.field("key").type.field("window").type.field("end").type == pa.timestamp("us", "UTC")
+    older = engines.older_than_watermark(str(AGG), operator=0, watermark_ms=1704067290000, engine="python")
+    assert older.column_names == ["operator_id", "store", "partition_id", "key", "value", "event_time_ms"]
+    assert sorted(older.column("event_time_ms").to_pylist()) == [1704067290000, 1704067290000]  # windows ending 00:01:30
+    doc = engines.summarize(str(AGG), engine="python")
+    assert doc.engine == "python" and doc.stores[0].rows_per_partition == {"0": 1, "1": 0, "2": 3}

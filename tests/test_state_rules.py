@@ -158,14 +158,14 @@ def _wmcheck(args: list[str], env: dict[str, str] | None = None, prelude: str = 
 
 
 def test_missing_java_is_one_line():
-    done = _wmcheck(["state", str(AGG)], env={"JAVA_HOME": "/nonexistent"})
+    done = _wmcheck(["state", str(AGG), "--engine", "spark"], env={"JAVA_HOME": "/nonexistent"})
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr == ("Error: no Java found (JAVA_HOME=/nonexistent): Spark needs Java 17 or newer (hint: install one "
                            "(e.g. apt-get install openjdk-17-jre-headless) and set JAVA_HOME or put java on PATH)\n")
 
 
 def test_missing_pyspark_is_one_line():
-    done = _wmcheck(["state", str(AGG), "--older-than-watermark"], prelude="sys.modules['pyspark'] = None")
+    done = _wmcheck(["state", str(AGG), "--older-than-watermark", "--engine", "spark"], prelude="sys.modules['pyspark'] = None")
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr == "Error: pyspark is not installed (hint: pip install 'wmcheck[spark]' (pyspark 4.0 or newer))\n"
 

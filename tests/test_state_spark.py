@@ -14,7 +14,7 @@ import pytest
 
 from conftest import fixture_checkpoint, fixture_facts, fixture_names, run_cli
 from wmcheck.statestore import older_than_watermark, read_state
-from wmcheck.statestore.summary import summarize
+from wmcheck.statestore.engines import summarize
 
 pytestmark = pytest.mark.spark
 
@@ -68,14 +68,24 @@ def views(name: str) -> list[tuple[str, str]]:
     return out
 
 
-def summary(name: str, *args: str) -> dict:
-    return json.loads(run_cli("state", fixture_checkpoint(name), "--format", "json", *args).stdout)
+@pytest.fixture(params=["spark", "python"])
+def engine(request) -> str:
+    """Every CLI test runs with Spark's reader and with the python engine: the same assertions hold for both."""
+    return request.param
+
+
+def state_cli(engine: str, *args, exit_code: int = 0):
+    return run_cli("state", *args, "--engine", engine, exit_code=exit_code)
+
+
+def summary(engine: str, name: str, *args: str) -> dict:
+    return json.loads(state_cli(engine, fixture_checkpoint(name), "--format", "json", *args).stdout)
 
 
 @pytest.mark.parametrize("name", FIXTURES)
-def test_summary_matches_reader_rows_and_watermark(name, spark):
+def test_summary_matches_reader_rows_and_watermark(name, spark, engine):
     facts = fixture_facts(name)
-    doc = summary(name)
+    doc = summary(engine, name)
     wm = facts["next_watermark_ms"]
     assert (doc["batch"], doc["state_batch_id"], doc["watermark_ms"], doc["watermark_from"]) == (
         facts["last_committed_batch"] + 1, facts["last_committed_batch"], wm, "next batch")
@@ -108,13 +118,13 @@ def with_event_times(name: str, op: str, store: str) -> bool:
 
 
 @pytest.mark.parametrize("name,op,store", [(n, op, s) for n in FIXTURES for op, s in views(n) if with_event_times(n, op, s)])
-def test_what_if_watermark_lists_exactly_the_older_rows(name, op, store, spark):
+def test_what_if_watermark_lists_exactly_the_older_rows(name, op, store, spark, engine):
     """--watermark at the middle event time: the listed keys are those Spark's rule selects from the reader's rows."""
     rows = fixture_rows(name, op, store)
     times = [event_ms(name, store, r) for r in rows]
     wm = _middle([t for t in times if t is not None])
     selector = ["--join-side", store] if store in ("left", "right") else ["--state-var", store] if store == TIMERS else ["--store", store]
-    out = json.loads(run_cli("state", fixture_checkpoint(name), "--older-than-watermark", "--operator", op, *selector,
+    out = json.loads(state_cli(engine, fixture_checkpoint(name), "--older-than-watermark", "--operator", op, *selector,
                              "--watermark", str(wm), "--format", "json").stdout)
     want = sorted((r["partition_id"], json.dumps(r["key"], sort_keys=True), t) for r, t in zip(rows, times) if evicted(name, store, t, wm))
     if name == "join_stream_stream":  # the side view drops the store's index column from the key
@@ -130,14 +140,14 @@ def test_what_if_watermark_lists_exactly_the_older_rows(name, op, store, spark):
     ("pandas_state_timeout", "default", []),
     ("tws_pandas", TIMERS, ["--state-var", TIMERS]),
 ])
-def test_watermark_below_every_key_selects_none_above_selects_all(name, store, args, spark):
+def test_watermark_below_every_key_selects_none_above_selects_all(name, store, args, spark, engine):
     rows = fixture_rows(name, "0", store)
     times = [event_ms(name, store, r) for r in rows]
     low, high = min(times), max(times)
-    listing = ["state", fixture_checkpoint(name), "--older-than-watermark", "--format", "json", *args]
+    listing = [engine, fixture_checkpoint(name), "--older-than-watermark", "--format", "json", *args]
     strict = name != "agg_window_hdfs"
-    assert json.loads(run_cli(*listing, "--watermark", str(low if strict else low - 1)).stdout) == []
-    everything = json.loads(run_cli(*listing, "--watermark", str(high + 1 if strict else high)).stdout)
+    assert json.loads(state_cli(*listing, "--watermark", str(low if strict else low - 1)).stdout) == []
+    everything = json.loads(state_cli(*listing, "--watermark", str(high + 1 if strict else high)).stdout)
     assert len(everything) == len(rows)
     if name == "pandas_state_timeout":  # the value is the reader's value, exactly
         got = sorted((r["partition_id"], r["key"]["id"], json.dumps(r["value"], sort_keys=True)) for r in everything)
@@ -148,7 +158,7 @@ def test_watermark_below_every_key_selects_none_above_selects_all(name, store, a
 
 
 @pytest.mark.parametrize("name", ["agg_window_hdfs", "dedup_watermark", "chained_aggs", "checkpoint_v2", "agg_spark35"])
-def test_each_batch_evicts_what_spark_removed(name, spark):
+def test_each_batch_evicts_what_spark_removed(name, spark, engine):
     """The keys older than batch N's watermark in the state batch N started from = Spark's numRowsRemoved of batch N."""
     facts = fixture_facts(name)
     ckpt = str(fixture_checkpoint(name))
@@ -157,8 +167,8 @@ def test_each_batch_evicts_what_spark_removed(name, spark):
     for b in facts["batches"]:
         if b["batch"] < first:
             continue
-        doc = summarize(spark, ckpt, batch=b["batch"])
-        assert doc.watermark_ms == b["watermark_ms"]
+        doc = summarize(ckpt, batch=b["batch"], engine=engine, spark=spark)
+        assert (doc.watermark_ms, doc.engine) == (b["watermark_ms"], engine)
         older = {s.operator_id: s.older_than_watermark for s in doc.stores}
         removed = {i: o["num_rows_removed"] for i, o in enumerate(b["state_operators"])}  # listed by operator id
         assert older == removed, b["batch"]
@@ -166,21 +176,21 @@ def test_each_batch_evicts_what_spark_removed(name, spark):
     assert checked > 0
 
 
-def test_join_evicts_below_watermark_minus_its_time_range(spark):
+def test_join_evicts_below_watermark_minus_its_time_range(spark, engine):
     """The join condition bounds r_ts within 5 s of l_ts: Spark removes rows <= watermark - 5 s from both sides."""
     for b in fixture_facts("join_stream_stream")["batches"][1:]:
-        doc = summary("join_stream_stream", "--batch", str(b["batch"]), "--watermark", "watermark-5 seconds")
+        doc = summary(engine, "join_stream_stream", "--batch", str(b["batch"]), "--watermark", "watermark-5 seconds")
         assert doc["watermark_ms"] == b["watermark_ms"] - 5000
         assert sum(s["older_than_watermark"] for s in doc["stores"]) == b["state_operators"][0]["num_rows_removed"]
 
 
-def test_timed_out_keys_are_the_ones_the_function_saw_time_out(spark):
+def test_timed_out_keys_are_the_ones_the_function_saw_time_out(spark, engine):
     """applyInPandasWithState: keys whose timeout is below batch N's watermark = rows emitted with timed_out in batch N."""
     name = "pandas_state_timeout"
     root = fixture_checkpoint(name).parent
     seen = 0
     for b in fixture_facts(name)["batches"][1:]:
-        out = json.loads(run_cli("state", fixture_checkpoint(name), "--older-than-watermark", "--batch", str(b["batch"]),
+        out = json.loads(state_cli(engine, fixture_checkpoint(name), "--older-than-watermark", "--batch", str(b["batch"]),
                                  "--format", "json").stdout)
         emitted = [json.loads(line) for line in (root / "output" / f"batch-{b['batch']:06d}.json").read_text().splitlines()]
         assert sorted(r["key"]["id"] for r in out) == sorted(e["id"] for e in emitted if e["timed_out"])
@@ -188,7 +198,7 @@ def test_timed_out_keys_are_the_ones_the_function_saw_time_out(spark):
     assert seen > 0
 
 
-def test_fired_timers_are_the_sessions_the_processor_emitted(spark):
+def test_fired_timers_are_the_sessions_the_processor_emitted(spark, engine):
     """transformWithState: timers below batch N's watermark = sessions emitted (by handleExpiredTimer) in batch N."""
     import pyarrow.parquet as pq
 
@@ -196,7 +206,7 @@ def test_fired_timers_are_the_sessions_the_processor_emitted(spark):
     root = fixture_checkpoint(name).parent
     seen = 0
     for b in fixture_facts(name)["batches"][1:]:
-        out = json.loads(run_cli("state", fixture_checkpoint(name), "--older-than-watermark", "--batch", str(b["batch"]),
+        out = json.loads(state_cli(engine, fixture_checkpoint(name), "--older-than-watermark", "--batch", str(b["batch"]),
                                  "--format", "json").stdout)
         log = root / "output" / "_spark_metadata" / str(b["batch"])
         files = [json.loads(line)["path"].removeprefix("file:") for line in log.read_text().splitlines()[1:]] if log.exists() else []
@@ -224,28 +234,28 @@ def top_watermark() -> str:
     return str(max(r["event_time_ms"] for r in agg_listing()))
 
 
-def test_listing_json_is_the_readers_rows(spark):
-    out = json.loads(run_cli("state", fixture_checkpoint(AGG), "--older-than-watermark", "--watermark", top_watermark(),
+def test_listing_json_is_the_readers_rows(spark, engine):
+    out = json.loads(state_cli(engine, fixture_checkpoint(AGG), "--older-than-watermark", "--watermark", top_watermark(),
                              "--format", "json").stdout)
     assert out == agg_listing()
 
 
-def test_listing_limit_keeps_the_oldest(spark):
-    out = json.loads(run_cli("state", fixture_checkpoint(AGG), "--older-than-watermark", "--watermark", top_watermark(),
+def test_listing_limit_keeps_the_oldest(spark, engine):
+    out = json.loads(state_cli(engine, fixture_checkpoint(AGG), "--older-than-watermark", "--watermark", top_watermark(),
                              "--limit", "2", "--format", "json").stdout)
     assert out == agg_listing()[:2]
 
 
-def test_listing_csv(spark):
-    text = run_cli("state", fixture_checkpoint(AGG), "--older-than-watermark", "--watermark", top_watermark(), "--format", "csv").stdout
+def test_listing_csv(spark, engine):
+    text = state_cli(engine, fixture_checkpoint(AGG), "--older-than-watermark", "--watermark", top_watermark(), "--format", "csv").stdout
     rows = list(csv.DictReader(io.StringIO(text)))
     assert list(rows[0]) == ["operator_id", "store", "partition_id", "key", "value", "event_time_ms"]
     assert [(int(r["partition_id"]), json.loads(r["key"]), json.loads(r["value"]), int(r["event_time_ms"])) for r in rows] == [
         (r["partition_id"], r["key"], r["value"], r["event_time_ms"]) for r in agg_listing()]
 
 
-def test_listing_table(spark):
-    text = run_cli("state", fixture_checkpoint(AGG), "--older-than-watermark", "--watermark", top_watermark()).stdout
+def test_listing_table(spark, engine):
+    text = state_cli(engine, fixture_checkpoint(AGG), "--older-than-watermark", "--watermark", top_watermark()).stdout
     lines = text.splitlines()
     assert lines[0] == f"watermark {top_watermark()} (2024-01-01T00:01:40.000Z, --watermark)"
     assert lines[1].split() == ["operator_id", "store", "partition_id", "key", "value", "event", "time", "behind", "watermark"]
@@ -254,17 +264,17 @@ def test_listing_table(spark):
     assert len(lines) == 3 + len(agg_listing())
 
 
-def test_listing_table_names_stores_the_watermark_never_evicts(spark):
-    text = run_cli("state", fixture_checkpoint("tws_pandas"), "--older-than-watermark").stdout
+def test_listing_table_names_stores_the_watermark_never_evicts(spark, engine):
+    text = state_cli(engine, fixture_checkpoint("tws_pandas"), "--older-than-watermark").stdout
     assert "operator 0 count: state variable: the watermark never evicts it" in text
     assert text.splitlines()[-1] == "(none)"
 
 
-def test_listing_parquet(spark, tmp_path):
+def test_listing_parquet(spark, tmp_path, engine):
     import pyarrow.parquet as pq
 
     target = tmp_path / "older.parquet"
-    result = run_cli("state", fixture_checkpoint(AGG), "--older-than-watermark", "--watermark", top_watermark(),
+    result = state_cli(engine, fixture_checkpoint(AGG), "--older-than-watermark", "--watermark", top_watermark(),
                      "--format", "parquet", "--output", target)
     assert result.stdout == f"wrote {len(agg_listing())} rows to {target}\n"
     table = pq.read_table(target)
@@ -274,15 +284,15 @@ def test_listing_parquet(spark, tmp_path):
             for r in got] == [(r["partition_id"], r["key"]["id"], r["value"], r["event_time_ms"], r["event_time_ms"]) for r in agg_listing()]
 
 
-def test_parquet_refuses_stores_of_different_shapes(spark, tmp_path):
-    result = run_cli("state", fixture_checkpoint("join_stream_stream"), "--older-than-watermark", "--watermark", "watermark+1 hour",
+def test_parquet_refuses_stores_of_different_shapes(spark, tmp_path, engine):
+    result = state_cli(engine, fixture_checkpoint("join_stream_stream"), "--older-than-watermark", "--watermark", "watermark+1 hour",
                      "--format", "parquet", "--output", tmp_path / "x.parquet", exit_code=2)
     assert result.stderr.startswith("Error: operator 0 left, operator 0 right have different key/value schemas")
 
 
-def test_summary_table(spark):
+def test_summary_table(spark, engine):
     facts = fixture_facts(AGG)
-    text = run_cli("state", fixture_checkpoint(AGG)).stdout
+    text = state_cli(engine, fixture_checkpoint(AGG)).stdout
     assert f"watermark:  {facts['next_watermark_ms']} (2024-01-01T00:01:25.000Z, next batch)" in text
     per_partition = " ".join(f"{p}:{n}" for p, n in facts["state"]["0"]["default"]["rows_per_partition"].items())
     row = next(line for line in text.splitlines() if line.startswith("0 ") and "stateStoreSave" in line)
@@ -291,23 +301,23 @@ def test_summary_table(spark):
     assert "event time minus watermark" in text and "(0, +10s]" in text
 
 
-def test_summary_csv(spark):
+def test_summary_csv(spark, engine):
     facts = fixture_facts(AGG)
-    rows = dict(csv.reader(io.StringIO(run_cli("state", fixture_checkpoint(AGG), "--format", "csv").stdout)))
+    rows = dict(csv.reader(io.StringIO(state_cli(engine, fixture_checkpoint(AGG), "--format", "csv").stdout)))
     assert rows["watermark_ms"] == str(facts["next_watermark_ms"])
     assert rows["stores.0.rows"] == "4" and rows["stores.0.event_time_column"] == "key.window.end"
     assert {k.split(".")[-1]: int(v) for k, v in rows.items() if k.startswith("stores.0.rows_per_partition.")} == {
         p: n for p, n in facts["state"]["0"]["default"]["rows_per_partition"].items()}
 
 
-def test_summary_tz_changes_only_displayed_times(spark):
-    text = run_cli("state", fixture_checkpoint(AGG), "--tz", "Asia/Tokyo").stdout
+def test_summary_tz_changes_only_displayed_times(spark, engine):
+    text = state_cli(engine, fixture_checkpoint(AGG), "--tz", "Asia/Tokyo").stdout
     assert "2024-01-01T09:01:25.000+09:00" in text
 
 
-def test_output_file(spark, tmp_path):
+def test_output_file(spark, tmp_path, engine):
     target = tmp_path / "summary.json"
-    assert run_cli("state", fixture_checkpoint(AGG), "--format", "json", "--output", target).stdout == ""
+    assert state_cli(engine, fixture_checkpoint(AGG), "--format", "json", "--output", target).stdout == ""
     assert json.loads(target.read_text())["stores"][0]["rows"] == 4
 
 
@@ -346,13 +356,17 @@ def test_active_session_is_reused(spark):
 # -- Spark's failures, one line ---------------------------------------------------------------------
 
 
-def test_purged_state_is_one_clear_line(spark, copy_fixture):
+def test_purged_state_is_one_clear_line(spark, copy_fixture, engine):
     copy = copy_fixture(AGG)
     for delta in (copy / "checkpoint" / "state" / "0").glob("*/5.delta"):
         delta.unlink()
-    result = run_cli("state", copy / "checkpoint", "--batch", "6", exit_code=2)
-    assert result.stderr.startswith("Error: Spark cannot read the state of operator 0 'default' at batch 6 (state of batch 5): ")
-    assert result.stderr.endswith("(hint: the state files of that version were purged (minBatchesToRetain) or are damaged: wmcheck check CKPT)\n")
+    result = state_cli(engine, copy / "checkpoint", "--batch", "6", exit_code=2)
+    if engine == "spark":
+        assert result.stderr.startswith("Error: Spark cannot read the state of operator 0 'default' at batch 6 (state of batch 5): ")
+        assert result.stderr.endswith("(hint: the state files of that version were purged (minBatchesToRetain) or are damaged: wmcheck check CKPT)\n")
+    else:
+        assert result.stderr == ("Error: state/0/0: state version 6 cannot be rebuilt: version 5 has neither a snapshot nor an "
+                                 "increment (hint: wmcheck check CKPT explains which files are missing)\n")
     assert result.stderr.count("\n") == 1
 
 
@@ -389,8 +403,8 @@ def _raw(spark, path: Path):
 
 
 @pytest.mark.parametrize("name,column", [("session", "value.session_window.end"), ("dedup_within", "value.expiresAtMicros")])
-def test_generated_operators_evict_by_their_column(name, column, generated, spark):
-    doc = summary_of(generated[name])
+def test_generated_operators_evict_by_their_column(name, column, generated, spark, engine):
+    doc = summary_of(engine, generated[name])
     (store,) = doc["stores"]
     assert store["event_time_column"] == column
     raw = _raw(spark, generated[name])
@@ -400,23 +414,23 @@ def test_generated_operators_evict_by_their_column(name, column, generated, spar
         times = [r["value"]["expiresAtMicros"] // 1000 for r in raw]
     assert store["rows"] == len(raw) > 0
     for wm in sorted(set(times)):
-        doc = summary_of(generated[name], "--watermark", str(wm))
+        doc = summary_of(engine, generated[name], "--watermark", str(wm))
         assert doc["stores"][0]["older_than_watermark"] == sum(t <= wm for t in times)
 
 
-def test_store_without_event_time_is_never_evicted(generated, spark):
-    (store,) = summary_of(generated["no_watermark"])["stores"]
+def test_store_without_event_time_is_never_evicted(generated, spark, engine):
+    (store,) = summary_of(engine, generated["no_watermark"])["stores"]
     assert (store["rows"], store["event_time_column"], store["older_than_watermark"]) == (5, None, 0)
     assert store["eviction"] == ("no event-time column: the grouping keys hold neither the watermarked column nor a window on it; "
                                  "this state is never evicted by the watermark and grows with every new key")
-    assert "none: never evicted" in run_cli("state", generated["no_watermark"]).stdout
+    assert "none: never evicted" in state_cli(engine, generated["no_watermark"]).stdout
 
 
-def summary_of(path: Path, *args: str) -> dict:
-    return json.loads(run_cli("state", path, "--format", "json", *args).stdout)
+def summary_of(engine: str, path: Path, *args: str) -> dict:
+    return json.loads(state_cli(engine, path, "--format", "json", *args).stdout)
 
 
-def test_moved_transform_with_state_checkpoint_is_read_without_changing_it(spark, tmp_path):
+def test_moved_transform_with_state_checkpoint_is_read_without_changing_it(spark, tmp_path, engine):
     """Its metadata names schema files in a directory that is gone: the reader loads a view, not the files."""
     from conftest import names_own_schemas
     from test_repair_execute import tree
@@ -425,9 +439,9 @@ def test_moved_transform_with_state_checkpoint_is_read_without_changing_it(spark
     moved = Path(shutil.move(original, tmp_path / "b"))
     before = tree(moved)
     assert "a/state/0/_stateSchema" in (moved / "state/0/_metadata/v2/4").read_text()
-    doc = json.loads(run_cli("state", moved, "--format", "json").stdout)
-    assert doc["stores"] == summary("tws_pandas")["stores"]
-    rows = json.loads(run_cli("state", moved, "--older-than-watermark", "--state-var", TIMERS, "--watermark",
+    doc = json.loads(state_cli(engine, moved, "--format", "json").stdout)
+    assert doc["stores"] == summary(engine, "tws_pandas")["stores"]
+    rows = json.loads(state_cli(engine, moved, "--older-than-watermark", "--state-var", TIMERS, "--watermark",
                               str(max(r["expiration_timestamp_ms"] for r in fixture_rows("tws_pandas", "0", TIMERS)) + 1),
                               "--format", "json").stdout)
     assert len(rows) == len(fixture_rows("tws_pandas", "0", TIMERS))
@@ -442,7 +456,7 @@ def test_own_session_is_quiet_and_stops_cleanly(tmp_path):
 
     started = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "wmcheck.cli", "state", str(fixture_checkpoint("agg_window_hdfs")),
-                           "--format", "json"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+                           "--engine", "spark", "--format", "json"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert done.returncode == 0 and done.stderr == "", done.stderr
     assert json.loads(done.stdout)["stores"][0]["rows"] == len(fixture_rows("agg_window_hdfs", "0", "default"))
     assert time.perf_counter() - started < 120
@@ -458,4 +472,4 @@ def test_spark_connect_reads_what_the_classic_session_reads(args, tmp_path):
     done = subprocess.run([sys.executable, "-m", "wmcheck.cli", "state", ckpt, *args, "--remote", "local[2]",
                            "--format", "json"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert done.returncode == 0 and done.stderr == "", done.stderr
-    assert json.loads(done.stdout) == json.loads(run_cli("state", ckpt, *args, "--format", "json").stdout)
+    assert json.loads(done.stdout) == json.loads(state_cli("spark", ckpt, *args, "--format", "json").stdout)
