@@ -111,7 +111,7 @@ def main() -> None:
                        check=True, stderr=subprocess.DEVNULL)
         print(f"  done in {time.perf_counter() - started:.0f} s")
     ours_out, base_out = root / "wmcheck.parquet", root / "baseline.parquet"
-    ours = [env_python, "-m", "wmcheck.cli", "state", str(ckpt), "--older-than-watermark", "--format", "parquet",
+    ours = [env_python, "-m", "wmcheck.cli", "state", str(ckpt), "--engine", "spark", "--older-than-watermark", "--format", "parquet",
             "--output", str(ours_out)]
     base = [env_python, "-c", BASELINE.format(conf=CONF), str(ckpt), str(base_out)]
     times: dict[str, list[float]] = {"wmcheck": [], "script": []}
