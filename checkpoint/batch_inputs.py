@@ -70,11 +70,11 @@ class SourceInput:
             "note": self.note,
         }
         if self.kind == "file":
-            sizes = [f.size for f in self.files]
+            sizes = [f.size for f in self.files if f.size is not None]
             out.update({
                 "log_batches": list(self.log_batches),
                 "num_files": len(self.files),
-                "bytes": sum(sizes) if None not in sizes else None,
+                "bytes": sum(sizes) if len(sizes) == len(self.files) else None,
                 "missing_files": len(self.missing),
                 "files": [f.to_dict() for f in self.files],
             })
@@ -211,7 +211,7 @@ def source_log_entries(ckpt: Checkpoint, source_id: str, log_batches: Iterable[i
     wanted = list(log_batches)
     if not wanted:
         return []
-    names = ckpt.source_log_files(source_id)  # type: ignore[arg-type]
+    names = ckpt.source_log_files(source_id)
     compacts = sorted(b for b, p in names.items() if p.endswith(".compact"))
     out: list[tuple[int, str]] = []
     for batch in wanted:
@@ -334,7 +334,9 @@ def _source_kind(ckpt: Checkpoint, src: SourceOffset) -> str:
 def _file_input(ckpt: Checkpoint, src: SourceOffset, prev: SourceOffset | None, path_map: Mapping[str, str],
                 sizes: bool, fs_options: Mapping[str, str] | None) -> SourceInput:
     first = (prev.log_offset if prev is not None and prev.log_offset is not None else -1) + 1
-    log_batches = tuple(range(first, src.log_offset + 1))
+    end = src.log_offset
+    assert end is not None  # a file source's offset is a log batch
+    log_batches = tuple(range(first, end + 1))
     entries = source_log_entries(ckpt, src.source_id, log_batches)
     locations = [map_location(spark_location(path), path_map) for _, path in entries]
     found = stat_locations(locations, fs_options) if sizes else {}

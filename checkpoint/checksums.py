@@ -175,7 +175,7 @@ def parse_spark_checksum(data: bytes, path: str) -> SparkChecksum:
         problem = "timestampMs, found nothing"
     elif creator is not None and not isinstance(creator, dict):
         problem = f"creator to be a JSON object, found {json.dumps(creator)[:40]}"
-    if problem:
+    if problem or not isinstance(algorithm, str) or value is None or size is None or timestamp is None:
         raise MalformedFileError(
             f"expected {problem}", path=path, line=1,
             hint="the checksum file is corrupt; delete it (Spark then reads the file unchecked)",

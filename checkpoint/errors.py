@@ -61,7 +61,11 @@ class UnsupportedError(CheckpointError):
 
 
 class RefusedError(CheckpointError):
-    """A change was refused because it could lose data or the checkpoint looks in use."""
+    """A change was refused because it could lose data or the checkpoint looks in use.
+
+    ``oldest_batch``: for a refused rewind, the oldest batch the checkpoint can be rewound to (None: none)."""
+
+    oldest_batch: int | None = None
 
 
 class SparkUnavailableError(CheckpointError):

@@ -15,8 +15,8 @@ from .errors import CheckpointError, MissingFileError, NotACheckpointError
 from .file_logs import FileLog, log_file_batch, parse_file_log
 from .fs import FileInfo, FileSystem, open_fs, require_dir
 from .offsets import OffsetSeq, parse_offsets
-from .query_metadata import QueryMetadata, parse_query_metadata
 from .operator_kinds import infer_operator_name
+from .query_metadata import QueryMetadata, parse_query_metadata
 from .state_files import DEFAULT_STORE, StateLayout, StorePartition, scan_state
 
 if TYPE_CHECKING:
@@ -143,7 +143,7 @@ class Checkpoint:
         """Source ids that have a file-source log under ``sources/``."""
         return sorted(int(i.name) for i in self.fs.list_dir(SOURCES) if i.is_dir and i.name.isdigit())
 
-    def source_log_files(self, source: int) -> dict[int, str]:
+    def source_log_files(self, source: int | str) -> dict[int, str]:
         """Batch id -> file name (``N`` or ``N.compact``) of ``sources/<source>/``."""
         out = {}
         for info in self.fs.list_dir(f"{SOURCES}/{source}"):
@@ -255,7 +255,7 @@ class Checkpoint:
 
         done = self.last_committed_batch
         current = partitions_of(self, done) if done is not None else None
-        if current is None or recorded is None or current == recorded:
+        if done is None or current is None or recorded is None or current == recorded:
             return None
         last = next((r for r in reversed(repartitions(self)) if r.committed and r.batch <= done), None)
         if last is None or last.to_partitions != current:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, overload
 
 from .errors import MalformedFileError
 from .textlog import decode_lines, dump_json, int_field, parse_json, parse_json_object, parse_version
@@ -72,6 +72,10 @@ def _object(value: Any, what: str, path: str) -> dict[str, Any]:
     return value
 
 
+@overload
+def _string(obj: dict[str, Any], key: str, what: str, path: str) -> str: ...
+@overload
+def _string(obj: dict[str, Any], key: str, what: str, path: str, required: bool) -> str | None: ...
 def _string(obj: dict[str, Any], key: str, what: str, path: str, required: bool = True) -> str | None:
     if key not in obj and not required:
         return None

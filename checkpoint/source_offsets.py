@@ -67,12 +67,11 @@ class SourceOffset:
         """A short human description of the offset."""
         if self.kind == "file":
             return f"file log batch {self.log_offset}"
-        if self.kind == "kafka":
-            return ", ".join(
-                f"{topic}[{p}]={o}" for topic, parts in sorted(self.kafka_offsets.items()) for p, o in sorted(parts.items())
-            )
+        kafka = self.kafka_offsets
+        if kafka is not None:
+            return ", ".join(f"{topic}[{p}]={o}" for topic, parts in sorted(kafka.items()) for p, o in sorted(parts.items()))
         if self.kind == "delta":
             return f"delta version {self.value['reservoirVersion']} index {self.value['index']}"
-        if self.kind == "none":
+        if self.raw is None:
             return "-"
         return self.raw if len(self.raw) <= 60 else self.raw[:57] + "..."

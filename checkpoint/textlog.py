@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, overload
 
 from .errors import MalformedFileError, NewerVersionError
 
@@ -75,6 +75,10 @@ def parse_json_object(text: str, path: str, line: int | None, what: str) -> dict
     return value
 
 
+@overload
+def int_field(obj: dict[str, Any], key: str, path: str, line: int | None, default: int) -> int: ...
+@overload
+def int_field(obj: dict[str, Any], key: str, path: str, line: int | None, default: None = None) -> int | None: ...
 def int_field(obj: dict[str, Any], key: str, path: str, line: int | None, default: int | None = None) -> int | None:
     """An integer field (Spark's longs), ``default`` when absent."""
     if key not in obj:

@@ -11,7 +11,6 @@ from wmcheck.checkpoint.timeutil import zone
 
 from .output import FORMATS
 
-
 PAIR_EXAMPLES = {
     "--fs-option": "endpoint_override=http://localhost:9000",
     "--conf": "spark.sql.shuffle.partitions=8",

@@ -115,7 +115,7 @@ def replay(checkpoint: str, start: int, end: int | None, source: str | None, sho
         late_watermark=late_watermark, fs_options=fs_opts,
     )
     batches = prepare(ckpt, start, end, opts)
-    sink = ParquetSink(output, overwrite, fs_opts) if output else load_function(foreach)
+    sink = ParquetSink(output, overwrite, fs_opts) if output else load_function(str(foreach))
     spark = replay_session(master, parse_pairs(confs, "--conf"), packages, jars)
     keys = tuple(c.strip() for c in group_by.split(",") if c.strip()) if group_by else ()
     rows = run_replay(spark, batches, opts, sink, keys)

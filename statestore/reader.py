@@ -102,7 +102,8 @@ def spark_errors(store: Store, tgt: Target, location: str) -> Iterator[None]:
         text = _failure_text(exc)
         for prefix in (f"file:{location}/", f"{location}/"):
             text = text.replace(prefix, "")
-        condition = (_CONDITION.search(text) or [None, ""])[1]
+        match = _CONDITION.search(text)
+        condition = match[1] if match else ""
         what = f"operator {store.operator_id} {store.name!r} at batch {tgt.batch} (state of batch {tgt.state_batch_id})"
         if "STATE_STORE" in condition or "FileNotFoundException" in text:
             hint = "the state files of that version were purged (minBatchesToRetain) or are damaged: wmcheck check CKPT"

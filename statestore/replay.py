@@ -164,6 +164,7 @@ def _empty(spark: "SparkSession", schema: Any) -> "DataFrame":
 def _read_files(spark: "SparkSession", locations: list[str], opts: ReplayOptions, schema: Any) -> "DataFrame":
     if not locations:
         return _empty(spark, schema)
+    assert opts.source_format is not None  # prepare() requires it for file sources
     reader = spark.read.format(opts.source_format).options(**opts.options)
     if schema is not None:
         reader = reader.schema(schema)
@@ -171,6 +172,7 @@ def _read_files(spark: "SparkSession", locations: list[str], opts: ReplayOptions
 
 
 def _read_kafka(spark: "SparkSession", src: SourceInput, opts: ReplayOptions) -> "DataFrame":
+    assert src.ending_offsets is not None  # a replayable Kafka source has its range
     assign = {topic: sorted(int(p) for p in parts) for topic, parts in src.ending_offsets.items()}
     reader = (
         spark.read.format("kafka")
@@ -320,6 +322,10 @@ def read_batches(spark: "SparkSession", batches: list[BatchInput], opts: ReplayO
                 df = _read_files(spark, [f.location for f in src.files if f.exists is not False], opts, schema)
             data, late = df, None
             if opts.event_time is not None:
+                if batch.late_watermark_ms is None:
+                    raise CheckpointError(
+                        f"offsets/{batch.batch_id - 1} is gone, so the watermark batch {batch.batch_id} dropped late rows by "
+                        "is unknown", hint="replay from a later batch, or without --event-time")
                 data, late = with_lateness(df, opts.event_time, batch.late_watermark_ms, opts.window)
         yield ReplayBatch(batch, df, data, late, missing)
 
@@ -384,7 +390,7 @@ def count_batches(batches: list[ReplayBatch], group_by: tuple[str, ...] = ()) ->
     if timed and group_by:
         keys = (["window"] if batches[0].data is not batches[0].input else []) + list(group_by)
         groups = _union([rb.data.filter(rb.late).select(F.lit(rb.batch_id).alias("batch"), *keys).distinct()
-                         for rb in batches]).groupBy("batch").count().collect()
+                         for rb in batches if rb.late is not None]).groupBy("batch").count().collect()
         for counts in out.values():
             counts["late_groups"] = 0
         for row in groups:
@@ -404,7 +410,8 @@ def replay(spark: "SparkSession", prepared: list[BatchInput], opts: ReplayOption
         sink(rb.kept(opts.keep), rb.batch_id)
         got = counts[rb.batch_id]
         src = rb.plan.sources[0] if rb.plan.sources else None
-        windowed = None if got["late_rows"] is None else got["late_rows"] + got["on_time_rows"]
+        late, on_time = got["late_rows"], got["on_time_rows"]
+        windowed = None if late is None or on_time is None else late + on_time
         kept = {"all": got["rows"] if windowed is None else windowed, "late": got["late_rows"],
                 "on_time": got["on_time_rows"]}[opts.keep]
         out.append({
@@ -472,6 +479,8 @@ def load_function(spec: str) -> Sink:
             if location is None or not os.path.isfile(module_name):
                 raise ImportError(f"no file {module_name}")
             module = importlib.util.module_from_spec(location)
+            if location.loader is None:
+                raise ImportError(f"cannot load {module_name}")
             location.loader.exec_module(module)
         else:
             if os.getcwd() not in sys.path and "" not in sys.path:

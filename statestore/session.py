@@ -170,7 +170,7 @@ def stop_for_exit(spark) -> None:
     0.5 s poll) is told to stop without waiting for it, which would add ~0.4 s to every command."""
     context = getattr(spark, "sparkContext", None)  # Spark Connect sessions have none
     server = getattr(context, "_accumulatorServer", None)
-    if server is not None:
+    if context is not None and server is not None:
         context._accumulatorServer = None
         server.server_shutdown = True
         server._BaseServer__shutdown_request = True  # what socketserver's shutdown() sets before it waits

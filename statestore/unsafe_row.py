@@ -25,7 +25,7 @@ from decimal import Decimal
 from typing import Any, Callable
 
 from wmcheck.checkpoint.errors import UnsupportedError
-from wmcheck.checkpoint.state_schema import ArrayType, DataType, MapType, StructType
+from wmcheck.checkpoint.state_schema import ArrayType, DataType, MapType, OtherType, StructType
 
 MAX_LONG_DIGITS = 18
 _DECIMAL = re.compile(r"^decimal\((\d+),\s*(-?\d+)\)$")
@@ -52,6 +52,11 @@ def atomic_kind(name: str) -> str:
     if match:
         return "decimal_long" if int(match[1]) <= MAX_LONG_DIGITS else "decimal_bytes"
     raise UnsupportedError(f"state column type {name!r} is not decoded by the python engine", hint="use --engine spark")
+
+
+def _unsupported(data_type: OtherType) -> UnsupportedError:
+    return UnsupportedError(f"state column type {dict(data_type.json)} is not decoded by the python engine",
+                            hint="use --engine spark")
 
 
 def check_supported(data_type: DataType) -> None:
@@ -109,6 +114,8 @@ def value_decoder(data_type: DataType) -> Callable[[bytes, int, int], Any]:
             return list(zip(keys(buf, start + 8), values(buf, start + 8 + key_bytes), strict=True))
 
         return map_value
+    if not isinstance(data_type, str):
+        raise _unsupported(data_type)
     kind = atomic_kind(data_type)
     if kind in _FIXED:
         unpack = struct.Struct(_FIXED[kind][0]).unpack_from
@@ -191,6 +198,8 @@ def arrow_type(data_type: DataType, raw: bool = False):
         return pa.list_(arrow_type(data_type.element_type, raw))
     if isinstance(data_type, MapType):
         return pa.map_(arrow_type(data_type.key_type, raw), arrow_type(data_type.value_type, raw))
+    if not isinstance(data_type, str):
+        raise _unsupported(data_type)
     kind = atomic_kind(data_type)
     simple = {"boolean": pa.bool_(), "byte": pa.int8(), "short": pa.int16(), "integer": pa.int32(), "long": pa.int64(),
               "float": pa.float32(), "double": pa.float64(), "string": pa.large_string(), "binary": pa.large_binary(),

@@ -13,13 +13,14 @@ from xml.etree import ElementTree as ET
 
 import pytest
 
-from conftest import fixture_facts, run_cli
 from wmcheck.checkpoint import repair
 from wmcheck.checkpoint.errors import CheckpointError
 from wmcheck.checkpoint.model import open_checkpoint
 from wmcheck.checkpoint.offsets import parse_offsets
 from wmcheck.checkpoint.summary import store_unique_ids
 from wmcheck.checkpoint.validate import CHECKS, check_checkpoint
+
+from conftest import fixture_facts, run_cli
 
 DAY_MS = 86_400_000
 

@@ -8,12 +8,21 @@ from pathlib import Path
 from xml.etree import ElementTree as ET
 
 import pytest
-
-from conftest import FIXTURES, fixture_checkpoint, fixture_facts, fixture_names, names_own_schemas, restartable_checkpoint, run_cli
 from test_check import b_unloadable
 from test_corpus import corpus_roots
+
 from wmcheck.checkpoint.model import open_checkpoint
 from wmcheck.checkpoint.validate import CHECKS, check_checkpoint, check_location
+
+from conftest import (
+    FIXTURES,
+    fixture_checkpoint,
+    fixture_facts,
+    fixture_names,
+    names_own_schemas,
+    restartable_checkpoint,
+    run_cli,
+)
 
 # Fixtures that keep what Spark itself left broken (tests/test_repartition_check.py checks them): a failed
 # repartition (WM035, with or without the sink) and a repartition without its sink log entry (WM036, with the sink).

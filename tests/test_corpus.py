@@ -5,12 +5,13 @@ import json
 
 import pytest
 
-from conftest import CORPUS, run_cli
 from wmcheck.checkpoint.commits import parse_commit, serialize_commit
 from wmcheck.checkpoint.model import open_checkpoint
 from wmcheck.checkpoint.offsets import parse_offsets, serialize_offsets
 from wmcheck.checkpoint.summary import batch_range, batch_rows, describe
 from wmcheck.cli.output import plain
+
+from conftest import CORPUS, run_cli
 
 
 def corpus_roots() -> list[str]:

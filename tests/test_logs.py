@@ -22,7 +22,7 @@ def test_metadata_conf_is_validated_on_use():
     seq = parse_offsets(b'v1\n{"batchWatermarkMs":1,"batchTimestampMs":2,"conf":[1]}', "offsets/3")
     assert seq.metadata.batch_watermark_ms == 1
     with pytest.raises(MalformedFileError, match="offsets/3: line 2: expected conf to be a JSON object"):
-        seq.metadata.conf
+        _ = seq.metadata.conf
     with pytest.raises(MalformedFileError, match="offsets/3: line 2: expected conf to be a JSON object"):
         parse_offsets(b'v1\n{"batchTimestampMs":2,"batchWatermarkMs":1,"conf":[1]}', "offsets/3")
 

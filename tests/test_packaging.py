@@ -7,6 +7,8 @@ import subprocess
 import sys
 import zipfile
 
+import pytest
+
 from conftest import ROOT
 
 SOURCES = {"cli": "wmcheck/cli", "checkpoint": "wmcheck/checkpoint", "statestore": "wmcheck/statestore"}
@@ -26,3 +28,12 @@ def test_wheel_holds_every_module_and_data_file(tmp_path):
     wanted = {SOURCES[path.split("/")[0]] + path[len(path.split("/")[0]):] for path in tracked}
     assert wanted and wanted <= names, sorted(wanted - names)
     assert {n.split("/")[0] for n in names} == {"wmcheck", wheel.name.split("-py3")[0] + ".dist-info"}
+
+
+def test_package_list_names_every_package_directory():
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+
+    listed = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    found = {"wmcheck." + str(init.parent.relative_to(ROOT)).replace("/", ".")
+             for top in SOURCES for init in (ROOT / top).rglob("__init__.py")}
+    assert sorted(listed) == sorted(found)

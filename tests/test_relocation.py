@@ -13,16 +13,17 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-from conftest import FIXTURES, fixture_facts, run_cli
 from test_remote import fs_args, s3_options  # noqa: F401  (a module-scoped S3 server of our own)
 from test_repair_execute import tree
+
 from wmcheck.checkpoint import repair
 from wmcheck.checkpoint.errors import RefusedError
 from wmcheck.checkpoint.model import open_checkpoint
 from wmcheck.checkpoint.relocation import home_uri, schema_references
 from wmcheck.checkpoint.validate import check_checkpoint
 from wmcheck.cli.output import plain, repair_doc
+
+from conftest import FIXTURES, fixture_facts, run_cli
 
 NAME = "tws_pandas"
 SCHEMA = "state/0/_stateSchema/default/0_ca8ba419-8489-44a9-a404-06186defde9d"

@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from conftest import FIXTURES, fixture_facts, fixture_names, run_cli
 from test_remote import fs_args, s3_options  # noqa: F401  (a module-scoped S3 server of our own)
 from test_repair_execute import tree, trees
+
+from conftest import FIXTURES, fixture_facts, fixture_names, run_cli
 
 NAME = "agg_window_hdfs"
 FORMATS = ["table", "json", "csv"]

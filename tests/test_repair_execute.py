@@ -9,13 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, fixture_facts, fixture_names, run_cli
 from wmcheck.checkpoint import repair
 from wmcheck.checkpoint.errors import CheckpointError, RefusedError
 from wmcheck.checkpoint.model import open_checkpoint
 from wmcheck.checkpoint.repair._hooks import injected
 from wmcheck.checkpoint.summary import warnings as show_warnings
 from wmcheck.cli.output import plain, repair_doc
+
+from conftest import FIXTURES, fixture_facts, fixture_names, run_cli
 
 OWN = "_wmcheck"
 

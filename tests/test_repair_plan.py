@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, fixture_facts, fixture_names
 from wmcheck.checkpoint.checksums import hadoop_crc_for, sidecar_target
 from wmcheck.checkpoint.errors import CheckpointError, MalformedFileError, RefusedError
 from wmcheck.checkpoint.fs import open_fs
@@ -19,6 +18,8 @@ from wmcheck.checkpoint.repair.plan import dumps, load_plan, sha256
 from wmcheck.checkpoint.repair.rewind import FileSink, plan_rewind
 from wmcheck.checkpoint.repair.targets import parse_idle, resolve_target
 from wmcheck.checkpoint.repair.watermark import plan_set_watermark
+
+from conftest import FIXTURES, fixture_facts, fixture_names
 
 TARGETS = {
     "agg_window_hdfs": 7, "agg_spark35": 7, "agg_window_rocksdb": 5, "checkpoint_v2": 6, "chained_aggs": 6,
@@ -239,7 +240,7 @@ def test_a_cleaned_up_source_log_is_rebuilt_from_the_compact_file(tmp_path):
     assert [(s.action, s.path) for s in steps] == [
         ("write", "sources/0/4.compact"), ("remove", "sources/0/9.compact"), ("remove", "sources/0/.9.compact.crc")]
     lines = (log / "9.compact").read_text().splitlines()
-    assert steps[0].data == "\n".join(lines[:1] + [l for l in lines[1:] if json.loads(l)["batchId"] <= 4]).encode()
+    assert steps[0].data == "\n".join(lines[:1] + [line for line in lines[1:] if json.loads(line)["batchId"] <= 4]).encode()
     assert steps[0].crc and steps[0].sha256 is None and len(steps[0].data.splitlines()) == 6
 
 

@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES
 from wmcheck.checkpoint import repair
 from wmcheck.checkpoint.model import open_checkpoint
 from wmcheck.cli.output import repair_doc
+
+from conftest import FIXTURES
 
 pytestmark = pytest.mark.spark
 

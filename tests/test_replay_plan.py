@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, fixture_checkpoint, fixture_facts, fixture_names, run_cli
 from wmcheck.checkpoint.batch_inputs import map_location, parse_kafka_initial_offsets, spark_location
 from wmcheck.checkpoint.errors import MalformedFileError
+
+from conftest import FIXTURES, fixture_checkpoint, fixture_facts, fixture_names, run_cli
 
 FILE_FIXTURES = [n for n in fixture_names() if n != "compaction"]
 

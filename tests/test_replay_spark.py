@@ -10,9 +10,9 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+from test_replay_plan import kafka_checkpoint
 
 from conftest import fixture_checkpoint, fixture_facts, run_cli
-from test_replay_plan import kafka_checkpoint
 
 pytestmark = pytest.mark.spark
 

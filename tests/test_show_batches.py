@@ -10,7 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from conftest import fixture_checkpoint, fixture_facts, fixture_names, names_own_schemas, restartable_checkpoint, run_cli
+from conftest import (
+    fixture_checkpoint,
+    fixture_facts,
+    fixture_names,
+    names_own_schemas,
+    restartable_checkpoint,
+    run_cli,
+)
 
 FIXTURES = fixture_names()
 

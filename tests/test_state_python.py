@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, fixture_checkpoint, fixture_facts, fixture_names, run_cli
 from wmcheck.checkpoint.model import open_checkpoint
 from wmcheck.statestore.discovery import Store
 from wmcheck.statestore.python_engine import read_store
 from wmcheck.statestore.reader import jsonable, target
+
+from conftest import ROOT, fixture_checkpoint, fixture_facts, fixture_names, run_cli
 
 STORES = [(n, op, s) for n in fixture_names() for op, stores in fixture_facts(n)["state"].items() for s in stores]
 

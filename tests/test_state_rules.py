@@ -8,12 +8,13 @@ import sys
 
 import pytest
 
-from conftest import ROOT, fixture_checkpoint, fixture_facts, fixture_names, run_cli
 from wmcheck.checkpoint.errors import CheckpointError
 from wmcheck.checkpoint.model import open_checkpoint
 from wmcheck.statestore.discovery import all_operators, select
 from wmcheck.statestore.eviction import eviction_rule
 from wmcheck.statestore.reader import target
+
+from conftest import ROOT, fixture_checkpoint, fixture_facts, fixture_names, run_cli
 
 FIXTURES = fixture_names()
 WINDOWED = ["agg_window_hdfs", "agg_window_rocksdb", "checkpoint_v2", "compaction", "multi_watermark_max", "agg_spark35", "chained_aggs"]

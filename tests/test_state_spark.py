@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import fixture_checkpoint, fixture_facts, fixture_names, run_cli
 from wmcheck.statestore import older_than_watermark, read_state
 from wmcheck.statestore.engines import summarize
+
+from conftest import fixture_checkpoint, fixture_facts, fixture_names, run_cli
 
 pytestmark = pytest.mark.spark
 
@@ -432,8 +433,9 @@ def summary_of(engine: str, path: Path, *args: str) -> dict:
 
 def test_moved_transform_with_state_checkpoint_is_read_without_changing_it(spark, tmp_path, engine):
     """Its metadata names schema files in a directory that is gone: the reader loads a view, not the files."""
-    from conftest import names_own_schemas
     from test_repair_execute import tree
+
+    from conftest import names_own_schemas
 
     original = names_own_schemas(Path(shutil.copytree(fixture_checkpoint("tws_pandas"), tmp_path / "a")))
     moved = Path(shutil.move(original, tmp_path / "b"))

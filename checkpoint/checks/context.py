@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import posixpath
 from datetime import timezone, tzinfo
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 from ..checksums import verify_hadoop_crc, verify_spark_checksum
 from ..commits import CommitEntry
@@ -13,11 +13,12 @@ from ..file_logs import log_file_batch, parse_file_log
 from ..fs import FileSystem
 from ..model import COMMITS, OFFSETS, SOURCES, Checkpoint, Operator
 from ..offsets import FAST_METADATA, BatchMetadata, OffsetSeq
-from ..state_schema import StateSchemaFile, parse_state_schema
 from ..state_files import DEFAULT_STORE, StateFile, StateLayout
+from ..state_schema import StateSchemaFile, parse_state_schema
 from .registry import Issue
 
 SINK_LOG = "_spark_metadata"
+T = TypeVar("T")
 
 
 def sidecars(path: str) -> tuple[str, str]:
@@ -58,8 +59,10 @@ def state_paths(layout: StateLayout) -> Iterable[str]:
     for op in layout.operators:
         yield from (f.path for f in (*op.metadata_files, *op.schema_files))
         for part in op.partitions:
-            yield from (f.path for f in (*part.files, *part.sst_files, *part.other_files))
-    yield from (f.path for f in (*layout.temp_files, *layout.crc_files, *layout.unknown_files))
+            yield from (f.path for f in part.files)
+            yield from (f.path for f in (*part.sst_files, *part.other_files))
+    for files in (layout.temp_files, layout.crc_files, layout.unknown_files):
+        yield from (f.path for f in files)
 
 
 class Tree:
@@ -72,7 +75,7 @@ class Tree:
         self.folders: dict[str, list[str]] = {}
         self.mismatches: list[Issue] = []
 
-    def list(self, folder: str) -> list[str]:
+    def names(self, folder: str) -> list[str]:
         """Names in ``folder`` (remembered in ``folders`` and ``entries``, so later lookups need no I/O)."""
         names = self.folders[folder] = self.fs.names(folder)
         prefix = f"{folder}/" if folder else ""
@@ -95,7 +98,7 @@ class Tree:
 
     def log_files(self, folder: str) -> tuple[list[str], list[str]]:
         """A file log's files (``N``, ``N.compact``) and those Spark reads on restart: from the latest compact on."""
-        batches = sorted((log_file_batch(n), n) for n in self.list(folder) if log_file_batch(n))
+        batches = sorted((parsed, n) for n in self.names(folder) if (parsed := log_file_batch(n)))
         start = max((i for i, ((_, compact), _) in enumerate(batches) if compact), default=0)
         files = [f"{folder}/{n}" for _, n in batches]
         return files, files[start:]
@@ -129,9 +132,10 @@ class Context:
 
     # -- loading -------------------------------------------------------------------------------
 
-    def _attempt(self, path: str, parse: Callable[[], object]) -> object | None:
+    def _attempt(self, path: str, parse: Callable[..., T], *args: Any) -> T | None:
+        """``parse(*args)``, or None with the failure recorded under ``path``."""
         try:
-            return parse()
+            return parse(*args)
         except CheckpointError as exc:
             self.failures[path] = exc
             return None
@@ -139,9 +143,9 @@ class Context:
     def _load(self) -> None:
         """Read every log file once, verifying the checksums of those Spark reads on restart, and parse them."""
         ckpt, tree = self.ckpt, self.tree
-        root = tree.list("")
-        offsets = [f"{OFFSETS}/{n}" for n in tree.list(OFFSETS) if n.isdigit()]
-        commits = [f"{COMMITS}/{n}" for n in tree.list(COMMITS) if n.isdigit()]
+        root = tree.names("")
+        offsets = [f"{OFFSETS}/{n}" for n in tree.names(OFFSETS) if n.isdigit()]
+        commits = [f"{COMMITS}/{n}" for n in tree.names(COMMITS) if n.isdigit()]
         sources = [tree.log_files(f"{SOURCES}/{i}") for i in ckpt.source_dirs]
         layout = ckpt.state_layout
         tree.entries.update(state_paths(layout))
@@ -152,25 +156,25 @@ class Context:
         self.query_metadata = self._attempt("metadata", lambda: ckpt.query_metadata) if "metadata" in root else None
         parsed_confs: dict[str, Mapping[str, Any]] = {}
         for batch in ckpt.offset_ids:
-            seq = self._attempt(f"{OFFSETS}/{batch}", lambda: ckpt.offsets(batch))
-            conf = self._attempt(f"{OFFSETS}/{batch}", lambda: conf_of(seq.metadata, parsed_confs)) if seq else None
-            if conf is not None:
+            seq = self._attempt(f"{OFFSETS}/{batch}", ckpt.offsets, batch)
+            conf = self._attempt(f"{OFFSETS}/{batch}", conf_of, seq.metadata, parsed_confs) if seq else None
+            if seq is not None and conf is not None:
                 self.offsets[batch], self.confs[batch] = seq, conf
         for batch in ckpt.commit_ids:
-            entry = self._attempt(f"{COMMITS}/{batch}", lambda: ckpt.commit(batch))
+            entry = self._attempt(f"{COMMITS}/{batch}", ckpt.commit, batch)
             if entry is not None:
                 self.commits[batch] = entry
         for files, _ in sources:
             for path in files:
-                self._attempt(path, lambda: ckpt.source_log(path))
-        parsed = {p: self._attempt(p, lambda: ckpt.parse(p, parse_state_schema)) for p in schema_paths(layout)}
+                self._attempt(path, ckpt.source_log, path)
+        parsed = {p: self._attempt(p, ckpt.parse, p, parse_state_schema) for p in schema_paths(layout)}
         self.schemas: dict[str, StateSchemaFile] = {p: v for p, v in parsed.items() if v is not None}
         self.operators = self._operators()
         if self.sink is not None:
             files, read = self.sink.log_files(SINK_LOG)
             for path, raw in self.sink.read(files, read).items():
                 shown = self.sink.shown(path)
-                self._attempt(shown, lambda: parse_file_log(raw, shown))
+                self._attempt(shown, parse_file_log, raw, shown)
 
     # -- derived facts -----------------------------------------------------------------------------
 

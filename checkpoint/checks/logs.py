@@ -4,11 +4,11 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
+from ..checksums import sidecar_target
 from ..errors import CheckpointError
 from ..model import COMMITS, OFFSETS
-from ..summary import REPAIR_JOURNAL
 from ..state_files import is_crc, is_temp
-from ..checksums import sidecar_target
+from ..summary import REPAIR_JOURNAL
 from .context import Context, Tree, error_text, sidecars
 from .registry import ERROR, WARNING, Issue, register
 from .text import span
@@ -161,7 +161,7 @@ def temp_files(ctx: Context) -> Iterator[Issue]:
 @register("WM010", WARNING, "orphaned checksum sidecar")
 def orphan_crc(ctx: Context) -> Iterator[Issue]:
     for tree, path in strays(ctx)[1]:
-        target = sidecar_target(path)[1].rpartition("/")[2]
+        target = (sidecar_target(path) or ("", path))[1].rpartition("/")[2]
         yield tree.shown(path), (
             f"checksum of {target}, which does not exist: if a file of that name is written again without its "
             f"checksum (a hand copy, an old tool), Spark fails with a ChecksumException; delete the sidecar while "

@@ -52,7 +52,7 @@ def source_log_behind(ctx: Context) -> Iterator[Issue]:
     seq = ctx.offsets.get(last) if last is not None else None
     if seq is None:
         return
-    previous = ctx.offsets.get(last - 1) if ckpt.pending_batch is not None else None
+    previous = ctx.offsets.get(last - 1) if last is not None and ckpt.pending_batch is not None else None
     for src in seq.sources:
         end = src.log_offset
         if end is None or not src.source_id.isdigit() or int(src.source_id) not in ckpt.source_dirs:
@@ -105,19 +105,21 @@ def compaction(ctx: Context) -> Iterator[Issue]:
         yield from compaction_issues(ctx.sink, SINK_LOG)
 
 
-def sink_latest(ctx: Context) -> int | None:
-    return max(log_forms(ctx.sink, SINK_LOG), default=None)
+def sink_latest(sink: Tree) -> int | None:
+    return max(log_forms(sink, SINK_LOG), default=None)
 
 
 @register("WM024", ERROR, "file sink log ahead of the last committed batch", needs_sink=True)
 def sink_ahead(ctx: Context) -> Iterator[Issue]:
-    ckpt = ctx.ckpt
-    latest = sink_latest(ctx)
+    ckpt, sink = ctx.ckpt, ctx.sink
+    if sink is None:
+        return
+    latest = sink_latest(sink)
     allowed = ckpt.last_batch if ckpt.pending_batch is not None else ckpt.last_committed_batch
     if latest is not None and (allowed is None or latest > allowed):
-        name = f"{latest}{COMPACT_SUFFIX}" if True in log_forms(ctx.sink, SINK_LOG)[latest] else str(latest)
+        name = f"{latest}{COMPACT_SUFFIX}" if True in log_forms(sink, SINK_LOG)[latest] else str(latest)
         done = ckpt.last_committed_batch
-        yield ctx.sink.shown(f"{SINK_LOG}/{name}"), (
+        yield sink.shown(f"{SINK_LOG}/{name}"), (
             f"the file sink has committed batch {latest} but the checkpoint's last committed batch is {done}"
             f"{f' (planned: {ckpt.last_batch})' if ckpt.pending_batch is not None else ''}: on restart Spark runs "
             f"batch {span(0 if done is None else done + 1, latest)} and the sink skips it as already committed, "
@@ -129,8 +131,10 @@ def sink_ahead(ctx: Context) -> Iterator[Issue]:
 
 @register("WM025", ERROR, "file sink log behind the last committed batch", needs_sink=True)
 def sink_behind(ctx: Context) -> Iterator[Issue]:
-    done = ctx.ckpt.last_committed_batch
-    latest = sink_latest(ctx)
+    done, sink = ctx.ckpt.last_committed_batch, ctx.sink
+    if sink is None:
+        return
+    latest = sink_latest(sink)
     from .repartition import sink_entry_batches  # its own check (WM036): batches that wrote no output
 
     lacking = set(sink_entry_batches(ctx))
@@ -138,7 +142,7 @@ def sink_behind(ctx: Context) -> Iterator[Issue]:
         return
     if done is not None and (latest is None or latest < done):
         first = 0 if latest is None else latest + 1
-        yield ctx.sink.shown(SINK_LOG), (
+        yield sink.shown(SINK_LOG), (
             f"the checkpoint has committed batch {span(first, done)} but the file sink's log "
             + ("is empty" if latest is None else f"ends at batch {latest}")
             + ": the output of these batches is missing from the sink (a rewound or replaced sink, or another output path), and "

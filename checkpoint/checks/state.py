@@ -86,7 +86,8 @@ def unloadable(ctx: Context) -> Iterator[Issue]:
         first = mine[0]
         base, step = file_kinds(first.part)
         uid = f"_{first.ids[first.missing]}" if first.ids and first.missing in first.ids else ""
-        earlier = any(f.kind in BASE_KINDS and f.version < first.missing for f in first.part.files)
+        missing = first.missing if first.missing is not None else version  # set: ``first`` is broken
+        earlier = any(f.kind in BASE_KINDS and f.version < missing for f in first.part.files)
         yield first.part.directory, (
             f"state version {version}, which the next batch loads, cannot be rebuilt in "
             f"{plural(len(mine), 'store partition')} of operator {op.operator_id} "

@@ -57,10 +57,11 @@ def commit_vs_next(ctx: Context) -> Iterator[Issue]:
 def future_watermark(ctx: Context) -> Iterator[Issue]:
     rows = [(f"{OFFSETS}/{b}", b, w, t) for b, w, t in watermarks(ctx)]
     last = ctx.ckpt.last_committed_batch
-    if last in ctx.commits and last in ctx.offsets and ctx.offsets[last].metadata is not None:
+    meta = ctx.offsets[last].metadata if last in ctx.offsets else None
+    if last in ctx.commits and meta is not None:
         nxt = ctx.commits[last].next_batch_watermark_ms
         if nxt is not None:
-            rows.append((f"{COMMITS}/{last}", last, nxt, ctx.offsets[last].metadata.batch_timestamp_ms))
+            rows.append((f"{COMMITS}/{last}", last, nxt, meta.batch_timestamp_ms))
     ahead = [r for r in rows if r[3] > 0 and r[2] - r[3] > FUTURE_TOLERANCE_MS]
     if ahead:
         path, batch, wm, ts = ahead[0]

@@ -1,10 +1,10 @@
 """Test hooks of repairs and undo, kept out of the public signatures: a fixed clock and a simulated crash."""
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from collections.abc import Iterator
 
 
 @dataclass(frozen=True)

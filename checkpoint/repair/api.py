@@ -12,13 +12,27 @@ from ..errors import CheckpointError, MissingFileError, RefusedError
 from ..fs import FileSystem, open_fs
 from ..model import Checkpoint, open_checkpoint
 from ..validate import gc_paused
-from ._hooks import current
 from . import safety
-from .backup import (APPLIED, APPLYING, UNDOING, UNDONE, Backup, Interrupted, clear_journal, find_interrupted,
-                     list_manifests, manifest_plan, new_backup_id, open_backup, read_manifest, tidy)
+from ._hooks import current
+from .backup import (
+    APPLIED,
+    APPLYING,
+    UNDOING,
+    UNDONE,
+    Backup,
+    Interrupted,
+    clear_journal,
+    find_interrupted,
+    list_manifests,
+    manifest_plan,
+    new_backup_id,
+    open_backup,
+    read_manifest,
+    tidy,
+)
 from .execute import apply, step_done, undo
-from .plan import OWN_DIR, Plan, dumps, load_plan
 from .lock import Lock, acquire
+from .plan import OWN_DIR, Plan, dumps, load_plan
 from .requests import REQUESTS, FsOptions, RepairRequest, RunOptions, open_file_sink
 from .results import BackupRow, RepairResult, Restored, Resumed, UndoResult
 from .targets import DEFAULT_IDLE_MS, now_ms, recent_activity

@@ -134,8 +134,8 @@ class Backup:
 
     def write_manifest(self, plan: Plan, status: str, **times: int) -> None:
         """The backup's status and what it is about (small: rewritten on every status change)."""
-        old = read_manifest(self.ckpt_fs, self.backup_id, missing_ok=True) or {}
-        doc = {
+        old: dict[str, Any] = read_manifest(self.ckpt_fs, self.backup_id, missing_ok=True) or {}
+        doc: dict[str, Any] = {
             "id": self.backup_id,
             "command": plan.command,
             "status": status,

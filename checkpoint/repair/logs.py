@@ -109,7 +109,7 @@ def rewind_log(
 def _entries_up_to(log: FileLog, target: int, path: str) -> tuple[tuple[FileLogEntry, ...], str | None]:
     if any(e.batch_id is None for e in log.entries):
         return (), f"{path} has entries without a batchId, so log batch {target} cannot be rebuilt from it"
-    entries = tuple(e for e in log.entries if e.batch_id <= target)
+    entries = tuple(e for e in log.entries if e.batch_id is not None and e.batch_id <= target)
     missing = sorted(set(range(target + 1)) - {e.batch_id for e in entries})
     if missing:
         return (), f"{path} holds no entries of log batch {missing[0]}, so log batch {target} cannot be rebuilt"

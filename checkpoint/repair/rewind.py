@@ -20,7 +20,17 @@ from ..fs import FileInfo, FileSystem
 from ..model import COMMITS, OFFSETS, SOURCES, Checkpoint
 from ..state_files import StorePartition
 from ..summary import loadable
-from .logs import SINK_LOG, LogDir, LogRewind, SinkFiles, read_log_dir, read_parsed, remove_steps, rewind_log, sink_orphans
+from .logs import (
+    SINK_LOG,
+    LogDir,
+    LogRewind,
+    SinkFiles,
+    read_log_dir,
+    read_parsed,
+    remove_steps,
+    rewind_log,
+    sink_orphans,
+)
 from .plan import Plan, Step
 from .targets import retained_batches, watermark_after
 
@@ -77,7 +87,7 @@ class RewindView:
         A source is a file source when its offset in the last offsets file is ``{"logOffset": n}``
         (or a bare number, Spark 2.1) and it has a log directory; no offset yet keeps nothing (-1).
         """
-        last = self.ckpt.offsets(self.ckpt.last_batch).sources
+        last = self.ckpt.offsets(self.ckpt.offset_ids[-1]).sources
         out = []
         for index, src in enumerate(self.ckpt.offsets(batch).sources):
             name = src.source_id if src.source_id in self.source_dirs else str(index)
@@ -120,7 +130,7 @@ def problems(view: RewindView, batch: int, opts: Options) -> list[str]:
             got = rewind_log(view.source_log(name), target, "sources", view.read_source, rebuild=True)
             if got.problem:
                 out.append(got.problem)
-    if view.sink_log is not None:
+    if view.sink_log is not None and view.read_sink is not None:
         got = rewind_log(view.sink_log, batch, "sink", view.read_sink, rebuild=False)
         if got.problem:
             out.append(f"file sink: {got.problem}")
@@ -144,7 +154,7 @@ def refuse(view: RewindView, batch: int | None, reasons: list[str], opts: Option
     hint = (f"the oldest batch this checkpoint can be rewound to is {oldest}" if oldest is not None
             else "no retained batch can be rewound to")
     err = RefusedError(what + detail, hint=hint)
-    err.oldest_batch = oldest  # type: ignore[attr-defined]
+    err.oldest_batch = oldest
     return err
 
 
@@ -170,14 +180,15 @@ def plan_rewind(
     steps += _source_steps(view, batch, opts, warnings)
     steps += _sink_steps(view, batch, warnings)
     last = opts.last_offsets(batch)
-    replayed = f"{batch + 1}..{ckpt.last_batch}" if ckpt.last_batch > batch + 1 else f"{batch + 1}"
-    if sink is None and ckpt.last_batch > batch:
+    top = ckpt.offset_ids[-1]  # the last batch: there is one, since ``batch`` can be rewound to
+    replayed = f"{batch + 1}..{top}" if top > batch + 1 else f"{batch + 1}"
+    if sink is None and top > batch:
         warnings.append(
             f"no --file-sink given: sinks that remember batch ids (a file sink's _spark_metadata, Delta's "
             f"txnVersion, foreachBatch writers that use batchId) may skip or duplicate the replayed batches {replayed}")
     warnings += _other_source_notes(view, last)
-    after_watermark = (ckpt.offsets(last).metadata.batch_watermark_ms if last != batch and ckpt.offsets(last).metadata
-                       else watermark_after(ckpt, batch))
+    meta = ckpt.offsets(last).metadata if last != batch else None
+    after_watermark = meta.batch_watermark_ms if meta is not None else watermark_after(ckpt, batch)
     return Plan(
         command="rewind",
         checkpoint=ckpt.location,
@@ -259,8 +270,8 @@ def _orphaned_ssts(fs: FileSystem, part: StorePartition, version: int, warnings:
     if unreadable:
         warnings.append(f"{unreadable[0]}: cannot read its SST file list, so {part.directory}/SSTs/ is left as it is")
         return []
-    kept = set().union(*(refs[z.path] for z in zips if z.version <= version))
-    dropped = set().union(*(refs[z.path] for z in zips if z.version > version)) - kept
+    kept = {name for z in zips if z.version <= version for name in refs[z.path] or ()}
+    dropped = {name for z in zips if z.version > version for name in refs[z.path] or ()} - kept
     return sorted((i for i in part.sst_files if i.name in dropped), key=lambda i: i.path)
 
 
@@ -283,13 +294,14 @@ def _source_steps(view: RewindView, batch: int, opts: Options, warnings: list[st
 
 
 def _sink_steps(view: RewindView, batch: int, warnings: list[str]) -> list[Step]:
-    if view.sink is None:
+    log, read = view.sink_log, view.read_sink
+    if view.sink is None or log is None or read is None:
         return []
-    got = rewind_log(view.sink_log, batch, "sink", view.read_sink, rebuild=False)
+    got = rewind_log(log, batch, "sink", read, rebuild=False)
     steps = list(got.steps)
     files = SinkFiles(view.sink.fs, view.sink.fs.root)
     missing = []
-    for entry in sink_orphans(got, view.read_sink):
+    for entry in sink_orphans(got, read):
         info = files.find(entry)
         if info is None:
             missing.append(entry)

@@ -76,6 +76,7 @@ def resolve_target(
         hits = [b for b in batches if (batch_timestamp(ckpt, b) or 0) <= when]
         what = f"ran at or before {format_ms(when)} ({when})"
     else:
+        assert to_watermark is not None  # one of the selectors is given (checked by the request)
         when = parse_time_ms(to_watermark, now_ms=now, watermark_ms=ckpt.watermark_ms, default_anchor="watermark")
         hits = [b for b in batches if watermark_after(ckpt, b) <= when]
         what = f"leaves the watermark at or before {format_ms(when)} ({when})"
