@@ -55,6 +55,13 @@ class Operator:
     metadata_lag: str | None = None
     """Why ``num_partitions`` is not the metadata's: v1 metadata still names the count before a repartition."""
 
+    @property
+    def live_partitions(self) -> tuple[StorePartition, ...]:
+        """The store partitions the next batch loads: those below ``num_partitions`` (a scale-down leaves more)."""
+        if self.num_partitions is None:
+            return self.partitions
+        return tuple(p for p in self.partitions if p.partition < self.num_partitions)
+
 
 def batch_ids(names: list[str]) -> list[int]:
     """Batch ids of a metadata log directory (files named by a bare number), sorted."""

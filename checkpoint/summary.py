@@ -112,7 +112,7 @@ def operator_summary(ckpt: Checkpoint, op: Operator) -> OperatorSummary:
     """One stateful operator: stores, partitions, versions and bytes on disk, loadability of the next version."""
     version = ckpt.next_state_version
     versions = sorted({v for p in op.partitions for v in p.versions})
-    unloadable = sorted(f"{p.store}/{p.partition}" for p in op.partitions if not loadable(ckpt, op, p, version))
+    unloadable = sorted(f"{p.store}/{p.partition}" for p in op.live_partitions if not loadable(ckpt, op, p, version))
     return OperatorSummary(
         operator_id=op.operator_id,
         name=op.name,

@@ -17,6 +17,8 @@ COMMANDS = {
     "rewind": ("wmcheck.cli.repair", "rewind", "Roll a checkpoint back to an earlier batch (dry run by default)."),
     "set-watermark": ("wmcheck.cli.repair", "set_watermark", "Set the watermark the next batch starts from."),
     "relocate": ("wmcheck.cli.repair", "relocate", "Make a copied or moved checkpoint name its own schema files."),
+    "repartition": ("wmcheck.cli.repartition", "repartition",
+                    "Change a stateful query's partitions with Spark's repartition (dry run by default)."),
     "undo": ("wmcheck.cli.repair", "undo", "Restore a checkpoint from a wmcheck backup."),
     "backups": ("wmcheck.cli.repair", "backups", "List the backups wmcheck made of a checkpoint."),
     "state": ("wmcheck.cli.state", "state", "State keys and their age against the watermark (needs pyspark)."),

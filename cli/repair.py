@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from datetime import tzinfo
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import click
 
@@ -46,8 +46,9 @@ def _run(checkpoint: str, request: repair.RepairRequest, execute: bool, plan_out
     render_plan(repair_doc(repair.run(checkpoint, request, options)), fmt, tz)
 
 
-def render_plan(doc: Mapping[str, Any], fmt: str, tz: tzinfo) -> None:
-    """A plan (dry run or applied) in any output format."""
+def render_plan(doc: Mapping[str, Any], fmt: str, tz: tzinfo, extra: Sequence[tuple[str, Any]] = (),
+                tables: Sequence[Any] = ()) -> None:
+    """A plan (dry run or applied) in any output format; ``extra`` fields and ``tables`` follow its own."""
     before, after, counts = doc["before"], doc["after"], doc["counts"]
     if doc["executed"]:
         mode = f"applied; backup {doc['backup_id']}" if doc["backup_id"] else "applied; nothing needed changing"
@@ -65,8 +66,9 @@ def render_plan(doc: Mapping[str, Any], fmt: str, tz: tzinfo) -> None:
         ("changes", f"{counts['remove']} file(s) removed (moved into the backup), {counts['write']} written"),
         *([("backup", doc["backup"])] if doc.get("backup") else []),
         *[("warning", w) for w in doc["warnings"]],
+        *extra,
     ]
-    make_output(fmt).document(doc, fields, [("Steps", doc["steps"], STEP_COLUMNS)])
+    make_output(fmt).document(doc, fields, [("Steps", doc["steps"], STEP_COLUMNS), *tables])
 
 
 @click.command()

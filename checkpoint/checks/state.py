@@ -39,7 +39,7 @@ def plans(ctx: Context) -> list[Plan]:
         version = load_version(ctx)
         out = []
         for op in ctx.operators:
-            for part in op.partitions:
+            for part in op.live_partitions:
                 if any(f.unique_id for f in part.files) and not ctx.unique_ids_known:
                     continue
                 ids = store_unique_ids(ctx.ckpt, op, part)

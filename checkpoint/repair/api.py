@@ -129,7 +129,12 @@ def undo_repair(location: str, *, backup_id: str | None = None, force: bool = Fa
         else:
             safety.refuse_links(roots, plan)
             safety.check_idle(ckpt, idle_ms, force, now, safety.written_paths(plan))
-            restored = undo(plan, backup, doc["status"], now, force, hooks.fail_after)
+            spark_files: list[dict[str, Any]] = []
+            if plan.command == "repartition" and plan.request.get("batch") is not None:
+                from .repartition import undo_spark_batch  # what Spark's repartition wrote, not in the plan
+
+                spark_files = undo_spark_batch(ckpt, plan, backup, now)
+            restored = spark_files + undo(plan, backup, doc["status"], now, force, hooks.fail_after)
     return UndoResult(doc["id"], plan.command, ckpt.location, plan.file_sink, UNDONE, doc["status"],
                       tuple(Restored(**r) for r in restored), plan.before.get("last_batch"),
                       plan.before.get("last_committed_batch"), plan.before.get("watermark_ms"),

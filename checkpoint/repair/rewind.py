@@ -17,6 +17,7 @@ from functools import cached_property
 
 from ..errors import RefusedError
 from ..fs import FileInfo, FileSystem
+from ..repartitions import partitions_of
 from ..model import COMMITS, OFFSETS, SOURCES, Checkpoint
 from ..state_files import StorePartition
 from ..summary import loadable
@@ -121,7 +122,9 @@ def problems(view: RewindView, batch: int, opts: Options) -> list[str]:
     if opts.keep_next_offsets and batch + 1 not in ckpt.offset_ids:
         return [f"--keep-next-offsets: there is no offsets/{batch + 1} to keep"]
     version = batch + 1
-    bad = [p.directory for op in ckpt.operators for p in op.partitions if not loadable(ckpt, op, p, version)]
+    count = partitions_of(ckpt, batch)  # partitions above it were added by a later repartition: never loaded
+    bad = [p.directory for op in ckpt.operators for p in op.partitions
+           if (count is None or p.partition < count) and not loadable(ckpt, op, p, version)]
     if bad:
         out.append(f"state version {version} can no longer be rebuilt in {_some(bad)} "
                    "(its files were purged by spark.sql.streaming.minBatchesToRetain)")

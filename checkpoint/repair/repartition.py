@@ -1,0 +1,227 @@
+"""``wmcheck repartition``: plan Spark's offline state repartition, refuse where Spark would, and complete it
+(the file sink's log entry for the repartition batch, which Spark does not write).
+
+Spark's ``StreamingCheckpointManager.repartition`` (4.2+) writes batch L+1 of a stopped query (see
+:mod:`..repartitions`); what it writes cannot be planned file by file (fresh snapshots, new unique ids),
+so the plan describes it and its steps are only wmcheck's own writes. Running it needs Spark
+(:mod:`wmcheck.statestore.repartition`); undoing it is a rewind to L (everything batch L+1 wrote, moved into
+the backup), which needs none.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from ..errors import CheckpointError, RefusedError
+from ..model import Checkpoint
+from ..repartitions import (
+    PROVIDER,
+    ROCKSDB_PROVIDER,
+    SHUFFLE_PARTITIONS,
+    partitions_of,
+    repartitions,
+    unfinished,
+)
+from .backup import Backup, write_journal
+from .execute import _apply
+from .logs import SINK_LOG
+from .plan import Plan, Step
+from .requests import REQUESTS, FsOptions, RepairRequest, open_file_sink
+from .rewind import FileSink, plan_rewind
+
+SUPPORTED_OPERATORS = ("stateStoreSave", "dedupe")
+"""Operators whose repartition wmcheck has proven against Spark (aggregation, deduplication)."""
+CHECKPOINT_FORMAT = "spark.sql.streaming.stateStore.checkpointFormatVersion"
+EMPTY_SINK_ENTRY = b"v1"
+"""A file sink log entry that adds no file (the version line, no entries)."""
+HDFS_INSTEAD = (
+    "Spark repartitions only RocksDB state. Instead: keep the current partition count, or start the query on a new "
+    "checkpoint with the new spark.sql.shuffle.partitions and RocksDB (its state starts empty, so replay enough input "
+    "to rebuild it)"
+)
+
+
+@dataclass(frozen=True)
+class RepartitionRequest(RepairRequest):
+    """Move a stopped query's state to ``partitions`` partitions with Spark's repartition (None: only complete a
+    repartition Spark already made, writing the sink log entries it lacks). ``master``, ``conf`` and ``remote``
+    are the Spark session's (not part of the plan)."""
+
+    command: ClassVar[str] = "repartition"
+    partitions: int | None = None
+    file_sink: str | None = None
+    master: str | None = field(default=None, compare=False)
+    conf: Mapping[str, str] | None = field(default=None, compare=False)
+    remote: str | None = field(default=None, compare=False)
+
+    def plan(self, ckpt: Checkpoint, now: int, fs_options: FsOptions) -> Plan:
+        return plan_repartition(ckpt, self.partitions, sink=open_file_sink(self.file_sink, ckpt, fs_options),
+                                created_ms=now)
+
+    @classmethod
+    def from_plan(cls, plan: Plan) -> RepartitionRequest:
+        return cls(partitions=plan.request.get("partitions"), file_sink=plan.file_sink)
+
+    def conflicts_with(self, plan: Plan) -> bool:
+        return self.partitions is not None and plan.request.get("partitions") != self.partitions
+
+    @staticmethod
+    def label(request: Mapping[str, Any]) -> str:
+        return f"{request.get('from')} -> {request.get('partitions')} partitions (batch {request.get('batch')})"
+
+
+REQUESTS[RepartitionRequest.command] = RepartitionRequest
+
+
+def spark_confs(ckpt: Checkpoint) -> dict[str, str]:
+    """The session confs Spark's repartition needs: the state store confs pinned in the last offsets, and the
+    checkpoint format version, which Spark does not pin but refuses to repartition without
+    (STATE_CHECKPOINT_FORMAT_VERSION_MISMATCH): 2 when the commit log is v2."""
+    confs = {k: str(v) for k, v in ckpt.conf.items() if k.startswith("spark.sql.streaming.stateStore.")}
+    done = ckpt.last_committed_batch
+    if CHECKPOINT_FORMAT not in confs and done is not None:
+        confs[CHECKPOINT_FORMAT] = "2" if ckpt.commit(done).version >= 2 else "1"
+    return confs
+
+
+def operator_notes(ckpt: Checkpoint, current: int) -> list[str]:
+    out = []
+    for op in ckpt.operators:
+        files = [f for p in op.partitions for f in p.files]
+        out.append(f"operator {op.operator_id} ({op.name or 'unknown'}): stores {', '.join(op.stores)}; "
+                   f"{current} partitions; {len(files)} state files, {sum(p.bytes for p in op.partitions)} bytes")
+    return out
+
+
+def refusals(ckpt: Checkpoint, partitions: int) -> list[str]:
+    """Why Spark would refuse (or wmcheck cannot vouch for) repartitioning this checkpoint now."""
+    done, last = ckpt.last_committed_batch, ckpt.last_batch
+    stuck = unfinished(ckpt)
+    if stuck is not None:
+        return [f"batch {stuck.batch} is an unfinished repartition ({stuck.from_partitions} -> {stuck.to_partitions}); "
+                f"run wmcheck rewind CKPT --to-batch {stuck.batch - 1} --execute first (wmcheck check: WM035)"]
+    if done is None:
+        return ["no batch is committed yet: run the query until it commits a batch"]
+    if last != done:
+        return [f"batch {last} is planned but not committed: let the query finish it (an availableNow trigger stops "
+                f"after a complete batch), or wmcheck rewind CKPT --to-batch {done}"]
+    out = []
+    provider = str(ckpt.conf.get(PROVIDER, "")) or "the default HDFS-backed provider"
+    if provider != ROCKSDB_PROVIDER:
+        out.append(f"the state store is {provider}: {HDFS_INSTEAD}")
+    if not ckpt.operators:
+        out.append("the query has no stateful operator: nothing to repartition (change spark.sql.shuffle.partitions freely)")
+    for op in ckpt.operators:
+        if op.metadata is None:
+            out.append(f"operator {op.operator_id} has no operator metadata (written by Spark 4.0+): Spark cannot "
+                       "repartition it; run the query once with Spark 4.2+ first")
+        elif op.name not in SUPPORTED_OPERATORS:
+            out.append(f"operator {op.operator_id} is {op.name}: wmcheck has proven Spark's repartition for "
+                       f"{', '.join(SUPPORTED_OPERATORS)} only")
+    if partitions == partitions_of(ckpt, done):
+        out.append(f"the checkpoint already has {partitions} partitions (Spark: SHUFFLE_PARTITIONS_ALREADY_MATCH)")
+    return out
+
+
+def sink_entry_step(sink: FileSink, batch: int) -> Step:
+    """Write the empty log entry of ``batch`` (and its Hadoop checksum) into the sink's ``_spark_metadata``."""
+    return Step("write", "sink", f"{SINK_LOG}/{batch}", "sink", f"batch {batch} repartitioned the state and wrote no "
+                "output: compaction of the sink log needs its entry", None, None, None, EMPTY_SINK_ENTRY, True, None)
+
+
+def missing_sink_entries(ckpt: Checkpoint, sink: FileSink | None) -> list[int]:
+    """Committed repartition batches the sink log has neither as its own file nor in a later compact file."""
+    if sink is None:
+        return []
+    names = {i.name for i in sink.fs.list_dir(SINK_LOG)}
+    compacts = [int(n.split(".")[0]) for n in names if n.endswith(".compact") and n.split(".")[0].isdigit()]
+    return [r.batch for r in repartitions(ckpt) if r.committed and str(r.batch) not in names
+            and not any(c >= r.batch for c in compacts)]
+
+
+def plan_repartition(ckpt: Checkpoint, partitions: int | None, *, sink: FileSink | None = None,
+                     created_ms: int = 0) -> Plan:
+    """The plan of a repartition to ``partitions`` (None: complete the repartitions Spark made); RefusedError
+    when Spark would refuse."""
+    done = ckpt.last_committed_batch
+    before = {"last_batch": ckpt.last_batch, "last_committed_batch": done, "watermark_ms": ckpt.watermark_ms}
+    current = partitions_of(ckpt, done) if done is not None else None
+    if partitions is None:
+        lacking = missing_sink_entries(ckpt, sink)
+        if sink is None:
+            raise CheckpointError("nothing to do without --partitions N or --file-sink PATH",
+                                  hint="--partitions N repartitions; --file-sink PATH alone completes a repartition "
+                                       "Spark made (its sink log entry)")
+        steps = tuple(sink_entry_step(sink, b) for b in lacking)
+        return Plan("repartition", ckpt.location, sink.location, {"partitions": None, "from": current, "batch": None},
+                    before, before, steps, created_ms=created_ms,
+                    notes=(f"completes Spark's repartition batch(es) {', '.join(map(str, lacking))}: the sink log entry "
+                           "Spark did not write" if lacking else "the file sink log lacks no repartition batch",))
+    if partitions < 1:
+        raise CheckpointError(f"--partitions must be at least 1, not {partitions}")
+    reasons = refusals(ckpt, partitions)
+    if reasons:
+        raise RefusedError(f"cannot repartition to {partitions}: {reasons[0]}"
+                           + (f" (and {len(reasons) - 1} more problems)" if len(reasons) > 1 else ""),
+                           hint="; ".join(reasons[1:3]) or "see docs/repair.md#wmcheck-repartition")
+    assert done is not None and current is not None
+    batch = done + 1
+    steps = tuple(sink_entry_step(sink, b) for b in [*missing_sink_entries(ckpt, sink), batch]) if sink else ()
+    written = (f"Spark writes batch {batch}: offsets/{batch} (offsets/{done} with {SHUFFLE_PARTITIONS}={partitions}), "
+               f"a snapshot of state version {batch + 1} in each of partitions 0..{partitions - 1} of every operator, "
+               f"commits/{batch}" + (", state/<op>/_metadata/v2/" + str(batch) if any(
+                   o.metadata is not None and getattr(o.metadata, "version", 1) == 2 for o in ckpt.operators) else ""))
+    needs = ("Spark requires: pyspark 4.2+ (Spark Classic), the RocksDB provider, operator metadata, a stopped query "
+             "whose last batch is committed; session confs from the checkpoint: "
+             + ", ".join(f"{k}={v}" for k, v in sorted(spark_confs(ckpt).items())))
+    warnings = () if sink else (
+        "no --file-sink given: a file sink's log gets no entry for the repartition batch, and the sink log's next "
+        "compaction fails (wmcheck check --file-sink: WM036)",)
+    return Plan(
+        "repartition", ckpt.location, sink.location if sink else None,
+        {"partitions": partitions, "from": current, "batch": batch},
+        before,
+        {"last_batch": batch, "last_committed_batch": batch, "watermark_ms": ckpt.watermark_ms,
+         "next_batch_partitions": partitions},
+        steps, warnings, created_ms,
+        notes=(f"{current} -> {partitions} partitions", *operator_notes(ckpt, current), written, needs),
+    )
+
+
+def spark_version_problem(version: str) -> str | None:
+    """Why this pyspark cannot repartition (None when it can): Spark's repartition came with 4.2."""
+    parts = [int(p) if p.isdigit() else 0 for p in version.split(".")[:2]]
+    if tuple(parts + [0] * (2 - len(parts))) >= (4, 2):
+        return None
+    return f"pyspark {version} is installed: Spark's offline state repartition needs pyspark 4.2 or newer"
+
+
+def batch_steps(ckpt: Checkpoint, plan: Plan) -> list[Step]:
+    """Everything the repartition batch (``plan.request['batch']``) wrote, as a rewind to the batch before removes
+    it: its offsets and commit, state files of the versions after, their orphaned SSTs, later operator metadata."""
+    batch = int(plan.request["batch"])
+    if ckpt.last_batch is None or ckpt.last_batch < batch:
+        return []
+    return list(plan_rewind(ckpt, batch - 1, keep_source_log=True).steps)
+
+
+def remove_batch(ckpt: Checkpoint, plan: Plan, backup: Backup) -> int:
+    """Move what the repartition batch wrote into the backup (idempotent); returns how many files."""
+    steps = batch_steps(ckpt, plan)
+    for step in steps:
+        _apply(step, backup, False)
+    return len(steps)
+
+
+def undo_spark_batch(ckpt: Checkpoint, plan: Plan, backup: Backup, now: int) -> list[dict[str, object]]:
+    """The first part of undoing a repartition: what Spark wrote goes into the backup (journaled as an undo)."""
+    if ckpt.last_batch is not None and ckpt.last_batch > int(plan.request["batch"]):
+        raise RefusedError(f"the query ran since the repartition (batch {ckpt.last_batch} exists)",
+                           hint=f"wmcheck rewind CKPT --to-batch {int(plan.request['batch']) - 1} rolls it back instead")
+    steps = batch_steps(ckpt, plan)
+    write_journal(ckpt.fs, backup.backup_id, plan.command, "undo", now)
+    for step in steps:
+        _apply(step, backup, False)
+    return [{"step": -1, "action": "remove", "root": "checkpoint", "path": s.path,
+             "restored": "removed (written by Spark's repartition)"} for s in steps]

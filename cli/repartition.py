@@ -1,0 +1,50 @@
+"""``wmcheck repartition``."""
+from __future__ import annotations
+
+from datetime import tzinfo
+
+import click
+from wmcheck.checkpoint import repair
+from wmcheck.checkpoint.repair.targets import parse_idle
+from wmcheck.statestore.repartition import repartition as run_repartition
+
+from .options import common_options, parse_pairs
+from .output import plain, repair_doc
+from .repair import render_plan, repair_options
+
+COUNT_COLUMNS = ["operator_id", "store", "before", "after"]
+
+
+@click.command()
+@click.argument("checkpoint")
+@click.option("--partitions", type=click.IntRange(min=1), metavar="N",
+              help="The new number of state partitions (spark.sql.shuffle.partitions).")
+@click.option("--file-sink", metavar="PATH", help="The query's file sink: gets the log entry of the repartition batch "
+              "(alone, without --partitions: the entries a repartition made by Spark lacks).")
+@click.option("--master", help="Spark master (default local[*]; a session already running in the process is reused).")
+@click.option("--conf", "confs", multiple=True, metavar="KEY=VALUE", help="Spark conf (repeatable).")
+@click.option("--remote", metavar="sc://HOST", help="Refused: Spark's repartition runs in Spark Classic only.")
+@repair_options
+@common_options()
+def repartition(checkpoint: str, partitions, file_sink, master, confs, remote, execute, plan_out, from_plan, idle, force,
+                backup_dir, fmt, tz: tzinfo, fs_options) -> None:
+    """Move the state of a stopped query to --partitions N partitions with Spark's offline state repartition
+    (pyspark 4.2+, RocksDB state), dry run unless --execute; see docs/repair.md."""
+    request = repair.RepartitionRequest(partitions=partitions, file_sink=file_sink, master=master,
+                                        conf=parse_pairs(confs, "--conf"), remote=remote)
+    options = repair.RunOptions(execute=execute, from_plan=from_plan, plan_out=plan_out, idle_ms=parse_idle(idle),
+                                force=force, backup_dir=backup_dir, fs_options=parse_pairs(fs_options, "--fs-option"))
+    done = run_repartition(checkpoint, request, options)
+    doc = repair_doc(done.result)
+    check = done.verification
+    if check is None:
+        render_plan(doc, fmt, tz)
+        return
+    doc["verification"] = plain(check)
+    extra = [
+        ("verified", "yes: check finds no error and every store has as many rows as before" if check.ok else "NO"),
+        ("partitions now", check.partitions),
+        *[("check error", f) for f in check.errors],
+        *[("check warning", f) for f in check.warnings],
+    ]
+    render_plan(doc, fmt, tz, extra, [("State rows (Spark's state reader)", check.counts, COUNT_COLUMNS)])

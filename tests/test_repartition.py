@@ -1,0 +1,135 @@
+"""``wmcheck repartition`` without Spark: the plan, every refusal, each output format; show and check on the
+repartition fixtures (what Spark wrote is in their fixture.json)."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+from conftest import FIXTURES, fixture_checkpoint, fixture_facts, run_cli
+from wmcheck.checkpoint import repair
+from wmcheck.checkpoint.model import open_checkpoint
+from wmcheck.checkpoint.repair.repartition import (
+    HDFS_INSTEAD,
+    spark_confs,
+    spark_version_problem,
+)
+from wmcheck.checkpoint.repartitions import repartitions, unfinished
+from wmcheck.statestore.repartition import repartition
+
+V2 = "agg_rocksdb_v2_p3"
+
+
+def plan_json(name: str, *args: str, exit_code: int = 0):
+    return run_cli("repartition", fixture_checkpoint(name), *args, "--format", "json", exit_code=exit_code)
+
+
+def test_repartition_batches_are_what_spark_wrote():
+    done = fixture_facts("repartition_rocksdb")["repartition"]
+    [found] = repartitions(open_checkpoint(str(fixture_checkpoint("repartition_rocksdb"))))
+    assert (found.batch, found.from_partitions, found.to_partitions, found.committed) == (
+        done["batch"], done["from"], done["to"], True)
+    failed = fixture_facts("repartition_failed_hdfs")["repartition"]
+    stuck = unfinished(open_checkpoint(str(fixture_checkpoint("repartition_failed_hdfs"))))
+    assert stuck is not None and (stuck.batch, stuck.committed) == (failed["batch"], False)
+    assert failed["files_written"] == ["offsets/.9.crc", "offsets/9"] and failed["restart_changed_files"] == []
+    for name in ("agg_window_hdfs", "checkpoint_v2", "compaction", V2):
+        assert repartitions(open_checkpoint(str(fixture_checkpoint(name)))) == ()
+
+
+def test_dry_run_plan_in_every_format(tmp_path):
+    sink = FIXTURES / V2 / "output"
+    doc = json.loads(plan_json(V2, "--partitions", "5", "--file-sink", sink, "--idle", "0").stdout)
+    assert (doc["command"], doc["executed"], doc["request"]) == ("repartition", False, {"partitions": 5, "from": 3, "batch": 9})
+    assert doc["after"] == {"last_batch": 9, "last_committed_batch": 9, "watermark_ms": doc["before"]["watermark_ms"],
+                            "next_batch_partitions": 5}
+    assert [(s["action"], s["root"], s["path"], s["new_size"], s["crc"]) for s in doc["steps"]] == [
+        ("write", "sink", "_spark_metadata/9", 2, True)]
+    assert doc["notes"][0] == "3 -> 5 partitions"
+    assert doc["notes"][1].startswith("operator 0 (stateStoreSave): stores default; 3 partitions; ")
+    assert "a snapshot of state version 10 in each of partitions 0..4" in doc["notes"][2]
+    assert "spark.sql.streaming.stateStore.checkpointFormatVersion=2" in doc["notes"][3]
+    table = run_cli("repartition", fixture_checkpoint(V2), "--partitions", "5", "--idle", "0").stdout
+    assert "mode:           dry run: nothing was changed" in table and "no --file-sink given" in table
+    rows = dict(r[:2] for r in csv.reader(io.StringIO(run_cli(
+        "repartition", fixture_checkpoint(V2), "--partitions", "5", "--format", "csv", "--idle", "0").stdout)))
+    assert rows["request.partitions"] == "5" and rows["after.last_committed_batch"] == "9"
+    assert not (fixture_checkpoint(V2) / "_wmcheck").exists()
+
+
+def test_spark_confs_carry_the_checkpoint_format():
+    assert spark_confs(open_checkpoint(str(fixture_checkpoint(V2))))[
+        "spark.sql.streaming.stateStore.checkpointFormatVersion"] == "2"
+    assert spark_confs(open_checkpoint(str(fixture_checkpoint("dedup_rocksdb_p3"))))[
+        "spark.sql.streaming.stateStore.checkpointFormatVersion"] == "1"
+
+
+@pytest.mark.parametrize("name, args, message", [
+    ("agg_window_hdfs", ["--partitions", "5"], f"cannot repartition to 5: the state store is "
+     f"org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider: {HDFS_INSTEAD}"),
+    ("repartition_failed_hdfs", ["--partitions", "5"], "cannot repartition to 5: batch 9 is an unfinished repartition "
+     "(3 -> 5); run wmcheck rewind CKPT --to-batch 8 --execute first (wmcheck check: WM035)"),
+    (V2, ["--partitions", "3"], "cannot repartition to 3: the checkpoint already has 3 partitions "
+     "(Spark: SHUFFLE_PARTITIONS_ALREADY_MATCH)"),
+    ("tws_pandas", ["--partitions", "5"], "cannot repartition to 5: operator 0 is transformWithStateInPandasExec: "
+     "wmcheck has proven Spark's repartition for stateStoreSave, dedupe only"),
+    (V2, [], "nothing to do without --partitions N or --file-sink PATH"),
+])
+def test_refusals_are_one_line_exit_2(name, args, message):
+    out = run_cli("repartition", fixture_checkpoint(name), *args, exit_code=2).output
+    assert out.startswith(f"Error: {message}") and len(out.strip().splitlines()) == 1
+
+
+def test_uncommitted_last_batch_is_refused(copy_fixture):
+    root = copy_fixture("dedup_rocksdb_p3")
+    for p in (root / "checkpoint" / "commits").glob("*3*"):
+        p.unlink()
+    out = run_cli("repartition", root / "checkpoint", "--partitions", "5", exit_code=2).output
+    assert "batch 3 is planned but not committed" in out and "wmcheck rewind CKPT --to-batch 2" in out
+
+
+def test_spark_older_than_4_2_is_one_line():
+    assert spark_version_problem("4.3.0") is None and spark_version_problem("4.2.0") is None
+    assert spark_version_problem("3.5.1") == (
+        "pyspark 3.5.1 is installed: Spark's offline state repartition needs pyspark 4.2 or newer")
+    assert spark_version_problem("4.1.2") is not None
+
+
+def test_remote_is_refused_before_anything_is_written(copy_fixture):
+    root = copy_fixture(V2)
+    out = run_cli("repartition", root / "checkpoint", "--partitions", "5", "--remote", "sc://localhost", "--execute",
+                  "--idle", "0", exit_code=2).output
+    assert out.startswith("Error: Spark's offline state repartition runs in Spark Classic only")
+    assert not (root / "checkpoint" / "_wmcheck").exists()
+
+
+def test_completing_a_spark_repartition_writes_only_the_sink_entry_and_undo_removes_it(copy_fixture):
+    root = copy_fixture("repartition_rocksdb")
+    ckpt, sink = root / "checkpoint", root / "output"
+    before = sorted(p.name for p in (sink / "_spark_metadata").iterdir())
+    done = repartition(str(ckpt), repair.RepartitionRequest(file_sink=str(sink)),
+                              repair.RunOptions(execute=True, idle_ms=0, force=True))
+    assert done.verification is None and [s.path for s in done.result.plan.steps] == ["_spark_metadata/9"]
+    assert (sink / "_spark_metadata" / "9").read_bytes() == b"v1"
+    again = repartition(str(ckpt), repair.RepartitionRequest(file_sink=str(sink)))
+    assert again.result.plan.steps == () and again.result.plan.notes == ("the file sink log lacks no repartition batch",)
+    repair.undo_repair(str(ckpt), idle_ms=0)
+    assert sorted(p.name for p in (sink / "_spark_metadata").iterdir()) == before
+
+
+def test_show_and_batches_table_name_the_repartition():
+    table = run_cli("show", fixture_checkpoint("repartition_rocksdb")).stdout
+    assert "next batch partitions:      5\n" in table and "repartition:                batch 9: 3 -> 5 partitions\n" in table
+    assert ("note:                       operator 0: its v1 operator metadata still says 3 partitions: the repartition "
+            "at batch 9 moved the state to 5 and Spark does not rewrite v1 metadata") in table
+    rows = run_cli("batches", fixture_checkpoint("repartition_rocksdb"), "--last", "2").stdout.splitlines()
+    assert [line.split()[:3] for line in rows[2:]] == [["8", "yes", "no-data"], ["9", "yes", "repartition"]]
+
+
+def test_rewind_across_a_repartition_batch_restores_the_old_layout(copy_fixture):
+    """Everything batch 9 wrote (as fixture.json lists it) goes; the partitions it added hold nothing."""
+    root = copy_fixture("repartition_rocksdb")
+    written = fixture_facts("repartition_rocksdb")["repartition"]["files_written"]
+    doc = repair.run(str(root / "checkpoint"), repair.RewindRequest(to_batch=8, file_sink=str(root / "output")))
+    assert sorted(s.path for s in doc.plan.steps) == sorted(written)

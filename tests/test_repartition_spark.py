@@ -1,0 +1,158 @@
+"""Spark's offline state repartition, proven with real Spark: what wmcheck says about a repartitioned checkpoint,
+and ``wmcheck repartition`` end to end (the restarted query's output equals that of a run that never
+repartitioned: the fixture of the same query over the same input).
+
+Each test copies a fixture (relocated to where the copy is), restarts the fixture's own query in the
+session's one Spark session with the held-back input run, past the file sink log's next compaction.
+"""
+from __future__ import annotations
+
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES, fixture_facts, run_cli
+from test_repair_spark import QUERIES, fixture_conf, run_query, sink_rows
+from wmcheck.checkpoint import repair
+from wmcheck.checkpoint.model import open_checkpoint
+from wmcheck.checkpoint.repartitions import UNFINISHED_RESTART_ERROR
+from wmcheck.checkpoint.validate import check_location
+from wmcheck.statestore.repartition import RepartitionResult, repartition
+
+pytestmark = pytest.mark.spark
+NOW = repair.RunOptions(execute=True, idle_ms=0)
+
+
+def restartable(name: str, tmp_path: Path) -> Path:
+    """A copy of the fixture whose logs name the copy's own input and output files."""
+    root = tmp_path / name
+    shutil.copytree(FIXTURES / name, root)
+    repair.run(str(root / "checkpoint"), repair.RelocateRequest(path_map={fixture_facts(name)["root"]: str(root)},
+                                                                 file_sink=str(root / "output")), NOW)
+    shutil.rmtree(root / "checkpoint" / "_wmcheck")
+    QUERIES.set_input_mtimes(name, str(root))
+    return root
+
+
+def baseline(spark, name: str) -> Counter:
+    """The output of the fixture ``name`` (the same query over all the input, never repartitioned): its part files."""
+    fmt = QUERIES.FIXTURES[name]["sink_format"]
+    return Counter(tuple(r) for r in spark.read.format(fmt).load(str(FIXTURES / name / "output" / "part-*")).collect())
+
+
+def restart(spark, name: str, root: Path) -> list[dict]:
+    """The held-back input run, then the query until it is processed."""
+    QUERIES.write_inputs(name, str(root), runs=[len(fixture_facts(name)["runs"])])
+    return run_query(spark, name, root)
+
+
+def files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and "_wmcheck" not in p.parts}
+
+
+def test_spark_repartitioned_checkpoint_sink_gap_and_its_fix(spark, tmp_path):
+    """Without the sink: clean. With it: WM036 names the compaction that fails, and it does fail; the fix
+    (wmcheck repartition --file-sink) makes the restart pass it, with the output of a run never repartitioned."""
+    name, facts = "repartition_rocksdb", fixture_facts("repartition_rocksdb")
+    control, fixed = restartable(name, tmp_path / "a"), restartable(name, tmp_path / "b")
+    assert check_location(str(fixed / "checkpoint")) == []
+    [gap] = check_location(str(fixed / "checkpoint"), str(fixed / "output"))
+    assert (gap.code, gap.path) == ("WM036", "../output/_spark_metadata/9")
+    assert "compaction at batch 11 (compact interval 3" in gap.message
+    with fixture_conf(spark, name):
+        with pytest.raises(Exception, match=r"(?s)BATCH_METADATA_NOT_FOUND.*_spark_metadata/9"):
+            restart(spark, name, control)
+        done = repartition(str(fixed / "checkpoint"), repair.RepartitionRequest(file_sink=str(fixed / "output")), NOW)
+        assert [(s.action, s.path) for s in done.result.plan.steps] == [("write", "_spark_metadata/9")]
+        assert (fixed / "output" / "_spark_metadata" / "9").read_bytes() == b"v1"
+        assert check_location(str(fixed / "checkpoint"), str(fixed / "output")) == []
+        progress = restart(spark, name, fixed)
+        assert [p["batchId"] for p in progress] == [10, 11, 12, 13]
+        assert (fixed / "output" / "_spark_metadata" / "11.compact").exists()
+        assert sink_rows(spark, name, fixed) == baseline(spark, "agg_window_rocksdb")
+    assert facts["repartition"]["files_written"][:4] == ["commits/.9.crc", "commits/9", "offsets/.9.crc", "offsets/9"]
+
+
+def test_failed_attempt_is_named_and_rewind_makes_the_restart_work(spark, tmp_path):
+    name, facts = "repartition_failed_hdfs", fixture_facts("repartition_failed_hdfs")
+    root = restartable(name, tmp_path)
+    [stuck] = check_location(str(root / "checkpoint"))
+    assert (stuck.code, stuck.path) == ("WM035", "offsets/9")
+    quoted = UNFINISHED_RESTART_ERROR.format(batch=9, done=8)
+    assert quoted in stuck.message and quoted in facts["repartition"]["restart_error"]  # what Spark said
+    assert "wmcheck rewind CKPT --to-batch 8" in stuck.message
+    with fixture_conf(spark, name):
+        with pytest.raises(Exception, match="STREAMING_UNFINISHED_REPARTITION_DETECTED"):
+            run_query(spark, name, root)
+        doc = repair.run(str(root / "checkpoint"), repair.RewindRequest(to_batch=8, file_sink=str(root / "output")), NOW)
+        assert [s.path for s in doc.plan.steps] == ["offsets/9", "offsets/.9.crc"]
+        progress = restart(spark, name, root)
+        assert [p["batchId"] for p in progress] == [9, 10, 11, 12]
+        assert sink_rows(spark, name, root) == baseline(spark, "agg_window_hdfs")
+    assert check_location(str(root / "checkpoint"), str(root / "output")) == []
+
+
+def execute(root: Path, partitions: int) -> RepartitionResult:
+    done = repartition(str(root / "checkpoint"), repair.RepartitionRequest(
+        partitions=partitions, file_sink=str(root / "output")), NOW)
+    assert done.verification is not None and done.verification.ok, done.verification
+    assert done.verification.partitions == partitions
+    return done
+
+
+@pytest.mark.parametrize("name, reference", [("agg_rocksdb_v2_p3", "agg_window_rocksdb"),
+                                             ("dedup_rocksdb_p3", "dedup_watermark")])
+def test_repartition_3_to_5_then_restart_past_compaction(spark, tmp_path, name, reference):
+    """Checkpoint format v2 (aggregation) and v1 (deduplication); the dedup one is also undone byte for byte first."""
+    root = restartable(name, tmp_path)
+    last = fixture_facts(name)["last_batch"]
+    with fixture_conf(spark, name):
+        if name.startswith("dedup"):
+            before = files(root)
+            execute(root, 5)
+            assert files(root) != before
+            undone = repair.undo_repair(str(root / "checkpoint"), idle_ms=0)
+            assert files(root) == before and undone.command == "repartition"
+        done = execute(root, 5)
+        counts = done.verification.counts
+        assert [(c.operator_id, c.store) for c in counts] == [(0, "default")] and counts[0].before > 0
+        rows = {r["batch"]: r["kind"] for r in run_cli_json("batches", root / "checkpoint")}
+        assert rows[last + 1] == "repartition"
+        progress = restart(spark, name, root)
+        assert progress[0]["batchId"] == last + 2 and any(
+            (root / "output" / "_spark_metadata" / f"{b}.compact").exists() for b in range(last + 2, last + 6))
+        assert sink_rows(spark, name, root) == baseline(spark, reference)
+    assert check_location(str(root / "checkpoint"), str(root / "output")) == []
+
+
+def run_cli_json(*args) -> list[dict]:
+    import json
+
+    return json.loads(run_cli(*args, "--format", "json").stdout)
+
+
+def test_rewind_before_a_repartition_restores_the_old_layout_then_5_to_2(spark, tmp_path):
+    """Rewinding a Spark-repartitioned checkpoint to before the repartition batch: 3 partitions again, and the
+    restart runs with them. Then 3 -> 5 and 5 -> 2 with wmcheck, and the restart past compaction."""
+    name = "repartition_rocksdb"
+    old, new = restartable(name, tmp_path / "old"), restartable(name, tmp_path / "new")
+    with fixture_conf(spark, name):
+        repair.run(str(old / "checkpoint"), repair.RewindRequest(to_batch=8, file_sink=str(old / "output")), NOW)
+        assert run_cli_json("show", old / "checkpoint")["next_batch_partitions"] == 3
+        assert not [p for p in (old / "checkpoint" / "state" / "0").rglob("*") if p.is_file() and p.parts[-2] in "34"]
+        restart(spark, name, old)
+        assert open_checkpoint(str(old / "checkpoint")).offsets(9).metadata.conf["spark.sql.shuffle.partitions"] == "3"
+        assert sink_rows(spark, name, old) == baseline(spark, "agg_window_rocksdb")
+
+        down = execute(new, 2)  # also writes the sink entry Spark's own repartition to 5 left out
+        assert [s.path for s in down.result.plan.steps] == ["_spark_metadata/9", "_spark_metadata/10"]
+        stale = [f for f in check_location(str(new / "checkpoint"), str(new / "output"))]
+        assert [(f.code, f.path) for f in stale] == [("WM019", "state/0/2")]
+        assert "left by the repartition from 5 to 2 partitions at batch 10" in stale[0].message
+        assert "Delete" not in stale[0].message and "keep them as long as you may roll back" in stale[0].message
+        show = run_cli_json("show", new / "checkpoint")
+        assert show["repartitions"] == [{"batch": 9, "from": 3, "to": 5}, {"batch": 10, "from": 5, "to": 2}]
+        restart(spark, name, new)
+        assert sink_rows(spark, name, new) == baseline(spark, "agg_window_rocksdb")
