@@ -4,6 +4,7 @@ from __future__ import annotations
 from datetime import tzinfo
 
 import click
+
 from wmcheck.checkpoint import repair
 from wmcheck.checkpoint.repair.targets import parse_idle
 from wmcheck.statestore.repartition import repartition as run_repartition

@@ -7,7 +7,7 @@ import io
 import json
 
 import pytest
-from conftest import FIXTURES, fixture_checkpoint, fixture_facts, run_cli
+
 from wmcheck.checkpoint import repair
 from wmcheck.checkpoint.model import open_checkpoint
 from wmcheck.checkpoint.repair.repartition import (
@@ -17,6 +17,8 @@ from wmcheck.checkpoint.repair.repartition import (
 )
 from wmcheck.checkpoint.repartitions import repartitions, unfinished
 from wmcheck.statestore.repartition import repartition
+
+from conftest import FIXTURES, fixture_checkpoint, fixture_facts, run_cli
 
 V2 = "agg_rocksdb_v2_p3"
 

@@ -12,13 +12,15 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, fixture_facts, run_cli
 from test_repair_spark import QUERIES, fixture_conf, run_query, sink_rows
+
 from wmcheck.checkpoint import repair
 from wmcheck.checkpoint.model import open_checkpoint
 from wmcheck.checkpoint.repartitions import UNFINISHED_RESTART_ERROR
 from wmcheck.checkpoint.validate import check_location
 from wmcheck.statestore.repartition import RepartitionResult, repartition
+
+from conftest import FIXTURES, fixture_facts, run_cli
 
 pytestmark = pytest.mark.spark
 NOW = repair.RunOptions(execute=True, idle_ms=0)

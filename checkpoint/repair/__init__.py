@@ -5,8 +5,8 @@
 """
 from .api import list_backups, run, undo_repair
 from .execute import InjectedFailure
-from .requests import RelocateRequest, RepairRequest, RewindRequest, RunOptions, SetWatermarkRequest
 from .repartition import RepartitionRequest
+from .requests import RelocateRequest, RepairRequest, RewindRequest, RunOptions, SetWatermarkRequest
 from .results import BackupRow, RepairResult, Restored, Resumed, UndoResult
 
 __all__ = ["BackupRow", "InjectedFailure", "RelocateRequest", "RepairRequest", "RepairResult", "RepartitionRequest",

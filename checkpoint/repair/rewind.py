@@ -17,8 +17,8 @@ from functools import cached_property
 
 from ..errors import RefusedError
 from ..fs import FileInfo, FileSystem
-from ..repartitions import partitions_of
 from ..model import COMMITS, OFFSETS, SOURCES, Checkpoint
+from ..repartitions import partitions_of
 from ..state_files import StorePartition
 from ..summary import loadable
 from .logs import (
