@@ -27,6 +27,7 @@ from wmcheck.checkpoint.operator_kinds import is_transform_with_state
 from wmcheck.checkpoint.state_schema import ColumnFamilySchema, StructField, StructType
 
 from .codecs import codec_name, require_codec, require_module
+from .columnar import StructColumns
 from .discovery import Store
 from .key_encoders import key_decoder, single_value_decoder, values_decoder
 from .unsafe_row import check_supported
@@ -55,6 +56,8 @@ class StorePlan:
     """The reader's columns besides ``partition_id`` (``key``, ``value``, ...)."""
     rows: Callable[[States, dict[str, int]], Rows]
     """``(store name -> key/value bytes, column family name -> id) -> reader rows``."""
+    columns_of: Callable[[States], dict[str, Any]] | None = None
+    """A faster ``rows``, straight to Arrow arrays per column (plain stores)."""
 
 
 def _field(name: str, data_type: Any) -> StructField:
@@ -106,8 +109,18 @@ def plan_store(ckpt: Checkpoint, store: Store) -> StorePlan:
         for k, v in states[name].items():
             yield {"key": key(k), "value": value(v)}
 
+    skip = 1 if rocksdb else 0  # the RocksDB version byte
+
+    def columns_of(states: States) -> dict[str, Any]:
+        keys, values = StructColumns(schema.key_schema), StructColumns(schema.value_schema)
+        add_key, add_value = keys.add, values.add
+        for k, v in states[name].items():
+            add_key(k, skip)
+            add_value(v, skip)
+        return {"key": keys.finish(), "value": values.finish()}
+
     columns = StructType((_field("key", schema.key_schema), _field("value", schema.value_schema)))
-    return StorePlan(store, rocksdb, codec, (name,), columns, rows)
+    return StorePlan(store, rocksdb, codec, (name,), columns, rows, columns_of)
 
 
 def _num_prefix_cols(ckpt: Checkpoint, op: int) -> int | None:

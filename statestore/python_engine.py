@@ -52,14 +52,25 @@ def reader_batches(ckpt: Checkpoint, plan: StorePlan, tgt: Target) -> Iterator["
                      pa.field("partition_id", pa.int32(), False)])
     final = pa.schema([*[pa.field(f.name, arrow_type(f.data_type)) for f in plan.columns.fields],
                        pa.field("partition_id", pa.int32(), False)])
+    names = [f.name for f in plan.columns.fields]
     partitions = list(range(plan.store.num_partitions or 0))
     with ThreadPoolExecutor(max_workers=WORKERS) as pool:
         for start in range(0, len(partitions), WORKERS):
             chunk = partitions[start:start + WORKERS]
             for partition, (states, families) in zip(chunk, pool.map(
                     lambda p: _partition_states(ckpt, plan, p, tgt.batch), chunk), strict=True):
-                rows = [{**r, "partition_id": partition} for r in plan.rows(states, families)]
-                yield pa.Table.from_pylist(rows, schema=raw).cast(final)
+                if plan.columns_of is not None:
+                    built = plan.columns_of(states)
+                    arrays = [built[name] for name in names]
+                else:
+                    columns: dict[str, list[Any]] = {name: [] for name in names}
+                    for row in plan.rows(states, families):
+                        for name in names:
+                            columns[name].append(row[name])
+                    arrays = [pa.array(columns.pop(f.name), type=f.type) for f in raw if f.name != "partition_id"]
+                del states
+                arrays.append(pa.array([partition] * len(arrays[0]), pa.int32()))
+                yield pa.Table.from_arrays(arrays, schema=raw).cast(final)
 
 
 @dataclass(frozen=True)

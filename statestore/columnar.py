@@ -1,0 +1,65 @@
+"""Decode many ``UnsafeRow`` values straight into Arrow columns (one Python list per leaf field,
+no dict per row): the fast path for a store's keys and values. Layout as in :mod:`.unsafe_row`,
+whose decoders it reuses for arrays, maps and every atomic type."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from wmcheck.checkpoint.state_schema import StructType
+
+from .unsafe_row import _offset_size, arrow_type, value_decoder
+
+
+def _nested(buf: bytes, base: int, at: int) -> Any:
+    raise AssertionError("nested structs are collected by their own StructColumns")
+
+
+class StructColumns:
+    """Collects rows of ``schema``: :meth:`add` one row at a time, :meth:`finish` an Arrow struct array."""
+
+    def __init__(self, schema: StructType) -> None:
+        self.schema = schema
+        self.valid: list[bool] = []
+        n = len(schema.fields)
+        self.bitset = ((n + 63) // 64) * 8
+        self.children: list[StructColumns | None] = []
+        self.lists: list[list[Any]] = []
+        self.decoders: list[Callable[[bytes, int, int], Any]] = []
+        for f in schema.fields:
+            nested = StructColumns(f.data_type) if isinstance(f.data_type, StructType) else None
+            self.children.append(nested)
+            self.lists.append([])
+            self.decoders.append(_nested if nested else value_decoder(f.data_type))
+        self.fields = list(zip(range(n), self.children, self.lists, self.decoders, strict=True))
+
+    def add(self, buf: bytes, start: int) -> None:
+        self.valid.append(True)
+        bitset = self.bitset
+        for i, child, values, decode in self.fields:
+            null = buf[start + (i >> 3)] >> (i & 7) & 1
+            at = start + bitset + 8 * i
+            if child is not None:
+                if null:
+                    child.add_null()
+                else:
+                    child.add(buf, start + _offset_size(buf, at)[0])
+            else:
+                values.append(None if null else decode(buf, start, at))
+
+    def add_null(self) -> None:
+        self.valid.append(False)
+        for child, values in zip(self.children, self.lists, strict=True):
+            if child is not None:
+                child.add_null()
+            else:
+                values.append(None)
+
+    def finish(self, raw: bool = True):
+        """The collected rows as an Arrow struct array (timestamps and dates as integers when ``raw``)."""
+        import pyarrow as pa
+
+        arrays = []
+        for f, child, values in zip(self.schema.fields, self.children, self.lists, strict=True):
+            arrays.append(child.finish(raw) if child is not None else pa.array(values, type=arrow_type(f.data_type, raw)))
+        mask = None if all(self.valid) else pa.array([not v for v in self.valid], pa.bool_())
+        return pa.StructArray.from_arrays(arrays, fields=list(arrow_type(self.schema, raw)), mask=mask)
