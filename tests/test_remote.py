@@ -67,3 +67,18 @@ def test_environment_credentials_are_used(s3_options, monkeypatch):
     options = {k: v for k, v in s3_options.items() if k not in ("access_key", "secret_key")}
     doc = json.loads(run_cli("show", "s3://bucket/ckpt", "--format", "json", *fs_args(options)).stdout)
     assert doc["last_batch"] == fixture_facts(NAME)["last_batch"]
+
+
+@pytest.mark.parametrize("name", ["agg_window_hdfs", "checkpoint_v2"])
+def test_state_python_engine_on_s3_equals_local(s3_options, name):
+    """The python state engine reads deltas, zips, SSTs and changelogs through the S3 file system."""
+    from pyarrow import fs as pafs
+
+    pafs.copy_files(str(fixture_checkpoint(name)), f"bucket/state-{name}",
+                    destination_filesystem=pafs.S3FileSystem(**s3_options))
+    remote = ["state", f"s3://bucket/state-{name}", "--engine", "python", "--format", "json", *fs_args(s3_options)]
+    local = ["state", fixture_checkpoint(name), "--engine", "python", "--format", "json"]
+    assert json.loads(run_cli(*remote).stdout)["stores"] == json.loads(run_cli(*local).stdout)["stores"]
+    listing = ["--older-than-watermark", "--watermark", "watermark+1 hour"]
+    rows = json.loads(run_cli(*local, *listing).stdout)
+    assert rows and json.loads(run_cli(*remote, *listing).stdout) == rows
