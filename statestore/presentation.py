@@ -6,7 +6,8 @@ variables), per store it can read:
 * a store by name (aggregations, dedup, [flatMap]GroupsWithState, a join's internal stores):
   ``key`` and ``value`` as stored;
 * a join side: the ``<side>-keyWithIndexToValue`` rows whose index is below the key's count in
-  ``<side>-keyToNumValues``, ``key`` without the index, ``value`` with ``matched`` (state format 2);
+  ``<side>-keyToNumValues``, ``key`` without the index, ``value`` without state format 2's
+  trailing ``matched`` flag (the input row only, as Spark 4.3's reader shows it);
 * transformWithState (RocksDB column families): a ValueState as ``key, value``; a ListState as
   ``key, list_element`` (one row per element); a MapState as ``key, user_map_key, user_map_value``;
   event-time timers as ``key, expiration_timestamp_ms``.
@@ -136,7 +137,15 @@ def _join_side_plan(ckpt: Checkpoint, store: Store, rocksdb: bool, codec: str, s
     count_key = key_decoder(counts.key_schema, None, rocksdb, False)
     count_value = single_value_decoder(counts.value_schema, rocksdb)
     indexed_key = key_decoder(values.key_schema, None, rocksdb, False)
-    value = single_value_decoder(values.value_schema, rocksdb)
+    stored = single_value_decoder(values.value_schema, rocksdb)
+    last = values.value_schema.fields[-1] if values.value_schema.fields else None
+    shown = StructType(values.value_schema.fields[:-1]) if last and last.name == "matched" and last.data_type == "boolean" \
+        else values.value_schema
+    names = [f.name for f in shown.fields]
+
+    def value(data: bytes) -> dict[str, Any] | None:
+        row = stored(data)
+        return {n: row[n] for n in names}
     key_names = [f.name for f in counts.key_schema.fields]
     index_name = values.key_schema.fields[-1].name
 
@@ -149,11 +158,9 @@ def _join_side_plan(ckpt: Checkpoint, store: Store, rocksdb: bool, codec: str, s
             full = indexed_key(k)
             key = {n: full[n] for n in key_names}
             if full[index_name] < (numbers.get(_canonical(key)) or 0):
-                decoded = value(v)
-                if decoded is not None:
-                    yield {"key": key, "value": decoded}
+                yield {"key": key, "value": value(v)}
 
-    columns = StructType((_field("key", counts.key_schema), _field("value", values.value_schema)))
+    columns = StructType((_field("key", counts.key_schema), _field("value", shown)))
     return StorePlan(store, rocksdb, codec, (counts_name, values_name), columns, rows)
 
 

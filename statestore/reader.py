@@ -331,12 +331,38 @@ def one_table(reads: list[StoreRead], tables: list, limit: int | None = None):
     return table
 
 
+def _last_of_each_name(array: Any) -> Any:
+    """A struct array (nested structs too) keeping the last field of each name, as Spark's
+    ``Row.asDict`` does: aggregation buffers repeat names (``first``, ``valueSet``)."""
+    import pyarrow as pa
+
+    if not pa.types.is_struct(array.type):
+        return array
+    fields = list(array.type)
+    keep = {f.name: i for i, f in enumerate(fields)}
+    children = [_last_of_each_name(array.field(i)) for i in keep.values()]
+    return pa.StructArray.from_arrays(children, names=list(keep), mask=array.is_null() if array.null_count else None)
+
+
+def pylist(table: Any) -> list[dict[str, Any]]:
+    """An Arrow table's rows as Python dicts; a struct with repeated field names keeps the last of each."""
+    import pyarrow as pa
+
+    try:
+        return table.to_pylist()
+    except ValueError:
+        columns = {name: pa.chunked_array([_last_of_each_name(c) for c in table.column(name).chunks],
+                                          type=_last_of_each_name(table.column(name).chunk(0)).type) if table.num_rows
+                   else table.column(name) for name in table.column_names}
+        return pa.table(columns).to_pylist()
+
+
 def table_rows(tables: list, limit: int | None = None) -> list[dict[str, Any]]:
     """Arrow tables of state rows as JSON-ready dicts: oldest first (the ``limit`` oldest when given),
     then by store, partition and key."""
     import json
 
-    rows = [jsonable(r) for t in tables for r in t.to_pylist()]
+    rows = [jsonable(r) for t in tables for r in pylist(t)]
     rows.sort(key=lambda r: (r["event_time_ms"] is None, r["event_time_ms"] or 0, r["operator_id"], r["store"],
                              r["partition_id"], json.dumps(r["key"], sort_keys=True)))
     return rows if limit is None else rows[:limit]

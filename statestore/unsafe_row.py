@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import re
 import struct
-from decimal import Decimal
+from decimal import Context, Decimal
 from typing import Any, Callable
 
 from wmcheck.checkpoint.errors import UnsupportedError
 from wmcheck.checkpoint.state_schema import ArrayType, DataType, MapType, OtherType, StructType
 
 MAX_LONG_DIGITS = 18
+_EXACT = Context(prec=80)  # Spark decimals have at most 38 digits: scaling them never rounds
 _DECIMAL = re.compile(r"^decimal\((\d+),\s*(-?\d+)\)$")
 _FIXED = {
     "boolean": ("?", 1), "byte": ("b", 1), "short": ("<h", 2), "integer": ("<i", 4), "date": ("<i", 4),
@@ -124,13 +125,13 @@ def value_decoder(data_type: DataType) -> Callable[[bytes, int, int], Any]:
         return lambda buf, base, at: None
     if kind == "decimal_long":
         scale = _scale(data_type)
-        return lambda buf, base, at: Decimal(struct.unpack_from("<q", buf, at)[0]).scaleb(-scale)
+        return lambda buf, base, at: Decimal(struct.unpack_from("<q", buf, at)[0]).scaleb(-scale, _EXACT)
     if kind == "decimal_bytes":
         scale = _scale(data_type)
 
         def big_decimal(buf: bytes, base: int, at: int) -> Decimal:
             offset, size = _offset_size(buf, at)
-            return Decimal(int.from_bytes(buf[base + offset:base + offset + size], "big", signed=True)).scaleb(-scale)
+            return Decimal(int.from_bytes(buf[base + offset:base + offset + size], "big", signed=True)).scaleb(-scale, _EXACT)
 
         return big_decimal
     if kind == "interval":

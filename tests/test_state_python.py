@@ -13,7 +13,7 @@ import pytest
 from wmcheck.checkpoint.model import open_checkpoint
 from wmcheck.statestore.discovery import Store
 from wmcheck.statestore.python_engine import read_store
-from wmcheck.statestore.reader import jsonable, target
+from wmcheck.statestore.reader import jsonable, pylist, target
 
 from conftest import ROOT, fixture_checkpoint, fixture_facts, fixture_names, run_cli
 
@@ -51,7 +51,7 @@ def canonical(rows: list[dict]) -> list[str]:
 def test_rows_equal_spark_reader_rows(name, op, store):
     ckpt = open_checkpoint(str(fixture_checkpoint(name)))
     read = read_store(ckpt, reader_store(ckpt, int(op), store), target(ckpt))
-    got = [jsonable(r) for r in read.raw.to_pylist()]
+    got = [jsonable(r) for r in pylist(read.raw)]
     want = fixture_facts(name)["state"][op][store]["rows"]
     assert canonical(got) == canonical(want)
     assert len(got) == sum(fixture_facts(name)["state"][op][store]["rows_per_partition"].values())

@@ -20,7 +20,7 @@ from conftest import fixture_checkpoint, fixture_facts, fixture_names, run_cli
 pytestmark = pytest.mark.spark
 
 FIXTURES = fixture_names()
-WINDOWED = {"agg_window_hdfs", "agg_window_rocksdb", "checkpoint_v2", "compaction", "multi_watermark_max", "agg_spark35", "chained_aggs",
+WINDOWED = {"state_types", "state_types_rocksdb", "agg_window_hdfs", "agg_window_rocksdb", "checkpoint_v2", "compaction", "multi_watermark_max", "agg_spark35", "chained_aggs",
             "repartition_rocksdb", "repartition_failed_hdfs", "agg_rocksdb_v2_p3"}
 DEDUPLICATED = {"dedup_watermark", "dedup_rocksdb_p3"}
 TIMERS = "$eventTimers_keyToTimestamp"
@@ -125,8 +125,11 @@ def test_what_if_watermark_lists_exactly_the_older_rows(name, op, store, spark, 
     times = [event_ms(name, store, r) for r in rows]
     wm = _middle([t for t in times if t is not None])
     selector = ["--join-side", store] if store in ("left", "right") else ["--state-var", store] if store == TIMERS else ["--store", store]
-    out = json.loads(state_cli(engine, fixture_checkpoint(name), "--older-than-watermark", "--operator", op, *selector,
-                             "--watermark", str(wm), "--format", "json").stdout)
+    args = [fixture_checkpoint(name), "--older-than-watermark", "--operator", op, *selector, "--watermark", str(wm), "--format", "json"]
+    if engine == "spark" and name.startswith("state_types"):  # aggregation buffers repeat field names (first, valueSet)
+        assert "[DUPLICATED_FIELD_NAME_IN_ARROW_STRUCT]" in state_cli(engine, *args, exit_code=2).stderr
+        return
+    out = json.loads(state_cli(engine, *args).stdout)
     want = sorted((r["partition_id"], json.dumps(r["key"], sort_keys=True), t) for r, t in zip(rows, times) if evicted(name, store, t, wm))
     if name == "join_stream_stream":  # the side view drops the store's index column from the key
         want = sorted((p, json.dumps({"field0": json.loads(k)["field0"]}), t) for p, k, t in want)
@@ -475,3 +478,49 @@ def test_spark_connect_reads_what_the_classic_session_reads(args, tmp_path):
                            "--format", "json"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert done.returncode == 0 and done.stderr == "", done.stderr
     assert json.loads(done.stdout) == json.loads(state_cli("spark", ckpt, *args, "--format", "json").stdout)
+
+
+# -- the python engine against Spark's reader, row for row, at earlier batches too ------------------
+
+
+def _rows(rows: list[dict]) -> list[str]:
+    from test_state_python import as_collected
+
+    from wmcheck.statestore.reader import jsonable
+
+    return sorted(json.dumps(as_collected(jsonable(r)), sort_keys=True) for r in rows)
+
+
+def _spark_rows(df) -> list[dict]:
+    """Spark's rows through Arrow, or collected when Arrow refuses them (a struct repeating a field name)."""
+    from pyspark.errors import PySparkException
+
+    from wmcheck.statestore.reader import pylist
+
+    try:
+        return pylist(df.toArrow())
+    except PySparkException:
+        return [r.asDict(recursive=True) for r in df.collect()]
+
+
+DIFFERENTIAL = ["state_types", "state_types_rocksdb", "agg_window_rocksdb", "checkpoint_v2", "join_stream_stream", "tws_pandas",
+                "agg_spark35", "compaction", "dedup_watermark"]
+
+
+@pytest.mark.parametrize("name", [n for n in DIFFERENTIAL if n in FIXTURES])
+def test_python_engine_rows_equal_spark_rows_at_several_batches(name, spark):
+    """Every store the summary shows (join sides included), at the first, a middle and the next batch:
+    after snapshots, changelogs and maintenance, checkpoint v1 and v2, HDFS and RocksDB, Spark 3.5 and 4."""
+    from wmcheck.checkpoint.model import open_checkpoint
+    from wmcheck.statestore import python_engine, reader
+    from wmcheck.statestore.reader import pylist
+
+    ckpt = open_checkpoint(str(fixture_checkpoint(name)))
+    first = min(ckpt.commit_ids) + 1
+    for batch in sorted({first, (first + ckpt.next_batch) // 2, ckpt.next_batch}):
+        ours = python_engine.read_stores(ckpt, batch=batch)
+        theirs = reader.read_stores(spark, ckpt, batch=batch)
+        for mine, spark_read in zip(ours, theirs, strict=True):
+            assert mine.store == spark_read.store
+            assert _rows(pylist(mine.raw)) == _rows(_spark_rows(spark_read.raw)), (batch, mine.store.name)
+            assert _rows(pylist(mine.rows())) == _rows(_spark_rows(spark_read.rows())), (batch, mine.store.name)
