@@ -17,6 +17,7 @@ from urllib.parse import unquote, urlsplit
 from .errors import CheckpointError, MalformedFileError, MissingFileError
 from .fs import local_path
 from .model import SOURCES, Checkpoint
+from .numbers import is_number
 from .source_offsets import SourceOffset
 from .textlog import decode_lines, dump_json, parse_json_object, parse_version
 from .timeutil import format_ms
@@ -326,7 +327,7 @@ def _delta_position(offset: SourceOffset | None) -> dict[str, Any] | None:
 
 def _source_kind(ckpt: Checkpoint, src: SourceOffset) -> str:
     kind = src.kind
-    if kind == "long" and src.source_id.isdigit() and int(src.source_id) in ckpt.source_dirs:
+    if kind == "long" and is_number(src.source_id) and int(src.source_id) in ckpt.source_dirs:
         return "file"
     return kind
 

@@ -14,6 +14,7 @@ from .commits import CommitEntry, parse_commit
 from .errors import CheckpointError, MissingFileError, NotACheckpointError
 from .file_logs import FileLog, log_file_batch, parse_file_log
 from .fs import FileInfo, FileSystem, open_fs, require_dir
+from .numbers import is_number
 from .offsets import OffsetSeq, parse_offsets
 from .operator_kinds import infer_operator_name
 from .query_metadata import QueryMetadata, parse_query_metadata
@@ -65,7 +66,7 @@ class Operator:
 
 def batch_ids(names: list[str]) -> list[int]:
     """Batch ids of a metadata log directory (files named by a bare number), sorted."""
-    return sorted(int(name) for name in names if name.isdigit())
+    return sorted(int(name) for name in names if is_number(name))
 
 
 class Checkpoint:
@@ -148,7 +149,7 @@ class Checkpoint:
     @cached_property
     def source_dirs(self) -> list[int]:
         """Source ids that have a file-source log under ``sources/``."""
-        return sorted(int(i.name) for i in self.fs.list_dir(SOURCES) if i.is_dir and i.name.isdigit())
+        return sorted(int(i.name) for i in self.fs.list_dir(SOURCES) if i.is_dir and is_number(i.name))
 
     def source_log_files(self, source: int | str) -> dict[int, str]:
         """Batch id -> file name (``N`` or ``N.compact``) of ``sources/<source>/``."""
@@ -275,7 +276,7 @@ class Checkpoint:
         ``0/[<store>/]_metadata/schema``."""
         op = next((o for o in self.state_layout.operators if o.operator_id == operator_id), None)
         v3 = [f for f in (op.schema_files if op else ()) if posixpath.basename(posixpath.dirname(f.path)) == store
-              and f.name.split("_")[0].isdigit()]
+              and is_number(f.name.split("_")[0])]
         v3.sort(key=lambda f: int(f.name.split("_")[0]), reverse=True)
         legacy = f"{STATE}/{operator_id}/0/" + ("" if store == DEFAULT_STORE else f"{store}/") + "_metadata/schema"
         return [f.path for f in v3] + ([legacy] if self.fs.exists(legacy) else [])
@@ -295,7 +296,7 @@ class Checkpoint:
         committed batch if any, else ``_metadata/metadata``."""
         done = self.last_committed_batch
         v2 = sorted(
-            (f for f in files if posixpath.basename(posixpath.dirname(f.path)) == "v2" and f.name.isdigit()),
+            (f for f in files if posixpath.basename(posixpath.dirname(f.path)) == "v2" and is_number(f.name)),
             key=lambda f: int(f.name),
         )
         # the metadata of the batch the state is loaded from: not one written by an uncommitted batch

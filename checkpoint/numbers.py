@@ -1,6 +1,7 @@
 """Numbers in file names and text headers: ASCII digits only (``str.isdigit`` also accepts ``²`` and ``٣``)."""
 from __future__ import annotations
 
+LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
 MAX_DIGITS = 19
 """Spark's ids are Java longs: at most 19 digits."""
 

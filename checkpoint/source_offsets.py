@@ -6,7 +6,14 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from .numbers import LONG_MAX, LONG_MIN, is_number
+
 DELTA_KEYS = frozenset({"sourceVersion", "reservoirVersion", "index"})
+
+
+def _is_long(value: Any) -> bool:
+    """An integer a Java long holds (JSON allows any size)."""
+    return isinstance(value, int) and not isinstance(value, bool) and LONG_MIN <= value <= LONG_MAX
 
 
 @dataclass(frozen=True)
@@ -23,7 +30,7 @@ class SourceOffset:
             return None
         try:
             return json.loads(self.raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
 
     @cached_property
@@ -32,16 +39,16 @@ class SourceOffset:
         value = self.value
         if self.raw is None:
             return "none"
-        if isinstance(value, int) and not isinstance(value, bool):
+        if _is_long(value):
             return "long"
         if not isinstance(value, dict):
             return "unknown"
-        if set(value) == {"logOffset"} and isinstance(value["logOffset"], int):
+        if set(value) == {"logOffset"} and _is_long(value["logOffset"]):
             return "file"
         if DELTA_KEYS <= set(value):
             return "delta"
         if value and all(
-            isinstance(parts, dict) and parts and all(isinstance(o, int) and k.lstrip("-").isdigit() for k, o in parts.items())
+            isinstance(parts, dict) and parts and all(_is_long(o) and is_number(k.removeprefix("-")) for k, o in parts.items())
             for parts in value.values()
         ):
             return "kafka"

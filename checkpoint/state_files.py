@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from .fs import FileInfo
+from .numbers import is_number
 
 DEFAULT_STORE = "default"
 STATE_FILE = re.compile(r"^(\d+)(?:_([0-9A-Za-z-]+))?\.(delta|snapshot|zip|changelog)$")
@@ -82,6 +83,21 @@ class StorePartition:
             v -= 1
         return list(reversed(chain)), None
 
+    def newest_loadable(self, version: int, unique_ids: dict[int, str] | None = None) -> int:
+        """The newest version at or below ``version`` that can be rebuilt (0, the empty state, always can);
+        linear in the number of files, whatever the version numbers."""
+        kinds: dict[int, set[str]] = {}
+        for f in self.files:
+            if unique_ids is None or f.unique_id is None or unique_ids.get(f.version) in (None, f.unique_id):
+                kinds.setdefault(f.version, set()).add(f.kind)
+        best, loadable = 0, {0: True}
+        for v in sorted(k for k in kinds if 0 < k <= version):
+            ok = bool(kinds[v] & BASE_KINDS) or bool(kinds[v] & INCREMENT_KINDS) and loadable.get(v - 1, False)
+            loadable[v] = ok
+            if ok:
+                best = v
+        return best
+
     def oldest_loadable(self, up_to: int) -> int | None:
         """The smallest version ≤ ``up_to`` that can be rebuilt from the files present."""
         for v in range(0, up_to + 1):
@@ -145,7 +161,7 @@ def scan_state(files: Iterable[FileInfo], prefix: str = "state") -> StateLayout:
         if is_crc(name):
             crc.append(info)
             continue
-        if not parts or not parts[0].isdigit() or len(parts) < 3:
+        if not parts or not is_number(parts[0]) or len(parts) < 3:
             unknown.append(info)
             continue
         op = int(parts[0])
@@ -155,7 +171,7 @@ def scan_state(files: Iterable[FileInfo], prefix: str = "state") -> StateLayout:
         if parts[1] == "_stateSchema":
             op_schema.setdefault(op, []).append(info)
             continue
-        if not parts[1].isdigit():
+        if not is_number(parts[1]):
             unknown.append(info)
             continue
         partition = int(parts[1])

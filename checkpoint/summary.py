@@ -6,6 +6,7 @@ from datetime import timezone, tzinfo
 from typing import Mapping
 
 from .model import PINNED_CONFS, Checkpoint, Operator
+from .numbers import is_number
 from .relocation import foreign_references
 from .repartitions import batch_kind, partitions_of, repartitions, unfinished
 from .state_files import StorePartition
@@ -156,7 +157,7 @@ def source_summaries(ckpt: Checkpoint) -> list[SourceSummary]:
     out = []
     for src in ckpt.offsets(last).sources:
         kind = src.kind
-        if kind == "long" and src.source_id.isdigit() and int(src.source_id) in file_sources:
+        if kind == "long" and is_number(src.source_id) and int(src.source_id) in file_sources:
             kind = "file"
         out.append(SourceSummary(src.source_id, kind, src.raw, src.summary()))
     return out

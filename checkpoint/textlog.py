@@ -5,6 +5,7 @@ import json
 from typing import Any, overload
 
 from .errors import MalformedFileError, NewerVersionError
+from .numbers import LONG_MAX, LONG_MIN, is_number
 
 
 def decode_lines(data: bytes, path: str) -> list[str]:
@@ -30,7 +31,7 @@ def parse_version(line: str, path: str, max_version: int, what: str) -> int:
     """Validate a ``vN`` header the way Spark's ``validateVersion`` does."""
     text = line.strip()
     shown = text if len(text) <= 40 else text[:40] + "..."
-    if text.startswith("v") and text[1:].isdigit() and int(text[1:]) > 0:
+    if text.startswith("v") and is_number(text[1:]) and int(text[1:]) > 0:
         version = int(text[1:])
         if version > max_version:
             raise NewerVersionError(
@@ -84,9 +85,9 @@ def int_field(obj: dict[str, Any], key: str, path: str, line: int | None, defaul
     if key not in obj:
         return default
     value = obj[key]
-    if isinstance(value, bool) or not isinstance(value, int):
+    if isinstance(value, bool) or not isinstance(value, int) or not LONG_MIN <= value <= LONG_MAX:
         raise MalformedFileError(
-            f"expected {key} to be an integer, found {json.dumps(value)[:40]}",
+            f"expected {key} to be an integer (a Java long), found {json.dumps(value)[:40]}",
             path=path,
             line=line,
             hint="the file was edited by hand or written by an unknown tool",

@@ -15,7 +15,7 @@ from datetime import timezone, tzinfo
 from typing import Iterable, Iterator, Mapping
 
 from .checks import logs, repartition, sources, state, watermark  # noqa: F401 - importing registers the checks
-from .checks.context import SINK_LOG, Context
+from .checks.context import SINK_LOG, Context, error_text
 from .checks.registry import CHECKS, ERROR, OPEN_FAILED, WARNING, Check, Finding
 from .errors import CheckpointError, MissingFileError
 from .fs import FileSystem, open_fs, require_dir, scheme_of
@@ -23,6 +23,9 @@ from .model import Checkpoint, open_checkpoint
 
 __all__ = ["CHECKS", "ERROR", "WARNING", "OPEN_FAILED", "Check", "Finding", "check_checkpoint", "check_location",
            "open_file_sink", "select_checks", "fails"]
+
+
+UNPARSEABLE = "WM001"
 
 
 def select_checks(select: Iterable[str] | None = None, ignore: Iterable[str] = ()) -> list[Check]:
@@ -71,12 +74,20 @@ def check_checkpoint(
     label = name or ckpt.location
     with gc_paused():
         ctx = Context(ckpt, sink, shown_relative(sink.uri(), ckpt.location) if sink else "", tz)
-        findings = [
-            Finding(check.code, check.severity, label, path, message)
-            for check in (CHECKS.values() if checks is None else checks)
-            if check.run is not None and (sink is not None or not check.needs_sink)
-            for path, message in check.run(ctx)
-        ]
+        findings: list[Finding] = []
+        unreadable: list[CheckpointError] = []
+        for check in CHECKS.values() if checks is None else checks:
+            if check.run is None or (sink is None and check.needs_sink):
+                continue
+            try:
+                findings.extend(Finding(check.code, check.severity, label, path, message) for path, message in check.run(ctx))
+            except CheckpointError as exc:  # a file only this check reads: report it, run the other checks
+                unreadable.append(exc)
+        shown = {f.path for f in findings if f.code == UNPARSEABLE}
+        for exc in unreadable:
+            if (exc.path or "") not in shown:
+                shown.add(exc.path or "")
+                findings.append(Finding(UNPARSEABLE, ERROR, label, exc.path or "", error_text(exc)))
     return sorted(findings, key=lambda f: (f.code, f.path))
 
 

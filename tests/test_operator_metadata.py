@@ -154,7 +154,7 @@ PATH = "state/0/_metadata/v2/0"
         (b"v3\n{}", NewerVersionError, "newer Spark"),
         (b"v0\n{}", MalformedFileError, 'expected a stateful operator metadata version header like "v1"'),
         (b"x1\n{}", MalformedFileError, "version header"),
-        (b"v" + b"9" * 5000 + b"\n{}", MalformedFileError, 'expected a version header like "v1"'),
+        (b"v" + b"9" * 5000 + b"\n{}", MalformedFileError, 'metadata version header like "v1"'),
         ("v²\n{}".encode(), MalformedFileError, "version header"),
         (b"v1\nnot json", MalformedFileError, "expected the operator metadata as JSON"),
         (b"v1\n[1]", MalformedFileError, "as a JSON object, found list"),

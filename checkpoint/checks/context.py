@@ -12,6 +12,7 @@ from ..errors import CheckpointError
 from ..file_logs import log_file_batch, parse_file_log
 from ..fs import FileSystem
 from ..model import COMMITS, OFFSETS, SOURCES, Checkpoint, Operator
+from ..numbers import is_number
 from ..offsets import FAST_METADATA, BatchMetadata, OffsetSeq
 from ..state_files import DEFAULT_STORE, StateFile, StateLayout
 from ..state_schema import StateSchemaFile, parse_state_schema
@@ -86,15 +87,31 @@ class Tree:
         """Read ``paths`` and, in the same round, the checksum sidecars of those in ``verify``; record the files
         whose sidecars do not match."""
         checked = [(p, [(k, s) for k, s in zip(("hadoop", "spark"), sidecars(p)) if s in self.entries]) for p in verify]
-        data = self.fs.read_many(list(dict.fromkeys([*paths, *(p for p, _ in checked), *(s for _, f in checked for _, s in f)])))
+        data = self._read_all(list(dict.fromkeys([*paths, *(p for p, _ in checked), *(s for _, f in checked for _, s in f)])))
         for path, found in checked:
-            problems = [problem for kind, s in found if (problem := verify_sidecar(data[path], kind, s, data.pop(s)))]
+            if path not in data:
+                continue
+            problems = [problem for kind, s in found if s in data and (problem := verify_sidecar(data[path], kind, s, data.pop(s)))]
             if problems:
                 self.mismatches.append((self.shown(path), "; ".join(problems) + (
                     ": Spark fails to read it (ChecksumException). Restore the file from a backup (wmcheck undo), "
                     "or delete the checksum file if the file was changed on purpose"
                 )))
         return data
+
+    def _read_all(self, paths: list[str]) -> dict[str, bytes]:
+        """The files that can be read: one unreadable file (no permission, a directory in its place) is left
+        out here and reported by the check that parses it, the others are checked as usual."""
+        try:
+            return self.fs.read_many(paths)
+        except CheckpointError:
+            out = {}
+            for path in paths:
+                try:
+                    out[path] = self.fs.read(path)
+                except CheckpointError:
+                    continue
+            return out
 
     def log_files(self, folder: str) -> tuple[list[str], list[str]]:
         """A file log's files (``N``, ``N.compact``) and those Spark reads on restart: from the latest compact on."""
@@ -144,8 +161,8 @@ class Context:
         """Read every log file once, verifying the checksums of those Spark reads on restart, and parse them."""
         ckpt, tree = self.ckpt, self.tree
         root = tree.names("")
-        offsets = [f"{OFFSETS}/{n}" for n in tree.names(OFFSETS) if n.isdigit()]
-        commits = [f"{COMMITS}/{n}" for n in tree.names(COMMITS) if n.isdigit()]
+        offsets = [f"{OFFSETS}/{n}" for n in tree.names(OFFSETS) if is_number(n)]
+        commits = [f"{COMMITS}/{n}" for n in tree.names(COMMITS) if is_number(n)]
         sources = [tree.log_files(f"{SOURCES}/{i}") for i in ckpt.source_dirs]
         layout = ckpt.state_layout
         tree.entries.update(state_paths(layout))

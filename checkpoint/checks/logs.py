@@ -4,11 +4,14 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
+from ..activity import DEFAULT_IDLE_MS, newest_recent, now_ms
 from ..checksums import sidecar_target
 from ..errors import CheckpointError
 from ..model import COMMITS, OFFSETS
+from ..numbers import is_number
 from ..state_files import is_crc, is_temp
 from ..summary import REPAIR_JOURNAL
+from ..timeutil import format_duration
 from .context import Context, Tree, error_text, sidecars
 from .registry import ERROR, WARNING, Issue, register
 from .text import span
@@ -78,7 +81,7 @@ def uncommitted_batches(ctx: Context) -> Iterator[Issue]:
 def checkpoint_format(ctx: Context) -> tuple[int | None, str]:
     """The state checkpoint format (1 or 2) and where it comes from: the pinned conf, else the state file names."""
     pinned = ctx.conf(CHECKPOINT_FORMAT)
-    if pinned is not None and pinned.isdigit():
+    if pinned is not None and is_number(pinned):
         return int(pinned), f"{CHECKPOINT_FORMAT}={pinned}"
     files = [f for op in ctx.ckpt.state_layout.operators for p in op.partitions for f in p.files]
     if not files:
@@ -151,11 +154,19 @@ def strays(ctx: Context) -> tuple[list[tuple[Tree, str]], list[tuple[Tree, str]]
 
 @register("WM009", WARNING, "leftover temp file")
 def temp_files(ctx: Context) -> Iterator[Issue]:
-    for tree, path in strays(ctx)[0]:
-        yield tree.shown(path), (
-            "leftover of an interrupted write; Spark ignores it, but it hides what happened and takes space: "
-            "delete it while the query is stopped"
-        )
+    temps = strays(ctx)[0]
+    active = newest_recent(ctx.ckpt, DEFAULT_IDLE_MS, now_ms()) if temps else None
+    for tree, path in temps:
+        if active:  # the rule of the repair guard: a running query writes through such temp files
+            yield tree.shown(path), (
+                f"the query looks active ({active.path} changed within the last {format_duration(DEFAULT_IDLE_MS)}): "
+                "probably a write in flight, not a leftover; check again once the query is stopped"
+            )
+        else:
+            yield tree.shown(path), (
+                "leftover of an interrupted write; Spark ignores it, but it hides what happened and takes space: "
+                "delete it while the query is stopped"
+            )
 
 
 @register("WM010", WARNING, "orphaned checksum sidecar")

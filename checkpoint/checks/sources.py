@@ -6,6 +6,7 @@ from typing import Iterator
 
 from ..file_logs import COMPACT_SUFFIX, log_file_batch
 from ..model import SOURCES
+from ..numbers import is_number
 from .context import SINK_LOG, Context, Tree
 from .registry import ERROR, Issue, register
 from .text import span
@@ -55,7 +56,7 @@ def source_log_behind(ctx: Context) -> Iterator[Issue]:
     previous = ctx.offsets.get(last - 1) if last is not None and ckpt.pending_batch is not None else None
     for src in seq.sources:
         end = src.log_offset
-        if end is None or not src.source_id.isdigit() or int(src.source_id) not in ckpt.source_dirs:
+        if end is None or not is_number(src.source_id) or int(src.source_id) not in ckpt.source_dirs:
             continue
         folder = f"{SOURCES}/{src.source_id}"
         files = log_forms(ctx.tree, folder)

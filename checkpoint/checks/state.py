@@ -6,6 +6,7 @@ from typing import Iterator
 
 from ..errors import CheckpointError
 from ..model import Operator
+from ..numbers import is_number
 from ..relocation import SchemaReference, foreign_references, reachable
 from ..state_files import BASE_KINDS, StateFile, StorePartition
 from ..summary import store_unique_ids
@@ -53,20 +54,11 @@ def file_kinds(part: StorePartition) -> tuple[str, str]:
     return ("zip", "changelog") if any(f.kind in ("zip", "changelog") for f in part.files) else ("snapshot", "delta")
 
 
-def newest_loadable(part: StorePartition, ids: dict[int, str] | None, version: int) -> int:
-    """The newest version at or below ``version`` that the store partition can rebuild (0 always can)."""
-    missing = part.restore_plan(version, ids)[1]
-    while missing is not None:
-        version = missing - 1
-        missing = part.restore_plan(version, ids)[1]
-    return version
-
-
 def rewind_hint(ctx: Context) -> str:
     """The newest batch every store partition can restart from, as a wmcheck command."""
     target = load_version(ctx)
     while True:
-        newest = min((newest_loadable(p.part, p.ids, target) for p in plans(ctx)), default=target)
+        newest = min((p.part.newest_loadable(target, p.ids) for p in plans(ctx)), default=target)
         if newest == target:
             break
         target = newest
@@ -130,7 +122,7 @@ def expected_partitions(ctx: Context, op: Operator) -> tuple[int | None, str]:
     if op.metadata is not None and op.num_partitions:
         return op.num_partitions, "numPartitions in its operator metadata"
     pinned = ctx.conf(SHUFFLE_PARTITIONS)
-    return (int(pinned), f"{SHUFFLE_PARTITIONS}={pinned}") if pinned and pinned.isdigit() else (None, "")
+    return (int(pinned), f"{SHUFFLE_PARTITIONS}={pinned}") if pinned and is_number(pinned) else (None, "")
 
 
 @register("WM018", ERROR, "state partition directory missing")

@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ..activity import DEFAULT_IDLE_MS, now_ms, recent_activity
 from ..errors import CheckpointError, MissingFileError, RefusedError
 from ..fs import FileSystem, open_fs
 from ..model import Checkpoint, open_checkpoint
@@ -35,7 +36,6 @@ from .lock import Lock, acquire
 from .plan import OWN_DIR, Plan, dumps, load_plan
 from .requests import REQUESTS, FsOptions, RepairRequest, RunOptions, open_file_sink
 from .results import BackupRow, RepairResult, Restored, Resumed, UndoResult
-from .targets import DEFAULT_IDLE_MS, now_ms, recent_activity
 
 F = TypeVar("F", bound=Callable[..., Any])
 

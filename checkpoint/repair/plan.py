@@ -195,6 +195,6 @@ def _plain(path: object) -> bool:
 def load_plan(text: str, path: str) -> Plan:
     try:
         obj = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise _bad(path, f"invalid JSON ({exc})") from None
     return plan_from_json(obj, path)

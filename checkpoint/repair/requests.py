@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping
 
+from ..activity import DEFAULT_IDLE_MS
 from ..errors import CheckpointError, MissingFileError
 from ..fs import open_fs, require_dir
 from ..model import Checkpoint
@@ -16,7 +17,7 @@ from .logs import SINK_LOG
 from .plan import Plan
 from .relocate import plan_relocate
 from .rewind import FileSink, plan_rewind
-from .targets import DEFAULT_IDLE_MS, resolve_target
+from .targets import resolve_target
 from .watermark import plan_set_watermark
 
 FsOptions = Mapping[str, str] | None

@@ -12,12 +12,14 @@ import io
 import json
 import posixpath
 import zipfile
+import zlib
 from dataclasses import dataclass
 from functools import cached_property
 
 from ..errors import RefusedError
 from ..fs import FileInfo, FileSystem
 from ..model import COMMITS, OFFSETS, SOURCES, Checkpoint
+from ..numbers import is_number
 from ..repartitions import partitions_of
 from ..state_files import StorePartition
 from ..summary import loadable
@@ -36,6 +38,8 @@ from .plan import Plan, Step
 from .targets import retained_batches, watermark_after
 
 FILE_KINDS = ("file", "long")
+MAX_ZIP_METADATA = 64 << 20
+"""A snapshot's SST list is small; a larger ``metadata`` entry is not read (a zip bomb or a corrupt size)."""
 MAX_LISTED = 3
 
 
@@ -240,12 +244,12 @@ def _state_steps(view: RewindView, batch: int, warnings: list[str]) -> list[Step
                                       f"SST referenced only by removed snapshots (versions > {version})")
     for op in layout.operators:
         for info in sorted(op.metadata_files, key=lambda i: i.path):
-            if posixpath.basename(posixpath.dirname(info.path)) == "v2" and info.name.isdigit() and int(info.name) > batch:
+            if posixpath.basename(posixpath.dirname(info.path)) == "v2" and is_number(info.name) and int(info.name) > batch:
                 steps += remove_steps("checkpoint", info, view.state_crc.get, "metadata",
                                       f"operator metadata written by batch {info.name} > {batch}")
         for info in sorted(op.schema_files, key=lambda i: i.path):
             head = info.name.split("_", 1)[0]
-            if "_" in info.name and head.isdigit() and int(head) > batch:
+            if "_" in info.name and is_number(head) and int(head) > batch:
                 steps += remove_steps("checkpoint", info, view.state_crc.get, "metadata",
                                       f"state schema written by batch {head} > {batch}")
     return steps
@@ -255,11 +259,14 @@ def zip_sst_files(data: bytes) -> set[str] | None:
     """The ``SSTs/`` file names a RocksDB snapshot zip references (its ``metadata`` entry), None if unreadable."""
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            if archive.getinfo("metadata").file_size > MAX_ZIP_METADATA:
+                return None
             text = archive.read("metadata").decode("utf-8")
         line = next(line for line in text.splitlines() if line.startswith("{"))
         return {str(f["dfsSstFileName"]) for f in json.loads(line).get("sstFiles", [])}
-    except (zipfile.BadZipFile, KeyError, StopIteration, ValueError, TypeError, UnicodeDecodeError):
-        return None
+    except (zipfile.BadZipFile, zlib.error, KeyError, StopIteration, ValueError, TypeError, AttributeError,
+            UnicodeDecodeError, NotImplementedError, EOFError, OSError, RecursionError, RuntimeError):
+        return None  # a corrupt or unexpected zip: its SST list is unknown
 
 
 def _orphaned_ssts(fs: FileSystem, part: StorePartition, version: int, warnings: list[str]) -> list[FileInfo]:

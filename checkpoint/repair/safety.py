@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from ..activity import recent_activity
 from ..errors import CheckpointError, RefusedError
 from ..fs import FileSystem, open_fs
 from ..model import Checkpoint, open_checkpoint
 from .backup import BACKUPS
 from .plan import OWN_DIR, Plan
 from .requests import FsOptions, inside
-from .targets import recent_activity
 
 IDLE_HINT = "stop the query first; on a stopped query or a copy use --idle 0 or --force"
 

@@ -1,14 +1,13 @@
 """Which batch a rewind goes back to, what watermark a batch leaves behind, and whether the query is idle."""
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
+from ..activity import now_ms
 from ..errors import CheckpointError
-from ..model import COMMITS, OFFSETS, Checkpoint
-from ..timeutil import format_duration, format_ms, parse_duration_ms, parse_time_ms
+from ..model import Checkpoint
+from ..timeutil import format_ms, parse_duration_ms, parse_time_ms
 
-DEFAULT_IDLE_MS = 10 * 60_000
 
 
 @dataclass(frozen=True)
@@ -17,10 +16,6 @@ class Target:
 
     batch: int | None
     how: str
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def retained_batches(ckpt: Checkpoint) -> list[int]:
@@ -94,32 +89,3 @@ def parse_idle(text: str) -> int:
     if ms < 0:
         raise CheckpointError(f"--idle must not be negative, got {text!r}", hint="e.g. --idle '10 minutes'")
     return ms
-
-
-def recent_activity(ckpt: Checkpoint, idle_ms: int, now: int, ignore: frozenset[str] = frozenset()) -> str | None:
-    """Why the query looks active: the newest file in offsets/, commits/ or state/ changed within ``idle_ms``."""
-    if idle_ms <= 0:
-        return None
-    newest = None
-    for info in [*ckpt.fs.list_dir(OFFSETS), *ckpt.fs.list_dir(COMMITS), *_state_infos(ckpt)]:
-        if not getattr(info, "is_dir", False) and info.path not in ignore and (newest is None or info.mtime_ms > newest.mtime_ms):
-            newest = info
-    if newest is None or newest.mtime_ms < now - idle_ms:
-        return None
-    return (f"the query looks active: {newest.path} was modified {format_duration(max(0, now - newest.mtime_ms))} "
-            f"ago, within --idle {format_duration(idle_ms)}")
-
-
-def _state_infos(ckpt: Checkpoint):
-    layout = ckpt.state_layout
-    yield from layout.temp_files
-    yield from layout.crc_files
-    yield from layout.unknown_files
-    for op in layout.operators:
-        yield from op.metadata_files
-        yield from op.schema_files
-        for part in op.partitions:
-            yield from part.sst_files
-            yield from part.other_files
-            for f in part.files:
-                yield f
