@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .numbers import is_number
 from .offsets import OffsetSeq
 
 if TYPE_CHECKING:
@@ -42,7 +43,7 @@ class Repartition:
 def partitions_in(conf: Mapping[str, Any]) -> int | None:
     """The shuffle partition count of a pinned conf (None when absent or not a number)."""
     value = str(conf.get(SHUFFLE_PARTITIONS, ""))
-    return int(value) if value.isdigit() else None
+    return int(value) if is_number(value) else None
 
 
 def partitions_of(ckpt: Checkpoint, batch: int) -> int | None:

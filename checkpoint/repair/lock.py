@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from ..errors import CheckpointError, MissingFileError, RefusedError
 from ..fs import TEMP_SUFFIX, FileSystem
+from ..numbers import is_number
 from ..timeutil import format_ms
 from .plan import OWN_DIR
 
@@ -89,7 +90,7 @@ def _remove_dead_temps(fs: FileSystem) -> None:
     for info in fs.list_dir(OWN_DIR):
         parts = info.name.split(".")
         if info.name.startswith(".lock.") and info.name.endswith(TEMP_SUFFIX) and len(parts) == 5 and \
-                parts[2].isascii() and parts[2].isdigit() and not _running(int(parts[2])):
+                is_number(parts[2]) and not _running(int(parts[2])):
             fs.delete(info.path)
 
 

@@ -83,7 +83,7 @@ def resolve_target(
 def parse_idle(text: str) -> int:
     """``--idle``: a duration like ``10 minutes`` or ``30s``; a bare number means minutes (``0`` disables)."""
     body = text.strip()
-    if body.replace(".", "", 1).isdigit():
+    if body.isascii() and body.replace(".", "", 1).isdigit():
         return int(float(body) * 60_000)
     ms = parse_duration_ms(body)
     if ms < 0:
