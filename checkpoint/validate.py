@@ -84,10 +84,10 @@ def check_checkpoint(
             except CheckpointError as exc:  # a file only this check reads: report it, run the other checks
                 unreadable.append(exc)
         shown = {f.path for f in findings if f.code == UNPARSEABLE}
-        for exc in unreadable:
-            if (exc.path or "") not in shown:
-                shown.add(exc.path or "")
-                findings.append(Finding(UNPARSEABLE, ERROR, label, exc.path or "", error_text(exc)))
+        for error in unreadable:
+            if (error.path or "") not in shown:
+                shown.add(error.path or "")
+                findings.append(Finding(UNPARSEABLE, ERROR, label, error.path or "", error_text(error)))
     return sorted(findings, key=lambda f: (f.code, f.path))
 
 

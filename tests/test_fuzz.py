@@ -15,7 +15,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import FIXTURES
 from wmcheck.checkpoint.batch_inputs import parse_kafka_initial_offsets
 from wmcheck.checkpoint.checksums import verify_hadoop_crc, verify_spark_checksum
 from wmcheck.checkpoint.commits import parse_commit
@@ -27,6 +26,8 @@ from wmcheck.checkpoint.query_metadata import parse_query_metadata
 from wmcheck.checkpoint.repair.plan import load_plan
 from wmcheck.checkpoint.repair.rewind import zip_sst_files
 from wmcheck.checkpoint.state_schema import parse_state_schema
+
+from conftest import FIXTURES
 
 TOKENS = [b"\xc2\xb2", "\u0663".encode(), b"v" + b"9" * 5000, b"9" * 5000, b"[" * 100_000, b'{"a":' * 50_000,
           b"-", b"\x00", b"\xff\xfe", b"\n", b"\r\n", b'"', b"{}", b"[]", b"null", b"1e999999", b"-0", b"v0",

@@ -14,10 +14,9 @@ import time
 from pathlib import Path
 
 import pytest
-
-from conftest import fixture_facts, run_cli
 from test_repair_execute import copy_of, tree, trees
 from test_repair_kill import STRACE, cli, leftovers
+
 from wmcheck.checkpoint import repair
 from wmcheck.checkpoint.commits import parse_commit
 from wmcheck.checkpoint.errors import CheckpointError, MalformedFileError, RefusedError
@@ -25,6 +24,8 @@ from wmcheck.checkpoint.file_logs import parse_file_log
 from wmcheck.checkpoint.offsets import parse_offsets
 from wmcheck.checkpoint.source_offsets import SourceOffset
 from wmcheck.checkpoint.validate import check_location
+
+from conftest import fixture_facts, run_cli
 
 HDFS = "agg_window_hdfs"
 LOWER = fixture_facts(HDFS)["next_watermark_ms"] - 60_000

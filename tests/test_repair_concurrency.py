@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 from test_repair_execute import copy_of, trees
+
 from wmcheck.checkpoint import repair
 
 PAIRS = 8

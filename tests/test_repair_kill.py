@@ -22,12 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-from conftest import fixture_facts
 from test_repair_execute import copy_of, trees
+
 from wmcheck.checkpoint import repair
 from wmcheck.checkpoint.errors import RefusedError
 from wmcheck.checkpoint.validate import check_location
+
+from conftest import fixture_facts
 
 SYSCALLS = ("rename", "renameat", "renameat2", "fsync", "fdatasync", "unlink", "unlinkat")
 FULL = os.environ.get("WMCHECK_FULL_KILL_SWEEP") == "1"

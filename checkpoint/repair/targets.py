@@ -9,7 +9,6 @@ from ..model import Checkpoint
 from ..timeutil import format_ms, parse_duration_ms, parse_time_ms
 
 
-
 @dataclass(frozen=True)
 class Target:
     """The batch to rewind to (None when no retained batch matches) and how it was chosen."""
