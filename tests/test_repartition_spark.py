@@ -7,7 +7,12 @@ session's one Spark session with the held-back input run, past the file sink log
 """
 from __future__ import annotations
 
+import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -15,6 +20,7 @@ import pytest
 from test_repair_spark import QUERIES, fixture_conf, run_query, sink_rows
 
 from wmcheck.checkpoint import repair
+from wmcheck.checkpoint.errors import RefusedError
 from wmcheck.checkpoint.model import open_checkpoint
 from wmcheck.checkpoint.repartitions import UNFINISHED_RESTART_ERROR
 from wmcheck.checkpoint.validate import check_location
@@ -117,9 +123,12 @@ def test_repartition_3_to_5_then_restart_past_compaction(spark, tmp_path, name, 
             assert files(root) != before
             undone = repair.undo_repair(str(root / "checkpoint"), idle_ms=0)
             assert files(root) == before and undone.command == "repartition"
-        done = execute(root, 5)
-        counts = done.verification.counts
-        assert [(c.operator_id, c.store) for c in counts] == [(0, "default")] and counts[0].before > 0
+        doc = run_cli_json("repartition", root / "checkpoint", "--partitions", "5", "--file-sink", root / "output",
+                           "--execute", "--idle", "0")
+        assert (doc["executed"], doc["request"]["batch"], doc["verification"]["partitions"]) == (True, last + 1, 5)
+        [count] = doc["verification"]["counts"]
+        assert count["operator_id"] == 0 and count["store"] == "default" and count["before"] == count["after"] > 0
+        assert doc["verification"]["errors"] == [] == doc["verification"]["warnings"]
         rows = {r["batch"]: r["kind"] for r in run_cli_json("batches", root / "checkpoint")}
         assert rows[last + 1] == "repartition"
         progress = restart(spark, name, root)
@@ -148,8 +157,12 @@ def test_rewind_before_a_repartition_restores_the_old_layout_then_5_to_2(spark, 
         assert open_checkpoint(str(old / "checkpoint")).offsets(9).metadata.conf["spark.sql.shuffle.partitions"] == "3"
         assert sink_rows(spark, name, old) == baseline(spark, "agg_window_rocksdb")
 
-        down = execute(new, 2)  # also writes the sink entry Spark's own repartition to 5 left out
-        assert [s.path for s in down.result.plan.steps] == ["_spark_metadata/9", "_spark_metadata/10"]
+        table = run_cli("repartition", new / "checkpoint", "--partitions", "2", "--file-sink", new / "output",
+                        "--execute", "--idle", "0").stdout  # also the sink entry Spark's own repartition to 5 left out
+        assert "verified:       yes: check finds no error and every store has as many rows as before\n" in table
+        assert "check warning:  WM019 state/0/2\n" in table and "partitions now: 2\n" in table
+        assert [line.split()[3] for line in table.splitlines() if " write " in line] == [
+            "_spark_metadata/9", "_spark_metadata/10"]
         stale = [f for f in check_location(str(new / "checkpoint"), str(new / "output"))]
         assert [(f.code, f.path) for f in stale] == [("WM019", "state/0/2")]
         assert "left by the repartition from 5 to 2 partitions at batch 10" in stale[0].message
@@ -158,3 +171,39 @@ def test_rewind_before_a_repartition_restores_the_old_layout_then_5_to_2(spark, 
         assert show["repartitions"] == [{"batch": 9, "from": 3, "to": 5}, {"batch": 10, "from": 5, "to": 2}]
         restart(spark, name, new)
         assert sink_rows(spark, name, new) == baseline(spark, "agg_window_rocksdb")
+
+
+KILL_POINTS = {  # while Spark writes the batch (its state snapshots), and as it commits it
+    "Spark wrote offsets/L+1": lambda ck, out, b: (ck / "offsets" / str(b)).exists(),
+    "Spark commits L+1": lambda ck, out, b: any((ck / "commits").glob(f"*{b}*")),
+}
+
+
+@pytest.mark.parametrize("point", sorted(KILL_POINTS))
+def test_killed_repartition_is_undone_byte_for_byte(tmp_path, point):
+    """SIGKILL to the whole process group (python and the JVM) once the point is reached; then wmcheck undo."""
+    name = "dedup_rocksdb_p3"
+    root = tmp_path / name
+    shutil.copytree(FIXTURES / name, root)
+    ckpt, out, batch = root / "checkpoint", root / "output", fixture_facts(name)["last_batch"] + 1
+    before = files(root)
+    proc = subprocess.Popen([sys.executable, "-m", "wmcheck.cli", "repartition", str(ckpt), "--partitions", "5",
+                             "--file-sink", str(out), "--execute", "--idle", "0", "--master", "local[1]"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    reached = False
+    while proc.poll() is None and not reached:
+        reached = KILL_POINTS[point](ckpt, out, batch)
+        time.sleep(0.005)
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert reached or proc.returncode == 0
+    if proc.returncode != 0:  # killed: the journal says so, and nothing runs on top of it until undone
+        assert (ckpt / "_wmcheck" / "journal.json").exists()
+        assert "WM026" in {f.code for f in check_location(str(ckpt))}
+        with pytest.raises(RefusedError, match="was interrupted"):
+            repartition(str(ckpt), repair.RepartitionRequest(partitions=5), NOW)
+    undone = repair.undo_repair(str(ckpt), idle_ms=0)
+    assert undone.command == "repartition"
+    assert files(root) == before
+    assert check_location(str(ckpt), str(out)) == []

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..errors import CheckpointError, RefusedError
-from ..model import Checkpoint
+from ..model import COMMITS, OFFSETS, Checkpoint
 from ..repartitions import (
     PROVIDER,
     ROCKSDB_PROVIDER,
@@ -23,6 +23,7 @@ from ..repartitions import (
     repartitions,
     unfinished,
 )
+from ..state_files import is_temp
 from .backup import Backup, write_journal
 from .execute import _apply
 from .logs import SINK_LOG
@@ -199,11 +200,16 @@ def spark_version_problem(version: str) -> str | None:
 
 def batch_steps(ckpt: Checkpoint, plan: Plan) -> list[Step]:
     """Everything the repartition batch (``plan.request['batch']``) wrote, as a rewind to the batch before removes
-    it: its offsets and commit, state files of the versions after, their orphaned SSTs, later operator metadata."""
+    it: its offsets and commit, state files of the versions after, their orphaned SSTs, later operator metadata;
+    and the temp files of writes a kill interrupted (made since the repair started)."""
     batch = int(plan.request["batch"])
+    temps = [i for folder in (OFFSETS, COMMITS) for i in ckpt.fs.list_dir(folder) if is_temp(i.name)]
+    temps += ckpt.state_layout.temp_files
+    steps = [Step("remove", "checkpoint", i.path, "temp", "left by an interrupted write of the repartition", i.size,
+                  i.mtime_ms) for i in temps if i.mtime_ms >= plan.created_ms]
     if ckpt.last_batch is None or ckpt.last_batch < batch:
-        return []
-    return list(plan_rewind(ckpt, batch - 1, keep_source_log=True).steps)
+        return steps
+    return list(plan_rewind(ckpt, batch - 1, keep_source_log=True).steps) + steps
 
 
 def remove_batch(ckpt: Checkpoint, plan: Plan, backup: Backup) -> int:
