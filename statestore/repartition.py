@@ -8,15 +8,17 @@ Spark wrote as a rewind to batch L would (nothing is deleted: the files go into 
 """
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import metadata
+from pathlib import Path
 
 from wmcheck.checkpoint.errors import CheckpointError, RefusedError
 from wmcheck.checkpoint.model import open_checkpoint
 from wmcheck.checkpoint.repair import safety
 from wmcheck.checkpoint.repair._hooks import current
-from wmcheck.checkpoint.repair.api import _held, _roots, run
+from wmcheck.checkpoint.repair.api import _check_fresh, _held, _load, _roots, run
 from wmcheck.checkpoint.repair.backup import (
     APPLYING,
     UNDONE,
@@ -27,7 +29,7 @@ from wmcheck.checkpoint.repair.backup import (
     write_journal,
 )
 from wmcheck.checkpoint.repair.execute import apply
-from wmcheck.checkpoint.repair.plan import Plan
+from wmcheck.checkpoint.repair.plan import Plan, dumps
 from wmcheck.checkpoint.repair.repartition import (
     RepartitionRequest,
     remove_batch,
@@ -91,6 +93,10 @@ def repartition(location: str, request: RepartitionRequest, options: RunOptions 
         if pending is not None and pending.doc.get("command") == RepartitionRequest.command:
             raise RefusedError(f"repartition {pending.doc['id']} was interrupted: what Spark wrote cannot be finished",
                                hint=f"wmcheck undo {location} removes it; then repartition again")
+    if options.execute and options.from_plan and request.partitions is None:  # the saved plan's target
+        saved = RepartitionRequest.from_plan(_load(options.from_plan, request.command, open_checkpoint(
+            location, options.fs_options)))
+        request = dataclasses.replace(request, partitions=saved.partitions, file_sink=saved.file_sink)
     if not options.execute or request.partitions is None:
         return RepartitionResult(run(location, request, options))
     if request.remote:
@@ -110,6 +116,10 @@ def _execute(location: str, request: RepartitionRequest, options: RunOptions) ->
     with _held(ckpt, request.command, now) as lock:
         assert lock is not None
         plan = request.plan(ckpt, now, options.fs_options)
+        if options.from_plan:
+            _check_fresh(_load(options.from_plan, request.command, ckpt), lambda: plan)
+        if options.plan_out:
+            Path(options.plan_out).write_text(dumps(plan), encoding="utf-8")
         roots = _roots(ckpt, plan.file_sink, options.fs_options)
         safety.check_idle(ckpt, options.idle_ms, options.force, now)
         safety.refuse_links(roots, plan)

@@ -135,3 +135,16 @@ def test_rewind_across_a_repartition_batch_restores_the_old_layout(copy_fixture)
     written = fixture_facts("repartition_rocksdb")["repartition"]["files_written"]
     doc = repair.run(str(root / "checkpoint"), repair.RewindRequest(to_batch=8, file_sink=str(root / "output")))
     assert sorted(s.path for s in doc.plan.steps) == sorted(written)
+
+
+def test_saved_plan_is_refused_once_the_checkpoint_changed(copy_fixture, tmp_path):
+    """Checked before Spark starts: the plan was made when the checkpoint had one batch less."""
+    root = copy_fixture("dedup_rocksdb_p3")
+    saved = tmp_path / "plan.json"
+    run_cli("repartition", root / "checkpoint", "--partitions", "5", "--plan-out", saved, "--idle", "0")
+    assert json.loads(saved.read_text())["request"] == {"partitions": 5, "from": 3, "batch": 4}
+    for path in sorted((root / "checkpoint" / "commits").glob("*3*")):
+        path.unlink()
+    out = run_cli("repartition", root / "checkpoint", "--from-plan", saved, "--execute", "--idle", "0", exit_code=2).output
+    assert out.startswith("Error: cannot repartition to 5: batch 3 is planned but not committed")
+    assert not (root / "checkpoint" / "_wmcheck" / "backups").exists()
