@@ -148,3 +148,26 @@ def test_saved_plan_is_refused_once_the_checkpoint_changed(copy_fixture, tmp_pat
     out = run_cli("repartition", root / "checkpoint", "--from-plan", saved, "--execute", "--idle", "0", exit_code=2).output
     assert out.startswith("Error: cannot repartition to 5: batch 3 is planned but not committed")
     assert not (root / "checkpoint" / "_wmcheck" / "backups").exists()
+
+
+def test_operator_view_uses_the_metadata_of_the_batch_the_state_is_loaded_from(copy_fixture):
+    """An uncommitted batch's v2 operator metadata (as a repartition that failed after writing it leaves) is not
+    the operator's: the last committed batch's is; a committed one is."""
+    root = copy_fixture("tws_pandas")
+    ckpt = root / "checkpoint"
+    last = fixture_facts("tws_pandas")["last_batch"]
+    meta = ckpt / "state" / "0" / "_metadata" / "v2"
+    newest = max(int(p.name) for p in meta.iterdir() if p.name.isdigit())
+    (meta / str(last + 1)).write_text((meta / str(newest)).read_text().replace('"numPartitions":2', '"numPartitions":5'))
+    offsets = (ckpt / "offsets" / str(last)).read_text()
+    assert '"spark.sql.shuffle.partitions":"2"' in offsets
+    (ckpt / "offsets" / str(last + 1)).write_text(offsets.replace('"spark.sql.shuffle.partitions":"2"',
+                                                                   '"spark.sql.shuffle.partitions":"5"'))
+    doc = json.loads(run_cli("show", ckpt, "--format", "json").stdout)
+    assert [op["num_partitions"] for op in doc["operators"]] == [2]
+    assert doc["unfinished_repartition"] == {"batch": last + 1, "from": 2, "to": 5} and doc["next_batch_partitions"] == 2
+    (ckpt / "commits" / str(last + 1)).write_text((ckpt / "commits" / str(last)).read_text())
+    doc = json.loads(run_cli("show", ckpt, "--format", "json").stdout)
+    assert [op["num_partitions"] for op in doc["operators"]] == [5] and doc["next_batch_partitions"] == 5
+    assert doc["repartitions"] == [{"batch": last + 1, "from": 2, "to": 5}]
+    assert [op["metadata_lag"] for op in doc["operators"]] == [None]  # v2 metadata follows the repartition
