@@ -159,7 +159,7 @@ def test_state_on_a_copied_remote_checkpoint_fails_before_spark_with_the_fix(s3_
     from pyarrow import fs as pafs
 
     pafs.copy_files(str(moved), "bucket/tws-state", destination_filesystem=pafs.S3FileSystem(**s3_options))
-    out = run_cli("state", "s3://bucket/tws-state", *fs_args(s3_options), exit_code=2).output
+    out = run_cli("state", "s3://bucket/tws-state", "--engine", "spark", *fs_args(s3_options), exit_code=2).output
     assert out.startswith(f"Error: {METADATA[0]}: {METADATA[0]} names the state schema file file:") and (
         "(hint: wmcheck relocate CKPT --execute makes it name its own schema files (undoable))") in out
     assert len(out.strip().splitlines()) == 1
