@@ -16,7 +16,8 @@ from urllib.parse import unquote, urlsplit
 
 from .errors import CheckpointError, MalformedFileError, MissingFileError
 from .fs import local_path
-from .model import SOURCES, Checkpoint
+from .layout import COMPACT_SUFFIX, SOURCES
+from .model import Checkpoint
 from .numbers import is_number
 from .source_offsets import SourceOffset
 from .textlog import decode_lines, dump_json, parse_json_object, parse_version
@@ -212,23 +213,19 @@ def source_log_entries(ckpt: Checkpoint, source_id: str, log_batches: Iterable[i
     wanted = list(log_batches)
     if not wanted:
         return []
-    names = ckpt.source_log_files(source_id)
-    compacts = sorted(b for b, p in names.items() if p.endswith(".compact"))
+    log = ckpt.metadata_log(f"{SOURCES}/{source_id}")
     out: list[tuple[int, str]] = []
     for batch in wanted:
-        path = names.get(batch)
-        if path is None or path.endswith(".compact"):
-            holder = next((c for c in compacts if c >= batch), None)
-            if holder is None:
-                raise MissingFileError(
-                    f"file-source log batch {batch} is missing (no {batch} file and no later .compact file)",
-                    path=f"{SOURCES}/{source_id}/{batch}",
-                    hint="the source log was purged or damaged: the files of this batch are not recorded anywhere",
-                )
-            path = names[holder]
-            out += [(batch, e.path) for e in ckpt.source_log(path).entries if e.batch_id == batch]
-        else:
-            out += [(batch, e.path) for e in ckpt.source_log(path).entries]
+        path = log.holder(batch)
+        if path is None:
+            raise MissingFileError(
+                f"file-source log batch {batch} is missing (no {batch} file and no later .compact file)",
+                path=f"{SOURCES}/{source_id}/{batch}",
+                hint="the source log was purged or damaged: the files of this batch are not recorded anywhere",
+            )
+        entries = ckpt.file_log(path).entries
+        out += [(batch, e.path) for e in entries if e.batch_id == batch] if path.endswith(COMPACT_SUFFIX) else \
+            [(batch, e.path) for e in entries]
     return out
 
 

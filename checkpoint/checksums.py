@@ -24,7 +24,6 @@ CRC32. So a 100 MB RocksDB zip takes several seconds to verify.
 from __future__ import annotations
 
 import json
-import posixpath
 import struct
 import zlib
 from array import array
@@ -37,7 +36,6 @@ from .textlog import int_field, parse_json_object
 
 HADOOP_MAGIC = b"crc\0"
 HADOOP_BYTES_PER_CHECKSUM = 512
-CRC_SUFFIX = ".crc"
 SPARK_ALGORITHM = "CRC32C"
 _CRC32C_POLY = 0x82F63B78  # Castagnoli, reflected
 
@@ -75,19 +73,6 @@ class ChecksumResult:
 
     def __bool__(self) -> bool:
         return self.ok
-
-
-def sidecar_target(path: str) -> tuple[str, str] | None:
-    """``("hadoop" | "spark", main file path)`` for a ``.crc`` path, else ``None``.
-
-    Hadoop's sidecars are hidden (``dir/.name.crc``); Spark's are not (``dir/name.crc``).
-    """
-    directory, name = posixpath.split(path)
-    if not name.endswith(CRC_SUFFIX) or len(name) == len(CRC_SUFFIX):
-        return None
-    if name.startswith(".") and len(name) > len(CRC_SUFFIX) + 1:
-        return "hadoop", posixpath.join(directory, name[1 : -len(CRC_SUFFIX)])
-    return "spark", posixpath.join(directory, name[: -len(CRC_SUFFIX)])
 
 
 # -- Hadoop ----------------------------------------------------------------------------------

@@ -5,11 +5,9 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from .errors import MalformedFileError
-from .numbers import is_number
 from .textlog import decode_lines, int_field, parse_json_object, parse_version
 
 MAX_VERSION = 1
-COMPACT_SUFFIX = ".compact"
 
 
 @dataclass(frozen=True)
@@ -33,12 +31,6 @@ class FileLog:
 
     version: int
     entries: tuple[FileLogEntry, ...]
-
-
-def log_file_batch(name: str) -> tuple[int, bool] | None:
-    """``("12", "12.compact")`` -> (12, compact?); None for anything else."""
-    base = name[: -len(COMPACT_SUFFIX)] if name.endswith(COMPACT_SUFFIX) else name
-    return (int(base), base != name) if is_number(base) else None
 
 
 def parse_file_log(data: bytes, path: str) -> FileLog:

@@ -12,8 +12,10 @@ from typing import TYPE_CHECKING, Callable, Mapping, TypeVar
 
 from .commits import CommitEntry, parse_commit
 from .errors import CheckpointError, MissingFileError, NotACheckpointError
-from .file_logs import FileLog, log_file_batch, parse_file_log
+from .file_logs import FileLog, parse_file_log
 from .fs import FileInfo, FileSystem, open_fs, require_dir
+from .layout import COMMITS, OFFSETS, SOURCES, STATE, batch_ids
+from .metadata_log import MetadataLog
 from .numbers import is_number
 from .offsets import OffsetSeq, parse_offsets
 from .operator_kinds import infer_operator_name
@@ -25,7 +27,6 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-OFFSETS, COMMITS, SOURCES, STATE = "offsets", "commits", "sources", "state"
 WATERMARK_POLICY = "spark.sql.streaming.multipleWatermarkPolicy"
 PINNED_CONFS = {
     "shuffle_partitions": "spark.sql.shuffle.partitions",
@@ -62,11 +63,6 @@ class Operator:
         if self.num_partitions is None:
             return self.partitions
         return tuple(p for p in self.partitions if p.partition < self.num_partitions)
-
-
-def batch_ids(names: list[str]) -> list[int]:
-    """Batch ids of a metadata log directory (files named by a bare number), sorted."""
-    return sorted(int(name) for name in names if is_number(name))
 
 
 class Checkpoint:
@@ -151,16 +147,15 @@ class Checkpoint:
         """Source ids that have a file-source log under ``sources/``."""
         return sorted(int(i.name) for i in self.fs.list_dir(SOURCES) if i.is_dir and is_number(i.name))
 
-    def source_log_files(self, source: int | str) -> dict[int, str]:
-        """Batch id -> file name (``N`` or ``N.compact``) of ``sources/<source>/``."""
-        out = {}
-        for info in self.fs.list_dir(f"{SOURCES}/{source}"):
-            parsed = log_file_batch(info.name)
-            if parsed and not info.is_dir:
-                out[parsed[0]] = info.path
-        return dict(sorted(out.items()))
+    def metadata_log(self, directory: str) -> MetadataLog:
+        """A file source's (or any) metadata log directory, listed once."""
+        key = f"metadata-log:{directory}"
+        if key not in self._cache:
+            self._cache[key] = MetadataLog.listed(self.fs, directory)
+        return self._cache[key]  # type: ignore[return-value]
 
-    def source_log(self, path: str) -> FileLog:
+    def file_log(self, path: str) -> FileLog:
+        """One file of a file-source (or file-sink) log, parsed once."""
         return self.parse(path, parse_file_log)
 
     # -- derived facts -------------------------------------------------------------------------
@@ -207,13 +202,15 @@ class Checkpoint:
     @property
     def watermark_ms(self) -> int:
         """The watermark the next batch uses, as Spark computes it on restart."""
-        last = self.last_batch
-        if last is None:
-            return 0
-        meta = self.offsets(last).metadata
+        return 0 if self.last_batch is None else self.watermark_after(self.last_batch)
+
+    def watermark_after(self, batch: int) -> int:
+        """The watermark the batch after ``batch`` starts from, as Spark computes it on restart: the larger of
+        ``offsets/<batch>``'s and ``commits/<batch>``'s."""
+        meta = self.offsets(batch).metadata
         watermark = meta.batch_watermark_ms if meta else 0
-        if last in self.commit_ids:
-            watermark = max(watermark, self.commit(last).next_batch_watermark_ms or 0)
+        if batch in self.commit_ids:
+            watermark = max(watermark, self.commit(batch).next_batch_watermark_ms or 0)
         return watermark
 
     @cached_property
@@ -309,6 +306,19 @@ class Checkpoint:
     def gaps(self, ids: list[int]) -> list[tuple[int, int]]:
         """Missing id ranges (inclusive) between the first and last id present."""
         return [(a + 1, b - 1) for a, b in zip(ids, ids[1:]) if b - a > 1]
+
+
+def loadable(ckpt: Checkpoint, op: Operator, part: StorePartition, version: int) -> bool:
+    """Whether ``version`` of one store partition can be rebuilt (by unique id for checkpoint format v2)."""
+    return part.can_load(version, store_unique_ids(ckpt, op, part))
+
+
+def store_unique_ids(ckpt: Checkpoint, op: Operator, part: StorePartition) -> dict[int, str] | None:
+    """Checkpoint format v2: state version -> unique id of one store partition (None for v1 files)."""
+    if not any(f.unique_id for f in part.files):
+        return None
+    index = op.stores.index(part.store) if part.store in op.stores else 0
+    return ckpt.unique_ids_for(op.operator_id, part.partition, index) or None
 
 
 def open_checkpoint(location: str, fs_options: Mapping[str, str] | None = None) -> Checkpoint:

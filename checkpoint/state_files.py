@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from .fs import FileInfo
+from .layout import DEFAULT_STORE
 from .numbers import is_number
 
-DEFAULT_STORE = "default"
 STATE_FILE = re.compile(r"^(\d+)(?:_([0-9A-Za-z-]+))?\.(delta|snapshot|zip|changelog)$")
 BASE_KINDS = frozenset({"snapshot", "zip"})
 INCREMENT_KINDS = frozenset({"delta", "changelog"})

@@ -5,14 +5,12 @@ from dataclasses import dataclass, field
 from datetime import timezone, tzinfo
 from typing import Mapping
 
-from .model import PINNED_CONFS, Checkpoint, Operator
+from .layout import REPAIR_JOURNAL
+from .model import PINNED_CONFS, Checkpoint, Operator, loadable
 from .numbers import is_number
 from .relocation import foreign_references
 from .repartitions import batch_kind, partitions_of, repartitions, unfinished
-from .state_files import StorePartition
 from .timeutil import format_ms
-
-REPAIR_JOURNAL = "_wmcheck/journal.json"
 
 
 @dataclass(frozen=True)
@@ -133,19 +131,6 @@ def operator_summary(ckpt: Checkpoint, op: Operator) -> OperatorSummary:
         next_version_loadable=not unloadable,
         unloadable=tuple(unloadable),
     )
-
-
-def loadable(ckpt: Checkpoint, op: Operator, part: StorePartition, version: int) -> bool:
-    """Whether ``version`` of one store partition can be rebuilt (by unique id for checkpoint format v2)."""
-    return part.can_load(version, store_unique_ids(ckpt, op, part))
-
-
-def store_unique_ids(ckpt: Checkpoint, op: Operator, part: StorePartition) -> dict[int, str] | None:
-    """Checkpoint format v2: state version -> unique id of one store partition (None for v1 files)."""
-    if not any(f.unique_id for f in part.files):
-        return None
-    index = op.stores.index(part.store) if part.store in op.stores else 0
-    return ckpt.unique_ids_for(op.operator_id, part.partition, index) or None
 
 
 def source_summaries(ckpt: Checkpoint) -> list[SourceSummary]:

@@ -15,10 +15,11 @@ from datetime import timezone, tzinfo
 from typing import Iterable, Iterator, Mapping
 
 from .checks import logs, repartition, sources, state, watermark  # noqa: F401 - importing registers the checks
-from .checks.context import SINK_LOG, Context, error_text
+from .checks.context import Context, error_text
 from .checks.registry import CHECKS, ERROR, OPEN_FAILED, WARNING, Check, Finding
 from .errors import CheckpointError, MissingFileError
 from .fs import FileSystem, open_fs, require_dir, scheme_of
+from .layout import SINK_LOG
 from .model import Checkpoint, open_checkpoint
 
 __all__ = ["CHECKS", "ERROR", "WARNING", "OPEN_FAILED", "Check", "Finding", "check_checkpoint", "check_location",

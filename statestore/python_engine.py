@@ -11,9 +11,8 @@ from dataclasses import dataclass
 from datetime import timezone, tzinfo
 from typing import TYPE_CHECKING, Any, Iterator
 
-from wmcheck.checkpoint.model import Checkpoint
+from wmcheck.checkpoint.model import Checkpoint, store_unique_ids
 from wmcheck.checkpoint.state_schema import StructType
-from wmcheck.checkpoint.summary import store_unique_ids
 
 from .discovery import Store, select
 from .eviction import Eviction, store_eviction

@@ -15,6 +15,7 @@ import tempfile
 
 from wmcheck.checkpoint.errors import CheckpointError
 from wmcheck.checkpoint.fs import LocalFileSystem
+from wmcheck.checkpoint.layout import hadoop_sidecar
 from wmcheck.checkpoint.model import Checkpoint
 from wmcheck.checkpoint.relocation import foreign_references, relocated_metadata
 
@@ -53,7 +54,7 @@ def _build_view(source: str, rewritten: dict[str, bytes]) -> str:
     top = tempfile.mkdtemp(prefix="wmcheck-view-")
     atexit.register(shutil.rmtree, top, True)
     view = os.path.join(top, os.path.basename(source.rstrip("/")) or "checkpoint")
-    skipped = {f"{d}/.{n}.crc".lstrip("/") for d, _, n in (p.rpartition("/") for p in rewritten)}
+    skipped = {hadoop_sidecar(p) for p in rewritten}
     inner = {"/".join(p.split("/")[:i]) for p in rewritten for i in range(1, p.count("/") + 1)}
 
     def mirror(rel: str) -> None:

@@ -15,9 +15,8 @@ import pytest
 
 from wmcheck.checkpoint import repair
 from wmcheck.checkpoint.errors import CheckpointError
-from wmcheck.checkpoint.model import open_checkpoint
+from wmcheck.checkpoint.model import open_checkpoint, store_unique_ids
 from wmcheck.checkpoint.offsets import parse_offsets
-from wmcheck.checkpoint.summary import store_unique_ids
 from wmcheck.checkpoint.validate import CHECKS, check_checkpoint
 
 from conftest import fixture_facts, run_cli

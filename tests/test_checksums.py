@@ -16,11 +16,11 @@ from wmcheck.checkpoint.checksums import (
     hadoop_crc_for,
     parse_hadoop_crc,
     parse_spark_checksum,
-    sidecar_target,
     verify_hadoop_crc,
     verify_spark_checksum,
 )
 from wmcheck.checkpoint.errors import CheckpointError, MalformedFileError, UnsupportedError
+from wmcheck.checkpoint.layout import sidecar_target
 
 DATA = Path(__file__).parent / "data"
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

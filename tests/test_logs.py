@@ -7,7 +7,8 @@ from hypothesis import strategies as st
 
 from wmcheck.checkpoint.commits import CommitEntry, parse_commit, serialize_commit
 from wmcheck.checkpoint.errors import CheckpointError, MalformedFileError, NewerVersionError
-from wmcheck.checkpoint.file_logs import log_file_batch, parse_file_log, serialize_file_log
+from wmcheck.checkpoint.file_logs import parse_file_log, serialize_file_log
+from wmcheck.checkpoint.layout import log_file_batch
 from wmcheck.checkpoint.offsets import BatchMetadata, OffsetSeq, parse_offsets, serialize_offsets
 from wmcheck.checkpoint.query_metadata import parse_query_metadata
 from wmcheck.checkpoint.source_offsets import SourceOffset

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from wmcheck.checkpoint.checksums import hadoop_crc_for, sidecar_target
+from wmcheck.checkpoint.checksums import hadoop_crc_for
 from wmcheck.checkpoint.errors import CheckpointError, MalformedFileError, RefusedError
 from wmcheck.checkpoint.fs import open_fs
+from wmcheck.checkpoint.layout import sidecar_target
 from wmcheck.checkpoint.model import open_checkpoint
 from wmcheck.checkpoint.repair.plan import dumps, load_plan, sha256
 from wmcheck.checkpoint.repair.rewind import FileSink, plan_rewind

@@ -9,23 +9,18 @@ from typing import Any, Callable, Iterable, Mapping, TypeVar
 from ..checksums import verify_hadoop_crc, verify_spark_checksum
 from ..commits import CommitEntry
 from ..errors import CheckpointError
-from ..file_logs import log_file_batch, parse_file_log
+from ..file_logs import parse_file_log
 from ..fs import FileSystem
-from ..model import COMMITS, OFFSETS, SOURCES, Checkpoint, Operator
+from ..layout import COMMITS, OFFSETS, SINK_LOG, SOURCES, sidecars
+from ..metadata_log import MetadataLog
+from ..model import Checkpoint, Operator
 from ..numbers import is_number
 from ..offsets import FAST_METADATA, BatchMetadata, OffsetSeq
-from ..state_files import DEFAULT_STORE, StateFile, StateLayout
+from ..state_files import StateFile, StateLayout
 from ..state_schema import StateSchemaFile, parse_state_schema
 from .registry import Issue
 
-SINK_LOG = "_spark_metadata"
 T = TypeVar("T")
-
-
-def sidecars(path: str) -> tuple[str, str]:
-    """The Hadoop (``.name.crc``) and Spark (``name.crc``) checksum files of ``path``."""
-    folder, slash, name = path.rpartition("/")
-    return f"{folder}{slash}.{name}.crc", f"{path}.crc"
 
 
 def error_text(exc: CheckpointError) -> str:
@@ -73,12 +68,12 @@ class Tree:
         self.fs = fs
         self.shown = shown
         self.entries: set[str] = set()
-        self.folders: dict[str, list[str]] = {}
+        self.logs: dict[str, MetadataLog] = {}
         self.mismatches: list[Issue] = []
 
     def names(self, folder: str) -> list[str]:
-        """Names in ``folder`` (remembered in ``folders`` and ``entries``, so later lookups need no I/O)."""
-        names = self.folders[folder] = self.fs.names(folder)
+        """Names in ``folder`` (remembered in ``entries``, so later lookups need no I/O)."""
+        names = self.fs.names(folder)
         prefix = f"{folder}/" if folder else ""
         self.entries.update(prefix + n for n in names)
         return names
@@ -113,12 +108,11 @@ class Tree:
                     continue
             return out
 
-    def log_files(self, folder: str) -> tuple[list[str], list[str]]:
-        """A file log's files (``N``, ``N.compact``) and those Spark reads on restart: from the latest compact on."""
-        batches = sorted((parsed, n) for n in self.names(folder) if (parsed := log_file_batch(n)))
-        start = max((i for i, ((_, compact), _) in enumerate(batches) if compact), default=0)
-        files = [f"{folder}/{n}" for _, n in batches]
-        return files, files[start:]
+    def log(self, folder: str) -> MetadataLog:
+        """A file log folder (listed once, through :meth:`names`)."""
+        if folder not in self.logs:
+            self.logs[folder] = MetadataLog(folder, tuple(self.names(folder)))
+        return self.logs[folder]
 
 
 def verify_sidecar(data: bytes, kind: str, sidecar: str, checksum: bytes) -> str | None:
@@ -163,7 +157,8 @@ class Context:
         root = tree.names("")
         offsets = [f"{OFFSETS}/{n}" for n in tree.names(OFFSETS) if is_number(n)]
         commits = [f"{COMMITS}/{n}" for n in tree.names(COMMITS) if is_number(n)]
-        sources = [tree.log_files(f"{SOURCES}/{i}") for i in ckpt.source_dirs]
+        sources = [(list(log.files.values()), log.restart_files)
+                   for log in (tree.log(f"{SOURCES}/{i}") for i in ckpt.source_dirs)]
         layout = ckpt.state_layout
         tree.entries.update(state_paths(layout))
         state_meta = [f.path for op in layout.operators for f in op.metadata_files] + schema_paths(layout)
@@ -183,13 +178,13 @@ class Context:
                 self.commits[batch] = entry
         for files, _ in sources:
             for path in files:
-                self._attempt(path, ckpt.source_log, path)
+                self._attempt(path, ckpt.file_log, path)
         parsed = {p: self._attempt(p, ckpt.parse, p, parse_state_schema) for p in schema_paths(layout)}
         self.schemas: dict[str, StateSchemaFile] = {p: v for p, v in parsed.items() if v is not None}
         self.operators = self._operators()
         if self.sink is not None:
-            files, read = self.sink.log_files(SINK_LOG)
-            for path, raw in self.sink.read(files, read).items():
+            log = self.sink.log(SINK_LOG)
+            for path, raw in self.sink.read([f.path for f in log.log_files], log.restart_files).items():
                 shown = self.sink.shown(path)
                 self._attempt(shown, parse_file_log, raw, shown)
 
@@ -221,11 +216,6 @@ class Context:
         batch = max((b for b, s in self.offsets.items() if s.metadata is not None), default=None)
         value = None if batch is None else self.confs[batch].get(key)
         return None if value is None else str(value)
-
-    def state_dir(self, op: Operator, partition: int, store: str) -> str:
-        """``state/<op>/<partition>[/<store>]``, as Spark lays it out."""
-        base = f"state/{op.operator_id}/{partition}"
-        return base if store == DEFAULT_STORE else f"{base}/{store}"
 
     def verify_state_files(self, files: list[StateFile]) -> None:
         """Verify the checksum sidecars of state files Spark reads (their bytes are not kept)."""

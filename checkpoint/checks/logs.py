@@ -5,14 +5,12 @@ import re
 from typing import Iterator
 
 from ..activity import DEFAULT_IDLE_MS, newest_recent, now_ms
-from ..checksums import sidecar_target
 from ..errors import CheckpointError
-from ..model import COMMITS, OFFSETS
+from ..layout import COMMITS, OFFSETS, REPAIR_JOURNAL, sidecar_target, sidecars
 from ..numbers import is_number
 from ..state_files import is_crc, is_temp
-from ..summary import REPAIR_JOURNAL
 from ..timeutil import format_duration
-from .context import Context, Tree, error_text, sidecars
+from .context import Context, Tree, error_text
 from .registry import ERROR, WARNING, Issue, register
 from .text import span
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..model import OFFSETS
+from ..layout import OFFSETS, SINK_LOG
 from ..repartitions import (
     PROVIDER,
     ROCKSDB_PROVIDER,
@@ -13,7 +13,7 @@ from ..repartitions import (
     find_repartitions,
     partitions_in,
 )
-from .context import SINK_LOG, Context
+from .context import Context
 from .registry import ERROR, Issue, register
 from .sources import DEFAULT_COMPACT_INTERVAL, compact_interval, covered, log_forms
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 import posixpath
 from typing import Iterator
 
-from ..file_logs import COMPACT_SUFFIX, log_file_batch
-from ..model import SOURCES
+from ..layout import COMPACT_SUFFIX, SINK_LOG, SOURCES
 from ..numbers import is_number
-from .context import SINK_LOG, Context, Tree
+from .context import Context, Tree
 from .registry import ERROR, Issue, register
 from .text import span
 
@@ -16,11 +15,7 @@ DEFAULT_COMPACT_INTERVAL = 10  # spark.sql.streaming.fileSource.log.compactInter
 
 def log_forms(tree: Tree, folder: str) -> dict[int, set[bool]]:
     """Batch id -> which forms exist (``True``: ``N.compact``, ``False``: ``N``) in a file log folder."""
-    out: dict[int, set[bool]] = {}
-    for parsed in map(log_file_batch, tree.folders.get(folder, ())):
-        if parsed:
-            out.setdefault(parsed[0], set()).add(parsed[1])
-    return out
+    return tree.log(folder).forms
 
 
 def derive_interval(latest_compact: int, default: int = DEFAULT_COMPACT_INTERVAL) -> int:

@@ -5,11 +5,11 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from ..errors import CheckpointError
-from ..model import Operator
+from ..layout import state_dir
+from ..model import Operator, store_unique_ids
 from ..numbers import is_number
 from ..relocation import SchemaReference, foreign_references, reachable
 from ..state_files import BASE_KINDS, StateFile, StorePartition
-from ..summary import store_unique_ids
 from .context import Context
 from .registry import ERROR, WARNING, Issue, register
 from .repartition import moves
@@ -135,7 +135,7 @@ def missing_partitions(ctx: Context) -> Iterator[Issue]:
         if not num:
             continue
         present = {(p.partition, p.store) for p in op.partitions}
-        missing = [ctx.state_dir(op, pid, store) for pid in range(num) for store in op.stores if (pid, store) not in present]
+        missing = [state_dir(op.operator_id, pid, store) for pid in range(num) for store in op.stores if (pid, store) not in present]
         if missing:
             yield missing[0], (
                 f"{plural(len(missing), 'state directory', 'state directories')} of operator {op.operator_id} missing ({listed(missing)}); it "

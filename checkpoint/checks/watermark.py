@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from ..model import COMMITS, OFFSETS, PINNED_CONFS, WATERMARK_POLICY
+from ..layout import COMMITS, OFFSETS
+from ..model import PINNED_CONFS, WATERMARK_POLICY
 from ..repartitions import SHUFFLE_PARTITIONS
 from ..state_schema import event_time_field
 from ..timeutil import format_duration, format_ms

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 from ..activity import DEFAULT_IDLE_MS, now_ms, recent_activity
 from ..errors import CheckpointError, MissingFileError, RefusedError
 from ..fs import FileSystem, open_fs
+from ..layout import OWN_DIR
 from ..model import Checkpoint, open_checkpoint
 from ..validate import gc_paused
 from . import safety
@@ -33,7 +34,7 @@ from .backup import (
 )
 from .execute import apply, step_done, undo
 from .lock import Lock, acquire
-from .plan import OWN_DIR, Plan, dumps, load_plan
+from .plan import Plan, dumps, load_plan
 from .requests import REQUESTS, FsOptions, RepairRequest, RunOptions, open_file_sink
 from .results import BackupRow, RepairResult, Restored, Resumed, UndoResult
 

@@ -21,11 +21,10 @@ from typing import Any, Mapping
 
 from ..errors import CheckpointError, MalformedFileError, MissingFileError
 from ..fs import TEMP_SUFFIX, FileSystem, LocalFileSystem, clean_relative, open_fs
-from ..summary import REPAIR_JOURNAL
-from .plan import OWN_DIR, Plan, plan_from_json, sha256
+from ..layout import BACKUPS, OWN_DIR
+from ..layout import REPAIR_JOURNAL as JOURNAL
+from .plan import Plan, plan_from_json, sha256
 
-JOURNAL = REPAIR_JOURNAL
-BACKUPS = f"{OWN_DIR}/backups"
 MANIFEST = "manifest.json"
 PLAN = "plan.json"
 APPLYING, APPLIED, UNDOING, UNDONE = "applying", "applied", "undoing", "undone"

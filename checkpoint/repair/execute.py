@@ -14,7 +14,7 @@ from typing import Any, Callable
 from ..checksums import hadoop_crc_for
 from ..errors import CheckpointError, MissingFileError, RefusedError
 from ..fs import TEMP_SUFFIX, FileSystem
-from ..model import COMMITS, OFFSETS
+from ..layout import COMMITS, OFFSETS
 from ..numbers import is_number
 from .backup import APPLIED, APPLYING, UNDOING, UNDONE, Backup, clear_journal, write_journal
 from .plan import Plan, Step, sha256

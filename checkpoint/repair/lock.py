@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 from ..errors import CheckpointError, MissingFileError, RefusedError
 from ..fs import TEMP_SUFFIX, FileSystem
+from ..layout import OWN_DIR
 from ..numbers import is_number
 from ..timeutil import format_ms
-from .plan import OWN_DIR
 
 LOCK = f"{OWN_DIR}/lock"
 ATTEMPTS = 3

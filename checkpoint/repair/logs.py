@@ -15,25 +15,11 @@ from dataclasses import dataclass
 from typing import Callable
 from urllib.parse import unquote, urlsplit
 
-from ..file_logs import FileLog, FileLogEntry, log_file_batch, parse_file_log, serialize_file_log
+from ..file_logs import FileLog, FileLogEntry, parse_file_log, serialize_file_log
 from ..fs import FileInfo, FileSystem
-from .plan import Step, sidecars
-
-SINK_LOG = "_spark_metadata"
-
-
-@dataclass(frozen=True)
-class LogDir:
-    """One log directory as listed: batch -> file, and every name in it (checksum sidecars too)."""
-
-    root: str
-    directory: str
-    files: dict[int, FileInfo]
-    listing: dict[str, FileInfo]
-
-    @property
-    def has_crc(self) -> bool:
-        return any(name.endswith(".crc") for name in self.listing)
+from ..layout import SINK_LOG, all_sidecars
+from ..metadata_log import MetadataLog
+from .plan import Step
 
 
 @dataclass(frozen=True)
@@ -47,20 +33,10 @@ class LogRewind:
     rebuilt: str | None = None
 
 
-def read_log_dir(fs: FileSystem, directory: str, root: str) -> LogDir:
-    listing = {i.path: i for i in fs.list_dir(directory) if not i.is_dir}
-    files = {}
-    for info in listing.values():
-        parsed = log_file_batch(info.name)
-        if parsed:
-            files[parsed[0]] = info
-    return LogDir(root, directory, dict(sorted(files.items())), listing)
-
-
 def remove_steps(root: str, info, lookup: Callable[[str], FileInfo | None], phase: str, reason: str) -> list[Step]:
     """Remove a file (a FileInfo or StateFile), then each of its checksum sidecars that ``lookup`` finds."""
     out = [Step("remove", root, info.path, phase, reason, info.size, info.mtime_ms)]
-    for side in sidecars(info.path):
+    for side in all_sidecars(info.path):
         got = lookup(side)
         if got is not None:
             out.append(Step("remove", root, side, phase, f"checksum of {posixpath.basename(info.path)}", got.size, got.mtime_ms))
@@ -68,7 +44,8 @@ def remove_steps(root: str, info, lookup: Callable[[str], FileInfo | None], phas
 
 
 def rewind_log(
-    log: LogDir,
+    log: MetadataLog,
+    root: str,
     target: int,
     phase: str,
     read: Callable[[str], FileLog],
@@ -80,30 +57,28 @@ def rewind_log(
     steps: list[Step] = []
     rebuilt = None
     if target >= 0 and target not in log.files:
-        compacts = [b for b in log.files if b > target and log.files[b].name.endswith(".compact")]
+        compacts = [b for b in log.compacts if b > target]
         if not rebuild or not compacts:
             where = f"{log.directory}/{target}"
             return LogRewind(problem=f"{where} is gone (cleaned up after compaction)" + (
                 "; sink log entries carry no batch id, so it cannot be rebuilt" if not rebuild else
                 " and no later compact file holds its entries"))
         source = log.files[min(compacts)]
-        entries, problem = _entries_up_to(read(source.path), target, source.path)
+        entries, problem = _entries_up_to(read(source), target, source)
         if problem:
             return LogRewind(problem=problem)
         rebuilt = posixpath.join(log.directory, f"{target}.compact")
-        data = serialize_file_log(FileLog(read(source.path).version, entries))
-        steps.append(Step("write", log.root, rebuilt, phase,
-                          f"rebuilt from {source.name}: the entries of log batches 0..{target}", data=data,
+        data = serialize_file_log(FileLog(read(source).version, entries))
+        steps.append(Step("write", root, rebuilt, phase,
+                          f"rebuilt from {posixpath.basename(source)}: the entries of log batches 0..{target}", data=data,
                           crc=log.has_crc))
         later += sorted(kept, reverse=True)
         kept = []
     reason = f"log batch {{}} > {target}" if target >= 0 else "log batch {} (the source had no offset yet)"
     for b in later:
-        info = log.files[b]
         why = reason.format(b) if b > target else f"log batch {b}: replaced by {rebuilt}"
-        steps += remove_steps(log.root, info, log.listing.get, phase, why)
-    return LogRewind(tuple(steps), None, tuple(log.files[b].path for b in later),
-                     tuple(log.files[b].path for b in kept), rebuilt)
+        steps += remove_steps(root, log.info(b), log.infos.get, phase, why)
+    return LogRewind(tuple(steps), None, tuple(log.files[b] for b in later), tuple(log.files[b] for b in kept), rebuilt)
 
 
 def _entries_up_to(log: FileLog, target: int, path: str) -> tuple[tuple[FileLogEntry, ...], str | None]:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from ..errors import CheckpointError, MalformedFileError
 from ..fs import clean_relative
+from ..layout import OWN_DIR, hadoop_sidecar
 
 if TYPE_CHECKING:
     from ..fs import FileSystem
@@ -28,29 +29,10 @@ PLAN_FORMAT = "wmcheck-plan"
 PLAN_VERSION = 1
 ACTIONS = ("remove", "write")
 ROOTS = ("checkpoint", "sink")
-OWN_DIR = "_wmcheck"
-"""wmcheck's own directory inside the checkpoint (backups, journal); plans never touch it."""
 
 
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def _split(path: str) -> tuple[str, str]:
-    directory, _, name = path.rpartition("/")
-    return (directory + "/" if directory else ""), name
-
-
-def hadoop_sidecar(path: str) -> str:
-    """``dir/name`` -> ``dir/.name.crc``."""
-    directory, name = _split(path)
-    return f"{directory}.{name}.crc"
-
-
-def sidecars(path: str) -> tuple[str, str, str]:
-    """Every checksum file that belongs to ``path``: Hadoop's, Spark's, and Hadoop's of Spark's."""
-    directory, name = _split(path)
-    return f"{directory}.{name}.crc", f"{directory}{name}.crc", f"{directory}.{name}.crc.crc"
 
 
 @dataclass(frozen=True)

@@ -20,9 +20,10 @@ from ..batch_inputs import map_location
 from ..errors import RefusedError
 from ..file_logs import FileLog, FileLogEntry, parse_file_log, serialize_file_log
 from ..fs import FileSystem
-from ..model import SOURCES, Checkpoint
+from ..layout import SINK_LOG, SOURCES
+from ..metadata_log import MetadataLog
+from ..model import Checkpoint
 from ..relocation import foreign_references, home_location, relocated_metadata
-from .logs import SINK_LOG, read_log_dir
 from .plan import Plan, Step, rewrite_step
 from .rewind import FileSink
 
@@ -51,10 +52,10 @@ def _mapped_log(log: FileLog, path_map: Mapping[str, str]) -> tuple[FileLog, int
 def _log_steps(fs: FileSystem, directory: str, root: str, path_map: Mapping[str, str], phase: str) -> tuple[list[Step], int]:
     """Rewrites of one file log's files whose entries name files under a ``FROM`` prefix."""
     steps, total = [], 0
-    for info in read_log_dir(fs, directory, root).files.values():
-        log, changed = _mapped_log(parse_file_log(fs.read(info.path), info.path), path_map)
+    for path in MetadataLog.listed(fs, directory).files.values():
+        log, changed = _mapped_log(parse_file_log(fs.read(path), path), path_map)
         if changed:
-            steps.append(rewrite_step(fs, info.path, serialize_file_log(log), phase, f"{changed} file path(s) mapped", root))
+            steps.append(rewrite_step(fs, path, serialize_file_log(log), phase, f"{changed} file path(s) mapped", root))
             total += changed
     return steps, total
 

@@ -11,9 +11,9 @@ from typing import Any, ClassVar, Mapping
 from ..activity import DEFAULT_IDLE_MS
 from ..errors import CheckpointError, MissingFileError
 from ..fs import open_fs, require_dir
+from ..layout import SINK_LOG
 from ..model import Checkpoint
 from ..timeutil import parse_duration_ms, parse_time_ms
-from .logs import SINK_LOG
 from .plan import Plan
 from .relocate import plan_relocate
 from .rewind import FileSink, plan_rewind

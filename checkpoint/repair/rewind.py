@@ -18,24 +18,15 @@ from functools import cached_property
 
 from ..errors import RefusedError
 from ..fs import FileInfo, FileSystem
-from ..model import COMMITS, OFFSETS, SOURCES, Checkpoint
+from ..layout import COMMITS, OFFSETS, SINK_LOG, SOURCES
+from ..metadata_log import MetadataLog
+from ..model import Checkpoint, loadable
 from ..numbers import is_number
 from ..repartitions import partitions_of
 from ..state_files import StorePartition
-from ..summary import loadable
-from .logs import (
-    SINK_LOG,
-    LogDir,
-    LogRewind,
-    SinkFiles,
-    read_log_dir,
-    read_parsed,
-    remove_steps,
-    rewind_log,
-    sink_orphans,
-)
+from .logs import LogRewind, SinkFiles, read_parsed, remove_steps, rewind_log, sink_orphans
 from .plan import Plan, Step
-from .targets import retained_batches, watermark_after
+from .targets import retained_batches
 
 FILE_KINDS = ("file", "long")
 MAX_ZIP_METADATA = 64 << 20
@@ -57,8 +48,7 @@ class RewindView:
     def __init__(self, ckpt: Checkpoint, sink: FileSink | None = None) -> None:
         self.ckpt = ckpt
         self.sink = sink
-        self._logs: dict[str, LogDir] = {}
-        self.read_source = ckpt.source_log
+        self.read_source = ckpt.file_log
         self.read_sink = read_parsed(sink.fs) if sink else None
 
     @cached_property
@@ -78,13 +68,11 @@ class RewindView:
         return {i.name for i in self.ckpt.fs.list_dir(SOURCES) if i.is_dir}
 
     @cached_property
-    def sink_log(self) -> LogDir | None:
-        return read_log_dir(self.sink.fs, SINK_LOG, "sink") if self.sink else None
+    def sink_log(self) -> MetadataLog | None:
+        return MetadataLog.listed(self.sink.fs, SINK_LOG) if self.sink else None
 
-    def source_log(self, name: str) -> LogDir:
-        if name not in self._logs:
-            self._logs[name] = read_log_dir(self.ckpt.fs, f"{SOURCES}/{name}", "checkpoint")
-        return self._logs[name]
+    def source_log(self, name: str) -> MetadataLog:
+        return self.ckpt.metadata_log(f"{SOURCES}/{name}")
 
     def file_sources(self, batch: int) -> list[tuple[str, int]]:
         """(``sources/`` directory, log batch to keep) of each file source, as of offsets/``batch``.
@@ -134,11 +122,11 @@ def problems(view: RewindView, batch: int, opts: Options) -> list[str]:
                    "(its files were purged by spark.sql.streaming.minBatchesToRetain)")
     if not opts.keep_source_log:
         for name, target in view.file_sources(opts.last_offsets(batch)):
-            got = rewind_log(view.source_log(name), target, "sources", view.read_source, rebuild=True)
+            got = rewind_log(view.source_log(name), "checkpoint", target, "sources", view.read_source, rebuild=True)
             if got.problem:
                 out.append(got.problem)
     if view.sink_log is not None and view.read_sink is not None:
-        got = rewind_log(view.sink_log, batch, "sink", view.read_sink, rebuild=False)
+        got = rewind_log(view.sink_log, "sink", batch, "sink", view.read_sink, rebuild=False)
         if got.problem:
             out.append(f"file sink: {got.problem}")
     return out
@@ -195,7 +183,7 @@ def plan_rewind(
             f"txnVersion, foreachBatch writers that use batchId) may skip or duplicate the replayed batches {replayed}")
     warnings += _other_source_notes(view, last)
     meta = ckpt.offsets(last).metadata if last != batch else None
-    after_watermark = meta.batch_watermark_ms if meta is not None else watermark_after(ckpt, batch)
+    after_watermark = meta.batch_watermark_ms if meta is not None else ckpt.watermark_after(batch)
     return Plan(
         command="rewind",
         checkpoint=ckpt.location,
@@ -298,7 +286,7 @@ def _source_steps(view: RewindView, batch: int, opts: Options, warnings: list[st
                     f"reads all of their files in batch {last + 1} at once (maxFilesPerTrigger does not apply), "
                     "and event-time results can differ from the first run")
             continue
-        got: LogRewind = rewind_log(log, target, "sources", view.read_source, rebuild=True)
+        got: LogRewind = rewind_log(log, "checkpoint", target, "sources", view.read_source, rebuild=True)
         steps += got.steps
     return steps
 
@@ -307,7 +295,7 @@ def _sink_steps(view: RewindView, batch: int, warnings: list[str]) -> list[Step]
     log, read = view.sink_log, view.read_sink
     if view.sink is None or log is None or read is None:
         return []
-    got = rewind_log(log, batch, "sink", read, rebuild=False)
+    got = rewind_log(log, "sink", batch, "sink", read, rebuild=False)
     steps = list(got.steps)
     files = SinkFiles(view.sink.fs, view.sink.fs.root)
     missing = []

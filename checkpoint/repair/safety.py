@@ -7,9 +7,10 @@ from collections.abc import Callable, Mapping
 from ..activity import recent_activity
 from ..errors import CheckpointError, RefusedError
 from ..fs import FileSystem, open_fs
+from ..layout import OWN_DIR
 from ..model import Checkpoint, open_checkpoint
 from .backup import BACKUPS
-from .plan import OWN_DIR, Plan
+from .plan import Plan
 from .requests import FsOptions, inside
 
 IDLE_HINT = "stop the query first; on a stopped query or a copy use --idle 0 or --force"

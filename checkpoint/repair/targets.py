@@ -22,15 +22,6 @@ def retained_batches(ckpt: Checkpoint) -> list[int]:
     return sorted(set(ckpt.commit_ids) & set(ckpt.offset_ids))
 
 
-def watermark_after(ckpt: Checkpoint, batch: int) -> int:
-    """The watermark the batch after ``batch`` starts from, as Spark computes it on restart."""
-    meta = ckpt.offsets(batch).metadata
-    watermark = meta.batch_watermark_ms if meta else 0
-    if batch in ckpt.commit_ids:
-        watermark = max(watermark, ckpt.commit(batch).next_batch_watermark_ms or 0)
-    return watermark
-
-
 def batch_timestamp(ckpt: Checkpoint, batch: int) -> int | None:
     meta = ckpt.offsets(batch).metadata
     return meta.batch_timestamp_ms if meta else None
@@ -72,7 +63,7 @@ def resolve_target(
     else:
         assert to_watermark is not None  # one of the selectors is given (checked by the request)
         when = parse_time_ms(to_watermark, now_ms=now, watermark_ms=ckpt.watermark_ms, default_anchor="watermark")
-        hits = [b for b in batches if watermark_after(ckpt, b) <= when]
+        hits = [b for b in batches if ckpt.watermark_after(b) <= when]
         what = f"leaves the watermark at or before {format_ms(when)} ({when})"
     if not hits:
         return Target(None, f"no retained batch {what}")

@@ -10,7 +10,8 @@ import dataclasses
 
 from ..commits import serialize_commit
 from ..errors import RefusedError
-from ..model import COMMITS, OFFSETS, Checkpoint
+from ..layout import COMMITS, OFFSETS
+from ..model import Checkpoint
 from ..offsets import serialize_offsets
 from ..timeutil import format_duration, format_ms
 from .plan import Plan, rewrite_step
