@@ -25,7 +25,7 @@ from .unsafe_row import arrow_type
 if TYPE_CHECKING:
     import pyarrow as pa
 
-WORKERS = 8
+WORKERS = 4
 
 
 def _partition_states(ckpt: Checkpoint, plan: StorePlan, partition: int, version: int) -> tuple[dict, dict[str, int]]:
@@ -43,14 +43,19 @@ def _partition_states(ckpt: Checkpoint, plan: StorePlan, partition: int, version
     return states, families
 
 
+def reader_schema(plan: StorePlan, raw: bool = False) -> "pa.Schema":
+    """The reader's columns and ``partition_id`` (``raw``: timestamps and dates as integers, as decoded)."""
+    import pyarrow as pa
+
+    return pa.schema([*[pa.field(f.name, arrow_type(f.data_type, raw=raw)) for f in plan.columns.fields],
+                      pa.field("partition_id", pa.int32(), False)])
+
+
 def reader_batches(ckpt: Checkpoint, plan: StorePlan, tgt: Target) -> Iterator["pa.Table"]:
     """The reader's rows (its columns and ``partition_id``), one table per partition."""
     import pyarrow as pa
 
-    raw = pa.schema([*[pa.field(f.name, arrow_type(f.data_type, raw=True)) for f in plan.columns.fields],
-                     pa.field("partition_id", pa.int32(), False)])
-    final = pa.schema([*[pa.field(f.name, arrow_type(f.data_type)) for f in plan.columns.fields],
-                       pa.field("partition_id", pa.int32(), False)])
+    raw, final = reader_schema(plan, raw=True), reader_schema(plan)
     names = [f.name for f in plan.columns.fields]
     partitions = list(range(plan.store.num_partitions or 0))
     with ThreadPoolExecutor(max_workers=WORKERS) as pool:
@@ -74,19 +79,45 @@ def reader_batches(ckpt: Checkpoint, plan: StorePlan, tgt: Target) -> Iterator["
 
 @dataclass(frozen=True)
 class PythonStoreRead:
-    """One store read at a target by the python engine: the reader's rows and the eviction rule."""
+    """One store to read at a target with the python engine, and its eviction rule. Rows are read
+    partition by partition on each call, so :meth:`older` and the summary hold one partition's rows
+    (plus what they keep) at a time."""
 
     store: Store
     rule: Eviction
-    raw: "pa.Table"
+    plan: StorePlan
     target: Target
+    ckpt: Checkpoint
+
+    def batches(self) -> Iterator["pa.Table"]:
+        """The reader's rows, one table per partition."""
+        return reader_batches(self.ckpt, self.plan, self.target)
+
+    def row_batches(self) -> Iterator["pa.Table"]:
+        """:func:`state_rows` of each partition (one empty table when there is no partition)."""
+        empty = True
+        for raw in self.batches():
+            empty = False
+            yield state_rows(raw, self.store, self.rule, self.target.watermark_ms)
+        if empty:
+            yield state_rows(reader_schema(self.plan).empty_table(), self.store, self.rule, self.target.watermark_ms)
+
+    @property
+    def raw(self) -> "pa.Table":
+        """All the reader's rows (``key``, the value columns, ``partition_id``)."""
+        import pyarrow as pa
+
+        return pa.concat_tables([reader_schema(self.plan).empty_table(), *self.batches()])
 
     def rows(self) -> "pa.Table":
-        return state_rows(self.raw, self.store, self.rule, self.target.watermark_ms)
+        import pyarrow as pa
+
+        return pa.concat_tables(list(self.row_batches()))
 
     def older(self) -> "pa.Table":
-        table = self.rows()
-        return table.filter(table.column("older")).drop_columns(["older"])
+        import pyarrow as pa
+
+        return pa.concat_tables([t.filter(t.column("older")).drop_columns(["older"]) for t in self.row_batches()])
 
 
 def _column(table: "pa.Table", path: tuple[str, ...]):
@@ -154,18 +185,12 @@ def state_rows(raw: "pa.Table", store: Store, rule: Eviction, watermark_ms: int)
 
 
 def read_store(ckpt: Checkpoint, store: Store, tgt: Target) -> PythonStoreRead:
-    import pyarrow as pa
-
     plan = plan_store(ckpt, store)
-    final = pa.schema([*[pa.field(f.name, arrow_type(f.data_type)) for f in plan.columns.fields],
-                       pa.field("partition_id", pa.int32(), False)])
-    tables = list(reader_batches(ckpt, plan, tgt))
-    table = pa.concat_tables(tables) if tables else final.empty_table()
     fields = {f.name: f.data_type for f in plan.columns.fields}
     key, value = fields.get("key"), fields.get("value")
     rule = store_eviction(ckpt, store, key if isinstance(key, StructType) else None,
                           value if isinstance(value, StructType) else None, lambda path: _has(plan.columns, path))
-    return PythonStoreRead(store, rule, table, tgt)
+    return PythonStoreRead(store, rule, plan, tgt, ckpt)
 
 
 def plans(ckpt: Checkpoint | str, operator: int | None = None, store: str | None = None,
@@ -201,13 +226,16 @@ def store_summary(read: PythonStoreRead, tz: tzinfo = timezone.utc) -> StoreSumm
     import pyarrow.compute as pc
 
     wm = read.target.watermark_ms
-    rows = read.rows()
-    delta = pc.subtract(rows.column("event_time_ms"), wm).combine_chunks() if rows.num_rows else pa.array([], pa.int64())
-    stats = pa.table({"partition_id": rows.column("partition_id"), "bucket": _bucket(delta),
-                      "older": rows.column("older").cast(pa.int64()), "event_time_ms": rows.column("event_time_ms")})
-    grouped = stats.group_by(["partition_id", "bucket"], use_threads=False).aggregate(
-        [([], "count_all"), ("older", "sum"), ("event_time_ms", "min")]).to_pylist()
-    groups = [(g["partition_id"], g["bucket"], g["count_all"], g["older_sum"], g["event_time_ms_min"]) for g in grouped]
+    groups = []
+    for rows in read.row_batches():  # one partition at a time
+        if not rows.num_rows:
+            continue
+        delta = pc.subtract(rows.column("event_time_ms"), wm).combine_chunks()
+        stats = pa.table({"partition_id": rows.column("partition_id"), "bucket": _bucket(delta),
+                          "older": rows.column("older").cast(pa.int64()), "event_time_ms": rows.column("event_time_ms")})
+        grouped = stats.group_by(["partition_id", "bucket"], use_threads=False).aggregate(
+            [([], "count_all"), ("older", "sum"), ("event_time_ms", "min")]).to_pylist()
+        groups += [(g["partition_id"], g["bucket"], g["count_all"], g["older_sum"], g["event_time_ms_min"]) for g in grouped]
     return summary_of_groups(read.store, read.rule, wm, groups, tz)
 
 
