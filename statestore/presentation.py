@@ -25,13 +25,13 @@ from typing import Any, Callable, Iterator
 from wmcheck.checkpoint.errors import UnsupportedError
 from wmcheck.checkpoint.model import Checkpoint
 from wmcheck.checkpoint.operator_kinds import is_transform_with_state
-from wmcheck.checkpoint.state_schema import ColumnFamilySchema, StructField, StructType
+from wmcheck.checkpoint.state_schema import ColumnFamilySchema, KeyEncoderSpec, StructField, StructType
 
 from .codecs import codec_name, require_codec, require_module
 from .columnar import StructColumns
 from .discovery import Store
-from .key_encoders import key_decoder, single_value_decoder, values_decoder
-from .unsafe_row import check_supported
+from .key_encoders import PREFIX_SCAN, key_decoder, single_value_decoder, values_decoder
+from .unsafe_row import arrow_type, check_supported
 
 HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -100,10 +100,9 @@ def plan_store(ckpt: Checkpoint, store: Store) -> StorePlan:
         return _join_side_plan(ckpt, store, rocksdb, codec, opts["joinSide"])
     name = opts["storeName"]
     schema = _schema(ckpt, op, name)
-    if rocksdb and (_num_prefix_cols(ckpt, op) or 0) > 0:
-        raise UnsupportedError("prefix-scan keys of a RocksDB session window store are not read by the python engine",
-                               hint="use --engine spark")
-    key = key_decoder(schema.key_schema, None, rocksdb, False)
+    prefix = (_num_prefix_cols(ckpt, op) or 0) if rocksdb else 0
+    spec = KeyEncoderSpec(PREFIX_SCAN, prefix, None, {}) if prefix else None  # session windows
+    key = key_decoder(schema.key_schema, spec, rocksdb, False)
     value = single_value_decoder(schema.value_schema, rocksdb)
 
     def rows(states: States, _families: dict[str, int]) -> Rows:
@@ -113,6 +112,10 @@ def plan_store(ckpt: Checkpoint, store: Store) -> StorePlan:
     skip = 1 if rocksdb else 0  # the RocksDB version byte
 
     def columns_of(states: States) -> dict[str, Any]:
+        if spec is not None:
+            rows_ = list(rows(states, {}))
+            return {"key": pa_array([r["key"] for r in rows_], schema.key_schema),
+                    "value": pa_array([r["value"] for r in rows_], schema.value_schema)}
         keys, values = StructColumns(schema.key_schema), StructColumns(schema.value_schema)
         add_key, add_value = keys.add, values.add
         for k, v in states[name].items():
@@ -122,6 +125,12 @@ def plan_store(ckpt: Checkpoint, store: Store) -> StorePlan:
 
     columns = StructType((_field("key", schema.key_schema), _field("value", schema.value_schema)))
     return StorePlan(store, rocksdb, codec, (name,), columns, rows, columns_of)
+
+
+def pa_array(values: list[Any], schema: StructType) -> Any:
+    import pyarrow as pa
+
+    return pa.array(values, type=arrow_type(schema, raw=True))
 
 
 def _num_prefix_cols(ckpt: Checkpoint, op: int) -> int | None:
