@@ -322,7 +322,8 @@ def _delta_position(offset: SourceOffset | None) -> dict[str, Any] | None:
 # -- the plan --------------------------------------------------------------------------------------
 
 
-def _source_kind(ckpt: Checkpoint, src: SourceOffset) -> str:
+def source_kind(ckpt: Checkpoint, src: SourceOffset) -> str:
+    """The offset's kind; a bare long with a ``sources/<id>/`` log is the legacy file-source offset."""
     kind = src.kind
     if kind == "long" and is_number(src.source_id) and int(src.source_id) in ckpt.source_dirs:
         return "file"
@@ -352,7 +353,7 @@ def source_input(ckpt: Checkpoint, batch: int, src: SourceOffset, path_map: Mapp
     if batch > 0:
         prev = next((s for s in ckpt.offsets(batch - 1).sources if s.source_id == src.source_id), None)
         prev = None if prev is not None and prev.raw is None else prev
-    kind = _source_kind(ckpt, src)
+    kind = source_kind(ckpt, src)
     if kind == "file":
         return _file_input(ckpt, src, prev, path_map or {}, sizes, fs_options)
     if kind == "kafka":

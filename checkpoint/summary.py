@@ -7,9 +7,11 @@ from typing import Mapping
 
 from .layout import REPAIR_JOURNAL
 from .model import PINNED_CONFS, Checkpoint, Operator, loadable
-from .numbers import is_number
+from .progress import BatchProgress, QueryProgress
 from .relocation import foreign_references
 from .repartitions import batch_kind, partitions_of, repartitions, unfinished
+from .source_labels import label, source_labels
+from .stall import SourceActivity, WatermarkStall, batch_activity, watermark_stall
 from .timeutil import format_ms
 
 
@@ -50,6 +52,8 @@ class SourceSummary:
     kind: str
     offset: str | None
     summary: str
+    location: str | None
+    """Where it reads: a file source's input directory, a Kafka source's topics, a Delta source's table id."""
 
 
 @dataclass(frozen=True)
@@ -87,6 +91,8 @@ class CheckpointSummary:
     sources: tuple[SourceSummary, ...]
     operators: tuple[OperatorSummary, ...]
     warnings: tuple[str, ...]
+    watermark_stall: WatermarkStall | None
+    """The watermark has not moved over the last data batches (see :mod:`.stall`); None when healthy."""
 
 
 @dataclass(frozen=True)
@@ -105,6 +111,10 @@ class BatchRow:
     batch_watermark: str | None
     batch_timestamp: str | None
     sources: tuple[str | None, ...]
+    source_activity: tuple[SourceActivity, ...]
+    """Each source: its kind and location, offset, whether it moved and brought data (rows, with progress)."""
+    progress: BatchProgress | None
+    """Spark's progress report of the batch (``--progress``)."""
 
 
 def operator_summary(ckpt: Checkpoint, op: Operator) -> OperatorSummary:
@@ -134,17 +144,14 @@ def operator_summary(ckpt: Checkpoint, op: Operator) -> OperatorSummary:
 
 
 def source_summaries(ckpt: Checkpoint) -> list[SourceSummary]:
-    """Each source of the last batch: its kind and latest offset."""
+    """Each source of the last batch: its kind, latest offset and where it reads."""
     last = ckpt.last_batch
     if last is None:
         return []
-    file_sources = set(ckpt.source_dirs)
     out = []
     for src in ckpt.offsets(last).sources:
-        kind = src.kind
-        if kind == "long" and is_number(src.source_id) and int(src.source_id) in file_sources:
-            kind = "file"
-        out.append(SourceSummary(src.source_id, kind, src.raw, src.summary()))
+        named = label(ckpt, src)
+        out.append(SourceSummary(src.source_id, named.kind, src.raw, src.summary(), named.location))
     return out
 
 
@@ -189,8 +196,8 @@ def warnings(ckpt: Checkpoint) -> list[str]:
     return out
 
 
-def describe(ckpt: Checkpoint, tz: tzinfo = timezone.utc) -> CheckpointSummary:
-    """Everything ``wmcheck show`` prints."""
+def describe(ckpt: Checkpoint, tz: tzinfo = timezone.utc, progress: QueryProgress | None = None) -> CheckpointSummary:
+    """Everything ``wmcheck show`` prints; ``progress`` (Spark's reports of the query) sharpens the stall diagnosis."""
     meta = ckpt.latest_metadata
     watermark = ckpt.watermark_ms
     timestamp = meta.batch_timestamp_ms if meta else None
@@ -217,6 +224,7 @@ def describe(ckpt: Checkpoint, tz: tzinfo = timezone.utc) -> CheckpointSummary:
         sources=tuple(source_summaries(ckpt)),
         operators=tuple(operator_summary(ckpt, op) for op in ckpt.operators),
         warnings=tuple(warnings(ckpt)),
+        watermark_stall=watermark_stall(ckpt, progress, tz),
     )
 
 
@@ -242,9 +250,11 @@ def batch_range(ckpt: Checkpoint, last: int | None = None, start: int | None = N
     return ids
 
 
-def batch_rows(ckpt: Checkpoint, ids: list[int], tz: tzinfo = timezone.utc) -> list[BatchRow]:
-    """One row per batch: watermarks, timestamp, lag and raw source offsets."""
-    ckpt.load_batches(ids)
+def batch_rows(ckpt: Checkpoint, ids: list[int], tz: tzinfo = timezone.utc,
+               progress: QueryProgress | None = None) -> list[BatchRow]:
+    """One row per batch: watermarks, timestamp, lag, source offsets and activity, Spark's progress report."""
+    ckpt.load_batches(ids + [b - 1 for b in ids if b > 0])
+    labels = source_labels(ckpt)
     offsets, commits = set(ckpt.offset_ids), set(ckpt.commit_ids)
     moved = {r.batch for r in repartitions(ckpt)}
     rows = []
@@ -261,11 +271,13 @@ def batch_rows(ckpt: Checkpoint, ids: list[int], tz: tzinfo = timezone.utc) -> l
             kind=batch_kind(ckpt, batch, moved),
             batch_watermark_ms=wm,
             next_batch_watermark_ms=nxt,
-            watermark_advance_ms=nxt - wm if nxt is not None and wm is not None else None,
+            watermark_advance_ms=nxt - wm if nxt is not None and wm else None,  # none from no earlier watermark
             batch_timestamp_ms=ts,
             lag_ms=ts - wm if ts is not None and wm else None,
             batch_watermark=format_ms(wm, tz),
             batch_timestamp=format_ms(ts, tz),
             sources=tuple(s.raw for s in seq.sources) if seq else (),
+            source_activity=batch_activity(ckpt, batch, progress, labels=labels).sources if seq else (),
+            progress=progress.get(batch) if progress else None,
         ))
     return rows

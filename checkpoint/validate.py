@@ -12,15 +12,16 @@ import os
 import posixpath
 from contextlib import contextmanager
 from datetime import timezone, tzinfo
-from typing import Iterable, Iterator, Mapping
+from typing import Iterable, Iterator, Mapping, Sequence
 
-from .checks import logs, repartition, sources, state, watermark  # noqa: F401 - importing registers the checks
-from .checks.context import Context, error_text
+from .checks import logs, repartition, sources, stall, state, watermark  # noqa: F401 - importing registers the checks
+from .checks.context import STALL_BATCHES, Context, error_text
 from .checks.registry import CHECKS, ERROR, OPEN_FAILED, WARNING, Check, Finding
 from .errors import CheckpointError, MissingFileError
 from .fs import FileSystem, open_fs, require_dir, scheme_of
 from .layout import SINK_LOG
 from .model import Checkpoint, open_checkpoint
+from .progress import BatchProgress, QueryProgress, query_progress
 
 __all__ = ["CHECKS", "ERROR", "WARNING", "OPEN_FAILED", "Check", "Finding", "check_checkpoint", "check_location",
            "open_file_sink", "select_checks", "fails"]
@@ -69,12 +70,17 @@ def check_checkpoint(
     checks: Iterable[Check] | None = None,
     name: str | None = None,
     tz: tzinfo = timezone.utc,
+    stall_batches: int = STALL_BATCHES,
+    progress: QueryProgress | None = None,
 ) -> list[Finding]:
-    """Run ``checks`` (default: all) on ``ckpt`` and, with ``file_sink``, on the sink's log; findings by code and path."""
+    """Run ``checks`` (default: all) on ``ckpt`` and, with ``file_sink``, on the sink's log; findings by code and path.
+
+    ``stall_batches`` is how many data batches a stalled watermark may span before WM038 warns; ``progress``
+    (Spark's progress reports of the query) adds whether max event time kept advancing."""
     sink = open_file_sink(file_sink) if isinstance(file_sink, str) else file_sink
     label = name or ckpt.location
     with gc_paused():
-        ctx = Context(ckpt, sink, shown_relative(sink.uri(), ckpt.location) if sink else "", tz)
+        ctx = Context(ckpt, sink, shown_relative(sink.uri(), ckpt.location) if sink else "", tz, stall_batches, progress)
         findings: list[Finding] = []
         unreadable: list[CheckpointError] = []
         for check in CHECKS.values() if checks is None else checks:
@@ -112,12 +118,18 @@ def check_location(
     fs_options: Mapping[str, str] | None = None,
     checks: Iterable[Check] | None = None,
     tz: tzinfo = timezone.utc,
+    stall_batches: int = STALL_BATCHES,
+    progress: Sequence[BatchProgress] = (),
 ) -> list[Finding]:
-    """Open ``location`` and check it; a checkpoint that cannot be read at all is one ``WM000`` finding."""
+    """Open ``location`` and check it; a checkpoint that cannot be read at all is one ``WM000`` finding.
+    ``progress``: Spark's progress reports (:func:`~wmcheck.checkpoint.progress_files.read_reports`), any query's;
+    those of this checkpoint's query are used."""
     sink = open_file_sink(file_sink, fs_options) if isinstance(file_sink, str) else file_sink
     try:
         ckpt = open_checkpoint(location, fs_options)
-        return check_checkpoint(ckpt, sink, checks=checks, name=location, tz=tz)
+        reports = query_progress(ckpt.query_metadata.query_id, progress) if progress and ckpt.query_metadata else None
+        return check_checkpoint(ckpt, sink, checks=checks, name=location, tz=tz, stall_batches=stall_batches,
+                                progress=reports if reports and reports.batches else None)
     except CheckpointError as exc:
         return [Finding(OPEN_FAILED, ERROR, location, exc.path or "", str(exc))]
 

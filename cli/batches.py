@@ -8,7 +8,7 @@ import click
 from wmcheck.checkpoint.model import open_checkpoint
 from wmcheck.checkpoint.summary import batch_range, batch_rows
 
-from .options import common_options, parse_pairs
+from .options import checkpoint_progress, common_options, parse_pairs, progress_option
 from .output import make_output
 
 
@@ -17,10 +17,14 @@ from .output import make_output
 @click.option("--last", "last", type=click.IntRange(min=0), help="Only the last K batches.")
 @click.option("--from", "start", type=int, help="First batch to show.")
 @click.option("--to", "end", type=int, help="Last batch to show.")
+@progress_option()
 @common_options()
-def batches(checkpoint: str, last: int | None, start: int | None, end: int | None, fmt: str, tz: tzinfo, fs_options: tuple[str, ...]) -> None:
-    """One row per batch of CHECKPOINT: watermark, how far it advanced, timestamp, lag, source offsets."""
+def batches(checkpoint: str, last: int | None, start: int | None, end: int | None, progress: str | None, fmt: str,
+            tz: tzinfo, fs_options: tuple[str, ...]) -> None:
+    """One row per batch of CHECKPOINT: watermark, how far it advanced, timestamp, lag, what each source brought."""
     if last is not None and (start is not None or end is not None):
         raise click.UsageError("use either --last or --from/--to")
-    ckpt = open_checkpoint(checkpoint, parse_pairs(fs_options, "--fs-option"))
-    make_output(fmt, tz=tz).batches(batch_rows(ckpt, batch_range(ckpt, last, start, end), tz))
+    options = parse_pairs(fs_options, "--fs-option")
+    ckpt = open_checkpoint(checkpoint, options)
+    reports = checkpoint_progress(ckpt, progress, options)
+    make_output(fmt, tz=tz).batches(batch_rows(ckpt, batch_range(ckpt, last, start, end), tz, reports))

@@ -10,11 +10,13 @@ from typing import TextIO
 
 import click
 
+from wmcheck.checkpoint.checks.context import STALL_BATCHES
 from wmcheck.checkpoint.fs import scheme_of
+from wmcheck.checkpoint.progress_files import read_reports
 from wmcheck.checkpoint.validate import check_location, fails, open_file_sink, select_checks
 
 from .main import EXIT_INPUT
-from .options import common_options, parse_pairs
+from .options import common_options, parse_pairs, progress_option
 from .output import FORMATS, Output, make_output
 from .reports import Result, github, junit
 
@@ -59,9 +61,13 @@ def render(fmt: str, results: list[Result], strict: bool, stream: TextIO | None)
 @click.option("--output", "output", type=click.Path(dir_okay=False), help="Write the report to FILE instead of stdout.")
 @click.option("--select", metavar="CODES", help="Run only these checks, e.g. WM002,WM016.")
 @click.option("--ignore", metavar="CODES", help="Skip these checks, e.g. WM011.")
+@click.option("--stall-batches", type=click.IntRange(min=1), default=STALL_BATCHES, show_default=True,
+              help="Warn (WM038) once a watermark held back by an idle input spans this many data batches.")
+@progress_option()
 @common_options(FORMATS + tuple(REPORTS))
 def check(checkpoints: tuple[str, ...], file_sink: str | None, strict: bool, output: str | None, select: str | None,
-          ignore: str | None, fmt: str, tz: tzinfo, fs_options: tuple[str, ...]) -> None:
+          ignore: str | None, stall_batches: int, progress: str | None, fmt: str, tz: tzinfo,
+          fs_options: tuple[str, ...]) -> None:
     """Validate each CKPT: every inconsistency that makes Spark fail, lose data or misbehave on restart.
 
     Exit 0: no errors (warnings allowed unless --strict); 1: findings that fail; 2: a checkpoint or
@@ -72,8 +78,10 @@ def check(checkpoints: tuple[str, ...], file_sink: str | None, strict: bool, out
     options = parse_pairs(fs_options, "--fs-option")
     chosen = select_checks(codes(select), codes(ignore) or ())
     sink = open_file_sink(file_sink, options) if file_sink else None
+    reports = read_reports(progress, options) if progress else []
     results = [
-        Result(loc, check_location(loc, sink, fs_options=options, checks=chosen, tz=tz), chosen, sink is not None)
+        Result(loc, check_location(loc, sink, fs_options=options, checks=chosen, tz=tz, stall_batches=stall_batches,
+                                   progress=reports), chosen, sink is not None)
         for loc in expand(checkpoints)
     ]
     with open(output, "w", encoding="utf-8") if output else contextlib.nullcontext() as stream:

@@ -23,6 +23,7 @@ COMMANDS = {
     "backups": ("wmcheck.cli.repair", "backups", "List the backups wmcheck made of a checkpoint."),
     "state": ("wmcheck.cli.state", "state", "State keys and their age against the watermark (needs pyspark)."),
     "replay": ("wmcheck.cli.replay", "replay", "Rebuild and reprocess the input of recorded batches."),
+    "timeline": ("wmcheck.cli.timeline", "timeline_command", "Draw a query over its batches (HTML, PNG or SVG)."),
 }
 EXIT_INPUT = 2
 

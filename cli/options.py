@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from datetime import tzinfo
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, Mapping
 
 import click
 
@@ -10,6 +10,10 @@ from wmcheck.checkpoint.errors import CheckpointError
 from wmcheck.checkpoint.timeutil import zone
 
 from .output import FORMATS
+
+if TYPE_CHECKING:
+    from wmcheck.checkpoint.model import Checkpoint
+    from wmcheck.checkpoint.progress import QueryProgress
 
 PAIR_EXAMPLES = {
     "--fs-option": "endpoint_override=http://localhost:9000",
@@ -52,3 +56,18 @@ def common_options(formats: tuple[str, ...] = FORMATS) -> Callable:
         return fn
 
     return decorate
+
+
+def progress_option() -> Callable:
+    """``--progress PATH``: Spark's event logs or JSON lines of StreamingQueryProgress."""
+    return click.option("--progress", metavar="PATH", help="Spark's progress: an event log (file or spark.eventLog.dir) "
+                        "or JSON lines of StreamingQueryProgress, matched by query id and batch id.")
+
+
+def checkpoint_progress(ckpt: "Checkpoint", location: str | None, fs_options: Mapping[str, str]) -> "QueryProgress | None":
+    """The progress reports of the checkpoint's query in ``--progress PATH`` (None without the option)."""
+    if location is None:
+        return None
+    from wmcheck.checkpoint.progress_files import load_progress
+
+    return load_progress(ckpt.query_metadata.query_id if ckpt.query_metadata else None, location, fs_options)

@@ -1,17 +1,21 @@
 """``wmcheck replay``."""
 from __future__ import annotations
 
+import dataclasses
 from datetime import tzinfo
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from wmcheck.checkpoint.batch_inputs import LATE_RULES, BatchInput, plan, plan_document
 from wmcheck.checkpoint.model import open_checkpoint
-from wmcheck.checkpoint.timeutil import format_ms
+from wmcheck.checkpoint.timeutil import format_duration, format_ms
 
 from .options import common_options, parse_pairs
-from .output import make_output
+from .output import Output, make_output
+
+if TYPE_CHECKING:
+    from wmcheck.statestore.late_rows import Lateness
 
 PLAN_COLUMNS = ["batch", "committed", "watermark", "late watermark", "source", "kind", "input", "files", "bytes",
                 "missing", "note"]
@@ -57,6 +61,16 @@ def _print_plan(ckpt, batches: list[BatchInput], fmt: str, tz: tzinfo) -> None:
     out.document(doc, fields, [("Batches", table, PLAN_COLUMNS), ("Files", files, FILE_COLUMNS)])
 
 
+def _print_lateness(out: Output, found: "Lateness") -> None:
+    doc = dataclasses.asdict(found)
+    doc["keep_ms"] = dict(found.keep_ms)
+    fields = [("late rows", found.late_rows),
+              *[(label, format_duration(doc[key])) for label, key in
+                (("least late", "min_ms"), ("median", "median_ms"), ("90th percentile", "p90_ms"), ("most late", "max_ms"))],
+              *[(f"keeps {share}", f"a watermark delay longer by {format_duration(ms)}") for share, ms in found.keep_ms]]
+    out.document(doc, fields, [])
+
+
 @click.command()
 @click.argument("checkpoint")
 @click.option("--from", "start", type=click.IntRange(min=0), required=True, help="First batch to replay.")
@@ -66,12 +80,17 @@ def _print_plan(ckpt, batches: list[BatchInput], fmt: str, tz: tzinfo) -> None:
 @click.option("--output", metavar="DIR", help="Write the rows as Parquet partitioned by batch_id.")
 @click.option("--overwrite", is_flag=True, help="Replace a non-empty --output DIR.")
 @click.option("--foreach-batch", "foreach", metavar="MODULE:FUNCTION", help="Call FUNCTION(df, batch_id) per batch, in order.")
+@click.option("--count", "count_only", is_flag=True, help="Only count each batch's input, late rows and late groups (no output).")
+@click.option("--lateness", "show_lateness", is_flag=True,
+              help="How late the late rows were, and the watermark delay that would have kept 99%, 99.9%, 100% of them.")
 @click.option("--include-pending", is_flag=True, help="Also the planned but uncommitted batch.")
 @click.option("--late-only", is_flag=True, help="Only the rows Spark dropped as late in each batch.")
 @click.option("--on-time-only", is_flag=True, help="Only the rows Spark did not drop as late.")
 @click.option("--event-time", metavar="COL", help="The column the query's withWatermark used.")
-@click.option("--window", metavar="DURATION[,SLIDE]", help="The query's window(): a row is late by its window's end.")
-@click.option("--group-by", metavar="COLS", help="Also count distinct late groups (window + COLS, comma-separated).")
+@click.option("--window", metavar="DURATION[,SLIDE]",
+              help="The query's window(): a row is late by its window's end (default: inferred from a window state key).")
+@click.option("--group-by", metavar="COLS",
+              help="Also count distinct late groups (window + COLS, comma-separated; default: the state key's columns).")
 @click.option("--late-watermark", type=click.Choice(LATE_RULES), default="previous", show_default=True,
               help="previous: Spark >= 3.4; current: Spark < 3.4 or statefulOperator.allowMultiple=false.")
 @click.option("--source-format", metavar="FORMAT", help="The format the query read: json, csv, parquet, text, ...")
@@ -85,18 +104,19 @@ def _print_plan(ckpt, batches: list[BatchInput], fmt: str, tz: tzinfo) -> None:
 @click.option("--jars", multiple=True, metavar="JARS", help="Jars for Spark (repeatable).")
 @common_options()
 def replay(checkpoint: str, start: int, end: int | None, source: str | None, show_plan: bool, output: str | None,
-           overwrite: bool, foreach: str | None, include_pending: bool, late_only: bool, on_time_only: bool,
+           overwrite: bool, foreach: str | None, count_only: bool, show_lateness: bool, include_pending: bool,
+           late_only: bool, on_time_only: bool,
            event_time: str | None, window: str | None, group_by: str | None, late_watermark: str,
            source_format: str | None, schema: str | None, reader_options: tuple[str, ...], path_maps: tuple[str, ...],
            skip_missing: bool, master: str | None, confs: tuple[str, ...], packages: tuple[str, ...],
            jars: tuple[str, ...], fmt: str, tz: tzinfo, fs_options: tuple[str, ...]) -> None:
     """Rebuild the exact input of batches --from N --to M of CHECKPOINT and reprocess it (see docs/replay.md)."""
-    if sum(map(bool, (show_plan, output, foreach))) != 1:
-        raise click.UsageError("pass exactly one of --plan, --output DIR or --foreach-batch MODULE:FUNCTION")
+    if sum(map(bool, (show_plan, output, foreach, count_only, show_lateness))) != 1:
+        raise click.UsageError("pass exactly one of --plan, --output DIR, --foreach-batch MODULE:FUNCTION, --count or --lateness")
     if late_only and on_time_only:
         raise click.UsageError("use either --late-only or --on-time-only")
-    if (late_only or on_time_only or window or group_by) and not event_time:
-        raise click.UsageError("--late-only, --on-time-only, --window and --group-by need --event-time COL")
+    if (late_only or on_time_only or window or group_by or show_lateness) and not event_time:
+        raise click.UsageError("--late-only, --on-time-only, --window, --group-by and --lateness need --event-time COL")
     fs_opts = parse_pairs(fs_options, "--fs-option")
     path_map = parse_pairs(path_maps, "--path-map")
     ckpt = open_checkpoint(checkpoint, fs_opts)
@@ -105,7 +125,15 @@ def replay(checkpoint: str, start: int, end: int | None, source: str | None, sho
                        late_rule=late_watermark, fs_options=fs_opts)
         _print_plan(ckpt, batches, fmt, tz)
         return
-    from wmcheck.statestore.replay import ParquetSink, ReplayOptions, load_function, prepare, replay_session
+    from wmcheck.statestore.late_rows import infer_window, lateness, window_key
+    from wmcheck.statestore.replay import (
+        ParquetSink,
+        ReplayOptions,
+        load_function,
+        prepare,
+        read_batches,
+        replay_session,
+    )
     from wmcheck.statestore.replay import replay as run_replay
 
     opts = ReplayOptions(
@@ -115,12 +143,24 @@ def replay(checkpoint: str, start: int, end: int | None, source: str | None, sho
         late_watermark=late_watermark, fs_options=fs_opts,
     )
     batches = prepare(ckpt, start, end, opts)
-    sink = ParquetSink(output, overwrite, fs_opts) if output else load_function(str(foreach))
+    sink = ParquetSink(output, overwrite, fs_opts) if output else load_function(foreach) if foreach else None
     spark = replay_session(master, parse_pairs(confs, "--conf"), packages, jars)
     keys = tuple(c.strip() for c in group_by.split(",") if c.strip()) if group_by else ()
-    rows = run_replay(spark, batches, opts, sink, keys)
+    out = make_output(fmt)
+    stored = window_key(ckpt) if event_time and not window else None
+    if stored is not None:
+        inferred = infer_window(spark, ckpt, stored)
+        opts = dataclasses.replace(opts, window=inferred.spec)
+        keys = keys or inferred.group_by
+        if fmt == "table":
+            out.write(f"window: {format_duration(inferred.duration_ms)} every {format_duration(inferred.slide_ms)}, "
+                      f"grouped by {', '.join(inferred.group_by) or 'nothing else'} (inferred from state/{stored.operator_id})")
+    if show_lateness:
+        _print_lateness(out, lateness(list(read_batches(spark, batches, opts)), str(event_time)))
+        return
+    rows = run_replay(spark, batches, opts, sink or (lambda _df, _batch: None), keys)
     if fmt == "table":
         for row in rows:
             for key in ("watermark_ms", "late_watermark_ms"):
                 row[key] = f"{row[key]} ({format_ms(row[key], tz)})"
-    make_output(fmt).rows(rows, SUMMARY_COLUMNS)
+    out.rows(rows, SUMMARY_COLUMNS)

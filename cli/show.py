@@ -8,14 +8,17 @@ import click
 from wmcheck.checkpoint.model import open_checkpoint
 from wmcheck.checkpoint.summary import describe
 
-from .options import common_options, parse_pairs
+from .options import checkpoint_progress, common_options, parse_pairs, progress_option
 from .output import make_output
 
 
 @click.command()
 @click.argument("checkpoint")
+@progress_option()
 @common_options()
-def show(checkpoint: str, fmt: str, tz: tzinfo, fs_options: tuple[str, ...]) -> None:
-    """Summarise CHECKPOINT: batches, watermark, pinned conf, sources, state operators, warnings."""
-    summary = describe(open_checkpoint(checkpoint, parse_pairs(fs_options, "--fs-option")), tz)
+def show(checkpoint: str, progress: str | None, fmt: str, tz: tzinfo, fs_options: tuple[str, ...]) -> None:
+    """Summarise CHECKPOINT: batches, watermark (and why it is stuck), pinned conf, sources, state operators, warnings."""
+    options = parse_pairs(fs_options, "--fs-option")
+    ckpt = open_checkpoint(checkpoint, options)
+    summary = describe(ckpt, tz, checkpoint_progress(ckpt, progress, options))
     make_output(fmt, tz=tz).checkpoint_summary(summary)

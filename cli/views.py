@@ -4,12 +4,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
+from wmcheck.checkpoint.source_labels import SourceLabel
 from wmcheck.checkpoint.source_offsets import SourceOffset
 from wmcheck.checkpoint.timeutil import format_duration, format_ms
 
 if TYPE_CHECKING:
     from datetime import tzinfo
 
+    from wmcheck.checkpoint.stall import SourceActivity
     from wmcheck.checkpoint.summary import BatchRow, CheckpointSummary
     from wmcheck.statestore.reader import Target
     from wmcheck.statestore.summary import StateSummary
@@ -47,9 +49,10 @@ def checkpoint_summary(s: CheckpointSummary) -> tuple[Fields, list[Table]]:
         *[("repartition", f"batch {r.batch}: {r.from_} -> {r.to} partitions") for r in s.repartitions],
         *[("note", f"operator {op.operator_id}: {op.metadata_lag}") for op in s.operators if op.metadata_lag],
         *[("warning", w) for w in s.warnings],
+        ("watermark stall", s.watermark_stall.explanation if s.watermark_stall else "none"),
     ]
     operators = [{"name": op.label, **{c: getattr(op, c) for c in OPERATOR_COLUMNS if c != "name"}} for op in s.operators]
-    return fields, [("Sources", s.sources, ["source_id", "kind", "summary"]),
+    return fields, [("Sources", s.sources, ["source_id", "kind", "location", "summary"]),
                     ("Stateful operators", operators, OPERATOR_COLUMNS)]
 
 
@@ -63,12 +66,22 @@ def _batch_row(r: BatchRow) -> dict[str, Any]:
         "advanced": format_duration(r.watermark_advance_ms),
         "timestamp": r.batch_timestamp,
         "lag": format_duration(r.lag_ms),
-        "sources": [SourceOffset(str(i), raw).summary() for i, raw in enumerate(r.sources)],
+        "sources": [_source_cell(a) for a in r.source_activity],
+        "rows": r.progress.num_input_rows if r.progress else None,
+        "max event time": format_ms(r.progress.event_time_max_ms) if r.progress else None,
+        "late rows": r.progress.rows_dropped_by_watermark if r.progress else None,
     }
 
 
-BATCHES = RowView(["batch", "committed", "kind", "watermark", "next watermark ms", "advanced", "timestamp", "lag", "sources"],
-                  _batch_row)
+def _source_cell(a: SourceActivity) -> str:
+    """``1 file …/input/right: log batch 3`` and whether the batch brought new data from it."""
+    label = SourceLabel(a.source_id, a.kind, a.location).short
+    brought = "new data" if a.new_data else "no rows" if a.new_offsets else "no new data"
+    return f"{label}: {SourceOffset(a.source_id, a.offset).summary()} ({brought})"
+
+
+BATCHES = RowView(["batch", "committed", "kind", "watermark", "next watermark ms", "advanced", "timestamp", "lag", "sources",
+                   "rows", "max event time", "late rows"], _batch_row)
 
 STORE_COLUMNS = ["operator_id", "operator", "store", "rows", "per partition", "event-time column",
                  "older than watermark", "oldest event time", "behind watermark"]

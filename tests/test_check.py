@@ -353,6 +353,7 @@ BREAKS = {
     "WM035": Break("WM035", "repartition_failed_hdfs", lambda root, facts: f"offsets/{facts['repartition']['batch']}"),
     "WM036": Break("WM036", "repartition_rocksdb",
                    lambda root, facts: f"../output/_spark_metadata/{facts['repartition']['batch']}", sink=True),
+    "WM038": Break("WM038", "union_stall_min", lambda root, facts: "offsets/5"),  # as Spark left it
 }
 
 

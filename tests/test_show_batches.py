@@ -121,7 +121,8 @@ def test_show_table_and_csv(name):
 
 def test_batches_table_shows_source_summaries():
     table = run_cli("batches", fixture_checkpoint("agg_window_hdfs"), "--last", "2").stdout.splitlines()
-    assert table[-1].endswith("file log batch 9")
+    assert "0 file …/agg_window_hdfs/input: file log batch 9 (new data)" in table[-2]
+    assert "0 file …/agg_window_hdfs/input: file log batch 9 (no new data)" in table[-1]  # the no-data batch
 
 
 @pytest.mark.parametrize("name", FIXTURES)

@@ -21,7 +21,8 @@ pytestmark = pytest.mark.spark
 
 FIXTURES = fixture_names()
 WINDOWED = {"state_types", "state_types_rocksdb", "agg_window_hdfs", "agg_window_rocksdb", "checkpoint_v2", "compaction", "multi_watermark_max", "agg_spark35", "chained_aggs",
-            "repartition_rocksdb", "repartition_failed_hdfs", "agg_rocksdb_v2_p3"}
+            "repartition_rocksdb", "repartition_failed_hdfs", "agg_rocksdb_v2_p3", "union_stall_min", "union_stall_max",
+            "sliding_window", "no_new_input", "stalled_event_time"}
 DEDUPLICATED = {"dedup_watermark", "dedup_rocksdb_p3"}
 TIMERS = "$eventTimers_keyToTimestamp"
 

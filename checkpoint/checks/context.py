@@ -16,11 +16,14 @@ from ..metadata_log import MetadataLog
 from ..model import Checkpoint, Operator
 from ..numbers import is_number
 from ..offsets import FAST_METADATA, BatchMetadata, OffsetSeq
+from ..progress import QueryProgress
 from ..state_files import StateFile, StateLayout
 from ..state_schema import StateSchemaFile, parse_state_schema
 from .registry import Issue
 
 T = TypeVar("T")
+STALL_BATCHES = 5
+"""Data batches a stalled watermark may span before WM038 warns (``--stall-batches``)."""
 
 
 def error_text(exc: CheckpointError) -> str:
@@ -129,9 +132,12 @@ def verify_sidecar(data: bytes, kind: str, sidecar: str, checksum: bytes) -> str
 class Context:
     """One checkpoint (and optionally its file sink) as the checks see it."""
 
-    def __init__(self, ckpt: Checkpoint, sink: FileSystem | None = None, sink_shown: str = "", tz: tzinfo = timezone.utc) -> None:
+    def __init__(self, ckpt: Checkpoint, sink: FileSystem | None = None, sink_shown: str = "", tz: tzinfo = timezone.utc,
+                 stall_batches: int = STALL_BATCHES, progress: QueryProgress | None = None) -> None:
         self.ckpt = ckpt
         self.tz = tz
+        self.stall_batches = stall_batches
+        self.progress = progress
         self.tree = Tree(ckpt.fs, lambda p: p)
         self.sink = Tree(sink, lambda p: posixpath.join(sink_shown, p)) if sink is not None else None
         self.failures: dict[str, CheckpointError] = {}

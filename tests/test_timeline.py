@@ -1,0 +1,109 @@
+"""``wmcheck timeline``: the picture of a query, rendered for real (PNG, SVG text, HTML in headless Chromium)."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+
+import pytest
+
+from conftest import FIXTURES, fixture_checkpoint, run_cli
+
+STALL_LABEL = f"watermark stalled since batch 5: held by source 1 (file {FIXTURES}/union_stall_min/input/right)"
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", data[16:24])
+
+
+def draw(tmp_path, ext: str, *args: str) -> str:
+    out = tmp_path / f"timeline{ext}"
+    doc = json.loads(run_cli("timeline", fixture_checkpoint("union_stall_min"), "--output", out, "--format", "json", *args).stdout)
+    assert doc == {"output": str(out), "batches": 11, "stall": STALL_LABEL}
+    return str(out)
+
+
+def test_png_is_a_real_picture(tmp_path):
+    path = draw(tmp_path, ".png", "--progress", str(FIXTURES / "union_stall_min" / "eventlog"))
+    data = open(path, "rb").read()
+    assert png_size(data) == (1210, 770)  # 11 x 7 inches at 110 dpi (with progress: the late-rows panel)
+    assert len(data) > 30_000
+
+
+def test_svg_names_the_stall_and_the_lanes(tmp_path):
+    text = open(draw(tmp_path, ".svg"), encoding="utf-8").read()
+    assert text.lstrip().startswith("<?xml") and "<svg" in text
+    assert STALL_LABEL in text
+    assert "0 file …/input/left" in text and "1 file …/input/right" in text
+    assert "late rows" not in text  # no progress, no late-rows panel
+
+
+
+
+def chromium() -> str | None:
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found is None and not os.environ.get("CI"):
+        pytest.skip("chromium is not installed (.ci/run installs it)")
+    assert found, "chromium is missing in CI"
+    return found
+
+
+def test_html_renders_in_headless_chromium(tmp_path):
+    from PIL import Image
+
+    browser = chromium()
+    page = draw(tmp_path, ".html", "--progress", str(FIXTURES / "union_stall_min" / "progress.jsonl"))
+    html = open(page, encoding="utf-8").read()
+    assert "<script" not in html and "<link" not in html and "@import" not in html
+    assert re.findall(r"url\((?!#)", html) == []
+    assert re.findall(r'(?:src|href)="(?!#)', html) == []  # nothing loaded from elsewhere (offline)
+    assert STALL_LABEL in html
+    shot = tmp_path / "shot.png"
+    subprocess.run([browser, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1300,1000",
+                    "--hide-scrollbars", f"--screenshot={shot}", f"file://{page}"],
+                   check=True, capture_output=True, timeout=120)
+    image = Image.open(shot).convert("RGB")
+    assert image.size == (1300, 1000)
+    colors = image.getcolors(maxcolors=1 << 20)
+    white = max(colors)[0]
+    painted = image.width * image.height - white
+    assert painted > 40_000, painted  # the chart, not a blank page
+    assert len(colors) > 50
+    lanes = sum(n for n, (r, g, b) in colors if r < 60 and g > 160 and b > 180)
+    shaded = sum(n for n, (r, g, b) in colors if r > 240 and 200 < g < 240 and 200 < b < 240)
+    assert lanes > 5_000 and shaded > 20_000, (lanes, shaded)  # the per-source lanes (cyan) and the stall (shaded red)
+
+
+def test_python_api_returns_the_figure():
+    from matplotlib.figure import Figure
+
+    from wmcheck.checkpoint.model import open_checkpoint
+    from wmcheck.checkpoint.timeline import figure, timeline
+
+    tl = timeline(open_checkpoint(str(fixture_checkpoint("union_stall_max"))))
+    fig = figure(tl)
+    assert isinstance(fig, Figure) and tl.stall is None
+    assert [b.batch for b in tl.batches if not b.data_batch] == [3, 11]
+    assert [b.sources_with_data for b in tl.batches][4:6] == [("0", "1"), ("0",)]
+
+
+def test_unknown_extension_is_one_line(tmp_path):
+    out = run_cli("timeline", fixture_checkpoint("union_stall_min"), "--output", tmp_path / "t.pdf", exit_code=2).output
+    assert out.strip() == (f"Error: cannot write a timeline to {tmp_path}/t.pdf: unknown extension .pdf "
+                           "(hint: name the output file .html, .png or .svg)")
+
+
+def test_show_and_help_import_no_plotting_library():
+    code = ("import sys; from wmcheck.cli.main import cli\n"
+            f"for args in (['--help'], ['show', {str(fixture_checkpoint('union_stall_min'))!r}]):\n"
+            "    try:\n        cli(args)\n    except SystemExit:\n        pass\n"
+            "print(sorted(m for m in ('matplotlib', 'PIL', 'numpy', 'pyspark') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "[]"
