@@ -124,16 +124,15 @@ def _execute(location: str, request: RepartitionRequest, options: RunOptions) ->
         safety.check_idle(ckpt, options.idle_ms, options.force, now)
         safety.refuse_links(roots, plan)
         files_fs = safety.backup_fs(options.backup_dir, ckpt, plan.file_sink, options.fs_options)
-        backup = Backup(new_backup_id(ckpt.fs, plan.command, now), ckpt.fs, roots)
-        if files_fs:
-            backup = Backup(backup.backup_id, ckpt.fs, roots, files_fs.sub(backup.backup_id))
+        from .session import get_session
+
+        spark, _created = get_session(request.master, dict(request.conf or {}), None)  # before anything is written
+        counts = row_counts(spark, location)
+        backup_id = new_backup_id(ckpt.fs, plan.command, now)
+        backup = Backup(backup_id, ckpt.fs, roots, files_fs.sub(backup_id) if files_fs else None)
         backup.write_plan(plan.to_json())
         backup.write_manifest(plan, APPLYING)
         write_journal(ckpt.fs, backup.backup_id, plan.command, "apply", now)
-        from .session import get_session
-
-        spark, _created = get_session(request.master, dict(request.conf or {}), None)
-        counts = row_counts(spark, location)
         try:
             with session_confs(spark, spark_confs(ckpt)):
                 spark._streamingCheckpointManager.repartition(location, int(request.partitions or 0))
@@ -176,9 +175,13 @@ class session_confs:
 
 def row_counts(spark, location: str) -> dict[tuple[int, str], int]:
     """State rows per operator and store at the next batch, with Spark's state reader."""
-    from .reader import read_stores
+    from .reader import read_stores, spark_errors
 
-    return {(r.store.operator_id, r.store.name): r.raw.count() for r in read_stores(spark, location)}
+    counts = {}
+    for read in read_stores(spark, location):
+        with spark_errors(read.store, read.target, read.location):
+            counts[(read.store.operator_id, read.store.name)] = read.raw.count()
+    return counts
 
 
 def verify(spark, location: str, plan: Plan, before: dict[tuple[int, str], int], options: RunOptions) -> Verification:

@@ -173,6 +173,25 @@ def test_rewind_before_a_repartition_restores_the_old_layout_then_5_to_2(spark, 
         assert sink_rows(spark, name, new) == baseline(spark, "agg_window_rocksdb")
 
 
+def test_spark_failure_leaves_the_checkpoint_as_it_was(spark, tmp_path):
+    """A file where Spark wants partition directory 3 of the new layout: Spark fails after writing offsets/L+1;
+    wmcheck moves what it wrote into the backup and says so in one line."""
+    name = "dedup_rocksdb_p3"
+    root = tmp_path / name
+    shutil.copytree(FIXTURES / name, root)
+    (root / "checkpoint" / "state" / "0" / "3").write_text("in the way")
+    before = files(root)
+    with fixture_conf(spark, name):
+        out = run_cli("repartition", root / "checkpoint", "--partitions", "5", "--file-sink", root / "output",
+                      "--execute", "--idle", "0", exit_code=2).output
+    assert out.startswith("Error: Spark's repartition failed: ") and len(out.strip().splitlines()) == 1
+    assert "file(s) it wrote were moved into backup " in out and "so the checkpoint is as it was" in out
+    assert files(root) == before
+    [row] = repair.list_backups(str(root / "checkpoint"))
+    assert (row.command, row.status) == ("repartition", "undone")
+    assert (root / "checkpoint" / "_wmcheck" / "backups" / row.backup_id / "files" / "checkpoint" / "offsets" / "4").exists()
+
+
 KILL_POINTS = {  # while Spark writes the batch (its state snapshots), and as it commits it
     "Spark wrote offsets/L+1": lambda ck, out, b: (ck / "offsets" / str(b)).exists(),
     "Spark commits L+1": lambda ck, out, b: any((ck / "commits").glob(f"*{b}*")),
