@@ -152,6 +152,7 @@ def sweep(name: str, tmp_path: Path, every: bool) -> int:
         assert trees(work) == original, f"{label}, then undo"
         assert not leftovers(work), f"{label}, then undo: {leftovers(work)}"
         shutil.rmtree(work)
+    print(f"{name}: {len(chosen)} of {len(all_points) + len(undo_points)} kill points recovered both ways")
     return len(chosen)
 
 

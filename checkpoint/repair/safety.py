@@ -2,6 +2,7 @@
 way, backups apart from the data, a file sink that is one."""
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Callable, Mapping
 
 from ..activity import recent_activity
@@ -47,21 +48,23 @@ def idle_guard(location: str, fs_options: FsOptions, plan: Plan, idle_ms: int, f
 
 def link_problems(roots: Mapping[str, FileSystem], plan: Plan) -> list[str]:
     """Symbolic links a repair would change files through: wmcheck refuses them (they lead outside what
-    was checked: another checkpoint's files, backups written elsewhere)."""
+    was checked: another checkpoint's files, backups written elsewhere). Every directory on the way
+    counts, and every file to rewrite; a file to remove may be a link (the link itself is moved)."""
+    wanted = {("checkpoint", BACKUPS)} | {(s.root, posixpath.dirname(s.path)) for s in plan.steps}
+    wanted |= {(s.root, s.path) for s in plan.steps if s.action == "write"}
     found: list[str] = []
     checked: set[tuple[str, str]] = set()
-    for root, path in [("checkpoint", BACKUPS), *((s.root, s.path) for s in plan.steps)]:
-        fs = roots[root]
-        parts = path.split("/")
+    for root, path in sorted(wanted):
+        parts = path.split("/") if path else []
         for i in range(1, len(parts) + 1):
             rel = "/".join(parts[:i])
             if (root, rel) in checked:
                 continue
             checked.add((root, rel))
-            if fs.is_link(rel):
+            if roots[root].is_link(rel):
                 found.append(f"{rel} (in the {'file sink' if root == 'sink' else 'checkpoint'}) is a symbolic link")
-        if len(found) >= 3:
-            break
+                if len(found) >= 3:
+                    return found
     return found
 
 
