@@ -24,7 +24,7 @@ def start(ckpt: str) -> subprocess.Popen:
                             env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
 
 
-def test_simultaneous_repairs_one_wins_the_other_is_refused(tmp_path):
+def test_d5_simultaneous_repairs_one_wins_the_other_is_refused(tmp_path):
     base = copy_of("agg_window_rocksdb", tmp_path, "-base")
     original = trees(base)
     done = tmp_path / "done"
