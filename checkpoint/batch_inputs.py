@@ -8,15 +8,13 @@ watermarks of the batch: the one it ran with and the one its stateful operators 
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from datetime import timezone, tzinfo
 from typing import Any, Iterable, Mapping
-from urllib.parse import unquote, urlsplit
 
 from .errors import CheckpointError, MalformedFileError, MissingFileError
-from .fs import local_path
 from .layout import COMPACT_SUFFIX, SOURCES
+from .locations import map_location, spark_location, stat_locations
 from .model import Checkpoint
 from .numbers import is_number
 from .source_offsets import SourceOffset
@@ -181,33 +179,6 @@ def late_watermark_ms(ckpt: Checkpoint, batch: int, rule: str = "previous") -> i
 # -- file sources ------------------------------------------------------------------------------
 
 
-def spark_location(path: str) -> str:
-    """The path Spark reads for a logged file (``new Path(new URI(path)).toString``: escapes decoded)."""
-    parts = urlsplit(path)
-    if not parts.scheme or len(parts.scheme) == 1:  # a bare path (or a Windows drive letter)
-        return unquote(path)
-    body = unquote(parts.path)
-    return f"{parts.scheme}://{parts.netloc}{body}" if parts.netloc else f"{parts.scheme}:{body}"
-
-
-def _canonical(location: str) -> str:
-    local = local_path(location)
-    return local if local is not None else location
-
-
-def map_location(location: str, path_map: Mapping[str, str]) -> str:
-    """Apply the first ``--path-map FROM=TO`` whose FROM is a prefix of ``location`` (at a ``/``)."""
-    canon = _canonical(location)
-    for src, dst in path_map.items():
-        prefix = _canonical(src).rstrip("/")
-        if canon == prefix or canon.startswith(prefix + "/"):
-            mapped = dst.rstrip("/") + canon[len(prefix):]
-            if location.startswith("file:") and local_path(mapped) == mapped:
-                return "file:" + mapped
-            return mapped
-    return location
-
-
 def source_log_entries(ckpt: Checkpoint, source_id: str, log_batches: Iterable[int]) -> list[tuple[int, str]]:
     """(log batch, logged path) of the given file-source log batches, read from ``N`` or a later ``K.compact``."""
     wanted = list(log_batches)
@@ -227,45 +198,6 @@ def source_log_entries(ckpt: Checkpoint, source_id: str, log_batches: Iterable[i
         out += [(batch, e.path) for e in entries if e.batch_id == batch] if path.endswith(COMPACT_SUFFIX) else \
             [(batch, e.path) for e in entries]
     return out
-
-
-def stat_locations(locations: Iterable[str], fs_options: Mapping[str, str] | None = None) -> dict[str, tuple[bool | None, int | None]]:
-    """(exists, size) of each location: local paths via ``os``, other stores via pyarrow.
-
-    A store that cannot be opened here (no credentials, no libhdfs) gives ``(None, None)``: unknown,
-    not missing, so Spark still gets to read the file.
-    """
-    from .fs import open_fs, scheme_of
-
-    out: dict[str, tuple[bool | None, int | None]] = {}
-    stores: dict[str, Any] = {}
-    for loc in locations:
-        local = local_path(loc)
-        if local is not None or scheme_of(loc) is None:
-            try:
-                out[loc] = (True, os.stat(local if local is not None else loc).st_size)
-            except OSError:
-                out[loc] = (False, None)
-            continue
-        parts = urlsplit(loc)
-        key = f"{parts.scheme}://{parts.netloc}"
-        if key not in stores:
-            try:
-                stores[key] = open_fs(key, fs_options)
-            except CheckpointError:
-                stores[key] = None
-        out[loc] = _remote_stat(stores[key], parts.path.lstrip("/"))
-    return out
-
-
-def _remote_stat(store: Any, path: str) -> tuple[bool | None, int | None]:
-    if store is None:
-        return None, None
-    try:
-        info = store.info(path)
-    except (CheckpointError, OSError):
-        return None, None
-    return (False, None) if info is None or info.is_dir else (True, info.size)
 
 
 # -- Kafka and Delta ------------------------------------------------------------------------------

@@ -7,12 +7,10 @@ become findings too. ``check_location`` also turns a checkpoint that cannot be o
 """
 from __future__ import annotations
 
-import gc
 import os
 import posixpath
-from contextlib import contextmanager
 from datetime import timezone, tzinfo
-from typing import Iterable, Iterator, Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from .checks import logs, repartition, sources, stall, state, watermark  # noqa: F401 - importing registers the checks
 from .checks.context import STALL_BATCHES, Context, error_text
@@ -79,36 +77,22 @@ def check_checkpoint(
     (Spark's progress reports of the query) adds whether max event time kept advancing."""
     sink = open_file_sink(file_sink) if isinstance(file_sink, str) else file_sink
     label = name or ckpt.location
-    with gc_paused():
-        ctx = Context(ckpt, sink, shown_relative(sink.uri(), ckpt.location) if sink else "", tz, stall_batches, progress)
-        findings: list[Finding] = []
-        unreadable: list[CheckpointError] = []
-        for check in CHECKS.values() if checks is None else checks:
-            if check.run is None or (sink is None and check.needs_sink):
-                continue
-            try:
-                findings.extend(Finding(check.code, check.severity, label, path, message) for path, message in check.run(ctx))
-            except CheckpointError as exc:  # a file only this check reads: report it, run the other checks
-                unreadable.append(exc)
-        shown = {f.path for f in findings if f.code == UNPARSEABLE}
-        for error in unreadable:
-            if (error.path or "") not in shown:
-                shown.add(error.path or "")
-                findings.append(Finding(UNPARSEABLE, ERROR, label, error.path or "", error_text(error)))
+    ctx = Context(ckpt, sink, shown_relative(sink.uri(), ckpt.location) if sink else "", tz, stall_batches, progress)
+    findings: list[Finding] = []
+    unreadable: list[CheckpointError] = []
+    for check in CHECKS.values() if checks is None else checks:
+        if check.run is None or (sink is None and check.needs_sink):
+            continue
+        try:
+            findings.extend(Finding(check.code, check.severity, label, path, message) for path, message in check.run(ctx))
+        except CheckpointError as exc:  # a file only this check reads: report it, run the other checks
+            unreadable.append(exc)
+    shown = {f.path for f in findings if f.code == UNPARSEABLE}
+    for error in unreadable:
+        if (error.path or "") not in shown:
+            shown.add(error.path or "")
+            findings.append(Finding(UNPARSEABLE, ERROR, label, error.path or "", error_text(error)))
     return sorted(findings, key=lambda f: (f.code, f.path))
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector: a large checkpoint allocates hundreds of thousands of small
-    objects without cycles, and collecting them repeatedly costs a third of the run."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def check_location(

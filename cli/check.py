@@ -16,7 +16,7 @@ from wmcheck.checkpoint.progress_files import read_reports
 from wmcheck.checkpoint.validate import check_location, fails, open_file_sink, select_checks
 
 from .main import EXIT_INPUT
-from .options import common_options, parse_pairs, progress_option
+from .options import common_options, gc_paused, parse_pairs, progress_option
 from .output import FORMATS, Output, make_output
 from .reports import Result, github, junit
 
@@ -65,6 +65,7 @@ def render(fmt: str, results: list[Result], strict: bool, stream: TextIO | None)
               help="Warn (WM038) once a watermark held back by an idle input spans this many data batches.")
 @progress_option()
 @common_options(FORMATS + tuple(REPORTS))
+@gc_paused
 def check(checkpoints: tuple[str, ...], file_sink: str | None, strict: bool, output: str | None, select: str | None,
           ignore: str | None, stall_batches: int, progress: str | None, fmt: str, tz: tzinfo,
           fs_options: tuple[str, ...]) -> None:

@@ -10,7 +10,7 @@ from wmcheck.checkpoint import repair
 from wmcheck.checkpoint.repair.targets import parse_idle
 from wmcheck.checkpoint.timeutil import format_ms
 
-from .options import common_options, parse_pairs
+from .options import common_options, gc_paused, parse_pairs
 from .output import make_output, plain, repair_doc
 
 STEP_COLUMNS = ["step", "action", "phase", "path", "reason"]
@@ -82,6 +82,7 @@ def render_plan(doc: Mapping[str, Any], fmt: str, tz: tzinfo, extra: Sequence[tu
 @click.option("--keep-source-log", is_flag=True, help="Leave file-source logs as they are (see docs/repair.md).")
 @repair_options
 @common_options()
+@gc_paused
 def rewind(checkpoint: str, to_batch, to_watermark, to_time, shift, file_sink, keep_next_offsets, keep_source_log,
            execute, plan_out, from_plan, idle, force, backup_dir, fmt, tz, fs_options) -> None:
     """Roll CHECKPOINT back so that an earlier batch is the last committed one (dry run unless --execute).
@@ -103,6 +104,7 @@ def rewind(checkpoint: str, to_batch, to_watermark, to_time, shift, file_sink, k
 @click.option("--window", metavar="DURATION", help="The query's window length, to list windows re-opened in append mode.")
 @repair_options
 @common_options()
+@gc_paused
 def set_watermark(checkpoint: str, watermark, allow_raise, window, execute, plan_out, from_plan, idle, force,
                   backup_dir, fmt, tz, fs_options) -> None:
     """Set the watermark the next batch of CHECKPOINT starts from (dry run unless --execute)."""
@@ -117,6 +119,7 @@ def set_watermark(checkpoint: str, watermark, allow_raise, window, execute, plan
 @click.option("--file-sink", metavar="PATH", help="Also rewrite this file sink's _spark_metadata paths with --path-map.")
 @repair_options
 @common_options()
+@gc_paused
 def relocate(checkpoint: str, path_maps, file_sink, execute, plan_out, from_plan, idle, force, backup_dir, fmt, tz,
              fs_options) -> None:
     """Make a copied or moved CHECKPOINT name its own files (dry run unless --execute).
@@ -140,6 +143,7 @@ def relocate(checkpoint: str, path_maps, file_sink, execute, plan_out, from_plan
 @click.option("--file-sink", metavar="PATH", help="The file sink to restore when the checkpoint was copied or moved "
               "since the repair (default: the one the repair changed).")
 @common_options()
+@gc_paused
 def undo(checkpoint: str, backup_id, force, idle, file_sink, fmt, tz, fs_options) -> None:
     """Restore CHECKPOINT (and its file sink) byte for byte from a wmcheck backup."""
     doc = plain(repair.undo_repair(checkpoint, backup_id=backup_id, force=force, idle_ms=parse_idle(idle),

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import dataclasses
+import os
+import sys
 from datetime import tzinfo
 from typing import TYPE_CHECKING, Any
 
@@ -143,6 +145,8 @@ def replay(checkpoint: str, start: int, end: int | None, source: str | None, sho
         late_watermark=late_watermark, fs_options=fs_opts,
     )
     batches = prepare(ckpt, start, end, opts)
+    if foreach and os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())  # --foreach-batch MODULE:FUNCTION: MODULE may be in the current directory
     sink = ParquetSink(output, overwrite, fs_opts) if output else load_function(foreach) if foreach else None
     spark = replay_session(master, parse_pairs(confs, "--conf"), packages, jars)
     keys = tuple(c.strip() for c in group_by.split(",") if c.strip()) if group_by else ()

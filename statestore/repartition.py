@@ -19,15 +19,7 @@ from wmcheck.checkpoint.model import open_checkpoint
 from wmcheck.checkpoint.repair import safety
 from wmcheck.checkpoint.repair._hooks import current
 from wmcheck.checkpoint.repair.api import _check_fresh, _held, _load, _roots, run
-from wmcheck.checkpoint.repair.backup import (
-    APPLYING,
-    UNDONE,
-    Backup,
-    clear_journal,
-    find_interrupted,
-    new_backup_id,
-    write_journal,
-)
+from wmcheck.checkpoint.repair.backup import Backup, clear_journal, new_backup_id, write_journal
 from wmcheck.checkpoint.repair.execute import apply
 from wmcheck.checkpoint.repair.plan import Plan, dumps
 from wmcheck.checkpoint.repair.repartition import (
@@ -39,6 +31,7 @@ from wmcheck.checkpoint.repair.repartition import (
 from wmcheck.checkpoint.repair.requests import RunOptions
 from wmcheck.checkpoint.repair.results import RepairResult
 from wmcheck.checkpoint.repair.targets import now_ms
+from wmcheck.checkpoint.repair_records import APPLYING, UNDONE, find_interrupted
 from wmcheck.checkpoint.repartitions import partitions_of
 
 

@@ -11,7 +11,6 @@ import importlib
 import importlib.util
 import json
 import os
-import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -483,8 +482,6 @@ def load_function(spec: str) -> Sink:
                 raise ImportError(f"cannot load {module_name}")
             location.loader.exec_module(module)
         else:
-            if os.getcwd() not in sys.path and "" not in sys.path:
-                sys.path.insert(0, os.getcwd())
             module = importlib.import_module(module_name)
     except ImportError as exc:
         raise CheckpointError(f"--foreach-batch: cannot import {module_name}: {exc}",

@@ -8,6 +8,7 @@ from ..activity import DEFAULT_IDLE_MS, newest_recent, now_ms
 from ..errors import CheckpointError
 from ..layout import COMMITS, OFFSETS, REPAIR_JOURNAL, sidecar_target, sidecars
 from ..numbers import is_number
+from ..repair_records import find_interrupted, read_journal
 from ..state_files import is_crc, is_temp
 from ..timeutil import format_duration
 from .context import Context, Tree, error_text
@@ -182,8 +183,6 @@ def orphan_crc(ctx: Context) -> Iterator[Issue]:
 def interrupted_repair(ctx: Context) -> Iterator[Issue]:
     if REPAIR_JOURNAL.partition("/")[0] not in ctx.tree.entries:
         return
-    from ..repair.backup import find_interrupted, read_journal
-
     journal = None
     try:
         journal = read_journal(ctx.ckpt.fs)

@@ -2,57 +2,36 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from ..activity import DEFAULT_IDLE_MS, now_ms, recent_activity
 from ..errors import CheckpointError, MissingFileError, RefusedError
 from ..fs import FileSystem, open_fs
 from ..layout import OWN_DIR
 from ..model import Checkpoint, open_checkpoint
-from ..validate import gc_paused
-from . import safety
-from ._hooks import current
-from .backup import (
+from ..repair_records import (
     APPLIED,
     APPLYING,
     UNDOING,
     UNDONE,
-    Backup,
     Interrupted,
-    clear_journal,
     find_interrupted,
     list_manifests,
-    manifest_plan,
-    new_backup_id,
-    open_backup,
     read_manifest,
-    tidy,
 )
+from . import safety
+from ._hooks import current
+from .backup import Backup, clear_journal, manifest_plan, new_backup_id, open_backup, tidy
 from .execute import apply, step_done, undo
 from .lock import Lock, acquire
 from .plan import Plan, dumps, load_plan
 from .requests import REQUESTS, FsOptions, RepairRequest, RunOptions, open_file_sink
 from .results import BackupRow, RepairResult, Restored, Resumed, UndoResult
 
-F = TypeVar("F", bound=Callable[..., Any])
 
-
-def _without_gc(fn: F) -> F:
-    """Repairs allocate many small acyclic objects (a step per file): pause the cyclic GC meanwhile."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        with gc_paused():
-            return fn(*args, **kwargs)
-
-    return wrapper  # type: ignore[return-value]
-
-
-@_without_gc
 def run(location: str, request: RepairRequest, options: RunOptions | None = None) -> RepairResult:
     """Plan (and with ``options.execute`` apply) one repair; see docs/repair.md.
 
@@ -101,7 +80,6 @@ def _held(ckpt: Checkpoint, command: str, now: int, execute: bool = True) -> Ite
             ckpt.fs.remove_empty_dir(OWN_DIR)  # a refused first repair leaves nothing behind
 
 
-@_without_gc
 def undo_repair(location: str, *, backup_id: str | None = None, force: bool = False, idle_ms: int = DEFAULT_IDLE_MS,
                 file_sink: str | None = None, fs_options: FsOptions = None) -> UndoResult:
     """Restore the checkpoint (and file sink) from a backup: the interrupted repair, else the latest applied.

@@ -23,11 +23,8 @@ from ..errors import CheckpointError, MalformedFileError, MissingFileError
 from ..fs import TEMP_SUFFIX, FileSystem, LocalFileSystem, clean_relative, open_fs
 from ..layout import BACKUPS, OWN_DIR
 from ..layout import REPAIR_JOURNAL as JOURNAL
+from ..repair_records import MANIFEST, PLAN, parse_json, read_manifest
 from .plan import Plan, plan_from_json, sha256
-
-MANIFEST = "manifest.json"
-PLAN = "plan.json"
-APPLYING, APPLIED, UNDOING, UNDONE = "applying", "applied", "undoing", "undone"
 
 
 def transfer(src_fs: FileSystem, src: str, dst_fs: FileSystem, dst: str, made: set[str] | None = None) -> None:
@@ -164,30 +161,6 @@ def new_backup_id(ckpt_fs: FileSystem, command: str, now_ms: int) -> str:
     return backup_id
 
 
-def read_manifest(ckpt_fs: FileSystem, backup_id: str, missing_ok: bool = False) -> dict[str, Any] | None:
-    path = f"{BACKUPS}/{clean_relative(backup_id)}/{MANIFEST}"
-    if missing_ok and not ckpt_fs.exists(path):
-        return None
-    doc = _read_json(ckpt_fs, path, "a wmcheck backup manifest")
-    if not isinstance(doc, dict) or doc.get("id") != backup_id or not isinstance(doc.get("command"), str) or \
-            doc.get("status") not in (APPLYING, APPLIED, UNDOING, UNDONE):
-        raise MalformedFileError("expected a wmcheck backup manifest with an id, a command and a status", path=path,
-                                 hint="the manifest was edited or truncated; the backup's files are still there")
-    return doc
-
-
-def _read_json(ckpt_fs: FileSystem, path: str, what: str) -> Any:
-    return _parse_json(ckpt_fs.read(path), path, what)
-
-
-def _parse_json(data: bytes, path: str, what: str) -> Any:
-    try:
-        return json.loads(data)
-    except (ValueError, RecursionError) as exc:
-        raise MalformedFileError(f"expected {what} as JSON ({exc})", path=path,
-                                 hint="it was edited or truncated; the backup's files are still there") from None
-
-
 def manifest_plan(ckpt_fs: FileSystem, doc: Mapping[str, Any]) -> Plan:
     """The plan a backup was made for, refused when it was edited since (its hash is in the manifest)."""
     path = f"{BACKUPS}/{clean_relative(str(doc['id']))}/{PLAN}"
@@ -196,37 +169,17 @@ def manifest_plan(ckpt_fs: FileSystem, doc: Mapping[str, Any]) -> Plan:
     if expected is not None and sha256(data) != expected:
         raise MalformedFileError("the repair's plan was changed after the repair was made", path=path,
                                  hint="restore the original plan.json; wmcheck does not undo or finish an edited plan")
-    plan = plan_from_json(_parse_json(data, path, "a wmcheck plan"), path)
+    plan = plan_from_json(parse_json(data, path, "a wmcheck plan"), path)
     if plan.command != doc.get("command") or plan.file_sink != doc.get("file_sink"):
         raise MalformedFileError("the plan does not match the backup's manifest (command or file sink)", path=path,
                                  hint="restore the original plan.json and manifest.json")
     return plan
 
 
-def list_manifests(ckpt_fs: FileSystem) -> list[dict[str, Any]]:
-    """Every backup's manifest, oldest first."""
-    docs = [read_manifest(ckpt_fs, i.name, missing_ok=True) for i in ckpt_fs.list_dir(BACKUPS) if i.is_dir]
-    return sorted((d for d in docs if d), key=lambda d: (d.get("created_ms", 0), d["id"]))
-
-
 def open_backup(ckpt_fs: FileSystem, doc: Mapping[str, Any], roots: Mapping[str, FileSystem],
                 fs_options: Mapping[str, str] | None = None) -> Backup:
     files = doc.get("files")
     return Backup(doc["id"], ckpt_fs, roots, open_fs(files, fs_options) if files else None)
-
-
-def read_journal(ckpt_fs: FileSystem) -> dict[str, Any] | None:
-    if not ckpt_fs.exists(JOURNAL):
-        return None
-    try:
-        doc = json.loads(ckpt_fs.read(JOURNAL))
-    except (ValueError, RecursionError):
-        doc = None
-    if not isinstance(doc, dict) or not isinstance(doc.get("backup_id"), str):
-        raise MalformedFileError("expected the wmcheck repair journal (JSON with a backup_id)", path=JOURNAL,
-                                 hint="see 'wmcheck backups' for the repair it belongs to; remove it by hand "
-                                      "only after checking that repair")
-    return doc
 
 
 def write_journal(ckpt_fs: FileSystem, backup_id: str, command: str, action: str, now_ms: int) -> None:
@@ -236,31 +189,6 @@ def write_journal(ckpt_fs: FileSystem, backup_id: str, command: str, action: str
 
 def clear_journal(ckpt_fs: FileSystem) -> None:
     ckpt_fs.delete(JOURNAL)
-
-
-@dataclass(frozen=True)
-class Interrupted:
-    """A repair or undo a killed run left behind: its manifest and what it was doing."""
-
-    doc: Mapping[str, Any]
-    action: str
-    """``apply`` or ``undo``."""
-
-
-def find_interrupted(ckpt_fs: FileSystem, docs: list[dict[str, Any]] | None = None) -> Interrupted | None:
-    """The interrupted repair, from the journal or else from a manifest still ``applying``/``undoing``
-    (a run killed before writing its journal, or after dropping it)."""
-    journal = read_journal(ckpt_fs)
-    if journal:
-        doc = read_manifest(ckpt_fs, journal["backup_id"], missing_ok=True)
-        if doc is None:
-            raise MissingFileError(f"the journal names backup {journal['backup_id']}, which has no manifest",
-                                   path=JOURNAL, hint="wmcheck backups lists the backups there are")
-        return Interrupted(doc, "undo" if journal.get("action") == "undo" or doc["status"] == UNDOING else "apply")
-    pending = [d for d in (list_manifests(ckpt_fs) if docs is None else docs) if d["status"] in (APPLYING, UNDOING)]
-    if not pending:
-        return None
-    return Interrupted(pending[-1], "undo" if pending[-1]["status"] == UNDOING else "apply")
 
 
 def tidy(ckpt_fs: FileSystem) -> None:

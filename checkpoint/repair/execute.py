@@ -16,7 +16,8 @@ from ..errors import CheckpointError, MissingFileError, RefusedError
 from ..fs import TEMP_SUFFIX, FileSystem
 from ..layout import COMMITS, OFFSETS
 from ..numbers import is_number
-from .backup import APPLIED, APPLYING, UNDOING, UNDONE, Backup, clear_journal, write_journal
+from ..repair_records import APPLIED, APPLYING, UNDOING, UNDONE
+from .backup import Backup, clear_journal, write_journal
 from .plan import Plan, Step, sha256
 
 MAX_SHOWN = 5

@@ -16,11 +16,11 @@ from __future__ import annotations
 import json
 from typing import Mapping
 
-from ..batch_inputs import map_location
 from ..errors import RefusedError
 from ..file_logs import FileLog, FileLogEntry, parse_file_log, serialize_file_log
 from ..fs import FileSystem
 from ..layout import SINK_LOG, SOURCES
+from ..locations import map_location
 from ..metadata_log import MetadataLog
 from ..model import Checkpoint
 from ..relocation import foreign_references, home_location, relocated_metadata

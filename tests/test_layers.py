@@ -1,0 +1,97 @@
+"""Dependencies point one way: formats -> layout -> model -> batch facts (the replay plan, stalls) -> (checks |
+repair | summary | timeline) -> Spark features -> cli. A module imports its own group and lower layers only, never a sibling (function-level imports
+included), so e.g. the repair API does not import (and register) the checks."""
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import ROOT
+
+TOP = ("cli", "checkpoint", "statestore")
+# (layer rank, group, modules of wmcheck.checkpoint by their first name component)
+CHECKPOINT_GROUPS = {
+    "formats": (0, ["errors", "numbers", "timeutil", "textlog", "source_offsets", "offsets", "commits", "file_logs",
+                    "query_metadata", "operator_metadata", "state_schema", "checksums", "operator_kinds", "progress"]),
+    "layout": (1, ["layout", "fs", "metadata_log", "state_files", "locations", "repair_records", "progress_files"]),
+    "model": (2, ["model", "relocation", "repartitions", "activity"]),
+    "batch facts": (3, ["batch_inputs", "source_labels", "stall"]),  # what each batch read (the replay plan), stalls
+    "checks": (4, ["checks", "validate"]),
+    "repair": (4, ["repair"]),
+    "summary": (4, ["summary"]),
+    "timeline": (4, ["timeline"]),
+}
+RANKS = {"spark": 5, "cli": 6, **{group: rank for group, (rank, _) in CHECKPOINT_GROUPS.items()}}
+
+
+def group_of(module: str) -> str:
+    """The group of a module named relative to ``wmcheck`` (``checkpoint.repair.api`` -> ``repair``)."""
+    top, _, rest = module.partition(".")
+    if top == "cli":
+        return "cli"
+    if top == "statestore":
+        return "spark"
+    first = rest.split(".")[0]
+    found = [group for group, (_, names) in CHECKPOINT_GROUPS.items() if first in names]
+    assert found, f"wmcheck.{module} belongs to no layer: add it to CHECKPOINT_GROUPS"
+    return found[0]
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path) -> list[tuple[int, str]]:
+    """(line, module relative to ``wmcheck``) of every import of a wmcheck module in ``path``, nested ones too."""
+    name = module_name(path)
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1] + (node.module.split(".") if node.module else [])
+            elif node.module and node.module.startswith("wmcheck."):
+                base = node.module.split(".")[1:]
+            else:
+                continue
+            for alias in node.names:  # ``from . import views`` imports a module
+                sub = ROOT.joinpath(*base, alias.name)
+                target = base + [alias.name] if sub.with_suffix(".py").is_file() or sub.is_dir() else base
+                out.append((node.lineno, ".".join(target)))
+        elif isinstance(node, ast.Import):
+            out += [(node.lineno, a.name.removeprefix("wmcheck.")) for a in node.names if a.name.startswith("wmcheck.")]
+    return out
+
+
+def allowed(importer: str, imported: str) -> bool:
+    mine, theirs = group_of(importer), group_of(imported)
+    return mine == theirs or RANKS[theirs] < RANKS[mine]
+
+
+def test_modules_import_only_their_group_and_lower_layers():
+    files = [p for top in TOP for p in (ROOT / top).rglob("*.py")]
+    assert len(files) > 50
+    wrong = [f"{p.relative_to(ROOT)}:{line} imports wmcheck.{target} ({group_of(module_name(p))} -> {group_of(target)})"
+             for p in files for line, target in imports(p) if target.split(".")[0] in TOP
+             and not allowed(module_name(p), target)]
+    assert wrong == []
+
+
+def test_the_rule_catches_sideways_and_upward_imports():
+    assert not allowed("checkpoint.checks.logs", "checkpoint.repair.backup")
+    assert not allowed("checkpoint.repair.api", "checkpoint.validate")
+    assert not allowed("checkpoint.model", "checkpoint.summary")
+    assert not allowed("checkpoint.layout", "checkpoint.model")
+    assert allowed("checkpoint.repair.api", "checkpoint.repair_records") and allowed("cli.show", "checkpoint.summary")
+    assert allowed("statestore.replay", "checkpoint.batch_inputs")
+
+
+def test_importing_the_repair_api_imports_no_check():
+    code = ("import sys, wmcheck.checkpoint.repair; "
+            "print(sorted(m for m in sys.modules if m.split('.')[:3] in (['wmcheck', 'checkpoint', 'checks'], "
+            "['wmcheck', 'checkpoint', 'validate'])))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
