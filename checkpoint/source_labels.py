@@ -40,10 +40,10 @@ def file_source_dir(ckpt: Checkpoint, source_id: str) -> str | None:
     """The directory a file source reads: the common directory of the files in its newest log file."""
     if not is_number(source_id) or int(source_id) not in ckpt.source_dirs:
         return None
-    files = ckpt.metadata_log(f"{SOURCES}/{source_id}").files
-    if not files:
+    log = ckpt.metadata_log(f"{SOURCES}/{source_id}")
+    if not log.log_files:
         return None
-    entries = ckpt.file_log(files[max(files)]).entries
+    entries = ckpt.file_log(log.log_files[-1].path).entries
     dirs = {posixpath.dirname(spark_location(e.path)) for e in entries}
     if not dirs:
         return None

@@ -9,17 +9,22 @@ files, else from its offsets.
 """
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass
 from datetime import timezone, tzinfo
 from typing import Mapping
 
 from .batch_inputs import source_input
+from .errors import CheckpointError
 from .model import WATERMARK_POLICY, Checkpoint
 from .progress import QueryProgress
 from .source_labels import SourceLabel, source_labels
+from .source_offsets import SourceOffset
 from .timeutil import format_ms
 
 HELD, NO_INPUT, EVENT_TIME = "held_by", "no_input", "event_time"
+SIZED_BATCHES = 100
+"""The last batches of a stall whose new files are sized (an empty file brings no rows); older ones count by offsets."""
 
 
 @dataclass(frozen=True)
@@ -77,7 +82,9 @@ def batch_activity(ckpt: Checkpoint, batch: int, progress: QueryProgress | None 
     ``labels``: :func:`source_labels` of the checkpoint, when the caller has them."""
     labels = source_labels(ckpt) if labels is None else labels
     seq = ckpt.offsets(batch)
-    previous = {s.source_id: s.raw for s in ckpt.offsets(batch - 1).sources} if batch - 1 in set(ckpt.offset_ids) else {}
+    ids = ckpt.offset_ids
+    at = bisect_left(ids, batch - 1)
+    previous = {s.source_id: s.raw for s in ckpt.offsets(batch - 1).sources} if at < len(ids) and ids[at] == batch - 1 else {}
     report = progress.get(batch) if progress else None
     out = []
     for index, src in enumerate(seq.sources):
@@ -85,9 +92,7 @@ def batch_activity(ckpt: Checkpoint, batch: int, progress: QueryProgress | None 
         rows = report.sources[index].num_input_rows if report and index < len(report.sources) else None
         data = moved if rows is None else rows > 0
         if data and rows is None and sizes:
-            found = source_input(ckpt, batch, src, sizes=True)
-            known = [f.size for f in found.files]
-            data = found.kind != "file" or not known or None in known or sum(s or 0 for s in known) > 0
+            data = _has_bytes(ckpt, batch, src)
         named = labels.get(src.source_id)
         out.append(SourceActivity(src.source_id, named.kind if named else src.kind, named.location if named else None,
                                   src.raw, moved, rows, data))
@@ -95,16 +100,29 @@ def batch_activity(ckpt: Checkpoint, batch: int, progress: QueryProgress | None 
     return BatchActivity(batch, meta.batch_watermark_ms if meta else 0, meta.batch_timestamp_ms if meta else None, tuple(out))
 
 
-def _stall_start(ckpt: Checkpoint, watermark: int) -> int | None:
-    """The first batch of the run of batches at the end that ran with ``watermark`` (None when none did)."""
+def _has_bytes(ckpt: Checkpoint, batch: int, src: SourceOffset) -> bool:
+    """False only for a file source whose new files are all there and empty; unknown counts as data."""
+    try:
+        found = source_input(ckpt, batch, src, sizes=True)
+    except CheckpointError:
+        return True  # a purged or damaged source log: the offsets moved, so count it as data
+    sizes = [f.size for f in found.files]
+    return found.kind != "file" or not sizes or None in sizes or sum(s or 0 for s in sizes) > 0
+
+
+def _stall_start(ckpt: Checkpoint, watermark: int, chunk: int = 64) -> int | None:
+    """The first batch of the run of batches at the end that ran with ``watermark`` (None when none did).
+    Reads offsets files backwards a chunk at a time, so a long checkpoint is not read whole."""
     ids = ckpt.offset_ids
-    ckpt.load_batches(ids)
     start = None
-    for batch in reversed(ids):
-        meta = ckpt.offsets(batch).metadata
-        if meta is None or meta.batch_watermark_ms != watermark or (start is not None and batch != start - 1):
-            break
-        start = batch
+    for end in range(len(ids), 0, -chunk):
+        window = ids[max(end - chunk, 0):end]
+        ckpt.load_batches(window)
+        for batch in reversed(window):
+            meta = ckpt.offsets(batch).metadata
+            if meta is None or meta.batch_watermark_ms != watermark or (start is not None and batch != start - 1):
+                return start
+            start = batch
     return start
 
 
@@ -127,7 +145,7 @@ def watermark_stall(ckpt: Checkpoint, progress: QueryProgress | None = None, tz:
     if start is None:
         return None
     labels = source_labels(ckpt)
-    activity = [batch_activity(ckpt, b, progress, sizes=True, labels=labels) for b in range(start, last + 1)]
+    activity = [batch_activity(ckpt, b, progress, sizes=last - b < SIZED_BATCHES, labels=labels) for b in range(start, last + 1)]
     data_batches = [a for a in activity if a.data_batch]
     if not data_batches:
         return None
