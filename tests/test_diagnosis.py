@@ -217,3 +217,11 @@ def test_batches_say_what_each_source_brought():
     assert table[-1].split()[6] == "0s"
     first = run_cli("batches", fixture_checkpoint("union_stall_min"), "--to", "0", "--format", "csv").stdout
     assert list(csv.DictReader(io.StringIO(first)))[0]["watermark_advance_ms"] == ""
+
+
+def test_show_still_diagnoses_with_a_damaged_source_log(copy_fixture):
+    root = copy_fixture("union_stall_min")
+    for log in (root / "checkpoint" / "sources" / "0").iterdir():
+        log.unlink()  # the left source's log is gone: its new files cannot be sized
+    doc = json.loads(run_cli("show", root / "checkpoint", "--format", "json").stdout)
+    assert doc["watermark_stall"]["held_by"] == ["1"] and doc["sources"][0]["location"] is None
