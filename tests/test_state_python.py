@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -83,20 +84,36 @@ def test_runs_without_java_or_pyspark(name, args):
         assert json.loads(done.stdout)["engine"] == "python"
 
 
-def lzf_copy(copy_fixture) -> Path:
-    """agg_window_hdfs whose last offsets name the lzf codec (which the python engine does not read)."""
+def pinned_copy(copy_fixture, key: str, value: str) -> Path:
+    """agg_window_hdfs whose last offsets pin ``key`` to ``value`` (instead of what Spark pinned)."""
     ckpt = copy_fixture("agg_window_hdfs") / "checkpoint"
     last = max((p for p in (ckpt / "offsets").iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
-    last.write_text(last.read_text().replace('"spark.sql.streaming.stateStore.compression.codec":"lz4"',
-                                             '"spark.sql.streaming.stateStore.compression.codec":"lzf"'))
+    text, count = re.subn(f'"{re.escape(key)}":"[^"]*"', f'"{key}":"{value}"', last.read_text())
+    assert count == 1
+    last.write_text(text)
     return ckpt
 
 
-def test_python_engine_refuses_unsupported_before_reading(copy_fixture):
-    result = run_cli("state", lzf_copy(copy_fixture), "--engine", "python", exit_code=2)
+def lzf_copy(copy_fixture) -> Path:
+    return pinned_copy(copy_fixture, "spark.sql.streaming.stateStore.compression.codec", "lzf")
+
+
+@pytest.mark.parametrize("key,value,message", [
+    ("spark.sql.streaming.stateStore.compression.codec", "lzf",
+     "state compression codec 'lzf' is not read by the python engine (it reads lz4, zstd, snappy)"),
+    ("spark.sql.streaming.stateStore.encodingFormat", "avro",
+     "state encoding format 'avro' is not read by the python engine (unsaferow only)"),
+    ("spark.sql.streaming.stateStore.rowChecksum.enabled", "true",
+     "state rows with checksums (rowChecksum.enabled) are not read by the python engine"),
+])
+def test_python_engine_refuses_unsupported_before_reading(copy_fixture, key, value, message):
+    """Spark pins these confs in the offsets log; what the python engine does not read fails before any state file is opened."""
+    ckpt = pinned_copy(copy_fixture, key, value)
+    for f in (ckpt / "state").rglob("*.delta"):
+        f.write_bytes(b"not read")
+    result = run_cli("state", ckpt, "--engine", "python", exit_code=2)
     assert result.stdout == ""
-    assert result.stderr == ("Error: state compression codec 'lzf' is not read by the python engine (it reads lz4, zstd, snappy) "
-                             "(hint: use --engine spark)\n")
+    assert result.stderr == f"Error: {message} (hint: use --engine spark)\n"
 
 
 def test_auto_falls_back_to_spark_with_one_line(copy_fixture):
