@@ -128,15 +128,9 @@ def replay(checkpoint: str, start: int, end: int | None, source: str | None, sho
         _print_plan(ckpt, batches, fmt, tz)
         return
     from wmcheck.statestore.late_rows import infer_window, lateness, window_key
-    from wmcheck.statestore.replay import (
-        ParquetSink,
-        ReplayOptions,
-        load_function,
-        prepare,
-        read_batches,
-        replay_session,
-    )
+    from wmcheck.statestore.replay import ReplayOptions, prepare, read_batches, replay_session
     from wmcheck.statestore.replay import replay as run_replay
+    from wmcheck.statestore.sinks import ParquetSink, load_function
 
     opts = ReplayOptions(
         source=source, source_format=source_format, schema=schema, options=parse_pairs(reader_options, "--option"),

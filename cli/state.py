@@ -68,8 +68,9 @@ def state(checkpoint: str, operator: int | None, store: str | None, join_side: s
             return
         summary = python_engine.summarize(ckpt, operator, selection, batch, watermark_ms, tz)
     else:
-        from wmcheck.statestore.reader import older_tables, read_stores
+        from wmcheck.statestore.reader import read_stores
         from wmcheck.statestore.relocated_view import reader_location
+        from wmcheck.statestore.rows import older_tables
         from wmcheck.statestore.session import session_scope
         from wmcheck.statestore.summary import summarize
 
@@ -94,7 +95,7 @@ def _stream(output: str | None):
 
 def _older(reads: list, older_tables, limit: int | None, fmt: str, output: str | None, tz: tzinfo) -> None:
     """Write the rows older than the watermark of ``reads`` (either engine's; ``older_tables`` is its)."""
-    from wmcheck.statestore.reader import one_table, table_rows
+    from wmcheck.statestore.rows import one_table, table_rows
 
     tables = older_tables(reads, limit)
     if fmt == "parquet":

@@ -248,7 +248,7 @@ def summarize(ckpt: Checkpoint | str, operator: int | None = None, store: str | 
 
 
 def older_tables(reads: list[PythonStoreRead], limit: int | None = None) -> list["pa.Table"]:
-    """The evicted rows of each store (the ``limit`` oldest of each when given), like :func:`.reader.older_tables`."""
+    """The evicted rows of each store (the ``limit`` oldest of each when given), like :func:`.rows.older_tables`."""
     out = []
     for read in reads:
         table = read.older()

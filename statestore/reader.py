@@ -10,12 +10,9 @@ timer column family fails on RocksDB), unknown operators and stores fail with mi
 """
 from __future__ import annotations
 
-import base64
 import re
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import date, datetime, timezone
-from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Iterator
 
 from wmcheck.checkpoint.errors import CheckpointError, SparkUnavailableError
@@ -273,96 +270,3 @@ def older_than_watermark(spark: "SparkSession", ckpt: Checkpoint | str, operator
     ``store``, the operator's only store with an event-time column (e.g. transformWithState's timers).
     """
     return only_one(read_stores(spark, ckpt, operator, store, batch, watermark_ms), operator, True).older()
-
-
-# -- rows for output --------------------------------------------------------------------------
-
-
-def jsonable(value: Any) -> Any:
-    """Arrow/Python values as JSON values: timestamps ISO-8601 UTC with microseconds, maps as key/value lists."""
-    if isinstance(value, dict):
-        return {k: jsonable(v) for k, v in value.items()}
-    if isinstance(value, list):
-        if value and all(isinstance(v, tuple) and len(v) == 2 for v in value):
-            return [{"key": jsonable(k), "value": jsonable(v)} for k, v in value]
-        return [jsonable(v) for v in value]
-    if isinstance(value, datetime):
-        if value.tzinfo is not None:
-            value = value.astimezone(timezone.utc).replace(tzinfo=None)
-        return value.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    if isinstance(value, date):
-        return value.isoformat()
-    if isinstance(value, Decimal):
-        return str(value)
-    if isinstance(value, (bytes, bytearray)):
-        return base64.b64encode(bytes(value)).decode("ascii")
-    if isinstance(value, float) and value != value:
-        return None
-    return value
-
-
-def older_tables(reads: list[StoreRead], limit: int | None = None) -> list:
-    """The evicted rows of each store as an Arrow table (the ``limit`` oldest of each when given).
-
-    A store without an event-time column gives an empty table (Spark plans its read as empty)."""
-    tables = []
-    for read in reads:
-        df = read.older()
-        if limit is not None:
-            df = df.orderBy("event_time_ms", "partition_id").limit(limit)
-        with spark_errors(read.store, read.target, read.location):
-            tables.append(df.toArrow())
-    return tables
-
-
-def one_table(reads: list[StoreRead], tables: list, limit: int | None = None):
-    """The tables of :func:`older_tables` as one (for parquet): their key/value schemas must agree."""
-    import pyarrow as pa
-
-    filled = [(r, t) for r, t in zip(reads, tables) if t.num_rows] or list(zip(reads, tables))[:1]
-    try:
-        table = pa.concat_tables([t for _, t in filled])
-    except pa.ArrowInvalid:
-        names = ", ".join(f"operator {r.store.operator_id} {r.store.name}" for r, _ in filled)
-        raise CheckpointError(f"{names} have different key/value schemas and cannot share one table",
-                              hint="select one with --operator and --store/--join-side/--state-var") from None
-    if limit is not None and table.num_rows > limit:
-        table = table.sort_by([("event_time_ms", "ascending"), ("partition_id", "ascending")]).slice(0, limit)
-    return table
-
-
-def _last_of_each_name(array: Any) -> Any:
-    """A struct array (nested structs too) keeping the last field of each name, as Spark's
-    ``Row.asDict`` does: aggregation buffers repeat names (``first``, ``valueSet``)."""
-    import pyarrow as pa
-
-    if not pa.types.is_struct(array.type):
-        return array
-    fields = list(array.type)
-    keep = {f.name: i for i, f in enumerate(fields)}
-    children = [_last_of_each_name(array.field(i)) for i in keep.values()]
-    return pa.StructArray.from_arrays(children, names=list(keep), mask=array.is_null() if array.null_count else None)
-
-
-def pylist(table: Any) -> list[dict[str, Any]]:
-    """An Arrow table's rows as Python dicts; a struct with repeated field names keeps the last of each."""
-    import pyarrow as pa
-
-    try:
-        return table.to_pylist()
-    except ValueError:
-        columns = {name: pa.chunked_array([_last_of_each_name(c) for c in table.column(name).chunks],
-                                          type=_last_of_each_name(table.column(name).chunk(0)).type) if table.num_rows
-                   else table.column(name) for name in table.column_names}
-        return pa.table(columns).to_pylist()
-
-
-def table_rows(tables: list, limit: int | None = None) -> list[dict[str, Any]]:
-    """Arrow tables of state rows as JSON-ready dicts: oldest first (the ``limit`` oldest when given),
-    then by store, partition and key."""
-    import json
-
-    rows = [jsonable(r) for t in tables for r in pylist(t)]
-    rows.sort(key=lambda r: (r["event_time_ms"] is None, r["event_time_ms"] or 0, r["operator_id"], r["store"],
-                             r["partition_id"], json.dumps(r["key"], sort_keys=True)))
-    return rows if limit is None else rows[:limit]

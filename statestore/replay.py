@@ -7,26 +7,22 @@ batch N when its event time, or with ``window`` its window's end, is ``<=`` the 
 """
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import json
-import os
-from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from wmcheck.checkpoint.batch_inputs import BatchInput, InputFile, SourceInput, plan
 from wmcheck.checkpoint.errors import (
     CheckpointError,
     MissingFileError,
-    RefusedError,
     SparkUnavailableError,
     UnsupportedError,
 )
-from wmcheck.checkpoint.fs import open_fs
 from wmcheck.checkpoint.model import Checkpoint, open_checkpoint
-from wmcheck.checkpoint.timeutil import parse_duration_ms
+
+from .late_rule import parse_window, with_lateness
+from .sinks import Sink
+from .spark_errors import condition, first_line, spark_errors
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -35,9 +31,6 @@ KEEP = ("all", "late", "on_time")
 KAFKA_PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13:<your Spark version>"
 SHOWN_MISSING = 5
 KAFKA_NOT_FOUND = ("KAFKA_DATA_SOURCE_NOT_ENABLED", "DATA_SOURCE_NOT_FOUND")
-
-Sink = Callable[["DataFrame", int], None]
-
 
 @dataclass(frozen=True)
 class ReplayOptions:
@@ -81,7 +74,7 @@ class ReplayBatch:
         return self.data.filter(self.late if keep == "late" else ~self.late)
 
 
-# -- Spark session and errors ------------------------------------------------------------------------
+# -- Spark session ---------------------------------------------------------------------------------
 
 
 def replay_session(master: str | None = None, conf: Mapping[str, str] | None = None,
@@ -115,40 +108,9 @@ def replay_session(master: str | None = None, conf: Mapping[str, str] | None = N
         try:
             active.conf.set(key, value)
         except Exception as exc:  # static confs cannot change on a running session
-            raise UnsupportedError(f"--conf {key} cannot be set on the Spark session already running: {_first_line(exc)}",
+            raise UnsupportedError(f"--conf {key} cannot be set on the Spark session already running: {first_line(exc)}",
                                    hint="run wmcheck in a new process") from None
     return active
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
-def _condition(exc: BaseException) -> str:
-    for name in ("getCondition", "getErrorClass"):
-        getter = getattr(exc, name, None)
-        if getter is not None:
-            try:
-                return getter() or ""
-            except Exception:  # noqa: BLE001 - a JVM-less error has no class
-                return ""
-    return ""
-
-
-@contextmanager
-def spark_errors(what: str) -> Iterator[None]:
-    """Turn a Spark failure into one clear CheckpointError (the original stays chained for --debug)."""
-    from py4j.protocol import Py4JError
-    from pyspark.errors import PySparkException
-
-    try:
-        yield
-    except CheckpointError:
-        raise
-    except (PySparkException, Py4JError) as exc:
-        raise CheckpointError(f"Spark failed {what}: {_first_line(exc)}",
-                              hint="check --source-format, --schema and --option; --debug shows Spark's error") from exc
 
 
 # -- reading one source ------------------------------------------------------------------------------
@@ -183,7 +145,7 @@ def _read_kafka(spark: "SparkSession", src: SourceInput, opts: ReplayOptions) ->
     try:
         return reader.load()
     except Exception as exc:
-        if _condition(exc) in KAFKA_NOT_FOUND or "find data source: kafka" in str(exc).lower():
+        if condition(exc) in KAFKA_NOT_FOUND or "find data source: kafka" in str(exc).lower():
             raise SparkUnavailableError(
                 "reading a Kafka source needs the Kafka connector, which is not on the Spark classpath",
                 hint=f"add --packages {KAFKA_PACKAGE} (or --jars with the connector and kafka-clients)",
@@ -228,58 +190,6 @@ def _infer_schema(spark: "SparkSession", batches: list[BatchInput], opts: Replay
         return None
     with spark_errors("inferring the input schema"):
         return _read_files(spark, locations, opts, None).schema
-
-
-# -- late rows ---------------------------------------------------------------------------------------
-
-
-def parse_window(text: str) -> tuple[int, int]:
-    """``DURATION[,SLIDE]`` -> (duration ms, slide ms)."""
-    parts = [p.strip() for p in text.split(",")]
-    if len(parts) > 2 or not all(parts):
-        raise CheckpointError(f"cannot read --window {text!r}", hint='write DURATION[,SLIDE], e.g. "10 minutes" or "10 minutes,5 minutes"')
-    duration = parse_duration_ms(parts[0])
-    slide = parse_duration_ms(parts[1]) if len(parts) == 2 else duration
-    if duration <= 0 or slide <= 0 or slide > duration:
-        raise CheckpointError(f"--window {text!r}: need 0 < slide <= duration", hint="as Spark's window() requires")
-    return duration, slide
-
-
-def watermark_literal(watermark_ms: int, type_name: str) -> "Column":
-    """The watermark as a literal of the event-time type (Spark compares the internal microseconds)."""
-    from pyspark.sql import functions as F
-
-    if type_name == "timestamp_ntz":
-        wall = datetime(1970, 1, 1) + timedelta(milliseconds=watermark_ms)
-        return F.expr(f"TIMESTAMP_NTZ '{wall.isoformat(sep=' ', timespec='microseconds')}'")
-    return F.expr(f"timestamp_millis({int(watermark_ms)})")
-
-
-def with_lateness(df: "DataFrame", event_time: str, watermark_ms: int, window: str | None = None) -> tuple["DataFrame", "Column"]:
-    """``df`` (with a ``window`` column when windowed) and the predicate of Spark's late rows.
-
-    Late means ``event_time <= watermark`` (``window.end <= watermark`` when windowed), exactly
-    ``WatermarkSupport.watermarkExpression``; a null event time is never late.
-    """
-    from pyspark.errors import AnalysisException
-    from pyspark.sql import functions as F
-
-    try:
-        field_type = df.select(F.col(event_time)).schema.fields[0].dataType.typeName()
-    except AnalysisException:
-        raise CheckpointError(f"--event-time column {event_time!r} is not in the input ({', '.join(df.columns) or 'no columns'})",
-                              hint="pass the column the query's withWatermark used, and --schema if it was declared") from None
-    if field_type not in ("timestamp", "timestamp_ntz"):
-        raise CheckpointError(f"--event-time column {event_time!r} is {field_type}, not a timestamp",
-                              hint="pass --schema with the query's schema (e.g. 'id STRING, ts TIMESTAMP') so it is read as one")
-    bound = F.col(event_time)
-    if window is not None:
-        if "window" in df.columns:
-            raise CheckpointError("the input already has a column named 'window'", hint="replay without --window")
-        duration, slide = parse_window(window)
-        df = df.withColumn("window", F.window(bound, f"{duration} milliseconds", f"{slide} milliseconds"))
-        bound = F.col("window.end")
-    return df, F.coalesce(bound <= watermark_literal(watermark_ms, field_type), F.lit(False))
 
 
 # -- the batches -------------------------------------------------------------------------------------
@@ -428,73 +338,3 @@ def replay(spark: "SparkSession", prepared: list[BatchInput], opts: ReplayOption
     if close is not None:
         close()
     return out
-
-
-# -- sinks -------------------------------------------------------------------------------------------
-
-
-class ParquetSink:
-    """``--output``: every batch's rows with a ``batch_id`` column, written as Parquet partitioned by it.
-
-    The batches are collected and written by one Spark job on :meth:`close` (a write per batch costs
-    a job and a commit each); a non-empty directory is refused unless ``overwrite``.
-    """
-
-    def __init__(self, path: str, overwrite: bool = False, fs_options: Mapping[str, str] | None = None) -> None:
-        target = open_fs(path, fs_options)
-        info = target.info("")
-        if info is not None and not info.is_dir:
-            raise RefusedError(f"--output {path} is a file", hint="pass a directory")
-        if target.names("") and not overwrite:
-            raise RefusedError(f"--output {path} is not empty", hint="pass an empty or new directory, or --overwrite to replace it")
-        self.path = path
-        self.batches: list["DataFrame"] = []
-
-    def __call__(self, df: "DataFrame", batch_id: int) -> None:
-        from pyspark.sql import functions as F
-
-        self.batches.append(df.withColumn("batch_id", F.lit(batch_id).cast("long")))
-
-    def close(self) -> None:
-        if not self.batches or self.batches[0].columns == ["batch_id"]:
-            return  # nothing was read and no schema was given: no rows to write
-        union = self.batches[0]
-        for df in self.batches[1:]:
-            union = union.unionByName(df)
-        with spark_errors(f"writing {self.path}"):
-            (union.write.mode("overwrite").option("partitionOverwriteMode", "static")
-             .partitionBy("batch_id").parquet(self.path))
-
-
-def load_function(spec: str) -> Sink:
-    """``module:function`` or ``path/to/file.py:function`` -> the function (called as ``function(df, batch_id)``)."""
-    module_name, sep, attr = spec.rpartition(":")
-    if not sep or not module_name or not attr.isidentifier():
-        raise CheckpointError(f"--foreach-batch expects module:function, got {spec!r}",
-                              hint="e.g. mypackage.sinks:write_batch or ./sinks.py:write_batch")
-    try:
-        if module_name.endswith(".py") or os.sep in module_name:
-            location = importlib.util.spec_from_file_location(os.path.basename(module_name)[:-3] or "sink", module_name)
-            if location is None or not os.path.isfile(module_name):
-                raise ImportError(f"no file {module_name}")
-            module = importlib.util.module_from_spec(location)
-            if location.loader is None:
-                raise ImportError(f"cannot load {module_name}")
-            location.loader.exec_module(module)
-        else:
-            module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise CheckpointError(f"--foreach-batch: cannot import {module_name}: {exc}",
-                              hint="the module must be importable from the current directory or PYTHONPATH") from None
-    fn = getattr(module, attr, None)
-    if not callable(fn):
-        raise CheckpointError(f"--foreach-batch: {module_name} has no function {attr}", hint="check the name after ':'")
-
-    def call(df: "DataFrame", batch_id: int) -> None:
-        try:
-            fn(df, batch_id)
-        except Exception as exc:
-            raise CheckpointError(f"--foreach-batch {spec} failed on batch {batch_id}: {type(exc).__name__}: {_first_line(exc)}",
-                                  hint="--debug shows the traceback") from exc
-
-    return call

@@ -487,7 +487,7 @@ def test_spark_connect_reads_what_the_classic_session_reads(args, tmp_path):
 def _rows(rows: list[dict]) -> list[str]:
     from test_state_python import as_collected
 
-    from wmcheck.statestore.reader import jsonable
+    from wmcheck.statestore.rows import jsonable
 
     return sorted(json.dumps(as_collected(jsonable(r)), sort_keys=True) for r in rows)
 
@@ -496,7 +496,7 @@ def _spark_rows(df) -> list[dict]:
     """Spark's rows through Arrow, or collected when Arrow refuses them (a struct repeating a field name)."""
     from pyspark.errors import PySparkException
 
-    from wmcheck.statestore.reader import pylist
+    from wmcheck.statestore.rows import pylist
 
     try:
         return pylist(df.toArrow())
@@ -514,7 +514,7 @@ def test_python_engine_rows_equal_spark_rows_at_several_batches(name, spark):
     after snapshots, changelogs and maintenance, checkpoint v1 and v2, HDFS and RocksDB, Spark 3.5 and 4."""
     from wmcheck.checkpoint.model import open_checkpoint
     from wmcheck.statestore import python_engine, reader
-    from wmcheck.statestore.reader import pylist
+    from wmcheck.statestore.rows import pylist
 
     ckpt = open_checkpoint(str(fixture_checkpoint(name)))
     first = min(ckpt.commit_ids) + 1
@@ -559,7 +559,7 @@ def rocksdb_generated(spark, tmp_path_factory):
 def test_python_engine_reads_rocksdb_session_windows_and_dedup_within(name, rocksdb_generated, spark):
     from wmcheck.checkpoint.model import open_checkpoint
     from wmcheck.statestore import python_engine, reader
-    from wmcheck.statestore.reader import pylist
+    from wmcheck.statestore.rows import pylist
 
     ckpt = open_checkpoint(str(rocksdb_generated[name]))
     assert "RocksDB" in ckpt.conf["spark.sql.streaming.stateStore.providerClass"]

@@ -1,0 +1,84 @@
+"""Where replayed batches go: Parquet partitioned by batch id (``--output``), or a function (``--foreach-batch``)."""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+from typing import TYPE_CHECKING, Callable, Mapping
+
+from wmcheck.checkpoint.errors import CheckpointError, RefusedError
+from wmcheck.checkpoint.fs import open_fs
+
+from .spark_errors import first_line, spark_errors
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+Sink = Callable[["DataFrame", int], None]
+
+
+class ParquetSink:
+    """``--output``: every batch's rows with a ``batch_id`` column, written as Parquet partitioned by it.
+
+    The batches are collected and written by one Spark job on :meth:`close` (a write per batch costs
+    a job and a commit each); a non-empty directory is refused unless ``overwrite``.
+    """
+
+    def __init__(self, path: str, overwrite: bool = False, fs_options: Mapping[str, str] | None = None) -> None:
+        target = open_fs(path, fs_options)
+        info = target.info("")
+        if info is not None and not info.is_dir:
+            raise RefusedError(f"--output {path} is a file", hint="pass a directory")
+        if target.names("") and not overwrite:
+            raise RefusedError(f"--output {path} is not empty", hint="pass an empty or new directory, or --overwrite to replace it")
+        self.path = path
+        self.batches: list["DataFrame"] = []
+
+    def __call__(self, df: "DataFrame", batch_id: int) -> None:
+        from pyspark.sql import functions as F
+
+        self.batches.append(df.withColumn("batch_id", F.lit(batch_id).cast("long")))
+
+    def close(self) -> None:
+        if not self.batches or self.batches[0].columns == ["batch_id"]:
+            return  # nothing was read and no schema was given: no rows to write
+        union = self.batches[0]
+        for df in self.batches[1:]:
+            union = union.unionByName(df)
+        with spark_errors(f"writing {self.path}"):
+            (union.write.mode("overwrite").option("partitionOverwriteMode", "static")
+             .partitionBy("batch_id").parquet(self.path))
+
+
+def load_function(spec: str) -> Sink:
+    """``module:function`` or ``path/to/file.py:function`` -> the function (called as ``function(df, batch_id)``)."""
+    module_name, sep, attr = spec.rpartition(":")
+    if not sep or not module_name or not attr.isidentifier():
+        raise CheckpointError(f"--foreach-batch expects module:function, got {spec!r}",
+                              hint="e.g. mypackage.sinks:write_batch or ./sinks.py:write_batch")
+    try:
+        if module_name.endswith(".py") or os.sep in module_name:
+            location = importlib.util.spec_from_file_location(os.path.basename(module_name)[:-3] or "sink", module_name)
+            if location is None or not os.path.isfile(module_name):
+                raise ImportError(f"no file {module_name}")
+            module = importlib.util.module_from_spec(location)
+            if location.loader is None:
+                raise ImportError(f"cannot load {module_name}")
+            location.loader.exec_module(module)
+        else:
+            module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise CheckpointError(f"--foreach-batch: cannot import {module_name}: {exc}",
+                              hint="the module must be importable from the current directory or PYTHONPATH") from None
+    fn = getattr(module, attr, None)
+    if not callable(fn):
+        raise CheckpointError(f"--foreach-batch: {module_name} has no function {attr}", hint="check the name after ':'")
+
+    def call(df: "DataFrame", batch_id: int) -> None:
+        try:
+            fn(df, batch_id)
+        except Exception as exc:
+            raise CheckpointError(f"--foreach-batch {spec} failed on batch {batch_id}: {type(exc).__name__}: {first_line(exc)}",
+                                  hint="--debug shows the traceback") from exc
+
+    return call
