@@ -219,11 +219,7 @@ class LocalFileSystem(FileSystem):
         target = self._abs(path)
         tmp = os.path.join(os.path.dirname(target), f".{os.path.basename(target)}{TEMP_SUFFIX}")
         try:
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            with open(tmp, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
+            _durable(tmp, data)
             os.replace(tmp, target)
         except OSError as exc:
             raise _cannot("write", path, exc) from None
@@ -232,11 +228,7 @@ class LocalFileSystem(FileSystem):
         target = self._abs(path)
         tmp = os.path.join(os.path.dirname(target), f".{os.path.basename(target)}.{os.getpid()}{TEMP_SUFFIX}")
         try:
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            with open(tmp, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
+            _durable(tmp, data)
             try:
                 os.link(tmp, target)  # atomic: fails when the target exists; the file is whole from the start
             except FileExistsError:
@@ -372,6 +364,15 @@ class ArrowFileSystem(FileSystem):
 
     def sub(self, path: str) -> "ArrowFileSystem":
         return ArrowFileSystem(self.fs, self._abs(path), self.scheme)
+
+
+def _durable(path: str, data: bytes) -> None:
+    """Write a new local file and fsync it (its directory created when missing)."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
 
 
 def _under(parent: str, path: str) -> bool:
