@@ -4,10 +4,10 @@ Layout (Spark's ``UnsafeRow``, ``UnsafeArrayData``, ``UnsafeMapData``; all littl
 
 * a row of N fields: a null bitset of ``ceil(N/64)`` 8-byte words (bit i = field i is null), then
   one 8-byte slot per field. Fixed-width values sit at the start of their slot (boolean and byte
-  1 byte, short 2, int/date/year-month interval/float 4, long/timestamp/day-time interval/double 8,
-  a decimal of precision <= 18 its unscaled long); every other value is ``offset << 32 | size``
-  pointing into the row: strings (UTF-8), binary, decimals (``BigInteger.toByteArray``, big-endian),
-  calendar intervals (int months, int days, long microseconds), nested rows, arrays and maps.
+  1 byte, short 2, int/date/float 4, long/timestamp/double 8, a decimal of precision <= 18 its
+  unscaled long); every other value is ``offset << 32 | size`` pointing into the row: strings
+  (UTF-8), binary, decimals (``BigInteger.toByteArray``, big-endian), nested rows, arrays and maps.
+  Interval types are refused (no fixture proves them: pyspark cannot collect year-month intervals).
 * an array: a long element count, a null bitset of ``ceil(n/64)`` words, then the elements, each
   as wide as its type (1, 2, 4 or 8 bytes; variable-width ones an 8-byte offset-and-size relative
   to the array).
@@ -34,9 +34,7 @@ _FIXED = {
     "boolean": ("?", 1), "byte": ("b", 1), "short": ("<h", 2), "integer": ("<i", 4), "date": ("<i", 4),
     "float": ("<f", 4), "long": ("<q", 8), "timestamp": ("<q", 8), "timestamp_ntz": ("<q", 8), "double": ("<d", 8),
 }
-_YEAR_MONTH = re.compile(r"^interval (year|month)( to month)?$")
-_DAY_TIME = re.compile(r"^interval (day|hour|minute|second)( to (hour|minute|second))?$")
-_VARIABLE = ("string", "binary", "interval")
+_VARIABLE = ("string", "binary")
 
 
 def atomic_kind(name: str) -> str:
@@ -45,10 +43,6 @@ def atomic_kind(name: str) -> str:
         return name
     if name.startswith(("char(", "varchar(")):
         return "string"
-    if _YEAR_MONTH.match(name):
-        return "integer"
-    if _DAY_TIME.match(name):
-        return "long"
     match = _DECIMAL.match(name)
     if match:
         return "decimal_long" if int(match[1]) <= MAX_LONG_DIGITS else "decimal_bytes"
@@ -134,12 +128,6 @@ def value_decoder(data_type: DataType) -> Callable[[bytes, int, int], Any]:
             return Decimal(int.from_bytes(buf[base + offset:base + offset + size], "big", signed=True)).scaleb(-scale, _EXACT)
 
         return big_decimal
-    if kind == "interval":
-        def calendar(buf: bytes, base: int, at: int) -> tuple[int, int, int]:
-            months, days, micros = struct.unpack_from("<iiq", buf, base + _offset_size(buf, at)[0])
-            return (months, days, micros * 1000)
-
-        return calendar
     if kind == "string":
         def text(buf: bytes, base: int, at: int) -> str:
             offset, size = _offset_size(buf, at)
@@ -204,10 +192,8 @@ def arrow_type(data_type: DataType, raw: bool = False):
     kind = atomic_kind(data_type)
     simple = {"boolean": pa.bool_(), "byte": pa.int8(), "short": pa.int16(), "integer": pa.int32(), "long": pa.int64(),
               "float": pa.float32(), "double": pa.float64(), "string": pa.large_string(), "binary": pa.large_binary(),
-              "void": pa.null(), "interval": pa.month_day_nano_interval()}
+              "void": pa.null()}
     if kind in simple:
-        if _DAY_TIME.match(data_type) and not raw:
-            return pa.duration("us")
         return simple[kind]
     if kind in ("decimal_long", "decimal_bytes"):
         match = _DECIMAL.match(data_type)

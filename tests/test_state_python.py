@@ -138,3 +138,13 @@ def test_python_api_returns_arrow_tables():
     assert sorted(older.column("event_time_ms").to_pylist()) == [1704067290000, 1704067290000]  # windows ending 00:01:30
     doc = engines.summarize(str(AGG), engine="python")
     assert doc.engine == "python" and doc.stores[0].rows_per_partition == {"0": 1, "1": 0, "2": 3}
+
+
+@pytest.mark.parametrize("type_name", ["interval", "interval day to second", "interval year to month", "variant"])
+def test_types_without_proof_are_refused(type_name):
+    from wmcheck.checkpoint.errors import UnsupportedError
+    from wmcheck.checkpoint.state_schema import StructField, StructType
+    from wmcheck.statestore.unsafe_row import check_supported
+
+    with pytest.raises(UnsupportedError, match=f"state column type '{type_name}' is not decoded by the python engine"):
+        check_supported(StructType((StructField("k", "long", True, {}), StructField("x", type_name, True, {}))))
