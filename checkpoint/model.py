@@ -20,6 +20,7 @@ from .numbers import is_number
 from .offsets import OffsetSeq, parse_offsets
 from .operator_kinds import infer_operator_name
 from .query_metadata import QueryMetadata, parse_query_metadata
+from .repartitions import Repartition, find_repartitions, partitions_of, source_ends
 from .state_files import DEFAULT_STORE, StateLayout, StorePartition, scan_state
 
 if TYPE_CHECKING:
@@ -114,6 +115,19 @@ class Checkpoint:
     @cached_property
     def offset_ids(self) -> list[int]:
         return batch_ids(self.fs.names(OFFSETS))
+
+    @cached_property
+    def offset_id_set(self) -> frozenset[int]:
+        """``offset_ids`` for membership tests."""
+        return frozenset(self.offset_ids)
+
+    @cached_property
+    def repartitions(self) -> tuple[Repartition, ...]:
+        """Every repartition batch (each offsets file is read once, so this is worked out once)."""
+        ids = self.offset_ids
+        self.load_batches(ids)
+        plans = {b: (partitions_of(self, b), source_ends(self.offsets(b))) for b in ids}
+        return find_repartitions(plans, self.commit_ids)
 
     @cached_property
     def commit_ids(self) -> list[int]:
@@ -256,13 +270,11 @@ class Checkpoint:
     def _repartitioned_since(self, recorded: int | None) -> tuple[int, str] | None:
         """The partition count of the last committed batch and why, when a committed repartition batch
         changed it away from the count ``recorded`` in v1 operator metadata (which Spark does not rewrite)."""
-        from .repartitions import partitions_of, repartitions
-
         done = self.last_committed_batch
         current = partitions_of(self, done) if done is not None else None
         if done is None or current is None or recorded is None or current == recorded:
             return None
-        last = next((r for r in reversed(repartitions(self)) if r.committed and r.batch <= done), None)
+        last = next((r for r in reversed(self.repartitions) if r.committed and r.batch <= done), None)
         if last is None or last.to_partitions != current:
             return None
         return current, (f"its v1 operator metadata still says {recorded} partitions: the repartition at batch "

@@ -48,7 +48,7 @@ def partitions_in(conf: Mapping[str, Any]) -> int | None:
 
 def partitions_of(ckpt: Checkpoint, batch: int) -> int | None:
     """The shuffle partition count pinned in ``offsets/<batch>`` (None when absent or not a number)."""
-    if batch not in ckpt.offset_ids:
+    if batch not in ckpt.offset_id_set:
         return None
     meta = ckpt.offsets(batch).metadata
     return partitions_in(meta.conf) if meta else None
@@ -61,8 +61,7 @@ def source_ends(seq: OffsetSeq) -> list[str | None]:
 
 def same_input(ckpt: Checkpoint, batch: int) -> bool:
     """Whether ``offsets/<batch>`` ends at the same source offsets as the batch before (it reads no input)."""
-    offsets = set(ckpt.offset_ids)
-    if batch - 1 not in offsets or batch not in offsets:
+    if batch - 1 not in ckpt.offset_id_set or batch not in ckpt.offset_id_set:
         return False
     return source_ends(ckpt.offsets(batch)) == source_ends(ckpt.offsets(batch - 1))
 
@@ -84,10 +83,7 @@ def find_repartitions(plans: Mapping[int, tuple[int | None, list[str | None]]], 
 
 def repartitions(ckpt: Checkpoint) -> tuple[Repartition, ...]:
     """Every repartition batch of the checkpoint."""
-    ids = ckpt.offset_ids
-    ckpt.load_batches(ids)
-    plans = {b: (partitions_of(ckpt, b), source_ends(ckpt.offsets(b))) for b in ids}
-    return find_repartitions(plans, ckpt.commit_ids)
+    return ckpt.repartitions
 
 
 def batch_kind(ckpt: Checkpoint, batch: int, repartition_batches: set[int]) -> str:

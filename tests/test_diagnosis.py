@@ -103,11 +103,12 @@ def test_min_policy_stall_is_what_spark_reported():
     assert (stall.since_batch, stall.batches, stall.held_by, stall.reason, stall.policy) == (5, 6, ("1",), HELD, "min")
     assert stall.watermark_ms == BASE + 8 * SECOND
     assert stall.event_time_advancing is None
-    right = FIXTURES / "union_stall_min" / "input" / "right"
+    root = fixture_facts("union_stall_min")["root"]  # the logged input paths name the generation root
+    right = f"{root}/input/right"
     assert stall.explanation == (
         f"the watermark has stayed at 2024-01-01T00:00:08.000Z since batch 5 "
         f"({_iso(stall.since_ms)}) over 6 data batches: source 1 (file {right}) brought no new data while source 0 "
-        f"(file {FIXTURES}/union_stall_min/input/left) did; under the min policy "
+        f"(file {root}/input/left) did; under the min policy "
         "(spark.sql.streaming.multipleWatermarkPolicy) the slowest input holds the global watermark back")
     with_progress = watermark_stall(open_checkpoint(str(fixture_checkpoint("union_stall_min"))), got)
     assert with_progress.event_time_advancing is True
@@ -135,7 +136,7 @@ def test_no_new_input_is_not_a_held_watermark():
         stall = watermark_stall(open_checkpoint(str(fixture_checkpoint("no_new_input"))), reports)
         assert (stall.reason, stall.held_by, stall.since_batch, stall.batches) == (NO_INPUT, (), 3, 3)
         assert stall.explanation.startswith("no new input since batch 3 (")
-        assert stall.explanation.endswith(f"): 3 batches ran without a row from source 0 (file {FIXTURES}/no_new_input/input), "
+        assert stall.explanation.endswith(f"): 3 batches ran without a row from source 0 (file {fixture_facts('no_new_input')['root']}/input), "
                                           "so the watermark stays at 2024-01-01T00:00:16.000Z")
 
 

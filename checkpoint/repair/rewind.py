@@ -111,7 +111,7 @@ def problems(view: RewindView, batch: int, opts: Options) -> list[str]:
            for d, ids in ((COMMITS, ckpt.commit_ids), (OFFSETS, ckpt.offset_ids)) if batch not in ids]
     if out:
         return out
-    if opts.keep_next_offsets and batch + 1 not in ckpt.offset_ids:
+    if opts.keep_next_offsets and batch + 1 not in ckpt.offset_id_set:
         return [f"--keep-next-offsets: there is no offsets/{batch + 1} to keep"]
     version = batch + 1
     count = partitions_of(ckpt, batch)  # partitions above it were added by a later repartition: never loaded
