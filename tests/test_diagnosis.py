@@ -20,6 +20,10 @@ SECOND = 1000
 BASE = 1704067200000  # 2024-01-01T00:00:00Z, the fixtures' event-time origin
 
 
+STALL_ROOT = fixture_facts("union_stall_min")["root"]
+"""Where the fixture was generated: its logs name the input files there, whatever the checkout."""
+
+
 def query_id(name: str) -> str:
     return json.loads((fixture_checkpoint(name) / "metadata").read_text())["id"]
 
@@ -103,12 +107,11 @@ def test_min_policy_stall_is_what_spark_reported():
     assert (stall.since_batch, stall.batches, stall.held_by, stall.reason, stall.policy) == (5, 6, ("1",), HELD, "min")
     assert stall.watermark_ms == BASE + 8 * SECOND
     assert stall.event_time_advancing is None
-    root = fixture_facts("union_stall_min")["root"]  # the logged input paths name the generation root
-    right = f"{root}/input/right"
+    right = f"{STALL_ROOT}/input/right"
     assert stall.explanation == (
         f"the watermark has stayed at 2024-01-01T00:00:08.000Z since batch 5 "
         f"({_iso(stall.since_ms)}) over 6 data batches: source 1 (file {right}) brought no new data while source 0 "
-        f"(file {root}/input/left) did; under the min policy "
+        f"(file {STALL_ROOT}/input/left) did; under the min policy "
         "(spark.sql.streaming.multipleWatermarkPolicy) the slowest input holds the global watermark back")
     with_progress = watermark_stall(open_checkpoint(str(fixture_checkpoint("union_stall_min"))), got)
     assert with_progress.event_time_advancing is True
@@ -159,7 +162,7 @@ def wm038(name: str, *args: str, fmt: str = "json") -> list[dict]:
 def test_check_warns_only_on_an_input_holding_the_watermark():
     found = wm038("union_stall_min")
     assert [(f["severity"], f["path"]) for f in found] == [("warning", "offsets/5")]
-    assert f"source 1 (file {FIXTURES}/union_stall_min/input/right) brought no new data" in found[0]["message"]
+    assert f"source 1 (file {STALL_ROOT}/input/right) brought no new data" in found[0]["message"]
     assert "under the min policy (spark.sql.streaming.multipleWatermarkPolicy)" in found[0]["message"]
     assert wm038("union_stall_min", "--stall-batches", "6") and not wm038("union_stall_min", "--stall-batches", "7")
     with_progress = wm038("union_stall_min", "--progress", str(FIXTURES / "union_stall_min" / "eventlog"))
@@ -187,10 +190,10 @@ def test_show_reports_the_stall_and_labels_the_sources():
         {"since_batch": 5, "batches": 6, "held_by": ["1"], "reason": "held_by", "policy": "min"}
     assert stall["since"] == _iso(stall["since_ms"])
     assert [(s["source_id"], s["kind"], s["location"]) for s in doc["sources"]] == [
-        ("0", "file", f"{FIXTURES}/union_stall_min/input/left"), ("1", "file", f"{FIXTURES}/union_stall_min/input/right")]
+        ("0", "file", f"{STALL_ROOT}/input/left"), ("1", "file", f"{STALL_ROOT}/input/right")]
     table = run_cli("show", fixture_checkpoint("union_stall_min")).stdout
     assert f"watermark stall:            {stall['explanation']}\n" in table
-    assert f"1            file    {FIXTURES}/union_stall_min/input/right  file log batch 3" in table
+    assert f"1            file    {STALL_ROOT}/input/right  file log batch 3" in table
     csv_rows = dict(csv.reader(io.StringIO(run_cli("show", fixture_checkpoint("union_stall_min"), "--format", "csv").stdout)))
     assert csv_rows["watermark_stall.held_by"] == "1" and csv_rows["sources.1.location"].endswith("/input/right")
     for name in ("union_stall_max", "sliding_window"):
@@ -210,7 +213,7 @@ def test_batches_say_what_each_source_brought():
     assert [[a["new_data"] for a in r["source_activity"]] for r in rows] == \
         [[True, True]] * 3 + [[False, False], [True, True]] + [[True, False]] * 6
     assert [r["kind"] for r in rows].count("no-data") == 1
-    assert rows[5]["source_activity"][1] == {"source_id": "1", "kind": "file", "location": f"{FIXTURES}/union_stall_min/input/right",
+    assert rows[5]["source_activity"][1] == {"source_id": "1", "kind": "file", "location": f"{STALL_ROOT}/input/right",
                                              "offset": '{"logOffset":3}', "new_offsets": False, "rows": 0, "new_data": False}
     assert rows[5]["progress"]["watermark_ms"] == BASE + 8 * SECOND and rows[5]["progress"]["num_input_rows"] == 2
     table = run_cli("batches", fixture_checkpoint("union_stall_min"), "--from", "5", "--to", "5").stdout.splitlines()

@@ -11,9 +11,9 @@ import sys
 
 import pytest
 
-from conftest import FIXTURES, fixture_checkpoint, run_cli
+from conftest import FIXTURES, fixture_checkpoint, fixture_facts, run_cli
 
-STALL_LABEL = f"watermark stalled since batch 5: held by source 1 (file {FIXTURES}/union_stall_min/input/right)"
+STALL_LABEL = f"watermark stalled since batch 5: held by source 1 (file {fixture_facts('union_stall_min')['root']}/input/right)"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
