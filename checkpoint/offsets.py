@@ -96,7 +96,8 @@ def parse_offsets(data: bytes, path: str) -> OffsetSeq:
         raise MalformedFileError(
             "file is empty: expected a version line, the batch metadata and the source offsets",
             path=path,
-            hint="an empty offsets file is left by a crash while writing; delete it if it is the last batch",
+            hint="an empty offsets file is left by a crash while writing; if it is the last batch, "
+            "wmcheck rewind CKPT --to-batch <the batch before> removes it with its checksum file",
         )
     version = parse_version(lines[0], path, MAX_VERSION, "offsets log")
     meta_text = lines[1].strip() if len(lines) > 1 else ""

@@ -12,7 +12,7 @@ import posixpath
 from datetime import timezone, tzinfo
 from typing import Iterable, Mapping, Sequence
 
-from .checks import logs, repartition, sources, stall, state, watermark  # noqa: F401 - importing registers the checks
+from .checks import logs, repartition, sink_files, sources, stall, state, watermark  # noqa: F401 - importing registers the checks
 from .checks.context import STALL_BATCHES, Context, error_text
 from .checks.registry import CHECKS, ERROR, OPEN_FAILED, WARNING, Check, Finding
 from .errors import CheckpointError, MissingFileError

@@ -43,6 +43,19 @@ def names_own_schemas(ckpt: Path) -> Path:
     return ckpt
 
 
+def sink_at_home(root: Path, name: str) -> Path:
+    """Make a copied fixture's logs name its own input and sink files (they name where it was generated) with
+    ``wmcheck relocate --path-map``, leaving no backup behind; returns ``root``."""
+    from wmcheck.checkpoint import repair
+
+    old = fixture_facts(name)["root"]
+    if old != str(root):
+        repair.run(str(root / "checkpoint"), repair.RelocateRequest(path_map={old: str(root)}, file_sink=str(root / "output")),
+                   repair.RunOptions(execute=True, idle_ms=0))
+        shutil.rmtree(root / "checkpoint" / "_wmcheck", ignore_errors=True)
+    return root
+
+
 def restartable_checkpoint(name: str, tmp_path: Path) -> Path:
     """The fixture's checkpoint as Spark can restart it wherever the repository is: in place, or for a
     fixture whose operator metadata names schema files where it was generated, a relocated copy."""

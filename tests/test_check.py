@@ -19,7 +19,7 @@ from wmcheck.checkpoint.model import open_checkpoint, store_unique_ids
 from wmcheck.checkpoint.offsets import parse_offsets
 from wmcheck.checkpoint.validate import CHECKS, check_checkpoint
 
-from conftest import fixture_facts, run_cli
+from conftest import fixture_facts, run_cli, sink_at_home
 
 DAY_MS = 86_400_000
 
@@ -318,6 +318,38 @@ def b_schema_gone(root: Path, facts: dict) -> str:
     return path
 
 
+def b_upcoming_orphan_crc(root: Path, facts: dict) -> str:
+    """The last commit deleted by hand, its sidecar left behind."""
+    (root / "checkpoint" / "commits" / str(facts["last_batch"])).unlink()
+    return f"commits/.{facts['last_batch']}.crc"
+
+
+def b_sink_log_gap(root: Path, facts: dict) -> str:
+    drop(log_file(root / "output" / "_spark_metadata", facts["last_batch"] - 2))
+    return f"../output/_spark_metadata/{facts['last_batch'] - 2}"
+
+
+def b_sink_names_elsewhere(root: Path, facts: dict, copy: bool = True) -> str:
+    """The sink's log names its files in another directory (a copied sink; moved when not ``copy``)."""
+    elsewhere = root / "old" / "output"
+    repair.run(str(root / "checkpoint"), repair.RelocateRequest(path_map={str(root / "output"): str(elsewhere)},
+                                                                file_sink=str(root / "output")),
+               repair.RunOptions(execute=True, idle_ms=0))
+    shutil.rmtree(root / "checkpoint" / "_wmcheck")
+    if copy:
+        shutil.copytree(root / "output", elsewhere)
+    return "../output/_spark_metadata"
+
+
+def b_sink_moved(root: Path, facts: dict) -> str:
+    return b_sink_names_elsewhere(root, facts, copy=False)
+
+
+def b_unlisted_sink_file(root: Path, facts: dict) -> str:
+    shutil.copyfile(next((root / "output").glob("part-*.parquet")), root / "output" / "part-00009-stray.snappy.parquet")
+    return "../output/part-00009-stray.snappy.parquet"
+
+
 BREAKS = {
     "WM001": Break("WM001", "agg_window_hdfs", b_unparseable),
     "WM001-sink": Break("WM001", "agg_window_hdfs", b_sink_unparseable, sink=True),
@@ -340,16 +372,21 @@ BREAKS = {
     "WM018": Break("WM018", "agg_window_hdfs", b_missing_partition),
     "WM019": Break("WM019", "agg_window_hdfs", b_extra_partition),
     "WM020": Break("WM020", "checkpoint_v2", b_unique_id),
-    "WM021": Break("WM021", "agg_window_hdfs", b_checksum),
-    "WM021-log": Break("WM021", "agg_window_hdfs", b_checksum_log),
-    "WM021-spark": Break("WM021", "checkpoint_v2", b_checksum_spark),
+    "WM030": Break("WM030", "agg_window_hdfs", b_checksum),
+    "WM030-log": Break("WM030", "agg_window_hdfs", b_checksum_log),
+    "WM021-spark": Break("WM021", "checkpoint_v2", b_checksum_spark, also=("WM030",)),
     "WM022": Break("WM022", "agg_window_hdfs", b_source_log),
     "WM023": Break("WM023", "compaction", b_compaction),
     "WM024": Break("WM024", "agg_window_hdfs", b_sink_ahead, sink=True),
-    "WM025": Break("WM025", "agg_window_hdfs", b_sink_behind, sink=True),
+    "WM025": Break("WM025", "agg_window_hdfs", b_sink_behind, also=("WM034",), sink=True),
     "WM026": Break("WM026", "agg_window_hdfs", b_interrupted_repair),
     "WM027": Break("WM027", "tws_pandas", b_schema_gone),
     "WM028": Break("WM028", "tws_pandas", b_schema_elsewhere),
+    "WM029": Break("WM029", "agg_window_hdfs", b_upcoming_orphan_crc),
+    "WM031": Break("WM031", "agg_window_hdfs", b_sink_log_gap, also=("WM034",), sink=True),
+    "WM032": Break("WM032", "agg_window_hdfs", b_sink_moved, sink=True),
+    "WM033": Break("WM033", "agg_window_hdfs", b_sink_names_elsewhere, sink=True),
+    "WM034": Break("WM034", "agg_window_hdfs", b_unlisted_sink_file, sink=True),
     "WM035": Break("WM035", "repartition_failed_hdfs", lambda root, facts: f"offsets/{facts['repartition']['batch']}"),
     "WM036": Break("WM036", "repartition_rocksdb",
                    lambda root, facts: f"../output/_spark_metadata/{facts['repartition']['batch']}", sink=True),
@@ -366,6 +403,8 @@ def broken(request, copy_fixture):
     """A broken copy of a fixture: (case, root, expected path, extra CLI args)."""
     case = BREAKS[request.param]
     root = copy_fixture(case.fixture)
+    if case.sink:
+        sink_at_home(root, case.fixture)
     path = case.apply(root, fixture_facts(case.fixture))
     args = ["--file-sink", str(root / "output")] if case.sink else []
     return case, root, path, args

@@ -22,6 +22,7 @@ from conftest import (
     names_own_schemas,
     restartable_checkpoint,
     run_cli,
+    sink_at_home,
 )
 
 # Fixtures that keep what Spark itself left broken (tests/test_repartition_check.py checks them): a failed
@@ -38,10 +39,20 @@ def sink_of(name: str) -> Path | None:
     return out if (out / "_spark_metadata").is_dir() and name not in SPARK_LEFT_BROKEN else None
 
 
+def with_own_sink(name: str, tmp_path: Path) -> tuple[Path, Path | None]:
+    """(checkpoint, file sink) of a fixture as Spark can restart and read it here: with a file sink, a copy whose
+    logs name its own files (they name where it was generated); else as ``restartable_checkpoint`` gives it."""
+    if sink_of(name) is None:
+        return restartable_checkpoint(name, tmp_path), None
+    root = tmp_path / name
+    shutil.copytree(FIXTURES / name, root)
+    sink_at_home(root, name)
+    return root / "checkpoint", root / "output"
+
+
 @pytest.mark.parametrize("name", CLEAN)
 def test_every_fixture_passes(name, tmp_path):
-    sink = sink_of(name)
-    ckpt = restartable_checkpoint(name, tmp_path)
+    ckpt, sink = with_own_sink(name, tmp_path)
     findings = check_location(str(ckpt), str(sink) if sink else None)
     assert findings == []
     args = ["--file-sink", sink] if sink else []
@@ -158,8 +169,9 @@ def test_remote_uri_finds_the_same(copy_fixture):
 
 
 @pytest.mark.parametrize("name", ["agg_window_hdfs", "checkpoint_v2", "compaction"])
-def test_each_file_is_read_once(name):
-    ckpt = open_checkpoint(str(fixture_checkpoint(name)))
+def test_each_file_is_read_once(name, tmp_path):
+    path, sink = with_own_sink(name, tmp_path)
+    ckpt = open_checkpoint(str(path))
     reads: Counter[str] = Counter()
     read = ckpt.fs.read
 
@@ -168,7 +180,6 @@ def test_each_file_is_read_once(name):
         return read(path)
 
     ckpt.fs.read = counting
-    sink = sink_of(name)
     assert check_checkpoint(ckpt) == []
     assert reads and max(reads.values()) == 1, reads.most_common(3)
     assert {"metadata", f"offsets/{ckpt.last_batch}", f"commits/{ckpt.last_batch}", ".metadata.crc"} <= set(reads)

@@ -9,7 +9,7 @@ from typing import Any, Callable, Iterable, Mapping, TypeVar
 from ..checksums import verify_hadoop_crc, verify_spark_checksum
 from ..commits import CommitEntry
 from ..errors import CheckpointError
-from ..file_logs import parse_file_log
+from ..file_logs import FileLog, parse_file_log
 from ..fs import FileSystem
 from ..layout import COMMITS, OFFSETS, SINK_LOG, SOURCES, sidecars
 from ..metadata_log import MetadataLog
@@ -72,7 +72,7 @@ class Tree:
         self.shown = shown
         self.entries: set[str] = set()
         self.logs: dict[str, MetadataLog] = {}
-        self.mismatches: list[Issue] = []
+        self.mismatches: dict[str, list[Issue]] = {"hadoop": [], "spark": []}
 
     def names(self, folder: str) -> list[str]:
         """Names in ``folder`` (remembered in ``entries``, so later lookups need no I/O)."""
@@ -89,12 +89,12 @@ class Tree:
         for path, found in checked:
             if path not in data:
                 continue
-            problems = [problem for kind, s in found if s in data and (problem := verify_sidecar(data[path], kind, s, data.pop(s)))]
-            if problems:
-                self.mismatches.append((self.shown(path), "; ".join(problems) + (
-                    ": Spark fails to read it (ChecksumException). Restore the file from a backup (wmcheck undo), "
-                    "or delete the checksum file if the file was changed on purpose"
-                )))
+            for kind, sidecar in found:
+                if sidecar not in data:
+                    continue
+                problem = verify_sidecar(data[path], kind, sidecar, data.pop(sidecar))
+                if problem:
+                    self.mismatches[kind].append((self.shown(path), problem))
         return data
 
     def _read_all(self, paths: list[str]) -> dict[str, bytes]:
@@ -188,11 +188,15 @@ class Context:
         parsed = {p: self._attempt(p, ckpt.parse, p, parse_state_schema) for p in schema_paths(layout)}
         self.schemas: dict[str, StateSchemaFile] = {p: v for p, v in parsed.items() if v is not None}
         self.operators = self._operators()
+        self.sink_logs: dict[str, FileLog] = {}  # the sink log files Spark reads: from the latest compact file on
         if self.sink is not None:
-            log = self.sink.log(SINK_LOG)
-            for path, raw in self.sink.read([f.path for f in log.log_files], log.restart_files).items():
+            sink_log = self.sink.log(SINK_LOG)
+            read = set(sink_log.restart_files)
+            for path, raw in self.sink.read([f.path for f in sink_log.log_files], sink_log.restart_files).items():
                 shown = self.sink.shown(path)
-                self._attempt(shown, parse_file_log, raw, shown)
+                parsed = self._attempt(shown, parse_file_log, raw, shown)
+                if parsed is not None and path in read:
+                    self.sink_logs[path] = parsed
 
     # -- derived facts -----------------------------------------------------------------------------
 

@@ -116,12 +116,13 @@ def log_versions(ctx: Context) -> Iterator[Issue]:
             break
 
 
-@register("WM007", WARNING, "metadata is missing")
+@register("WM007", ERROR, "metadata is missing")
 def metadata_missing(ctx: Context) -> Iterator[Issue]:
-    if "metadata" not in ctx.tree.entries:
+    if "metadata" not in ctx.tree.entries and (ctx.ckpt.offset_ids or ctx.ckpt.commit_ids):
         yield "metadata", (
-            "the checkpoint has no metadata file: Spark starts the query under a new id, which sinks keyed by query "
-            "id (and monitoring) see as a different query; restore it from a backup (wmcheck undo if wmcheck removed it)"
+            "the checkpoint has no metadata file but its offsets or commits hold batches: Spark 4.3 refuses to start "
+            "('[STREAMING_CHECKPOINT_MISSING_METADATA_FILE] ... the metadata file is missing but offset and/or commit "
+            "logs contain data'); restore it from a backup (wmcheck undo if wmcheck removed it)"
         )
 
 
@@ -168,14 +169,45 @@ def temp_files(ctx: Context) -> Iterator[Issue]:
             )
 
 
+def written_next(ctx: Context, path: str) -> bool:
+    """Whether ``path`` (the file of an orphaned sidecar) is the next file Spark writes to ``offsets/`` (the batch
+    after the last) or ``commits/`` (the commit of the batch it runs next)."""
+    folder, _, name = path.rpartition("/")
+    if folder not in (OFFSETS, COMMITS) or not name.isdigit():
+        return False
+    last = ctx.ckpt.last_batch
+    upcoming = (-1 if last is None else last) + 1 if folder == OFFSETS else ctx.ckpt.next_batch
+    return int(name) == upcoming
+
+
+def orphans(ctx: Context) -> tuple[list[tuple[Tree, str, str]], list[tuple[Tree, str, str]]]:
+    """Orphaned sidecars with the name of their file: (of files Spark writes next, the others)."""
+    upcoming: list[tuple[Tree, str, str]] = []
+    other: list[tuple[Tree, str, str]] = []
+    for tree, path in strays(ctx)[1]:
+        target = (sidecar_target(path) or ("", path))[1]
+        (upcoming if tree is ctx.tree and written_next(ctx, target) else other).append((tree, path, target))
+    return upcoming, other
+
+
 @register("WM010", WARNING, "orphaned checksum sidecar")
 def orphan_crc(ctx: Context) -> Iterator[Issue]:
-    for tree, path in strays(ctx)[1]:
-        target = (sidecar_target(path) or ("", path))[1].rpartition("/")[2]
+    for tree, path, target in orphans(ctx)[1]:
         yield tree.shown(path), (
-            f"checksum of {target}, which does not exist: if a file of that name is written again without its "
-            f"checksum (a hand copy, an old tool), Spark fails with a ChecksumException; delete the sidecar while "
-            f"the query is stopped"
+            f"checksum of {target.rpartition('/')[2]}, which does not exist: the restart works, but when Spark or a "
+            f"rewind writes a file of that name again, Hadoop's checksummed rename refuses the existing sidecar (as "
+            f"WM029 shows for the next file); delete the sidecar while the query is stopped"
+        )
+
+
+@register("WM029", ERROR, "orphaned checksum sidecar of a file Spark writes next")
+def upcoming_orphan_crc(ctx: Context) -> Iterator[Issue]:
+    for tree, path, target in orphans(ctx)[0]:
+        folder = target.rpartition("/")[0]
+        yield tree.shown(path), (
+            f"checksum of {target}, which does not exist but is the next file Spark writes to {folder}/: Hadoop's "
+            f"checksummed rename refuses the existing sidecar and the restart fails ('Multiple streaming queries are "
+            f"concurrently using .../{folder}'). Fix: delete {path} while the query is stopped"
         )
 
 

@@ -146,3 +146,26 @@ def sink_behind(ctx: Context) -> Iterator[Issue]:
             + (f"wmcheck rewind CKPT --to-batch {latest} --file-sink SINK" if latest is not None
                else "start the query from a new checkpoint")
         )
+
+
+@register("WM031", ERROR, "gap in the file sink log after its last compact file", needs_sink=True)
+def sink_log_gap(ctx: Context) -> Iterator[Issue]:
+    sink = ctx.sink
+    assert sink is not None
+    files = log_forms(sink, SINK_LOG)
+    if not files:
+        return
+    compacts = [b for b, forms in files.items() if True in forms]
+    start = max(compacts) + 1 if compacts else min(files)
+    gone = [b for b in range(start, max(files)) if b not in files]
+    if not gone:
+        return
+    interval = (compact_interval(files) or (DEFAULT_COMPACT_INTERVAL, ""))[0]
+    fails_at = next(b for b in range(max(files) + 1, max(files) + interval + 2) if (b + 1) % interval == 0)
+    yield sink.shown(f"{SINK_LOG}/{gone[0]}"), (
+        f"the file sink's log has no batch {span(gone[0], gone[-1]) if len(gone) == gone[-1] - gone[0] + 1 else gone[0]} "
+        f"although it holds batches up to {max(files)}: Spark's readers of the sink fail now (FileNotFoundException: "
+        f".../{SINK_LOG}/{gone[0]} doesn't exist), and the query fails at batch {fails_at}, its next compaction "
+        f"('[BATCH_METADATA_NOT_FOUND] Unable to find batch .../{SINK_LOG}/{gone[0]}'). Fix: "
+        f"wmcheck rewind CKPT --to-batch {gone[0] - 1} --file-sink SINK (Spark then writes those batches again)"
+    )

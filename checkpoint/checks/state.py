@@ -96,7 +96,7 @@ def version_ceiling(ctx: Context) -> int:
     return max(ckpt.next_state_version, -1 if ckpt.last_batch is None else ckpt.last_batch + 1)
 
 
-@register("WM017", ERROR, "state files beyond the last batch")
+@register("WM017", WARNING, "state files beyond the last batch")
 def leftovers(ctx: Context) -> Iterator[Issue]:
     ceiling = version_ceiling(ctx)
     done = ctx.ckpt.last_committed_batch
@@ -111,8 +111,8 @@ def leftovers(ctx: Context) -> Iterator[Issue]:
             f"{plural(len(files), 'state file')} for version {span(versions[0], versions[-1])} in "
             f"{plural(len(extra), 'store partition')} of operator {op.operator_id} ({listed([p.directory for p, _ in extra])}): "
             f"newer than version {ceiling}, the last one this checkpoint's batches wrote: leftovers of a later run "
-            f"or a hand rewind. Spark may load a stale snapshot when it gets there, and its cleanup may delete files it "
-            f"needs. Fix: " + (f"wmcheck rewind CKPT --to-batch {done} (removes them)" if done is not None
+            f"or a hand rewind. Spark 4.3 restarts fine and writes these versions again as it gets there (tested with a "
+            f"stale snapshot), but they confuse rewinds and state readers asked for those versions. Fix: " + (f"wmcheck rewind CKPT --to-batch {done} (removes them)" if done is not None
                                else "delete state/ (no batch was committed)")
         )
 
@@ -174,7 +174,7 @@ def extra_partitions(ctx: Context) -> Iterator[Issue]:
             )
 
 
-@register("WM020", ERROR, "unique id in commits/ without its state file")
+@register("WM020", WARNING, "unique id in commits/ without its state file")
 def unmatched_unique_ids(ctx: Context) -> Iterator[Issue]:
     if not ctx.unique_ids_known:
         return
@@ -194,17 +194,42 @@ def unmatched_unique_ids(ctx: Context) -> Iterator[Issue]:
                 f"commits/{v - 1} names unique id {uid} for state version {v}, but {part.directory} has no {v}_{uid} file "
                 f"({plural(len(lost), 'version')} in {plural(len({p.directory for p, _, _ in lost}), 'store partition')} "
                 f"of operator {op.operator_id}): the commit log and the state files come from different runs or files "
-                f"were lost; Spark fails when it needs them (a rewind to those batches is impossible)"
+                f"were lost. Spark 4.3 restarts fine (it loads only the version the next batch needs, tested), but a "
+                f"rewind to those batches is impossible; restore the files from a backup (wmcheck undo) if you have them"
             )
 
 
-@register("WM021", ERROR, "checksum sidecar does not match its file")
-def checksums(ctx: Context) -> Iterator[Issue]:
-    for plan in plans(ctx):
-        if plan.missing is None:
-            ctx.verify_state_files(plan.chain)
+def mismatches(ctx: Context, kind: str) -> Iterator[Issue]:
+    """Files Spark reads on restart whose ``hadoop`` or ``spark`` checksum file does not match."""
+    if "verified" not in ctx.memo:
+        for plan in plans(ctx):
+            if plan.missing is None:
+                ctx.verify_state_files(plan.chain)
+        ctx.memo["verified"] = True
     for tree in ctx.trees:
-        yield from tree.mismatches
+        yield from tree.mismatches[kind]
+
+
+@register("WM021", ERROR, "Spark checksum file does not match its file")
+def checksums(ctx: Context) -> Iterator[Issue]:
+    for path, problem in mismatches(ctx, "spark"):
+        yield path, (
+            f"{problem}: Spark 4.1+ verifies the checksum files it writes beside state files (checkpoint format 2) and "
+            "fails to load the state ('[CHECKPOINT_FILE_CHECKSUM_VERIFICATION_FAILED]'). Restore the file from a "
+            "backup (wmcheck undo), or delete the checksum file if the file was changed on purpose"
+        )
+
+
+@register("WM030", WARNING, "Hadoop checksum sidecar does not match its file")
+def hadoop_checksums(ctx: Context) -> Iterator[Issue]:
+    for path, problem in mismatches(ctx, "hadoop"):
+        yield path, (
+            f"{problem}: Spark 4.3 reads checkpoint files through FileContext without verifying Hadoop's .crc "
+            "sidecars and restarts fine (tested on the local file system), but tools reading through Hadoop's "
+            "checksummed FileSystem (hadoop fs -cat, FileSystem.open) fail with a ChecksumException; object stores "
+            "keep no sidecars. Delete the stale sidecar if the file was changed on purpose, else restore the file "
+            "from a backup (wmcheck undo)"
+        )
 
 
 def foreign_schemas(ctx: Context) -> list[tuple[SchemaReference, bool | None]]:

@@ -16,7 +16,8 @@ import zlib
 from dataclasses import dataclass
 from functools import cached_property
 
-from ..errors import RefusedError
+from ..checksums import sidecar_target
+from ..errors import CheckpointError, RefusedError
 from ..fs import FileInfo, FileSystem
 from ..layout import COMMITS, OFFSETS, SINK_LOG, SOURCES
 from ..metadata_log import MetadataLog
@@ -71,6 +72,16 @@ class RewindView:
     def sink_log(self) -> MetadataLog | None:
         return MetadataLog.listed(self.sink.fs, SINK_LOG) if self.sink else None
 
+    @cached_property
+    def latest_sources(self) -> tuple:
+        """The sources of the newest offsets file that parses (files after a rewind target may be broken)."""
+        for batch in reversed(self.ckpt.offset_ids):
+            try:
+                return tuple(self.ckpt.offsets(batch).sources)
+            except CheckpointError:
+                continue
+        return ()
+
     def source_log(self, name: str) -> MetadataLog:
         return self.ckpt.metadata_log(f"{SOURCES}/{name}")
 
@@ -80,7 +91,7 @@ class RewindView:
         A source is a file source when its offset in the last offsets file is ``{"logOffset": n}``
         (or a bare number, Spark 2.1) and it has a log directory; no offset yet keeps nothing (-1).
         """
-        last = self.ckpt.offsets(self.ckpt.offset_ids[-1]).sources
+        last = self.latest_sources
         out = []
         for index, src in enumerate(self.ckpt.offsets(batch).sources):
             name = src.source_id if src.source_id in self.source_dirs else str(index)
@@ -190,7 +201,7 @@ def plan_rewind(
         file_sink=sink.location if sink else None,
         request={"batch": batch, "keep_next_offsets": keep_next_offsets, "keep_source_log": keep_source_log},
         before={"last_batch": ckpt.last_batch, "last_committed_batch": ckpt.last_committed_batch,
-                "watermark_ms": ckpt.watermark_ms},
+                "watermark_ms": _current_watermark(ckpt)},
         after={"last_batch": last, "last_committed_batch": batch, "next_batch": batch + 1,
                "watermark_ms": after_watermark, "next_state_version": batch + 1},
         steps=tuple(steps),
@@ -198,6 +209,14 @@ def plan_rewind(
         created_ms=created_ms,
         notes=(f"target: {how}",),
     )
+
+
+def _current_watermark(ckpt: Checkpoint) -> int | None:
+    """The watermark before the rewind; None when the files after the target that hold it do not parse."""
+    try:
+        return ckpt.watermark_ms
+    except CheckpointError:
+        return None
 
 
 def _log_steps(view: RewindView, batch: int, opts: Options) -> list[Step]:
@@ -213,6 +232,15 @@ def _log_steps(view: RewindView, batch: int, opts: Options) -> list[Step]:
         if b in offsets:
             steps += remove_steps("checkpoint", view.offsets[f"{OFFSETS}/{b}"], view.offsets.get, "offsets",
                                   f"batch {b} > {last}")
+    for folder, listing, after in ((COMMITS, view.commits, batch), (OFFSETS, view.offsets, last)):
+        for info in sorted(listing.values(), key=lambda i: i.path):
+            target = sidecar_target(info.path)
+            main = target[1] if target else ""
+            name = main.rpartition("/")[2]
+            if name.isdigit() and int(name) > after and main not in listing:
+                steps.append(Step("remove", "checkpoint", info.path, folder, f"orphaned checksum of {folder}/{name} "
+                                  f"(batch {name} > {after}): Spark's rename refuses it when it writes {name} again",
+                                  info.size, info.mtime_ms))
     return steps
 
 

@@ -1,0 +1,122 @@
+"""Checks of the data files a file sink's log names: outside the sink directory (a copied or moved sink), and
+files in the sink directory that the log does not name."""
+from __future__ import annotations
+
+import os
+import posixpath
+from typing import TYPE_CHECKING, Iterator
+
+from ..file_logs import FileLogEntry, log_file_batch
+from ..fs import local_path
+from .context import SINK_LOG, Context, Tree
+from .registry import ERROR, WARNING, Issue, register
+from .text import plural
+
+if TYPE_CHECKING:
+    from ..repair.logs import SinkFiles
+
+
+def sink_files(ctx: Context) -> "SinkFiles":
+    """The sink's data files, found by the names its log records (imported late: repair imports the checks)."""
+    from ..repair.logs import SinkFiles
+
+    if "sink-files" not in ctx.memo:
+        ctx.memo["sink-files"] = SinkFiles(sink_of(ctx).fs, sink_of(ctx).fs.root.rstrip("/"))
+    return ctx.memo["sink-files"]
+
+
+def location_of(uri: str) -> str:
+    from ..repair.logs import entry_location
+
+    return entry_location(uri)
+
+
+def sink_of(ctx: Context) -> Tree:
+    """The file sink (these checks run only with one)."""
+    assert ctx.sink is not None
+    return ctx.sink
+
+
+def live_entries(ctx: Context) -> list[FileLogEntry]:
+    """The files the sink's log holds now (added and not deleted), as Spark's readers of the sink see them."""
+    live: dict[str, FileLogEntry] = {}
+    for path in sorted(ctx.sink_logs, key=lambda p: log_file_batch(posixpath.basename(p)) or (-1, False)):
+        for entry in ctx.sink_logs[path].entries:
+            if entry.action == "delete":
+                live.pop(entry.path, None)
+            else:
+                live[entry.path] = entry
+    return list(live.values())
+
+
+def outside(ctx: Context) -> tuple[list[tuple[str, str | None]], list[tuple[str, str | None]]]:
+    """Entries naming files outside the sink directory, with the file's path below the sink when it is there
+    too: (those whose named file is gone, those whose named file exists or is not looked up)."""
+    if "sink-outside" not in ctx.memo:
+        root = sink_of(ctx).fs.root.rstrip("/")
+        files = sink_files(ctx)
+        gone: list[tuple[str, str | None]] = []
+        elsewhere: list[tuple[str, str | None]] = []
+        for entry in live_entries(ctx):
+            location = location_of(entry.path)
+            if location.startswith(root + "/"):
+                continue
+            found = files.find(entry.path)
+            here = found.path if found is not None else None
+            local = local_path(entry.path)
+            (gone if local is not None and not os.path.exists(local) else elsewhere).append((entry.path, here))
+        ctx.memo["sink-outside"] = gone, elsewhere
+    return ctx.memo["sink-outside"]
+
+
+def path_map_hint(entries: list[tuple[str, str | None]], sink_root: str) -> str:
+    """The ``relocate --path-map`` that maps the directory that moved (the old sink directory and the new one
+    without their common trailing part: a moved parent maps the input beside the sink too)."""
+    uri, here = next(((u, h) for u, h in entries if h is not None), entries[0])
+    location = location_of(uri)
+    old = location[: -len(here) - 1] if here is not None and location.endswith("/" + here) else posixpath.dirname(location)
+    new = sink_root
+    while posixpath.basename(old) == posixpath.basename(new) and posixpath.dirname(old) not in ("", "/"):
+        old, new = posixpath.dirname(old), posixpath.dirname(new)
+    return f"wmcheck relocate CKPT --path-map {old}={new} --file-sink SINK --execute"
+
+
+@register("WM032", ERROR, "file sink log names missing files outside the sink directory", needs_sink=True)
+def sink_files_gone(ctx: Context) -> Iterator[Issue]:
+    gone = outside(ctx)[0]
+    if gone:
+        yield sink_of(ctx).shown(SINK_LOG), (
+            f"the sink's log names {plural(len(gone), 'data file')} outside the sink directory that no longer exist, "
+            f"e.g. {gone[0][0]}: the sink was moved, and Spark's readers of the sink do not read these files (tested "
+            f"with Spark 4.3: with none left, '[UNABLE_TO_INFER_SCHEMA] Unable to infer schema'). Fix: "
+            f"{path_map_hint(gone, sink_of(ctx).fs.root.rstrip('/'))} (the same mapping covers input that moved with it)"
+        )
+
+
+@register("WM033", ERROR, "file sink log names files of another directory", needs_sink=True)
+def sink_files_elsewhere(ctx: Context) -> Iterator[Issue]:
+    elsewhere = outside(ctx)[1]
+    if elsewhere:
+        yield sink_of(ctx).shown(SINK_LOG), (
+            f"the sink's log names {plural(len(elsewhere), 'data file')} outside the sink directory that exist there, "
+            f"e.g. {elsewhere[0][0]}: the sink was copied. The query restarts, but Spark's readers of this sink do not "
+            "read those files (tested with Spark 4.3: with none left, '[UNABLE_TO_INFER_SCHEMA] Unable to infer "
+            f"schema'), so its output looks lost. Fix: {path_map_hint(elsewhere, sink_of(ctx).fs.root.rstrip('/'))}"
+        )
+
+
+@register("WM034", WARNING, "data files in the sink directory that its log does not list", needs_sink=True)
+def unlisted_sink_files(ctx: Context) -> Iterator[Issue]:
+    if not ctx.sink_logs or any(p.startswith(sink_of(ctx).shown(SINK_LOG)) for p in ctx.failures):
+        return  # without every log file, which files it lists is unknown (WM001 reports the file)
+    files = sink_files(ctx)
+    listed = {found.path for entry in live_entries(ctx) if (found := files.find(entry.path)) is not None}
+    extra = sorted(p for p in files.listing() if not any(part.startswith((".", "_")) for part in p.split("/"))
+                   and p not in listed)
+    if extra:
+        yield sink_of(ctx).shown(extra[0]), (
+            f"{plural(len(extra), 'data file')} in the sink directory that its log does not list (e.g. {extra[0]}): "
+            "left by failed or rewound batches. Spark reads the sink through its log and ignores them (tested), but "
+            "readers that list the directory (pyarrow, Hive, Trino) see them as output. Move them out of the sink "
+            "once no query writes to it"
+        )

@@ -1,0 +1,220 @@
+"""How each check code's breakage is made on a restartable fixture copy, and how its documented fix is applied.
+
+A case breaks a copy (``root``: ``checkpoint/``, ``input/``, ``output/``), names the code ``wmcheck check``
+must report, and what Spark does on restart: ``FAILS`` (with a pattern of its error), ``WRONG`` (it restarts
+but the sink's output differs from the same query restarted from the unbroken copy) or ``OK``. ``fix`` runs the
+fix the code's message prints, after which the restart must give the reference output.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from conftest import run_cli
+
+FAILS, WRONG, OK = "fails", "wrong", "ok"
+AGG, COMPACTION, V2 = "agg_window_hdfs", "compaction", "checkpoint_v2"
+
+
+@dataclass(frozen=True)
+class Case:
+    key: str
+    code: str
+    fixture: str
+    breaks: Callable[[Path], None]
+    spark: str  # FAILS, WRONG or OK
+    error: str = ""  # a pattern of Spark's error (FAILS)
+    fix: Callable[[Path], None] | None = None
+    sink: bool = True  # check with --file-sink
+    extra_batches: int = 1
+
+
+def unlink(root: Path, *paths: str) -> None:
+    for p in paths:
+        (root / p).unlink()
+
+
+def hadoop_crc(path: str) -> str:
+    folder, _, name = path.rpartition("/")
+    return f"{folder}/.{name}.crc"
+
+
+def edit(root: Path, path: str, old: str, new: str) -> None:
+    """Replace text in a file, leaving its checksum sidecar as it was (a hand edit)."""
+    target = root / path
+    text = target.read_text()
+    assert old in text, (path, old)
+    target.write_text(text.replace(old, new))
+
+
+def wmcheck(*args: str) -> Callable[[Path], None]:
+    """A fix that runs ``wmcheck ARGS`` (CKPT and SINK stand for the copy's checkpoint and sink)."""
+
+    def run(root: Path) -> None:
+        run_cli(*[str(root / "checkpoint") if a == "CKPT" else str(root / "output") if a == "SINK" else a for a in args])
+
+    return run
+
+
+def rewind(batch: int, sink: bool = True) -> Callable[[Path], None]:
+    return wmcheck("rewind", "CKPT", "--to-batch", str(batch), *(["--file-sink", "SINK"] if sink else []),
+                   "--execute", "--idle", "0")
+
+
+def backup(root: Path) -> Path:
+    """Where the harness keeps the copy as it was before the case broke it."""
+    return root.parent / f"{root.name}.backup"
+
+
+def restore(*paths: str) -> Callable[[Path], None]:
+    """Put files back from the copy made before breaking (what 'restore it from a backup' does)."""
+
+    def run(root: Path) -> None:
+        pristine = backup(root)
+        for p in paths:
+            (root / p).parent.mkdir(parents=True, exist_ok=True)
+            if (pristine / p).is_dir():
+                shutil.copytree(pristine / p, root / p, dirs_exist_ok=True)
+            else:
+                shutil.copy2(pristine / p, root / p)
+
+    return run
+
+
+def both(*fns: Callable[[Path], None]) -> Callable[[Path], None]:
+    def run(root: Path) -> None:
+        for fn in fns:
+            fn(root)
+
+    return run
+
+
+def set_watermark(root: Path, batch: int, ms: int) -> None:
+    """Set offsets/N.batchWatermarkMs and commits/N.nextBatchWatermarkMs (leaving sidecars stale)."""
+    for log, key in (("offsets", "batchWatermarkMs"), ("commits", "nextBatchWatermarkMs")):
+        path = root / "checkpoint" / log / str(batch)
+        lines = path.read_text().split("\n")
+        meta = json.loads(lines[1])
+        meta[key] = ms
+        lines[1] = json.dumps(meta, separators=(",", ":"))
+        path.write_text("\n".join(lines))
+
+
+C = "checkpoint"
+
+
+def interrupted_rewind(root: Path) -> None:
+    """A wmcheck rewind killed half way (its journal left behind)."""
+    from wmcheck.checkpoint import repair
+    from wmcheck.checkpoint.repair._hooks import injected
+
+    try:
+        with injected(fail_after=6):
+            repair.run(str(root / C), repair.RewindRequest(to_batch=10, file_sink=str(root / "output")),
+                       repair.RunOptions(execute=True, idle_ms=0))
+    except repair.InjectedFailure:
+        return
+    raise AssertionError("the rewind was not interrupted")
+
+
+def sink_names(root: Path, old: str, copy: bool) -> None:
+    """The sink's log names its files under ``old`` (a sink moved from there, or copied when ``copy``)."""
+    from wmcheck.checkpoint import repair
+
+    elsewhere = root.parent / old / "output"
+    repair.run(str(root / C), repair.RelocateRequest(path_map={str(root / "output"): str(elsewhere)},
+                                                     file_sink=str(root / "output")), repair.RunOptions(execute=True, idle_ms=0))
+    shutil.rmtree(root / C / "_wmcheck")
+    if copy:
+        shutil.copytree(root / "output", elsewhere)
+
+
+def printed_fix(root: Path, code: str) -> None:
+    """Run the wmcheck command the finding of ``code`` prints as its fix."""
+    from wmcheck.checkpoint.validate import check_location
+
+    finding = next(f for f in check_location(str(root / C), str(root / "output")) if f.code == code)
+    command = finding.message.split("Fix: wmcheck ", 1)[1].split(" (")[0].split()
+    wmcheck(*command, "--idle", "0")(root)
+OLDER_STATE_V2 = "state/0/0/11_919e8e3b-955d-4321-b471-32e55e745d94.changelog"
+# batches 11 and 12 planned, not committed, and not in the sink
+UNCOMMITTED_11_12 = [f"{C}/commits/{n}" for n in (11, 12, ".11.crc", ".12.crc")] + [
+    f"output/_spark_metadata/{n}" for n in (11, 12, ".11.crc", ".12.crc")]
+LAST_TIMESTAMP_MS = 1795386142052  # batchTimestampMs of agg_window_hdfs's offsets/12
+CASES = [
+    Case("checkpoint-removed", "WM000", AGG, lambda r: shutil.rmtree(r / C), WRONG),
+    Case("deleted-empty-last-offsets", "WM029", AGG,  # the planned batch 12's empty offsets file deleted by hand
+         lambda r: unlink(r, f"{C}/offsets/12", f"{C}/commits/12", f"{C}/commits/.12.crc"), FAILS,
+         r"Multiple streaming queries are concurrently using .*/offsets", fix=rewind(11)),
+    Case("watermark-stuck-at-0", "WM014", AGG, lambda r: [set_watermark(r, b, 0) for b in range(13)], OK),
+    Case("interrupted-rewind", "WM026", AGG, lambda r: interrupted_rewind(r), WRONG,
+         fix=wmcheck("undo", "CKPT", "--idle", "0")),
+    Case("sink-moved", "WM032", AGG, lambda r: sink_names(r, f"{r.name}-old", copy=False), WRONG,
+         fix=lambda r: printed_fix(r, "WM032")),
+    Case("sink-copied", "WM033", AGG, lambda r: sink_names(r, f"{r.name}-old", copy=True), WRONG,
+         fix=lambda r: printed_fix(r, "WM033")),
+    Case("unlisted-sink-file", "WM034", AGG, lambda r: shutil.copy2(
+        next((r / "output").glob("part-*.parquet")), r / "output" / "part-00009-left-by-a-failed-task.snappy.parquet"), OK),
+    Case("empty-last-offsets", "WM001", AGG, lambda r: (r / C / "offsets/12").write_text(""), FAILS, "",
+         fix=rewind(11)),
+    Case("gap-before-last-offsets", "WM002", AGG, lambda r: unlink(r, f"{C}/offsets/11", f"{C}/offsets/.11.crc"),
+         FAILS, "batch 11 doesn't exist", fix=rewind(10)),
+    Case("gap-in-commits", "WM003", AGG, lambda r: unlink(r, f"{C}/commits/5", f"{C}/commits/.5.crc"), OK),
+    Case("commit-without-offsets", "WM004", AGG,
+         lambda r: shutil.copy2(r / C / "commits/12", r / C / "commits/13"), FAILS, "", fix=rewind(12)),
+    Case("two-uncommitted-batches", "WM005", AGG, lambda r: unlink(r, *UNCOMMITTED_11_12), WRONG, fix=rewind(10)),
+    Case("commit-v2-under-format-1", "WM006", AGG, lambda r: edit(r, f"{C}/commits/12", "v1", "v2"), FAILS, "",
+         fix=rewind(11)),
+    Case("metadata-removed", "WM007", AGG, lambda r: unlink(r, f"{C}/metadata", f"{C}/.metadata.crc"), FAILS,
+         "STREAMING_CHECKPOINT_MISSING_METADATA_FILE", fix=restore(f"{C}/metadata", f"{C}/.metadata.crc")),
+    Case("metadata-bad-id", "WM008", AGG, lambda r: edit(r, f"{C}/metadata", "c796209a-1aef", "not-a-uuid"), FAILS,
+         "", fix=restore(f"{C}/metadata")),
+    Case("temp-file", "WM009", AGG,
+         lambda r: shutil.copy2(r / C / "offsets/12", r / C / "offsets/.13.5d2c0b1e-tmp.tmp"), OK),
+    Case("orphaned-old-sidecar", "WM010", AGG, lambda r: shutil.copy2(r / C / "commits/.3.crc", r / C / "commits/.99.crc"), OK),
+    Case("watermark-decreases", "WM011", AGG, lambda r: set_watermark(r, 11, 1704067200000), OK),
+    Case("commit-watermark-differs", "WM012", AGG,
+         lambda r: edit(r, f"{C}/commits/10", "1704067274000", "1704067270000"), OK),
+    Case("watermark-far-ahead", "WM013", AGG, lambda r: set_watermark(r, 12, LAST_TIMESTAMP_MS + 2 * 86400_000),
+         WRONG, fix=wmcheck("set-watermark", "CKPT", "--watermark", "1704067285000", "--execute", "--idle", "0")),
+    Case("conf-changes", "WM015", AGG,
+         lambda r: edit(r, f"{C}/offsets/12", '"spark.sql.shuffle.partitions":"3"', '"spark.sql.shuffle.partitions":"4"'),
+         FAILS, "", fix=rewind(11)),
+    Case("state-delta-missing", "WM016", AGG, lambda r: unlink(r, f"{C}/state/0/1/13.delta", f"{C}/state/0/1/.13.delta.crc"),
+         FAILS, "", fix=rewind(11)),
+    Case("state-beyond-last-batch", "WM017", AGG,
+         lambda r: shutil.copy2(r / C / "state/0/1/5.delta", r / C / "state/0/1/14.snapshot"), OK, fix=rewind(12)),
+    Case("state-partition-missing", "WM018", AGG, lambda r: shutil.rmtree(r / C / "state/0/2"), FAILS, "",
+         fix=restore(f"{C}/state/0/2")),
+    Case("extra-state-partition", "WM019", AGG,
+         lambda r: shutil.copytree(r / C / "state/0/2", r / C / "state/0/3"), OK),
+    Case("unique-id-without-file", "WM020", V2, lambda r: unlink(r, f"{C}/{OLDER_STATE_V2}", f"{C}/{OLDER_STATE_V2}.crc"), OK),
+    Case("stale-hadoop-crc-offsets", "WM030", AGG,
+         lambda r: edit(r, f"{C}/offsets/12", '"batchTimestampMs":', '"batchTimestampMs":1'), OK,
+         fix=lambda r: unlink(r, f"{C}/offsets/.12.crc")),
+    Case("stale-hadoop-crc-delta", "WM030", AGG,
+         lambda r: shutil.copy2(r / C / "state/0/0/.12.delta.crc", r / C / "state/0/0/.13.delta.crc"), OK),
+    Case("spark-checksum-mismatch", "WM021", V2,
+         lambda r: shutil.copy2(r / C / "state/0/0/12_a6ef36aa-ff8f-440b-9a05-481416f9e91e.changelog.crc",
+                                r / C / "state/0/0/13_9b7b7248-b867-4b17-9676-2e2e76cddb65.changelog.crc"),
+         FAILS, "CHECKPOINT_FILE_CHECKSUM_VERIFICATION_FAILED",
+         fix=lambda r: unlink(r, f"{C}/state/0/0/13_9b7b7248-b867-4b17-9676-2e2e76cddb65.changelog.crc")),
+    Case("source-log-missing", "WM022", AGG, lambda r: unlink(r, f"{C}/sources/0/9.compact", f"{C}/sources/0/.9.compact.crc"),
+         WRONG, fix=rewind(8)),
+    Case("source-log-other-interval", "WM023", COMPACTION,
+         lambda r: shutil.copy2(r / C / "sources/0/9", r / C / "sources/0/10.compact"), FAILS, "",
+         fix=lambda r: unlink(r, f"{C}/sources/0/10.compact")),
+    Case("sink-ahead", "WM024", AGG,
+         lambda r: unlink(r, f"{C}/commits/12", f"{C}/commits/.12.crc", f"{C}/offsets/12", f"{C}/offsets/.12.crc"),
+         WRONG, fix=rewind(11)),
+    Case("sink-behind", "WM025", AGG, lambda r: unlink(r, "output/_spark_metadata/12", "output/_spark_metadata/.12.crc"),
+         WRONG, fix=rewind(11)),
+    Case("missing-last-commit-kept-sidecar", "WM029", AGG, lambda r: unlink(r, f"{C}/commits/12"), FAILS,
+         r"Multiple streaming queries are concurrently using .*/commits",
+         fix=lambda r: unlink(r, f"{C}/commits/.12.crc")),
+    Case("sink-log-gap", "WM031", AGG, lambda r: unlink(r, "output/_spark_metadata/10", "output/_spark_metadata/.10.crc"),
+         FAILS, "BATCH_METADATA_NOT_FOUND", fix=rewind(9), extra_batches=7),
+]

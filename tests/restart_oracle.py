@@ -1,0 +1,139 @@
+"""The restart oracle: what real Spark does when a fixture's own query restarts from a (broken) copy of its checkpoint.
+
+``prepare(name, dst)`` copies a fixture so that Spark can restart it there (its logged paths relocated to the
+copy, input mtimes fixed) and adds one new input file, so every restart runs at least one new batch.
+``restart_all(cases)`` restarts many copies in ONE child process with one Spark session (``python
+restart_oracle.py CASES.json OUT.json``) and returns per case what happened: the error Spark failed with,
+or the batches it ran and the file sink's rows as Spark reads them back.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+FIXTURES = HERE.parent / "fixtures"
+
+
+def extra_rows(index: int) -> str:
+    """The rows of new input file ``index``: after every fixture row, so each advances the watermark and the
+    restart emits new windows."""
+    return f"a@{101 + 40 * index} b@{105 + 40 * index} c@{134 + 40 * index}"
+
+
+def load_queries():
+    spec = importlib.util.spec_from_file_location("fixture_queries", FIXTURES / "queries.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+QUERIES = load_queries()
+
+
+def prepare(name: str, dst: Path, extra: int = 1) -> Path:
+    """A restartable copy of fixture ``name`` at ``dst`` (checkpoint, input, output) with ``extra`` new input files."""
+    from conftest import sink_at_home
+
+    shutil.copytree(FIXTURES / name, dst, ignore=shutil.ignore_patterns("fixture.json"))
+    sink_at_home(dst, name)
+    QUERIES.set_input_mtimes(name, str(dst))
+    for index in range(extra):
+        path = dst / "input" / f"zz-extra-{index}.json"
+        path.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in QUERIES._file(extra_rows(index), 1000)))
+        mtime = QUERIES.input_mtime(9, index)
+        os.utime(path, (mtime, mtime))
+    return dst
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one restart did: ``error`` (Spark's message) when it failed, else the batches it ran; ``rows`` is
+    the sink's content read back through its log (None when reading it failed: ``read_error``)."""
+
+    error: str | None
+    batches: tuple[int, ...]
+    rows: tuple[tuple[str, ...], ...] | None
+    read_error: str | None
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None
+
+
+def restart_all(cases: dict[str, tuple[str, Path]], timeout: float = 900) -> dict[str, Outcome]:
+    """Restart every case (key -> (fixture name, copy root)) in one child process; outcomes by key."""
+    work = Path(next(iter(cases.values()))[1]).parent
+    spec, out = work / "oracle-cases.json", work / "oracle-outcomes.json"
+    spec.write_text(json.dumps({k: [n, str(p)] for k, (n, p) in cases.items()}))
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, str(Path(__file__)), str(spec), str(out)], capture_output=True, text=True,
+                          timeout=timeout)
+    if done.returncode != 0:
+        raise AssertionError(f"the restart oracle failed:\n{done.stderr[-4000:]}")
+    raw = json.loads(out.read_text())
+    print(f"restart oracle: {len(cases)} restarts in {time.monotonic() - started:.0f} s")
+    return {k: Outcome(v["error"], tuple(v["batches"]), None if v["rows"] is None else tuple(map(tuple, v["rows"])),
+                       v["read_error"]) for k, v in raw.items()}
+
+
+def _message(exc: BaseException) -> str:
+    """Spark's error with the messages of its JVM causes (the root cause often names the real problem)."""
+    text, java = str(exc), getattr(exc, "_origin", None) or getattr(exc, "java_exception", None)
+    try:
+        cause = java.getCause() if java is not None else None
+        while cause is not None:
+            text += f"\ncaused by: {cause.toString()}"
+            cause = cause.getCause()
+    except Exception:  # noqa: BLE001 - the causes are a bonus
+        pass
+    return text
+
+
+def _restart(spark, name: str, root: Path) -> dict:
+    session = QUERIES.session_for(spark, name)
+    result: dict = {"error": None, "batches": [], "rows": None, "read_error": None}
+    try:
+        handle = QUERIES.FIXTURES[name]["query"](session, str(root / "input"), str(root / "checkpoint"),
+                                                 str(root / "output")).start()
+        handle.awaitTermination(300)
+        if handle.isActive:
+            handle.stop()
+            result["error"] = "the restart did not finish within 300 s"
+        elif handle.exception() is not None:
+            result["error"] = _message(handle.exception())
+        result["batches"] = [json.loads(p.json)["batchId"] if hasattr(p, "json") else p["batchId"]
+                             for p in handle.recentProgress]
+    except Exception as exc:  # noqa: BLE001 - the oracle records every failure Spark reports
+        result["error"] = _message(exc)
+    try:
+        fmt = QUERIES.FIXTURES[name]["sink_format"]
+        rows = session.read.format(fmt).load(str(root / "output")).collect()
+        result["rows"] = sorted([str(v) for v in r] for r in rows)
+    except Exception as exc:  # noqa: BLE001
+        result["read_error"] = _message(exc)
+    return result
+
+
+def main(spec_path: str, out_path: str) -> None:
+    sys.path.insert(0, str(HERE.parent))
+    from wmcheck.statestore.session import spark_session
+
+    cases = json.loads(Path(spec_path).read_text())
+    spark = spark_session(master="local[2]")
+    try:
+        outcomes = {key: _restart(spark, name, Path(root)) for key, (name, root) in cases.items()}
+    finally:
+        spark.stop()
+    Path(out_path).write_text(json.dumps(outcomes))
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:3])
