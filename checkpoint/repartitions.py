@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .errors import CheckpointError
 from .numbers import is_number
 from .offsets import OffsetSeq
 
@@ -47,10 +48,14 @@ def partitions_in(conf: Mapping[str, Any]) -> int | None:
 
 
 def partitions_of(ckpt: Checkpoint, batch: int) -> int | None:
-    """The shuffle partition count pinned in ``offsets/<batch>`` (None when absent or not a number)."""
+    """The shuffle partition count pinned in ``offsets/<batch>`` (None when absent, unreadable (WM001) or not a
+    number)."""
     if batch not in ckpt.offset_id_set:
         return None
-    meta = ckpt.offsets(batch).metadata
+    try:
+        meta = ckpt.offsets(batch).metadata
+    except CheckpointError:
+        return None
     return partitions_in(meta.conf) if meta else None
 
 

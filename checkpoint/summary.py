@@ -3,8 +3,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import timezone, tzinfo
-from typing import Mapping
+from typing import Callable, Mapping
 
+from .errors import CheckpointError
 from .layout import REPAIR_JOURNAL
 from .model import PINNED_CONFS, Checkpoint, Operator, loadable
 from .progress import BatchProgress, QueryProgress
@@ -155,6 +156,14 @@ def source_summaries(ckpt: Checkpoint) -> list[SourceSummary]:
     return out
 
 
+def parses(read: Callable[[], object]) -> bool:
+    try:
+        read()
+    except CheckpointError:
+        return False
+    return True
+
+
 def warnings(ckpt: Checkpoint) -> list[str]:
     """Cheap signs of trouble worth showing on every ``show``."""
     out = []
@@ -165,6 +174,11 @@ def warnings(ckpt: Checkpoint) -> list[str]:
     for name, ids in (("offsets", ckpt.offset_ids), ("commits", ckpt.commit_ids)):
         for lo, hi in ckpt.gaps(ids):
             out.append(f"{name}/ has a gap: batch {lo}" + (f"..{hi}" if hi > lo else "") + " missing")
+    broken = [b for b in ckpt.offset_ids if not parses(lambda: ckpt.offsets(b))]  # parsed once for the repartitions
+    if broken:
+        out.append(f"offsets/{broken[0]} does not parse" + (f" (and {len(broken) - 1} more)" if len(broken) > 1 else "")
+                   + ": Spark reads only the last two offsets files on restart, but replays and rewinds to these "
+                   "batches fail (wmcheck check: WM001)")
     last, done = ckpt.last_batch, ckpt.last_committed_batch
     if last is not None and done is not None and done > last:
         out.append(f"commits/{done} has no offsets file (last offsets file is {last})")

@@ -11,6 +11,7 @@ from typing import TextIO
 import click
 
 from wmcheck.checkpoint.checks.context import STALL_BATCHES
+from wmcheck.checkpoint.checks.recommend import recommended_repair
 from wmcheck.checkpoint.fs import scheme_of
 from wmcheck.checkpoint.progress_files import read_reports
 from wmcheck.checkpoint.validate import check_location, fails, open_file_sink, select_checks
@@ -51,6 +52,9 @@ def render(fmt: str, results: list[Result], strict: bool, stream: TextIO | None)
     for result in results:
         if result.findings:
             out.rows([dataclasses.asdict(f) for f in result.findings], TABLE_COLUMNS)
+        repair = recommended_repair(result.findings, result.has_sink)
+        if repair:
+            out.write(f"recommended repair: {repair}")
         out.write(result.summary(strict))
 
 

@@ -496,7 +496,8 @@ def test_parse_error_message_is_the_parsers(copy_fixture):
     data = (root / "checkpoint" / "offsets" / str(last)).read_bytes()
     with pytest.raises(CheckpointError) as exc:
         parse_offsets(data, f"offsets/{last}")
-    assert messages(root)["WM001"] == f"line 2: {exc.value.message} (hint: {exc.value.hint})"
+    assert messages(root)["WM001"] == (f"line 2: {exc.value.message} (hint: {exc.value.hint}); fix: wmcheck rewind CKPT "
+                                       f"--to-batch {last - 1} (drops batch {last} with its checksum files; Spark plans it again)")
 
 
 def test_unloadable_state_names_the_file_and_the_batch_to_rewind_to(copy_fixture):

@@ -12,6 +12,7 @@ import pytest
 
 from oracle_cases import CASES, FAILS, OK, WRONG, Case, backup
 from restart_oracle import Outcome, prepare, restart_all
+from wmcheck.checkpoint.checks.recommend import recommended_repair
 from wmcheck.checkpoint.checks.registry import CHECKS, ERROR
 from wmcheck.checkpoint.validate import check_location
 
@@ -76,6 +77,9 @@ def test_the_printed_fix_makes_the_restart_work(oracle, case):
     outcome = outcomes[f"{case.key}:fixed"]
     assert observed(outcome, reference(outcomes, case)) == OK, (outcome.error, outcome.read_error)
     assert not [f for f in found[case.key, "fixed"] if f.severity == ERROR]
+    command = getattr(case.fix, "command", None)
+    if command is not None and CHECKS[case.code].severity == ERROR:  # the fix run is the one check recommends
+        assert recommended_repair(found[case.key, "before-fix"], case.sink) == command
 
 
 def documented() -> dict[str, tuple[str, str]]:

@@ -1,0 +1,78 @@
+"""A broken tail: rewind over empty or unparseable files after the target (removing their sidecars and the
+orphaned sidecars of the batches it drops), show over a broken middle offsets file, and check's one
+recommended repair when findings print different fixes. Spark's side of each is in test_restart_oracle.py."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from conftest import run_cli, sink_at_home
+
+NAME = "agg_window_hdfs"
+
+
+@pytest.fixture
+def root(copy_fixture):
+    return sink_at_home(copy_fixture(NAME), NAME)
+
+
+@pytest.mark.parametrize("content", [b"", b"v1\n{\"batchWatermarkMs\":1", b"garbage\n"])
+def test_rewind_drops_a_broken_last_offsets_file_with_its_sidecar(root, content):
+    ckpt = root / "checkpoint"
+    (ckpt / "offsets" / "12").write_bytes(content)
+    assert json.loads(run_cli("check", ckpt, "--select", "WM001", "--format", "json", exit_code=1).stdout)[0]["path"] == "offsets/12"
+    run_cli("rewind", ckpt, "--to-batch", "11", "--file-sink", root / "output", "--execute", "--idle", "0")
+    assert not (ckpt / "offsets" / "12").exists() and not (ckpt / "offsets" / ".12.crc").exists()
+    assert ": ok: 0 error(s), 0 warning(s) from " in run_cli("check", ckpt, "--file-sink", root / "output", "--strict").stdout
+    assert json.loads(run_cli("show", ckpt, "--format", "json").stdout)["last_committed_batch"] == 11
+
+
+def test_rewind_removes_orphaned_sidecars_of_the_batches_it_drops(root):
+    ckpt = root / "checkpoint"
+    (ckpt / "commits" / "12").unlink()  # deleted by hand: commits/.12.crc stays (WM029)
+    (ckpt / "offsets" / "12").write_bytes(b"")
+    rows = json.loads(run_cli("check", ckpt, "--format", "json", exit_code=1).stdout)
+    assert {(r["code"], r["path"]) for r in rows} >= {("WM029", "commits/.12.crc"), ("WM001", "offsets/12")}
+    doc = json.loads(run_cli("rewind", ckpt, "--to-batch", "11", "--execute", "--idle", "0", "--format", "json").stdout)
+    assert {"commits/.12.crc", "offsets/12", "offsets/.12.crc"} <= {s["path"] for s in doc["steps"]}
+    assert not (ckpt / "commits" / ".12.crc").exists()
+    assert ": ok: 0 error(s), 0 warning(s) from " in run_cli("check", ckpt, "--strict").stdout
+
+
+def test_show_summarises_over_a_broken_middle_offsets_file_with_a_warning(root):
+    ckpt = root / "checkpoint"
+    (ckpt / "offsets" / "6").write_bytes(b"garbage\n")
+    doc = json.loads(run_cli("show", ckpt, "--format", "json").stdout)
+    assert (doc["last_batch"], doc["last_committed_batch"], doc["watermark_ms"]) == (12, 12, 1704067285000)
+    assert [w for w in doc["warnings"] if w.startswith("offsets/6 does not parse")]
+    assert "offsets/6 does not parse" in run_cli("show", ckpt).stdout
+
+
+def test_check_recommends_one_repair_when_fixes_differ(root):
+    """offsets/11 missing (WM002: rewind to 10) and commits/11 without its offsets (WM004: rewind to 12):
+    rewinding to 10 drops both, and is what the restart oracle proves."""
+    ckpt = root / "checkpoint"
+    (ckpt / "offsets" / "11").unlink()
+    (ckpt / "offsets" / ".11.crc").unlink()
+    out = run_cli("check", ckpt, "--file-sink", root / "output", exit_code=1).stdout.splitlines()
+    assert {"WM002", "WM004"} <= {line.split()[1] for line in out if line.startswith("error ")}
+    assert out[-2] == "recommended repair: wmcheck rewind CKPT --to-batch 10 --file-sink SINK"
+    run_cli("rewind", ckpt, "--to-batch", "10", "--file-sink", root / "output", "--execute", "--idle", "0")
+    assert ": ok: 0 error(s), 0 warning(s) from " in run_cli("check", ckpt, "--file-sink", root / "output").stdout
+
+
+def test_undo_reports_the_state_it_left_as_show_reads_it(root):
+    """A rewind applied under a query that kept running (it wrote offsets/9, commits/9 and a broken offsets/10),
+    then undo --force: what undo reports is what show reads afterwards."""
+    ckpt, original = root / "checkpoint", root.parent / "original"
+    shutil.copytree(ckpt, original)
+    run_cli("rewind", ckpt, "--to-batch", "8", "--execute", "--idle", "0")
+    for log in ("offsets", "commits"):
+        shutil.copyfile(original / log / "9", ckpt / log / "9")
+    (ckpt / "offsets" / "10").write_text("v1\n")
+    doc = json.loads(run_cli("undo", ckpt, "--force", "--idle", "0", "--format", "json").stdout)
+    shown = json.loads(run_cli("show", ckpt, "--format", "json").stdout)
+    assert (doc["last_batch"], doc["last_committed_batch"], doc["watermark_ms"]) == (
+        shown["last_batch"], shown["last_committed_batch"], shown["watermark_ms"]) == (12, 12, 1704067285000)
