@@ -156,9 +156,9 @@ def source_summaries(ckpt: Checkpoint) -> list[SourceSummary]:
     return out
 
 
-def parses(read: Callable[[], object]) -> bool:
+def parses(read: Callable[[int], object], batch: int) -> bool:
     try:
-        read()
+        read(batch)
     except CheckpointError:
         return False
     return True
@@ -174,7 +174,7 @@ def warnings(ckpt: Checkpoint) -> list[str]:
     for name, ids in (("offsets", ckpt.offset_ids), ("commits", ckpt.commit_ids)):
         for lo, hi in ckpt.gaps(ids):
             out.append(f"{name}/ has a gap: batch {lo}" + (f"..{hi}" if hi > lo else "") + " missing")
-    broken = [b for b in ckpt.offset_ids if not parses(lambda: ckpt.offsets(b))]  # parsed once for the repartitions
+    broken = [b for b in ckpt.offset_ids if not parses(ckpt.offsets, b)]  # parsed once for the repartitions
     if broken:
         out.append(f"offsets/{broken[0]} does not parse" + (f" (and {len(broken) - 1} more)" if len(broken) > 1 else "")
                    + ": Spark reads only the last two offsets files on restart, but replays and rewinds to these "

@@ -9,9 +9,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from oracle_cases import CASES, FAILS, OK, WRONG, Case, backup
 from restart_oracle import Outcome, prepare, restart_all
+
 from wmcheck.checkpoint.checks.recommend import recommended_repair
 from wmcheck.checkpoint.checks.registry import CHECKS, ERROR
 from wmcheck.checkpoint.validate import check_location

@@ -22,11 +22,11 @@ CHECKPOINT_FORMAT = "spark.sql.streaming.stateStore.checkpointFormatVersion"
 @register("WM001", ERROR, "a file does not parse")
 def unparseable(ctx: Context) -> Iterator[Issue]:
     last = ctx.ckpt.last_batch
-    tail = {f"{OFFSETS}/{last}", f"{COMMITS}/{last}"} if last else set()
+    tail = {f"{OFFSETS}/{last}", f"{COMMITS}/{last}"} if last is not None and last - 1 in ctx.ckpt.commit_ids else set()
     for path, exc in sorted(ctx.failures.items()):
         yield path, error_text(exc) + (
             f"; fix: wmcheck rewind CKPT --to-batch {last - 1} (drops batch {last} with its checksum files; Spark "
-            f"plans it again)" if path in tail and last - 1 in ctx.ckpt.commit_ids else "")
+            f"plans it again)" if last is not None and path in tail else "")
 
 
 @register("WM002", ERROR, "gap in offsets/ ids")
