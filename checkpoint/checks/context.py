@@ -194,9 +194,9 @@ class Context:
             read = set(sink_log.restart_files)
             for path, raw in self.sink.read([f.path for f in sink_log.log_files], sink_log.restart_files).items():
                 shown = self.sink.shown(path)
-                parsed = self._attempt(shown, parse_file_log, raw, shown)
-                if parsed is not None and path in read:
-                    self.sink_logs[path] = parsed
+                entries = self._attempt(shown, parse_file_log, raw, shown)
+                if entries is not None and path in read:
+                    self.sink_logs[path] = entries
 
     # -- derived facts -----------------------------------------------------------------------------
 

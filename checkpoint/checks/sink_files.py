@@ -6,8 +6,9 @@ import os
 import posixpath
 from typing import TYPE_CHECKING, Iterator
 
-from ..file_logs import FileLogEntry, log_file_batch
+from ..file_logs import FileLogEntry
 from ..fs import local_path
+from ..layout import log_file_batch
 from .context import SINK_LOG, Context, Tree
 from .registry import ERROR, WARNING, Issue, register
 from .text import plural

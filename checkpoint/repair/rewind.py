@@ -16,10 +16,9 @@ import zlib
 from dataclasses import dataclass
 from functools import cached_property
 
-from ..checksums import sidecar_target
 from ..errors import CheckpointError, RefusedError
 from ..fs import FileInfo, FileSystem
-from ..layout import COMMITS, OFFSETS, SINK_LOG, SOURCES
+from ..layout import COMMITS, OFFSETS, SINK_LOG, SOURCES, sidecar_target
 from ..metadata_log import MetadataLog
 from ..model import Checkpoint, loadable
 from ..numbers import is_number
