@@ -25,7 +25,7 @@ from wmcheck.checkpoint.offsets import parse_offsets
 from wmcheck.checkpoint.source_offsets import SourceOffset
 from wmcheck.checkpoint.validate import check_location
 
-from conftest import fixture_facts, run_cli
+from conftest import fixture_facts, run_cli, sink_at_home
 
 HDFS = "agg_window_hdfs"
 LOWER = fixture_facts(HDFS)["next_watermark_ms"] - 60_000
@@ -205,6 +205,7 @@ def test_e4_files_named_with_non_ascii_digits_are_ignored(tmp_path):
     for path in (ckpt / "offsets" / "\u00b2", ckpt / "sources" / "0" / "\u00b2", root / "output" / "_spark_metadata" / "\u00b2"):
         path.write_text("v1\n{}")
     run_cli("show", str(ckpt))
+    sink_at_home(root, HDFS)  # its sink log names the files where the fixture was generated (WM032/WM033)
     out = run_cli("check", str(ckpt), "--file-sink", str(root / "output"), "--format", "json").stdout
     assert json.loads(out) == []
 
@@ -215,7 +216,8 @@ def test_e5_symlink_loops_and_dangling_links_are_listed_not_fatal(where, kind, t
     root = copy_of(HDFS, tmp_path)
     link = root / "checkpoint" / where
     link.symlink_to(link if kind == "loop" else root / "nowhere")
-    result = run_cli("check", str(root / "checkpoint"), "--format", "json", exit_code=1)
+    # a state file beyond the last batch is a warning (WM017: Spark restarts fine), a commit without offsets an error
+    result = run_cli("check", str(root / "checkpoint"), "--format", "json", exit_code=1 if where.startswith("commits") else 0)
     assert "Traceback" not in result.output
     run_cli("show", str(root / "checkpoint"))
     shown = repair.run(str(root / "checkpoint"), repair.RewindRequest(to_batch=10), repair.RunOptions(idle_ms=0))
