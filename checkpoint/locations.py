@@ -7,7 +7,8 @@ from typing import Any, Iterable, Mapping
 from urllib.parse import unquote, urlsplit
 
 from .errors import CheckpointError
-from .fs import local_path
+from .fs import FileInfo, FileSystem, local_path
+from .layout import SINK_LOG
 
 
 def spark_location(path: str) -> str:
@@ -74,3 +75,43 @@ def _remote_stat(store: Any, path: str) -> tuple[bool | None, int | None]:
     except (CheckpointError, OSError):
         return None, None
     return (False, None) if info is None or info.is_dir else (True, info.size)
+
+
+def entry_location(path: str) -> str:
+    """A log entry's path (a URI) as a store path: ``file:///a/b`` -> ``/a/b``, ``s3a://bk/a`` -> ``bk/a``."""
+    parts = urlsplit(path)
+    if parts.scheme in ("", "file"):
+        return unquote(parts.path)
+    return unquote(parts.netloc + parts.path)
+
+
+class SinkFiles:
+    """Finds the data file a sink log entry names inside the sink directory (and nowhere else).
+
+    Entries hold absolute URIs; when the sink was copied or moved they point at the old place, so
+    a file is also found by the longest trailing part of its path that exists below the sink.
+    """
+
+    def __init__(self, fs: FileSystem, root_path: str) -> None:
+        self.fs = fs
+        self.root_path = root_path.rstrip("/")
+        self._listing: dict[str, FileInfo] | None = None
+
+    def listing(self) -> dict[str, FileInfo]:
+        if self._listing is None:
+            self._listing = {i.path: i for i in self.fs.walk("") if not i.path.startswith(SINK_LOG + "/")}
+        return self._listing
+
+    def find(self, entry_path: str) -> FileInfo | None:
+        location = entry_location(entry_path)
+        if location.startswith(self.root_path + "/"):
+            rel = location[len(self.root_path) + 1:]
+            if rel.split("/")[0] != SINK_LOG and ".." not in rel.split("/"):
+                return self.fs.info(rel)
+        parts = location.strip("/").split("/")
+        listing = self.listing()
+        for start in range(1, len(parts)):
+            rel = "/".join(parts[start:])
+            if rel in listing:
+                return listing[rel]
+        return None

@@ -4,32 +4,22 @@ from __future__ import annotations
 
 import os
 import posixpath
-from typing import TYPE_CHECKING, Iterator
+from typing import Iterator
 
 from ..file_logs import FileLogEntry
 from ..fs import local_path
 from ..layout import log_file_batch
+from ..locations import SinkFiles, entry_location
 from .context import SINK_LOG, Context, Tree
 from .registry import ERROR, WARNING, Issue, register
 from .text import plural
 
-if TYPE_CHECKING:
-    from ..repair.logs import SinkFiles
 
-
-def sink_files(ctx: Context) -> "SinkFiles":
-    """The sink's data files, found by the names its log records (imported late: repair imports the checks)."""
-    from ..repair.logs import SinkFiles
-
+def sink_files(ctx: Context) -> SinkFiles:
+    """The sink's data files, found by the names its log records."""
     if "sink-files" not in ctx.memo:
         ctx.memo["sink-files"] = SinkFiles(sink_of(ctx).fs, sink_of(ctx).fs.root.rstrip("/"))
     return ctx.memo["sink-files"]
-
-
-def location_of(uri: str) -> str:
-    from ..repair.logs import entry_location
-
-    return entry_location(uri)
 
 
 def sink_of(ctx: Context) -> Tree:
@@ -59,7 +49,7 @@ def outside(ctx: Context) -> tuple[list[tuple[str, str | None]], list[tuple[str,
         gone: list[tuple[str, str | None]] = []
         elsewhere: list[tuple[str, str | None]] = []
         for entry in live_entries(ctx):
-            location = location_of(entry.path)
+            location = entry_location(entry.path)
             if location.startswith(root + "/"):
                 continue
             found = files.find(entry.path)
@@ -74,7 +64,7 @@ def path_map_hint(entries: list[tuple[str, str | None]], sink_root: str) -> str:
     """The ``relocate --path-map`` that maps the directory that moved (the old sink directory and the new one
     without their common trailing part: a moved parent maps the input beside the sink too)."""
     uri, here = next(((u, h) for u, h in entries if h is not None), entries[0])
-    location = location_of(uri)
+    location = entry_location(uri)
     old = location[: -len(here) - 1] if here is not None and location.endswith("/" + here) else posixpath.dirname(location)
     new = sink_root
     while posixpath.basename(old) == posixpath.basename(new) and posixpath.dirname(old) not in ("", "/"):

@@ -13,11 +13,10 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass
 from typing import Callable
-from urllib.parse import unquote, urlsplit
 
 from ..file_logs import FileLog, FileLogEntry, parse_file_log, serialize_file_log
 from ..fs import FileInfo, FileSystem
-from ..layout import SINK_LOG, all_sidecars
+from ..layout import all_sidecars
 from ..metadata_log import MetadataLog
 from .plan import Step
 
@@ -101,46 +100,6 @@ def read_parsed(fs: FileSystem) -> Callable[[str], FileLog]:
         return cache[path]
 
     return read
-
-
-def entry_location(path: str) -> str:
-    """A log entry's path (a URI) as a store path: ``file:///a/b`` -> ``/a/b``, ``s3a://bk/a`` -> ``bk/a``."""
-    parts = urlsplit(path)
-    if parts.scheme in ("", "file"):
-        return unquote(parts.path)
-    return unquote(parts.netloc + parts.path)
-
-
-class SinkFiles:
-    """Finds the data file a sink log entry names inside the sink directory (and nowhere else).
-
-    Entries hold absolute URIs; when the sink was copied or moved they point at the old place, so
-    a file is also found by the longest trailing part of its path that exists below the sink.
-    """
-
-    def __init__(self, fs: FileSystem, root_path: str) -> None:
-        self.fs = fs
-        self.root_path = root_path.rstrip("/")
-        self._listing: dict[str, FileInfo] | None = None
-
-    def listing(self) -> dict[str, FileInfo]:
-        if self._listing is None:
-            self._listing = {i.path: i for i in self.fs.walk("") if not i.path.startswith(SINK_LOG + "/")}
-        return self._listing
-
-    def find(self, entry_path: str) -> FileInfo | None:
-        location = entry_location(entry_path)
-        if location.startswith(self.root_path + "/"):
-            rel = location[len(self.root_path) + 1:]
-            if rel.split("/")[0] != SINK_LOG and ".." not in rel.split("/"):
-                return self.fs.info(rel)
-        parts = location.strip("/").split("/")
-        listing = self.listing()
-        for start in range(1, len(parts)):
-            rel = "/".join(parts[start:])
-            if rel in listing:
-                return listing[rel]
-        return None
 
 
 def sink_orphans(rewind: LogRewind, read: Callable[[str], FileLog]) -> list[str]:

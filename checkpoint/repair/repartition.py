@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..errors import CheckpointError, RefusedError
+from ..layout import SINK_LOG
 from ..model import COMMITS, OFFSETS, Checkpoint
 from ..repartitions import (
     PROVIDER,
@@ -26,7 +27,6 @@ from ..repartitions import (
 from ..state_files import is_temp
 from .backup import Backup, write_journal
 from .execute import _apply
-from .logs import SINK_LOG
 from .plan import Plan, Step
 from .requests import REQUESTS, FsOptions, RepairRequest, open_file_sink
 from .rewind import FileSink, plan_rewind

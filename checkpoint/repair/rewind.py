@@ -19,12 +19,13 @@ from functools import cached_property
 from ..errors import CheckpointError, RefusedError
 from ..fs import FileInfo, FileSystem
 from ..layout import COMMITS, OFFSETS, SINK_LOG, SOURCES, sidecar_target
+from ..locations import SinkFiles
 from ..metadata_log import MetadataLog
 from ..model import Checkpoint, loadable
 from ..numbers import is_number
 from ..repartitions import partitions_of
 from ..state_files import StorePartition
-from .logs import LogRewind, SinkFiles, read_parsed, remove_steps, rewind_log, sink_orphans
+from .logs import LogRewind, read_parsed, remove_steps, rewind_log, sink_orphans
 from .plan import Plan, Step
 from .targets import retained_batches
 
