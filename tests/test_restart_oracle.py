@@ -16,7 +16,7 @@ from wmcheck.checkpoint.checks.recommend import recommended_repair
 from wmcheck.checkpoint.checks.registry import CHECKS, ERROR
 from wmcheck.checkpoint.validate import check_location
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.oracle]
 
 
 def findings(case: Case, root: Path) -> list:
