@@ -2,28 +2,21 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import glob
 import os
 from datetime import tzinfo
-from typing import TextIO
 
 import click
 
 from wmcheck.checkpoint.checks.context import STALL_BATCHES
-from wmcheck.checkpoint.checks.recommend import recommended_repair
 from wmcheck.checkpoint.fs import scheme_of
 from wmcheck.checkpoint.progress_files import read_reports
 from wmcheck.checkpoint.validate import check_location, fails, open_file_sink, select_checks
 
 from .main import EXIT_INPUT
 from .options import common_options, gc_paused, parse_pairs, progress_option
-from .output import FORMATS, Output, make_output
-from .reports import Result, github, junit
-
-REPORTS = {"github": github, "junit": junit}
-FIELDS = ["code", "severity", "checkpoint", "path", "message"]
-TABLE_COLUMNS = ["severity", "code", "path", "message"]
+from .output import FORMATS, make_output
+from .reports import REPORT_OUTPUTS, Result
 
 
 def codes(text: str | None) -> list[str] | None:
@@ -40,24 +33,6 @@ def expand(locations: tuple[str, ...]) -> list[str]:
     return out
 
 
-def render(fmt: str, results: list[Result], strict: bool, stream: TextIO | None) -> None:
-    """Hand the findings to the output layer in ``fmt``."""
-    if fmt in REPORTS:
-        Output(stream).write(REPORTS[fmt](results, strict))
-        return
-    out = make_output(fmt, stream)
-    if fmt != "table":
-        out.rows([dataclasses.asdict(f) for r in results for f in r.findings], FIELDS)
-        return
-    for result in results:
-        if result.findings:
-            out.rows([dataclasses.asdict(f) for f in result.findings], TABLE_COLUMNS)
-        repair = recommended_repair(result.findings, result.has_sink)
-        if repair:
-            out.write(f"recommended repair: {repair}")
-        out.write(result.summary(strict))
-
-
 @click.command()
 @click.argument("checkpoints", nargs=-1, required=True, metavar="CKPT...")
 @click.option("--file-sink", metavar="PATH", help="Also check this file sink's _spark_metadata against the checkpoint.")
@@ -68,7 +43,7 @@ def render(fmt: str, results: list[Result], strict: bool, stream: TextIO | None)
 @click.option("--stall-batches", type=click.IntRange(min=1), default=STALL_BATCHES, show_default=True,
               help="Warn (WM038) once a watermark held back by an idle input spans this many data batches.")
 @progress_option()
-@common_options(FORMATS + tuple(REPORTS))
+@common_options(FORMATS + tuple(REPORT_OUTPUTS))
 @gc_paused
 def check(checkpoints: tuple[str, ...], file_sink: str | None, strict: bool, output: str | None, select: str | None,
           ignore: str | None, stall_batches: int, progress: str | None, fmt: str, tz: tzinfo,
@@ -90,7 +65,7 @@ def check(checkpoints: tuple[str, ...], file_sink: str | None, strict: bool, out
         for loc in expand(checkpoints)
     ]
     with open(output, "w", encoding="utf-8") if output else contextlib.nullcontext() as stream:
-        render(fmt, results, strict, stream)
+        make_output(fmt, stream, tz).findings(results, strict)
     if any(r.unreadable for r in results):
         raise click.exceptions.Exit(EXIT_INPUT)
     if any(fails(f, strict) for r in results for f in r.findings):

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from wmcheck.statestore.reader import Target
     from wmcheck.statestore.summary import StateSummary
 
+    from .reports import Result
+
 FORMATS = ("table", "json", "csv")
 _FIELD_NAMES: dict[type, tuple[tuple[str, str], ...]] = {}
 
@@ -111,6 +113,22 @@ class Output:
     def state_summary(self, summary: StateSummary) -> None:
         self.document(summary, *views.state_summary(summary))
 
+    def findings(self, results: Sequence[Result], strict: bool) -> None:
+        """``wmcheck check``: every finding of every checkpoint."""
+        self.rows([f for r in results for f in r.findings], views.FINDING_FIELDS)
+
+    def backups(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        self.rows(rows, view=views.BACKUPS)
+
+    def replay_plan(self, doc: Mapping[str, Any], first: int | None, last: int | None) -> None:
+        self.document(doc, *views.replay_plan(doc, first, last))
+
+    def replay_rows(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        self.rows(rows, views.REPLAY_COLUMNS, view=views.replay_rows(self.tz))
+
+    def note(self, text: str) -> None:
+        """A line for people only (machine formats leave it out)."""
+
     def state_rows(self, rows: Sequence[Mapping[str, Any]], target: Target, notes: Sequence[str]) -> None:
         """State rows older than the watermark; ``notes`` name the stores that never evict."""
         title, view = views.state_rows(target, notes, self.tz)
@@ -144,6 +162,11 @@ class CsvOutput(Output):
         self._csv(["field", "value"], [list(item) for item in flatten(plain(doc))])
 
 
+    def replay_plan(self, doc, first, last):
+        self.rows([{**b, **s, "files": [f["location"] for f in s.get("files", [])]} for b, s in views.plan_sources(doc)],
+                  views.PLAN_CSV_COLUMNS)
+
+
 class TableOutput(Output):
     def _table(self, rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> str:
         from tabulate import tabulate
@@ -168,7 +191,25 @@ class TableOutput(Output):
             self.write("")
             self.rows(rows, columns, title=title)
 
+    def note(self, text):
+        self.write(text)
+
+    def findings(self, results, strict):
+        from wmcheck.checkpoint.checks.recommend import recommended_repair
+
+        for result in results:
+            if result.findings:
+                self.rows(result.findings, view=views.FINDINGS)
+            repair = recommended_repair(result.findings, result.has_sink)
+            if repair:
+                self.write(f"recommended repair: {repair}")
+            self.write(result.summary(strict))
+
 
 def make_output(fmt: str, stream: TextIO | None = None, tz: tzinfo = timezone.utc) -> Output:
     """The ``Output`` for ``--format``."""
+    if fmt in ("github", "junit"):
+        from .reports import REPORT_OUTPUTS
+
+        return REPORT_OUTPUTS[fmt](stream, tz)
     return {"table": TableOutput, "json": JsonOutput, "csv": CsvOutput}[fmt](stream, tz)

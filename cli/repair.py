@@ -14,7 +14,6 @@ from .options import common_options, gc_paused, parse_pairs
 from .output import make_output, plain, repair_doc
 
 STEP_COLUMNS = ["step", "action", "phase", "path", "reason"]
-BACKUP_COLUMNS = ["backup_id", "command", "status", "created", "target", "last_committed_before", "steps", "files"]
 
 
 def repair_options(fn: Callable) -> Callable:
@@ -169,5 +168,5 @@ def backups(checkpoint: str, fmt, tz, fs_options) -> None:
     """List the backups wmcheck made of CHECKPOINT, oldest first."""
     rows = [{**plain(row), "created": format_ms(row.created_ms, tz)}
             for row in repair.list_backups(checkpoint, fs_options=parse_pairs(fs_options, "--fs-option"))]
-    make_output(fmt).rows(rows, BACKUP_COLUMNS if fmt == "table" else None)
+    make_output(fmt, tz=tz).backups(rows)
 

@@ -5,63 +5,19 @@ import dataclasses
 import os
 import sys
 from datetime import tzinfo
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
-from wmcheck.checkpoint.batch_inputs import LATE_RULES, BatchInput, plan, plan_document
+from wmcheck.checkpoint.batch_inputs import LATE_RULES, plan, plan_document
 from wmcheck.checkpoint.model import open_checkpoint
-from wmcheck.checkpoint.timeutil import format_duration, format_ms
+from wmcheck.checkpoint.timeutil import format_duration
 
 from .options import common_options, parse_pairs
 from .output import Output, make_output
 
 if TYPE_CHECKING:
     from wmcheck.statestore.late_rows import Lateness
-
-PLAN_COLUMNS = ["batch", "committed", "watermark", "late watermark", "source", "kind", "input", "files", "bytes",
-                "missing", "note"]
-PLAN_CSV_COLUMNS = ["batch_id", "committed", "watermark_ms", "late_watermark_ms", "source_id", "kind", "start", "end",
-                    "num_files", "bytes", "missing_files", "starting_offsets_json", "ending_offsets_json", "records",
-                    "replayable", "note", "files"]
-FILE_COLUMNS = ["batch", "source", "log batch", "location", "size", "exists"]
-SUMMARY_COLUMNS = ["batch", "committed", "watermark_ms", "late_watermark_ms", "source_id", "files", "missing_files",
-                   "rows", "late_rows", "on_time_rows", "late_groups", "kept_rows"]
-
-
-def _input_text(src: dict[str, Any]) -> str | None:
-    if src["kind"] == "file":
-        batches = src["log_batches"]
-        if not batches:
-            return "no new files"
-        return f"log batch {batches[0]}" if len(batches) == 1 else f"log batches {batches[0]}..{batches[-1]}"
-    if src["kind"] == "kafka":
-        return f"{src['starting_offsets_json']} -> {src['ending_offsets_json']}"
-    if src["kind"] == "delta":
-        return f"{src['start_version']} -> {src['end_version']}"
-    return f"{src['start']} -> {src['end']}"
-
-
-def _print_plan(ckpt, batches: list[BatchInput], fmt: str, tz: tzinfo) -> None:
-    doc = plan_document(ckpt, batches, tz)
-    rows = [(b, s) for b in doc["batches"] for s in b["sources"]]
-    out = make_output(fmt)
-    if fmt == "csv":
-        out.rows([{**b, **s, "files": [f["location"] for f in s.get("files", [])]} for b, s in rows], PLAN_CSV_COLUMNS)
-        return
-    table = [{
-        "batch": b["batch_id"], "committed": b["committed"], "watermark": f"{b['watermark_ms']} ({b['watermark']})",
-        "late watermark": f"{b['late_watermark_ms']} ({b['late_watermark']})", "source": s["source_id"],
-        "kind": s["kind"], "input": _input_text(s), "files": s.get("num_files"), "bytes": s.get("bytes"),
-        "missing": s.get("missing_files"), "note": s["note"],
-    } for b, s in rows]
-    files = [{"batch": b["batch_id"], "source": s["source_id"], "log batch": f["log_batch"], "location": f["location"],
-              "size": f["size"], "exists": f["exists"]} for b, s in rows for f in s.get("files", [])]
-    first, last = (batches[0].batch_id, batches[-1].batch_id) if batches else (None, None)
-    fields = [("checkpoint", doc["checkpoint"]), ("batches", f"{first}..{last}"),
-              ("oldest replayable", doc["oldest_replayable_batch"])]
-    out.document(doc, fields, [("Batches", table, PLAN_COLUMNS), ("Files", files, FILE_COLUMNS)])
-
 
 def _print_lateness(out: Output, found: "Lateness") -> None:
     doc = dataclasses.asdict(found)
@@ -125,7 +81,8 @@ def replay(checkpoint: str, start: int, end: int | None, source: str | None, sho
     if show_plan:
         batches = plan(ckpt, start, end, source=source, include_pending=include_pending, path_map=path_map,
                        late_rule=late_watermark, fs_options=fs_opts)
-        _print_plan(ckpt, batches, fmt, tz)
+        first, last = (batches[0].batch_id, batches[-1].batch_id) if batches else (None, None)
+        make_output(fmt, tz=tz).replay_plan(plan_document(ckpt, batches, tz), first, last)
         return
     from wmcheck.statestore.late_rows import infer_window, lateness, window_key
     from wmcheck.statestore.replay import ReplayOptions, prepare, read_batches, replay_session
@@ -144,21 +101,16 @@ def replay(checkpoint: str, start: int, end: int | None, source: str | None, sho
     sink = ParquetSink(output, overwrite, fs_opts) if output else load_function(foreach) if foreach else None
     spark = replay_session(master, parse_pairs(confs, "--conf"), packages, jars)
     keys = tuple(c.strip() for c in group_by.split(",") if c.strip()) if group_by else ()
-    out = make_output(fmt)
+    out = make_output(fmt, tz=tz)
     stored = window_key(ckpt) if event_time and not window else None
     if stored is not None:
         inferred = infer_window(spark, ckpt, stored)
         opts = dataclasses.replace(opts, window=inferred.spec)
         keys = keys or inferred.group_by
-        if fmt == "table":
-            out.write(f"window: {format_duration(inferred.duration_ms)} every {format_duration(inferred.slide_ms)}, "
-                      f"grouped by {', '.join(inferred.group_by) or 'nothing else'} (inferred from state/{stored.operator_id})")
+        out.note(f"window: {format_duration(inferred.duration_ms)} every {format_duration(inferred.slide_ms)}, "
+                 f"grouped by {', '.join(inferred.group_by) or 'nothing else'} (inferred from state/{stored.operator_id})")
     if show_lateness:
         _print_lateness(out, lateness(list(read_batches(spark, batches, opts)), str(event_time)))
         return
     rows = run_replay(spark, batches, opts, sink or (lambda _df, _batch: None), keys)
-    if fmt == "table":
-        for row in rows:
-            for key in ("watermark_ms", "late_watermark_ms"):
-                row[key] = f"{row[key]} ({format_ms(row[key], tz)})"
-    out.rows(rows, SUMMARY_COLUMNS)
+    out.replay_rows(rows)

@@ -136,3 +136,63 @@ def state_rows(target: Target, notes: Sequence[str], tz: tzinfo) -> tuple[str, R
                 "behind watermark": format_duration(None if ms is None else target.watermark_ms - ms)}
 
     return title, RowView(["operator_id", "store", "partition_id", "key", "value", "event time", "behind watermark"], row)
+
+
+FINDING_FIELDS = ["code", "severity", "checkpoint", "path", "message"]
+FINDINGS = RowView(["severity", "code", "path", "message"], lambda f: {
+    "severity": f.severity, "code": f.code, "path": f.path, "message": f.message})
+
+BACKUPS = RowView(["backup_id", "command", "status", "created", "target", "last_committed_before", "steps", "files"],
+                  lambda row: row)
+
+
+PLAN_COLUMNS = ["batch", "committed", "watermark", "late watermark", "source", "kind", "input", "files", "bytes",
+                "missing", "note"]
+PLAN_CSV_COLUMNS = ["batch_id", "committed", "watermark_ms", "late_watermark_ms", "source_id", "kind", "start", "end",
+                    "num_files", "bytes", "missing_files", "starting_offsets_json", "ending_offsets_json", "records",
+                    "replayable", "note", "files"]
+FILE_COLUMNS = ["batch", "source", "log batch", "location", "size", "exists"]
+REPLAY_COLUMNS = ["batch", "committed", "watermark_ms", "late_watermark_ms", "source_id", "files", "missing_files",
+                  "rows", "late_rows", "on_time_rows", "late_groups", "kept_rows"]
+
+
+def _input_text(src: Mapping[str, Any]) -> str | None:
+    if src["kind"] == "file":
+        batches = src["log_batches"]
+        if not batches:
+            return "no new files"
+        return f"log batch {batches[0]}" if len(batches) == 1 else f"log batches {batches[0]}..{batches[-1]}"
+    if src["kind"] == "kafka":
+        return f"{src['starting_offsets_json']} -> {src['ending_offsets_json']}"
+    if src["kind"] == "delta":
+        return f"{src['start_version']} -> {src['end_version']}"
+    return f"{src['start']} -> {src['end']}"
+
+
+def plan_sources(doc: Mapping[str, Any]) -> list[tuple[Mapping[str, Any], Mapping[str, Any]]]:
+    """(batch, source) pairs of a replay plan document."""
+    return [(b, s) for b in doc["batches"] for s in b["sources"]]
+
+
+def replay_plan(doc: Mapping[str, Any], first: int | None, last: int | None) -> tuple[Fields, list[Table]]:
+    """``wmcheck replay --plan``."""
+    rows = plan_sources(doc)
+    table = [{
+        "batch": b["batch_id"], "committed": b["committed"], "watermark": f"{b['watermark_ms']} ({b['watermark']})",
+        "late watermark": f"{b['late_watermark_ms']} ({b['late_watermark']})", "source": s["source_id"],
+        "kind": s["kind"], "input": _input_text(s), "files": s.get("num_files"), "bytes": s.get("bytes"),
+        "missing": s.get("missing_files"), "note": s["note"],
+    } for b, s in rows]
+    files = [{"batch": b["batch_id"], "source": s["source_id"], "log batch": f["log_batch"], "location": f["location"],
+              "size": f["size"], "exists": f["exists"]} for b, s in rows for f in s.get("files", [])]
+    fields: Fields = [("checkpoint", doc["checkpoint"]), ("batches", f"{first}..{last}"),
+                      ("oldest replayable", doc["oldest_replayable_batch"])]
+    return fields, [("Batches", table, PLAN_COLUMNS), ("Files", files, FILE_COLUMNS)]
+
+
+def replay_rows(tz: tzinfo) -> RowView:
+    """``wmcheck replay``: one row per batch and source, watermarks with their time."""
+    def row(r: Mapping[str, Any]) -> dict[str, Any]:
+        return {**r, **{key: f"{r[key]} ({format_ms(r[key], tz)})" for key in ("watermark_ms", "late_watermark_ms")}}
+
+    return RowView(REPLAY_COLUMNS, row)
