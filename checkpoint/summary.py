@@ -6,10 +6,11 @@ from datetime import timezone, tzinfo
 from typing import Callable, Mapping
 
 from .errors import CheckpointError
-from .layout import REPAIR_JOURNAL
+from .layout import OWN_DIR
 from .model import PINNED_CONFS, Checkpoint, Operator, loadable
 from .progress import BatchProgress, QueryProgress
 from .relocation import foreign_references
+from .repair_records import find_interrupted
 from .repartitions import batch_kind, partitions_of, repartitions, unfinished
 from .source_labels import label, source_labels
 from .stall import SourceActivity, WatermarkStall, batch_activity, watermark_stall
@@ -164,10 +165,20 @@ def parses(read: Callable[[int], object], batch: int) -> bool:
     return True
 
 
+def _repair_interrupted(ckpt: Checkpoint) -> bool:
+    """Whether a killed wmcheck repair or undo left its journal, or a manifest still applying or undoing."""
+    if not ckpt.fs.exists(OWN_DIR):
+        return False
+    try:
+        return find_interrupted(ckpt.fs) is not None
+    except CheckpointError:  # an unreadable journal or manifest: `wmcheck check` (WM026) says which
+        return True
+
+
 def warnings(ckpt: Checkpoint) -> list[str]:
     """Cheap signs of trouble worth showing on every ``show``."""
     out = []
-    if ckpt.fs.exists(REPAIR_JOURNAL):
+    if _repair_interrupted(ckpt):
         out.append("an interrupted wmcheck repair was found: run 'wmcheck undo' or re-run the same command to finish it")
     if ckpt.query_metadata is None:
         out.append("metadata is missing: Spark will treat the restart as a new query id")

@@ -344,3 +344,18 @@ def test_m6_a_query_coming_alive_during_the_repair_stops_it_journaled(tmp_path):
     repair.undo_repair(str(ckpt), idle_ms=0)
     (ckpt / "offsets" / "13").unlink()
     assert trees(root) == original
+
+
+@needs_strace
+def test_show_names_a_repair_killed_before_its_journal_was_written(tmp_path):
+    scratch = copy_of(HDFS, tmp_path, "-scratch")
+    renames = calls(set_watermark_args(scratch), "rename", scratch)
+    k = 1 + next(i for i, a in enumerate(renames) if "_wmcheck/journal.json" in a.split(",")[1])
+    root = copy_of(HDFS, tmp_path)
+    killed_at(set_watermark_args(root), "rename", k)
+    ckpt = root / "checkpoint"
+    assert not (ckpt / "_wmcheck" / "journal.json").exists()
+    assert any(f.code == "WM026" for f in check_location(str(ckpt)))
+    assert "an interrupted wmcheck repair was found" in run_cli("show", ckpt).stdout
+    repair.undo_repair(str(ckpt), idle_ms=0)
+    assert "interrupted" not in run_cli("show", ckpt).stdout
