@@ -205,8 +205,7 @@ def test_killed_repartition_is_undone_byte_for_byte(tmp_path, point):
     if point != "Spark commits L+1" and os.environ.get("WMCHECK_FULL_KILL_SWEEP") != "1":
         pytest.skip("one JVM per point: WMCHECK_FULL_KILL_SWEEP=1 runs it")
     name = "dedup_rocksdb_p3"
-    root = tmp_path / name
-    shutil.copytree(FIXTURES / name, root)
+    root = restartable(name, tmp_path)
     ckpt, out, batch = root / "checkpoint", root / "output", fixture_facts(name)["last_batch"] + 1
     before = files(root)
     proc = subprocess.Popen([sys.executable, "-m", "wmcheck.cli", "repartition", str(ckpt), "--partitions", "5",
