@@ -28,20 +28,23 @@ if TYPE_CHECKING:
 
 FORMATS = ("table", "json", "csv")
 _FIELD_NAMES: dict[type, tuple[tuple[str, str], ...]] = {}
+_SCALARS = frozenset((str, int, float, bool, type(None)))
 
 
 def plain(value: Any) -> Any:
     """A result as JSON values: dataclasses as objects keyed by their field names (in field order; a field's
     ``metadata["json"]`` renames its key, e.g. ``from_`` -> ``from``), tuples as lists."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        names = _FIELD_NAMES.get(type(value))
-        if names is None:
-            names = _FIELD_NAMES[type(value)] = tuple((f.metadata.get("json", f.name), f.name)
-                                                      for f in dataclasses.fields(value))
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    names = _FIELD_NAMES.get(kind)
+    if names is None and dataclasses.is_dataclass(value) and not isinstance(value, type):
+        names = _FIELD_NAMES[kind] = tuple((f.metadata.get("json", f.name), f.name) for f in dataclasses.fields(value))
+    if names is not None:
         return {key: plain(getattr(value, name)) for key, name in names}
     if isinstance(value, (list, tuple)):
         return [plain(v) for v in value]
-    if isinstance(value, Mapping):
+    if isinstance(value, (dict, Mapping)):
         return {k: plain(v) for k, v in value.items()}
     return value
 
