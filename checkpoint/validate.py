@@ -1,6 +1,6 @@
 """``wmcheck check`` as a library: every inconsistency that makes Spark fail, lose data or misbehave on restart.
 
-``check_checkpoint(ckpt)`` runs every registered check (``CHECKS``, codes ``WM001``...) over one
+``check_checkpoint(ckpt)`` runs every check of the registry (``CHECKS``, codes ``WM001``...) over one
 checkpoint, reading each file once, and returns :class:`Finding` objects; files that do not parse
 become findings too. ``check_location`` also turns a checkpoint that cannot be opened into a
 ``WM000`` finding, so that one bad path does not hide the others.
@@ -12,9 +12,9 @@ import posixpath
 from datetime import timezone, tzinfo
 from typing import Iterable, Mapping, Sequence
 
-from .checks import logs, repartition, sink_files, sources, stall, state, watermark  # noqa: F401 - importing registers the checks
 from .checks.context import STALL_BATCHES, Context, error_text
-from .checks.registry import CHECKS, ERROR, OPEN_FAILED, WARNING, Check, Finding
+from .checks.definition import ERROR, WARNING, Check, Finding
+from .checks.registry import CHECKS, OPEN_FAILED
 from .errors import CheckpointError, MissingFileError
 from .fs import FileSystem, open_fs, require_dir, scheme_of
 from .layout import SINK_LOG

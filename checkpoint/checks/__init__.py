@@ -1,1 +1,1 @@
-"""The checks behind ``wmcheck check``, one module per area; importing them registers them."""
+"""The checks behind ``wmcheck check``, one module per area, run as :mod:`.registry` lists them."""

@@ -19,7 +19,7 @@ from ..offsets import FAST_METADATA, BatchMetadata, OffsetSeq
 from ..progress import QueryProgress
 from ..state_files import StateFile, StateLayout
 from ..state_schema import StateSchemaFile, parse_state_schema
-from .registry import Issue
+from .definition import Issue
 
 T = TypeVar("T")
 STALL_BATCHES = 5

@@ -12,14 +12,14 @@ from ..repair_records import find_interrupted, read_journal
 from ..state_files import is_crc, is_temp
 from ..timeutil import format_duration
 from .context import Context, Tree, error_text
-from .registry import ERROR, WARNING, Issue, register
+from .definition import ERROR, WARNING, Issue, check
 from .text import span
 
 JAVA_UUID = re.compile(r"^[0-9a-fA-F]{1,8}-[0-9a-fA-F]{1,4}-[0-9a-fA-F]{1,4}-[0-9a-fA-F]{1,4}-[0-9a-fA-F]{1,12}$")
 CHECKPOINT_FORMAT = "spark.sql.streaming.stateStore.checkpointFormatVersion"
 
 
-@register("WM001", ERROR, "a file does not parse")
+@check("WM001", ERROR, "a file does not parse")
 def unparseable(ctx: Context) -> Iterator[Issue]:
     last = ctx.ckpt.last_batch
     tail = {f"{OFFSETS}/{last}", f"{COMMITS}/{last}"} if last is not None and last - 1 in ctx.ckpt.commit_ids else set()
@@ -29,7 +29,7 @@ def unparseable(ctx: Context) -> Iterator[Issue]:
             f"plans it again)" if last is not None and path in tail else "")
 
 
-@register("WM002", ERROR, "gap in offsets/ ids")
+@check("WM002", ERROR, "gap in offsets/ ids")
 def offsets_gap(ctx: Context) -> Iterator[Issue]:
     for lo, hi in ctx.ckpt.gaps(ctx.ckpt.offset_ids):
         yield f"{OFFSETS}/{lo}", (
@@ -39,7 +39,7 @@ def offsets_gap(ctx: Context) -> Iterator[Issue]:
         )
 
 
-@register("WM003", WARNING, "gap in commits/ ids")
+@check("WM003", WARNING, "gap in commits/ ids")
 def commits_gap(ctx: Context) -> Iterator[Issue]:
     for lo, hi in ctx.ckpt.gaps(ctx.ckpt.commit_ids):
         yield f"{COMMITS}/{lo}", (
@@ -49,7 +49,7 @@ def commits_gap(ctx: Context) -> Iterator[Issue]:
         )
 
 
-@register("WM004", ERROR, "commit without its offsets")
+@check("WM004", ERROR, "commit without its offsets")
 def commit_without_offsets(ctx: Context) -> Iterator[Issue]:
     ckpt = ctx.ckpt
     offsets = set(ckpt.offset_ids)
@@ -64,7 +64,7 @@ def commit_without_offsets(ctx: Context) -> Iterator[Issue]:
             ) + (f"; fix: wmcheck rewind CKPT --to-batch {last}" if last is not None else "; restore offsets/ from a backup")
 
 
-@register("WM005", ERROR, "more than one batch past the last commit")
+@check("WM005", ERROR, "more than one batch past the last commit")
 def uncommitted_batches(ctx: Context) -> Iterator[Issue]:
     ckpt = ctx.ckpt
     done = ckpt.last_committed_batch
@@ -94,7 +94,7 @@ def checkpoint_format(ctx: Context) -> tuple[int | None, str]:
     return 1, "its state files carry no unique ids"
 
 
-@register("WM006", ERROR, "log versions that the checkpoint format does not allow")
+@check("WM006", ERROR, "log versions that the checkpoint format does not allow")
 def log_versions(ctx: Context) -> Iterator[Issue]:
     fmt, source = checkpoint_format(ctx)
     if fmt is not None:
@@ -120,7 +120,7 @@ def log_versions(ctx: Context) -> Iterator[Issue]:
             break
 
 
-@register("WM007", ERROR, "metadata is missing")
+@check("WM007", ERROR, "metadata is missing")
 def metadata_missing(ctx: Context) -> Iterator[Issue]:
     if "metadata" not in ctx.tree.entries and (ctx.ckpt.offset_ids or ctx.ckpt.commit_ids):
         yield "metadata", (
@@ -130,7 +130,7 @@ def metadata_missing(ctx: Context) -> Iterator[Issue]:
         )
 
 
-@register("WM008", ERROR, "metadata holds no valid query id")
+@check("WM008", ERROR, "metadata holds no valid query id")
 def metadata_invalid(ctx: Context) -> Iterator[Issue]:
     meta = ctx.query_metadata
     if meta is not None and not JAVA_UUID.match(meta.query_id):
@@ -156,7 +156,7 @@ def strays(ctx: Context) -> tuple[list[tuple[Tree, str]], list[tuple[Tree, str]]
     return ctx.memo["strays"]
 
 
-@register("WM009", WARNING, "leftover temp file")
+@check("WM009", WARNING, "leftover temp file")
 def temp_files(ctx: Context) -> Iterator[Issue]:
     temps = strays(ctx)[0]
     active = newest_recent(ctx.ckpt, DEFAULT_IDLE_MS, now_ms()) if temps else None
@@ -194,7 +194,7 @@ def orphans(ctx: Context) -> tuple[list[tuple[Tree, str, str]], list[tuple[Tree,
     return upcoming, other
 
 
-@register("WM010", WARNING, "orphaned checksum sidecar")
+@check("WM010", WARNING, "orphaned checksum sidecar")
 def orphan_crc(ctx: Context) -> Iterator[Issue]:
     for tree, path, target in orphans(ctx)[1]:
         yield tree.shown(path), (
@@ -204,7 +204,7 @@ def orphan_crc(ctx: Context) -> Iterator[Issue]:
         )
 
 
-@register("WM029", ERROR, "orphaned checksum sidecar of a file Spark writes next")
+@check("WM029", ERROR, "orphaned checksum sidecar of a file Spark writes next")
 def upcoming_orphan_crc(ctx: Context) -> Iterator[Issue]:
     for tree, path, target in orphans(ctx)[0]:
         folder = target.rpartition("/")[0]
@@ -215,7 +215,7 @@ def upcoming_orphan_crc(ctx: Context) -> Iterator[Issue]:
         )
 
 
-@register("WM026", ERROR, "interrupted wmcheck repair")
+@check("WM026", ERROR, "interrupted wmcheck repair")
 def interrupted_repair(ctx: Context) -> Iterator[Issue]:
     if REPAIR_JOURNAL.partition("/")[0] not in ctx.tree.entries:
         return

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from typing import Iterable
 
-from .registry import ERROR, Finding
+from .definition import ERROR, Finding
 
 REWIND = re.compile(r"wmcheck rewind CKPT --to-batch (\d+)( --file-sink SINK)?")
 COMMAND = re.compile(r"wmcheck (?:set-watermark|relocate|undo) CKPT[^;()]*?(?= \(|;|\.(?:\s|$)|$)")

@@ -1,62 +1,44 @@
-"""Findings, and the registry of checks: one stable code, one severity and one title per check."""
+"""The registry of checks: every check ``wmcheck check`` runs, listed here by code (importing a check module
+adds nothing anywhere; a check missing from this list does not run)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterable
+from types import MappingProxyType
+from typing import Mapping
 
-if TYPE_CHECKING:
-    from .context import Context
+from . import logs, repartition, sink_files, sources, stall, state, watermark
+from .definition import ERROR, WARNING, Check, Finding
 
-ERROR, WARNING = "error", "warning"
-SEVERITIES = (ERROR, WARNING)
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One problem: ``path`` is relative to ``checkpoint``; ``message`` says what is wrong and what to do."""
-
-    code: str
-    severity: str
-    checkpoint: str
-    path: str
-    message: str
-
-
-Issue = tuple[str, str]
-"""What a check yields: (path relative to the checkpoint, message with a hint)."""
-
-
-@dataclass(frozen=True)
-class Check:
-    """A registered check; ``run`` is None for codes reported outside the checks (WM000)."""
-
-    code: str
-    severity: str
-    title: str
-    run: Callable[["Context"], Iterable[Issue]] | None
-    needs_sink: bool = False
-
-
-CHECKS: dict[str, Check] = {}
-
-
-def register(code: str, severity: str, title: str, *, needs_sink: bool = False) -> Callable:
-    """Decorator: add a check function under ``code``."""
-
-    def decorate(fn: Callable[["Context"], Iterable[Issue]]) -> Callable:
-        add(Check(code, severity, title, fn, needs_sink))
-        return fn
-
-    return decorate
-
-
-def add(check: Check) -> None:
-    if check.code in CHECKS or check.severity not in SEVERITIES:
-        raise ValueError(f"check {check.code} registered twice or with an unknown severity")
-    ordered = sorted([*CHECKS.values(), check], key=lambda c: c.code)
-    CHECKS.clear()
-    CHECKS.update((c.code, c) for c in ordered)
-
+__all__ = ["CHECKS", "ERROR", "OPEN_FAILED", "WARNING", "Check", "Finding"]
 
 OPEN_FAILED = "WM000"
-add(Check(OPEN_FAILED, ERROR, "checkpoint cannot be opened", None))
+
+LISTED: tuple[Check, ...] = (
+    Check(OPEN_FAILED, ERROR, "checkpoint cannot be opened", None),
+    logs.unparseable, logs.offsets_gap, logs.commits_gap, logs.commit_without_offsets, logs.uncommitted_batches,
+    logs.log_versions, logs.metadata_missing, logs.metadata_invalid, logs.temp_files, logs.orphan_crc,
+    watermark.decreasing, watermark.commit_vs_next, watermark.future_watermark, watermark.stuck_watermark,
+    watermark.conf_drift,
+    state.unloadable, state.leftovers, state.missing_partitions, state.extra_partitions, state.unmatched_unique_ids,
+    state.checksums,
+    sources.source_log_behind, sources.compaction, sources.sink_ahead, sources.sink_behind,
+    logs.interrupted_repair,
+    state.unreachable_schemas, state.borrowed_schemas,
+    logs.upcoming_orphan_crc,
+    state.hadoop_checksums,
+    sources.sink_log_gap,
+    sink_files.sink_files_gone, sink_files.sink_files_elsewhere, sink_files.unlisted_sink_files,
+    repartition.unfinished_repartition, repartition.sink_lacks_repartition,
+    stall.held_watermark,
+)
+
+
+def by_code(checks: tuple[Check, ...]) -> Mapping[str, Check]:
+    """``checks`` by code in code order, read-only; a code listed twice is a ValueError."""
+    codes = [c.code for c in checks]
+    twice = sorted({code for code in codes if codes.count(code) > 1})
+    if twice:
+        raise ValueError(f"check code(s) listed twice: {', '.join(twice)}")
+    return MappingProxyType({c.code: c for c in sorted(checks, key=lambda c: c.code)})
+
+
+CHECKS = by_code(LISTED)

@@ -14,7 +14,7 @@ from ..repartitions import (
     partitions_in,
 )
 from .context import Context
-from .registry import ERROR, Issue, register
+from .definition import ERROR, Issue, check
 from .sources import DEFAULT_COMPACT_INTERVAL, compact_interval, covered, log_forms
 
 
@@ -30,7 +30,7 @@ def repartition_batches(ctx: Context) -> set[int]:
     return {r.batch for r in moves(ctx)}
 
 
-@register("WM035", ERROR, "unfinished repartition")
+@check("WM035", ERROR, "unfinished repartition")
 def unfinished_repartition(ctx: Context) -> Iterator[Issue]:
     last = ctx.ckpt.last_batch
     stuck = next((r for r in moves(ctx) if not r.committed and r.batch == last), None)
@@ -55,7 +55,7 @@ def next_compaction(batch: int, interval: int) -> int:
     return next(b for b in range(batch + 1, batch + interval + 1) if (b + 1) % interval == 0)
 
 
-@register("WM036", ERROR, "file sink log lacks a repartition batch", needs_sink=True)
+@check("WM036", ERROR, "file sink log lacks a repartition batch", needs_sink=True)
 def sink_lacks_repartition(ctx: Context) -> Iterator[Issue]:
     assert ctx.sink is not None
     files = log_forms(ctx.sink, SINK_LOG)

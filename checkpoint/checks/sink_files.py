@@ -11,7 +11,7 @@ from ..fs import local_path
 from ..layout import log_file_batch
 from ..locations import SinkFiles, entry_location
 from .context import SINK_LOG, Context, Tree
-from .registry import ERROR, WARNING, Issue, register
+from .definition import ERROR, WARNING, Issue, check
 from .text import plural
 
 
@@ -72,7 +72,7 @@ def path_map_hint(entries: list[tuple[str, str | None]], sink_root: str) -> str:
     return f"wmcheck relocate CKPT --path-map {old}={new} --file-sink SINK --execute"
 
 
-@register("WM032", ERROR, "file sink log names missing files outside the sink directory", needs_sink=True)
+@check("WM032", ERROR, "file sink log names missing files outside the sink directory", needs_sink=True)
 def sink_files_gone(ctx: Context) -> Iterator[Issue]:
     gone = outside(ctx)[0]
     if gone:
@@ -84,7 +84,7 @@ def sink_files_gone(ctx: Context) -> Iterator[Issue]:
         )
 
 
-@register("WM033", ERROR, "file sink log names files of another directory", needs_sink=True)
+@check("WM033", ERROR, "file sink log names files of another directory", needs_sink=True)
 def sink_files_elsewhere(ctx: Context) -> Iterator[Issue]:
     elsewhere = outside(ctx)[1]
     if elsewhere:
@@ -96,7 +96,7 @@ def sink_files_elsewhere(ctx: Context) -> Iterator[Issue]:
         )
 
 
-@register("WM034", WARNING, "data files in the sink directory that its log does not list", needs_sink=True)
+@check("WM034", WARNING, "data files in the sink directory that its log does not list", needs_sink=True)
 def unlisted_sink_files(ctx: Context) -> Iterator[Issue]:
     if not ctx.sink_logs or any(p.startswith(sink_of(ctx).shown(SINK_LOG)) for p in ctx.failures):
         return  # without every log file, which files it lists is unknown (WM001 reports the file)

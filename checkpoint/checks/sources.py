@@ -7,7 +7,7 @@ from typing import Iterator
 from ..layout import COMPACT_SUFFIX, SINK_LOG, SOURCES
 from ..numbers import is_number
 from .context import Context, Tree
-from .registry import ERROR, Issue, register
+from .definition import ERROR, Issue, check
 from .text import span
 
 DEFAULT_COMPACT_INTERVAL = 10  # spark.sql.streaming.fileSource.log.compactInterval and fileSink's
@@ -41,7 +41,7 @@ def covered(files: dict[int, set[bool]], batch: int) -> bool:
     return batch in files or any(b >= batch and True in forms for b, forms in files.items())
 
 
-@register("WM022", ERROR, "file-source log does not reach the last offsets")
+@check("WM022", ERROR, "file-source log does not reach the last offsets")
 def source_log_behind(ctx: Context) -> Iterator[Issue]:
     ckpt = ctx.ckpt
     last = ckpt.last_batch
@@ -93,7 +93,7 @@ def compaction_issues(tree: Tree, folder: str) -> Iterator[Issue]:
             return
 
 
-@register("WM023", ERROR, "compaction files inconsistent with the interval")
+@check("WM023", ERROR, "compaction files inconsistent with the interval")
 def compaction(ctx: Context) -> Iterator[Issue]:
     for source in ctx.ckpt.source_dirs:
         yield from compaction_issues(ctx.tree, f"{SOURCES}/{source}")
@@ -105,7 +105,7 @@ def sink_latest(sink: Tree) -> int | None:
     return max(log_forms(sink, SINK_LOG), default=None)
 
 
-@register("WM024", ERROR, "file sink log ahead of the last committed batch", needs_sink=True)
+@check("WM024", ERROR, "file sink log ahead of the last committed batch", needs_sink=True)
 def sink_ahead(ctx: Context) -> Iterator[Issue]:
     ckpt, sink = ctx.ckpt, ctx.sink
     if sink is None:
@@ -125,7 +125,7 @@ def sink_ahead(ctx: Context) -> Iterator[Issue]:
         )
 
 
-@register("WM025", ERROR, "file sink log behind the last committed batch", needs_sink=True)
+@check("WM025", ERROR, "file sink log behind the last committed batch", needs_sink=True)
 def sink_behind(ctx: Context) -> Iterator[Issue]:
     done, sink = ctx.ckpt.last_committed_batch, ctx.sink
     if sink is None:
@@ -148,7 +148,7 @@ def sink_behind(ctx: Context) -> Iterator[Issue]:
         )
 
 
-@register("WM031", ERROR, "gap in the file sink log after its last compact file", needs_sink=True)
+@check("WM031", ERROR, "gap in the file sink log after its last compact file", needs_sink=True)
 def sink_log_gap(ctx: Context) -> Iterator[Issue]:
     sink = ctx.sink
     assert sink is not None

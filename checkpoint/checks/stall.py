@@ -7,10 +7,10 @@ from ..errors import CheckpointError
 from ..layout import OFFSETS
 from ..stall import HELD, watermark_stall
 from .context import Context
-from .registry import WARNING, Issue, register
+from .definition import WARNING, Issue, check
 
 
-@register("WM038", WARNING, "watermark held back by an input without new data")
+@check("WM038", WARNING, "watermark held back by an input without new data")
 def held_watermark(ctx: Context) -> Iterator[Issue]:
     try:
         stall = watermark_stall(ctx.ckpt, ctx.progress, ctx.tz)

@@ -11,7 +11,7 @@ from ..numbers import is_number
 from ..relocation import SchemaReference, foreign_references, reachable
 from ..state_files import BASE_KINDS, StateFile, StorePartition
 from .context import Context
-from .registry import ERROR, WARNING, Issue, register
+from .definition import ERROR, WARNING, Issue, check
 from .repartition import moves
 from .text import listed, plural, span
 
@@ -67,7 +67,7 @@ def rewind_hint(ctx: Context) -> str:
     return "No committed batch can be restored from these files: restore state/ from a backup (wmcheck undo) or start a new checkpoint"
 
 
-@register("WM016", ERROR, "state the next batch loads cannot be rebuilt")
+@check("WM016", ERROR, "state the next batch loads cannot be rebuilt")
 def unloadable(ctx: Context) -> Iterator[Issue]:
     version = load_version(ctx)
     broken = [p for p in plans(ctx) if p.missing is not None]
@@ -96,7 +96,7 @@ def version_ceiling(ctx: Context) -> int:
     return max(ckpt.next_state_version, -1 if ckpt.last_batch is None else ckpt.last_batch + 1)
 
 
-@register("WM017", WARNING, "state files beyond the last batch")
+@check("WM017", WARNING, "state files beyond the last batch")
 def leftovers(ctx: Context) -> Iterator[Issue]:
     ceiling = version_ceiling(ctx)
     done = ctx.ckpt.last_committed_batch
@@ -125,7 +125,7 @@ def expected_partitions(ctx: Context, op: Operator) -> tuple[int | None, str]:
     return (int(pinned), f"{SHUFFLE_PARTITIONS}={pinned}") if pinned and is_number(pinned) else (None, "")
 
 
-@register("WM018", ERROR, "state partition directory missing")
+@check("WM018", ERROR, "state partition directory missing")
 def missing_partitions(ctx: Context) -> Iterator[Issue]:
     version = load_version(ctx)
     if version == 0:
@@ -144,7 +144,7 @@ def missing_partitions(ctx: Context) -> Iterator[Issue]:
             )
 
 
-@register("WM019", WARNING, "more state partitions than the operator has")
+@check("WM019", WARNING, "more state partitions than the operator has")
 def extra_partitions(ctx: Context) -> Iterator[Issue]:
     down = next((r for r in reversed(moves(ctx)) if r.committed and r.to_partitions < r.from_partitions), None)
     for op in ctx.operators:
@@ -174,7 +174,7 @@ def extra_partitions(ctx: Context) -> Iterator[Issue]:
             )
 
 
-@register("WM020", WARNING, "unique id in commits/ without its state file")
+@check("WM020", WARNING, "unique id in commits/ without its state file")
 def unmatched_unique_ids(ctx: Context) -> Iterator[Issue]:
     if not ctx.unique_ids_known:
         return
@@ -210,7 +210,7 @@ def mismatches(ctx: Context, kind: str) -> Iterator[Issue]:
         yield from tree.mismatches[kind]
 
 
-@register("WM021", ERROR, "Spark checksum file does not match its file")
+@check("WM021", ERROR, "Spark checksum file does not match its file")
 def checksums(ctx: Context) -> Iterator[Issue]:
     for path, problem in mismatches(ctx, "spark"):
         yield path, (
@@ -220,7 +220,7 @@ def checksums(ctx: Context) -> Iterator[Issue]:
         )
 
 
-@register("WM030", WARNING, "Hadoop checksum sidecar does not match its file")
+@check("WM030", WARNING, "Hadoop checksum sidecar does not match its file")
 def hadoop_checksums(ctx: Context) -> Iterator[Issue]:
     for path, problem in mismatches(ctx, "hadoop"):
         yield path, (
@@ -255,14 +255,14 @@ def _moved(refs: list[SchemaReference], what: str) -> Iterator[Issue]:
         )
 
 
-@register("WM027", ERROR, "operator metadata names schema files Spark cannot reach")
+@check("WM027", ERROR, "operator metadata names schema files Spark cannot reach")
 def unreachable_schemas(ctx: Context) -> Iterator[Issue]:
     yield from _moved([r for r, ok in foreign_schemas(ctx) if ok is False],
                       "that file is gone or on another store: restarting the query and Spark's state reader "
                       "fail (FileNotFoundException)")
 
 
-@register("WM028", WARNING, "operator metadata names schema files of another checkpoint")
+@check("WM028", WARNING, "operator metadata names schema files of another checkpoint")
 def borrowed_schemas(ctx: Context) -> Iterator[Issue]:
     yield from _moved([r for r, ok in foreign_schemas(ctx) if ok is not False],
                       "Spark reads the schema from there: this checkpoint breaks once that location is removed")

@@ -9,7 +9,7 @@ from ..repartitions import SHUFFLE_PARTITIONS
 from ..state_schema import event_time_field
 from ..timeutil import format_duration, format_ms
 from .context import Context
-from .registry import ERROR, WARNING, Issue, register
+from .definition import ERROR, WARNING, Issue, check
 from .repartition import repartition_batches
 from .text import listed
 
@@ -25,7 +25,7 @@ def watermarks(ctx: Context) -> list[tuple[int, int, int]]:
     return ctx.memo["watermarks"]
 
 
-@register("WM011", WARNING, "watermark decreases between batches")
+@check("WM011", WARNING, "watermark decreases between batches")
 def decreasing(ctx: Context) -> Iterator[Issue]:
     rows = watermarks(ctx)
     for (b1, w1, _), (b2, w2, _) in zip(rows, rows[1:]):
@@ -38,7 +38,7 @@ def decreasing(ctx: Context) -> Iterator[Issue]:
             )
 
 
-@register("WM012", WARNING, "commit watermark differs from the next batch's")
+@check("WM012", WARNING, "commit watermark differs from the next batch's")
 def commit_vs_next(ctx: Context) -> Iterator[Issue]:
     last = ctx.ckpt.last_batch
     for batch, entry in ctx.commits.items():
@@ -54,7 +54,7 @@ def commit_vs_next(ctx: Context) -> Iterator[Issue]:
             )
 
 
-@register("WM013", ERROR, "watermark far ahead of the batch's processing time")
+@check("WM013", ERROR, "watermark far ahead of the batch's processing time")
 def future_watermark(ctx: Context) -> Iterator[Issue]:
     rows = [(f"{OFFSETS}/{b}", b, w, t) for b, w, t in watermarks(ctx)]
     last = ctx.ckpt.last_committed_batch
@@ -84,7 +84,7 @@ def has_event_time_column(ctx: Context) -> bool:
     )
 
 
-@register("WM014", WARNING, "watermark stuck at 0")
+@check("WM014", WARNING, "watermark stuck at 0")
 def stuck_watermark(ctx: Context) -> Iterator[Issue]:
     rows = list(ctx.offsets.items())
     if not rows or any(w for _, w, _ in watermarks(ctx)) or any(c.next_batch_watermark_ms for c in ctx.commits.values()):
@@ -101,7 +101,7 @@ def stuck_watermark(ctx: Context) -> Iterator[Issue]:
         )
 
 
-@register("WM015", ERROR, "pinned conf changes between batches")
+@check("WM015", ERROR, "pinned conf changes between batches")
 def conf_drift(ctx: Context) -> Iterator[Issue]:
     seen: dict[str, tuple[str, int]] = {}
     reported: set[str] = set()

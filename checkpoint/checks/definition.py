@@ -1,0 +1,50 @@
+"""What a check is: its code, severity and title, what it yields, and the findings it becomes."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Iterable
+
+if TYPE_CHECKING:
+    from .context import Context
+
+ERROR, WARNING = "error", "warning"
+SEVERITIES = (ERROR, WARNING)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem: ``path`` is relative to ``checkpoint``; ``message`` says what is wrong and what to do."""
+
+    code: str
+    severity: str
+    checkpoint: str
+    path: str
+    message: str
+
+
+Issue = tuple[str, str]
+"""What a check yields: (path relative to the checkpoint, message with a hint)."""
+
+
+@dataclass(frozen=True)
+class Check:
+    """A check of the registry; ``run`` is None for codes reported outside the checks (WM000)."""
+
+    code: str
+    severity: str
+    title: str
+    run: Callable[["Context"], Iterable[Issue]] | None
+    needs_sink: bool = False
+
+    def __post_init__(self) -> None:
+        if self.severity not in SEVERITIES:
+            raise ValueError(f"check {self.code}: unknown severity {self.severity!r}")
+
+
+def check(code: str, severity: str, title: str, *, needs_sink: bool = False) -> Callable[..., Check]:
+    """Decorator: the function as a :class:`Check` under ``code`` (listed in :mod:`.registry` to run)."""
+
+    def define(fn: Callable[["Context"], Iterable[Issue]]) -> Check:
+        return Check(code, severity, title, fn, needs_sink)
+
+    return define
