@@ -1,5 +1,6 @@
 """What ``pip install .`` installs: every module and data file of cli/, checkpoint/ and statestore/ under
-``wmcheck``, and nothing else at the top level (the editable install used by the tests hides such gaps)."""
+``wmcheck``, every package found without a list (a new subpackage too), and nothing else at the top level (the
+editable install used by the tests hides such gaps)."""
 from __future__ import annotations
 
 import shutil
@@ -7,19 +8,25 @@ import subprocess
 import sys
 import zipfile
 
-import pytest
-
 from conftest import ROOT
 
 SOURCES = {"cli": "wmcheck/cli", "checkpoint": "wmcheck/checkpoint", "statestore": "wmcheck/statestore"}
 
 
-def test_wheel_holds_every_module_and_data_file(tmp_path):
+def packages(paths: list[str]) -> set[str]:
+    """The packages (directories with an ``__init__.py``) among ``paths``, dotted."""
+    return {path.rpartition("/")[0].replace("/", ".") for path in paths if path.endswith("/__init__.py")}
+
+
+def test_wheel_holds_every_module_data_file_and_package(tmp_path):
     tracked = subprocess.run(["git", "ls-files", *SOURCES], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
     source = tmp_path / "src"  # the tracked files alone: a build/ left in the checkout would hide gaps
-    for path in [*tracked, "pyproject.toml", "README.md"]:
+    for path in [*tracked, "pyproject.toml", "setup.py", "README.md"]:
         (source / path).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(ROOT / path, source / path)
+    added = "checkpoint/repair/added/__init__.py"  # a subpackage nothing names: discovered like the others
+    (source / added).parent.mkdir()
+    (source / added).write_text("")
     done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(source)],
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
@@ -28,12 +35,6 @@ def test_wheel_holds_every_module_and_data_file(tmp_path):
     wanted = {SOURCES[path.split("/")[0]] + path[len(path.split("/")[0]):] for path in tracked}
     assert wanted and wanted <= names, sorted(wanted - names)
     assert {n.split("/")[0] for n in names} == {"wmcheck", wheel.name.split("-py3")[0] + ".dist-info"}
+    assert packages(sorted(names)) == {"wmcheck." + name for name in packages([*tracked, added])}
+    assert "wmcheck.checkpoint.repair.added" in packages(sorted(names)) and len(packages(tracked)) == 5
 
-
-def test_package_list_names_every_package_directory():
-    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
-
-    listed = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
-    found = {"wmcheck." + str(init.parent.relative_to(ROOT)).replace("/", ".")
-             for top in SOURCES for init in (ROOT / top).rglob("__init__.py")}
-    assert sorted(listed) == sorted(found)
