@@ -12,17 +12,17 @@ from dataclasses import dataclass, field
 from datetime import timezone, tzinfo
 from typing import Any, Iterable, Mapping
 
-from .errors import CheckpointError, MalformedFileError, MissingFileError
+from .errors import CheckpointError, MissingFileError
+from .kafka_offsets import KAFKA_EARLIEST, kafka_json, parse_kafka_initial_offsets
 from .layout import COMPACT_SUFFIX, SOURCES
 from .locations import map_location, spark_location, stat_locations
 from .model import Checkpoint
 from .numbers import is_number
 from .source_offsets import SourceOffset
-from .textlog import decode_lines, dump_json, parse_json_object, parse_version
+from .textlog import dump_json
 from .timeutil import format_ms
 
 LATE_RULES = ("previous", "current")
-KAFKA_EARLIEST = -2
 
 
 @dataclass(frozen=True)
@@ -201,27 +201,6 @@ def source_log_entries(ckpt: Checkpoint, source_id: str, log_batches: Iterable[i
 
 
 # -- Kafka and Delta ------------------------------------------------------------------------------
-
-
-def parse_kafka_initial_offsets(data: bytes, path: str) -> dict[str, dict[int, int]]:
-    """``sources/<i>/0`` of a Kafka source: a NUL byte (SPARK-19517), ``v1``, then the offsets JSON."""
-    lines = decode_lines(data.lstrip(b"\x00"), path)
-    if len(lines) < 2:
-        raise MalformedFileError("expected a version line and the initial Kafka offsets", path=path,
-                                 hint="the file is truncated")
-    parse_version(lines[0], path, 1, "Kafka initial offsets")
-    text = "\n".join(lines[1:])
-    parse_json_object(text, path, 2, "the initial Kafka offsets")
-    offsets = SourceOffset("initial", text).kafka_offsets
-    if offsets is None:
-        raise MalformedFileError("expected {topic: {partition: offset}} JSON", path=path, line=2,
-                                 hint="this is not a Kafka source's initial offsets file")
-    return offsets
-
-
-def kafka_json(offsets: Mapping[str, Mapping[int, int]]) -> dict[str, dict[str, int]]:
-    """Offsets as Spark's ``startingOffsets``/``endingOffsets`` JSON object (topics and partitions sorted)."""
-    return {topic: {str(p): offsets[topic][p] for p in sorted(offsets[topic])} for topic in sorted(offsets)}
 
 
 def _kafka_input(ckpt: Checkpoint, src: SourceOffset, prev: SourceOffset | None) -> SourceInput:

@@ -15,11 +15,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from wmcheck.checkpoint.batch_inputs import parse_kafka_initial_offsets
 from wmcheck.checkpoint.checksums import verify_hadoop_crc, verify_spark_checksum
 from wmcheck.checkpoint.commits import parse_commit
 from wmcheck.checkpoint.errors import CheckpointError
 from wmcheck.checkpoint.file_logs import parse_file_log
+from wmcheck.checkpoint.kafka_offsets import parse_kafka_initial_offsets
 from wmcheck.checkpoint.offsets import parse_offsets
 from wmcheck.checkpoint.operator_metadata import parse_operator_metadata
 from wmcheck.checkpoint.query_metadata import parse_query_metadata

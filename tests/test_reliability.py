@@ -182,7 +182,7 @@ def test_e1_version_headers_with_odd_digits_are_malformed(header):
 
 
 def test_e1_kafka_initial_offsets_with_odd_digits_are_malformed():
-    from wmcheck.checkpoint.batch_inputs import parse_kafka_initial_offsets
+    from wmcheck.checkpoint.kafka_offsets import parse_kafka_initial_offsets
 
     for header in ("v\u00b2", "v" + "9" * 5000):
         with pytest.raises(CheckpointError):

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from wmcheck.checkpoint.batch_inputs import parse_kafka_initial_offsets
 from wmcheck.checkpoint.errors import MalformedFileError
+from wmcheck.checkpoint.kafka_offsets import parse_kafka_initial_offsets
 from wmcheck.checkpoint.locations import map_location, spark_location
 
 from conftest import FIXTURES, fixture_checkpoint, fixture_facts, fixture_names, run_cli

@@ -1,0 +1,33 @@
+"""Kafka source offsets in a checkpoint: the initial offsets file ``sources/<i>/0`` and the offsets as Spark's
+``startingOffsets``/``endingOffsets`` JSON."""
+from __future__ import annotations
+
+from typing import Mapping
+
+from .errors import MalformedFileError
+from .source_offsets import SourceOffset
+from .textlog import decode_lines, parse_json_object, parse_version
+
+KAFKA_EARLIEST = -2
+"""The offset Spark's Kafka source starts a partition at when the partition is new (earliest)."""
+
+
+def parse_kafka_initial_offsets(data: bytes, path: str) -> dict[str, dict[int, int]]:
+    """``sources/<i>/0`` of a Kafka source: a NUL byte (SPARK-19517), ``v1``, then the offsets JSON."""
+    lines = decode_lines(data.lstrip(b"\x00"), path)
+    if len(lines) < 2:
+        raise MalformedFileError("expected a version line and the initial Kafka offsets", path=path,
+                                 hint="the file is truncated")
+    parse_version(lines[0], path, 1, "Kafka initial offsets")
+    text = "\n".join(lines[1:])
+    parse_json_object(text, path, 2, "the initial Kafka offsets")
+    offsets = SourceOffset("initial", text).kafka_offsets
+    if offsets is None:
+        raise MalformedFileError("expected {topic: {partition: offset}} JSON", path=path, line=2,
+                                 hint="this is not a Kafka source's initial offsets file")
+    return offsets
+
+
+def kafka_json(offsets: Mapping[str, Mapping[int, int]]) -> dict[str, dict[str, int]]:
+    """Offsets as Spark's ``startingOffsets``/``endingOffsets`` JSON object (topics and partitions sorted)."""
+    return {topic: {str(p): offsets[topic][p] for p in sorted(offsets[topic])} for topic in sorted(offsets)}
