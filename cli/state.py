@@ -9,7 +9,7 @@ import click
 from wmcheck.checkpoint.model import open_checkpoint
 from wmcheck.checkpoint.timeutil import parse_time_ms
 
-from .options import common_options, parse_pairs
+from .options import common_options, pandas_hidden, parse_pairs
 from .output import FORMATS, make_output
 
 
@@ -62,11 +62,12 @@ def state(checkpoint: str, operator: int | None, store: str | None, join_side: s
     if engine == "python":
         from wmcheck.statestore import python_engine
 
-        if older:
-            _older(python_engine.read_stores(ckpt, operator, selection, batch, watermark_ms), python_engine.older_tables,
-                   limit, fmt, output, tz)
-            return
-        summary = python_engine.summarize(ckpt, operator, selection, batch, watermark_ms, tz)
+        with pandas_hidden():
+            if older:
+                _older(python_engine.read_stores(ckpt, operator, selection, batch, watermark_ms),
+                       python_engine.older_tables, limit, fmt, output, tz)
+                return
+            summary = python_engine.summarize(ckpt, operator, selection, batch, watermark_ms, tz)
     else:
         from wmcheck.statestore.reader import read_stores
         from wmcheck.statestore.relocated_view import reader_location

@@ -85,6 +85,29 @@ def test_runs_without_java_or_pyspark(name, args):
         assert json.loads(done.stdout)["engine"] == "python"
 
 
+@pytest.mark.parametrize("args,first_line", [
+    ([], f"checkpoint: {AGG}"),
+    (["--older-than-watermark", "--watermark", "watermark+1 hour", "--format", "csv"],
+     "operator_id,store,partition_id,key,value,event_time_ms"),
+    (["--older-than-watermark", "--watermark", "watermark+1 hour", "--format", "parquet", "--output", "{tmp}/rows.parquet"],
+     "wrote 4 rows to {tmp}/rows.parquet"),
+])
+def test_state_loads_neither_pandas_nor_arrows_query_engine(args, first_line, tmp_path):
+    """pyarrow imports pandas (a third of a second) on its first conversion of Python values, and a
+    group-by loads Arrow's query engine: the python engine's command needs neither."""
+    prelude = "import atexit\natexit.register(lambda: print(sorted({'pandas', 'pyarrow.acero'} & set(sys.modules)), file=sys.stderr))"
+    done = _wmcheck(["state", str(AGG), *[a.format(tmp=tmp_path) for a in args]], prelude=prelude)
+    assert (done.returncode, done.stderr) == (0, "[]\n")
+    assert done.stdout.splitlines()[0] == first_line.format(tmp=tmp_path)
+
+
+def test_pandas_is_importable_again_after_the_state_command():
+    code = ("from wmcheck.cli.options import pandas_hidden\nwith pandas_hidden():\n    try:\n        import pandas\n"
+            "    except ModuleNotFoundError as exc:\n        print(exc)\nimport pandas\nprint(pandas.DataFrame({'a': [1]}).shape)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout == "No module named 'pandas'\n(1, 1)\n"
+
+
 def pinned_copy(copy_fixture, key: str, value: str) -> Path:
     """agg_window_hdfs whose last offsets pin ``key`` to ``value`` (instead of what Spark pinned)."""
     ckpt = copy_fixture("agg_window_hdfs") / "checkpoint"
