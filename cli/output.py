@@ -6,12 +6,13 @@ to the format's ``document`` or ``rows``.
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import io
 import json
 from datetime import timezone, tzinfo
-from typing import TYPE_CHECKING, Any, Mapping, Sequence, TextIO
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence, TextIO
 
 import click
 
@@ -21,7 +22,8 @@ from .views import RowView
 if TYPE_CHECKING:
     from wmcheck.checkpoint.repair.results import RepairResult
     from wmcheck.checkpoint.summary import BatchRow, CheckpointSummary
-    from wmcheck.statestore.reader import Target
+    from wmcheck.statestore.python_engine import PythonStoreRead
+    from wmcheck.statestore.reader import StoreRead, Target
     from wmcheck.statestore.summary import StateSummary
 
     from .reports import Result
@@ -137,6 +139,13 @@ class Output:
         title, view = views.state_rows(target, notes, self.tz)
         self.rows(rows, views.STATE_ROW_COLUMNS, title=title, view=view)
 
+    def older_state(self, reads: Sequence[StoreRead | PythonStoreRead], tables: list, limit: int | None) -> None:
+        """The state rows older than the watermark: one Arrow table per store of ``reads`` (either engine's)."""
+        from wmcheck.statestore.rows import table_rows
+
+        notes = [f"operator {r.store.operator_id} {r.store.name}: {r.rule.rule}" for r in reads if not r.rule.evictable]
+        self.state_rows(table_rows(tables, limit), reads[0].target, notes)
+
 
 class JsonOutput(Output):
     def rows(self, rows, columns=None, title=None, view=None):
@@ -207,6 +216,37 @@ class TableOutput(Output):
             if repair:
                 self.write(f"recommended repair: {repair}")
             self.write(result.summary(strict))
+
+
+class ParquetOutput(Output):
+    """``wmcheck state --older-than-watermark --format parquet``: the rows as one Parquet file at ``path``."""
+
+    def __init__(self, path: str, tz: tzinfo = timezone.utc) -> None:
+        super().__init__(None, tz)
+        self.path = path
+
+    def older_state(self, reads, tables, limit):
+        import pyarrow.parquet as pq
+
+        from wmcheck.statestore.rows import one_table
+
+        table = one_table(list(reads), tables, limit)
+        pq.write_table(table, self.path)
+        self.write(f"wrote {table.num_rows} rows to {self.path}")
+
+
+@contextlib.contextmanager
+def output_to(fmt: str, path: str | None, tz: tzinfo = timezone.utc) -> Iterator[Output]:
+    """The ``Output`` for ``--format`` writing to ``--output`` ``path`` (stdout when None); ``parquet`` writes
+    the file itself (and says so on stdout)."""
+    if fmt == "parquet":
+        assert path is not None  # the command requires --output with --format parquet
+        yield ParquetOutput(path, tz)
+    elif path is None:
+        yield make_output(fmt, None, tz)
+    else:
+        with open(path, "w", encoding="utf-8") as stream:
+            yield make_output(fmt, stream, tz)
 
 
 def make_output(fmt: str, stream: TextIO | None = None, tz: tzinfo = timezone.utc) -> Output:

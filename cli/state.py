@@ -1,7 +1,6 @@
 """``wmcheck state``."""
 from __future__ import annotations
 
-import contextlib
 from datetime import tzinfo
 
 import click
@@ -10,7 +9,7 @@ from wmcheck.checkpoint.model import open_checkpoint
 from wmcheck.checkpoint.timeutil import parse_time_ms
 
 from .options import common_options, pandas_hidden, parse_pairs
-from .output import FORMATS, make_output
+from .output import FORMATS, output_to
 
 
 @click.command()
@@ -81,32 +80,12 @@ def state(checkpoint: str, operator: int | None, store: str | None, join_side: s
                 _older(read_stores(spark, ckpt, operator, selection, batch, watermark_ms), older_tables, limit, fmt, output, tz)
                 return
             summary = summarize(spark, ckpt, operator, selection, batch, watermark_ms, tz)
-    with _stream(output) as stream:
-        make_output(fmt, stream, tz).state_summary(summary)
-
-
-@contextlib.contextmanager
-def _stream(output: str | None):
-    if output is None:
-        yield None
-        return
-    with open(output, "w", encoding="utf-8") as fh:
-        yield fh
+    with output_to(fmt, output, tz) as out:
+        out.state_summary(summary)
 
 
 def _older(reads: list, older_tables, limit: int | None, fmt: str, output: str | None, tz: tzinfo) -> None:
     """Write the rows older than the watermark of ``reads`` (either engine's; ``older_tables`` is its)."""
-    from wmcheck.statestore.rows import one_table, table_rows
-
     tables = older_tables(reads, limit)
-    if fmt == "parquet":
-        import pyarrow.parquet as pq
-
-        table = one_table(reads, tables, limit)
-        pq.write_table(table, output)
-        make_output("table").write(f"wrote {table.num_rows} rows to {output}")
-        return
-    rows = table_rows(tables, limit)
-    notes = [f"operator {r.store.operator_id} {r.store.name}: {r.rule.rule}" for r in reads if not r.rule.evictable]
-    with _stream(output) as stream:
-        make_output(fmt, stream, tz).state_rows(rows, reads[0].target, notes)
+    with output_to(fmt, output, tz) as out:
+        out.older_state(reads, tables, limit)
