@@ -26,6 +26,11 @@ def fixture_checkpoint(name: str) -> Path:
     return FIXTURES / name / "checkpoint"
 
 
+def root_map(name: str) -> str:
+    """``--path-map`` from where the fixture was generated (its logs name files there) to where it is now."""
+    return f"{fixture_facts(name)['root']}={FIXTURES / name}"
+
+
 @pytest.fixture
 def corpus() -> Path:
     if not CORPUS.is_dir():

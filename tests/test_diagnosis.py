@@ -5,6 +5,7 @@ import csv
 import io
 import json
 import re
+import shutil
 
 import pytest
 
@@ -13,7 +14,7 @@ from wmcheck.checkpoint.progress import query_progress
 from wmcheck.checkpoint.progress_files import load_progress, read_reports
 from wmcheck.checkpoint.stall import EVENT_TIME, HELD, NO_INPUT, watermark_stall
 
-from conftest import FIXTURES, fixture_checkpoint, fixture_facts, run_cli
+from conftest import FIXTURES, fixture_checkpoint, fixture_facts, run_cli, sink_at_home
 
 DIAGNOSIS = ["union_stall_min", "union_stall_max", "sliding_window", "no_new_input", "stalled_event_time"]
 SECOND = 1000
@@ -132,15 +133,24 @@ def test_no_stall_under_max_policy_or_when_healthy():
     assert [got.batches[b].watermark_ms - BASE for b in range(5, 12)] == [12000, 20000, 24000, 31000, 35000, 42000, 46000]
 
 
-def test_no_new_input_is_not_a_held_watermark():
+def test_no_new_input_is_not_a_held_watermark(copy_fixture):
     got = progress("no_new_input")
     assert [got.batches[b].num_input_rows for b in (3, 4, 5)] == [0, 0, 0]  # Spark ran them for three empty files
+    root = sink_at_home(copy_fixture("no_new_input"), "no_new_input")  # without progress, the empty files are looked at
     for reports in (None, got):
-        stall = watermark_stall(open_checkpoint(str(fixture_checkpoint("no_new_input"))), reports)
+        stall = watermark_stall(open_checkpoint(str(root / "checkpoint")), reports)
         assert (stall.reason, stall.held_by, stall.since_batch, stall.batches) == (NO_INPUT, (), 3, 3)
         assert stall.explanation.startswith("no new input since batch 3 (")
-        assert stall.explanation.endswith(f"): 3 batches ran without a row from source 0 (file {fixture_facts('no_new_input')['root']}/input), "
+        assert stall.explanation.endswith(f"): 3 batches ran without a row from source 0 (file {root}/input), "
                                           "so the watermark stays at 2024-01-01T00:00:16.000Z")
+
+
+def test_input_files_that_are_gone_count_as_data_without_progress(tmp_path):
+    """Without progress, a batch whose logged files cannot be looked at is counted as one that brought data."""
+    shutil.copytree(FIXTURES / "no_new_input", tmp_path, dirs_exist_ok=True)
+    shutil.rmtree(sink_at_home(tmp_path, "no_new_input") / "input")
+    stall = watermark_stall(open_checkpoint(str(tmp_path / "checkpoint")))
+    assert (stall.reason, stall.held_by, stall.since_batch, stall.batches) == (EVENT_TIME, (), 3, 3)
 
 
 def test_single_source_whose_event_time_stopped_advancing():

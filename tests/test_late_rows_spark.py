@@ -7,14 +7,15 @@ import pytest
 
 from wmcheck.statestore.late_rows import lateness_of, window_from_bounds
 
-from conftest import fixture_checkpoint, fixture_facts, run_cli
+from conftest import fixture_checkpoint, fixture_facts, root_map, run_cli
 
 pytestmark = pytest.mark.spark
 READ = ("--event-time", "ts", "--schema", "id STRING, ts TIMESTAMP, v INT", "--source-format", "json")
 
 
 def count(name: str, *args: str, fmt: str = "json"):
-    return run_cli("replay", fixture_checkpoint(name), "--from", "0", "--count", *READ, *args, "--format", fmt).stdout
+    return run_cli("replay", fixture_checkpoint(name), "--from", "0", "--count", *READ, *args, "--format", fmt,
+                   "--path-map", root_map(name)).stdout
 
 
 @pytest.mark.parametrize("name", ["agg_window_hdfs", "sliding_window"])  # tumbling and sliding windows

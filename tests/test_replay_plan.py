@@ -16,14 +16,9 @@ from wmcheck.checkpoint.errors import MalformedFileError
 from wmcheck.checkpoint.kafka_offsets import parse_kafka_initial_offsets
 from wmcheck.checkpoint.locations import map_location, spark_location
 
-from conftest import FIXTURES, fixture_checkpoint, fixture_facts, fixture_names, run_cli
+from conftest import FIXTURES, fixture_checkpoint, fixture_facts, fixture_names, root_map, run_cli
 
 FILE_FIXTURES = [n for n in fixture_names() if n != "compaction"]
-
-
-def root_map(name: str) -> str:
-    """--path-map from where the fixture was generated to where it is now."""
-    return f"{fixture_facts(name)['root']}={FIXTURES / name}"
 
 
 def plan_json(ckpt, *args: str) -> dict:
