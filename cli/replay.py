@@ -85,8 +85,9 @@ def replay(checkpoint: str, start: int, end: int | None, source: str | None, sho
         make_output(fmt, tz=tz).replay_plan(plan_document(ckpt, batches, tz), first, last)
         return
     from wmcheck.statestore.late_rows import infer_window, lateness, window_key
-    from wmcheck.statestore.replay import ReplayOptions, prepare, read_batches, replay_session
+    from wmcheck.statestore.replay import ReplayOptions, prepare, read_batches
     from wmcheck.statestore.replay import replay as run_replay
+    from wmcheck.statestore.session import get_session
     from wmcheck.statestore.sinks import ParquetSink, load_function
 
     opts = ReplayOptions(
@@ -99,7 +100,7 @@ def replay(checkpoint: str, start: int, end: int | None, source: str | None, sho
     if foreach and os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())  # --foreach-batch MODULE:FUNCTION: MODULE may be in the current directory
     sink = ParquetSink(output, overwrite, fs_opts) if output else load_function(foreach) if foreach else None
-    spark = replay_session(master, parse_pairs(confs, "--conf"), packages, jars)
+    spark, _created = get_session(master, parse_pairs(confs, "--conf"), None, packages, jars)
     keys = tuple(c.strip() for c in group_by.split(",") if c.strip()) if group_by else ()
     out = make_output(fmt, tz=tz)
     stored = window_key(ckpt) if event_time and not window else None

@@ -10,6 +10,7 @@ from wmcheck.checkpoint.timeutil import parse_time_ms
 
 from .options import common_options, pandas_hidden, parse_pairs
 from .output import FORMATS, output_to
+from .spark import command_session
 
 
 @click.command()
@@ -71,11 +72,10 @@ def state(checkpoint: str, operator: int | None, store: str | None, join_side: s
         from wmcheck.statestore.reader import read_stores
         from wmcheck.statestore.relocated_view import reader_location
         from wmcheck.statestore.rows import older_tables
-        from wmcheck.statestore.session import session_scope
         from wmcheck.statestore.summary import summarize
 
         reader_location(ckpt)  # a copied remote checkpoint whose metadata names schema files elsewhere fails before Spark starts
-        with session_scope(master, parse_pairs(confs, "--conf"), remote) as spark:
+        with command_session(master, parse_pairs(confs, "--conf"), remote) as spark:
             if older:
                 _older(read_stores(spark, ckpt, operator, selection, batch, watermark_ms), older_tables, limit, fmt, output, tz)
                 return

@@ -22,7 +22,7 @@ from wmcheck.checkpoint.model import Checkpoint, open_checkpoint
 
 from .late_rule import parse_window, with_lateness
 from .sinks import Sink
-from .spark_errors import condition, first_line, spark_errors
+from .spark_errors import condition, spark_errors
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -72,45 +72,6 @@ class ReplayBatch:
             raise CheckpointError(f"keeping {keep.replace('_', '-')} rows needs the event-time column",
                                   hint="pass --event-time COL (the column the query's withWatermark used)")
         return self.data.filter(self.late if keep == "late" else ~self.late)
-
-
-# -- Spark session ---------------------------------------------------------------------------------
-
-
-def replay_session(master: str | None = None, conf: Mapping[str, str] | None = None,
-                   packages: tuple[str, ...] = (), jars: tuple[str, ...] = ()) -> "SparkSession":
-    """The active SparkSession when there is one (``--packages``/``--jars`` need a new one), else a new one."""
-    try:
-        from pyspark.sql import SparkSession
-    except ImportError:
-        from .session import check_requirements
-
-        check_requirements()
-        raise
-    active = SparkSession.getActiveSession()
-    if active is None:
-        conf = dict(conf or {})
-        if packages:
-            conf["spark.jars.packages"] = ",".join(packages)
-        if jars:
-            conf["spark.jars"] = ",".join(jars)
-        from .session import spark_session
-
-        return spark_session(master, conf)
-    loaded = {k: active.sparkContext.getConf().get(k, "") for k in ("spark.jars.packages", "spark.jars")}
-    wanted = {"spark.jars.packages": packages, "spark.jars": jars}
-    for key, items in wanted.items():
-        absent = [i for i in items if i not in loaded[key]]
-        if absent:
-            raise UnsupportedError(f"{', '.join(absent)} cannot be added to the Spark session already running in this process",
-                                   hint="run wmcheck in a new process, or start the session with them")
-    for key, value in (conf or {}).items():
-        try:
-            active.conf.set(key, value)
-        except Exception as exc:  # static confs cannot change on a running session
-            raise UnsupportedError(f"--conf {key} cannot be set on the Spark session already running: {first_line(exc)}",
-                                   hint="run wmcheck in a new process") from None
-    return active
 
 
 # -- reading one source ------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Starting Spark for wmcheck: checks first (pyspark, Java ≥ 17), quiet logs, one clear error."""
+"""Spark for wmcheck: the session of this process reused, or one started after checks (pyspark, Java ≥ 17),
+with quiet logs and one clear error."""
 from __future__ import annotations
 
 import os
@@ -8,9 +9,14 @@ import subprocess
 import sys
 from contextlib import contextmanager
 from importlib.resources import files
-from typing import Iterator, Mapping
+from typing import TYPE_CHECKING, Iterator, Mapping, Sequence
 
 from wmcheck.checkpoint.errors import SparkUnavailableError, UnsupportedError
+
+from .spark_errors import first_line
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 MIN_JAVA = 17
 QUIET_CONF = {
@@ -69,8 +75,9 @@ def check_requirements() -> None:
         )
 
 
-def spark_session(master: str | None = None, conf: Mapping[str, str] | None = None, remote: str | None = None, quiet: bool = True):
-    """Get or create a SparkSession (local[*] by default, or --master / --remote Spark Connect; a
+def spark_session(master: str | None = None, conf: Mapping[str, str] | None = None, remote: str | None = None,
+                  quiet: bool = True) -> "SparkSession":
+    """Get or create a SparkSession (local[*] by default, or a ``master`` / ``remote`` Spark Connect URL; a
     ``local[…]`` remote starts a Spark Connect server in this process, as quietly as a local session)."""
     in_process = remote is None or remote.startswith("local")
     if in_process:
@@ -89,9 +96,8 @@ def spark_session(master: str | None = None, conf: Mapping[str, str] | None = No
     for key, value in (user if remote else jvm_conf).items():
         builder = builder.config(key, value)
     try:
-        if quiet and in_process:
-            _launch_silent_jvm({"spark.app.name": "wmcheck", "spark.master": master or remote or "local[*]", **jvm_conf})
-        spark = builder.getOrCreate()
+        with _stderr_discarded(quiet and in_process):
+            spark = builder.getOrCreate()
     except Exception as exc:  # py4j/JVM start-up failures arrive as many exception types
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise SparkUnavailableError(f"Spark failed to start: {first}", hint="rerun with --debug for the full error") from None
@@ -103,19 +109,24 @@ def spark_session(master: str | None = None, conf: Mapping[str, str] | None = No
     return spark
 
 
-def _launch_silent_jvm(settings: Mapping[str, str]) -> None:
-    """Start the driver JVM (as pyspark would) with its stderr discarded: the JVM's own start-up
-    warnings (e.g. "Using incubator modules") bypass log4j. A no-op when a JVM already runs."""
-    from pyspark import SparkConf, SparkContext
-    from pyspark.java_gateway import launch_gateway
-
-    if SparkContext._gateway is not None:
+@contextmanager
+def _stderr_discarded(discard: bool) -> Iterator[None]:
+    """Standard error (file descriptor 2) sent to /dev/null while a driver JVM starts, so that the JVM inherits
+    that: its own start-up warnings (e.g. "Using incubator modules") bypass log4j. Restored at once after."""
+    if not discard:
+        yield
         return
-    conf = SparkConf(loadDefaults=False)
-    for key, value in settings.items():
-        conf.set(key, value)
-    SparkContext._gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.DEVNULL})
-    SparkContext._jvm = SparkContext._gateway.jvm
+    sys.stderr.flush()
+    saved = os.dup(2)
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 2)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
 
 
 def quiet_java_options(options: str = "") -> str:
@@ -127,51 +138,40 @@ def quiet_java_options(options: str = "") -> str:
     return f"{options} -Dlog4j2.configurationFile={quoted}".strip()
 
 
-def get_session(master: str | None = None, conf: Mapping[str, str] | None = None, remote: str | None = None):
-    """``(session, created)``: the active SparkSession of this process when there is one (its SQL conf
-    gets ``conf``; a JVM runs one context, so ``master`` cannot differ), else a new one from
-    :func:`spark_session`. ``remote`` always connects anew."""
-    if remote is None:
-        try:
-            from pyspark import SparkContext
-            from pyspark.sql import SparkSession
-        except ImportError:
-            check_requirements()
-            raise
-        if SparkContext._active_spark_context is not None:
-            active = SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()
-            from pyspark.errors import AnalysisException
-
-            for key, value in (conf or {}).items():
-                try:
-                    active.conf.set(key, value)
-                except AnalysisException:
-                    raise UnsupportedError(f"{key} cannot be set on the Spark session already running in this process",
-                                           hint="run wmcheck in a new process to start Spark with it") from None
-            active.streams  # noqa: B018 - the state store coordinator (see spark_session)
-            return active, False
-    return spark_session(master, conf, remote), True
-
-
-@contextmanager
-def session_scope(master: str | None = None, conf: Mapping[str, str] | None = None, remote: str | None = None) -> Iterator:
-    """A session for one command: reuses the active one, stops one it started (a clean JVM shutdown)."""
-    spark, created = get_session(master, conf, remote)
+def _running_session() -> "SparkSession | None":
+    """The session of the SparkContext running in this process (any thread's), if one runs."""
     try:
-        yield spark
-    finally:
-        if created:
-            stop_for_exit(spark)
+        from pyspark import SparkContext
+        from pyspark.sql import SparkSession
+    except ImportError:
+        check_requirements()
+        raise
+    if SparkContext._active_spark_context is None:  # read only: pyspark has no public "is one running"
+        return None
+    return SparkSession.getActiveSession() or SparkSession.builder.getOrCreate()
 
 
-def stop_for_exit(spark) -> None:
-    """Stop a session the command started, as the process is about to exit: the JVM's SparkContext stops
-    cleanly, but pyspark's accumulator server (a daemon thread that notices a shutdown only at its next
-    0.5 s poll) is told to stop without waiting for it, which would add ~0.4 s to every command."""
-    context = getattr(spark, "sparkContext", None)  # Spark Connect sessions have none
-    server = getattr(context, "_accumulatorServer", None)
-    if context is not None and server is not None:
-        context._accumulatorServer = None
-        server.server_shutdown = True
-        server._BaseServer__shutdown_request = True  # what socketserver's shutdown() sets before it waits
-    spark.stop()
+def get_session(master: str | None = None, conf: Mapping[str, str] | None = None, remote: str | None = None,
+                packages: Sequence[str] = (), jars: Sequence[str] = ()) -> tuple["SparkSession", bool]:
+    """``(session, created)``: the SparkSession running in this process when there is one (its SQL conf gets
+    ``conf``; a JVM runs one context, so ``master`` cannot differ, and ``packages`` and ``jars`` Maven
+    coordinates and jar files must be loaded already), else a new one from :func:`spark_session` with them.
+    ``remote`` always connects anew."""
+    active = _running_session() if remote is None else None
+    if active is None:
+        extra = {key: ",".join(items) for key, items in (("spark.jars.packages", packages), ("spark.jars", jars)) if items}
+        return spark_session(master, {**(conf or {}), **extra}, remote), True
+    loaded = active.sparkContext.getConf()
+    absent = [item for key, items in (("spark.jars.packages", packages), ("spark.jars", jars))
+              for item in items if item not in loaded.get(key, "")]
+    if absent:
+        raise UnsupportedError(f"{', '.join(absent)} cannot be added to the Spark session already running in this process",
+                               hint="run wmcheck in a new process, or start the session with them")
+    for key, value in (conf or {}).items():
+        try:
+            active.conf.set(key, value)
+        except Exception as exc:  # static confs cannot change on a running session
+            raise UnsupportedError(f"{key} cannot be set on the Spark session already running in this process: "
+                                   f"{first_line(exc)}", hint="run wmcheck in a new process to start Spark with it") from None
+    active.streams  # noqa: B018 - the state store coordinator (see spark_session)
+    return active, False
