@@ -18,7 +18,7 @@ from wmcheck.checkpoint.errors import CheckpointError, RefusedError
 from wmcheck.checkpoint.model import open_checkpoint
 from wmcheck.checkpoint.repair import safety
 from wmcheck.checkpoint.repair._hooks import current
-from wmcheck.checkpoint.repair.api import _check_fresh, _held, _load, _roots, run
+from wmcheck.checkpoint.repair.api import _check_fresh, _held, _load, _roots, run, undo_repair
 from wmcheck.checkpoint.repair.backup import Backup, clear_journal, new_backup_id, write_journal
 from wmcheck.checkpoint.repair.execute import apply
 from wmcheck.checkpoint.repair.plan import Plan, dumps
@@ -80,12 +80,7 @@ def installed_pyspark() -> str | None:
 def repartition(location: str, request: RepartitionRequest, options: RunOptions | None = None) -> RepartitionResult:
     """Plan (dry run) or run Spark's repartition of the checkpoint at ``location``; see docs/repair.md."""
     options = options or RunOptions()
-    if options.execute:
-        ckpt = open_checkpoint(location, options.fs_options)
-        pending = find_interrupted(ckpt.fs)
-        if pending is not None and pending.doc.get("command") == RepartitionRequest.command:
-            raise RefusedError(f"repartition {pending.doc['id']} was interrupted: what Spark wrote cannot be finished",
-                               hint=f"wmcheck undo {location} removes it; then repartition again")
+    interrupted = _interrupted(location, request, options) if options.execute else None
     if options.execute and options.from_plan and request.partitions is None:  # the saved plan's target
         saved = RepartitionRequest.from_plan(_load(options.from_plan, request.command, open_checkpoint(
             location, options.fs_options)))
@@ -99,7 +94,33 @@ def repartition(location: str, request: RepartitionRequest, options: RunOptions 
     problem = spark_version_problem(version) if version else "pyspark is not installed"
     if problem:
         raise CheckpointError(problem, hint="pip install 'pyspark>=4.2'")
-    return _execute(location, request, options)
+    if interrupted is None:
+        return _execute(location, request, options)
+    undo_repair(location, idle_ms=options.idle_ms, force=options.force, fs_options=options.fs_options)
+    done = _execute(location, request, options)
+    note = f"repartition {interrupted} was interrupted: undone first (what it wrote is in that backup), then run again"
+    return dataclasses.replace(done, result=dataclasses.replace(done.result, warnings=(note, *done.result.warnings)))
+
+
+def _interrupted(location: str, request: RepartitionRequest, options: RunOptions) -> str | None:
+    """The backup id of a killed run of this same repartition, which re-running undoes first: what it (and Spark)
+    wrote cannot be finished file by file, Spark's batch is not planned. Refused for any other interrupted repair."""
+    pending = find_interrupted(open_checkpoint(location, options.fs_options).fs)
+    if pending is None:
+        return None
+    doc, hint = pending.doc, f"wmcheck undo {location} finishes it"
+    if doc.get("command") != RepartitionRequest.command:
+        raise RefusedError(f"an interrupted {doc.get('command')} (backup {doc['id']}) must be finished or undone first",
+                           hint=f"re-run it, or {hint.replace('finishes', 'undoes')}")
+    if pending.action == "undo":
+        raise RefusedError(f"an undo of repartition {doc['id']} was interrupted", hint=hint)
+    saved = doc.get("request", {}).get("partitions")
+    if saved is None and request.partitions is None:  # wmcheck's own steps only: run() finishes them
+        return None
+    if request.partitions != saved:
+        raise RefusedError(f"repartition {doc['id']} ({RepartitionRequest.label(doc.get('request', {}))}) was "
+                           "interrupted: undo it, or re-run it with the same --partitions", hint=f"wmcheck undo {location}")
+    return str(doc["id"])
 
 
 def _execute(location: str, request: RepartitionRequest, options: RunOptions) -> RepartitionResult:

@@ -34,6 +34,8 @@ SYSCALLS = ("rename", "renameat", "renameat2", "fsync", "fdatasync", "unlink", "
 FULL = os.environ.get("WMCHECK_FULL_KILL_SWEEP") == "1"
 SAMPLE = 6
 STRACE = shutil.which("strace")
+TAG = "WMCHECK_KILL_SWEEP_RUN"
+"""Set in the environment of every process a killed run starts (the JVM included), to find what outlives it."""
 
 pytestmark = pytest.mark.skipif(STRACE is None and not os.environ.get("CI"), reason="strace is not installed")
 
@@ -73,26 +75,44 @@ SCENARIOS = {
 EVERY_POINT = {"hdfs set-watermark"}
 
 
-def cli(args: list[str], strace: list[str] | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-    execute = ["--execute"] if args[0] != "undo" else []
-    return subprocess.run([*(strace or []), sys.executable, "-m", "wmcheck.cli", *args, "--idle", "0", *execute],
-                          capture_output=True, text=True, env=env, timeout=120)
+def command(args: list[str]) -> list[str]:
+    """``wmcheck <args> --idle 0`` (and ``--execute`` for a repair) as a process."""
+    return [sys.executable, "-m", "wmcheck.cli", *args, "--idle", "0", *(["--execute"] if args[0] != "undo" else [])]
 
 
-def points(args: list[str]) -> list[tuple[str, int]]:
-    """Every (syscall, K): the K-th call of that syscall in a full run of ``args`` (on a throwaway copy)."""
+def cli(args: list[str], strace: list[str] | None = None, timeout: int = 120) -> subprocess.CompletedProcess:
+    """Run ``wmcheck`` (under ``strace``) in a process group of its own, tagged with ``TAG`` in its environment."""
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", TAG: "1"}
+    return subprocess.run([*(strace or []), *command(args)], capture_output=True, text=True, env=env, timeout=timeout,
+                          start_new_session=True)
+
+
+def strace_log(args: list[str], trace: tuple[str, ...] = SYSCALLS, timeout: int = 120) -> str:
+    """The strace log (every process and thread, lines prefixed by the pid) of a full run of ``args``."""
     log = Path(args[1]).parent / "strace.log"
-    done = cli(args, [STRACE, "-f", "-qq", "-o", str(log), "-e", f"trace={','.join(SYSCALLS)}"])
+    done = cli(args, [STRACE, "-f", "--seccomp-bpf", "-qq", "-e", "signal=none", "-o", str(log), "-e", f"trace={','.join(trace)}"],
+               timeout)
     assert done.returncode == 0, done.stderr
-    calls = re.findall(r"^(?:\d+\s+)?(\w+)\(", log.read_text(), re.M)
+    text = log.read_text()
     log.unlink()
+    return text
+
+
+def counted(log: str, pid: str | None = None) -> list[tuple[str, int]]:
+    """Every (syscall, K) of the log (of one pid: strace counts K per thread): the K-th call of that syscall."""
+    calls = [name for who, name in re.findall(r"^(?:(\d+)\s+)?(\w+)\(", log, re.M) if pid is None or who == pid]
     return [(name, k) for name in SYSCALLS for k in range(1, calls.count(name) + 1)]
 
 
-def kill_at(args: list[str], syscall: str, k: int) -> None:
-    got = cli(args, [STRACE, "-f", "-qq", "-o", "/dev/null", "-e", f"trace={syscall}",
-                     "-e", f"inject={syscall}:signal=KILL:when={k}"])
+def points(args: list[str]) -> list[tuple[str, int]]:
+    """Every (syscall, K) of a full run of ``args`` (on a throwaway copy)."""
+    return counted(strace_log(args))
+
+
+def kill_at(args: list[str], syscall: str, k: int, follow: bool = True, timeout: int = 120) -> None:
+    """Run ``args`` and SIGKILL it at the K-th ``syscall`` (of the first process only, without ``follow``)."""
+    got = cli(args, [STRACE, *(["-f"] if follow else []), "-qq", "-o", "/dev/null", "-e", f"trace={syscall}",
+                     "-e", f"inject={syscall}:signal=KILL:when={k}"], timeout)
     assert got.returncode != 0, f"not killed at {syscall} #{k}: {got.stdout[-300:]}"
 
 
@@ -111,12 +131,37 @@ def link_copy(src: Path, dst: Path) -> Path:
     return dst
 
 
+def recovered_both_ways(work: Path, label: str, original: tuple[dict, dict], is_repaired: Callable[[Path], bool],
+                        rerun: Callable[[], object] | None) -> None:
+    """After a kill of the repair (``rerun`` re-runs it) or of undo (``rerun`` None) on the copy at ``work``: ``check``
+    names the interrupted repair unless the tree is the original or the repaired one; re-running the repair ends in
+    the repaired tree, ``undo`` (of the killed tree) in the original one, with no journal, lock or temp file left.
+    Removes ``work``."""
+    ckpt = work / "checkpoint"
+    assert trees(work) == original or names_interrupted(ckpt) or is_repaired(work), f"{label}: check is silent"
+    if rerun is not None:
+        killed = work.parent / "killed"
+        link_copy(work, killed)
+        rerun()
+        assert is_repaired(work), f"{label}, then re-run"
+        assert not leftovers(work), f"{label}, then re-run: {leftovers(work)}"
+        shutil.rmtree(work)
+        killed.rename(work)
+    try:
+        repair.undo_repair(str(ckpt), idle_ms=0)
+    except RefusedError as exc:  # killed before the repair recorded anything: nothing to undo
+        assert "there is no applied repair to undo" in exc.message, f"{label}, then undo: {exc.message}"
+    assert trees(work) == original, f"{label}, then undo"
+    assert not leftovers(work), f"{label}, then undo: {leftovers(work)}"
+    shutil.rmtree(work)
+
+
 def sweep(name: str, tmp_path: Path, every: bool) -> int:
     """Kill at the chosen points and recover; every run happens at the same path (relocate writes it into files)."""
     scenario = SCENARIOS[name]
     base = copy_of(scenario.fixture, tmp_path, "-base")
     original = trees(base)
-    work, killed = tmp_path / "work", tmp_path / "killed"
+    work = tmp_path / "work"
     ckpt = str(work / "checkpoint")
     link_copy(base, work)
     all_points = points(scenario.args(work))
@@ -136,22 +181,8 @@ def sweep(name: str, tmp_path: Path, every: bool) -> int:
         else:
             repair.run(ckpt, scenario.request(work), repair.RunOptions(execute=True, idle_ms=0))
             kill_at(["undo", ckpt], syscall, k)
-        now = trees(work)
-        assert now in (original, repaired) or names_interrupted(work / "checkpoint"), f"{label}: check is silent"
-        if what == "repair":
-            link_copy(work, killed)
-            repair.run(ckpt, scenario.request(work), repair.RunOptions(execute=True, idle_ms=0))
-            assert trees(work) == repaired, f"{label}, then re-run"
-            assert not leftovers(work), f"{label}, then re-run: {leftovers(work)}"
-            shutil.rmtree(work)
-            killed.rename(work)
-        try:
-            repair.undo_repair(ckpt, idle_ms=0)
-        except RefusedError as exc:  # killed before the repair recorded anything: nothing to undo
-            assert "there is no applied repair to undo" in exc.message, f"{label}, then undo: {exc.message}"
-        assert trees(work) == original, f"{label}, then undo"
-        assert not leftovers(work), f"{label}, then undo: {leftovers(work)}"
-        shutil.rmtree(work)
+        rerun = lambda: repair.run(ckpt, scenario.request(work), repair.RunOptions(execute=True, idle_ms=0))  # noqa: E731
+        recovered_both_ways(work, label, original, lambda r: trees(r) == repaired, rerun if what == "repair" else None)
     print(f"{name}: {len(chosen)} of {len(all_points) + len(undo_points)} kill points recovered both ways")
     return len(chosen)
 

@@ -7,12 +7,7 @@ session's one Spark session with the held-back input run, past the file sink log
 """
 from __future__ import annotations
 
-import os
 import shutil
-import signal
-import subprocess
-import sys
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -20,7 +15,6 @@ import pytest
 from test_repair_spark import QUERIES, fixture_conf, run_query, sink_rows
 
 from wmcheck.checkpoint import repair
-from wmcheck.checkpoint.errors import RefusedError
 from wmcheck.checkpoint.model import open_checkpoint
 from wmcheck.checkpoint.repartitions import UNFINISHED_RESTART_ERROR
 from wmcheck.checkpoint.validate import check_location
@@ -190,41 +184,3 @@ def test_spark_failure_leaves_the_checkpoint_as_it_was(spark, tmp_path):
     [row] = repair.list_backups(str(root / "checkpoint"))
     assert (row.command, row.status) == ("repartition", "undone")
     assert (root / "checkpoint" / "_wmcheck" / "backups" / row.backup_id / "files" / "checkpoint" / "offsets" / "4").exists()
-
-
-KILL_POINTS = {  # while Spark writes the batch (its state snapshots), and as it commits it
-    "Spark wrote offsets/L+1": lambda ck, out, b: (ck / "offsets" / str(b)).exists(),
-    "Spark commits L+1": lambda ck, out, b: any((ck / "commits").glob(f"*{b}*")),
-}
-
-
-@pytest.mark.parametrize("point", sorted(KILL_POINTS))
-def test_killed_repartition_is_undone_byte_for_byte(tmp_path, point):
-    """SIGKILL to the whole process group (python and the JVM) once the point is reached; then wmcheck undo.
-    Each point starts a JVM: the default run kills as Spark commits (WMCHECK_FULL_KILL_SWEEP=1: every point)."""
-    if point != "Spark commits L+1" and os.environ.get("WMCHECK_FULL_KILL_SWEEP") != "1":
-        pytest.skip("one JVM per point: WMCHECK_FULL_KILL_SWEEP=1 runs it")
-    name = "dedup_rocksdb_p3"
-    root = restartable(name, tmp_path)
-    ckpt, out, batch = root / "checkpoint", root / "output", fixture_facts(name)["last_batch"] + 1
-    before = files(root)
-    proc = subprocess.Popen([sys.executable, "-m", "wmcheck.cli", "repartition", str(ckpt), "--partitions", "5",
-                             "--file-sink", str(out), "--execute", "--idle", "0", "--master", "local[1]"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    reached = False
-    while proc.poll() is None and not reached:
-        reached = KILL_POINTS[point](ckpt, out, batch)
-        time.sleep(0.005)
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-    assert reached or proc.returncode == 0
-    if proc.returncode != 0:  # killed: the journal says so, and nothing runs on top of it until undone
-        assert (ckpt / "_wmcheck" / "journal.json").exists()
-        assert "WM026" in {f.code for f in check_location(str(ckpt))}
-        with pytest.raises(RefusedError, match="was interrupted"):
-            repartition(str(ckpt), repair.RepartitionRequest(partitions=5), NOW)
-    undone = repair.undo_repair(str(ckpt), idle_ms=0)
-    assert undone.command == "repartition"
-    assert files(root) == before
-    assert check_location(str(ckpt), str(out)) == []
