@@ -10,6 +10,8 @@ import click
 
 from wmcheck.checkpoint.errors import CheckpointError
 
+from .process import own_process
+
 COMMANDS = {
     "show": ("wmcheck.cli.show", "show", "Summarise a checkpoint: batches, watermark, sources, state."),
     "batches": ("wmcheck.cli.batches", "batches", "One row per batch: watermark, timestamp, offsets."),
@@ -88,6 +90,7 @@ def cli() -> None:
 
 def main() -> None:
     """Console-script entry point."""
+    own_process()
     try:
         cli(prog_name="wmcheck")
     except BrokenPipeError:  # output piped into head & co.: stop quietly

@@ -1,12 +1,10 @@
 """Options every command shares, and the small helpers commands use to stay thin."""
 from __future__ import annotations
 
-import contextlib
 import functools
 import gc
-import sys
 from datetime import tzinfo
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import click
 
@@ -75,31 +73,6 @@ def checkpoint_progress(ckpt: "Checkpoint", location: str | None, fs_options: Ma
     from wmcheck.checkpoint.progress_files import load_progress
 
     return load_progress(ckpt.query_metadata.query_id if ckpt.query_metadata else None, location, fs_options)
-
-
-class _NoPandas:
-    """A module finder that reports pandas as not installed."""
-
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
-        if name == "pandas" or name.startswith("pandas."):
-            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-        return None
-
-
-@contextlib.contextmanager
-def pandas_hidden() -> Iterator[None]:
-    """Run with pandas unimportable (unless already imported): pyarrow imports pandas, when installed, on
-    its first conversion of Python values (a third of a second), to recognise pandas objects; the python
-    state engine hands it none. A setting of the whole process, so the command line makes it."""
-    if "pandas" in sys.modules:
-        yield
-        return
-    finder = _NoPandas()
-    sys.meta_path.insert(0, finder)
-    try:
-        yield
-    finally:
-        sys.meta_path.remove(finder)
 
 
 def gc_paused(fn: Callable) -> Callable:

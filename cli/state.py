@@ -8,8 +8,9 @@ import click
 from wmcheck.checkpoint.model import open_checkpoint
 from wmcheck.checkpoint.timeutil import parse_time_ms
 
-from .options import common_options, pandas_hidden, parse_pairs
+from .options import common_options, parse_pairs
 from .output import FORMATS, output_to
+from .process import lean_pyarrow
 from .spark import command_session
 
 
@@ -62,7 +63,7 @@ def state(checkpoint: str, operator: int | None, store: str | None, join_side: s
     if engine == "python":
         from wmcheck.statestore import python_engine
 
-        with pandas_hidden():
+        with lean_pyarrow():
             if older:
                 _older(python_engine.read_stores(ckpt, operator, selection, batch, watermark_ms),
                        python_engine.older_tables, limit, fmt, output, tz)

@@ -7,7 +7,7 @@ from typing import Any, Callable
 
 from wmcheck.checkpoint.state_schema import StructType
 
-from .unsafe_row import _offset_size, arrow_type, value_decoder
+from .unsafe_row import MISREAD, arrow_type, malformed, nested_start, value_decoder
 
 
 def _nested(buf: bytes, base: int, at: int) -> Any:
@@ -33,6 +33,14 @@ class StructColumns:
         self.fields = list(zip(range(n), self.children, self.lists, self.decoders, strict=True))
 
     def add(self, buf: bytes, start: int) -> None:
+        """Add the row at ``start`` of ``buf``; MalformedFileError if it is not one (then the collected
+        columns are incomplete: the read stops there)."""
+        try:
+            self._add(buf, start)
+        except MISREAD as exc:
+            raise malformed(exc) from None
+
+    def _add(self, buf: bytes, start: int) -> None:
         self.valid.append(True)
         bitset = self.bitset
         for i, child, values, decode in self.fields:
@@ -42,7 +50,7 @@ class StructColumns:
                 if null:
                     child.add_null()
                 else:
-                    child.add(buf, start + _offset_size(buf, at)[0])
+                    child._add(buf, nested_start(buf, start, at, "struct"))
             else:
                 values.append(None if null else decode(buf, start, at))
 

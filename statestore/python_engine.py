@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import timezone, tzinfo
 from typing import TYPE_CHECKING, Any, Iterator
 
+from wmcheck.checkpoint.errors import MalformedFileError
 from wmcheck.checkpoint.model import Checkpoint, store_unique_ids
 from wmcheck.checkpoint.state_schema import StructType
 
@@ -51,27 +52,38 @@ def reader_schema(plan: StorePlan, raw: bool = False) -> "pa.Schema":
                       pa.field("partition_id", pa.int32(), False)])
 
 
+def _arrays(plan: StorePlan, states: dict, families: dict[str, int], raw: "pa.Schema", partition: int, version: int) -> list:
+    """The reader's columns of one partition's state; a row that does not decode names the partition."""
+    import pyarrow as pa
+
+    names = [f.name for f in plan.columns.fields]
+    try:
+        if plan.columns_of is not None:
+            built = plan.columns_of(states)
+            return [built[name] for name in names]
+        columns: dict[str, list[Any]] = {name: [] for name in names}
+        for row in plan.rows(states, families):
+            for name in names:
+                columns[name].append(row[name])
+    except MalformedFileError as exc:
+        raise MalformedFileError(f"a row of store {plan.store.name!r} at version {version}: {exc.message}",
+                                 path=f"state/{plan.store.operator_id}/{partition}",
+                                 hint="the state files or the state schema are not what Spark wrote") from None
+    return [pa.array(columns.pop(f.name), type=f.type) for f in raw if f.name != "partition_id"]
+
+
 def reader_batches(ckpt: Checkpoint, plan: StorePlan, tgt: Target) -> Iterator["pa.Table"]:
     """The reader's rows (its columns and ``partition_id``), one table per partition."""
     import pyarrow as pa
 
     raw, final = reader_schema(plan, raw=True), reader_schema(plan)
-    names = [f.name for f in plan.columns.fields]
     partitions = list(range(plan.store.num_partitions or 0))
     with ThreadPoolExecutor(max_workers=WORKERS) as pool:
         for start in range(0, len(partitions), WORKERS):
             chunk = partitions[start:start + WORKERS]
             for partition, (states, families) in zip(chunk, pool.map(
                     lambda p: _partition_states(ckpt, plan, p, tgt.batch), chunk), strict=True):
-                if plan.columns_of is not None:
-                    built = plan.columns_of(states)
-                    arrays = [built[name] for name in names]
-                else:
-                    columns: dict[str, list[Any]] = {name: [] for name in names}
-                    for row in plan.rows(states, families):
-                        for name in names:
-                            columns[name].append(row[name])
-                    arrays = [pa.array(columns.pop(f.name), type=f.type) for f in raw if f.name != "partition_id"]
+                arrays = _arrays(plan, states, families, raw, partition, tgt.batch)
                 del states
                 arrays.append(pa.array([partition] * len(arrays[0]), pa.int32()))
                 yield pa.Table.from_arrays(arrays, schema=raw).cast(final)

@@ -13,6 +13,10 @@ Layout (Spark's ``UnsafeRow``, ``UnsafeArrayData``, ``UnsafeMapData``; all littl
   to the array).
 * a map: a long holding the byte size of the key array, the key array, then the value array.
 
+Bytes that are not such a row raise :class:`MalformedFileError` (variable-length data, arrays and
+decimals past the end of the buffer or out of their type's range are checked; every other misread,
+such as a fixed-width slot past the end, is translated by :func:`malformed`).
+
 Values come out as Arrow builds them (:func:`arrow_type`): ints, floats, ``str``, ``bytes``,
 ``Decimal``, dicts for structs, lists for arrays, lists of ``(key, value)`` for maps;
 timestamps as epoch microseconds and dates as epoch days, cast by Arrow afterwards.
@@ -24,7 +28,7 @@ import struct
 from decimal import Context, Decimal
 from typing import Any, Callable
 
-from wmcheck.checkpoint.errors import UnsupportedError
+from wmcheck.checkpoint.errors import MalformedFileError, UnsupportedError
 from wmcheck.checkpoint.state_schema import ArrayType, DataType, MapType, OtherType, StructType
 
 MAX_LONG_DIGITS = 18
@@ -35,6 +39,20 @@ _FIXED = {
     "float": ("<f", 4), "long": ("<q", 8), "timestamp": ("<q", 8), "timestamp_ntz": ("<q", 8), "double": ("<d", 8),
 }
 _VARIABLE = ("string", "binary")
+MAX_DECIMAL_BYTES = 16  # BigInteger.toByteArray of 38 digits
+MISREAD = (IndexError, ValueError, OverflowError, struct.error)
+"""What Python raises reading bytes that are not an ``UnsafeRow`` of the schema."""
+
+
+def malformed(exc: Exception, what: str = "bytes") -> MalformedFileError:
+    """``exc`` (one of :data:`MISREAD`) as the error of ``what`` not being an ``UnsafeRow`` of its schema."""
+    if isinstance(exc, MalformedFileError):
+        return exc
+    return MalformedFileError(f"{what} do not decode as an UnsafeRow of the schema: {exc}")
+
+
+def _past_end(what: str, at: int, end: int, size: int) -> MalformedFileError:
+    return MalformedFileError(f"{what} of {size} bytes at byte {at} ends past the buffer's {end} bytes")
 
 
 def atomic_kind(name: str) -> str:
@@ -71,14 +89,29 @@ def check_supported(data_type: DataType) -> None:
                                hint="use --engine spark")
 
 
-def _scale(name: str) -> int:
-    match = _DECIMAL.match(name)
-    return int(match[2]) if match else 0
-
-
 def _offset_size(buf: bytes, at: int) -> tuple[int, int]:
-    word = int.from_bytes(buf[at:at + 8], "little")
+    slot = buf[at:at + 8]
+    if len(slot) != 8:
+        raise _past_end("an offset and size", at, len(buf), 8)
+    word = int.from_bytes(slot, "little")
     return word >> 32, word & 0xFFFFFFFF
+
+
+def nested_start(buf: bytes, base: int, at: int, what: str) -> int:
+    """Where the nested struct, array or map the slot at ``at`` points to starts (offset relative to ``base``)."""
+    offset, size = _offset_size(buf, at)
+    if base + offset + size > len(buf):
+        raise _past_end(what, base + offset, len(buf), size)
+    return base + offset
+
+
+def _data(buf: bytes, base: int, at: int, what: str) -> bytes:
+    """The variable-length data the slot at ``at`` points to (offset relative to ``base``)."""
+    offset, size = _offset_size(buf, at)
+    data = bytes(buf[base + offset:base + offset + size])
+    if len(data) != size:
+        raise _past_end(what, base + offset, len(buf), size)
+    return data
 
 
 def element_size(data_type: DataType) -> int:
@@ -96,15 +129,15 @@ def value_decoder(data_type: DataType) -> Callable[[bytes, int, int], Any]:
     """``(buffer, base of the enclosing row or array, address of the slot or element) -> value``."""
     if isinstance(data_type, StructType):
         row = row_decoder(data_type)
-        return lambda buf, base, at: row(buf, base + _offset_size(buf, at)[0])
+        return lambda buf, base, at: row(buf, nested_start(buf, base, at, "struct"))
     if isinstance(data_type, ArrayType):
         array = array_decoder(data_type.element_type)
-        return lambda buf, base, at: array(buf, base + _offset_size(buf, at)[0])
+        return lambda buf, base, at: array(buf, nested_start(buf, base, at, "array"))
     if isinstance(data_type, MapType):
         keys, values = array_decoder(data_type.key_type), array_decoder(data_type.value_type)
 
         def map_value(buf: bytes, base: int, at: int) -> Any:
-            start = base + _offset_size(buf, at)[0]
+            start = nested_start(buf, base, at, "map")
             key_bytes = int.from_bytes(buf[start:start + 8], "little", signed=True)
             return list(zip(keys(buf, start + 8), values(buf, start + 8 + key_bytes), strict=True))
 
@@ -117,29 +150,34 @@ def value_decoder(data_type: DataType) -> Callable[[bytes, int, int], Any]:
         return lambda buf, base, at: unpack(buf, at)[0]
     if kind == "void":
         return lambda buf, base, at: None
-    if kind == "decimal_long":
-        scale = _scale(data_type)
-        return lambda buf, base, at: Decimal(struct.unpack_from("<q", buf, at)[0]).scaleb(-scale, _EXACT)
-    if kind == "decimal_bytes":
-        scale = _scale(data_type)
-
-        def big_decimal(buf: bytes, base: int, at: int) -> Decimal:
-            offset, size = _offset_size(buf, at)
-            return Decimal(int.from_bytes(buf[base + offset:base + offset + size], "big", signed=True)).scaleb(-scale, _EXACT)
-
-        return big_decimal
+    if kind in ("decimal_long", "decimal_bytes"):
+        return _decimal_decoder(data_type, kind)
     if kind == "string":
-        def text(buf: bytes, base: int, at: int) -> str:
-            offset, size = _offset_size(buf, at)
-            return bytes(buf[base + offset:base + offset + size]).decode("utf-8", "replace")
+        return lambda buf, base, at: _data(buf, base, at, "string").decode("utf-8", "replace")
+    return lambda buf, base, at: _data(buf, base, at, "binary")
 
-        return text
 
-    def binary(buf: bytes, base: int, at: int) -> bytes:
-        offset, size = _offset_size(buf, at)
-        return bytes(buf[base + offset:base + offset + size])
+def _decimal_decoder(data_type: str, kind: str) -> Callable[[bytes, int, int], Decimal]:
+    match = _DECIMAL.match(data_type)
+    assert match is not None
+    limit, scale = 10 ** int(match[1]), int(match[2])
 
-    return binary
+    def scaled(unscaled: int) -> Decimal:
+        if not -limit < unscaled < limit:
+            raise MalformedFileError(f"{unscaled} has more digits than {data_type} holds")
+        return Decimal(unscaled).scaleb(-scale, _EXACT)
+
+    if kind == "decimal_long":
+        unpack = struct.Struct("<q").unpack_from
+        return lambda buf, base, at: scaled(unpack(buf, at)[0])
+
+    def big_decimal(buf: bytes, base: int, at: int) -> Decimal:
+        data = _data(buf, base, at, "decimal")
+        if not 0 < len(data) <= MAX_DECIMAL_BYTES:
+            raise MalformedFileError(f"a {data_type} of {len(data)} bytes (Spark writes 1 to {MAX_DECIMAL_BYTES})")
+        return scaled(int.from_bytes(data, "big", signed=True))
+
+    return big_decimal
 
 
 def row_decoder(schema: StructType) -> Callable[[bytes, int], dict[str, Any]]:
@@ -152,11 +190,14 @@ def row_decoder(schema: StructType) -> Callable[[bytes, int], dict[str, Any]]:
 
     def row(buf: bytes, start: int) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for i, name, decode in fields:
-            if buf[start + (i >> 3)] >> (i & 7) & 1:
-                out[name] = None
-            else:
-                out[name] = decode(buf, start, start + bitset + 8 * i)
+        try:
+            for i, name, decode in fields:
+                if buf[start + (i >> 3)] >> (i & 7) & 1:
+                    out[name] = None
+                else:
+                    out[name] = decode(buf, start, start + bitset + 8 * i)
+        except MISREAD as exc:
+            raise malformed(exc) from None
         return out
 
     return row
@@ -170,6 +211,8 @@ def array_decoder(element_type: DataType) -> Callable[[bytes, int], list[Any]]:
     def array(buf: bytes, start: int) -> list[Any]:
         count = int.from_bytes(buf[start:start + 8], "little", signed=True)
         first = start + 8 + ((count + 63) // 64) * 8
+        if count < 0 or first + count * width > len(buf):
+            raise MalformedFileError(f"an array of {count} elements at byte {start} does not fit in {len(buf)} bytes")
         return [None if buf[start + 8 + (i >> 3)] >> (i & 7) & 1 else decode(buf, start, first + i * width)
                 for i in range(count)]
 

@@ -59,12 +59,24 @@ def test_rows_equal_spark_reader_rows(name, op, store):
     assert len(got) == sum(fixture_facts(name)["state"][op][store]["rows_per_partition"].values())
 
 
-NO_JVM = "sys.modules['pyspark'] = None\nsys.modules['py4j'] = None"
+NO_JVM = """
+import atexit, importlib, os, shutil, tempfile
+shadow = tempfile.mkdtemp()  # site-packages without pyspark and py4j: as if never installed
+atexit.register(shutil.rmtree, shadow)
+for i, entry in enumerate(sys.path):
+    if entry.endswith("site-packages"):
+        for name in os.listdir(entry):
+            if not name.startswith(("pyspark", "py4j")):
+                os.symlink(os.path.join(entry, name), os.path.join(shadow, name))
+        sys.path[i] = shadow
+importlib.invalidate_caches()
+assert importlib.util.find_spec("pyspark") is None and importlib.util.find_spec("py4j") is None
+"""
 AGG = fixture_checkpoint("agg_window_hdfs")
 
 
 def _wmcheck(args: list[str], env: dict[str, str] | None = None, prelude: str = NO_JVM) -> subprocess.CompletedProcess:
-    """wmcheck in a new process with pyspark and py4j unimportable and Java unreachable."""
+    """wmcheck in a new process with pyspark and py4j absent from the import path and Java unreachable."""
     code = f"import sys\n{prelude}\nfrom wmcheck.cli.main import main\nsys.argv = ['wmcheck', *sys.argv[1:]]\nmain()"
     env = {**os.environ, "JAVA_HOME": "/nonexistent", "PATH": "/nonexistent", **(env or {})}
     return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
@@ -92,20 +104,46 @@ def test_runs_without_java_or_pyspark(name, args):
     (["--older-than-watermark", "--watermark", "watermark+1 hour", "--format", "parquet", "--output", "{tmp}/rows.parquet"],
      "wrote 4 rows to {tmp}/rows.parquet"),
 ])
-def test_state_loads_neither_pandas_nor_arrows_query_engine(args, first_line, tmp_path):
-    """pyarrow imports pandas (a third of a second) on its first conversion of Python values, and a
-    group-by loads Arrow's query engine: the python engine's command needs neither."""
-    prelude = "import atexit\natexit.register(lambda: print(sorted({'pandas', 'pyarrow.acero'} & set(sys.modules)), file=sys.stderr))"
+def test_state_loads_neither_numpy_pandas_nor_arrows_query_engine(args, first_line, tmp_path):
+    """pyarrow imports numpy with itself and pandas on its first conversion of Python values (half a
+    second), and a group-by loads Arrow's query engine: the python engine's command needs none of them."""
+    prelude = ("import atexit\natexit.register(lambda: print(sorted({'numpy', 'pandas', 'pyarrow.acero'} & set(sys.modules)), "
+               "file=sys.stderr))")
     done = _wmcheck(["state", str(AGG), *[a.format(tmp=tmp_path) for a in args]], prelude=prelude)
     assert (done.returncode, done.stderr) == (0, "[]\n")
     assert done.stdout.splitlines()[0] == first_line.format(tmp=tmp_path)
 
 
-def test_pandas_is_importable_again_after_the_state_command():
-    code = ("from wmcheck.cli.options import pandas_hidden\nwith pandas_hidden():\n    try:\n        import pandas\n"
-            "    except ModuleNotFoundError as exc:\n        print(exc)\nimport pandas\nprint(pandas.DataFrame({'a': [1]}).shape)")
+@pytest.mark.parametrize("own,hidden", [(True, "No module named 'numpy'"), (False, "None")])
+def test_numpy_and_pandas_are_hidden_only_in_wmchecks_own_process_and_only_during_the_command(own, hidden):
+    code = ("from wmcheck.cli.process import lean_pyarrow, own_process\n"
+            f"{'own_process()' if own else ''}\n"
+            "def attempt():\n    with lean_pyarrow():\n        try:\n            import numpy\n"
+            "        except ModuleNotFoundError as exc:\n            return str(exc)\n"
+            "print(attempt())\nimport numpy, pandas\nprint(pandas.DataFrame({'a': numpy.arange(2)}).shape)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stdout == "No module named 'pandas'\n(1, 1)\n"
+    assert done.stdout == f"{hidden}\n(2, 1)\n"
+
+
+def test_a_row_that_does_not_decode_is_one_line_naming_its_partition(copy_fixture):
+    """A value schema wider than the rows Spark wrote (one more long field than the rows hold)."""
+    from dataclasses import replace
+
+    from wmcheck.checkpoint.state_schema import StructField, StructType, parse_state_schema, serialize_state_schema
+
+    ckpt = copy_fixture("agg_window_hdfs") / "checkpoint"
+    path = ckpt / "state" / "0" / "0" / "_metadata" / "schema"
+    parsed = parse_state_schema(path.read_bytes(), "schema")
+    family = parsed.column_families[0]
+    wider = StructType((*family.value_schema.fields, StructField("more", "long", True, {})))
+    path.write_bytes(serialize_state_schema(replace(parsed, column_families=(replace(family, value_schema=wider),))))
+    (path.parent / ".schema.crc").unlink()
+    result = run_cli("state", ckpt, "--engine", "python", exit_code=2)
+    assert result.stdout == ""
+    assert result.stderr == (
+        "Error: state/0/0: a row of store 'default' at version 13: bytes do not decode as an UnsafeRow of the schema: "
+        "unpack_from requires a buffer of at least 32 bytes for unpacking 8 bytes at offset 24 (actual buffer "
+        "size is 24) (hint: the state files or the state schema are not what Spark wrote)\n")
 
 
 def pinned_copy(copy_fixture, key: str, value: str) -> Path:
