@@ -5,6 +5,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from .errors import arg
 from .model import COMMITS, OFFSETS, Checkpoint
 from .timeutil import format_duration
 
@@ -33,7 +34,7 @@ def recent_activity(ckpt: Checkpoint, idle_ms: int, now: int, ignore: frozenset[
     if newest is None:
         return None
     return (f"the query looks active: {newest.path} was modified {format_duration(max(0, now - newest.mtime_ms))} "
-            f"ago, within --idle {format_duration(idle_ms)}")
+            f"ago, within {arg('idle_ms')} {format_duration(idle_ms)}")
 
 
 def _state_infos(ckpt: Checkpoint) -> Iterator[Any]:

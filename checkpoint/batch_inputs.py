@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import timezone, tzinfo
 from typing import Any, Iterable, Mapping
 
-from .errors import CheckpointError, MissingFileError
+from .errors import CheckpointError, MissingFileError, arg
 from .kafka_offsets import KAFKA_EARLIEST, kafka_json, parse_kafka_initial_offsets
 from .layout import COMPACT_SUFFIX, SOURCES
 from .locations import map_location, spark_location, stat_locations
@@ -134,16 +134,16 @@ def replay_range(ckpt: Checkpoint, start: int, end: int | None = None, include_p
                                hint="the query never completed a batch" if ckpt.offset_ids else "start the query first")
     end = last if end is None else end
     if start > end:
-        raise CheckpointError(f"--from {start} is after --to {end}", hint=f"batches go up to {last}")
+        raise CheckpointError(f"{arg('start', start)} is after {arg('end', end)}", hint=f"batches go up to {last}", param="start")
     if end > last:
         pending = ckpt.pending_batch
         if not include_pending and pending is not None and end <= pending:
             raise CheckpointError(
                 f"batch {pending} is not committed (the last committed batch is {last})",
-                hint="add --include-pending to replay the batch Spark would re-run on restart",
+                hint=f"add {arg('include_pending')} to replay the batch Spark would re-run on restart", param="end",
             )
         raise CheckpointError(f"batch {end} does not exist: the last {'' if include_pending else 'committed '}batch is {last}",
-                              hint=f"use --to {last} or less")
+                              hint=f"use {arg('end', last)} or less", param="end")
     oldest = oldest_replayable(ckpt)
     present = set(ckpt.offset_ids)
     for batch in range(start, end + 1):
@@ -153,7 +153,8 @@ def replay_range(ckpt: Checkpoint, start: int, end: int | None = None, include_p
                 f"batch {batch} cannot be replayed: offsets/{gone} was purged (Spark keeps the last "
                 f"spark.sql.streaming.minBatchesToRetain batches); the oldest replayable batch is {oldest}",
                 path=f"offsets/{gone}",
-                hint=f"use --from {oldest}" if oldest is not None and oldest <= end else "no batch in this range can be rebuilt",
+                hint=f"use {arg('start', oldest)}" if oldest is not None and oldest <= end else "no batch in this range can be rebuilt",
+                param="start",
             )
     return list(range(start, end + 1))
 
@@ -286,7 +287,8 @@ def plan_batch(ckpt: Checkpoint, batch: int, source: str | None = None, path_map
     if source is not None and not sources:
         ids = ", ".join(s.source_id for s in seq.sources) or "none"
         raise CheckpointError(f"batch {batch} has no source {source!r} (its sources: {ids})", path=f"offsets/{batch}",
-                              hint="--source takes a source id as `wmcheck batches` lists them (0, 1, ... by position)")
+                              hint=f"{arg('source')} takes a source id as `wmcheck batches` lists them (0, 1, ... by position)",
+                              param="source")
     meta = seq.metadata
     return BatchInput(
         batch_id=batch,

@@ -1,12 +1,46 @@
-"""One exception hierarchy for everything wmcheck reports about its input or refuses to do."""
+"""One exception hierarchy for everything wmcheck reports about its input or refuses to do, and how messages
+name the parameters of the library: as placeholders (:func:`arg`) that each caller spells its way (the Python
+API by parameter name, the command line by flag)."""
 from __future__ import annotations
+
+import re
+from typing import Callable
+
+Spelling = Callable[[str, "str | None"], str]
+"""How a caller names a parameter (and the value given for it, or an example) in a message."""
+
+_PLACEHOLDER = re.compile(r"\{\{([a-z_]+)(?:=(.*?))?\}\}")
+
+
+def arg(name: str, value: object = None) -> str:
+    """A placeholder for the library parameter ``name`` (with ``value``: as passed, or an example) in a message,
+    a hint or a result's text; :func:`spelled` turns it into what the reader passes."""
+    return f"{{{{{name}}}}}" if value is None else f"{{{{{name}={value}}}}}"
+
+
+PYTHON_WORDING = {"debug": "the chained exception (__cause__)"}
+"""What the Python API says for a placeholder that only the command line has a parameter for."""
+
+
+def python_spelling(name: str, value: str | None) -> str:
+    """Parameters as the Python API takes them: ``name`` or ``name=value``."""
+    if name in PYTHON_WORDING:
+        return PYTHON_WORDING[name]
+    return name if value is None else f"{name}={value}"
+
+
+def spelled(text: str, spelling: Spelling = python_spelling) -> str:
+    """``text`` with every :func:`arg` placeholder spelled by ``spelling``."""
+    return _PLACEHOLDER.sub(lambda m: spelling(m[1], m[2]), text) if "{{" in text else text
 
 
 class CheckpointError(Exception):
     """A problem with a checkpoint, a file in it, or a request about it.
 
     ``path`` is relative to the checkpoint root where possible, ``line`` (1-based) or
-    ``byte`` (0-based offset) locate the problem inside the file, ``hint`` says what to do.
+    ``byte`` (0-based offset) locate the problem inside the file, ``hint`` says what to do, ``param`` names the
+    library parameter whose value is wrong or missing. ``message`` and ``hint`` name parameters by :func:`arg`
+    placeholders: ``str()`` spells them as the Python API takes them, :meth:`text` as a caller's ``spelling`` says.
     """
 
     def __init__(
@@ -17,6 +51,7 @@ class CheckpointError(Exception):
         line: int | None = None,
         byte: int | None = None,
         hint: str | None = None,
+        param: str | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -24,6 +59,7 @@ class CheckpointError(Exception):
         self.line = line
         self.byte = byte
         self.hint = hint
+        self.param = param
 
     @property
     def where(self) -> str:
@@ -35,9 +71,13 @@ class CheckpointError(Exception):
             parts.append(f"byte {self.byte}")
         return ": ".join(parts)
 
-    def __str__(self) -> str:
+    def text(self, spelling: Spelling = python_spelling) -> str:
+        """The error in one line: where, what, and the hint, parameters spelled by ``spelling``."""
         text = f"{self.where}: {self.message}" if self.where else self.message
-        return f"{text} (hint: {self.hint})" if self.hint else text
+        return spelled(f"{text} (hint: {self.hint})" if self.hint else text, spelling)
+
+    def __str__(self) -> str:
+        return self.text()
 
 
 class MalformedFileError(CheckpointError):

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from .errors import CheckpointError, MissingFileError, UnsupportedError
+from .errors import CheckpointError, MissingFileError, UnsupportedError, arg
 
 TEMP_SUFFIX = ".wmcheck.tmp"
 """wmcheck's temp files: ``.<name>.wmcheck.tmp`` next to the file being written."""
@@ -382,7 +382,7 @@ def _under(parent: str, path: str) -> bool:
 def _cannot(what: str, path: str, exc: OSError) -> CheckpointError:
     """An OS error while changing a file, as one clear line (a read-only checkpoint, a full disk)."""
     return CheckpointError(f"cannot {what}: {exc.strerror or exc}", path=path,
-                           hint="check the permissions and free space of the checkpoint (and --backup-dir)")
+                           hint=f"check the permissions and free space of the checkpoint (and {arg('backup_dir')})")
 
 
 def local_path(location: str) -> str | None:
@@ -437,7 +437,7 @@ def open_fs(location: str, options: Mapping[str, str] | None = None) -> FileSyst
     except (OSError, TypeError, ValueError) as exc:
         raise CheckpointError(
             f"cannot open {location}: {exc}",
-            hint="check the URI, credentials (environment variables) and --fs-option key=value settings",
+            hint=f"check the URI, credentials (environment variables) and {arg('fs_options')} key=value settings",
         ) from None
     return ArrowFileSystem(fs, path, scheme)
 

@@ -11,7 +11,7 @@ import posixpath
 import struct
 from typing import Mapping
 
-from .errors import CheckpointError, MalformedFileError, MissingFileError, UnsupportedError
+from .errors import CheckpointError, MalformedFileError, MissingFileError, UnsupportedError, arg
 from .fs import FileSystem, open_fs
 from .progress import BatchProgress, QueryProgress, parse_progress_lines, query_progress
 
@@ -129,7 +129,7 @@ def load_progress(query_id: str | None, location: str, fs_options: Mapping[str, 
     reports = read_reports(location, fs_options)
     if query_id is None:
         raise CheckpointError("the checkpoint has no query id (metadata is missing), so progress cannot be matched",
-                              hint="run without --progress")
+                              hint=f"run without {arg('progress')}", param="progress")
     found = query_progress(query_id, reports)
     if not found.batches:
         others = sorted({r.query_id for r in reports})

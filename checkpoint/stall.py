@@ -15,7 +15,7 @@ from datetime import timezone, tzinfo
 from typing import Mapping
 
 from .batch_inputs import source_input
-from .errors import CheckpointError
+from .errors import CheckpointError, arg
 from .model import WATERMARK_POLICY, Checkpoint
 from .progress import QueryProgress
 from .source_labels import SourceLabel, source_labels
@@ -178,6 +178,6 @@ def watermark_stall(ckpt: Checkpoint, progress: QueryProgress | None = None, tz:
     else:
         text = (f"{head} although source {_names(labels, sorted(brought))} brought data (policy {policy}): its event times "
                 + ("advanced, check the watermark delay" if advancing else
-                   "are not beyond those seen before (pass --progress to see the max event time per batch)"))
+                   f"are not beyond those seen before (pass {arg('progress')} to see the max event time per batch)"))
     return WatermarkStall(watermark, start, since_ms, format_ms(since_ms, tz), len(data_batches), held, reason, policy,
                           advancing, text)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone, tzinfo
 from typing import TYPE_CHECKING
 
-from .errors import UnsupportedError
+from .errors import Spelling, UnsupportedError, python_spelling, spelled
 from .model import Checkpoint
 from .progress import QueryProgress
 from .repartitions import repartitions
@@ -161,11 +161,12 @@ def svg_text(fig: "Figure") -> str:
     return buf.getvalue()
 
 
-def html_page(tl: Timeline, fig: "Figure") -> str:
-    """A self-contained page: the SVG inline, the stall explained; nothing loaded from elsewhere."""
+def html_page(tl: Timeline, fig: "Figure", spelling: Spelling = python_spelling) -> str:
+    """A self-contained page: the SVG inline, the stall explained (parameters named by ``spelling``); nothing
+    loaded from elsewhere."""
     svg = svg_text(fig)
     svg = svg[svg.index("<svg"):]
-    note = f"<p class=\"stall\">{html.escape(tl.stall.explanation)}</p>" if tl.stall else ""
+    note = f"<p class=\"stall\">{html.escape(spelled(tl.stall.explanation, spelling))}</p>" if tl.stall else ""
     title = html.escape(f"wmcheck timeline: {tl.location}")
     return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{title}</title>"
             "<style>body{font-family:sans-serif;margin:1em;background:#fff;color:#222}svg{max-width:100%;height:auto}"
@@ -173,8 +174,9 @@ def html_page(tl: Timeline, fig: "Figure") -> str:
             f"<body><h1 style=\"font-size:1.1em\">{title}</h1>{note}\n{svg}</body></html>\n")
 
 
-def save(tl: Timeline, fig: "Figure", path: str) -> None:
-    """Write the picture to ``path``: ``.html`` (self-contained), ``.png`` or ``.svg``."""
+def save(tl: Timeline, fig: "Figure", path: str, spelling: Spelling = python_spelling) -> None:
+    """Write the picture to ``path``: ``.html`` (self-contained, parameters named by ``spelling``), ``.png`` or
+    ``.svg``."""
     ext = posixpath.splitext(path)[1].lower()
     if ext not in FORMATS:
         raise UnsupportedError(f"cannot write a timeline to {path}: unknown extension {ext or '(none)'}",
@@ -182,6 +184,6 @@ def save(tl: Timeline, fig: "Figure", path: str) -> None:
     if ext == ".png":
         fig.savefig(path, format="png", dpi=110)
         return
-    text = svg_text(fig) if ext == ".svg" else html_page(tl, fig)
+    text = svg_text(fig) if ext == ".svg" else html_page(tl, fig, spelling)
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)

@@ -15,7 +15,7 @@ from typing import Iterable, Mapping, Sequence
 from .checks.context import STALL_BATCHES, Context, error_text
 from .checks.definition import ERROR, WARNING, Check, Finding
 from .checks.registry import CHECKS, OPEN_FAILED
-from .errors import CheckpointError, MissingFileError
+from .errors import CheckpointError, MissingFileError, arg
 from .fs import FileSystem, open_fs, require_dir, scheme_of
 from .layout import SINK_LOG
 from .model import Checkpoint, open_checkpoint
@@ -44,7 +44,7 @@ def open_file_sink(location: str, fs_options: Mapping[str, str] | None = None) -
     if not fs.exists(SINK_LOG):
         raise MissingFileError(
             f"no {SINK_LOG}/ in {fs.uri()}: not the output directory of a file sink",
-            hint="pass the path the query writes to (option 'path' of writeStream), or omit --file-sink",
+            hint=f"pass the path the query writes to (option 'path' of writeStream), or omit {arg('file_sink')}", param="file_sink",
         )
     return fs
 
@@ -115,7 +115,7 @@ def check_location(
         return check_checkpoint(ckpt, sink, checks=checks, name=location, tz=tz, stall_batches=stall_batches,
                                 progress=reports if reports and reports.batches else None)
     except CheckpointError as exc:
-        return [Finding(OPEN_FAILED, ERROR, location, exc.path or "", str(exc))]
+        return [Finding(OPEN_FAILED, ERROR, location, exc.path or "", exc.text(arg))]  # its placeholders kept
 
 
 def fails(finding: Finding, strict: bool = False) -> bool:

@@ -10,6 +10,7 @@ import click
 
 from wmcheck.checkpoint.errors import CheckpointError
 
+from .flags import cli_spelling
 from .process import own_process
 
 COMMANDS = {
@@ -66,7 +67,7 @@ class WmcheckGroup(click.Group):
         except CheckpointError as exc:
             if debug_requested():
                 raise
-            raise CliError(str(exc)) from None
+            raise CliError(exc.text(cli_spelling)) from None
         except (click.ClickException, click.exceptions.Exit, click.Abort, KeyboardInterrupt, BrokenPipeError):
             raise
         except Exception as exc:  # a bug: say so in one line, keep the traceback for --debug

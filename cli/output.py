@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence, TextIO
 import click
 
 from . import views
+from .flags import for_cli
 from .views import RowView
 
 if TYPE_CHECKING:
@@ -96,7 +97,7 @@ class Output:
         self.tz = tz
 
     def write(self, text: str) -> None:
-        click.echo(text, file=self.stream)
+        click.echo(for_cli(text), file=self.stream)
 
     def rows(self, rows: Sequence[Any], columns: Sequence[str] | None = None, title: str | None = None,
              view: RowView | None = None) -> None:

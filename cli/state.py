@@ -8,6 +8,7 @@ import click
 from wmcheck.checkpoint.model import open_checkpoint
 from wmcheck.checkpoint.timeutil import parse_time_ms
 
+from .flags import for_cli
 from .options import common_options, parse_pairs
 from .output import FORMATS, output_to
 from .process import lean_pyarrow
@@ -59,7 +60,7 @@ def state(checkpoint: str, operator: int | None, store: str | None, join_side: s
         engine = "spark"
     engine, note = choose(ckpt, operator, selection, kind, engine)
     if note:
-        click.echo(f"note: {note}", err=True)
+        click.echo(f"note: {for_cli(note)}", err=True)
     if engine == "python":
         from wmcheck.statestore import python_engine
 

@@ -8,6 +8,7 @@ import click
 from wmcheck.checkpoint.model import open_checkpoint
 from wmcheck.checkpoint.timeline import FORMATS, figure, save, stall_label, timeline
 
+from .flags import cli_spelling
 from .options import checkpoint_progress, common_options, parse_pairs, progress_option
 from .output import make_output
 
@@ -25,6 +26,6 @@ def timeline_command(checkpoint: str, output: str, progress: str | None, fmt: st
     options = parse_pairs(fs_options, "--fs-option")
     ckpt = open_checkpoint(checkpoint, options)
     tl = timeline(ckpt, checkpoint_progress(ckpt, progress, options), tz)
-    save(tl, figure(tl, tz), output)
+    save(tl, figure(tl, tz), output, cli_spelling)
     doc = {"output": output, "batches": len(tl.batches), "stall": stall_label(tl)}
     make_output(fmt).document(doc, [("wrote", output), ("batches", doc["batches"]), ("stall", doc["stall"] or "none")], [])

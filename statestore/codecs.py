@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import struct
 
-from wmcheck.checkpoint.errors import MalformedFileError, UnsupportedError
+from wmcheck.checkpoint.errors import MalformedFileError, UnsupportedError, arg
 
 LZ4_MAGIC = b"LZ4Block"
 LZ4_HEADER = 21
@@ -39,13 +39,13 @@ def require_module(module: str, what: str) -> None:
 
     if find_spec(module) is None:
         raise UnsupportedError(f"{what} without Spark needs the {module} package, which is not installed",
-                               hint="pip install 'wmcheck[state]', or use --engine spark")
+                               hint=f"pip install 'wmcheck[state]', or use {arg('engine', 'spark')}")
 
 
 def require_codec(name: str) -> None:
     if name not in SUPPORTED:
         raise UnsupportedError(f"state compression codec {name!r} is not read by the python engine (it reads {', '.join(SUPPORTED)})",
-                               hint="use --engine spark")
+                               hint=f"use {arg('engine', 'spark')}")
     require_module(MODULES[name], f"reading {name}-compressed state")
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import struct
 from typing import Any, Callable
 
-from wmcheck.checkpoint.errors import UnsupportedError
+from wmcheck.checkpoint.errors import UnsupportedError, arg
 from wmcheck.checkpoint.state_schema import KeyEncoderSpec, StructType
 
 from .unsafe_row import atomic_kind, row_decoder
@@ -57,7 +57,7 @@ def key_decoder(schema: StructType, spec: KeyEncoderSpec | None, rocksdb: bool, 
         return prefixed
     if kind == RANGE_SCAN:
         return _range_decoder(schema, tuple(spec.ordering_ordinals or ()), start)  # type: ignore[union-attr]
-    raise UnsupportedError(f"key encoder {kind} is not read by the python engine", hint="use --engine spark")
+    raise UnsupportedError(f"key encoder {kind} is not read by the python engine", hint=f"use {arg('engine', 'spark')}")
 
 
 def _range_decoder(schema: StructType, ordinals: tuple[int, ...], start: int) -> RowDecoder:
@@ -67,7 +67,7 @@ def _range_decoder(schema: StructType, ordinals: tuple[int, ...], start: int) ->
         kind = atomic_kind(f.data_type) if isinstance(f.data_type, str) else None
         if kind not in _RANGE_FORMATS:
             raise UnsupportedError(f"range-scan key field {f.name!r} of type {f.data_type!r} is not read by the python engine",
-                                   hint="use --engine spark")
+                                   hint=f"use {arg('engine', 'spark')}")
         formats.append((f.name, struct.Struct(_RANGE_FORMATS[kind]), kind in ("float", "double")))
     binary = row_decoder(_part(tuple(type(f)(f.name, "binary", True, {}) for f in ordered)))
     others = tuple(f for i, f in enumerate(schema.fields) if i not in ordinals)

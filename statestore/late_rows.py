@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
-from wmcheck.checkpoint.errors import CheckpointError
+from wmcheck.checkpoint.errors import CheckpointError, arg
 from wmcheck.checkpoint.model import Checkpoint
 from wmcheck.checkpoint.state_files import DEFAULT_STORE
 from wmcheck.checkpoint.state_schema import StructType
@@ -24,7 +24,8 @@ if TYPE_CHECKING:
     from .replay import ReplayBatch
 
 WINDOW = "window"
-WINDOW_HINT = "pass --window DURATION[,SLIDE] (the query's window(), e.g. --window '10 seconds,5 seconds')"
+WINDOW_HINT = (f"pass {arg('window', 'DURATION[,SLIDE]')} (the query's window(), "
+               f"e.g. {arg('window', repr('10 seconds,5 seconds'))})")
 KEEP_SHARES = ((0.99, "99%"), (0.999, "99.9%"), (1.0, "100%"))
 
 
@@ -135,7 +136,8 @@ def lateness(batches: "Sequence[ReplayBatch]", event_time: str) -> Lateness:
     parts = []
     for rb in batches:
         if rb.late is None:
-            raise CheckpointError("--lateness needs the event-time column", hint="pass --event-time COL")
+            raise CheckpointError(f"{arg('lateness')} needs the event-time column", hint=f"pass {arg('event_time', 'COL')}",
+                                  param="event_time")
         bound = F.col("window.end") if rb.data is not rb.input else F.col(event_time)
         parts.append(rb.data.filter(rb.late).select((F.lit(rb.plan.late_watermark_ms) - F.unix_millis(bound)).alias("l")))
     if not parts:

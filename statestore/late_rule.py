@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from wmcheck.checkpoint.errors import CheckpointError
+from wmcheck.checkpoint.errors import CheckpointError, arg
 from wmcheck.checkpoint.timeutil import parse_duration_ms
 
 if TYPE_CHECKING:
@@ -16,11 +16,13 @@ def parse_window(text: str) -> tuple[int, int]:
     """``DURATION[,SLIDE]`` -> (duration ms, slide ms)."""
     parts = [p.strip() for p in text.split(",")]
     if len(parts) > 2 or not all(parts):
-        raise CheckpointError(f"cannot read --window {text!r}", hint='write DURATION[,SLIDE], e.g. "10 minutes" or "10 minutes,5 minutes"')
+        raise CheckpointError(f"cannot read {arg('window')} {text!r}", param="window",
+                              hint='write DURATION[,SLIDE], e.g. "10 minutes" or "10 minutes,5 minutes"')
     duration = parse_duration_ms(parts[0])
     slide = parse_duration_ms(parts[1]) if len(parts) == 2 else duration
     if duration <= 0 or slide <= 0 or slide > duration:
-        raise CheckpointError(f"--window {text!r}: need 0 < slide <= duration", hint="as Spark's window() requires")
+        raise CheckpointError(f"{arg('window', repr(text))}: need 0 < slide <= duration", hint="as Spark's window() requires",
+                              param="window")
     return duration, slide
 
 
@@ -46,15 +48,16 @@ def with_lateness(df: "DataFrame", event_time: str, watermark_ms: int, window: s
     try:
         field_type = df.select(F.col(event_time)).schema.fields[0].dataType.typeName()
     except AnalysisException:
-        raise CheckpointError(f"--event-time column {event_time!r} is not in the input ({', '.join(df.columns) or 'no columns'})",
-                              hint="pass the column the query's withWatermark used, and --schema if it was declared") from None
+        raise CheckpointError(f"{arg('event_time')} column {event_time!r} is not in the input ({', '.join(df.columns) or 'no columns'})",
+                              hint=f"pass the column the query's withWatermark used, and {arg('schema')} if it was declared",
+                              param="event_time") from None
     if field_type not in ("timestamp", "timestamp_ntz"):
-        raise CheckpointError(f"--event-time column {event_time!r} is {field_type}, not a timestamp",
-                              hint="pass --schema with the query's schema (e.g. 'id STRING, ts TIMESTAMP') so it is read as one")
+        raise CheckpointError(f"{arg('event_time')} column {event_time!r} is {field_type}, not a timestamp", param="event_time",
+                              hint=f"pass {arg('schema')} with the query's schema (e.g. 'id STRING, ts TIMESTAMP') so it is read as one")
     bound = F.col(event_time)
     if window is not None:
         if "window" in df.columns:
-            raise CheckpointError("the input already has a column named 'window'", hint="replay without --window")
+            raise CheckpointError("the input already has a column named 'window'", hint=f"replay without {arg('window')}", param="window")
         duration, slide = parse_window(window)
         df = df.withColumn("window", F.window(bound, f"{duration} milliseconds", f"{slide} milliseconds"))
         bound = F.col("window.end")

@@ -22,7 +22,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from wmcheck.checkpoint.errors import UnsupportedError
+from wmcheck.checkpoint.errors import UnsupportedError, arg
 from wmcheck.checkpoint.model import Checkpoint
 from wmcheck.checkpoint.operator_kinds import is_transform_with_state
 from wmcheck.checkpoint.state_schema import ColumnFamilySchema, KeyEncoderSpec, StructField, StructType
@@ -69,7 +69,7 @@ def _schema(ckpt: Checkpoint, op: int, store: str, family: str = "default") -> C
     schema = ckpt.store_schema(op, store, family)
     if schema is None:
         raise UnsupportedError(f"operator {op} store {store!r} has no state schema file the python engine can read",
-                               hint="use --engine spark")
+                               hint=f"use {arg('engine', 'spark')}")
     check_supported(schema.key_schema)
     check_supported(schema.value_schema)
     return schema
@@ -80,13 +80,13 @@ def plan_store(ckpt: Checkpoint, store: Store) -> StorePlan:
     conf = ckpt.conf
     provider = conf.get(PROVIDER) or HDFS
     if provider not in (HDFS, ROCKSDB):
-        raise UnsupportedError(f"state provider {provider} is not read by the python engine", hint="use --engine spark")
+        raise UnsupportedError(f"state provider {provider} is not read by the python engine", hint=f"use {arg('engine', 'spark')}")
     if (conf.get(ENCODING) or "unsaferow").lower() != "unsaferow":
         raise UnsupportedError(f"state encoding format {conf.get(ENCODING)!r} is not read by the python engine (unsaferow only)",
-                               hint="use --engine spark")
+                               hint=f"use {arg('engine', 'spark')}")
     if (conf.get(ROW_CHECKSUM) or "false").lower() == "true":
         raise UnsupportedError("state rows with checksums (rowChecksum.enabled) are not read by the python engine",
-                               hint="use --engine spark")
+                               hint=f"use {arg('engine', 'spark')}")
     codec = codec_name(conf.get(CODEC))
     require_codec(codec)
     rocksdb = provider == ROCKSDB
@@ -182,19 +182,19 @@ def _variable(ckpt: Checkpoint, store: Store) -> dict[str, Any]:
                  or {}).get("stateVariables") or []
     found = next((v for v in variables if v.get("stateName") == store.name), None)
     if found is None:
-        raise UnsupportedError(f"state variable {store.name!r} is not in the operator metadata", hint="use --engine spark")
+        raise UnsupportedError(f"state variable {store.name!r} is not in the operator metadata", hint=f"use {arg('engine', 'spark')}")
     return found
 
 
 def _tws_plan(ckpt: Checkpoint, store: Store, rocksdb: bool, codec: str) -> StorePlan:
     if not rocksdb:
-        raise UnsupportedError("transformWithState state outside RocksDB is not read by the python engine", hint="use --engine spark")
+        raise UnsupportedError("transformWithState state outside RocksDB is not read by the python engine", hint=f"use {arg('engine', 'spark')}")
     var = _variable(ckpt, store)
     kind = var.get("stateVariableType")
     if var.get("ttlEnabled"):
-        raise UnsupportedError(f"state variable {store.name!r} has a TTL, not read by the python engine yet", hint="use --engine spark")
+        raise UnsupportedError(f"state variable {store.name!r} has a TTL, not read by the python engine yet", hint=f"use {arg('engine', 'spark')}")
     if kind == "TimerState" and store.name != TIMERS:
-        raise UnsupportedError(f"timers {store.name!r} are not read by the python engine", hint="use --engine spark")
+        raise UnsupportedError(f"timers {store.name!r} are not read by the python engine", hint=f"use {arg('engine', 'spark')}")
     schema = _schema(ckpt, store.operator_id, "default", store.name)
     key = key_decoder(schema.key_schema, schema.key_encoder, True, True)
     family = store.name
@@ -237,4 +237,4 @@ def _tws_rows(kind: str | None, name: str, schema: ColumnFamilySchema) -> tuple[
             yield {"key": k[outer.name], "expiration_timestamp_ms": k[inner.name]}
 
         return StructType((_field("key", outer.data_type), _field("expiration_timestamp_ms", "long"))), timer
-    raise UnsupportedError(f"state variable {name!r} of type {kind!r} is not read by the python engine", hint="use --engine spark")
+    raise UnsupportedError(f"state variable {name!r} of type {kind!r} is not read by the python engine", hint=f"use {arg('engine', 'spark')}")

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator
 
-from wmcheck.checkpoint.errors import CheckpointError, SparkUnavailableError
+from wmcheck.checkpoint.errors import CheckpointError, SparkUnavailableError, arg
 from wmcheck.checkpoint.model import Checkpoint, open_checkpoint
 from wmcheck.checkpoint.state_schema import StructField, StructType
 
@@ -63,7 +63,7 @@ def target(ckpt: Checkpoint, batch: int | None = None, watermark_ms: int | None 
         raise CheckpointError(f"batch {batch - 1} is not committed, so no state was written for batch {batch} to start from",
                               path=f"commits/{batch - 1}", hint="pick a batch after a committed one (wmcheck batches CKPT)")
     if watermark_ms is not None:
-        return Target(batch, batch - 1, watermark_ms, "--watermark")
+        return Target(batch, batch - 1, watermark_ms, arg("watermark_ms"))
     if batch in ckpt.offset_ids:
         meta = ckpt.offsets(batch).metadata
         return Target(batch, batch - 1, meta.batch_watermark_ms if meta else 0, "next batch" if batch == nxt else f"batch {batch}")
@@ -107,7 +107,7 @@ def spark_errors(store: Store, tgt: Target, location: str) -> Iterator[None]:
         elif condition.startswith(("STDS_COMMITTED_BATCH_UNAVAILABLE", "STDS_OFFSET")):
             hint = "that batch's commit or offsets file is missing: wmcheck batches CKPT"
         else:
-            hint = "--debug shows Spark's full error"
+            hint = f"{arg('debug')} shows Spark's full error"
         raise CheckpointError(f"Spark cannot read the state of {what}: {text[:400]}", hint=hint) from exc
 
 

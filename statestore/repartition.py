@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from wmcheck.checkpoint.errors import CheckpointError, RefusedError
+from wmcheck.checkpoint.errors import CheckpointError, RefusedError, arg
 from wmcheck.checkpoint.model import open_checkpoint
 from wmcheck.checkpoint.repair import safety
 from wmcheck.checkpoint.repair._hooks import current
@@ -89,7 +89,7 @@ def repartition(location: str, request: RepartitionRequest, options: RunOptions 
         return RepartitionResult(run(location, request, options))
     if request.remote:
         raise CheckpointError("Spark's offline state repartition runs in Spark Classic only, not over Spark Connect",
-                              hint="leave out --remote (use --master to pick a cluster)")
+                              hint=f"leave out {arg('remote')} (use {arg('master')} to pick a cluster)", param="remote")
     version = installed_pyspark()
     problem = spark_version_problem(version) if version else "pyspark is not installed"
     if problem:
@@ -119,7 +119,8 @@ def _interrupted(location: str, request: RepartitionRequest, options: RunOptions
         return None
     if request.partitions != saved:
         raise RefusedError(f"repartition {doc['id']} ({RepartitionRequest.label(doc.get('request', {}))}) was "
-                           "interrupted: undo it, or re-run it with the same --partitions", hint=f"wmcheck undo {location}")
+                           f"interrupted: undo it, or re-run it with the same {arg('partitions')}", hint=f"wmcheck undo {location}",
+                           param="partitions")
     return str(doc["id"])
 
 

@@ -17,6 +17,7 @@ from wmcheck.checkpoint.errors import (
     MissingFileError,
     SparkUnavailableError,
     UnsupportedError,
+    arg,
 )
 from wmcheck.checkpoint.model import Checkpoint, open_checkpoint
 
@@ -70,7 +71,8 @@ class ReplayBatch:
             return self.data
         if self.late is None:
             raise CheckpointError(f"keeping {keep.replace('_', '-')} rows needs the event-time column",
-                                  hint="pass --event-time COL (the column the query's withWatermark used)")
+                                  hint=f"pass {arg('event_time', 'COL')} (the column the query's withWatermark used)",
+                              param="event_time")
         return self.data.filter(self.late if keep == "late" else ~self.late)
 
 
@@ -109,7 +111,7 @@ def _read_kafka(spark: "SparkSession", src: SourceInput, opts: ReplayOptions) ->
         if condition(exc) in KAFKA_NOT_FOUND or "find data source: kafka" in str(exc).lower():
             raise SparkUnavailableError(
                 "reading a Kafka source needs the Kafka connector, which is not on the Spark classpath",
-                hint=f"add --packages {KAFKA_PACKAGE} (or --jars with the connector and kafka-clients)",
+                hint=f"add {arg('packages', KAFKA_PACKAGE)} (or {arg('jars')} with the connector and kafka-clients)",
             ) from None
         raise
 
@@ -119,17 +121,18 @@ def _check_sources(batches: list[BatchInput], opts: ReplayOptions) -> None:
     ids = sorted({s.source_id for b in batches for s in b.sources})
     if len(ids) > 1:
         raise CheckpointError(f"the query has {len(ids)} sources ({', '.join(ids)}): replay reads one at a time",
-                              hint="pass --source ID; --plan shows every source")
+                              hint=f"pass {arg('source', 'ID')}; {arg('plan')} shows every source", param="source")
     for batch in batches:
         for src in batch.sources:
             if not src.replayable:
-                hint = ("install delta-spark and read the range --plan shows" if src.kind == "delta"
-                        else "--plan shows the recorded offsets")
+                hint = (f"install delta-spark and read the range {arg('plan')} shows" if src.kind == "delta"
+                        else f"{arg('plan')} shows the recorded offsets")
                 raise UnsupportedError(f"batch {batch.batch_id}: source {src.source_id} cannot be replayed ({src.note})",
                                        path=f"offsets/{batch.batch_id}", hint=hint)
             if src.kind == "file" and src.files and not opts.source_format:
-                raise CheckpointError("replaying a file source needs --source-format (json, csv, parquet, text, ...)",
-                                      hint="pass the format, --schema and --option settings the query's readStream used")
+                raise CheckpointError(f"replaying a file source needs {arg('source_format')} (json, csv, parquet, text, ...)",
+                                      hint=f"pass the format, {arg('schema')} and {arg('options')} settings the query's "
+                                           "readStream used", param="source_format")
     missing = [(b.batch_id, s.source_id, f) for b in batches for s in b.sources for f in s.missing]
     if missing and not opts.skip_missing:
         shown = ", ".join(f.location for _, _, f in missing[:SHOWN_MISSING])
@@ -138,7 +141,8 @@ def _check_sources(batches: list[BatchInput], opts: ReplayOptions) -> None:
         raise MissingFileError(
             f"{len(missing)} input file(s) of batches {first_batch}..{missing[-1][0]} no longer exist: {shown}{more}",
             path=f"sources/{source}/{first.log_batch}",
-            hint="--path-map FROM=TO if the data moved (another directory or bucket), or --skip-missing to replay without them",
+            hint=f"{arg('path_map', 'FROM=TO')} if the data moved (another directory or bucket), or {arg('skip_missing')} to "
+                 "replay without them",
         )
 
 
@@ -167,7 +171,8 @@ def prepare(ckpt: Checkpoint | str, start: int, end: int | None = None,
         raise CheckpointError(f"unknown keep {opts.keep!r}", hint=f"one of {', '.join(KEEP)}")
     if opts.keep != "all" and opts.event_time is None:
         raise CheckpointError(f"keeping {opts.keep.replace('_', '-')} rows needs the event-time column",
-                              hint="pass --event-time COL (the column the query's withWatermark used)")
+                              hint=f"pass {arg('event_time', 'COL')} (the column the query's withWatermark used)",
+                              param="event_time")
     if opts.window is not None:
         parse_window(opts.window)
     ckpt = _open(ckpt, opts.fs_options)
@@ -195,7 +200,7 @@ def read_batches(spark: "SparkSession", batches: list[BatchInput], opts: ReplayO
                 if batch.late_watermark_ms is None:
                     raise CheckpointError(
                         f"offsets/{batch.batch_id - 1} is gone, so the watermark batch {batch.batch_id} dropped late rows by "
-                        "is unknown", hint="replay from a later batch, or without --event-time")
+                        "is unknown", hint=f"replay from a later batch, or without {arg('event_time')}")
                 data, late = with_lateness(df, opts.event_time, batch.late_watermark_ms, opts.window)
         yield ReplayBatch(batch, df, data, late, missing)
 

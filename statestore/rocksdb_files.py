@@ -18,7 +18,7 @@ import zipfile
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from wmcheck.checkpoint.errors import MalformedFileError
+from wmcheck.checkpoint.errors import MalformedFileError, arg
 from wmcheck.checkpoint.fs import FileSystem
 from wmcheck.checkpoint.state_files import StateFile
 
@@ -43,7 +43,7 @@ def parse_zip_metadata(data: bytes, path: str) -> ZipMetadata:
     first, _, rest = text.partition("\n")
     if first.strip() != "v1":
         raise MalformedFileError(f"expected the RocksDB checkpoint metadata version v1, found {first[:20]!r}", path=path,
-                                 line=1, hint="upgrade wmcheck, or use --engine spark")
+                                 line=1, hint=f"upgrade wmcheck, or use {arg('engine', 'spark')}")
     try:
         doc = json.loads(rest)
         files = {f["localFileName"]: f["dfsSstFileName"] for f in doc.get("sstFiles", [])}

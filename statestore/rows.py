@@ -7,7 +7,7 @@ from datetime import date, datetime, timezone
 from decimal import Decimal
 from typing import Any
 
-from wmcheck.checkpoint.errors import CheckpointError
+from wmcheck.checkpoint.errors import CheckpointError, arg
 
 from .reader import StoreRead, spark_errors
 
@@ -59,7 +59,8 @@ def one_table(reads: list[StoreRead], tables: list, limit: int | None = None):
     except pa.ArrowInvalid:
         names = ", ".join(f"operator {r.store.operator_id} {r.store.name}" for r, _ in filled)
         raise CheckpointError(f"{names} have different key/value schemas and cannot share one table",
-                              hint="select one with --operator and --store/--join-side/--state-var") from None
+                              hint=f"select one with {arg('operator')} and {arg('store')}/{arg('join_side')}/{arg('state_var')}",
+                              param="store") from None
     if limit is not None and table.num_rows > limit:
         table = table.sort_by([("event_time_ms", "ascending"), ("partition_id", "ascending")]).slice(0, limit)
     return table

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from importlib.resources import files
 from typing import TYPE_CHECKING, Iterator, Mapping, Sequence
 
-from wmcheck.checkpoint.errors import SparkUnavailableError, UnsupportedError
+from wmcheck.checkpoint.errors import SparkUnavailableError, UnsupportedError, arg
 
 from .spark_errors import first_line
 
@@ -100,7 +100,7 @@ def spark_session(master: str | None = None, conf: Mapping[str, str] | None = No
             spark = builder.getOrCreate()
     except Exception as exc:  # py4j/JVM start-up failures arrive as many exception types
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise SparkUnavailableError(f"Spark failed to start: {first}", hint="rerun with --debug for the full error") from None
+        raise SparkUnavailableError(f"Spark failed to start: {first}", hint=f"{arg('debug')} shows the full error") from exc
     if not remote:
         spark.sparkContext.setLogLevel("FATAL" if quiet else "ERROR")
         # pyspark 4.1's state reader fails on HDFS-backed stores unless the streaming query

@@ -6,7 +6,7 @@ import importlib.util
 import os
 from typing import TYPE_CHECKING, Callable, Mapping
 
-from wmcheck.checkpoint.errors import CheckpointError, RefusedError
+from wmcheck.checkpoint.errors import CheckpointError, RefusedError, arg
 from wmcheck.checkpoint.fs import open_fs
 
 from .spark_errors import first_line, spark_errors
@@ -28,9 +28,10 @@ class ParquetSink:
         target = open_fs(path, fs_options)
         info = target.info("")
         if info is not None and not info.is_dir:
-            raise RefusedError(f"--output {path} is a file", hint="pass a directory")
+            raise RefusedError(f"{arg('output')} {path} is a file", hint="pass a directory", param="output")
         if target.names("") and not overwrite:
-            raise RefusedError(f"--output {path} is not empty", hint="pass an empty or new directory, or --overwrite to replace it")
+            raise RefusedError(f"{arg('output')} {path} is not empty", param="output",
+                               hint=f"pass an empty or new directory, or {arg('overwrite')} to replace it")
         self.path = path
         self.batches: list["DataFrame"] = []
 
@@ -54,7 +55,7 @@ def load_function(spec: str) -> Sink:
     """``module:function`` or ``path/to/file.py:function`` -> the function (called as ``function(df, batch_id)``)."""
     module_name, sep, attr = spec.rpartition(":")
     if not sep or not module_name or not attr.isidentifier():
-        raise CheckpointError(f"--foreach-batch expects module:function, got {spec!r}",
+        raise CheckpointError(f"{arg('foreach_batch')} expects module:function, got {spec!r}", param="foreach_batch",
                               hint="e.g. mypackage.sinks:write_batch or ./sinks.py:write_batch")
     try:
         if module_name.endswith(".py") or os.sep in module_name:
@@ -68,17 +69,18 @@ def load_function(spec: str) -> Sink:
         else:
             module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise CheckpointError(f"--foreach-batch: cannot import {module_name}: {exc}",
+        raise CheckpointError(f"{arg('foreach_batch')}: cannot import {module_name}: {exc}", param="foreach_batch",
                               hint="the module must be importable from the current directory or PYTHONPATH") from None
     fn = getattr(module, attr, None)
     if not callable(fn):
-        raise CheckpointError(f"--foreach-batch: {module_name} has no function {attr}", hint="check the name after ':'")
+        raise CheckpointError(f"{arg('foreach_batch')}: {module_name} has no function {attr}", hint="check the name after ':'",
+                              param="foreach_batch")
 
     def call(df: "DataFrame", batch_id: int) -> None:
         try:
             fn(df, batch_id)
         except Exception as exc:
-            raise CheckpointError(f"--foreach-batch {spec} failed on batch {batch_id}: {type(exc).__name__}: {first_line(exc)}",
-                                  hint="--debug shows the traceback") from exc
+            raise CheckpointError(f"{arg('foreach_batch', spec)} failed on batch {batch_id}: {type(exc).__name__}: "
+                                  f"{first_line(exc)}", hint=f"{arg('debug')} shows the traceback") from exc
 
     return call

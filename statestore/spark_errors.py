@@ -4,7 +4,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator
 
-from wmcheck.checkpoint.errors import CheckpointError
+from wmcheck.checkpoint.errors import CheckpointError, arg
 
 
 def first_line(exc: BaseException) -> str:
@@ -35,4 +35,4 @@ def spark_errors(what: str) -> Iterator[None]:
         raise
     except (PySparkException, Py4JError) as exc:
         raise CheckpointError(f"Spark failed {what}: {first_line(exc)}",
-                              hint="check --source-format, --schema and --option; --debug shows Spark's error") from exc
+                              hint=f"check {arg('source_format')}, {arg('schema')} and {arg('options')}; {arg('debug')} shows Spark's error") from exc

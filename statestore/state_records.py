@@ -14,7 +14,7 @@ from __future__ import annotations
 import struct
 from typing import Iterator
 
-from wmcheck.checkpoint.errors import MalformedFileError
+from wmcheck.checkpoint.errors import MalformedFileError, arg
 
 PUT, DELETE, MERGE = "put", "delete", "merge"
 _TYPES = {0x01: PUT, 0x10: DELETE, 0x11: MERGE}
@@ -100,7 +100,7 @@ def changelog_records(data: bytes, path: str) -> Iterator[Record]:
         return sized_records(data, path)
     if version not in (2, 3, 4):
         raise MalformedFileError(f"changelog version v{version} is not known (Spark writes v1..v4)", path=path, byte=0,
-                                 hint="upgrade wmcheck, or use --engine spark")
+                                 hint=f"upgrade wmcheck, or use {arg('engine', 'spark')}")
     assert head is not None
     pos = head[1]
     if version >= 3:

@@ -28,7 +28,7 @@ import struct
 from decimal import Context, Decimal
 from typing import Any, Callable
 
-from wmcheck.checkpoint.errors import MalformedFileError, UnsupportedError
+from wmcheck.checkpoint.errors import MalformedFileError, UnsupportedError, arg
 from wmcheck.checkpoint.state_schema import ArrayType, DataType, MapType, OtherType, StructType
 
 MAX_LONG_DIGITS = 18
@@ -64,12 +64,12 @@ def atomic_kind(name: str) -> str:
     match = _DECIMAL.match(name)
     if match:
         return "decimal_long" if int(match[1]) <= MAX_LONG_DIGITS else "decimal_bytes"
-    raise UnsupportedError(f"state column type {name!r} is not decoded by the python engine", hint="use --engine spark")
+    raise UnsupportedError(f"state column type {name!r} is not decoded by the python engine", hint=f"use {arg('engine', 'spark')}")
 
 
 def _unsupported(data_type: OtherType) -> UnsupportedError:
     return UnsupportedError(f"state column type {dict(data_type.json)} is not decoded by the python engine",
-                            hint="use --engine spark")
+                            hint=f"use {arg('engine', 'spark')}")
 
 
 def check_supported(data_type: DataType) -> None:
@@ -86,7 +86,7 @@ def check_supported(data_type: DataType) -> None:
         atomic_kind(data_type)
     else:
         raise UnsupportedError(f"state column type {dict(data_type.json)!r} is not decoded by the python engine",
-                               hint="use --engine spark")
+                               hint=f"use {arg('engine', 'spark')}")
 
 
 def _offset_size(buf: bytes, at: int) -> tuple[int, int]:

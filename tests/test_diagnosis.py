@@ -9,6 +9,7 @@ import shutil
 
 import pytest
 
+from wmcheck.checkpoint.errors import spelled
 from wmcheck.checkpoint.model import open_checkpoint
 from wmcheck.checkpoint.progress import query_progress
 from wmcheck.checkpoint.progress_files import load_progress, read_reports
@@ -157,7 +158,7 @@ def test_single_source_whose_event_time_stopped_advancing():
     ckpt = open_checkpoint(str(fixture_checkpoint("stalled_event_time")))
     bare = watermark_stall(ckpt)
     assert (bare.reason, bare.held_by, bare.batches, bare.event_time_advancing) == (EVENT_TIME, (), 6, None)
-    assert bare.explanation.endswith("its event times are not beyond those seen before (pass --progress to see the max "
+    assert spelled(bare.explanation).endswith("its event times are not beyond those seen before (pass progress to see the max "
                                      "event time per batch)")
     stall = watermark_stall(ckpt, progress("stalled_event_time"))
     assert stall.event_time_advancing is False

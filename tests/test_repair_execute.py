@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from wmcheck.checkpoint import repair
-from wmcheck.checkpoint.errors import CheckpointError, RefusedError
+from wmcheck.checkpoint.errors import CheckpointError, RefusedError, spelled
 from wmcheck.checkpoint.model import open_checkpoint
 from wmcheck.checkpoint.repair._hooks import injected
 from wmcheck.checkpoint.summary import warnings as show_warnings
@@ -239,8 +239,8 @@ def test_an_active_query_is_refused_unless_forced(tmp_path):
     for path in (root / "checkpoint" / "state").rglob("*"):
         os.utime(path)  # as if the query had just written them
     shown = repair_doc(repair.run(ckpt, repair.RewindRequest(to_batch=7)))
-    assert "the query looks active" in shown["warnings"][-1] and "--execute would refuse" in shown["warnings"][-1]
-    with pytest.raises(RefusedError, match=r"the query looks active: .* was modified .* ago, within --idle 10m"):
+    assert "the query looks active" in shown["warnings"][-1] and "execute would refuse" in spelled(shown["warnings"][-1])
+    with pytest.raises(RefusedError, match=r"the query looks active: .* was modified .* ago, within idle_ms 10m"):
         repair_doc(repair.run(ckpt, repair.RewindRequest(to_batch=7), repair.RunOptions(execute=True)))
     assert not (root / "checkpoint" / OWN).exists()
     old = 1_000_000_000

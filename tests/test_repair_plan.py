@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from wmcheck.checkpoint.checksums import hadoop_crc_for
-from wmcheck.checkpoint.errors import CheckpointError, MalformedFileError, RefusedError
+from wmcheck.checkpoint.errors import CheckpointError, MalformedFileError, RefusedError, spelled
 from wmcheck.checkpoint.fs import open_fs
 from wmcheck.checkpoint.layout import sidecar_target
 from wmcheck.checkpoint.model import open_checkpoint
@@ -203,7 +203,7 @@ def test_tws_removes_operator_metadata_of_later_batches_only():
 def test_foreach_batch_sink_gets_the_batch_id_warning():
     root = need("pandas_state_timeout")
     plan = plan_for(root, 3)
-    assert len(plan.warnings) == 1 and "no --file-sink given" in plan.warnings[0] and "4..8" in plan.warnings[0]
+    assert len(plan.warnings) == 1 and "no file_sink given" in spelled(plan.warnings[0]) and "4..8" in plan.warnings[0]
 
 
 def test_keep_next_offsets_keeps_batch_n_plus_1_and_its_source_files():
@@ -315,8 +315,9 @@ def test_targets_resolve_to_exact_batches():
     assert resolve_target(ckpt, to_time="-1 days", now=stamp).batch is None
     with pytest.raises(CheckpointError, match="exactly one target"):
         resolve_target(ckpt, to_batch=1, shift=-1)
-    with pytest.raises(CheckpointError, match="--shift must be negative"):
+    with pytest.raises(CheckpointError, match="shift must be negative .* got 2 .hint: e.g. shift=-3") as info:
         resolve_target(ckpt, shift=2)
+    assert info.value.param == "shift"
 
 
 def test_idle_parsing():
@@ -345,7 +346,7 @@ def test_set_watermark_rewrites_both_files_exactly():
         assert hadoop_crc_for(original) == (root / "checkpoint" / step.sidecar).read_bytes()
     assert plan.before["watermark_ms"] == old and plan.after["watermark_ms"] == new
     assert "lowering the watermark by 1m" in plan.warnings[0]
-    assert "pass --window" in plan.warnings[1]
+    assert "(pass window to list them)" in spelled(plan.warnings[1])
 
 
 def test_set_watermark_lists_reopened_windows_and_refuses_raising():

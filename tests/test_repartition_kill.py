@@ -165,7 +165,7 @@ def test_a_real_kill_at_any_step_of_a_repartition_is_recovered_both_ways(spark, 
         ckpt, now = str(work / "checkpoint"), repair.RunOptions(execute=True, idle_ms=0)
         pending = find_interrupted(open_checkpoint(ckpt).fs)
         if pending is not None:
-            with pytest.raises(RefusedError, match="was interrupted: undo it, or re-run it with the same --partitions"):
+            with pytest.raises(RefusedError, match="was interrupted: undo it, or re-run it with the same partitions"):
                 repartition(ckpt, repair.RepartitionRequest(partitions=PARTITIONS - 1), now)
         try:
             done = repartition(ckpt, repair.RepartitionRequest(partitions=PARTITIONS, file_sink=str(work / "output")), now)

@@ -24,6 +24,6 @@ def recommended_repair(findings: Iterable[Finding], file_sink: bool = False) -> 
     if rewinds:
         batch = min(int(m[1]) for m in rewinds)
         with_sink = file_sink or any(m[2] for m in rewinds)
-        return f"wmcheck rewind CKPT --to-batch {batch}" + (" --file-sink SINK" if with_sink else "")
+        return f"wmcheck rewind CKPT --to-batch {batch} --file-sink SINK" if with_sink else f"wmcheck rewind CKPT --to-batch {batch}"
     others = {m[0].strip() for f in errors for m in COMMAND.finditer(f.message)}
     return others.pop() if len(others) == 1 else None

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..activity import DEFAULT_IDLE_MS, now_ms, recent_activity
-from ..errors import CheckpointError, MissingFileError, RefusedError
+from ..errors import CheckpointError, MissingFileError, RefusedError, arg
 from ..fs import FileSystem, open_fs
 from ..layout import OWN_DIR
 from ..model import Checkpoint, open_checkpoint
@@ -68,7 +68,7 @@ def _held(ckpt: Checkpoint, command: str, now: int, execute: bool = True) -> Ite
         return
     if ckpt.fs.is_link(OWN_DIR):
         raise RefusedError(f"{OWN_DIR} is a symbolic link: wmcheck keeps its journal and backups inside the checkpoint",
-                           path=OWN_DIR, hint="replace the link by a directory (use --backup-dir for backups elsewhere)")
+                           path=OWN_DIR, hint=f"replace the link by a directory (use {arg('backup_dir')} for backups elsewhere)")
     fresh = not ckpt.fs.exists(OWN_DIR)
     lock = acquire(ckpt.fs, command, now)
     try:
@@ -152,7 +152,7 @@ def _undo_sink(ckpt: Checkpoint, plan: Plan, file_sink: str | None, fs_options: 
     if file_sink is None and plan.checkpoint != ckpt.location:
         raise RefusedError(f"the repair was made at {plan.checkpoint}, this checkpoint is at {ckpt.location}: undo "
                            f"would restore the file sink of the original location, {plan.file_sink}",
-                           hint="pass --file-sink PATH naming this copy's sink")
+                           hint=f"pass {arg('file_sink', 'PATH')} naming this copy's sink", param="file_sink")
     sink = open_file_sink(file_sink or plan.file_sink, ckpt, fs_options)
     assert sink is not None
     return sink.location
@@ -194,7 +194,8 @@ def _load(path: str, command: str, ckpt: Checkpoint) -> Plan:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise MissingFileError("plan file not found", path=path, hint="write one with --plan-out FILE") from None
+        raise MissingFileError("plan file not found", path=path, hint=f"write one with {arg('plan_out', 'FILE')}",
+                               param="from_plan") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise CheckpointError(f"cannot read the plan: {exc}", path=path) from None
     plan = load_plan(text, path)
@@ -224,7 +225,7 @@ def _check_fresh(plan: Plan, replan: Callable[[], Plan]) -> None:
     else:
         what = "the request differs"
     raise RefusedError(f"the checkpoint changed since the plan was made ({len(old)} steps then, {len(new)} now): {what}",
-                       hint="plan again (without --from-plan) and review the new plan")
+                       hint=f"plan again (without {arg('from_plan')}) and review the new plan", param="from_plan")
 
 
 def _finish(ckpt: Checkpoint, plan: Plan, options: RunOptions, now: int, fail_after: int | None,
@@ -234,12 +235,13 @@ def _finish(ckpt: Checkpoint, plan: Plan, options: RunOptions, now: int, fail_af
             Path(options.plan_out).write_text(dumps(plan), encoding="utf-8")
         except OSError as exc:
             raise CheckpointError(f"cannot write the plan: {exc.strerror or exc}", path=options.plan_out,
-                                  hint="pass a --plan-out FILE in a writable directory") from None
+                                  hint=f"pass a {arg('plan_out', 'FILE')} in a writable directory",
+                                  param="plan_out") from None
     roots = _roots(ckpt, plan.file_sink, options.fs_options)
     if lock is None:
         activity = recent_activity(ckpt, options.idle_ms, now)
-        extra = [f"{activity}: --execute would refuse (stop the query, or --force)"] if activity else []
-        extra += [f"--execute would refuse: {link}" for link in safety.link_problems(roots, plan)]
+        extra = [f"{activity}: {arg('execute')} would refuse (stop the query, or {arg('force')})"] if activity else []
+        extra += [f"{arg('execute')} would refuse: {link}" for link in safety.link_problems(roots, plan)]
         return RepairResult(plan, False, plan.warnings + tuple(extra))
     safety.check_idle(ckpt, options.idle_ms, options.force, now)
     if not plan.steps:

@@ -12,7 +12,7 @@ import posixpath
 from typing import Any, Callable
 
 from ..checksums import hadoop_crc_for
-from ..errors import CheckpointError, MissingFileError, RefusedError
+from ..errors import CheckpointError, MissingFileError, RefusedError, arg
 from ..fs import TEMP_SUFFIX, FileSystem
 from ..layout import COMMITS, OFFSETS
 from ..numbers import is_number
@@ -168,7 +168,7 @@ def undo(plan: Plan, backup: Backup, status: str, now_ms: int, force: bool = Fal
         raise RefusedError(
             f"the checkpoint changed since repair {backup.backup_id}: " + "; ".join(conflicts[:MAX_SHOWN])
             + (f" (and {len(conflicts) - MAX_SHOWN} more)" if len(conflicts) > MAX_SHOWN else ""),
-            hint="stop the query; --force restores anyway and moves the files in the way into the backup's displaced/",
+            hint=f"stop the query; {arg('force')} restores anyway and moves the files in the way into the backup's displaced/",
         )
     backup.write_manifest(plan, UNDOING)
     write_journal(backup.ckpt_fs, backup.backup_id, plan.command, "undo", now_ms)

@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
-from ..errors import CheckpointError, MalformedFileError
+from ..errors import CheckpointError, MalformedFileError, arg
 from ..fs import clean_relative
 from ..layout import OWN_DIR, hadoop_sidecar
 
@@ -131,7 +131,7 @@ def dumps(plan: Plan) -> str:
 
 def _bad(path: str, what: str) -> MalformedFileError:
     return MalformedFileError(f"not a wmcheck plan: {what}", path=path,
-                              hint="pass a file written by --plan-out (and not edited since)")
+                              hint=f"pass a file written by {arg('plan_out')} (and not edited since)")
 
 
 def plan_from_json(obj: Any, path: str) -> Plan:

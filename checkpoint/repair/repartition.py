@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from ..errors import CheckpointError, RefusedError
+from ..errors import CheckpointError, RefusedError, arg
 from ..layout import SINK_LOG
 from ..model import COMMITS, OFFSETS, Checkpoint
 from ..repartitions import (
@@ -151,16 +151,16 @@ def plan_repartition(ckpt: Checkpoint, partitions: int | None, *, sink: FileSink
     if partitions is None:
         lacking = missing_sink_entries(ckpt, sink)
         if sink is None:
-            raise CheckpointError("nothing to do without --partitions N or --file-sink PATH",
-                                  hint="--partitions N repartitions; --file-sink PATH alone completes a repartition "
-                                       "Spark made (its sink log entry)")
+            raise CheckpointError(f"nothing to do without {arg('partitions', 'N')} or {arg('file_sink', 'PATH')}",
+                                  hint=f"{arg('partitions', 'N')} repartitions; {arg('file_sink', 'PATH')} alone completes a "
+                                       "repartition Spark made (its sink log entry)", param="partitions")
         steps = tuple(sink_entry_step(sink, b) for b in lacking)
         return Plan("repartition", ckpt.location, sink.location, {"partitions": None, "from": current, "batch": None},
                     before, before, steps, created_ms=created_ms,
                     notes=(f"completes Spark's repartition batch(es) {', '.join(map(str, lacking))}: the sink log entry "
                            "Spark did not write" if lacking else "the file sink log lacks no repartition batch",))
     if partitions < 1:
-        raise CheckpointError(f"--partitions must be at least 1, not {partitions}")
+        raise CheckpointError(f"{arg('partitions')} must be at least 1, not {partitions}", param="partitions")
     reasons = refusals(ckpt, partitions)
     if reasons:
         raise RefusedError(f"cannot repartition to {partitions}: {reasons[0]}"
@@ -177,7 +177,7 @@ def plan_repartition(ckpt: Checkpoint, partitions: int | None, *, sink: FileSink
              "whose last batch is committed; session confs from the checkpoint: "
              + ", ".join(f"{k}={v}" for k, v in sorted(spark_confs(ckpt).items())))
     warnings = () if sink else (
-        "no --file-sink given: a file sink's log gets no entry for the repartition batch, and the sink log's next "
+        f"no {arg('file_sink')} given: a file sink's log gets no entry for the repartition batch, and the sink log's next "
         "compaction fails (wmcheck check --file-sink: WM036)",)
     return Plan(
         "repartition", ckpt.location, sink.location if sink else None,

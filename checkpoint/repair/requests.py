@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping
 
 from ..activity import DEFAULT_IDLE_MS
-from ..errors import CheckpointError, MissingFileError
+from ..errors import CheckpointError, MissingFileError, arg
 from ..fs import open_fs, require_dir
 from ..layout import SINK_LOG
 from ..model import Checkpoint
@@ -107,8 +107,9 @@ class SetWatermarkRequest(RepairRequest):
 
     def plan(self, ckpt: Checkpoint, now: int, fs_options: FsOptions) -> Plan:
         if self.watermark is None:
-            raise CheckpointError("set-watermark needs --watermark TIME (or --from-plan FILE)",
-                                  hint='e.g. --watermark "-2 hours" (relative to the current watermark)')
+            raise CheckpointError(f"set-watermark needs {arg('watermark', 'TIME')} (or {arg('from_plan', 'FILE')})",
+                                  hint="e.g. " + arg("watermark", '"-2 hours"') + " (relative to the current watermark)",
+                                  param="watermark")
         watermark_ms = self.watermark if isinstance(self.watermark, int) else parse_time_ms(
             self.watermark, now_ms=now, watermark_ms=ckpt.watermark_ms, default_anchor="watermark")
         window_ms = self.window if isinstance(self.window, int) or self.window is None else parse_duration_ms(self.window)

@@ -16,7 +16,7 @@ import zlib
 from dataclasses import dataclass
 from functools import cached_property
 
-from ..errors import CheckpointError, RefusedError
+from ..errors import CheckpointError, RefusedError, arg
 from ..fs import FileInfo, FileSystem
 from ..layout import COMMITS, OFFSETS, SINK_LOG, SOURCES, sidecar_target
 from ..locations import SinkFiles
@@ -123,7 +123,7 @@ def problems(view: RewindView, batch: int, opts: Options) -> list[str]:
     if out:
         return out
     if opts.keep_next_offsets and batch + 1 not in ckpt.offset_id_set:
-        return [f"--keep-next-offsets: there is no offsets/{batch + 1} to keep"]
+        return [f"{arg('keep_next_offsets')}: there is no offsets/{batch + 1} to keep"]
     version = batch + 1
     count = partitions_of(ckpt, batch)  # partitions above it were added by a later repartition: never loaded
     bad = [p.directory for op in ckpt.operators for p in op.partitions
@@ -177,7 +177,7 @@ def plan_rewind(
     """The plan that makes ``batch`` the last committed batch; RefusedError when it cannot be done safely."""
     view = RewindView(ckpt, sink)
     opts = Options(keep_next_offsets, keep_source_log)
-    how = how or f"--to-batch {batch}"
+    how = how or arg("to_batch", batch)
     reasons = problems(view, batch, opts) if batch is not None else []
     if batch is None or reasons:
         raise refuse(view, batch, reasons, opts, how)
@@ -190,7 +190,7 @@ def plan_rewind(
     replayed = f"{batch + 1}..{top}" if top > batch + 1 else f"{batch + 1}"
     if sink is None and top > batch:
         warnings.append(
-            f"no --file-sink given: sinks that remember batch ids (a file sink's _spark_metadata, Delta's "
+            f"no {arg('file_sink')} given: sinks that remember batch ids (a file sink's _spark_metadata, Delta's "
             f"txnVersion, foreachBatch writers that use batchId) may skip or duplicate the replayed batches {replayed}")
     warnings += _other_source_notes(view, last)
     meta = ckpt.offsets(last).metadata if last != batch else None
@@ -310,7 +310,7 @@ def _source_steps(view: RewindView, batch: int, opts: Options, warnings: list[st
         if opts.keep_source_log:
             if later:
                 warnings.append(
-                    f"--keep-source-log: {log.directory} keeps log batches {later[0]}..{later[-1]}, so Spark "
+                    f"{arg('keep_source_log')}: {log.directory} keeps log batches {later[0]}..{later[-1]}, so Spark "
                     f"reads all of their files in batch {last + 1} at once (maxFilesPerTrigger does not apply), "
                     "and event-time results can differ from the first run")
             continue

@@ -6,7 +6,7 @@ import posixpath
 from collections.abc import Callable, Mapping
 
 from ..activity import recent_activity
-from ..errors import CheckpointError, RefusedError
+from ..errors import CheckpointError, RefusedError, arg
 from ..fs import FileSystem, open_fs
 from ..layout import OWN_DIR
 from ..model import Checkpoint, open_checkpoint
@@ -14,7 +14,7 @@ from .backup import BACKUPS
 from .plan import Plan
 from .requests import FsOptions, inside
 
-IDLE_HINT = "stop the query first; on a stopped query or a copy use --idle 0 or --force"
+IDLE_HINT = f"stop the query first; on a stopped query or a copy use {arg('idle_ms', 0)} or {arg('force')}"
 
 
 def written_paths(plan: Plan) -> frozenset[str]:
@@ -87,6 +87,6 @@ def backup_fs(backup_dir: str | None, ckpt: Checkpoint, file_sink: str | None, f
             continue
         real = open_fs(other, fs_options).resolved()
         if inside(where, real) and not inside(where, own) or inside(real, where):
-            raise CheckpointError(f"--backup-dir {fs.uri()} overlaps {other}",
-                                  hint="put backups outside the checkpoint and the sink (or leave --backup-dir out)")
+            raise CheckpointError(f"{arg('backup_dir', fs.uri())} overlaps {other}", param="backup_dir",
+                                  hint=f"put backups outside the checkpoint and the sink (or leave {arg('backup_dir')} out)")
     return fs

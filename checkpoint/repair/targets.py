@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..activity import now_ms
-from ..errors import CheckpointError
+from ..errors import CheckpointError, arg
 from ..model import Checkpoint
 from ..timeutil import format_ms, parse_duration_ms, parse_time_ms
 
@@ -37,22 +37,23 @@ def resolve_target(
     now: int | None = None,
 ) -> Target:
     """Resolve exactly one of ``--to-batch``, ``--to-watermark``, ``--to-time``, ``--shift``."""
-    given = [name for name, value in (("--to-batch", to_batch), ("--to-watermark", to_watermark),
-                                      ("--to-time", to_time), ("--shift", shift)) if value is not None]
+    given = [name for name, value in ((arg("to_batch"), to_batch), (arg("to_watermark"), to_watermark),
+                                      (arg("to_time"), to_time), (arg("shift"), shift)) if value is not None]
     if len(given) != 1:
         raise CheckpointError(
             "rewind needs exactly one target" + (f", got {' and '.join(given)}" if given else ""),
-            hint="use one of --to-batch N, --to-watermark TIME, --to-time TIME, --shift -K",
+            hint=f"use one of {arg('to_batch', 'N')}, {arg('to_watermark', 'TIME')}, {arg('to_time', 'TIME')}, {arg('shift', '-K')}",
         )
     if to_batch is not None:
-        return Target(to_batch, f"--to-batch {to_batch}")
+        return Target(to_batch, arg("to_batch", to_batch))
     done = ckpt.last_committed_batch
     if shift is not None:
         if shift >= 0:
-            raise CheckpointError(f"--shift must be negative (K batches back), got {shift}", hint="e.g. --shift -3")
+            raise CheckpointError(f"{arg('shift')} must be negative (K batches back), got {shift}", hint=f"e.g. {arg('shift', -3)}",
+                                  param="shift")
         if done is None:
             return Target(None, "no batch is committed")
-        return Target(done + shift, f"--shift {shift} from the last committed batch {done}")
+        return Target(done + shift, f"{arg('shift', shift)} from the last committed batch {done}")
     batches = retained_batches(ckpt)
     ckpt.load_batches(batches)
     now = now_ms() if now is None else now
@@ -77,5 +78,6 @@ def parse_idle(text: str) -> int:
         return int(float(body) * 60_000)
     ms = parse_duration_ms(body)
     if ms < 0:
-        raise CheckpointError(f"--idle must not be negative, got {text!r}", hint="e.g. --idle '10 minutes'")
+        raise CheckpointError(f"{arg('idle_ms')} must not be negative, got {text!r}", hint=f"e.g. {arg('idle_ms', repr('10 minutes'))}",
+                              param="idle_ms")
     return ms

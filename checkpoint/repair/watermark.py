@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..commits import serialize_commit
-from ..errors import RefusedError
+from ..errors import RefusedError, arg
 from ..layout import COMMITS, OFFSETS
 from ..model import Checkpoint
 from ..offsets import serialize_offsets
@@ -42,7 +42,8 @@ def plan_set_watermark(
     if watermark_ms > current and not allow_raise:
         raise RefusedError(
             f"{format_ms(watermark_ms)} is above the current watermark {format_ms(current)} ({current})",
-            hint="raising drops every row older than it and evicts state early; pass --allow-raise if that is meant")
+            hint=f"raising drops every row older than it and evicts state early; pass {arg('allow_raise')} if that is meant",
+            param="allow_raise")
     steps = []
     if meta.batch_watermark_ms != watermark_ms:
         seq = dataclasses.replace(ckpt.offsets(last), metadata=meta.with_watermark(watermark_ms))
@@ -91,5 +92,5 @@ def _lowering_warnings(ckpt: Checkpoint, current: int, new: int, window_ms: int 
     else:
         out.append("append mode: windows that ended between the new and the old watermark were already emitted; "
                    "late rows re-open them as partial windows that are emitted a second time "
-                   "(pass --window to list them)")
+                   f"(pass {arg('window')} to list them)")
     return out

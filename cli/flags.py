@@ -1,0 +1,64 @@
+"""The command line's flag for each library parameter that messages name (``arg`` placeholders): one table,
+applied wherever library text reaches the user (the error line in main, everything ``Output`` writes)."""
+from __future__ import annotations
+
+from wmcheck.checkpoint.errors import spelled
+
+FLAGS = {
+    "allow_raise": "--allow-raise",
+    "backup_dir": "--backup-dir",
+    "debug": "--debug",
+    "end": "--to",
+    "engine": "--engine",
+    "event_time": "--event-time",
+    "execute": "--execute",
+    "file_sink": "--file-sink",
+    "force": "--force",
+    "foreach_batch": "--foreach-batch",
+    "from_plan": "--from-plan",
+    "fs_options": "--fs-option",
+    "idle_ms": "--idle",
+    "include_pending": "--include-pending",
+    "jars": "--jars",
+    "join_side": "--join-side",
+    "keep_next_offsets": "--keep-next-offsets",
+    "keep_source_log": "--keep-source-log",
+    "lateness": "--lateness",
+    "master": "--master",
+    "operator": "--operator",
+    "options": "--option",
+    "output": "--output",
+    "overwrite": "--overwrite",
+    "packages": "--packages",
+    "partitions": "--partitions",
+    "path_map": "--path-map",
+    "plan": "--plan",
+    "plan_out": "--plan-out",
+    "progress": "--progress",
+    "remote": "--remote",
+    "schema": "--schema",
+    "shift": "--shift",
+    "skip_missing": "--skip-missing",
+    "source": "--source",
+    "source_format": "--source-format",
+    "start": "--from",
+    "state_var": "--state-var",
+    "store": "--store",
+    "to_batch": "--to-batch",
+    "to_time": "--to-time",
+    "to_watermark": "--to-watermark",
+    "watermark": "--watermark",
+    "watermark_ms": "--watermark",
+    "window": "--window",
+}
+
+
+def cli_spelling(name: str, value: str | None) -> str:
+    """A parameter as the command line takes it: ``--flag`` or ``--flag VALUE``."""
+    flag = FLAGS.get(name) or "--" + name.replace("_", "-")
+    return flag if value is None else f"{flag} {value}"
+
+
+def for_cli(text: str) -> str:
+    """Library text with its parameters named by their flags."""
+    return spelled(text, cli_spelling)
