@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -100,6 +102,8 @@ def spark():
     """One real local Spark session for the whole test run."""
     pytest.importorskip("pyspark")
     from wmcheck.statestore.session import spark_session
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # Python workers (pandas UDFs) run in this environment
 
     session = spark_session(master="local[2]", conf={"spark.sql.shuffle.partitions": "3"})
     yield session

@@ -36,7 +36,7 @@ def test_count_table_names_the_inferred_window(spark):
 def test_window_that_cannot_be_inferred_is_one_line(spark):
     # chained_aggs' operator 0 (the 20 s windows over window_time) holds no window at its last batch
     out = run_cli("replay", fixture_checkpoint("chained_aggs"), "--from", "0", "--count", "--late-only", *READ,
-                  exit_code=2).output
+                  "--path-map", root_map("chained_aggs"), exit_code=2).output
     assert out.strip() == ("Error: the state of operator 0 is keyed by a window, but its 0 stored windows do not tell its "
                            "size and slide (hint: pass --window DURATION[,SLIDE] (the query's window(), e.g. --window "
                            "'10 seconds,5 seconds'))")
@@ -46,7 +46,7 @@ def test_lateness_of_the_known_late_rows(spark):
     """agg_window_hdfs drops b@12 (batch 5), a@15 (6), b@25 (7) and c@44 (10): their windows end at 20, 20, 30 and 50 s,
     judged by the previous batch's watermark 23, 23, 35 and 53 s: 3, 3, 5 and 3 s late."""
     doc = json.loads(run_cli("replay", fixture_checkpoint("agg_window_hdfs"), "--from", "0", "--lateness", *READ,
-                             "--format", "json").stdout)
+                             "--path-map", root_map("agg_window_hdfs"), "--format", "json").stdout)
     assert doc == {"late_rows": 4, "min_ms": 3000, "median_ms": 3000, "p90_ms": 5000, "max_ms": 5000,
                    "keep_ms": {"99%": 5001, "99.9%": 5001, "100%": 5001}}
 
