@@ -61,10 +61,10 @@ def test_rows_equal_spark_reader_rows(name, op, store):
 
 NO_JVM = """
 import atexit, importlib, os, shutil, tempfile
-shadow = tempfile.mkdtemp()  # site-packages without pyspark and py4j: as if never installed
+shadow = tempfile.mkdtemp()  # the packages directory without pyspark and py4j: as if never installed
 atexit.register(shutil.rmtree, shadow)
 for i, entry in enumerate(sys.path):
-    if entry.endswith("site-packages"):
+    if any(os.path.isdir(os.path.join(entry, name)) for name in ("pyspark", "py4j")):
         for name in os.listdir(entry):
             if not name.startswith(("pyspark", "py4j")):
                 os.symlink(os.path.join(entry, name), os.path.join(shadow, name))
