@@ -76,6 +76,9 @@ def main() -> None:
     parser.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "wmcheck-bench-state"))
     args = parser.parse_args()
     py = sys.executable
+    # as installed: wmcheck's bytecode compiled (an editable checkout run with PYTHONDONTWRITEBYTECODE compiles every module on every run)
+    subprocess.run([py, "-m", "compileall", "-q", *(str(ROOT / d) for d in ("cli", "checkpoint", "statestore"))], check=True,
+                   env={k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"})
     compare("small", [py, "-m", "wmcheck.cli", "state", str(SMALL), "--engine", "python", "--format", "json"],
             [py, "-c", SMALL_BASELINE, str(SMALL)], args.repeat)
     root = Path(args.workdir) / str(args.keys)

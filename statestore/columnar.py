@@ -35,24 +35,21 @@ class StructColumns:
     def add(self, buf: bytes, start: int) -> None:
         """Add the row at ``start`` of ``buf``; MalformedFileError if it is not one (then the collected
         columns are incomplete: the read stops there)."""
-        try:
-            self._add(buf, start)
-        except MISREAD as exc:
-            raise malformed(exc) from None
-
-    def _add(self, buf: bytes, start: int) -> None:
         self.valid.append(True)
         bitset = self.bitset
-        for i, child, values, decode in self.fields:
-            null = buf[start + (i >> 3)] >> (i & 7) & 1
-            at = start + bitset + 8 * i
-            if child is not None:
-                if null:
-                    child.add_null()
+        try:
+            for i, child, values, decode in self.fields:
+                null = buf[start + (i >> 3)] >> (i & 7) & 1
+                at = start + bitset + 8 * i
+                if child is not None:
+                    if null:
+                        child.add_null()
+                    else:
+                        child.add(buf, nested_start(buf, start, at, "struct"))
                 else:
-                    child._add(buf, nested_start(buf, start, at, "struct"))
-            else:
-                values.append(None if null else decode(buf, start, at))
+                    values.append(None if null else decode(buf, start, at))
+        except MISREAD as exc:
+            raise malformed(exc) from None
 
     def add_null(self) -> None:
         self.valid.append(False)

@@ -89,17 +89,12 @@ def check_supported(data_type: DataType) -> None:
                                hint=f"use {arg('engine', 'spark')}")
 
 
-def _offset_size(buf: bytes, at: int) -> tuple[int, int]:
-    slot = buf[at:at + 8]
-    if len(slot) != 8:
-        raise _past_end("an offset and size", at, len(buf), 8)
-    word = int.from_bytes(slot, "little")
-    return word >> 32, word & 0xFFFFFFFF
+_SLOT = struct.Struct("<II").unpack_from  # a variable-length slot: size (low word), then offset
 
 
 def nested_start(buf: bytes, base: int, at: int, what: str) -> int:
     """Where the nested struct, array or map the slot at ``at`` points to starts (offset relative to ``base``)."""
-    offset, size = _offset_size(buf, at)
+    size, offset = _SLOT(buf, at)
     if base + offset + size > len(buf):
         raise _past_end(what, base + offset, len(buf), size)
     return base + offset
@@ -107,7 +102,7 @@ def nested_start(buf: bytes, base: int, at: int, what: str) -> int:
 
 def _data(buf: bytes, base: int, at: int, what: str) -> bytes:
     """The variable-length data the slot at ``at`` points to (offset relative to ``base``)."""
-    offset, size = _offset_size(buf, at)
+    size, offset = _SLOT(buf, at)
     data = bytes(buf[base + offset:base + offset + size])
     if len(data) != size:
         raise _past_end(what, base + offset, len(buf), size)

@@ -140,7 +140,8 @@ def test_bytes_past_the_end_are_a_clear_error():
         row_decoder(key)(row[:-5], 0)  # the string and its 4 bytes of padding
     with pytest.raises(MalformedFileError, match=r"^struct of 24 bytes at byte 24 ends past the buffer's 16 bytes$"):
         row_decoder(key)(row[:16], 0)
-    with pytest.raises(MalformedFileError, match=r"^an offset and size of 8 bytes at byte 8 ends past the buffer's 12 bytes$"):
+    with pytest.raises(MalformedFileError, match=r"^bytes do not decode as an UnsafeRow of the schema: unpack_from "
+                       r"requires a buffer of at least 16 bytes for unpacking 8 bytes at offset 8 \(actual buffer size is 12\)$"):
         row_decoder(key)(row[:12], 0)
     atomic = bytes.fromhex(CORPUS["schemas"]["atomic"]["rows"][1]["hex"])
     with pytest.raises(MalformedFileError, match=r"^bytes do not decode as an UnsafeRow of the schema: unpack_from "
