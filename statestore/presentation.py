@@ -10,16 +10,19 @@ variables), per store it can read:
   trailing ``matched`` flag (the input row only, as Spark 4.3's reader shows it);
 * transformWithState (RocksDB column families): a ValueState as ``key, value``; a ListState as
   ``key, list_element`` (one row per element); a MapState as ``key, user_map_key, user_map_value``;
-  event-time timers as ``key, expiration_timestamp_ms``.
+  event-time and processing-time timers as ``key, expiration_timestamp_ms``. With a TTL the value,
+  list element or map value is ``{value, ttlExpirationMs}``, the row the state schema file describes
+  (``TransformWithStateVariableUtils.getValueSchemaWithTTL``); the TTL index column families
+  (``$ttl_*``, ``$min_*``, ``$count_*``) are not shown.
 
-Everything unsupported (TTL, Avro encoding, row checksums, other providers) is refused by
+Everything unsupported (Avro encoding, row checksums, other providers) is refused by
 :func:`plan_store` before any state file is read.
 """
 from __future__ import annotations
 
 import json
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator
 
 from wmcheck.checkpoint.errors import UnsupportedError, arg
@@ -39,7 +42,6 @@ PROVIDER = "spark.sql.streaming.stateStore.providerClass"
 CODEC = "spark.sql.streaming.stateStore.compression.codec"
 ENCODING = "spark.sql.streaming.stateStore.encodingFormat"
 ROW_CHECKSUM = "spark.sql.streaming.stateStore.rowChecksum.enabled"
-TIMERS = "$eventTimers_keyToTimestamp"
 Rows = Iterator[dict[str, Any]]
 States = dict[str, dict[bytes, bytes]]
 
@@ -59,6 +61,8 @@ class StorePlan:
     """``(store name -> key/value bytes, column family name -> id) -> reader rows``."""
     columns_of: Callable[[States], dict[str, Any]] | None = None
     """A faster ``rows``, straight to Arrow arrays per column (plain stores)."""
+    checksums: bool = False
+    """Rows were written with checksums (``rowChecksum.enabled``), taken off when loading."""
 
 
 def _field(name: str, data_type: Any) -> StructField:
@@ -84,21 +88,23 @@ def plan_store(ckpt: Checkpoint, store: Store) -> StorePlan:
     if (conf.get(ENCODING) or "unsaferow").lower() != "unsaferow":
         raise UnsupportedError(f"state encoding format {conf.get(ENCODING)!r} is not read by the python engine (unsaferow only)",
                                hint=f"use {arg('engine', 'spark')}")
-    if (conf.get(ROW_CHECKSUM) or "false").lower() == "true":
-        raise UnsupportedError("state rows with checksums (rowChecksum.enabled) are not read by the python engine",
-                               hint=f"use {arg('engine', 'spark')}")
     codec = codec_name(conf.get(CODEC))
     require_codec(codec)
     rocksdb = provider == ROCKSDB
     if rocksdb:
         require_module("rocksdict", "reading RocksDB state")
-    opts = store.options
-    op = store.operator_id
     if is_transform_with_state(store.operator_name):
-        return _tws_plan(ckpt, store, rocksdb, codec)
-    if "joinSide" in opts:
-        return _join_side_plan(ckpt, store, rocksdb, codec, opts["joinSide"])
-    name = opts["storeName"]
+        plan = _tws_plan(ckpt, store, rocksdb, codec)
+    elif "joinSide" in store.options:
+        plan = _join_side_plan(ckpt, store, rocksdb, codec, store.options["joinSide"])
+    else:
+        plan = _store_plan(ckpt, store, rocksdb, codec)
+    return replace(plan, checksums=(conf.get(ROW_CHECKSUM) or "false").lower() == "true")
+
+
+def _store_plan(ckpt: Checkpoint, store: Store, rocksdb: bool, codec: str) -> StorePlan:
+    op = store.operator_id
+    name = store.options["storeName"]
     schema = _schema(ckpt, op, name)
     prefix = (_num_prefix_cols(ckpt, op) or 0) if rocksdb else 0
     spec = KeyEncoderSpec(PREFIX_SCAN, prefix, None, {}) if prefix else None  # session windows
@@ -191,10 +197,6 @@ def _tws_plan(ckpt: Checkpoint, store: Store, rocksdb: bool, codec: str) -> Stor
         raise UnsupportedError("transformWithState state outside RocksDB is not read by the python engine", hint=f"use {arg('engine', 'spark')}")
     var = _variable(ckpt, store)
     kind = var.get("stateVariableType")
-    if var.get("ttlEnabled"):
-        raise UnsupportedError(f"state variable {store.name!r} has a TTL, not read by the python engine yet", hint=f"use {arg('engine', 'spark')}")
-    if kind == "TimerState" and store.name != TIMERS:
-        raise UnsupportedError(f"timers {store.name!r} are not read by the python engine", hint=f"use {arg('engine', 'spark')}")
     schema = _schema(ckpt, store.operator_id, "default", store.name)
     key = key_decoder(schema.key_schema, schema.key_encoder, True, True)
     family = store.name

@@ -38,7 +38,8 @@ def _partition_states(ckpt: Checkpoint, plan: StorePlan, partition: int, version
         if part is None:
             states[name] = {}
             continue
-        states[name], meta = load_partition(ckpt.fs, part, version, plan.codec, store_unique_ids(ckpt, op, part))
+        states[name], meta = load_partition(ckpt.fs, part, version, plan.codec, store_unique_ids(ckpt, op, part),
+                                                   plan.checksums)
         if meta is not None:
             families.update(meta.column_families)
     return states, families

@@ -2,7 +2,8 @@
 
 The files come from :meth:`StorePartition.restore_plan`: the newest full copy at or before the
 version (HDFS ``V.snapshot``, RocksDB ``V.zip``) then every increment after it (``V.delta``,
-``V.changelog``), by unique id for checkpoint format v2. Keys and values stay encoded here.
+``V.changelog``), by unique id for checkpoint format v2. Keys and values stay encoded here, without
+the row checksums of ``rowChecksum.enabled`` (:mod:`.row_checksums`).
 """
 from __future__ import annotations
 
@@ -12,12 +13,15 @@ from wmcheck.checkpoint.state_files import StorePartition
 
 from .codecs import decompress
 from .rocksdb_files import ZipMetadata, apply_changelog, read_zip
+from .row_checksums import without_checksum, without_checksums
 from .state_records import DELETE, sized_records
 
 
 def load_partition(fs: FileSystem, part: StorePartition, version: int, codec: str,
-                   unique_ids: dict[int, str] | None = None) -> tuple[dict[bytes, bytes], ZipMetadata | None]:
-    """The encoded state of ``part`` at ``version`` and, for RocksDB, the snapshot's metadata."""
+                   unique_ids: dict[int, str] | None = None,
+                   checksums: bool = False) -> tuple[dict[bytes, bytes], ZipMetadata | None]:
+    """The encoded state of ``part`` at ``version`` and, for RocksDB, the snapshot's metadata
+    (``checksums``: the files were written with row checksums)."""
     chain, missing = part.restore_plan(version, unique_ids)
     if missing is not None:
         raise MissingFileError(f"state version {version} cannot be rebuilt: version {missing} has neither a snapshot nor "
@@ -29,13 +33,18 @@ def load_partition(fs: FileSystem, part: StorePartition, version: int, codec: st
         state, meta = read_zip(fs, chain[0], part.directory)
         rest = chain[1:]
     contents = fs.read_many(f.path for f in rest)
+    rocksdb = meta is not None
     for f in rest:
         if f.kind == "changelog":
+            rocksdb = True
             apply_changelog(state, contents[f.path], codec, f.path)
             continue
         for kind, key, value in sized_records(decompress(contents[f.path], codec, f.path), f.path):
             if kind == DELETE:
-                state.pop(key, None)
-            else:
-                state[key] = value  # type: ignore[assignment]
+                state.pop(without_checksum(key) if checksums else key, None)
+            elif value is not None:
+                state[key] = without_checksum(value) if checksums else value
+    if checksums and rocksdb:
+        where = chain[-1].path if chain else part.directory
+        state = {k: without_checksums(v, where) for k, v in state.items()}
     return state, meta

@@ -25,7 +25,7 @@ STORES = [(n, op, s) for n in fixture_names() for op, stores in fixture_facts(n)
 def reader_store(ckpt, op: int, name: str) -> Store:
     """The store as the fixture generator read it: by storeName, stateVarName or readRegisteredTimers."""
     operator = next(o for o in ckpt.operators if o.operator_id == op)
-    if name.startswith("$eventTimers"):
+    if name.startswith(("$eventTimers", "$procTimers")):
         options = {"readRegisteredTimers": "true"}
     elif name in operator.stores:
         options = {"storeName": name}
@@ -165,8 +165,6 @@ def lzf_copy(copy_fixture) -> Path:
      "state compression codec 'lzf' is not read by the python engine (it reads lz4, zstd, snappy)"),
     ("spark.sql.streaming.stateStore.encodingFormat", "avro",
      "state encoding format 'avro' is not read by the python engine (unsaferow only)"),
-    ("spark.sql.streaming.stateStore.rowChecksum.enabled", "true",
-     "state rows with checksums (rowChecksum.enabled) are not read by the python engine"),
 ])
 def test_python_engine_refuses_unsupported_before_reading(copy_fixture, key, value, message):
     """Spark pins these confs in the offsets log; what the python engine does not read fails before any state file is opened."""
