@@ -12,6 +12,9 @@ little-endian size + encoded row per element, elements joined by ``,`` (RocksDB'
 Read through rocksdict, a list value compacted into one SST comes without the ``,`` between
 elements (seen in fixture ``tws_pandas``), so a ``,`` is skipped only where there is one: an encoded
 ``UnsafeRow`` is 8k+1 bytes long, so no element size starts with the byte ``,`` (44).
+
+With ``encodingFormat=avro`` the rows after the version byte are Avro (:mod:`.avro_rows`) in the
+same layouts; range-scan keys (only internal transformWithState column families) are not read then.
 """
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ from wmcheck.checkpoint.state_schema import KeyEncoderSpec, StructType
 from .unsafe_row import atomic_kind, row_decoder
 
 RowDecoder = Callable[[bytes], dict[str, Any]]
+RowAt = Callable[[bytes, int], dict[str, Any]]
 NO_PREFIX, PREFIX_SCAN, RANGE_SCAN = "NoPrefixKeyStateEncoderSpec", "PrefixKeyScanStateEncoderSpec", "RangeKeyScanStateEncoderSpec"
 _RANGE_FORMATS = {"byte": ">b", "short": ">h", "integer": ">i", "long": ">q", "float": ">f", "double": ">d"}
 _NULL_MARKER, _NEGATIVE = 2, 0
@@ -34,20 +38,31 @@ def _part(fields: tuple) -> StructType:
     return StructType(tuple(fields))
 
 
-def key_decoder(schema: StructType, spec: KeyEncoderSpec | None, rocksdb: bool, column_family: bool) -> RowDecoder:
-    """``key bytes -> {field: value}`` for keys of ``schema``."""
+def _rows(schema: StructType, avro: bool, schema_id: bool = True) -> RowAt:
+    """The row decoder of the encoding format (an Avro row after the version byte has a schema id
+    unless it is the prefix of a prefix-scan key)."""
+    if not avro:
+        return row_decoder(schema)
+    from .avro_rows import avro_row_decoder
+
+    return avro_row_decoder(schema, schema_id)
+
+
+def key_decoder(schema: StructType, spec: KeyEncoderSpec | None, rocksdb: bool, column_family: bool,
+                avro: bool = False) -> RowDecoder:
+    """``key bytes -> {field: value}`` for keys of ``schema`` (``avro``: Avro-encoded rows)."""
     if not rocksdb:
         whole = row_decoder(schema)
         return lambda data: whole(data, 0)
     start = 2 if column_family else 0
     kind = spec.encoder_type if spec else NO_PREFIX
     if kind == NO_PREFIX:
-        whole = row_decoder(schema)
+        whole = _rows(schema, avro)
         return lambda data: whole(data, start + 1)
     names = [f.name for f in schema.fields]
     if kind == PREFIX_SCAN:
         n = spec.num_cols_prefix_key or 0  # type: ignore[union-attr]
-        first, rest = row_decoder(_part(schema.fields[:n])), row_decoder(_part(schema.fields[n:]))
+        first, rest = _rows(_part(schema.fields[:n]), avro, schema_id=False), _rows(_part(schema.fields[n:]), avro)
 
         def prefixed(data: bytes) -> dict[str, Any]:
             (size,) = struct.unpack_from("<i", data, start)
@@ -55,9 +70,10 @@ def key_decoder(schema: StructType, spec: KeyEncoderSpec | None, rocksdb: bool, 
             return {name: out[name] for name in names}
 
         return prefixed
-    if kind == RANGE_SCAN:
+    if kind == RANGE_SCAN and not avro:
         return _range_decoder(schema, tuple(spec.ordering_ordinals or ()), start)  # type: ignore[union-attr]
-    raise UnsupportedError(f"key encoder {kind} is not read by the python engine", hint=f"use {arg('engine', 'spark')}")
+    raise UnsupportedError(f"key encoder {kind}{' of Avro-encoded state' if avro else ''} is not read by the python engine",
+                           hint=f"use {arg('engine', 'spark')}")
 
 
 def _range_decoder(schema: StructType, ordinals: tuple[int, ...], start: int) -> RowDecoder:
@@ -94,16 +110,16 @@ def _range_decoder(schema: StructType, ordinals: tuple[int, ...], start: int) ->
     return ranged
 
 
-def single_value_decoder(schema: StructType, rocksdb: bool) -> RowDecoder:
+def single_value_decoder(schema: StructType, rocksdb: bool, avro: bool = False) -> RowDecoder:
     """``value bytes -> {field: value}`` for single values."""
-    row = row_decoder(schema)
+    row = _rows(schema, avro)
     skip = 1 if rocksdb else 0
     return lambda data: row(data, skip)
 
 
-def values_decoder(schema: StructType) -> Callable[[bytes], list[dict[str, Any]]]:
+def values_decoder(schema: StructType, avro: bool = False) -> Callable[[bytes], list[dict[str, Any]]]:
     """``value bytes -> [rows]`` for a RocksDB list (``MultiValuedStateEncoder``)."""
-    row = row_decoder(schema)
+    row = _rows(schema, avro)
 
     def many(data: bytes) -> list[dict[str, Any]]:
         out, pos = [], 0

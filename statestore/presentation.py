@@ -15,7 +15,8 @@ variables), per store it can read:
   (``TransformWithStateVariableUtils.getValueSchemaWithTTL``); the TTL index column families
   (``$ttl_*``, ``$min_*``, ``$count_*``) are not shown.
 
-Everything unsupported (Avro encoding, row checksums, other providers) is refused by
+Avro-encoded rows (``encodingFormat=avro``) are read for transformWithState on RocksDB. Everything
+unsupported (Avro encoding of other operators, other providers) is refused by
 :func:`plan_store` before any state file is read.
 """
 from __future__ import annotations
@@ -30,6 +31,7 @@ from wmcheck.checkpoint.model import Checkpoint
 from wmcheck.checkpoint.operator_kinds import is_transform_with_state
 from wmcheck.checkpoint.state_schema import ColumnFamilySchema, KeyEncoderSpec, StructField, StructType
 
+from .avro_rows import check_avro_supported
 from .codecs import codec_name, require_codec, require_module
 from .columnar import StructColumns
 from .discovery import Store
@@ -85,16 +87,18 @@ def plan_store(ckpt: Checkpoint, store: Store) -> StorePlan:
     provider = conf.get(PROVIDER) or HDFS
     if provider not in (HDFS, ROCKSDB):
         raise UnsupportedError(f"state provider {provider} is not read by the python engine", hint=f"use {arg('engine', 'spark')}")
-    if (conf.get(ENCODING) or "unsaferow").lower() != "unsaferow":
-        raise UnsupportedError(f"state encoding format {conf.get(ENCODING)!r} is not read by the python engine (unsaferow only)",
-                               hint=f"use {arg('engine', 'spark')}")
+    encoding = (conf.get(ENCODING) or "unsaferow").lower()
+    tws = is_transform_with_state(store.operator_name)
+    if encoding not in ("unsaferow", "avro") or (encoding == "avro" and not (tws and provider == ROCKSDB)):
+        raise UnsupportedError(f"state encoding format {conf.get(ENCODING)!r} is not read by the python engine here "
+                               "(unsaferow; avro for transformWithState on RocksDB)", hint=f"use {arg('engine', 'spark')}")
     codec = codec_name(conf.get(CODEC))
     require_codec(codec)
     rocksdb = provider == ROCKSDB
     if rocksdb:
         require_module("rocksdict", "reading RocksDB state")
-    if is_transform_with_state(store.operator_name):
-        plan = _tws_plan(ckpt, store, rocksdb, codec)
+    if tws:
+        plan = _tws_plan(ckpt, store, rocksdb, codec, encoding == "avro")
     elif "joinSide" in store.options:
         plan = _join_side_plan(ckpt, store, rocksdb, codec, store.options["joinSide"])
     else:
@@ -192,15 +196,19 @@ def _variable(ckpt: Checkpoint, store: Store) -> dict[str, Any]:
     return found
 
 
-def _tws_plan(ckpt: Checkpoint, store: Store, rocksdb: bool, codec: str) -> StorePlan:
+def _tws_plan(ckpt: Checkpoint, store: Store, rocksdb: bool, codec: str, avro: bool) -> StorePlan:
     if not rocksdb:
         raise UnsupportedError("transformWithState state outside RocksDB is not read by the python engine", hint=f"use {arg('engine', 'spark')}")
     var = _variable(ckpt, store)
     kind = var.get("stateVariableType")
     schema = _schema(ckpt, store.operator_id, "default", store.name)
-    key = key_decoder(schema.key_schema, schema.key_encoder, True, True)
+    if avro:
+        require_module("fastavro", "reading Avro-encoded state")
+        check_avro_supported(schema.key_schema)
+        check_avro_supported(schema.value_schema)
+    key = key_decoder(schema.key_schema, schema.key_encoder, True, True, avro)
     family = store.name
-    columns, present = _tws_rows(kind, store.name, schema)
+    columns, present = _tws_rows(kind, store.name, schema, avro)
     def rows(states: States, families: dict[str, int]) -> Rows:
         if family not in families:
             return
@@ -212,16 +220,17 @@ def _tws_plan(ckpt: Checkpoint, store: Store, rocksdb: bool, codec: str) -> Stor
     return StorePlan(store, rocksdb, codec, ("default",), columns, rows)
 
 
-def _tws_rows(kind: str | None, name: str, schema: ColumnFamilySchema) -> tuple[StructType, Callable[[dict[str, Any], bytes], Rows]]:
+def _tws_rows(kind: str | None, name: str, schema: ColumnFamilySchema,
+              avro: bool) -> tuple[StructType, Callable[[dict[str, Any], bytes], Rows]]:
     """The reader's columns for one transformWithState variable and ``(decoded key, value bytes) -> rows``."""
     if kind == "ListState":
-        many = values_decoder(schema.value_schema)
+        many = values_decoder(schema.value_schema, avro)
 
         def elements(k: dict[str, Any], v: bytes) -> Rows:
             return ({"key": k, "list_element": e} for e in many(v))
 
         return StructType((_field("key", schema.key_schema), _field("list_element", schema.value_schema))), elements
-    single = single_value_decoder(schema.value_schema, True)
+    single = single_value_decoder(schema.value_schema, True, avro)
     if kind == "ValueState":
         def value(k: dict[str, Any], v: bytes) -> Rows:
             yield {"key": k, "value": single(v)}

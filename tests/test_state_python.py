@@ -164,7 +164,7 @@ def lzf_copy(copy_fixture) -> Path:
     ("spark.sql.streaming.stateStore.compression.codec", "lzf",
      "state compression codec 'lzf' is not read by the python engine (it reads lz4, zstd, snappy)"),
     ("spark.sql.streaming.stateStore.encodingFormat", "avro",
-     "state encoding format 'avro' is not read by the python engine (unsaferow only)"),
+     "state encoding format 'avro' is not read by the python engine here (unsaferow; avro for transformWithState on RocksDB)"),
 ])
 def test_python_engine_refuses_unsupported_before_reading(copy_fixture, key, value, message):
     """Spark pins these confs in the offsets log; what the python engine does not read fails before any state file is opened."""
