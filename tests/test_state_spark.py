@@ -22,8 +22,9 @@ pytestmark = pytest.mark.spark
 FIXTURES = fixture_names()
 WINDOWED = {"state_types", "state_types_rocksdb", "agg_window_hdfs", "agg_window_rocksdb", "checkpoint_v2", "compaction", "multi_watermark_max", "agg_spark35", "chained_aggs",
             "repartition_rocksdb", "repartition_failed_hdfs", "agg_rocksdb_v2_p3", "union_stall_min", "union_stall_max",
-            "sliding_window", "no_new_input", "stalled_event_time"}
+            "sliding_window", "no_new_input", "stalled_event_time", "row_checksum_hdfs"}
 DEDUPLICATED = {"dedup_watermark", "dedup_rocksdb_p3"}
+EVENT_TIME_TWS = {"tws_pandas", "row_checksum_tws", "avro_tws"}
 TIMERS = "$eventTimers_keyToTimestamp"
 
 
@@ -49,7 +50,7 @@ def event_ms(name: str, store: str, row: dict) -> int | None:
         return iso_ms(row["value"][store[0] + "_ts"])
     if name == "pandas_state_timeout":
         return None if row["value"]["timeoutTimestamp"] == -1 else row["value"]["timeoutTimestamp"]
-    if name == "tws_pandas" and store == TIMERS:
+    if name in EVENT_TIME_TWS and store == TIMERS:
         return row["expiration_timestamp_ms"]
     return None
 
@@ -58,7 +59,7 @@ def evicted(name: str, store: str, when: int | None, watermark: int) -> bool:
     """Spark's comparison: timeouts and timers fire below the watermark, everything else at or below it."""
     if when is None:
         return False
-    return when < watermark if name in ("pandas_state_timeout", "tws_pandas") else when <= watermark
+    return when < watermark if name == "pandas_state_timeout" or name in EVENT_TIME_TWS else when <= watermark
 
 
 def views(name: str) -> list[tuple[str, str]]:
