@@ -158,6 +158,23 @@ def test_d5_a_stale_lock_is_taken_over_and_a_live_one_refuses(tmp_path):
                                     "rewind (pid ") and result.stderr.count("\n") == 1
 
 
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="zombies are told from /proc")
+def test_d5_a_lock_held_by_a_zombie_is_taken_over(tmp_path):
+    """A SIGKILLed wmcheck whose parent died too is a zombie until init reaps it (a container's may never): dead."""
+    root = copy_of(HDFS, tmp_path)
+    lock = root / "checkpoint" / "_wmcheck" / "lock"
+    lock.parent.mkdir()
+    zombie = subprocess.Popen(["true"])  # exits and is not waited for
+    while Path(f"/proc/{zombie.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+        time.sleep(0.01)
+    lock.write_text(json.dumps({"pid": zombie.pid, "host": socket.gethostname(), "started_ms": 0,
+                                "command": "repartition", "token": "t"}))
+    done = executed(root / "checkpoint", repair.RewindRequest(to_batch=10))
+    assert done.warnings[0].startswith(f"took over the lock of wmcheck repartition (pid {zombie.pid} on ")
+    assert not lock.exists()
+    zombie.wait()
+
+
 def test_d6_undo_on_a_copy_leaves_the_original_sink_alone(tmp_path):
     first = copy_of(HDFS, tmp_path)
     original = trees(first)

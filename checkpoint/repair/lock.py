@@ -12,6 +12,7 @@ import os
 import socket
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..errors import CheckpointError, MissingFileError, RefusedError
 from ..fs import TEMP_SUFFIX, FileSystem
@@ -54,7 +55,17 @@ def _running(pid: int) -> bool:
         return False
     except (PermissionError, OverflowError, ValueError):
         return pid > 0
-    return True
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    """Whether ``pid`` has exited and waits to be reaped (Linux): a killed wmcheck whose parent died too stays one
+    until init reaps it, which the init of a container may never do."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (OSError, UnicodeDecodeError):
+        return False
+    return stat.rsplit(")", 1)[-1].split()[:1] == ["Z"]
 
 
 @dataclass
