@@ -7,7 +7,7 @@ no journal, lock or temp file left; while the tree is neither, ``check`` must na
 repair (WM026). The default run covers every point of set-watermark and its undo on the HDFS fixture
 and a seeded sample of points for rewind and relocate on it and for rewinds of the RocksDB-changelog
 and checkpoint-v2 fixtures; ``WMCHECK_FULL_KILL_SWEEP=1`` runs every point everywhere (README's
-benchmark table has its figures).
+benchmark table has its figures). tests/test_repartition_kill.py does the same for repartition (wmcheck and its JVM).
 """
 from __future__ import annotations
 

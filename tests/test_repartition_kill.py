@@ -189,5 +189,6 @@ def test_a_real_kill_at_any_step_of_a_repartition_is_recovered_both_ways(spark, 
         else:
             kill_at(["undo", str(work / "checkpoint")], syscall, k)
         recovered_both_ways(work, label, original, is_repaired, rerun if what != "undo" else None)
+        print(f"{label}: recovered both ways ({time.monotonic() - started:.0f} s)", flush=True)
     print(f"repartition: {len(chosen)} of {sum(map(len, kinds.values()))} kill points recovered both ways "
           f"({', '.join(f'{kind} {len(every)}' for kind, every in kinds.items())}) in {time.monotonic() - started:.0f} s")
