@@ -70,11 +70,12 @@ class RepartitionResult:
     verification: Verification | None = None
 
 
-def installed_pyspark() -> str | None:
+def pyspark_problem() -> str | None:
+    """Why the pyspark of this environment cannot run Spark's repartition (None when it can)."""
     try:
-        return metadata.version("pyspark")
+        return spark_version_problem(metadata.version("pyspark"))
     except metadata.PackageNotFoundError:
-        return None
+        return "pyspark is not installed"
 
 
 def repartition(location: str, request: RepartitionRequest, options: RunOptions | None = None) -> RepartitionResult:
@@ -86,12 +87,13 @@ def repartition(location: str, request: RepartitionRequest, options: RunOptions 
             location, options.fs_options)))
         request = dataclasses.replace(request, partitions=saved.partitions, file_sink=saved.file_sink)
     if not options.execute or request.partitions is None:
-        return RepartitionResult(run(location, request, options))
+        result, problem = run(location, request, options), pyspark_problem() if request.partitions is not None else None
+        return RepartitionResult(dataclasses.replace(result, warnings=(*result.warnings, f"{arg('execute')} would refuse: {problem}"))
+                                 if problem else result)
     if request.remote:
         raise CheckpointError("Spark's offline state repartition runs in Spark Classic only, not over Spark Connect",
                               hint=f"leave out {arg('remote')} (use {arg('master')} to pick a cluster)", param="remote")
-    version = installed_pyspark()
-    problem = spark_version_problem(version) if version else "pyspark is not installed"
+    problem = pyspark_problem()
     if problem:
         raise CheckpointError(problem, hint="pip install 'pyspark>=4.2'")
     if interrupted is None:

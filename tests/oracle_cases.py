@@ -3,20 +3,26 @@
 A case breaks a copy (``root``: ``checkpoint/``, ``input/``, ``output/``), names the code ``wmcheck check``
 must report, and what Spark does on restart: ``FAILS`` (with a pattern of its error), ``WRONG`` (it restarts
 but the sink's output differs from the same query restarted from the unbroken copy) or ``OK``. ``fix`` runs the
-fix the code's message prints, after which the restart must give the reference output.
+fix the code's message prints, after which the restart must give the reference output. ``remedy`` is what the
+message advises for a live condition rather than a broken checkpoint (new data), checked by its own test.
+``SPARK35`` says what pyspark 3.5 does with the ``agg_window_hdfs`` cases applied to ``agg_spark35``.
 """
 from __future__ import annotations
 
 import json
 import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from restart_oracle import Outcome, add_input, prepare, restart_all
+
 from conftest import run_cli
 
-FAILS, WRONG, OK = "fails", "wrong", "ok"
-AGG, COMPACTION, V2 = "agg_window_hdfs", "compaction", "checkpoint_v2"
+FAILS, WRONG, OK = "fails", "wrong", "ok"  # restart_oracle.observed's words
+AGG, COMPACTION, V2, TWS, STALL = "agg_window_hdfs", "compaction", "checkpoint_v2", "tws_pandas", "union_stall_min"
+AGG35 = "agg_spark35"
 
 
 @dataclass(frozen=True)
@@ -30,6 +36,24 @@ class Case:
     fix: Callable[[Path], None] | None = None
     sink: bool = True  # check with --file-sink
     extra_batches: int = 1
+    remedy: Callable[[Path], None] | None = None
+
+
+@dataclass(frozen=True)
+class Spark35:
+    """What pyspark 3.5 does on restart of a case applied to ``agg_spark35``; ``fix``: also restart the fixed copy."""
+
+    spark: str
+    error: str = ""
+    fix: bool = False
+
+
+def documented() -> dict[str, tuple[str, str, str]]:
+    """docs/check.md's table of what Spark does: code -> (severity, Spark 4.3 on restart, Spark 3.5 on restart)."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "check.md").read_text()
+    table = text.split("## What Spark does, code by code", 1)[1].split("\n## ", 1)[0]
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines() if line.startswith("| WM")]
+    return {r[0]: (r[1], r[2], r[3]) for r in rows}
 
 
 def unlink(root: Path, *paths: str) -> None:
@@ -93,6 +117,14 @@ def both(*fns: Callable[[Path], None]) -> Callable[[Path], None]:
     return run
 
 
+def batch_timestamp_ms(root: Path, batch: int) -> int:
+    return json.loads((root / "checkpoint" / "offsets" / str(batch)).read_text().split("\n")[1])["batchTimestampMs"]
+
+
+def query_id(root: Path) -> str:
+    return json.loads((root / "checkpoint" / "metadata").read_text())["id"]
+
+
 def set_watermark(root: Path, batch: int, ms: int) -> None:
     """Set offsets/N.batchWatermarkMs and commits/N.nextBatchWatermarkMs (leaving sidecars stale)."""
     for log, key in (("offsets", "batchWatermarkMs"), ("commits", "nextBatchWatermarkMs")):
@@ -133,6 +165,20 @@ def sink_names(root: Path, old: str, copy: bool) -> None:
         shutil.copytree(root / "output", elsewhere)
 
 
+def schemas_of_another_copy(root: Path, keep: bool) -> None:
+    """The copy's operator metadata names the state schema files of another copy of it (a checkpoint copied from
+    there, its sidecars consistent); that other copy is kept, or removed when not ``keep``."""
+    from conftest import names_own_schemas
+
+    other = root.parent / f"{root.name}-original"
+    shutil.copytree(root / C, other / C)
+    names_own_schemas(other / C)
+    for path in (other / C / "state/0/_metadata/v2").iterdir():
+        shutil.copy2(path, root / C / "state/0/_metadata/v2" / path.name)
+    if not keep:
+        shutil.rmtree(other)
+
+
 def printed_fix(root: Path, code: str) -> None:
     """Run the wmcheck command the finding of ``code`` prints as its fix."""
     from wmcheck.checkpoint.validate import check_location
@@ -144,7 +190,6 @@ OLDER_STATE_V2 = "state/0/0/11_919e8e3b-955d-4321-b471-32e55e745d94.changelog"
 # batches 11 and 12 planned, not committed, and not in the sink
 UNCOMMITTED_11_12 = [f"{C}/commits/{n}" for n in (11, 12, ".11.crc", ".12.crc")] + [
     f"output/_spark_metadata/{n}" for n in (11, 12, ".11.crc", ".12.crc")]
-LAST_TIMESTAMP_MS = 1795386142052  # batchTimestampMs of agg_window_hdfs's offsets/12
 CASES = [
     Case("checkpoint-removed", "WM000", AGG, lambda r: shutil.rmtree(r / C), WRONG),
     Case("deleted-empty-last-offsets", "WM029", AGG,  # the planned batch 12's empty offsets file deleted by hand
@@ -171,7 +216,7 @@ CASES = [
          fix=rewind(11)),
     Case("metadata-removed", "WM007", AGG, lambda r: unlink(r, f"{C}/metadata", f"{C}/.metadata.crc"), FAILS,
          "STREAMING_CHECKPOINT_MISSING_METADATA_FILE", fix=restore(f"{C}/metadata", f"{C}/.metadata.crc")),
-    Case("metadata-bad-id", "WM008", AGG, lambda r: edit(r, f"{C}/metadata", "c796209a-1aef", "not-a-uuid"), FAILS,
+    Case("metadata-bad-id", "WM008", AGG, lambda r: edit(r, f"{C}/metadata", query_id(r)[:13], "not-a-uuid"), FAILS,
          "", fix=restore(f"{C}/metadata")),
     Case("temp-file", "WM009", AGG,
          lambda r: shutil.copy2(r / C / "offsets/12", r / C / "offsets/.13.5d2c0b1e-tmp.tmp"), OK),
@@ -179,7 +224,7 @@ CASES = [
     Case("watermark-decreases", "WM011", AGG, lambda r: set_watermark(r, 11, 1704067200000), OK),
     Case("commit-watermark-differs", "WM012", AGG,
          lambda r: edit(r, f"{C}/commits/10", "1704067274000", "1704067270000"), OK),
-    Case("watermark-far-ahead", "WM013", AGG, lambda r: set_watermark(r, 12, LAST_TIMESTAMP_MS + 2 * 86400_000),
+    Case("watermark-far-ahead", "WM013", AGG, lambda r: set_watermark(r, 12, batch_timestamp_ms(r, 12) + 2 * 86400_000),
          WRONG, fix=rewind(11)),
     Case("conf-changes", "WM015", AGG,  # (a partition count change alone on a no-data batch is a repartition)
          lambda r: edit(r, f"{C}/offsets/12", "state.HDFSBackedStateStoreProvider", "state.RocksDBStateStoreProvider"),
@@ -216,6 +261,73 @@ CASES = [
     Case("missing-last-commit-kept-sidecar", "WM029", AGG, lambda r: unlink(r, f"{C}/commits/12"), FAILS,
          r"Multiple streaming queries are concurrently using .*/commits",
          fix=lambda r: unlink(r, f"{C}/commits/.12.crc")),
+    Case("schemas-of-a-removed-copy", "WM027", TWS, lambda r: schemas_of_another_copy(r, keep=False), FAILS,
+         r"_stateSchema/default/0_.* does not exist", fix=lambda r: printed_fix(r, "WM027")),
+    Case("schemas-of-another-copy", "WM028", TWS, lambda r: schemas_of_another_copy(r, keep=True), OK,
+         fix=lambda r: (printed_fix(r, "WM028"), shutil.rmtree(r.parent / f"{r.name}-original"))),  # then works alone
+    Case("input-without-new-data", "WM038", STALL, lambda r: None, OK,  # the fixture's right input went idle
+         remedy=lambda r: add_input(r / "input" / "right", 0)),
     Case("sink-log-gap", "WM031", AGG, lambda r: unlink(r, "output/_spark_metadata/10", "output/_spark_metadata/.10.crc"),
          FAILS, "BATCH_METADATA_NOT_FOUND", fix=rewind(9), extra_batches=7),
 ]
+
+SPARK35 = {
+    "empty-last-offsets": Spark35(FAILS, r"offsets/12\. Incomplete log file"),
+    "gap-before-last-offsets": Spark35(FAILS, "batch 11 doesn't exist"),
+    "gap-in-commits": Spark35(OK),
+    "commit-without-offsets": Spark35(FAILS, r"\[CONCURRENT_STREAM_LOG_UPDATE\]"),
+    "two-uncommitted-batches": Spark35(WRONG),
+    "commit-v2-under-format-1": Spark35(FAILS, "UnsupportedLogVersion: maximum supported log version is v1, but encountered v2"),
+    "metadata-removed": Spark35(OK, fix=True),  # Spark 3.5 writes a new metadata file (a new query id)
+    "metadata-bad-id": Spark35(FAILS, "Invalid UUID string: not-a-uuid"),
+    "orphaned-old-sidecar": Spark35(OK),
+    "state-delta-missing": Spark35(FAILS, r"Error reading delta file .*/state/0/1/13\.delta"),
+    "state-beyond-last-batch": Spark35(OK),
+    "stale-hadoop-crc-offsets": Spark35(OK),
+    "stale-hadoop-crc-delta": Spark35(OK),
+    "sink-ahead": Spark35(WRONG),
+    "sink-behind": Spark35(WRONG),
+    "deleted-empty-last-offsets": Spark35(FAILS, r"Multiple streaming queries are concurrently using .*/offsets", fix=True),
+    "missing-last-commit-kept-sidecar": Spark35(FAILS, r"Multiple streaming queries are concurrently using .*/commits",
+                                                fix=True),
+    "sink-log-gap": Spark35(FAILS, r"\[BATCH_METADATA_NOT_FOUND\] Unable to find batch .*/_spark_metadata/10"),
+}
+
+
+def findings(case: Case, root: Path) -> list:
+    from wmcheck.checkpoint.validate import check_location
+
+    return check_location(str(root / C), str(root / "output") if case.sink else None)
+
+
+def run_oracle(cases: list[Case], base: Path, python: str = sys.executable,
+               fixed: Callable[[Case], bool] = lambda c: c.fix is not None) -> tuple[dict, dict[str, Outcome]]:
+    """Restart under ``base``, in one child process of ``python``: a reference per fixture and number of new files
+    (``ref:FIXTURE:N``), each case's broken copy (``KEY:broken``), fixed copy when ``fixed(case)`` and remedied
+    copy when it has a remedy. Returns the findings by (key, stage) (stages: broken, before-fixed, fixed,
+    before-remedied, remedied, and restarted-VARIANT after the restarts) and the outcomes by restart key."""
+    restarts, found = {}, {}
+    for fixture, extra in sorted({(c.fixture, c.extra_batches) for c in cases}):
+        restarts[f"ref:{fixture}:{extra}"] = (fixture, prepare(fixture, base / f"ref-{fixture}-{extra}", extra))
+    for case in cases:
+        for variant in ("broken", *(["fixed"] if fixed(case) else []), *(["remedied"] if case.remedy else [])):
+            root = prepare(case.fixture, base / f"{case.key}-{variant}", case.extra_batches)
+            shutil.copytree(root, backup(root))
+            case.breaks(root)
+            found[case.key, "broken" if variant == "broken" else f"before-{variant}"] = findings(case, root)
+            if variant != "broken":
+                (case.fix if variant == "fixed" else case.remedy)(root)
+                found[case.key, variant] = findings(case, root)
+            restarts[f"{case.key}:{variant}"] = (case.fixture, root)
+    outcomes = restart_all(restarts, python=python)
+    for case in cases:
+        for key in [k for k in restarts if k.startswith(f"{case.key}:")]:
+            found[case.key, f"restarted-{key.split(':')[1]}"] = findings(case, restarts[key][1])
+    return found, outcomes
+
+
+def reference(outcomes: dict[str, Outcome], case: Case) -> Outcome:
+    """The restart of the unbroken copy: it ran new batches and its sink could be read back."""
+    ref = outcomes[f"ref:{case.fixture}:{case.extra_batches}"]
+    assert not ref.failed and ref.batches and ref.rows is not None, ref
+    return ref

@@ -1,10 +1,11 @@
 """The restart oracle: what real Spark does when a fixture's own query restarts from a (broken) copy of its checkpoint.
 
 ``prepare(name, dst)`` copies a fixture so that Spark can restart it there (its logged paths relocated to the
-copy, input mtimes fixed) and adds one new input file, so every restart runs at least one new batch.
-``restart_all(cases)`` restarts many copies in ONE child process with one Spark session (``python
-restart_oracle.py CASES.json OUT.json``) and returns per case what happened: the error Spark failed with,
-or the batches it ran and the file sink's rows as Spark reads them back.
+copy, input mtimes fixed) and adds one new input file (to the first source of a two-source fixture), so every
+restart runs at least one new batch. ``restart_all(cases)`` restarts many copies in ONE child process with one
+Spark session (``python restart_oracle.py CASES.json OUT.json``; ``python`` picks the interpreter, and with it
+the Spark version) and returns per case what happened: the error Spark failed with, or the batches it ran, their
+watermarks and the file sink's rows as Spark reads them back.
 """
 from __future__ import annotations
 
@@ -38,28 +39,38 @@ def load_queries():
 QUERIES = load_queries()
 
 
+def add_input(folder: Path, index: int) -> Path:
+    """Write new input file ``index`` (``extra_rows``) into ``folder``, ordered after every fixture file."""
+    path = folder / f"zz-extra-{index}.json"
+    path.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in QUERIES._file(extra_rows(index), 1000)))
+    mtime = QUERIES.input_mtime(9, index)
+    os.utime(path, (mtime, mtime))
+    return path
+
+
 def prepare(name: str, dst: Path, extra: int = 1) -> Path:
-    """A restartable copy of fixture ``name`` at ``dst`` (checkpoint, input, output) with ``extra`` new input files."""
+    """A restartable copy of fixture ``name`` at ``dst`` (checkpoint, input, output) with ``extra`` new input files
+    (in the first source's folder of a two-source fixture)."""
     from conftest import sink_at_home
 
     shutil.copytree(FIXTURES / name, dst, ignore=shutil.ignore_patterns("fixture.json"))
     sink_at_home(dst, name)
     QUERIES.set_input_mtimes(name, str(dst))
+    folder = dst.joinpath("input", *QUERIES.FIXTURES[name]["input_subdirs"][:1])
     for index in range(extra):
-        path = dst / "input" / f"zz-extra-{index}.json"
-        path.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in QUERIES._file(extra_rows(index), 1000)))
-        mtime = QUERIES.input_mtime(9, index)
-        os.utime(path, (mtime, mtime))
+        add_input(folder, index)
     return dst
 
 
 @dataclass(frozen=True)
 class Outcome:
-    """What one restart did: ``error`` (Spark's message) when it failed, else the batches it ran; ``rows`` is
-    the sink's content read back through its log (None when reading it failed: ``read_error``)."""
+    """What one restart did: ``error`` (Spark's message) when it failed, else the batches it ran and the
+    watermark each ran with (its progress report's ``eventTime.watermark``, None when absent); ``rows`` is the
+    sink's content read back through its log (None when reading it failed: ``read_error``)."""
 
     error: str | None
     batches: tuple[int, ...]
+    watermarks: tuple[str | None, ...]
     rows: tuple[tuple[str, ...], ...] | None
     read_error: str | None
 
@@ -68,19 +79,26 @@ class Outcome:
         return self.error is not None
 
 
-def restart_all(cases: dict[str, tuple[str, Path]], timeout: float = 900) -> dict[str, Outcome]:
-    """Restart every case (key -> (fixture name, copy root)) in one child process; outcomes by key."""
+def observed(outcome: Outcome, reference: Outcome) -> str:
+    """What Spark did: ``fails``, restarted with output other than the reference (``wrong``), or correctly (``ok``)."""
+    if outcome.failed:
+        return "fails"
+    return "ok" if outcome.rows == reference.rows and outcome.read_error is None else "wrong"
+
+
+def restart_all(cases: dict[str, tuple[str, Path]], timeout: float = 900, python: str = sys.executable) -> dict[str, Outcome]:
+    """Restart every case (key -> (fixture name, copy root)) in one child process of ``python``; outcomes by key."""
     work = Path(next(iter(cases.values()))[1]).parent
     spec, out = work / "oracle-cases.json", work / "oracle-outcomes.json"
     spec.write_text(json.dumps({k: [n, str(p)] for k, (n, p) in cases.items()}))
     started = time.monotonic()
-    done = subprocess.run([sys.executable, str(Path(__file__)), str(spec), str(out)], capture_output=True, text=True,
+    done = subprocess.run([python, str(Path(__file__)), str(spec), str(out)], capture_output=True, text=True,
                           timeout=timeout)
     if done.returncode != 0:
         raise AssertionError(f"the restart oracle failed:\n{done.stderr[-4000:]}")
     raw = json.loads(out.read_text())
     print(f"restart oracle: {len(cases)} restarts in {time.monotonic() - started:.0f} s")
-    return {k: Outcome(v["error"], tuple(v["batches"]), None if v["rows"] is None else tuple(map(tuple, v["rows"])),
+    return {k: Outcome(v["error"], tuple(v["batches"]), tuple(v["watermarks"]), None if v["rows"] is None else tuple(map(tuple, v["rows"])),
                        v["read_error"]) for k, v in raw.items()}
 
 
@@ -99,7 +117,7 @@ def _message(exc: BaseException) -> str:
 
 def _restart(spark, name: str, root: Path) -> dict:
     session = QUERIES.session_for(spark, name)
-    result: dict = {"error": None, "batches": [], "rows": None, "read_error": None}
+    result: dict = {"error": None, "batches": [], "watermarks": [], "rows": None, "read_error": None}
     try:
         handle = QUERIES.FIXTURES[name]["query"](session, str(root / "input"), str(root / "checkpoint"),
                                                  str(root / "output")).start()
@@ -109,8 +127,9 @@ def _restart(spark, name: str, root: Path) -> dict:
             result["error"] = "the restart did not finish within 300 s"
         elif handle.exception() is not None:
             result["error"] = _message(handle.exception())
-        result["batches"] = [json.loads(p.json)["batchId"] if hasattr(p, "json") else p["batchId"]
-                             for p in handle.recentProgress]
+        progress = [json.loads(p.json) if hasattr(p, "json") else p for p in handle.recentProgress]  # 3.5: dicts
+        result["batches"] = [p["batchId"] for p in progress]
+        result["watermarks"] = [p.get("eventTime", {}).get("watermark") for p in progress]
     except Exception as exc:  # noqa: BLE001 - the oracle records every failure Spark reports
         result["error"] = _message(exc)
     try:
@@ -127,6 +146,7 @@ def main(spec_path: str, out_path: str) -> None:
     from wmcheck.statestore.session import spark_session
 
     cases = json.loads(Path(spec_path).read_text())
+    os.environ["PYSPARK_PYTHON"] = sys.executable  # pandas UDF workers run this interpreter, as the generator's did
     spark = spark_session(master="local[2]")
     try:
         outcomes = {key: _restart(spark, name, Path(root)) for key, (name, root) in cases.items()}

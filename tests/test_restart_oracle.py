@@ -1,59 +1,24 @@
 """Every check code against real Spark: each case breaks a copy of a real fixture the way the code describes,
 ``wmcheck check`` reports the code, the fixture's own query restarts from it (all cases in one Spark child
 process), and the code's severity follows what Spark did; the printed fix, applied to another broken copy,
-makes the restart give the reference output."""
+makes the restart give the reference output. (Spark 3.5: tests/test_spark35.py.)"""
 from __future__ import annotations
 
 import re
-import shutil
-from pathlib import Path
 
 import pytest
-from oracle_cases import CASES, FAILS, OK, WRONG, Case, backup
-from restart_oracle import Outcome, prepare, restart_all
+from oracle_cases import CASES, FAILS, OK, WRONG, documented, reference, run_oracle
+from restart_oracle import observed
 
 from wmcheck.checkpoint.checks.recommend import recommended_repair
 from wmcheck.checkpoint.checks.registry import CHECKS, ERROR
-from wmcheck.checkpoint.validate import check_location
 
 pytestmark = [pytest.mark.spark, pytest.mark.oracle]
 
 
-def findings(case: Case, root: Path) -> list:
-    return check_location(str(root / "checkpoint"), str(root / "output") if case.sink else None)
-
-
-def observed(outcome: Outcome, reference: Outcome) -> str:
-    """What Spark did: failed, restarted with output other than the reference, or restarted correctly."""
-    if outcome.failed:
-        return FAILS
-    return OK if outcome.rows == reference.rows and outcome.read_error is None else WRONG
-
-
 @pytest.fixture(scope="session")
 def oracle(tmp_path_factory):
-    """Per case: the findings on the broken copy, the restart's outcome, and the fixed copy's findings and outcome."""
-    base = tmp_path_factory.mktemp("oracle")
-    restarts, found = {}, {}
-    for fixture, extra in sorted({(c.fixture, c.extra_batches) for c in CASES}):
-        restarts[f"ref:{fixture}:{extra}"] = (fixture, prepare(fixture, base / f"ref-{fixture}-{extra}", extra))
-    for case in CASES:
-        for variant in ("broken", "fixed") if case.fix else ("broken",):
-            root = prepare(case.fixture, base / f"{case.key}-{variant}", case.extra_batches)
-            shutil.copytree(root, backup(root))
-            case.breaks(root)
-            found[case.key, "broken" if variant == "broken" else "before-fix"] = findings(case, root)
-            if variant == "fixed":
-                case.fix(root)
-                found[case.key, "fixed"] = findings(case, root)
-            restarts[f"{case.key}:{variant}"] = (case.fixture, root)
-    return found, restart_all(restarts)
-
-
-def reference(outcomes: dict, case: Case) -> Outcome:
-    ref = outcomes[f"ref:{case.fixture}:{case.extra_batches}"]
-    assert not ref.failed and ref.rows, ref
-    return ref
+    return run_oracle(CASES, tmp_path_factory.mktemp("oracle"))
 
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{c.code}-{c.key}" for c in CASES])
@@ -79,19 +44,11 @@ def test_the_printed_fix_makes_the_restart_work(oracle, case):
     assert not [f for f in found[case.key, "fixed"] if f.severity == ERROR]
     command = getattr(case.fix, "command", None)
     if command is not None and CHECKS[case.code].severity == ERROR:  # the fix run is the one check recommends
-        assert recommended_repair(found[case.key, "before-fix"], case.sink) == command
-
-
-def documented() -> dict[str, tuple[str, str]]:
-    """docs/check.md's table of what Spark does: code -> (severity, what Spark 4.3 does on restart)."""
-    text = (Path(__file__).resolve().parents[1] / "docs" / "check.md").read_text()
-    table = text.split("## What Spark does, code by code", 1)[1].split("\n## ", 1)[0]
-    rows = [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines() if line.startswith("| WM")]
-    return {r[0]: (r[1], r[2]) for r in rows}
+        assert recommended_repair(found[case.key, "before-fixed"], case.sink) == command
 
 
 def test_docs_table_lists_every_code_with_its_severity():
-    assert {code: sev for code, (sev, _) in documented().items()} == {c.code: c.severity for c in CHECKS.values()}
+    assert {code: sev for code, (sev, _, _) in documented().items()} == {c.code: c.severity for c in CHECKS.values()}
 
 
 def test_docs_table_says_what_the_oracle_saw(oracle):
@@ -101,3 +58,28 @@ def test_docs_table_says_what_the_oracle_saw(oracle):
         what = observed(outcomes[f"{case.key}:broken"], reference(outcomes, case))
         assert docs[case.code][1].startswith(what), (case.code, what, docs[case.code][1])
         assert (docs[case.code][0] == ERROR) == (what in (FAILS, WRONG)), (case.code, what)
+
+
+def test_a_copy_naming_another_checkpoints_schemas_keeps_naming_them_after_a_restart(oracle):
+    """WM028: Spark restarts the copy from the other checkpoint's schema files and names them again in the operator
+    metadata of the batch it ran, so the copy goes on depending on that location (removing it: WM027, Spark fails)."""
+    found, outcomes = oracle
+    assert outcomes["schemas-of-another-copy:broken"].batches == (9, 10)
+    assert [(f.code, f.path) for f in found["schemas-of-another-copy", "restarted-broken"]] == [
+        ("WM028", f"state/0/_metadata/v2/{b}") for b in (0, 4, 9)]
+    assert not found["schemas-of-another-copy", "restarted-fixed"] and not found["schemas-of-a-removed-copy", "restarted-fixed"]
+
+
+HELD_AT = "2024-01-01T00:00:08.000Z"  # union_stall_min's watermark since batch 5
+
+
+def test_restart_alone_keeps_the_watermark_held_and_data_on_the_idle_input_moves_it(oracle):
+    """WM038: restarted with new data on the other input only, the batch runs at the held watermark and no window
+    is emitted; with data on the idle input too (the message's advice) the watermark moves and windows come out."""
+    found, outcomes = oracle
+    held, fed = outcomes["input-without-new-data:broken"], outcomes["input-without-new-data:remedied"]
+    assert (held.error, held.batches, held.watermarks, held.rows) == (None, (11,), (HELD_AT,), ())
+    assert [f.code for f in found["input-without-new-data", "restarted-broken"]] == ["WM038"]
+    assert (fed.error, fed.batches, fed.watermarks) == (None, (11, 12), (HELD_AT, "2024-01-01T00:02:04.000Z"))
+    assert len(fed.rows) == 10 and ("a", "3", "6", "Row(end='2024-01-01T00:00:10.000Z', start='2024-01-01T00:00:00.000Z')") in fed.rows
+    assert not found["input-without-new-data", "restarted-remedied"]

@@ -124,9 +124,10 @@ def log_versions(ctx: Context) -> Iterator[Issue]:
 def metadata_missing(ctx: Context) -> Iterator[Issue]:
     if "metadata" not in ctx.tree.entries and (ctx.ckpt.offset_ids or ctx.ckpt.commit_ids):
         yield "metadata", (
-            "the checkpoint has no metadata file but its offsets or commits hold batches: Spark 4.3 refuses to start "
-            "('[STREAMING_CHECKPOINT_MISSING_METADATA_FILE] ... the metadata file is missing but offset and/or commit "
-            "logs contain data'); restore it from a backup (wmcheck undo if wmcheck removed it)"
+            "the checkpoint has no metadata file but its offsets or commits hold batches: since Spark 4.2 Spark refuses "
+            "to start ('[STREAMING_CHECKPOINT_MISSING_METADATA_FILE] ... the metadata file is missing but offset and/or "
+            "commit logs contain data', tested with 4.3); Spark 3.5 writes a new metadata file with a new query id and "
+            "restarts. Restore it from a backup (wmcheck undo if wmcheck removed it)"
         )
 
 

@@ -111,7 +111,7 @@ def leftovers(ctx: Context) -> Iterator[Issue]:
             f"{plural(len(files), 'state file')} for version {span(versions[0], versions[-1])} in "
             f"{plural(len(extra), 'store partition')} of operator {op.operator_id} ({listed([p.directory for p, _ in extra])}): "
             f"newer than version {ceiling}, the last one this checkpoint's batches wrote: leftovers of a later run "
-            f"or a hand rewind. Spark 4.3 restarts fine and writes these versions again as it gets there (tested with a "
+            f"or a hand rewind. Spark 3.5 and 4.3 restart fine and write these versions again as it gets there (tested with a "
             f"stale snapshot), but they confuse rewinds and state readers asked for those versions. Fix: " + (f"wmcheck rewind CKPT --to-batch {done} (removes them)" if done is not None
                                else "delete state/ (no batch was committed)")
         )
@@ -224,8 +224,8 @@ def checksums(ctx: Context) -> Iterator[Issue]:
 def hadoop_checksums(ctx: Context) -> Iterator[Issue]:
     for path, problem in mismatches(ctx, "hadoop"):
         yield path, (
-            f"{problem}: Spark 4.3 reads checkpoint files through FileContext without verifying Hadoop's .crc "
-            "sidecars and restarts fine (tested on the local file system), but tools reading through Hadoop's "
+            f"{problem}: Spark (3.5 and 4.3 tested, on the local file system) reads checkpoint files through "
+            "FileContext without verifying Hadoop's .crc sidecars and restarts fine, but tools reading through Hadoop's "
             "checksummed FileSystem (hadoop fs -cat, FileSystem.open) fail with a ChecksumException; object stores "
             "keep no sidecars. Delete the stale sidecar if the file was changed on purpose, else restore the file "
             "from a backup (wmcheck undo)"
@@ -265,4 +265,5 @@ def unreachable_schemas(ctx: Context) -> Iterator[Issue]:
 @check("WM028", WARNING, "operator metadata names schema files of another checkpoint")
 def borrowed_schemas(ctx: Context) -> Iterator[Issue]:
     yield from _moved([r for r, ok in foreign_schemas(ctx) if ok is not False],
-                      "Spark reads the schema from there: this checkpoint breaks once that location is removed")
+                      "Spark reads the schema from there and names it again in every batch it runs: this checkpoint "
+                      "breaks once that location is removed")

@@ -1,0 +1,130 @@
+"""Spark 3.5: the restart oracle's ``agg_window_hdfs`` cases applied to ``agg_spark35`` (written by pyspark 3.5.9)
+and restarted by pyspark 3.5.9, all in one child process of its own environment; and ``wmcheck repartition``
+under Spark < 4.2.
+
+The environment is ``tests/requirements-spark35.txt`` plus wmcheck (``pip install --no-deps -e .``), which
+.ci/run makes as ``.venv-spark35``; ``WMCHECK_SPARK35_PYTHON`` names its python (default: the repository's
+``.venv-spark35``). Without it these tests skip, and fail under CI.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from oracle_cases import AGG, AGG35, CASES, SPARK35, Case, documented, query_id, reference, run_oracle
+from restart_oracle import observed
+
+from conftest import FIXTURES, ROOT
+
+CASES35 = [dataclasses.replace(c, fixture=AGG35) for c in CASES if c.key in SPARK35]
+
+
+@pytest.fixture(scope="module")
+def python35() -> str:
+    path = os.environ.get("WMCHECK_SPARK35_PYTHON") or str(ROOT / ".venv-spark35" / "bin" / "python")
+    if not os.access(path, os.X_OK):
+        message = f"no pyspark 3.5 environment at {path} (WMCHECK_SPARK35_PYTHON; .ci/run makes .venv-spark35)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+
+@pytest.fixture(scope="module")
+def base35(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("oracle35")
+
+
+@pytest.fixture(scope="module")
+def oracle35(python35, base35):
+    return run_oracle(CASES35, base35, python35, fixed=lambda c: SPARK35[c.key].fix)
+
+
+def test_the_spark35_cases_are_the_agg_window_hdfs_cases():
+    assert sorted(c.key for c in CASES35) == sorted(SPARK35)
+    assert {c.key: c.fixture for c in CASES if c.key in SPARK35} == dict.fromkeys(SPARK35, AGG)
+
+
+@pytest.mark.spark
+@pytest.mark.oracle
+@pytest.mark.parametrize("case", CASES35, ids=[f"{c.code}-{c.key}" for c in CASES35])
+def test_check_says_what_spark35_does(oracle35, case: Case):
+    """Spark 3.5 does what SPARK35 says; check reports the code on the 3.5 checkpoint; where 3.5 differs from 4.3
+    the message says since which version Spark does what, and what 3.5 does."""
+    found, outcomes = oracle35
+    outcome, expected = outcomes[f"{case.key}:broken"], SPARK35[case.key]
+    assert observed(outcome, reference(outcomes, case)) == expected.spark, (case.key, outcome.error, outcome.read_error)
+    if expected.error:
+        assert outcome.error and re.search(expected.error, outcome.error), outcome.error
+    mine = [f for f in found[case.key, "broken"] if f.code == case.code]
+    assert mine, [(f.code, f.path) for f in found[case.key, "broken"]]
+    if expected.spark != case.spark:
+        assert all("since Spark 4." in f.message and "Spark 3.5 " in f.message for f in mine), mine
+
+
+@pytest.mark.spark
+@pytest.mark.oracle
+@pytest.mark.parametrize("case", [c for c in CASES35 if SPARK35[c.key].fix], ids=lambda c: f"{c.code}-{c.key}")
+def test_the_fix_makes_the_spark35_restart_work(oracle35, case: Case):
+    _, outcomes = oracle35
+    outcome = outcomes[f"{case.key}:fixed"]
+    assert observed(outcome, reference(outcomes, case)) == "ok", (outcome.error, outcome.read_error)
+
+
+@pytest.mark.spark
+@pytest.mark.oracle
+def test_spark35_restarts_without_metadata_under_a_new_query_id(oracle35, base35):
+    """WM007 under Spark 3.5: no refusal; the restart runs the new batches and writes a new metadata file with
+    another query id."""
+    found, outcomes = oracle35
+    assert outcomes["metadata-removed:broken"].batches == (13, 14)
+    assert query_id(base35 / "metadata-removed-broken") != query_id(FIXTURES / AGG35)
+    assert "WM007" not in [f.code for f in found["metadata-removed", "restarted-broken"]]
+
+
+@pytest.mark.spark
+@pytest.mark.oracle
+def test_docs_table_says_what_spark35_did(oracle35):
+    """The Spark 3.5 column: the observed outcome for every code with a 3.5 case ("the same" only when 3.5 fails
+    with 4.3's error, or does the same), "not restarted" or "n/a: ..." for the others."""
+    _, outcomes = oracle35
+    docs = documented()
+    for case in CASES35:
+        what = observed(outcomes[f"{case.key}:broken"], reference(outcomes, case))
+        column = docs[case.code][2]
+        assert column.startswith(what), (case.code, what, column)
+        if "the same" in column:
+            assert case.spark == what and (not case.error or re.search(case.error, outcomes[f"{case.key}:broken"].error))
+    tested = {c.code for c in CASES35}
+    for code, (_, _, column) in docs.items():
+        if code not in tested:
+            assert column == "not restarted" or column.startswith("n/a: "), (code, column)
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_repartition_under_spark35_says_so_in_one_line_and_writes_nothing(python35, tmp_path):
+    """wmcheck run by the pyspark 3.5 environment's python: the dry run warns that --execute would refuse;
+    --execute exits 2 with one line naming the installed version, and no file changed."""
+    root = tmp_path / "dedup_rocksdb_p3"
+    shutil.copytree(FIXTURES / "dedup_rocksdb_p3", root)
+    before = tree(root)
+    args = [python35, "-m", "wmcheck.cli", "repartition", str(root / "checkpoint"), "--partitions", "5",
+            "--file-sink", str(root / "output"), "--idle", "0"]
+    dry = subprocess.run([*args, "--format", "json"], capture_output=True, text=True, timeout=120)
+    assert dry.returncode == 0, dry.stderr
+    assert json.loads(dry.stdout)["warnings"][-1] == (
+        "--execute would refuse: pyspark 3.5.9 is installed: Spark's offline state repartition needs pyspark 4.2 or newer")
+    done = subprocess.run([*args, "--execute"], capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == ("Error: pyspark 3.5.9 is installed: Spark's offline state repartition needs pyspark 4.2 or "
+                           "newer (hint: pip install 'pyspark>=4.2')\n")
+    assert tree(root) == before
