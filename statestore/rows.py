@@ -3,7 +3,7 @@ JSON-ready records (oldest first)."""
 from __future__ import annotations
 
 import base64
-from datetime import date, datetime, timezone
+from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Any
 
@@ -13,7 +13,8 @@ from .reader import StoreRead, spark_errors
 
 
 def jsonable(value: Any) -> Any:
-    """Arrow/Python values as JSON values: timestamps ISO-8601 UTC with microseconds, maps as key/value lists."""
+    """Arrow/Python values as JSON values: timestamps ISO-8601 UTC with microseconds, day-time intervals as
+    microseconds, maps as key/value lists."""
     if isinstance(value, dict):
         return {k: jsonable(v) for k, v in value.items()}
     if isinstance(value, list):
@@ -28,6 +29,8 @@ def jsonable(value: Any) -> Any:
         return value.isoformat()
     if isinstance(value, Decimal):
         return str(value)
+    if isinstance(value, timedelta):
+        return value // timedelta(microseconds=1)
     if isinstance(value, (bytes, bytearray)):
         return base64.b64encode(bytes(value)).decode("ascii")
     if isinstance(value, float) and value != value:

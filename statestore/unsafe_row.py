@@ -7,7 +7,8 @@ Layout (Spark's ``UnsafeRow``, ``UnsafeArrayData``, ``UnsafeMapData``; all littl
   1 byte, short 2, int/date/float 4, long/timestamp/double 8, a decimal of precision <= 18 its
   unscaled long); every other value is ``offset << 32 | size`` pointing into the row: strings
   (UTF-8), binary, decimals (``BigInteger.toByteArray``, big-endian), nested rows, arrays and maps.
-  Interval types are refused (no fixture proves them: pyspark cannot collect year-month intervals).
+  Day-time intervals are a long of microseconds; year-month and calendar intervals are refused (no
+  fixture proves them: pyspark can collect neither).
 * an array: a long element count, a null bitset of ``ceil(n/64)`` words, then the elements, each
   as wide as its type (1, 2, 4 or 8 bytes; variable-width ones an 8-byte offset-and-size relative
   to the array).
@@ -19,7 +20,8 @@ such as a fixed-width slot past the end, is translated by :func:`malformed`).
 
 Values come out as Arrow builds them (:func:`arrow_type`): ints, floats, ``str``, ``bytes``,
 ``Decimal``, dicts for structs, lists for arrays, lists of ``(key, value)`` for maps;
-timestamps as epoch microseconds and dates as epoch days, cast by Arrow afterwards.
+timestamps as epoch microseconds and dates as epoch days, cast by Arrow afterwards; day-time
+intervals as microseconds (Arrow ``duration("us")``, as Spark's ``toArrow``).
 """
 from __future__ import annotations
 
@@ -34,9 +36,11 @@ from wmcheck.checkpoint.state_schema import ArrayType, DataType, MapType, OtherT
 MAX_LONG_DIGITS = 18
 _EXACT = Context(prec=80)  # Spark decimals have at most 38 digits: scaling them never rounds
 _DECIMAL = re.compile(r"^decimal\((\d+),\s*(-?\d+)\)$")
+_DAY_TIME = re.compile(r"^interval (day|hour|minute|second)( to (day|hour|minute|second))?$")
 _FIXED = {
     "boolean": ("?", 1), "byte": ("b", 1), "short": ("<h", 2), "integer": ("<i", 4), "date": ("<i", 4),
     "float": ("<f", 4), "long": ("<q", 8), "timestamp": ("<q", 8), "timestamp_ntz": ("<q", 8), "double": ("<d", 8),
+    "day_time_interval": ("<q", 8),
 }
 _VARIABLE = ("string", "binary")
 MAX_DECIMAL_BYTES = 16  # BigInteger.toByteArray of 38 digits
@@ -61,6 +65,8 @@ def atomic_kind(name: str) -> str:
         return name
     if name.startswith(("char(", "varchar(")):
         return "string"
+    if _DAY_TIME.match(name):
+        return "day_time_interval"
     match = _DECIMAL.match(name)
     if match:
         return "decimal_long" if int(match[1]) <= MAX_LONG_DIGITS else "decimal_bytes"
@@ -230,7 +236,7 @@ def arrow_type(data_type: DataType, raw: bool = False):
     kind = atomic_kind(data_type)
     simple = {"boolean": pa.bool_(), "byte": pa.int8(), "short": pa.int16(), "integer": pa.int32(), "long": pa.int64(),
               "float": pa.float32(), "double": pa.float64(), "string": pa.large_string(), "binary": pa.large_binary(),
-              "void": pa.null()}
+              "void": pa.null(), "day_time_interval": pa.duration("us")}
     if kind in simple:
         return simple[kind]
     if kind in ("decimal_long", "decimal_bytes"):

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.spark
 FIXTURES = fixture_names()
 WINDOWED = {"state_types", "state_types_rocksdb", "agg_window_hdfs", "agg_window_rocksdb", "checkpoint_v2", "compaction", "multi_watermark_max", "agg_spark35", "chained_aggs",
             "repartition_rocksdb", "repartition_failed_hdfs", "agg_rocksdb_v2_p3", "union_stall_min", "union_stall_max",
-            "sliding_window", "no_new_input", "stalled_event_time", "row_checksum_hdfs"}
+            "sliding_window", "no_new_input", "stalled_event_time", "row_checksum_hdfs", "interval_state"}
 DEDUPLICATED = {"dedup_watermark", "dedup_rocksdb_p3"}
 EVENT_TIME_TWS = {"tws_pandas", "row_checksum_tws", "avro_tws"}
 TIMERS = "$eventTimers_keyToTimestamp"
@@ -505,7 +505,7 @@ def _spark_rows(df) -> list[dict]:
         return [r.asDict(recursive=True) for r in df.collect()]
 
 
-DIFFERENTIAL = ["state_types", "state_types_rocksdb", "agg_window_rocksdb", "checkpoint_v2", "join_stream_stream", "tws_pandas", "tws_ttl", "row_checksum_hdfs", "row_checksum_tws", "avro_tws",
+DIFFERENTIAL = ["state_types", "state_types_rocksdb", "agg_window_rocksdb", "checkpoint_v2", "join_stream_stream", "tws_pandas", "tws_ttl", "row_checksum_hdfs", "row_checksum_tws", "avro_tws", "interval_state",
                 "agg_spark35", "compaction", "dedup_watermark"]
 
 
