@@ -489,6 +489,18 @@ def messages(root: Path, sink: bool = False) -> dict[str, str]:
     return {f.code: f.message for f in findings}
 
 
+def test_extra_partition_without_state_versions_is_named_not_a_crash(copy_fixture):
+    """A repartition killed as Spark wrote a new partition: its SST file is there, the snapshot it belongs to not yet."""
+    root = copy_fixture("dedup_rocksdb_p3")
+    extra = root / "checkpoint" / "state" / "0" / "3" / "SSTs"
+    extra.mkdir(parents=True)
+    (extra / "000008-de427f84-a8be-44fd-8e37-996af9df11b2.sst").write_bytes(b"partial")
+    [finding] = check_checkpoint(open_checkpoint(str(root / "checkpoint")))
+    assert (finding.code, finding.path) == ("WM019", "state/0/3")
+    assert finding.message.endswith("beyond it (state/0/3), holding no state version (an interrupted write, such as a "
+                                    "killed repartition, may have left them): Spark does not read them at 3 partitions")
+
+
 def test_parse_error_message_is_the_parsers(copy_fixture):
     root = copy_fixture("agg_window_hdfs")
     last = fixture_facts("agg_window_hdfs")["last_batch"]

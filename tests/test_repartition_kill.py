@@ -151,8 +151,8 @@ def test_a_real_kill_at_any_step_of_a_repartition_is_recovered_both_ways(spark, 
     undo_points = counted(strace_log(["undo", str(work / "checkpoint")]))
     assert trees(work) == original
     shutil.rmtree(work)
-    kinds = {"python": [("python", *p) for p in python_points], "jvm": [("jvm", "rename", n) for n in jvm_points],
-             "undo": [("undo", *p) for p in undo_points]}
+    kinds = {"jvm": [("jvm", "rename", n) for n in jvm_points], "undo": [("undo", *p) for p in undo_points],
+             "python": [("python", *p) for p in python_points]}
     assert len(kinds["python"]) > 10 and len(kinds["jvm"]) >= 2 * 7 and len(kinds["undo"]) > 10
     chosen = [p for kind, every in kinds.items() for p in (every if FULL else random.Random(
         f"repartition-kill-{kind}").sample(every, 2 if kind == "undo" else 1))]

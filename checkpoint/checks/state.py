@@ -155,10 +155,13 @@ def extra_partitions(ctx: Context) -> Iterator[Issue]:
         if not extra:
             continue
         dirs = [f"state/{op.operator_id}/{pid}" for pid in extra]
-        newest = max(f.version for p in op.partitions if p.partition >= num for f in p.files)
+        newest = max((f.version for p in op.partitions if p.partition >= num for f in p.files), default=None)
         head = (f"operator {op.operator_id} has {num} partitions ({source}) but state also holds partition "
                 f"{plural(len(extra), 'directory', 'directories')} beyond it ({listed(dirs)})")
-        if down is not None and down.to_partitions == num and newest <= down.batch:
+        if newest is None:
+            yield dirs[0], (f"{head}, holding no state version (an interrupted write, such as a killed repartition, "
+                            f"may have left them): Spark does not read them at {num} partitions")
+        elif down is not None and down.to_partitions == num and newest <= down.batch:
             yield dirs[0], (
                 f"{head}, with state up to version {newest}: left by the repartition from {down.from_partitions} to "
                 f"{num} partitions at batch {down.batch}, which wrote version {down.batch + 1} in partitions 0..{num - 1} "
