@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -45,10 +46,13 @@ MEASURED = ("import atexit, resource, sys\n"
             "sys.argv = ['wmcheck', *sys.argv[1:]]\nfrom wmcheck.cli.main import main\nmain()")
 
 
-def timed(cmd: list[str]) -> float:
-    start = time.perf_counter()
+def timed(cmd: list[str]) -> tuple[float, float]:
+    """``(wall, CPU)`` seconds of ``cmd`` (CPU: user + system of it and the children it waits for; not of
+    a JVM pyspark leaves to exit on its own, so only the python engine's CPU is printed)."""
+    before, start = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - start
+    wall, after = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
 
 
 def peak_rss_mib(args: list[str]) -> float:
@@ -57,16 +61,16 @@ def peak_rss_mib(args: list[str]) -> float:
     return int(done.stderr.strip().splitlines()[-1]) / 1024
 
 
-def compare(label: str, ours: list[str], base: list[str], repeat: int) -> tuple[float, float]:
-    times: dict[str, list[float]] = {"python engine": [], "PySpark script": []}
+def compare(label: str, ours: list[str], base: list[str], repeat: int) -> None:
+    times: dict[str, list[tuple[float, float]]] = {"python engine": [], "PySpark script": []}
     for _ in range(repeat):  # alternate, so load from other processes hits both alike
         times["PySpark script"].append(timed(base))
         times["python engine"].append(timed(ours))
-    script, mine = statistics.median(times["PySpark script"]), statistics.median(times["python engine"])
+    medians = {name: (statistics.median(w for w, _ in runs), statistics.median(c for _, c in runs)) for name, runs in times.items()}
     for name, runs in times.items():
-        print(f"{label}: {name:15} median {statistics.median(runs):7.2f} s  runs {', '.join(f'{t:.2f}' for t in runs)}")
-    print(f"{label}: PySpark script / python engine = {script / mine:.1f}x")
-    return script, mine
+        cpu = f" (CPU {medians[name][1]:.2f} s)" if name == "python engine" else ""
+        print(f"{label}: {name:15} median {medians[name][0]:7.2f} s{cpu}  runs {', '.join(f'{w:.2f}' for w, _ in runs)}")
+    print(f"{label}: PySpark script / python engine = {medians['PySpark script'][0] / medians['python engine'][0]:.1f}x")
 
 
 def main() -> None:
