@@ -9,9 +9,7 @@ prefix row of the first ``numColsPrefixKey`` fields, then the encoded row of the
 a marker byte (0 negative, 1 positive, 2 null) then the value big-endian, negative floats with all
 bits flipped). Values: one encoded row, or for lists (``MultiValuedStateEncoder``) int32
 little-endian size + encoded row per element, elements joined by ``,`` (RocksDB's string append).
-Read through rocksdict, a list value compacted into one SST comes without the ``,`` between
-elements (seen in fixture ``tws_pandas``), so a ``,`` is skipped only where there is one: an encoded
-``UnsafeRow`` is 8k+1 bytes long, so no element size starts with the byte ``,`` (44).
+Elements are not always joined by ``,`` (:mod:`.list_frames` splits them).
 
 With ``encodingFormat=avro`` the rows after the version byte are Avro (:mod:`.avro_rows`) in the
 same layouts; range-scan keys (only internal transformWithState column families) are not read then.
@@ -24,6 +22,7 @@ from typing import Any, Callable
 from wmcheck.checkpoint.errors import UnsupportedError, arg
 from wmcheck.checkpoint.state_schema import KeyEncoderSpec, StructType
 
+from .list_frames import frames
 from .unsafe_row import atomic_kind, row_decoder
 
 RowDecoder = Callable[[bytes], dict[str, Any]]
@@ -31,7 +30,6 @@ RowAt = Callable[[bytes, int], dict[str, Any]]
 NO_PREFIX, PREFIX_SCAN, RANGE_SCAN = "NoPrefixKeyStateEncoderSpec", "PrefixKeyScanStateEncoderSpec", "RangeKeyScanStateEncoderSpec"
 _RANGE_FORMATS = {"byte": ">b", "short": ">h", "integer": ">i", "long": ">q", "float": ">f", "double": ">d"}
 _NULL_MARKER, _NEGATIVE = 2, 0
-DELIMITER = 0x2C
 
 
 def _part(fields: tuple) -> StructType:
@@ -122,13 +120,6 @@ def values_decoder(schema: StructType, avro: bool = False) -> Callable[[bytes], 
     row = _rows(schema, avro)
 
     def many(data: bytes) -> list[dict[str, Any]]:
-        out, pos = [], 0
-        while pos < len(data):
-            (size,) = struct.unpack_from("<i", data, pos)
-            out.append(row(data, pos + 5))
-            pos += 4 + size
-            if pos < len(data) and data[pos] == DELIMITER:
-                pos += 1
-        return out
+        return [row(data, start + 1) for start, _ in frames(data, 4)]
 
     return many
