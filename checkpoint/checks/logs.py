@@ -104,7 +104,9 @@ def log_versions(ctx: Context) -> Iterator[Issue]:
             yield f"{COMMITS}/{wrong[0]}", (
                 f"commits/{span(wrong[0], wrong[-1])}: {len(wrong)} commit file(s) are v{got} but the checkpoint uses "
                 f"state checkpoint format {fmt} ({source}): "
-                + ("Spark refuses the log ('written by a future version') or ignores the unique ids of the state files"
+                + ("Spark refuses to restart (tested with HDFS state: Spark 4.3 '[STATE_STORE_CHECKPOINT_IDS_NOT_SUPPORTED] "
+                   "HDFSBackedStateStoreProvider does not support checkpointFormatVersion > 1', Spark 3.5 "
+                   "'UnsupportedLogVersion: maximum supported log version is v1, but encountered v2')"
                    if got > fmt else "these commits carry no stateUniqueIds, so Spark cannot tell which state files to load")
                 + ("; the logs come from another run or were edited: restore them (wmcheck undo) or "
                    f"wmcheck rewind CKPT --to-batch {wrong[0] - 1}" if wrong[0] > min(ctx.commits) else
