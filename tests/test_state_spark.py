@@ -505,7 +505,7 @@ def _spark_rows(df) -> list[dict]:
         return [r.asDict(recursive=True) for r in df.collect()]
 
 
-DIFFERENTIAL = ["state_types", "state_types_rocksdb", "agg_window_rocksdb", "checkpoint_v2", "join_stream_stream", "tws_pandas", "tws_ttl", "row_checksum_hdfs", "row_checksum_tws", "avro_tws", "interval_state",
+DIFFERENTIAL = ["state_types", "state_types_rocksdb", "agg_window_rocksdb", "checkpoint_v2", "join_stream_stream", "tws_pandas", "tws_ttl", "row_checksum_hdfs", "row_checksum_tws", "avro_tws", "avro_types_tws", "interval_state",
                 "agg_spark35", "compaction", "dedup_watermark"]
 
 
