@@ -2,8 +2,8 @@
 
 ``fixtures/unsafe_rows/rows.json`` holds rows of every type state can hold (``fixtures/unsafe_rows.py``:
 nulls at every level, empty and 70-element arrays and maps, extreme integers, decimals at the limits of
-every precision class, multi-byte text, timestamps from year 1 to 9999), encoded and collected by
-Spark. Hypothesis (derandomized) draws subsets of them in any order, at any place in a buffer, and
+every precision class, multi-byte text, timestamps from year 1 to 9999, day-time intervals), encoded and
+collected by Spark. Hypothesis (derandomized) draws subsets of them in any order, at any place in a buffer, and
 decodes them row by row and into Arrow columns: each decodes to Spark's value. Mutated rows decode
 or raise a MalformedFileError, nothing else. With a Spark session, hypothesis-generated rows are
 encoded by Spark in the test and decoded the same way.
@@ -188,6 +188,8 @@ def spark_values(data_type):
         atomic = st.datetimes(dt.datetime(1, 1, 2), dt.datetime(9999, 12, 30), timezones=st.just(dt.timezone.utc))
     elif data_type == "timestamp_ntz":
         atomic = st.datetimes()
+    elif data_type.startswith("interval"):  # day-time
+        atomic = st.integers(-2 ** 62, 2 ** 62).map(lambda m: dt.timedelta(microseconds=m))
     else:
         precision, scale = (int(p) for p in data_type[len("decimal("):-1].split(","))
         atomic = st.integers(1 - 10 ** precision, 10 ** precision - 1).map(
