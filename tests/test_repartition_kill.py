@@ -124,11 +124,11 @@ def kill_at_spark_rename(root: Path, n: int) -> None:
     assert Path(src).exists() and not Path(dst).exists(), f"killed too late: rename {n} ({dst}) happened"
 
 
-def spark_free(root: Path, original: tuple[dict, dict]) -> tuple[dict, dict]:
-    """The copy's trees, Spark's new state files by name only (uuids left out)."""
+def spark_free(root: Path, original: tuple[dict, dict]) -> tuple[list, dict]:
+    """The copy's trees, Spark's new state files by name only (uuids left out: a list, so two such files count twice)."""
     ckpt, sink = trees(root)
-    return {UUID.sub("*", k): "new state file" if k.startswith("state/") and k not in original[0] else v
-            for k, v in ckpt.items()}, sink
+    return sorted((UUID.sub("*", k), "new state file" if k.startswith("state/") and k not in original[0] else v)
+                  for k, v in ckpt.items()), sink
 
 
 def state_rows(root: Path) -> list[str]:

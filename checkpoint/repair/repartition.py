@@ -27,6 +27,7 @@ from ..repartitions import (
 from ..state_files import is_temp
 from .backup import Backup, write_journal
 from .execute import _apply
+from .logs import remove_steps
 from .plan import Plan, Step
 from .requests import REQUESTS, FsOptions, RepairRequest, open_file_sink
 from .rewind import FileSink, plan_rewind
@@ -207,9 +208,14 @@ def batch_steps(ckpt: Checkpoint, plan: Plan) -> list[Step]:
     temps += ckpt.state_layout.temp_files
     steps = [Step("remove", "checkpoint", i.path, "temp", "left by an interrupted write of the repartition", i.size,
                   i.mtime_ms) for i in temps if i.mtime_ms >= plan.created_ms]
-    if ckpt.last_batch is None or ckpt.last_batch < batch:
-        return steps
-    return list(plan_rewind(ckpt, batch - 1, keep_source_log=True).steps) + steps
+    if ckpt.last_batch is not None and ckpt.last_batch >= batch:
+        steps = list(plan_rewind(ckpt, batch - 1, keep_source_log=True).steps) + steps
+    planned, crcs = {s.path for s in steps}, {i.path: i for i in ckpt.state_layout.crc_files}
+    for info in sorted((i for op in ckpt.state_layout.operators for p in op.partitions for i in p.sst_files
+                        if i.mtime_ms >= plan.created_ms and i.path not in planned), key=lambda i: i.path):
+        steps += remove_steps("checkpoint", info, crcs.get, "state", "SST of a snapshot the killed repartition did "
+                              "not finish (no snapshot references it)")
+    return steps
 
 
 def remove_batch(ckpt: Checkpoint, plan: Plan, backup: Backup) -> int:
