@@ -103,7 +103,10 @@ def plan_store(ckpt: Checkpoint, store: Store) -> StorePlan:
         plan = _join_side_plan(ckpt, store, rocksdb, codec, store.options["joinSide"])
     else:
         plan = _store_plan(ckpt, store, rocksdb, codec)
-    return replace(plan, checksums=(conf.get(ROW_CHECKSUM) or "false").lower() == "true")
+    checksums = (conf.get(ROW_CHECKSUM) or "false").lower() == "true"
+    if checksums:
+        require_module("google_crc32c", "verifying row checksums")
+    return replace(plan, checksums=checksums)
 
 
 def _store_plan(ckpt: Checkpoint, store: Store, rocksdb: bool, codec: str) -> StorePlan:

@@ -3,7 +3,7 @@
 The files come from :meth:`StorePartition.restore_plan`: the newest full copy at or before the
 version (HDFS ``V.snapshot``, RocksDB ``V.zip``) then every increment after it (``V.delta``,
 ``V.changelog``), by unique id for checkpoint format v2. Keys and values stay encoded here, without
-the row checksums of ``rowChecksum.enabled`` (:mod:`.row_checksums`).
+the row checksums of ``rowChecksum.enabled``, each verified as Spark's reader does (:mod:`.row_checksums`).
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from wmcheck.checkpoint.state_files import StorePartition
 
 from .codecs import decompress
 from .rocksdb_files import ZipMetadata, apply_changelog, read_zip
-from .row_checksums import without_checksum, without_checksums
+from .row_checksums import RowPlace, verified_key, verified_value, verified_values
 from .state_records import DELETE, sized_records
 
 
@@ -39,12 +39,13 @@ def load_partition(fs: FileSystem, part: StorePartition, version: int, codec: st
             rocksdb = True
             apply_changelog(state, contents[f.path], codec, f.path)
             continue
+        place = RowPlace(part.operator_id, part.store, part.partition, f.version, f.path)
         for kind, key, value in sized_records(decompress(contents[f.path], codec, f.path), f.path):
             if kind == DELETE:
-                state.pop(without_checksum(key) if checksums else key, None)
+                state.pop(verified_key(key, place) if checksums else key, None)
             elif value is not None:
-                state[key] = without_checksum(value) if checksums else value
+                state[key] = verified_value(key, value, place) if checksums else value
     if checksums and rocksdb:
-        where = chain[-1].path if chain else part.directory
-        state = {k: without_checksums(v, where) for k, v in state.items()}
+        place = RowPlace(part.operator_id, part.store, part.partition, version, chain[-1].path if chain else part.directory)
+        state = {k: verified_values(k, v, place) for k, v in state.items()}
     return state, meta

@@ -212,14 +212,38 @@ def test_types_without_proof_are_refused(type_name):
 def test_checksummed_rocksdb_values_lose_their_framing_and_damage_is_one_error():
     """RocksDB values under rowChecksum.enabled: checksum, little-endian size, row, merged elements joined by ','."""
     from wmcheck.checkpoint.errors import MalformedFileError
-    from wmcheck.statestore.row_checksums import without_checksums
+    from wmcheck.statestore.row_checksums import RowPlace, verified_values
 
-    framed = b"\x01\x02\x03\x04" + (3).to_bytes(4, "little") + b"abc" + b"," + b"\x09\x09\x09\x09" + (2).to_bytes(4, "little") + b"de"
-    assert without_checksums(framed, "state/0/0/2.changelog") == b"abc,de"
-    # elements put in one batch (or compacted into an SST) come without the ',', and a checksum may start with ','
-    joined = b"\x01\x02\x03\x04" + (3).to_bytes(4, "little") + b"abc" + b",\x09\x09\x09" + (2).to_bytes(4, "little") + b"de"
-    assert without_checksums(joined, "state/0/0/2.changelog") == b"abc,de"
+    place = RowPlace(0, "default", 1, 2, "state/0/1/2.changelog")
+
+    def frame(checksum: int, row: bytes) -> bytes:
+        return checksum.to_bytes(4, "little", signed=True) + len(row).to_bytes(4, "little") + row
+
+    # CRC32C("k" + "abc") and CRC32C("k" + "de"), computed independently of google_crc32c
+    abc, de = _crc32c_reference(b"kabc"), _crc32c_reference(b"kde")
+    framed = frame(abc, b"abc") + b"," + frame(de, b"de")
+    assert verified_values(b"k", framed, place) == b"abc,de"
+    # elements put in one batch (or compacted into an SST) come without the ','
+    assert verified_values(b"k", frame(abc, b"abc") + frame(de, b"de"), place) == b"abc,de"
     for damaged in [framed[:-1], framed[:6]]:
         with pytest.raises(MalformedFileError, match=f"expected a list value of size-framed elements \\({len(damaged)} bytes") as caught:
-            without_checksums(damaged, "state/0/0/2.changelog")
-        assert caught.value.path == "state/0/0/2.changelog"
+            verified_values(b"k", damaged, place)
+        assert caught.value.path == "state/0/1/2.changelog"
+    with pytest.raises(MalformedFileError) as caught:
+        verified_values(b"k", frame(abc, b"abc") + b"," + frame(de, b"dx"), place)
+    assert str(caught.value) == (
+        "state/0/1/2.changelog: row checksum verification failed for stateStore=StateStoreId[ operatorId=0, partitionId=1, "
+        f"storeName=default ] at version 2: the row may be corrupted (expected checksum {de}, computed {_crc32c_reference(b'kdx')}; "
+        "Spark's reader fails with STATE_STORE_ROW_CHECKSUM_VERIFICATION_FAILED) "
+        "(hint: the state files are damaged: restore them from a backup or rewind to a batch before them)")
+
+
+def _crc32c_reference(data: bytes) -> int:
+    """Bitwise CRC32C (Castagnoli, reflected 0x82F63B78), as Java's signed int."""
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    crc ^= 0xFFFFFFFF
+    return crc - (1 << 32) if crc >= 1 << 31 else crc
