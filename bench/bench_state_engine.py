@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from as_installed import compile_wmcheck  # noqa: E402
 from bench_state import BASELINE, CONF, DELAY_S, GENERATE, SPAN_S  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -80,9 +81,7 @@ def main() -> None:
     parser.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "wmcheck-bench-state"))
     args = parser.parse_args()
     py = sys.executable
-    # as installed: wmcheck's bytecode compiled (an editable checkout run with PYTHONDONTWRITEBYTECODE compiles every module on every run)
-    subprocess.run([py, "-m", "compileall", "-q", *(str(ROOT / d) for d in ("cli", "checkpoint", "statestore"))], check=True,
-                   env={k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"})
+    compile_wmcheck()
     compare("small", [py, "-m", "wmcheck.cli", "state", str(SMALL), "--engine", "python", "--format", "json"],
             [py, "-c", SMALL_BASELINE, str(SMALL)], args.repeat)
     root = Path(args.workdir) / str(args.keys)
