@@ -208,13 +208,25 @@ def batch_steps(ckpt: Checkpoint, plan: Plan) -> list[Step]:
     temps += ckpt.state_layout.temp_files
     steps = [Step("remove", "checkpoint", i.path, "temp", "left by an interrupted write of the repartition", i.size,
                   i.mtime_ms) for i in temps if i.mtime_ms >= plan.created_ms]
+    crcs = {i.path: i for i in ckpt.state_layout.crc_files}
     if ckpt.last_batch is not None and ckpt.last_batch >= batch:
         steps = list(plan_rewind(ckpt, batch - 1, keep_source_log=True).steps) + steps
-    planned, crcs = {s.path for s in steps}, {i.path: i for i in ckpt.state_layout.crc_files}
+    else:  # an undo killed after it removed the batch's logs: the state versions it wrote, and the logs' sidecars
+        for folder in (COMMITS, OFFSETS):
+            steps += [Step("remove", "checkpoint", i.path, folder, f"checksum of {folder}/{batch}", i.size, i.mtime_ms)
+                      for i in ckpt.fs.list_dir(folder) if i.name == f".{batch}.crc"]
+        for f in sorted((f for op in ckpt.state_layout.operators for p in op.partitions for f in p.files
+                         if f.version > batch), key=lambda f: (-f.version, f.path)):
+            steps += remove_steps("checkpoint", f, crcs.get, "state", f"state version {f.version} written by batch {batch}")
+    planned = {s.path for s in steps}
     for info in sorted((i for op in ckpt.state_layout.operators for p in op.partitions for i in p.sst_files
                         if i.mtime_ms >= plan.created_ms and i.path not in planned), key=lambda i: i.path):
         steps += remove_steps("checkpoint", info, crcs.get, "state", "SST of a snapshot the killed repartition did "
                               "not finish (no snapshot references it)")
+    planned = {s.path for s in steps}
+    steps += [Step("remove", "checkpoint", i.path, "state", "checksum left by a killed undo (its file is in the backup)",
+                   i.size, i.mtime_ms) for i in sorted(crcs.values(), key=lambda i: i.path)
+              if i.mtime_ms >= plan.created_ms and i.path not in planned]
     return steps
 
 
