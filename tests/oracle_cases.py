@@ -16,9 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from restart_oracle import Outcome, add_input, prepare, restart_all
-
 from conftest import run_cli
+from restart_oracle import Outcome, add_input, prepare, restart_all
 
 FAILS, WRONG, OK = "fails", "wrong", "ok"  # restart_oracle.observed's words
 AGG, COMPACTION, V2, TWS, STALL = "agg_window_hdfs", "compaction", "checkpoint_v2", "tws_pandas", "union_stall_min"

@@ -9,7 +9,6 @@ watermarks and the file sink's rows as Spark reads them back.
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -18,6 +17,8 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from fixture_modules import fixture_module
 
 HERE = Path(__file__).resolve().parent
 FIXTURES = HERE.parent / "fixtures"
@@ -29,14 +30,7 @@ def extra_rows(index: int) -> str:
     return f"a@{101 + 40 * index} b@{105 + 40 * index} c@{134 + 40 * index}"
 
 
-def load_queries():
-    spec = importlib.util.spec_from_file_location("fixture_queries", FIXTURES / "queries.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-QUERIES = load_queries()
+QUERIES = fixture_module("queries.py")
 
 
 def add_input(folder: Path, index: int) -> Path:

@@ -6,7 +6,6 @@ directory, in the session's one Spark session with the fixture's SQL confs set f
 from __future__ import annotations
 
 import base64
-import importlib.util
 import json
 import os
 import shutil
@@ -20,19 +19,12 @@ from wmcheck.checkpoint import repair
 from wmcheck.checkpoint.model import open_checkpoint
 from wmcheck.cli.output import repair_doc
 
-from conftest import FIXTURES
+from fixture_modules import fixture_module
 
 pytestmark = pytest.mark.spark
 
 
-def load_queries():
-    spec = importlib.util.spec_from_file_location("fixture_queries", FIXTURES / "queries.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-QUERIES = load_queries()
+QUERIES = fixture_module("queries.py")
 
 
 @contextmanager

@@ -7,11 +7,12 @@ from __future__ import annotations
 import re
 
 import pytest
-from oracle_cases import CASES, FAILS, OK, WRONG, documented, findings, reference, run_oracle
-from restart_oracle import observed
 
 from wmcheck.checkpoint.checks.recommend import recommended_repair
 from wmcheck.checkpoint.checks.registry import CHECKS, ERROR
+
+from oracle_cases import CASES, FAILS, OK, WRONG, documented, findings, reference, run_oracle
+from restart_oracle import observed
 
 pytestmark = [pytest.mark.spark, pytest.mark.oracle]
 

@@ -17,10 +17,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from oracle_cases import AGG, AGG35, CASES, SPARK35, Case, documented, query_id, reference, run_oracle
-from restart_oracle import observed
 
 from conftest import FIXTURES, ROOT
+from oracle_cases import AGG, AGG35, CASES, SPARK35, Case, documented, query_id, reference, run_oracle
+from restart_oracle import observed
 
 CASES35 = [dataclasses.replace(c, fixture=AGG35) for c in CASES if c.key in SPARK35]
 

@@ -10,7 +10,6 @@ encoded by Spark in the test and decoded the same way.
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import random
 
@@ -24,17 +23,9 @@ from wmcheck.statestore.columnar import StructColumns
 from wmcheck.statestore.unsafe_row import row_decoder
 
 from conftest import FIXTURES
+from fixture_modules import fixture_module
 
-
-def _load_corpus_module():
-    spec = importlib.util.spec_from_file_location("fixture_unsafe_rows", FIXTURES / "unsafe_rows.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-UNSAFE_ROWS = _load_corpus_module()
+UNSAFE_ROWS = fixture_module("unsafe_rows.py")
 CORPUS = json.loads((FIXTURES / "unsafe_rows" / "rows.json").read_text())
 NAMES = sorted(CORPUS["schemas"])
 SETTINGS = settings(max_examples=40, deadline=None, derandomize=True, database=None,
