@@ -570,3 +570,26 @@ def test_python_engine_reads_rocksdb_session_windows_and_dedup_within(name, rock
         assert _rows(pylist(mine.rows())) == _rows(_spark_rows(theirs.rows())), batch
         seen += mine.raw.num_rows
     assert seen > 0
+
+
+def test_spark_writes_avro_state_only_for_transform_with_state(spark, tmp_path):
+    """docs/state.md: Avro-encoded state of an aggregation does not exist, Spark refuses to start such a query."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.json").write_text('{"id": "a"}\n')
+    confs = {"spark.sql.streaming.stateStore.providerClass":
+             "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+             "spark.sql.streaming.stateStore.encodingFormat": "avro"}
+    before = {k: spark.conf.get(k, None) for k in confs}
+    for k, v in confs.items():
+        spark.conf.set(k, v)
+    try:
+        counts = spark.readStream.schema("id STRING").json(str(tmp_path / "in")).groupBy("id").count()
+        with pytest.raises(Exception, match="State store encoding format as avro is not supported for operator=aggregation"):
+            counts.writeStream.outputMode("update").format("noop").option("checkpointLocation", str(tmp_path / "ckpt")) \
+                .trigger(availableNow=True).start().awaitTermination()
+    finally:
+        for k, v in before.items():
+            if v is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, v)
