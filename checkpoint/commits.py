@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from .errors import MalformedFileError
-from .textlog import decode_lines, dump_json, int_field, parse_json_object, parse_version
+from .textlog import dump_json, int_field, open_log, parse_json_object
 
 MAX_VERSION = 3
 
@@ -53,15 +53,9 @@ def _unique_ids(value: Any, path: str) -> StateUniqueIds:
 
 def parse_commit(data: bytes, path: str) -> CommitEntry:
     """Parse a ``commits/N`` file (``v1`` alone or ``{}`` means no watermark recorded)."""
-    lines = decode_lines(data, path)
-    if not lines:
-        raise MalformedFileError(
-            "file is empty: expected a version line and the commit metadata",
-            path=path,
-            hint="an empty commit file is left by a crash while writing; delete it so Spark re-runs the batch",
-        )
-    version = parse_version(lines[0], path, MAX_VERSION, "commit log")
-    text = lines[1] if len(lines) > 1 else "{}"
+    version, lines = open_log(data, path, MAX_VERSION, "commit log", "the commit metadata",
+                              "an empty commit file is left by a crash while writing; delete it so Spark re-runs the batch")
+    text = lines[0] if lines else "{}"
     obj = parse_json_object(text, path, 2, "the commit metadata")
     ids = obj.get("stateUniqueIds")
     return CommitEntry(

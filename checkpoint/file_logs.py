@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from .errors import MalformedFileError
-from .textlog import decode_lines, int_field, parse_json_object, parse_version
+from .textlog import int_field, open_log, parse_json_object
 
 MAX_VERSION = 1
 
@@ -35,16 +35,10 @@ class FileLog:
 
 def parse_file_log(data: bytes, path: str) -> FileLog:
     """Parse a file-source or file-sink log file."""
-    lines = decode_lines(data, path)
-    if not lines:
-        raise MalformedFileError(
-            "file is empty: expected a version line and one JSON line per file",
-            path=path,
-            hint="an empty log file is left by a crash while writing",
-        )
-    version = parse_version(lines[0], path, MAX_VERSION, "file log")
+    version, lines = open_log(data, path, MAX_VERSION, "file log", "one JSON line per file",
+                              "an empty log file is left by a crash while writing")
     entries = []
-    for number, line in enumerate(lines[1:], start=2):
+    for number, line in enumerate(lines, start=2):
         obj = parse_json_object(line, path, number, "a file entry")
         file_path = obj.get("path")
         if not isinstance(file_path, str):

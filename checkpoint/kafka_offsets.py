@@ -6,7 +6,7 @@ from typing import Mapping
 
 from .errors import MalformedFileError
 from .source_offsets import SourceOffset
-from .textlog import decode_lines, parse_json_object, parse_version
+from .textlog import open_log, parse_json_object
 
 KAFKA_EARLIEST = -2
 """The offset Spark's Kafka source starts a partition at when the partition is new (earliest)."""
@@ -14,12 +14,12 @@ KAFKA_EARLIEST = -2
 
 def parse_kafka_initial_offsets(data: bytes, path: str) -> dict[str, dict[int, int]]:
     """``sources/<i>/0`` of a Kafka source: a NUL byte (SPARK-19517), ``v1``, then the offsets JSON."""
-    lines = decode_lines(data.lstrip(b"\x00"), path)
-    if len(lines) < 2:
-        raise MalformedFileError("expected a version line and the initial Kafka offsets", path=path,
+    _, lines = open_log(data.lstrip(b"\x00"), path, 1, "Kafka initial offsets", "the initial Kafka offsets",
+                        "the file is truncated")
+    if not lines:
+        raise MalformedFileError("expected the initial Kafka offsets after the version line", path=path,
                                  hint="the file is truncated")
-    parse_version(lines[0], path, 1, "Kafka initial offsets")
-    text = "\n".join(lines[1:])
+    text = "\n".join(lines)
     parse_json_object(text, path, 2, "the initial Kafka offsets")
     offsets = SourceOffset("initial", text).kafka_offsets
     if offsets is None:

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Mapping
 
-from .errors import MalformedFileError
+from .errors import MalformedFileError, arg
 from .source_offsets import SourceOffset
-from .textlog import decode_lines, dump_json, int_field, parse_json_object, parse_version
+from .textlog import dump_json, int_field, open_log, parse_json_object
 
 MAX_VERSION = 2
 VOID_OFFSET = "-"
@@ -89,20 +89,21 @@ def _parse_v2_source(line: str, path: str, number: int) -> SourceOffset:
     return SourceOffset(source_id, None if raw == VOID_OFFSET else raw)
 
 
+def empty_offsets_hint(path: str) -> str:
+    """What to do about an empty ``offsets/N``: Spark fails to restart on it; removing it makes Spark plan N again."""
+    name = path.rsplit("/", 1)[-1]
+    before = f"rewind with {arg('to_batch', int(name) - 1)}" if name.isdigit() and int(name) > 0 else "rewind past it"
+    return (f"a crash while Spark wrote the file leaves it empty; when it is the last batch, {before} removes it "
+            "with its checksum file and Spark plans the batch again on restart")
+
+
 def parse_offsets(data: bytes, path: str) -> OffsetSeq:
     """Parse an ``offsets/N`` file."""
-    lines = decode_lines(data, path)
-    if not lines:
-        raise MalformedFileError(
-            "file is empty: expected a version line, the batch metadata and the source offsets",
-            path=path,
-            hint="an empty offsets file is left by a crash while writing; if it is the last batch, "
-            "wmcheck rewind CKPT --to-batch <the batch before> removes it with its checksum file",
-        )
-    version = parse_version(lines[0], path, MAX_VERSION, "offsets log")
-    meta_text = lines[1].strip() if len(lines) > 1 else ""
+    version, lines = open_log(data, path, MAX_VERSION, "offsets log", "the batch metadata and the source offsets",
+                              empty_offsets_hint(path))
+    meta_text = lines[0].strip() if lines else ""
     metadata = parse_metadata(meta_text, path) if meta_text else None
-    rest = lines[2:]
+    rest = lines[1:]
     if version == 2:
         sources = tuple(_parse_v2_source(line, path, i) for i, line in enumerate(rest, start=3))
     else:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, overload
 
 from .errors import MalformedFileError
-from .textlog import decode_lines, dump_json, int_field, parse_json, parse_json_object, parse_version
+from .textlog import dump_json, int_field, open_log, parse_json, parse_json_object
 
 MAX_VERSION = 2
 _OPERATOR_KEYS = ("operatorId", "operatorName")
@@ -115,15 +115,9 @@ def _store(value: Any, index: int, version: int, path: str) -> StoreMetadata:
 
 def parse_operator_metadata(data: bytes, path: str) -> OperatorMetadata:
     """Parse a v1 ``_metadata/metadata`` or a v2 ``_metadata/v2/<batch>`` file."""
-    lines = decode_lines(data, path)
-    if not lines:
-        raise MalformedFileError(
-            "file is empty: expected a version line and the operator metadata",
-            path=path,
-            hint="an empty metadata file is left by a crash while writing; Spark rewrites it on the next run",
-        )
-    version = parse_version(lines[0], path, MAX_VERSION, "stateful operator metadata")
-    text = "\n".join(lines[1:])
+    version, lines = open_log(data, path, MAX_VERSION, "stateful operator metadata", "the operator metadata",
+                              "an empty metadata file is left by a crash while writing; Spark rewrites it on the next run")
+    text = "\n".join(lines)
     if not text.strip():
         raise _bad("expected the operator metadata JSON after the version line, found nothing", path,
                    hint="the file is truncated; Spark rewrites it on the next run")

@@ -27,6 +27,17 @@ def decode_lines(data: bytes, path: str) -> list[str]:
     return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
+def open_log(data: bytes, path: str, max_version: int, what: str, body: str, empty_hint: str) -> tuple[int, list[str]]:
+    """The opening every Spark text log file shares: UTF-8 lines, not empty, a ``vN`` header Spark accepts.
+
+    Returns the version and the lines after the header. ``what`` names the log (``"commit log"``), ``body`` what
+    follows the header (``"the commit metadata"``), ``empty_hint`` what to do about an empty file."""
+    lines = decode_lines(data, path)
+    if not lines:
+        raise MalformedFileError(f"file is empty: expected a version line and {body}", path=path, hint=empty_hint)
+    return parse_version(lines[0], path, max_version, what), lines[1:]
+
+
 def parse_version(line: str, path: str, max_version: int, what: str) -> int:
     """Validate a ``vN`` header the way Spark's ``validateVersion`` does."""
     text = line.strip()

@@ -202,3 +202,27 @@ def test_huge_line_is_reported_not_crashed():
     data = b'v1\n{"batchWatermarkMs":' + b"9" * 5_000_000 + b"}"
     with pytest.raises(MalformedFileError, match=r"offsets/0: line 2: expected the batch metadata as JSON.*digits"):
         parse_offsets(data, "offsets/0")
+
+
+def test_an_empty_offsets_file_names_the_rewind_that_removes_it():
+    with pytest.raises(MalformedFileError) as info:
+        parse_offsets(b"", "offsets/7")
+    assert "rewind with to_batch=6 removes it" in str(info.value) and "<" not in str(info.value)
+    from wmcheck.cli.flags import cli_spelling
+
+    assert "rewind with --to-batch 6 removes it" in info.value.text(cli_spelling)
+
+
+def test_every_log_parser_opens_a_file_the_same_way():
+    """Empty files and version headers: one rule (textlog.open_log) for every Spark text log."""
+    from wmcheck.checkpoint.file_logs import parse_file_log
+    from wmcheck.checkpoint.kafka_offsets import parse_kafka_initial_offsets
+    from wmcheck.checkpoint.operator_metadata import parse_operator_metadata
+
+    for parse in (parse_offsets, parse_commit, parse_file_log, parse_operator_metadata, parse_kafka_initial_offsets):
+        with pytest.raises(MalformedFileError, match=r"^x/1: file is empty: expected a version line and "):
+            parse(b"", "x/1")
+        with pytest.raises(MalformedFileError, match=r'^x/1: line 1: line 1 is "w1": expected a .* version header'):
+            parse(b"w1\n{}", "x/1")
+        with pytest.raises(NewerVersionError, match=r'^x/1: line 1 is "v9": written by a newer Spark'):
+            parse(b"v9\n{}", "x/1")
