@@ -1,23 +1,27 @@
 """The state store layout under ``state/``, built from a file listing (no I/O here).
 
-``state/<op>/<partition>/[<store>/]`` holds, per version ``V``: HDFS ``V.delta`` and
-``V.snapshot``; RocksDB ``V.zip`` and ``V.changelog`` with shared ``SSTs/*.sst``; checkpoint
-format v2 the same names with a unique id, ``V_<uuid>.zip``. Batch N reads version N and
-writes version N+1; version 0 is the empty state.
+``state/<op>/<partition>/[<store>/]`` holds the versioned files of :mod:`.state_formats` and the shared
+files their full copies name (RocksDB ``SSTs/``). Batch N reads version N and writes version N+1;
+version 0 is the empty state.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Iterable
 
 from .fs import FileInfo
 from .layout import DEFAULT_STORE
 from .numbers import is_number
-
-STATE_FILE = re.compile(r"^(\d+)(?:_([0-9A-Za-z-]+))?\.(delta|snapshot|zip|changelog)$")
-BASE_KINDS = frozenset({"snapshot", "zip"})
-INCREMENT_KINDS = frozenset({"delta", "changelog"})
+from .state_formats import (
+    BASE_KINDS,
+    BY_KIND,
+    INCREMENT_KINDS,
+    SHARED_DIRS,
+    Provider,
+    StateFormat,
+    provider_of,
+    version_file,
+)
 
 
 @dataclass(frozen=True)
@@ -26,10 +30,14 @@ class StateFile:
 
     path: str
     version: int
-    kind: str  # delta | snapshot | zip | changelog
+    kind: str  # a :class:`StateFormat`'s kind: delta | snapshot | zip | changelog
     unique_id: str | None
     size: int
     mtime_ms: int
+
+    @property
+    def format(self) -> StateFormat:
+        return BY_KIND[self.kind]
 
 
 @dataclass(frozen=True)
@@ -51,6 +59,11 @@ class StorePartition:
     @property
     def bytes(self) -> int:
         return sum(f.size for f in self.files) + sum(f.size for f in self.sst_files)
+
+    @property
+    def provider(self) -> Provider:
+        """The provider whose formats the files are (HDFS for a partition without any)."""
+        return provider_of({f.kind for f in self.files})
 
     def count(self, kind: str) -> int:
         return sum(1 for f in self.files if f.kind == kind)
@@ -177,16 +190,15 @@ def scan_state(files: Iterable[FileInfo], prefix: str = "state") -> StateLayout:
         partition = int(parts[1])
         rest = parts[2:]
         store = DEFAULT_STORE
-        if len(rest) >= 2 and rest[0] not in ("SSTs", "_metadata"):
+        if len(rest) >= 2 and rest[0] not in SHARED_DIRS and rest[0] != "_metadata":
             store, rest = rest[0], rest[1:]
         directory = "/".join([prefix, *parts[: len(parts) - len(rest)]])
         bucket = groups.setdefault((op, partition, store), {"files": [], "sst": [], "other": [], "dir": [directory]})
-        match = STATE_FILE.match(rest[-1]) if len(rest) == 1 else None
+        match = version_file(rest[-1]) if len(rest) == 1 else None
         if match:
-            bucket["files"].append(
-                StateFile(info.path, int(match[1]), match[3], match[2], info.size, info.mtime_ms)
-            )
-        elif rest[0] == "SSTs":
+            fmt, version, unique_id = match
+            bucket["files"].append(StateFile(info.path, version, fmt.kind, unique_id, info.size, info.mtime_ms))
+        elif rest[0] in SHARED_DIRS:
             bucket["sst"].append(info)
         else:
             bucket["other"].append(info)

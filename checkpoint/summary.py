@@ -14,6 +14,7 @@ from .repair_records import find_interrupted
 from .repartitions import batch_kind, partitions_of, repartitions, unfinished
 from .source_labels import label, source_labels
 from .stall import SourceActivity, WatermarkStall, batch_activity, watermark_stall
+from .state_formats import FORMATS
 from .timeutil import format_ms
 
 
@@ -39,6 +40,9 @@ class OperatorSummary:
     next_version: int
     next_version_loadable: bool
     unloadable: tuple[str, ...]
+    files: Mapping[str, int] = field(default_factory=dict)
+    """The number of files of each state file format (:data:`~.state_formats.FORMATS`, by plural name);
+    ``snapshots``, ``deltas``, ``zips`` and ``changelogs`` above repeat four of them."""
 
     @property
     def label(self) -> str | None:
@@ -124,6 +128,7 @@ def operator_summary(ckpt: Checkpoint, op: Operator) -> OperatorSummary:
     version = ckpt.next_state_version
     versions = sorted({v for p in op.partitions for v in p.versions})
     unloadable = sorted(f"{p.store}/{p.partition}" for p in op.live_partitions if not loadable(ckpt, op, p, version))
+    files = {fmt.plural: sum(p.count(fmt.kind) for p in op.partitions) for fmt in FORMATS}
     return OperatorSummary(
         operator_id=op.operator_id,
         name=op.name,
@@ -134,14 +139,15 @@ def operator_summary(ckpt: Checkpoint, op: Operator) -> OperatorSummary:
         min_version=versions[0] if versions else None,
         max_version=versions[-1] if versions else None,
         bytes=sum(p.bytes for p in op.partitions),
-        snapshots=sum(p.count("snapshot") for p in op.partitions),
-        deltas=sum(p.count("delta") for p in op.partitions),
-        zips=sum(p.count("zip") for p in op.partitions),
-        changelogs=sum(p.count("changelog") for p in op.partitions),
+        snapshots=files["snapshots"],
+        deltas=files["deltas"],
+        zips=files["zips"],
+        changelogs=files["changelogs"],
         metadata_lag=op.metadata_lag,
         next_version=version,
         next_version_loadable=not unloadable,
         unloadable=tuple(unloadable),
+        files=files,
     )
 
 

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from wmcheck.checkpoint.source_labels import SourceLabel
 from wmcheck.checkpoint.source_offsets import SourceOffset
+from wmcheck.checkpoint.state_formats import FORMATS
 from wmcheck.checkpoint.timeutil import format_duration, format_ms
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ class RowView:
 
 
 OPERATOR_COLUMNS = ["operator_id", "name", "stores", "num_partitions", "min_version", "max_version", "bytes",
-                    "snapshots", "deltas", "zips", "changelogs", "next_version", "next_version_loadable"]
+                    *(f.plural for f in FORMATS), "next_version", "next_version_loadable"]
 
 
 def checkpoint_summary(s: CheckpointSummary) -> tuple[Fields, list[Table]]:
@@ -51,7 +52,8 @@ def checkpoint_summary(s: CheckpointSummary) -> tuple[Fields, list[Table]]:
         *[("warning", w) for w in s.warnings],
         ("watermark stall", s.watermark_stall.explanation if s.watermark_stall else "none"),
     ]
-    operators = [{"name": op.label, **{c: getattr(op, c) for c in OPERATOR_COLUMNS if c != "name"}} for op in s.operators]
+    operators = [{**op.files, "name": op.label, **{c: getattr(op, c) for c in OPERATOR_COLUMNS if c not in op.files and c != "name"}}
+                 for op in s.operators]
     return fields, [("Sources", s.sources, ["source_id", "kind", "location", "summary"]),
                     ("Stateful operators", operators, OPERATOR_COLUMNS)]
 

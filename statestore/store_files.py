@@ -29,14 +29,13 @@ def load_partition(fs: FileSystem, part: StorePartition, version: int, codec: st
     state: dict[bytes, bytes] = {}
     meta: ZipMetadata | None = None
     rest = chain
-    if chain and chain[0].kind == "zip":
+    if chain and chain[0].format.decoder == "rocksdb-zip":
         state, meta = read_zip(fs, chain[0], part.directory)
         rest = chain[1:]
     contents = fs.read_many(f.path for f in rest)
-    rocksdb = meta is not None
+    rocksdb = part.provider == "rocksdb"
     for f in rest:
-        if f.kind == "changelog":
-            rocksdb = True
+        if f.format.decoder == "rocksdb-changelog":
             apply_changelog(state, contents[f.path], codec, f.path)
             continue
         place = RowPlace(part.operator_id, part.store, part.partition, f.version, f.path)

@@ -4,6 +4,7 @@ included), so e.g. the repair API does not import (and register) the checks."""
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,8 @@ TOP = ("cli", "checkpoint", "statestore")
 # (layer rank, group, modules of wmcheck.checkpoint by their first name component)
 CHECKPOINT_GROUPS = {
     "formats": (0, ["errors", "numbers", "timeutil", "textlog", "source_offsets", "offsets", "commits", "file_logs",
-                    "query_metadata", "operator_metadata", "state_schema", "checksums", "operator_kinds", "progress", "kafka_offsets"]),
+                    "query_metadata", "operator_metadata", "state_schema", "checksums", "operator_kinds", "progress", "kafka_offsets",
+                    "state_formats", "rocksdb_zip"]),
     "layout": (1, ["layout", "fs", "metadata_log", "state_files", "locations", "repair_records", "progress_files"]),
     "model": (2, ["model", "relocation", "repartitions", "activity"]),
     "batch facts": (3, ["batch_inputs", "source_labels", "stall"]),  # what each batch read (the replay plan), stalls
@@ -95,3 +97,16 @@ def test_importing_the_repair_api_imports_no_check():
             "['wmcheck', 'checkpoint', 'validate'])))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+STATE_FORMAT_NAMES = re.compile(r"""["'](\.?(snapshot|zip|changelog)|\.delta)["']""")
+
+
+def test_state_file_formats_are_named_in_their_registry_only():
+    """Adding a state file format touches checkpoint/state_formats.py (and its tests): no other module names one
+    (``"delta"`` is also a Delta Lake source's kind, so only its suffix is looked for)."""
+    files = [p for top in TOP for p in (ROOT / top).rglob("*.py") if p.name != "state_formats.py"]
+    named = [f"{p.relative_to(ROOT)}:{n}: {line.strip()}" for p in files
+             for n, line in enumerate(p.read_text().splitlines(), 1) if STATE_FORMAT_NAMES.search(line)]
+    assert named == []
+    assert STATE_FORMAT_NAMES.search('kind == "zip"') and STATE_FORMAT_NAMES.search("name.endswith('.delta')")

@@ -10,6 +10,7 @@ from ..model import Operator, store_unique_ids
 from ..numbers import is_number
 from ..relocation import SchemaReference, foreign_references, reachable
 from ..state_files import BASE_KINDS, StateFile, StorePartition
+from ..state_formats import formats_of
 from .context import Context
 from .definition import ERROR, WARNING, Issue, check
 from .repartition import moves
@@ -51,7 +52,8 @@ def plans(ctx: Context) -> list[Plan]:
 
 def file_kinds(part: StorePartition) -> tuple[str, str]:
     """(full copy, increment) file kinds of the partition's provider: RocksDB or HDFS."""
-    return ("zip", "changelog") if any(f.kind in ("zip", "changelog") for f in part.files) else ("snapshot", "delta")
+    base, step = formats_of(part.provider)
+    return base.kind, step.kind
 
 
 def rewind_hint(ctx: Context) -> str:

@@ -8,11 +8,7 @@ back to N, and the data files only the removed sink batches wrote are moved out 
 """
 from __future__ import annotations
 
-import io
-import json
 import posixpath
-import zipfile
-import zlib
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -24,14 +20,15 @@ from ..metadata_log import MetadataLog
 from ..model import Checkpoint, loadable
 from ..numbers import is_number
 from ..repartitions import partitions_of
+from ..rocksdb_zip import read_snapshot_zip
 from ..state_files import StorePartition
 from .logs import LogRewind, read_parsed, remove_steps, rewind_log, sink_orphans
 from .plan import Plan, Step
 from .targets import retained_batches
 
 FILE_KINDS = ("file", "long")
-MAX_ZIP_METADATA = 64 << 20
-"""A snapshot's SST list is small; a larger ``metadata`` entry is not read (a zip bomb or a corrupt size)."""
+MAX_ZIP = 256 << 20
+"""A snapshot zip holds RocksDB's small files (SSTs are shared); a larger one is not read for its SST list."""
 MAX_LISTED = 3
 
 
@@ -271,27 +268,23 @@ def _state_steps(view: RewindView, batch: int, warnings: list[str]) -> list[Step
     return steps
 
 
-def zip_sst_files(data: bytes) -> set[str] | None:
+def zip_sst_files(data: bytes, path: str = "") -> set[str] | None:
     """The ``SSTs/`` file names a RocksDB snapshot zip references (its ``metadata`` entry), None if unreadable."""
+    if len(data) > MAX_ZIP:
+        return None
     try:
-        with zipfile.ZipFile(io.BytesIO(data)) as archive:
-            if archive.getinfo("metadata").file_size > MAX_ZIP_METADATA:
-                return None
-            text = archive.read("metadata").decode("utf-8")
-        line = next(line for line in text.splitlines() if line.startswith("{"))
-        return {str(f["dfsSstFileName"]) for f in json.loads(line).get("sstFiles", [])}
-    except (zipfile.BadZipFile, zlib.error, KeyError, StopIteration, ValueError, TypeError, AttributeError,
-            UnicodeDecodeError, NotImplementedError, EOFError, OSError, RecursionError, RuntimeError):
+        return {f.dfs_name for f in read_snapshot_zip(data, path)[1].sst_files}
+    except CheckpointError:
         return None  # a corrupt or unexpected zip: its SST list is unknown
 
 
 def _orphaned_ssts(fs: FileSystem, part: StorePartition, version: int, warnings: list[str]) -> list[FileInfo]:
     """SST files only the removed snapshot zips reference; every SST a kept zip references stays."""
-    zips = [f for f in part.files if f.kind == "zip"]
+    zips = [f for f in part.files if f.format.shared_dir]
     if not part.sst_files or not any(z.version > version for z in zips):
         return []
     data = fs.read_many([z.path for z in zips])
-    refs = {z.path: zip_sst_files(data[z.path]) for z in zips}
+    refs = {z.path: zip_sst_files(data[z.path], z.path) for z in zips}
     unreadable = [p for p, r in refs.items() if r is None]
     if unreadable:
         warnings.append(f"{unreadable[0]}: cannot read its SST file list, so {part.directory}/SSTs/ is left as it is")
