@@ -11,7 +11,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Callable, Mapping, TypeVar
 
 from .commits import CommitEntry, parse_commit
-from .errors import CheckpointError, MissingFileError, NotACheckpointError
+from .errors import CheckpointError, MalformedFileError, MissingFileError, NotACheckpointError
 from .file_logs import FileLog, parse_file_log
 from .fs import FileInfo, FileSystem, open_fs, require_dir
 from .layout import COMMITS, OFFSETS, SOURCES, STATE, batch_ids
@@ -73,6 +73,7 @@ class Checkpoint:
         self.fs = fs
         self._cache: dict[str, object] = {}
         self._raw: dict[str, bytes] = {}
+        self._offset_failures: dict[int, CheckpointError | None] = {}
 
     @classmethod
     def open(cls, location: str, fs_options: Mapping[str, str] | None = None) -> "Checkpoint":
@@ -140,6 +141,37 @@ class Checkpoint:
 
     def offsets(self, batch: int) -> OffsetSeq:
         return self.parse(f"{OFFSETS}/{batch}", parse_offsets)
+
+    def offsets_failure(self, batch: int) -> CheckpointError | None:
+        """Why ``offsets/<batch>`` cannot be read (empty or truncated by a crash, edited, missing); None when it parses."""
+        if batch not in self._offset_failures:
+            try:
+                self.offsets(batch)
+                self._offset_failures[batch] = None
+            except CheckpointError as exc:
+                self._offset_failures[batch] = exc
+        return self._offset_failures[batch]
+
+    def readable_offsets(self, batch: int) -> OffsetSeq | None:
+        """``offsets/<batch>`` when it parses, else None (:meth:`offsets_failure` says why)."""
+        return None if self.offsets_failure(batch) is not None else self.offsets(batch)
+
+    @cached_property
+    def broken_tail(self) -> tuple[int, ...]:
+        """The last batches whose offsets files do not parse, oldest first: what a crash while Spark wrote
+        ``offsets/N`` leaves. Spark fails to restart on them; without them it plans those batches again. (A file of a
+        newer format is no crash leftover: reading it fails.)"""
+        ids = self.offset_ids
+        end = len(ids)
+        while end and isinstance(self.offsets_failure(ids[end - 1]), MalformedFileError):
+            end -= 1
+        return tuple(ids[end:])
+
+    @property
+    def last_readable_batch(self) -> int | None:
+        """The last batch whose offsets file parses: ``last_batch`` unless the tail is broken (:attr:`broken_tail`)."""
+        readable = len(self.offset_ids) - len(self.broken_tail)
+        return self.offset_ids[readable - 1] if readable else None
 
     def commit(self, batch: int) -> CommitEntry:
         return self.parse(f"{COMMITS}/{batch}", parse_commit)
@@ -209,19 +241,22 @@ class Checkpoint:
 
     @property
     def latest_metadata(self):
-        """The metadata of the last offsets file (None when absent or blank)."""
-        return self.offsets(self.last_batch).metadata if self.last_batch is not None else None
+        """The metadata of the last offsets file that parses (None when absent or blank)."""
+        last = self.last_readable_batch
+        return self.offsets(last).metadata if last is not None else None
 
     @property
     def conf(self) -> Mapping[str, str]:
-        """The conf pinned in the last offsets file."""
+        """The conf pinned in the last offsets file that parses."""
         meta = self.latest_metadata
         return meta.conf if meta else {}
 
     @property
     def watermark_ms(self) -> int:
-        """The watermark the next batch uses, as Spark computes it on restart."""
-        return 0 if self.last_batch is None else self.watermark_after(self.last_batch)
+        """The watermark the next batch uses, as Spark computes it on restart (after a broken tail: once it is
+        removed, see :attr:`broken_tail`)."""
+        last = self.last_readable_batch
+        return 0 if last is None else self.watermark_after(last)
 
     def watermark_after(self, batch: int) -> int:
         """The watermark the batch after ``batch`` starts from, as Spark computes it on restart: the larger of

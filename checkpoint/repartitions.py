@@ -68,7 +68,8 @@ def same_input(ckpt: Checkpoint, batch: int) -> bool:
     """Whether ``offsets/<batch>`` ends at the same source offsets as the batch before (it reads no input)."""
     if batch - 1 not in ckpt.offset_id_set or batch not in ckpt.offset_id_set:
         return False
-    return source_ends(ckpt.offsets(batch)) == source_ends(ckpt.offsets(batch - 1))
+    here, before = ckpt.readable_offsets(batch), ckpt.readable_offsets(batch - 1)
+    return here is not None and before is not None and source_ends(here) == source_ends(before)
 
 
 def find_repartitions(plans: Mapping[int, tuple[int | None, list[str | None]]], committed: Iterable[int]) -> tuple[Repartition, ...]:

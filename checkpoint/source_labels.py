@@ -65,8 +65,8 @@ def label(ckpt: Checkpoint, src: SourceOffset) -> SourceLabel:
 
 
 def source_labels(ckpt: Checkpoint) -> dict[str, SourceLabel]:
-    """Every source of the last batch, by source id (in offsets order)."""
-    last = ckpt.last_batch
+    """Every source of the last batch that parses, by source id (in offsets order)."""
+    last = ckpt.last_readable_batch
     if last is None:
         return {}
     return {src.source_id: label(ckpt, src) for src in ckpt.offsets(last).sources}

@@ -84,7 +84,8 @@ def batch_activity(ckpt: Checkpoint, batch: int, progress: QueryProgress | None 
     seq = ckpt.offsets(batch)
     ids = ckpt.offset_ids
     at = bisect_left(ids, batch - 1)
-    previous = {s.source_id: s.raw for s in ckpt.offsets(batch - 1).sources} if at < len(ids) and ids[at] == batch - 1 else {}
+    before = ckpt.readable_offsets(batch - 1) if at < len(ids) and ids[at] == batch - 1 else None
+    previous = {s.source_id: s.raw for s in before.sources} if before is not None else {}
     report = progress.get(batch) if progress else None
     out = []
     for index, src in enumerate(seq.sources):
@@ -119,7 +120,10 @@ def _stall_start(ckpt: Checkpoint, watermark: int, chunk: int = 64) -> int | Non
         window = ids[max(end - chunk, 0):end]
         ckpt.load_batches(window)
         for batch in reversed(window):
-            meta = ckpt.offsets(batch).metadata
+            seq = ckpt.readable_offsets(batch)
+            if seq is None and start is None:
+                continue  # a broken tail (Spark plans those batches again once it is removed)
+            meta = seq.metadata if seq is not None else None
             if meta is None or meta.batch_watermark_ms != watermark or (start is not None and batch != start - 1):
                 return start
             start = batch
@@ -137,7 +141,7 @@ def _names(labels: dict[str, SourceLabel], ids: tuple[str, ...] | list[str]) -> 
 
 def watermark_stall(ckpt: Checkpoint, progress: QueryProgress | None = None, tz: tzinfo = timezone.utc) -> WatermarkStall | None:
     """The stall at the end of the checkpoint, or None when the last batches moved the watermark (or brought nothing)."""
-    last = ckpt.last_batch
+    last = ckpt.last_readable_batch
     if last is None:
         return None
     watermark = ckpt.watermark_ms

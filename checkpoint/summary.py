@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from datetime import timezone, tzinfo
 from typing import Callable, Mapping
 
-from .errors import CheckpointError
+from .errors import CheckpointError, arg
 from .layout import OWN_DIR
 from .model import PINNED_CONFS, Checkpoint, Operator, loadable
 from .progress import BatchProgress, QueryProgress
@@ -16,6 +16,8 @@ from .source_labels import label, source_labels
 from .stall import SourceActivity, WatermarkStall, batch_activity, watermark_stall
 from .state_formats import FORMATS
 from .timeutil import format_ms
+
+UNREADABLE = "unreadable"
 
 
 @dataclass(frozen=True)
@@ -108,7 +110,8 @@ class BatchRow:
     batch: int
     committed: bool
     kind: str
-    """``data``, ``no-data`` (the same source offsets as the batch before) or ``repartition``."""
+    """``data``, ``no-data`` (the same source offsets as the batch before), ``repartition`` or ``unreadable`` (its
+    offsets file does not parse: ``error``)."""
     batch_watermark_ms: int | None
     next_batch_watermark_ms: int | None
     watermark_advance_ms: int | None
@@ -121,6 +124,8 @@ class BatchRow:
     """Each source: its kind and location, offset, whether it moved and brought data (rows, with progress)."""
     progress: BatchProgress | None
     """Spark's progress report of the batch (``--progress``)."""
+    error: str | None = None
+    """Why the batch's offsets file cannot be read (kind ``unreadable``)."""
 
 
 def operator_summary(ckpt: Checkpoint, op: Operator) -> OperatorSummary:
@@ -152,8 +157,8 @@ def operator_summary(ckpt: Checkpoint, op: Operator) -> OperatorSummary:
 
 
 def source_summaries(ckpt: Checkpoint) -> list[SourceSummary]:
-    """Each source of the last batch: its kind, latest offset and where it reads."""
-    last = ckpt.last_batch
+    """Each source of the last batch that parses: its kind, latest offset and where it reads."""
+    last = ckpt.last_readable_batch
     if last is None:
         return []
     out = []
@@ -191,7 +196,10 @@ def warnings(ckpt: Checkpoint) -> list[str]:
     for name, ids in (("offsets", ckpt.offset_ids), ("commits", ckpt.commit_ids)):
         for lo, hi in ckpt.gaps(ids):
             out.append(f"{name}/ has a gap: batch {lo}" + (f"..{hi}" if hi > lo else "") + " missing")
-    broken = [b for b in ckpt.offset_ids if not parses(ckpt.offsets, b)]  # parsed once for the repartitions
+    tail = broken_tail_warning(ckpt)
+    if tail:
+        out.append(tail)
+    broken = [b for b in ckpt.offset_ids if not parses(ckpt.offsets, b) and b not in ckpt.broken_tail]
     if broken:
         out.append(f"offsets/{broken[0]} does not parse" + (f" (and {len(broken) - 1} more)" if len(broken) > 1 else "")
                    + ": Spark reads only the last two offsets files on restart, but replays and rewinds to these "
@@ -225,6 +233,36 @@ def warnings(ckpt: Checkpoint) -> list[str]:
         out.append(f"operator metadata names state schema files under {', '.join(elsewhere)}: the checkpoint was copied "
                    "or moved, and Spark reads them there on restart; run 'wmcheck relocate' (wmcheck check: WM027/WM028)")
     return out
+
+
+def _what(error: CheckpointError | None) -> str:
+    """Where in the file and what is wrong, without the file's name or the hint."""
+    if error is None:
+        return "unreadable"
+    where = f"line {error.line}: " if error.line is not None else f"byte {error.byte}: " if error.byte is not None else ""
+    return where + error.message
+
+
+def broken_tail_warning(ckpt: Checkpoint) -> str | None:
+    """What a broken tail means and its fix: the last ``offsets/N`` empty or truncated (what a crash while Spark
+    writes it leaves) makes Spark fail on restart; removed by a rewind, Spark plans the batch again."""
+    tail = ckpt.broken_tail
+    if not tail:
+        return None
+    first, last = tail[0], tail[-1]
+    error = ckpt.offsets_failure(last)
+    files = f"offsets/{first}" if first == last else f"offsets/{first}..{last}"
+    one = first == last
+    state = ("is empty" if one else "are empty") if error is not None and error.message.startswith("file is empty") else \
+        f"do{'es' if one else ''} not parse ({_what(error)})"
+    keep = next((b for b in reversed(ckpt.commit_ids) if b < first), None)
+    fix = (f"wmcheck rewind CKPT --to-batch {keep} removes {'it' if one else 'them'} with the checksum files, and Spark "
+           f"plans batch {keep + 1} again on restart" if keep is not None else
+           "no committed batch comes before it: start the query from a new checkpoint location")
+    readable = ckpt.last_readable_batch
+    shown = f"shown here: the checkpoint up to batch {readable}" if readable is not None else "no batch can be shown"
+    return (f"{files} {state}, as a crash while Spark writes the file leaves it: Spark fails to restart on it; "
+            f"fix: {fix} ({shown})")
 
 
 def describe(ckpt: Checkpoint, tz: tzinfo = timezone.utc, progress: QueryProgress | None = None) -> CheckpointSummary:
@@ -290,7 +328,8 @@ def batch_rows(ckpt: Checkpoint, ids: list[int], tz: tzinfo = timezone.utc,
     moved = {r.batch for r in repartitions(ckpt)}
     rows = []
     for batch in ids:
-        seq = ckpt.offsets(batch) if batch in offsets else None
+        failure = ckpt.offsets_failure(batch) if batch in offsets else None
+        seq = ckpt.offsets(batch) if batch in offsets and failure is None else None
         meta = seq.metadata if seq else None
         commit = ckpt.commit(batch) if batch in commits else None
         wm = meta.batch_watermark_ms if meta else None
@@ -299,7 +338,7 @@ def batch_rows(ckpt: Checkpoint, ids: list[int], tz: tzinfo = timezone.utc,
         rows.append(BatchRow(
             batch=batch,
             committed=commit is not None,
-            kind=batch_kind(ckpt, batch, moved),
+            kind=UNREADABLE if failure is not None else batch_kind(ckpt, batch, moved),
             batch_watermark_ms=wm,
             next_batch_watermark_ms=nxt,
             watermark_advance_ms=nxt - wm if nxt is not None and wm else None,  # none from no earlier watermark
@@ -310,5 +349,6 @@ def batch_rows(ckpt: Checkpoint, ids: list[int], tz: tzinfo = timezone.utc,
             sources=tuple(s.raw for s in seq.sources) if seq else (),
             source_activity=batch_activity(ckpt, batch, progress, labels=labels).sources if seq else (),
             progress=progress.get(batch) if progress else None,
+            error=failure.text(arg) if failure is not None else None,
         ))
     return rows

@@ -34,7 +34,7 @@ def open_log(data: bytes, path: str, max_version: int, what: str, body: str, emp
     follows the header (``"the commit metadata"``), ``empty_hint`` what to do about an empty file."""
     lines = decode_lines(data, path)
     if not lines:
-        raise MalformedFileError(f"file is empty: expected a version line and {body}", path=path, hint=empty_hint)
+        raise MalformedFileError(f"file is empty: expected a version line, then {body}", path=path, hint=empty_hint)
     return parse_version(lines[0], path, max_version, what), lines[1:]
 
 

@@ -51,6 +51,8 @@ class Timeline:
     sources: tuple[SourceLabel, ...]
     stall: WatermarkStall | None
     with_progress: bool
+    unreadable: tuple[int, ...] = ()
+    """Batches whose offsets files do not parse (left out of the picture)."""
 
 
 def timeline(ckpt: Checkpoint, progress: QueryProgress | None = None, tz: tzinfo = timezone.utc) -> Timeline:
@@ -60,7 +62,10 @@ def timeline(ckpt: Checkpoint, progress: QueryProgress | None = None, tz: tzinfo
     moved = {r.batch for r in repartitions(ckpt)}
     labels = source_labels(ckpt)
     out = []
+    unreadable = tuple(b for b in ids if ckpt.offsets_failure(b) is not None)
     for batch in ids:
+        if batch in unreadable:
+            continue
         act = batch_activity(ckpt, batch, progress, labels=labels)
         report = progress.get(batch) if progress else None
         out.append(TimelineBatch(
@@ -70,7 +75,7 @@ def timeline(ckpt: Checkpoint, progress: QueryProgress | None = None, tz: tzinfo
         ))
     meta = ckpt.query_metadata
     return Timeline(meta.query_id if meta else None, ckpt.location, tuple(out), tuple(labels.values()),
-                    watermark_stall(ckpt, progress, tz), progress is not None)
+                    watermark_stall(ckpt, progress, tz), progress is not None, unreadable)
 
 
 def _date(ms: int, tz: tzinfo) -> datetime:

@@ -6,7 +6,7 @@ from datetime import tzinfo
 import click
 
 from wmcheck.checkpoint.model import open_checkpoint
-from wmcheck.checkpoint.summary import batch_range, batch_rows
+from wmcheck.checkpoint.summary import batch_range, batch_rows, broken_tail_warning
 
 from .options import checkpoint_progress, common_options, parse_pairs, progress_option
 from .output import make_output
@@ -27,4 +27,6 @@ def batches(checkpoint: str, last: int | None, start: int | None, end: int | Non
     options = parse_pairs(fs_options, "--fs-option")
     ckpt = open_checkpoint(checkpoint, options)
     reports = checkpoint_progress(ckpt, progress, options)
-    make_output(fmt, tz=tz).batches(batch_rows(ckpt, batch_range(ckpt, last, start, end), tz, reports))
+    out = make_output(fmt, tz=tz)
+    out.warning(broken_tail_warning(ckpt))
+    out.batches(batch_rows(ckpt, batch_range(ckpt, last, start, end), tz, reports))

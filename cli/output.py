@@ -135,6 +135,11 @@ class Output:
     def note(self, text: str) -> None:
         """A line for people only (machine formats leave it out)."""
 
+    def warning(self, text: str | None) -> None:
+        """A warning for people in every format, on stderr (stdout stays one valid document); None: nothing."""
+        if text:
+            click.echo(f"warning: {for_cli(text)}", err=True)
+
     def state_rows(self, rows: Sequence[Mapping[str, Any]], target: Target, notes: Sequence[str]) -> None:
         """State rows older than the watermark; ``notes`` name the stores that never evict."""
         title, view = views.state_rows(target, notes, self.tz)

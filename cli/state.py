@@ -6,11 +6,12 @@ from datetime import tzinfo
 import click
 
 from wmcheck.checkpoint.model import open_checkpoint
+from wmcheck.checkpoint.summary import broken_tail_warning
 from wmcheck.checkpoint.timeutil import parse_time_ms
 
 from .flags import for_cli
 from .options import common_options, parse_pairs
-from .output import FORMATS, output_to
+from .output import FORMATS, make_output, output_to
 from .process import lean_pyarrow
 from .spark import command_session
 
@@ -47,6 +48,7 @@ def state(checkpoint: str, operator: int | None, store: str | None, join_side: s
     if limit is not None and not older:
         raise click.UsageError("--limit applies to --older-than-watermark")
     ckpt = open_checkpoint(checkpoint, parse_pairs(fs_options, "--fs-option"))
+    make_output(fmt if fmt != "parquet" else "table").warning(broken_tail_warning(ckpt))
     from wmcheck.statestore.discovery import select
     from wmcheck.statestore.engines import choose
     from wmcheck.statestore.reader import target

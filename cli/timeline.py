@@ -6,6 +6,7 @@ from datetime import tzinfo
 import click
 
 from wmcheck.checkpoint.model import open_checkpoint
+from wmcheck.checkpoint.summary import broken_tail_warning
 from wmcheck.checkpoint.timeline import FORMATS, figure, save, stall_label, timeline
 
 from .flags import cli_spelling
@@ -26,6 +27,8 @@ def timeline_command(checkpoint: str, output: str, progress: str | None, fmt: st
     options = parse_pairs(fs_options, "--fs-option")
     ckpt = open_checkpoint(checkpoint, options)
     tl = timeline(ckpt, checkpoint_progress(ckpt, progress, options), tz)
+    out = make_output(fmt)
+    out.warning(broken_tail_warning(ckpt))
     save(tl, figure(tl, tz), output, cli_spelling)
     doc = {"output": output, "batches": len(tl.batches), "stall": stall_label(tl)}
-    make_output(fmt).document(doc, [("wrote", output), ("batches", doc["batches"]), ("stall", doc["stall"] or "none")], [])
+    out.document(doc, [("wrote", output), ("batches", doc["batches"]), ("stall", doc["stall"] or "none")], [])

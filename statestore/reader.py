@@ -64,8 +64,9 @@ def target(ckpt: Checkpoint, batch: int | None = None, watermark_ms: int | None 
                               path=f"commits/{batch - 1}", hint="pick a batch after a committed one (wmcheck batches CKPT)")
     if watermark_ms is not None:
         return Target(batch, batch - 1, watermark_ms, arg("watermark_ms"))
-    if batch in ckpt.offset_ids:
-        meta = ckpt.offsets(batch).metadata
+    seq = ckpt.readable_offsets(batch) if batch in ckpt.offset_id_set else None  # a broken tail: planned again
+    if seq is not None:
+        meta = seq.metadata
         return Target(batch, batch - 1, meta.batch_watermark_ms if meta else 0, "next batch" if batch == nxt else f"batch {batch}")
     return Target(batch, batch - 1, ckpt.watermark_ms, "next batch")
 

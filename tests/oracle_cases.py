@@ -138,6 +138,21 @@ def set_watermark(root: Path, batch: int, ms: int) -> None:
 C = "checkpoint"
 
 
+def crashed_writing_offsets(root: Path) -> None:
+    """The crash leftover: Spark was writing offsets/12 when it died (the file truncated), so batch 12 never ran:
+    no commit, no state version 13, nothing in the sink."""
+    from urllib.parse import unquote, urlparse
+
+    log = root / "output/_spark_metadata/12"
+    for line in log.read_text().splitlines()[1:]:
+        Path(unquote(urlparse(json.loads(line)["path"]).path)).unlink()
+    unlink(root, "output/_spark_metadata/12", "output/_spark_metadata/.12.crc", f"{C}/commits/12", f"{C}/commits/.12.crc")
+    for delta in (root / C / "state/0").glob("*/13.delta"):
+        unlink(root, str(delta.relative_to(root)), hadoop_crc(str(delta.relative_to(root))))
+    offsets = root / C / "offsets/12"
+    offsets.write_bytes(offsets.read_bytes()[:40])
+
+
 def interrupted_rewind(root: Path) -> None:
     """A wmcheck rewind killed half way (its journal left behind)."""
     from wmcheck.checkpoint import repair
@@ -203,6 +218,7 @@ CASES = [
         next((r / "output").glob("part-*.parquet")), r / "output" / "part-00009-left-by-a-failed-task.snappy.parquet"), OK),
     Case("empty-last-offsets", "WM001", AGG, lambda r: (r / C / "offsets/12").write_text(""), FAILS, "",
          fix=rewind(11)),
+    Case("truncated-pending-offsets", "WM001", AGG, crashed_writing_offsets, FAILS, "", fix=rewind(11)),
     Case("gap-before-last-offsets", "WM002", AGG, lambda r: unlink(r, f"{C}/offsets/11", f"{C}/offsets/.11.crc"),
          FAILS, "batch 11 doesn't exist", fix=rewind(10)),
     Case("gap-in-commits", "WM003", AGG, lambda r: unlink(r, f"{C}/commits/5", f"{C}/commits/.5.crc"), OK),

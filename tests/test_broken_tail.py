@@ -76,3 +76,55 @@ def test_undo_reports_the_state_it_left_as_show_reads_it(root):
     shown = json.loads(run_cli("show", ckpt, "--format", "json").stdout)
     assert (doc["last_batch"], doc["last_committed_batch"], doc["watermark_ms"]) == (
         shown["last_batch"], shown["last_committed_batch"], shown["watermark_ms"]) == (12, 12, 1704067285000)
+
+
+def _crash_leftover(ckpt, content: bytes, committed: bool) -> None:
+    """offsets/12 as a crash while Spark wrote it leaves it (empty or truncated); batch 12 committed or not."""
+    (ckpt / "offsets" / "12").write_bytes(content)
+    if not committed:
+        (ckpt / "commits" / "12").unlink()
+        (ckpt / "commits" / ".12.crc").unlink()
+
+
+@pytest.mark.parametrize(("content", "committed", "state"), [
+    (b"", True, "is empty"), (b"", False, "is empty"),
+    (b'v1\n{"batchWatermarkMs":1704067285000,"batc', False, "does not parse (line 2: expected the batch metadata as JSON"),
+])
+def test_read_commands_summarise_over_a_broken_last_offsets_file(root, tmp_path, content, committed, state):
+    """Spark fails to restart on it and, rewound to 11, plans batch 12 again (the restart oracle: WM001's
+    empty-last-offsets and truncated-pending-offsets); show, batches, state and timeline show batches 0..11 with a
+    warning that names that fix."""
+    ckpt = root / "checkpoint"
+    _crash_leftover(ckpt, content, committed)
+    fix = "fix: wmcheck rewind CKPT --to-batch 11 removes it with the checksum files, and Spark plans batch 12 again"
+    doc = json.loads(run_cli("show", ckpt, "--format", "json").stdout)
+    assert (doc["last_batch"], doc["last_committed_batch"], doc["watermark_ms"]) == (12, 12 if committed else 11, 1704067285000)
+    assert [s["offset"] for s in doc["sources"]] == ['{"logOffset":9}']
+    assert doc["warnings"][0].startswith(f"offsets/12 {state}") and fix in doc["warnings"][0]
+    shown = run_cli("show", ckpt).stdout
+    assert fix in shown and "<" not in shown
+    listed = run_cli("batches", ckpt, "--format", "json")
+    rows = json.loads(listed.stdout)
+    assert [r["batch"] for r in rows] == list(range(13)) and rows[11]["kind"] == "data"
+    assert (rows[12]["kind"], rows[12]["committed"], rows[12]["batch_watermark_ms"]) == ("unreadable", committed, None)
+    assert rows[12]["error"].startswith("offsets/12: ")
+    assert listed.stderr.startswith(f"warning: offsets/12 {state}") and fix in listed.stderr
+    summary = run_cli("state", ckpt, "--format", "json")
+    assert json.loads(summary.stdout)["watermark_ms"] == 1704067285000 and fix in summary.stderr
+    drawn = run_cli("timeline", ckpt, "--output", tmp_path / "t.svg", "--format", "json")
+    assert json.loads(drawn.stdout)["batches"] == 12 and fix in drawn.stderr
+
+
+def test_a_broken_first_and_only_offsets_file_has_no_rewind(tmp_path):
+    from restart_oracle import FIXTURES
+
+    ckpt = tmp_path / "checkpoint"
+    shutil.copytree(FIXTURES / NAME / "checkpoint", ckpt)
+    for log in ("offsets", "commits"):
+        for path in (ckpt / log).iterdir():
+            if path.name not in ("0", ".0.crc"):
+                path.unlink()
+    (ckpt / "offsets" / "0").write_bytes(b"")
+    doc = json.loads(run_cli("show", ckpt, "--format", "json").stdout)
+    assert doc["warnings"][0].startswith("offsets/0 is empty") and "start the query from a new checkpoint" in doc["warnings"][0]
+    assert (doc["watermark_ms"], doc["sources"]) == (0, [])

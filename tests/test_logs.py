@@ -220,7 +220,7 @@ def test_every_log_parser_opens_a_file_the_same_way():
     from wmcheck.checkpoint.operator_metadata import parse_operator_metadata
 
     for parse in (parse_offsets, parse_commit, parse_file_log, parse_operator_metadata, parse_kafka_initial_offsets):
-        with pytest.raises(MalformedFileError, match=r"^x/1: file is empty: expected a version line and "):
+        with pytest.raises(MalformedFileError, match=r"^x/1: file is empty: expected a version line, then "):
             parse(b"", "x/1")
         with pytest.raises(MalformedFileError, match=r'^x/1: line 1: line 1 is "w1": expected a .* version header'):
             parse(b"w1\n{}", "x/1")
