@@ -23,9 +23,9 @@ from .views import RowView
 if TYPE_CHECKING:
     from wmcheck.checkpoint.repair.results import RepairResult
     from wmcheck.checkpoint.summary import BatchRow, CheckpointSummary
-    from wmcheck.statestore.python_engine import PythonStoreRead
-    from wmcheck.statestore.reader import StoreRead, Target
+    from wmcheck.statestore.engines import StoreReadLike
     from wmcheck.statestore.summary import StateSummary
+    from wmcheck.statestore.targets import Target
 
     from .reports import Result
 
@@ -145,7 +145,7 @@ class Output:
         title, view = views.state_rows(target, notes, self.tz)
         self.rows(rows, views.STATE_ROW_COLUMNS, title=title, view=view)
 
-    def older_state(self, reads: Sequence[StoreRead | PythonStoreRead], tables: list, limit: int | None) -> None:
+    def older_state(self, reads: Sequence[StoreReadLike], tables: list, limit: int | None) -> None:
         """The state rows older than the watermark: one Arrow table per store of ``reads`` (either engine's)."""
         from wmcheck.statestore.rows import table_rows
 

@@ -1,11 +1,13 @@
 """``wmcheck state``."""
 from __future__ import annotations
 
+import contextlib
 from datetime import tzinfo
+from typing import TYPE_CHECKING, Iterator
 
 import click
 
-from wmcheck.checkpoint.model import open_checkpoint
+from wmcheck.checkpoint.model import Checkpoint, open_checkpoint
 from wmcheck.checkpoint.summary import broken_tail_warning
 from wmcheck.checkpoint.timeutil import parse_time_ms
 
@@ -14,6 +16,9 @@ from .options import common_options, parse_pairs
 from .output import FORMATS, make_output, output_to
 from .process import lean_pyarrow
 from .spark import command_session
+
+if TYPE_CHECKING:
+    from wmcheck.statestore.engines import StateEngine
 
 
 @click.command()
@@ -51,7 +56,7 @@ def state(checkpoint: str, operator: int | None, store: str | None, join_side: s
     make_output(fmt if fmt != "parquet" else "table").warning(broken_tail_warning(ckpt))
     from wmcheck.statestore.discovery import select
     from wmcheck.statestore.engines import choose
-    from wmcheck.statestore.reader import target
+    from wmcheck.statestore.targets import target
 
     selection = store or join_side or state_var
     kind = "store" if store else "join_side" if join_side else "state_var" if state_var else None
@@ -63,33 +68,30 @@ def state(checkpoint: str, operator: int | None, store: str | None, join_side: s
     engine, note = choose(ckpt, operator, selection, kind, engine)
     if note:
         click.echo(f"note: {for_cli(note)}", err=True)
-    if engine == "python":
-        from wmcheck.statestore import python_engine
-
-        with lean_pyarrow():
-            if older:
-                _older(python_engine.read_stores(ckpt, operator, selection, batch, watermark_ms),
-                       python_engine.older_tables, limit, fmt, output, tz)
-                return
-            summary = python_engine.summarize(ckpt, operator, selection, batch, watermark_ms, tz)
-    else:
-        from wmcheck.statestore.reader import read_stores
-        from wmcheck.statestore.relocated_view import reader_location
-        from wmcheck.statestore.rows import older_tables
-        from wmcheck.statestore.summary import summarize
-
-        reader_location(ckpt)  # a copied remote checkpoint whose metadata names schema files elsewhere fails before Spark starts
-        with command_session(master, parse_pairs(confs, "--conf"), remote) as spark:
-            if older:
-                _older(read_stores(spark, ckpt, operator, selection, batch, watermark_ms), older_tables, limit, fmt, output, tz)
-                return
-            summary = summarize(spark, ckpt, operator, selection, batch, watermark_ms, tz)
+    with _engine(engine, ckpt, master, confs, remote) as eng:
+        if older:
+            reads = eng.read_stores(ckpt, operator, selection, batch, watermark_ms)
+            tables = eng.older_tables(reads, limit)
+            with output_to(fmt, output, tz) as out:
+                out.older_state(reads, tables, limit)
+            return
+        summary = eng.summarize(ckpt, operator, selection, batch, watermark_ms, tz)
     with output_to(fmt, output, tz) as out:
         out.state_summary(summary)
 
 
-def _older(reads: list, older_tables, limit: int | None, fmt: str, output: str | None, tz: tzinfo) -> None:
-    """Write the rows older than the watermark of ``reads`` (either engine's; ``older_tables`` is its)."""
-    tables = older_tables(reads, limit)
-    with output_to(fmt, output, tz) as out:
-        out.older_state(reads, tables, limit)
+@contextlib.contextmanager
+def _engine(name: str, ckpt: Checkpoint, master: str | None, confs: tuple[str, ...], remote: str | None) -> Iterator[StateEngine]:
+    """The engine called ``name``, with what it needs for the command: numpy and pandas kept out of the
+    python engine's process, a Spark session for Spark's."""
+    from wmcheck.statestore.engines import engine_for
+
+    if name == "python":
+        with lean_pyarrow():
+            yield engine_for(name)
+        return
+    from wmcheck.statestore.relocated_view import reader_location
+
+    reader_location(ckpt)  # a copied remote checkpoint whose metadata names schema files elsewhere fails before Spark starts
+    with command_session(master, parse_pairs(confs, "--conf"), remote) as spark:
+        yield engine_for(name, spark)

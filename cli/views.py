@@ -14,8 +14,8 @@ if TYPE_CHECKING:
 
     from wmcheck.checkpoint.stall import SourceActivity
     from wmcheck.checkpoint.summary import BatchRow, CheckpointSummary
-    from wmcheck.statestore.reader import Target
     from wmcheck.statestore.summary import StateSummary
+    from wmcheck.statestore.targets import Target
 
 Fields = list[tuple[str, Any]]
 Table = tuple[str, Sequence[Any], Sequence[str]]

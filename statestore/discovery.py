@@ -7,7 +7,7 @@ no operator metadata: their operator name is inferred from the stores and schema
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Any, Mapping
 
 from wmcheck.checkpoint.errors import CheckpointError
 from wmcheck.checkpoint.model import Checkpoint, Operator
@@ -108,3 +108,11 @@ def select(ckpt: Checkpoint, operator: int | None = None, store: str | None = No
         raise CheckpointError(f"no {what} {store!r} in {where}", path=STATE, hint=f"{what}s there: {names}")
     return found
 
+
+def only_one(reads: list[Any], operator: int, evictable_only: bool) -> Any:
+    """The one read of ``reads`` (of either engine), or the one with an event-time column when ``evictable_only``."""
+    candidates = [r for r in reads if r.rule.evictable] if evictable_only and len(reads) > 1 else reads
+    if len(candidates) != 1:
+        names = ", ".join(r.store.name for r in reads)
+        raise CheckpointError(f"operator {operator} has several stores: {names}", hint="pass store=<one of them>")
+    return candidates[0]

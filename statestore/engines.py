@@ -1,24 +1,66 @@
-"""Choosing the state engine: ``python`` (the state files read in Python, no JVM) or ``spark``
-(Spark's own state reader); ``auto`` takes python when it reads every selected store.
+"""The state engines behind one protocol: ``python`` (the state files read in Python, no JVM) and
+``spark`` (Spark's own state reader); ``auto`` takes python when it reads every selected store.
 
-The Python API of both, by ``engine=``: the python engine returns Arrow tables, Spark DataFrames.
+The command (``wmcheck state``) and the Python API below both choose an engine here and then only
+talk to :class:`StateEngine`: the python engine returns Arrow tables, Spark DataFrames.
 """
 from __future__ import annotations
 
 from datetime import timezone, tzinfo
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
 from wmcheck.checkpoint.errors import CheckpointError, UnsupportedError
 from wmcheck.checkpoint.model import Checkpoint
 
-from .reader import as_checkpoint
+from .discovery import Store, only_one
+from .targets import Target, as_checkpoint
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import SparkSession
 
+    from .eviction import Eviction
     from .summary import StateSummary
 
 ENGINES = ("auto", "python", "spark")
+
+
+class StoreReadLike(Protocol):
+    """One store read at a target by an engine: its rows (``raw``: the reader's columns, ``older()``: the
+    rows the watermark evicts) as the engine's tables."""
+
+    @property
+    def store(self) -> Store: ...
+
+    @property
+    def rule(self) -> "Eviction": ...
+
+    @property
+    def target(self) -> Target: ...
+
+    @property
+    def raw(self) -> Any: ...
+
+    def older(self) -> Any: ...
+
+
+class StateEngine(Protocol):
+    """What reads state: both engines answer the same calls with the same results (``summarize`` differs
+    only in its ``engine`` field)."""
+
+    @property
+    def name(self) -> str: ...
+
+    def read_stores(self, ckpt: Checkpoint, operator: int | None = None, store: str | None = None, batch: int | None = None,
+                    watermark_ms: int | None = None) -> Sequence[StoreReadLike]:
+        """Every selected store read at one target (lazily: rows are read when asked for)."""
+
+    def summarize(self, ckpt: Checkpoint, operator: int | None = None, store: str | None = None, batch: int | None = None,
+                  watermark_ms: int | None = None, tz: tzinfo = timezone.utc) -> "StateSummary":
+        """What ``wmcheck state`` prints."""
+
+    def older_tables(self, reads: Sequence[Any], limit: int | None = None) -> list["pa.Table"]:
+        """The evicted rows of each of ``reads`` as an Arrow table (the ``limit`` oldest of each when given)."""
 
 
 def choose(ckpt: Checkpoint, operator: int | None, store: str | None, kind: str | None, engine: str) -> tuple[str, str | None]:
@@ -39,10 +81,21 @@ def choose(ckpt: Checkpoint, operator: int | None, store: str | None, kind: str 
     return "python", None
 
 
-def _spark_for(engine: str, spark: "SparkSession | None") -> "SparkSession":
+def engine_for(name: str, spark: "SparkSession | None" = None) -> StateEngine:
+    """The engine called ``name`` (``python`` or ``spark``; Spark's needs the session)."""
+    if name == "python":
+        from .python_engine import PythonEngine
+
+        return PythonEngine()
     if spark is None:
-        raise CheckpointError(f"the {engine} engine needs a SparkSession here", hint="pass spark=..., or engine='python'")
-    return spark
+        raise CheckpointError(f"the {name} engine needs a SparkSession here", hint="pass spark=..., or engine='python'")
+    from .spark_engine import SparkEngine
+
+    return SparkEngine(spark)
+
+
+def _chosen(ckpt: Checkpoint, operator: int | None, store: str | None, engine: str, spark: "SparkSession | None") -> StateEngine:
+    return engine_for(choose(ckpt, operator, store, None, engine)[0], spark)
 
 
 def summarize(ckpt: Checkpoint | str, operator: int | None = None, store: str | None = None, batch: int | None = None,
@@ -50,14 +103,7 @@ def summarize(ckpt: Checkpoint | str, operator: int | None = None, store: str | 
               spark: "SparkSession | None" = None) -> "StateSummary":
     """What ``wmcheck state`` prints (``engine`` names the engine that read it)."""
     ckpt = as_checkpoint(ckpt)
-    chosen, _ = choose(ckpt, operator, store, None, engine)
-    if chosen == "python":
-        from . import python_engine
-
-        return python_engine.summarize(ckpt, operator, store, batch, watermark_ms, tz)
-    from . import summary
-
-    return summary.summarize(_spark_for(chosen, spark), ckpt, operator, store, batch, watermark_ms, tz)
+    return _chosen(ckpt, operator, store, engine, spark).summarize(ckpt, operator, store, batch, watermark_ms, tz)
 
 
 def read_state(ckpt: Checkpoint | str, operator: int = 0, store: str | None = None, batch: int | None = None,
@@ -65,25 +111,13 @@ def read_state(ckpt: Checkpoint | str, operator: int = 0, store: str | None = No
     """The reader's rows of one store (a store name, join side or state variable) of ``operator``:
     an Arrow table (python engine) or Spark's DataFrame."""
     ckpt = as_checkpoint(ckpt)
-    chosen, _ = choose(ckpt, operator, store, None, engine)
-    from . import reader
-
-    if chosen == "spark":
-        return reader.read_state(_spark_for(chosen, spark), ckpt, operator, store, batch)
-    from . import python_engine
-
-    return reader.only_one(python_engine.read_stores(ckpt, operator, store, batch), operator, False).raw
+    reads = _chosen(ckpt, operator, store, engine, spark).read_stores(ckpt, operator, store, batch)
+    return only_one(list(reads), operator, False).raw
 
 
 def older_than_watermark(ckpt: Checkpoint | str, operator: int = 0, store: str | None = None, batch: int | None = None,
                          watermark_ms: int | None = None, engine: str = "auto", spark: "SparkSession | None" = None) -> Any:
     """The rows the watermark evicts, with ``event_time_ms`` (see :func:`.reader.older_than_watermark`)."""
     ckpt = as_checkpoint(ckpt)
-    chosen, _ = choose(ckpt, operator, store, None, engine)
-    from . import reader
-
-    if chosen == "spark":
-        return reader.older_than_watermark(_spark_for(chosen, spark), ckpt, operator, store, batch, watermark_ms)
-    from . import python_engine
-
-    return reader.only_one(python_engine.read_stores(ckpt, operator, store, batch, watermark_ms), operator, True).older()
+    reads = _chosen(ckpt, operator, store, engine, spark).read_stores(ckpt, operator, store, batch, watermark_ms)
+    return only_one(list(reads), operator, True).older()

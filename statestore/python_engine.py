@@ -9,7 +9,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timezone, tzinfo
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from wmcheck.checkpoint.errors import MalformedFileError
 from wmcheck.checkpoint.model import Checkpoint, store_unique_ids
@@ -18,9 +18,9 @@ from wmcheck.checkpoint.state_schema import StructType
 from .discovery import Store, select
 from .eviction import Eviction, store_eviction
 from .presentation import StorePlan, plan_store
-from .reader import EDGES, Target, as_checkpoint, target
 from .store_files import load_partition
 from .summary import StateSummary, StoreSummary, state_summary, summary_of_groups
+from .targets import EDGES, Target, as_checkpoint, target
 from .unsafe_row import arrow_type
 
 if TYPE_CHECKING:
@@ -262,14 +262,14 @@ def store_summary(read: PythonStoreRead, tz: tzinfo = timezone.utc) -> StoreSumm
 
 def summarize(ckpt: Checkpoint | str, operator: int | None = None, store: str | None = None, batch: int | None = None,
               watermark_ms: int | None = None, tz: tzinfo = timezone.utc) -> StateSummary:
-    """What :func:`.summary.summarize` returns, read without Spark."""
+    """What :func:`.spark_engine.summarize` returns, read without Spark."""
     ckpt = as_checkpoint(ckpt)
     reads = read_stores(ckpt, operator, store, batch, watermark_ms)
     return state_summary(ckpt, target(ckpt, batch, watermark_ms), tuple(store_summary(r, tz) for r in reads), "python", tz)
 
 
-def older_tables(reads: list[PythonStoreRead], limit: int | None = None) -> list["pa.Table"]:
-    """The evicted rows of each store (the ``limit`` oldest of each when given), like :func:`.rows.older_tables`."""
+def older_tables(reads: Sequence[PythonStoreRead], limit: int | None = None) -> list["pa.Table"]:
+    """The evicted rows of each store (the ``limit`` oldest of each when given), like :func:`.spark_engine.older_tables`."""
     out = []
     for read in reads:
         table = read.older()
@@ -277,3 +277,20 @@ def older_tables(reads: list[PythonStoreRead], limit: int | None = None) -> list
             table = table.sort_by([("event_time_ms", "ascending"), ("partition_id", "ascending")]).slice(0, limit)
         out.append(table)
     return out
+
+
+class PythonEngine:
+    """The :class:`~.engines.StateEngine` reading the state files in Python (no JVM)."""
+
+    name = "python"
+
+    def read_stores(self, ckpt: Checkpoint, operator: int | None = None, store: str | None = None, batch: int | None = None,
+                    watermark_ms: int | None = None) -> list[PythonStoreRead]:
+        return read_stores(ckpt, operator, store, batch, watermark_ms)
+
+    def summarize(self, ckpt: Checkpoint, operator: int | None = None, store: str | None = None, batch: int | None = None,
+                  watermark_ms: int | None = None, tz: tzinfo = timezone.utc) -> StateSummary:
+        return summarize(ckpt, operator, store, batch, watermark_ms, tz)
+
+    def older_tables(self, reads: Sequence[PythonStoreRead], limit: int | None = None) -> list["pa.Table"]:
+        return older_tables(reads, limit)

@@ -1,9 +1,7 @@
 """State through Spark's own state reader (``format("statestore")``, Spark >= 4.0), judged against the watermark.
 
-``batch`` N means the state batch N starts from (written by batch N-1; Spark's ``batchId`` N-1)
-and the watermark batch N evicts with (``offsets/N``): what batch N evicted, or for the next batch
-(the default) what it will evict. Reader quirks handled here: a join must be read by ``joinSide``
-or ``storeName`` (the default read fails with STDS_FAILED_TO_READ_STATE_SCHEMA), transformWithState
+Which state and watermark (``batch``): :mod:`.targets`. Reader quirks handled here: a join must be
+read by ``joinSide`` or ``storeName`` (the default read fails with STDS_FAILED_TO_READ_STATE_SCHEMA), transformWithState
 needs ``stateVarName`` per variable and its timers ``readRegisteredTimers`` (``stateVarName`` of the
 timer column family fails on RocksDB), unknown operators and stores fail with misleading errors
 (so they are checked first, from the checkpoint), and HDFS-backed stores need ``spark.streams``.
@@ -16,59 +14,20 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator
 
 from wmcheck.checkpoint.errors import CheckpointError, SparkUnavailableError, arg
-from wmcheck.checkpoint.model import Checkpoint, open_checkpoint
+from wmcheck.checkpoint.model import Checkpoint
 from wmcheck.checkpoint.state_schema import StructField, StructType
 
-from .discovery import Store, select
+from .discovery import Store, only_one, select
 from .eviction import Eviction, store_eviction
 from .relocated_view import reader_location
+from .targets import Target, as_checkpoint, target
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
 CHECKPOINT_FORMAT = "spark.sql.streaming.stateStore.checkpointFormatVersion"
 ROW_COLUMNS = ["operator_id", "store", "partition_id", "key", "value", "event_time_ms"]
-# histogram bucket edges: event time minus watermark, in ms; buckets are (lower, upper]
-EDGES = (-86_400_000, -3_600_000, -600_000, -60_000, -10_000, 0, 10_000, 60_000, 600_000, 3_600_000, 86_400_000)
 _CONDITION = re.compile(r"\[([A-Z][A-Z0-9_.]+)\]")
-
-
-@dataclass(frozen=True)
-class Target:
-    """Which state to read and which watermark to judge it by."""
-
-    batch: int
-    """The batch whose starting state is read (the next batch by default)."""
-    state_batch_id: int
-    """Spark's ``batchId``: the batch whose commit wrote that state (``batch - 1``)."""
-    watermark_ms: int
-    watermark_from: str
-    """``next batch``, ``batch N`` or ``--watermark``."""
-
-
-def as_checkpoint(ckpt: Checkpoint | str) -> Checkpoint:
-    return ckpt if isinstance(ckpt, Checkpoint) else open_checkpoint(ckpt)
-
-
-def target(ckpt: Checkpoint, batch: int | None = None, watermark_ms: int | None = None) -> Target:
-    """The state and watermark of ``batch`` (default: the next batch); ``watermark_ms`` overrides the watermark."""
-    nxt = ckpt.next_batch
-    if batch is None:
-        batch = nxt
-    elif batch < 1 or batch > nxt:
-        raise CheckpointError(
-            f"batch {batch} has no state to read: batches 1..{nxt} start from a committed state (batch {nxt} is the next one)",
-            hint="batch 0 starts from empty state; wmcheck batches CKPT lists the batches")
-    if batch - 1 not in ckpt.commit_ids:
-        raise CheckpointError(f"batch {batch - 1} is not committed, so no state was written for batch {batch} to start from",
-                              path=f"commits/{batch - 1}", hint="pick a batch after a committed one (wmcheck batches CKPT)")
-    if watermark_ms is not None:
-        return Target(batch, batch - 1, watermark_ms, arg("watermark_ms"))
-    seq = ckpt.readable_offsets(batch) if batch in ckpt.offset_id_set else None  # a broken tail: planned again
-    if seq is not None:
-        meta = seq.metadata
-        return Target(batch, batch - 1, meta.batch_watermark_ms if meta else 0, "next batch" if batch == nxt else f"batch {batch}")
-    return Target(batch, batch - 1, ckpt.watermark_ms, "next batch")
 
 
 # -- Spark errors -----------------------------------------------------------------------------
@@ -244,15 +203,6 @@ def read_stores(spark: "SparkSession", ckpt: Checkpoint | str, operator: int | N
         raw = load(spark, ckpt, s, tgt)
         out.append(StoreRead(s, eviction_for(ckpt, s, raw), raw, tgt, reader_location(ckpt)))
     return out
-
-
-def only_one(reads: list[Any], operator: int, evictable_only: bool) -> Any:
-    """The one read of ``reads`` (of either engine), or the one with an event-time column when ``evictable_only``."""
-    candidates = [r for r in reads if r.rule.evictable] if evictable_only and len(reads) > 1 else reads
-    if len(candidates) != 1:
-        names = ", ".join(r.store.name for r in reads)
-        raise CheckpointError(f"operator {operator} has several stores: {names}", hint="pass store=<one of them>")
-    return candidates[0]
 
 
 def read_state(spark: "SparkSession", ckpt: Checkpoint | str, operator: int = 0, store: str | None = None,

@@ -5,11 +5,9 @@ from __future__ import annotations
 import base64
 from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
-from typing import Any
+from typing import Any, Sequence
 
 from wmcheck.checkpoint.errors import CheckpointError, arg
-
-from .reader import StoreRead, spark_errors
 
 
 def jsonable(value: Any) -> Any:
@@ -38,21 +36,7 @@ def jsonable(value: Any) -> Any:
     return value
 
 
-def older_tables(reads: list[StoreRead], limit: int | None = None) -> list:
-    """The evicted rows of each store as an Arrow table (the ``limit`` oldest of each when given).
-
-    A store without an event-time column gives an empty table (Spark plans its read as empty)."""
-    tables = []
-    for read in reads:
-        df = read.older()
-        if limit is not None:
-            df = df.orderBy("event_time_ms", "partition_id").limit(limit)
-        with spark_errors(read.store, read.target, read.location):
-            tables.append(df.toArrow())
-    return tables
-
-
-def one_table(reads: list[StoreRead], tables: list, limit: int | None = None):
+def one_table(reads: Sequence[Any], tables: list, limit: int | None = None):
     """The tables of :func:`older_tables` as one (for parquet): their key/value schemas must agree."""
     import pyarrow as pa
 

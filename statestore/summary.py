@@ -1,20 +1,18 @@
 """What ``wmcheck state`` reports without ``--older-than-watermark``: rows per store and partition,
-the eviction rule, how many rows the watermark evicts, the oldest event time and a histogram."""
+the eviction rule, how many rows the watermark evicts, the oldest event time and a histogram; built
+from per-partition groups that either engine computes."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timezone, tzinfo
-from typing import TYPE_CHECKING, Mapping
+from typing import Mapping
 
 from wmcheck.checkpoint.model import Checkpoint
 from wmcheck.checkpoint.timeutil import format_ms
 
 from .discovery import Store
 from .eviction import Eviction
-from .reader import EDGES, StoreRead, Target, as_checkpoint, read_stores, spark_errors, target
-
-if TYPE_CHECKING:
-    from pyspark.sql import Column, SparkSession
+from .targets import EDGES, Target
 
 
 @dataclass(frozen=True)
@@ -85,31 +83,6 @@ def _bucket_labels() -> list[tuple[str, int | None, int | None]]:
 BUCKETS = _bucket_labels()
 
 
-def _bucket(delta: Column) -> Column:
-    from pyspark.sql import functions as F
-
-    expr = F.lit(len(EDGES))
-    for i in reversed(range(len(EDGES))):
-        expr = F.when(delta <= F.lit(EDGES[i]), F.lit(i)).otherwise(expr)
-    return F.when(delta.isNotNull(), expr)
-
-
-def store_summary(read: StoreRead, tz: tzinfo = timezone.utc) -> StoreSummary:
-    """Rows per partition, the eviction rule, how many rows the watermark evicts, the oldest event time, a histogram."""
-    from pyspark.sql import functions as F
-
-    wm = read.target.watermark_ms
-    rows = read.rows()
-    delta = F.col("event_time_ms") - F.lit(wm)
-    with spark_errors(read.store, read.target, read.location):
-        stats = (rows.groupBy("partition_id", _bucket(delta).alias("bucket"))
-                 .agg(F.count(F.lit(1)).alias("n"), F.sum(F.col("older").cast("long")).alias("older"),
-                      F.min("event_time_ms").alias("oldest"))
-                 .collect())
-    groups = [(r["partition_id"], r["bucket"], r["n"], r["older"], r["oldest"]) for r in stats]
-    return summary_of_groups(read.store, read.rule, wm, groups, tz)
-
-
 def summary_of_groups(store: Store, rule: Eviction, wm: int, groups: list[tuple[int, int | None, int, int | None, int | None]],
                       tz: tzinfo = timezone.utc) -> StoreSummary:
     """One store's summary from ``(partition_id, bucket or None, rows, rows older, oldest event time)`` groups
@@ -159,12 +132,3 @@ def state_summary(ckpt: Checkpoint, tgt: Target, stores: tuple[StoreSummary, ...
         stores=stores,
         engine=engine,
     )
-
-
-def summarize(spark: SparkSession, ckpt: Checkpoint | str, operator: int | None = None, store: str | None = None,
-              batch: int | None = None, watermark_ms: int | None = None, tz: tzinfo = timezone.utc) -> StateSummary:
-    """Every selected store of every stateful operator: rows, eviction rule, rows older than the watermark."""
-    ckpt = as_checkpoint(ckpt)
-    reads = read_stores(spark, ckpt, operator, store, batch, watermark_ms)
-    tgt = target(ckpt, batch, watermark_ms)
-    return state_summary(ckpt, tgt, tuple(store_summary(r, tz) for r in reads), "spark", tz)

@@ -110,3 +110,15 @@ def test_state_file_formats_are_named_in_their_registry_only():
              for n, line in enumerate(p.read_text().splitlines(), 1) if STATE_FORMAT_NAMES.search(line)]
     assert named == []
     assert STATE_FORMAT_NAMES.search('kind == "zip"') and STATE_FORMAT_NAMES.search("name.endswith('.delta')")
+
+
+def test_the_python_state_engine_imports_nothing_of_sparks_reader_and_the_command_only_the_engine_protocol():
+    """Both engines sit behind ``statestore.engines``: ``wmcheck state`` names neither, and the JVM-free engine
+    loads no module of Spark's reader (its targets and summaries are shared, not borrowed)."""
+    code = ("import sys, wmcheck.statestore.python_engine, wmcheck.cli.state; "
+            "print(sorted(m for m in sys.modules if m in ('wmcheck.statestore.reader', 'wmcheck.statestore.spark_engine', "
+            "'wmcheck.statestore.session', 'pyspark')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+    engine_modules = {"statestore.python_engine", "statestore.spark_engine", "statestore.reader", "statestore.summary"}
+    assert engine_modules & {target for _, target in imports(ROOT / "cli" / "state.py")} == set()

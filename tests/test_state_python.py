@@ -14,8 +14,8 @@ import pytest
 from wmcheck.checkpoint.model import open_checkpoint
 from wmcheck.statestore.discovery import Store
 from wmcheck.statestore.python_engine import read_store
-from wmcheck.statestore.reader import target
 from wmcheck.statestore.rows import jsonable, pylist
+from wmcheck.statestore.targets import target
 
 from conftest import ROOT, fixture_checkpoint, fixture_facts, fixture_names, run_cli
 

@@ -12,7 +12,7 @@ from wmcheck.checkpoint.errors import CheckpointError
 from wmcheck.checkpoint.model import open_checkpoint
 from wmcheck.statestore.discovery import all_operators, select
 from wmcheck.statestore.eviction import eviction_rule
-from wmcheck.statestore.reader import target
+from wmcheck.statestore.targets import target
 
 from conftest import ROOT, fixture_checkpoint, fixture_facts, fixture_names, run_cli
 

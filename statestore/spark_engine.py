@@ -1,0 +1,84 @@
+"""The ``spark`` state engine: Spark's own state reader (:mod:`.reader`) read, summarised and turned
+into Arrow by a running SparkSession."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timezone, tzinfo
+from typing import TYPE_CHECKING, Sequence
+
+from wmcheck.checkpoint.model import Checkpoint
+
+from .reader import StoreRead, read_stores, spark_errors
+from .summary import StateSummary, StoreSummary, state_summary, summary_of_groups
+from .targets import EDGES, as_checkpoint, target
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import Column, SparkSession
+
+
+def _bucket(delta: Column) -> Column:
+    from pyspark.sql import functions as F
+
+    expr = F.lit(len(EDGES))
+    for i in reversed(range(len(EDGES))):
+        expr = F.when(delta <= F.lit(EDGES[i]), F.lit(i)).otherwise(expr)
+    return F.when(delta.isNotNull(), expr)
+
+
+def store_summary(read: StoreRead, tz: tzinfo = timezone.utc) -> StoreSummary:
+    """Rows per partition, the eviction rule, how many rows the watermark evicts, the oldest event time, a histogram."""
+    from pyspark.sql import functions as F
+
+    wm = read.target.watermark_ms
+    rows = read.rows()
+    delta = F.col("event_time_ms") - F.lit(wm)
+    with spark_errors(read.store, read.target, read.location):
+        stats = (rows.groupBy("partition_id", _bucket(delta).alias("bucket"))
+                 .agg(F.count(F.lit(1)).alias("n"), F.sum(F.col("older").cast("long")).alias("older"),
+                      F.min("event_time_ms").alias("oldest"))
+                 .collect())
+    groups = [(r["partition_id"], r["bucket"], r["n"], r["older"], r["oldest"]) for r in stats]
+    return summary_of_groups(read.store, read.rule, wm, groups, tz)
+
+
+def summarize(spark: SparkSession, ckpt: Checkpoint | str, operator: int | None = None, store: str | None = None,
+              batch: int | None = None, watermark_ms: int | None = None, tz: tzinfo = timezone.utc) -> StateSummary:
+    """Every selected store of every stateful operator: rows, eviction rule, rows older than the watermark."""
+    ckpt = as_checkpoint(ckpt)
+    reads = read_stores(spark, ckpt, operator, store, batch, watermark_ms)
+    tgt = target(ckpt, batch, watermark_ms)
+    return state_summary(ckpt, tgt, tuple(store_summary(r, tz) for r in reads), "spark", tz)
+
+
+def older_tables(reads: Sequence[StoreRead], limit: int | None = None) -> list["pa.Table"]:
+    """The evicted rows of each store as an Arrow table (the ``limit`` oldest of each when given).
+
+    A store without an event-time column gives an empty table (Spark plans its read as empty)."""
+    tables = []
+    for read in reads:
+        df = read.older()
+        if limit is not None:
+            df = df.orderBy("event_time_ms", "partition_id").limit(limit)
+        with spark_errors(read.store, read.target, read.location):
+            tables.append(df.toArrow())
+    return tables
+
+
+@dataclass(frozen=True)
+class SparkEngine:
+    """The :class:`~.engines.StateEngine` reading through ``spark``."""
+
+    spark: "SparkSession"
+    name = "spark"
+
+    def read_stores(self, ckpt: Checkpoint, operator: int | None = None, store: str | None = None, batch: int | None = None,
+                    watermark_ms: int | None = None) -> list[StoreRead]:
+        return read_stores(self.spark, ckpt, operator, store, batch, watermark_ms)
+
+    def summarize(self, ckpt: Checkpoint, operator: int | None = None, store: str | None = None, batch: int | None = None,
+                  watermark_ms: int | None = None, tz: tzinfo = timezone.utc) -> StateSummary:
+        return summarize(self.spark, ckpt, operator, store, batch, watermark_ms, tz)
+
+    def older_tables(self, reads: Sequence[StoreRead], limit: int | None = None) -> list["pa.Table"]:
+        return older_tables(reads, limit)
