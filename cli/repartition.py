@@ -7,7 +7,7 @@ import click
 
 from wmcheck.checkpoint import repair
 from wmcheck.checkpoint.repair.targets import parse_idle
-from wmcheck.statestore.repartition import repartition as run_repartition
+from wmcheck.statestore.repartition import SparkRepartitioner
 
 from .options import common_options, parse_pairs
 from .output import plain, repair_doc
@@ -31,12 +31,12 @@ def repartition(checkpoint: str, partitions, file_sink, master, confs, remote, e
                 backup_dir, fmt, tz: tzinfo, fs_options) -> None:
     """Move the state of a stopped query to --partitions N partitions with Spark's offline state repartition
     (pyspark 4.2+, RocksDB state), dry run unless --execute; see docs/repair.md."""
-    request = repair.RepartitionRequest(partitions=partitions, file_sink=file_sink, master=master,
-                                        conf=parse_pairs(confs, "--conf"), remote=remote)
+    runner = SparkRepartitioner(master=master, conf=parse_pairs(confs, "--conf"), remote=remote)
+    request = repair.RepartitionRequest(partitions=partitions, file_sink=file_sink, runner=runner)
     options = repair.RunOptions(execute=execute, from_plan=from_plan, plan_out=plan_out, idle_ms=parse_idle(idle),
                                 force=force, backup_dir=backup_dir, fs_options=parse_pairs(fs_options, "--fs-option"))
-    done = run_repartition(checkpoint, request, options)
-    doc = repair_doc(done.result)
+    done = repair.run(checkpoint, request, options)
+    doc = repair_doc(done)
     check = done.verification
     if check is None:
         render_plan(doc, fmt, tz)

@@ -22,7 +22,7 @@ from wmcheck.checkpoint.errors import UnsupportedError, arg
 from wmcheck.checkpoint.state_schema import ArrayType, DataType, MapType, StructType
 
 from .codecs import require_module
-from .unsafe_row import _DECIMAL, atomic_kind
+from .unsafe_row import DECIMAL_TYPE, atomic_kind
 
 SCHEMA_ID_BYTES = 2
 _PLAIN = {"boolean": "boolean", "byte": "int", "short": "int", "integer": "int", "long": "long", "float": "float",
@@ -73,7 +73,7 @@ def _avro(data_type: DataType, names: _Names, nested: bool) -> Any:
     kind = atomic_kind(data_type)
     if kind in _PLAIN:
         return _PLAIN[kind]
-    match = _DECIMAL.match(data_type)
+    match = DECIMAL_TYPE.match(data_type)
     if match:
         precision, scale = int(match[1]), int(match[2])
         return {"type": "fixed", "name": names.next("fixed"), "size": _min_bytes(precision),

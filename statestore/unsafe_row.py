@@ -35,7 +35,8 @@ from wmcheck.checkpoint.state_schema import ArrayType, DataType, MapType, OtherT
 
 MAX_LONG_DIGITS = 18
 _EXACT = Context(prec=80)  # Spark decimals have at most 38 digits: scaling them never rounds
-_DECIMAL = re.compile(r"^decimal\((\d+),\s*(-?\d+)\)$")
+DECIMAL_TYPE = re.compile(r"^decimal\((\d+),\s*(-?\d+)\)$")
+"""A decimal type name as Spark writes it in a schema: precision and scale."""
 _DAY_TIME = re.compile(r"^interval (day|hour|minute|second)( to (day|hour|minute|second))?$")
 _FIXED = {
     "boolean": ("?", 1), "byte": ("b", 1), "short": ("<h", 2), "integer": ("<i", 4), "date": ("<i", 4),
@@ -67,7 +68,7 @@ def atomic_kind(name: str) -> str:
         return "string"
     if _DAY_TIME.match(name):
         return "day_time_interval"
-    match = _DECIMAL.match(name)
+    match = DECIMAL_TYPE.match(name)
     if match:
         return "decimal_long" if int(match[1]) <= MAX_LONG_DIGITS else "decimal_bytes"
     raise UnsupportedError(f"state column type {name!r} is not decoded by the python engine", hint=f"use {arg('engine', 'spark')}")
@@ -159,7 +160,7 @@ def value_decoder(data_type: DataType) -> Callable[[bytes, int, int], Any]:
 
 
 def _decimal_decoder(data_type: str, kind: str) -> Callable[[bytes, int, int], Decimal]:
-    match = _DECIMAL.match(data_type)
+    match = DECIMAL_TYPE.match(data_type)
     assert match is not None
     limit, scale = 10 ** int(match[1]), int(match[2])
 
@@ -240,7 +241,7 @@ def arrow_type(data_type: DataType, raw: bool = False):
     if kind in simple:
         return simple[kind]
     if kind in ("decimal_long", "decimal_bytes"):
-        match = _DECIMAL.match(data_type)
+        match = DECIMAL_TYPE.match(data_type)
         assert match is not None
         return pa.decimal128(int(match[1]), int(match[2]))
     if raw:

@@ -122,3 +122,104 @@ def test_the_python_state_engine_imports_nothing_of_sparks_reader_and_the_comman
     assert done.stdout.strip() == "[]"
     engine_modules = {"statestore.python_engine", "statestore.spark_engine", "statestore.reader", "statestore.summary"}
     assert engine_modules & {target for _, target in imports(ROOT / "cli" / "state.py")} == set()
+
+
+def imported_names(tree: ast.Module) -> set[str]:
+    """The names a module binds by importing (``from x import y as z`` binds z; ``import a.b`` binds a)."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            out |= {a.asname or a.name for a in node.names}
+        elif isinstance(node, ast.Import):
+            out |= {a.asname or a.name.split(".")[0] for a in node.names}
+    return out
+
+
+def root_name(node: ast.expr) -> str | None:
+    """``a`` of ``a.b[c].d`` (None when the expression does not start with a name)."""
+    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def private_imports(path: Path) -> list[str]:
+    """Private names imported from another module, and private modules imported from outside their package."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out = []
+    tree = ast.parse(path.read_text(), str(path))
+    imported = {line: target for line, target in imports(path)}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ImportFrom) or node.lineno not in imported:
+            continue
+        for alias in node.names:
+            if alias.name.startswith("_") and not alias.name.startswith("__"):
+                out.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {alias.name}")
+    for line, target in imports(path):
+        parts = target.split(".")
+        for i, part in enumerate(parts):
+            owner = ".".join(parts[:i])
+            if part.startswith("_") and not part.startswith("__") and owner != package:
+                out.append(f"{path.relative_to(ROOT)}:{line} imports the private module wmcheck.{target}")
+    return out
+
+
+def registrations(path: Path) -> list[str]:
+    """Module-level statements that change something the module imported (an entry put into another module's
+    table, a method called on it, a ``register`` call or decorator): registration by the side effect of importing."""
+    tree = ast.parse(path.read_text(), str(path))
+    names = imported_names(tree)
+    where = f"{path.relative_to(ROOT)}"
+    out = []
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+            node, (ast.AugAssign, ast.AnnAssign)) else []
+        out += [f"{where}:{node.lineno} changes {root_name(t)}" for t in targets
+                if isinstance(t, (ast.Attribute, ast.Subscript)) and root_name(t) in names]
+        call = node.value if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) else None
+        if call and root_name(call) in names and (isinstance(call.func, ast.Attribute) or "register" in ast.unparse(call.func)):
+            out.append(f"{where}:{node.lineno} calls {ast.unparse(node.value.func)}")
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef)):
+            out += [f"{where}:{node.lineno} decorated by {ast.unparse(d)}" for d in node.decorator_list
+                    if "register" in ast.unparse(d).lower()]
+    return out
+
+
+def package_files() -> list[Path]:
+    return [p for top in TOP for p in (ROOT / top).rglob("*.py")]
+
+
+def test_no_module_imports_another_modules_private_names():
+    assert [line for p in package_files() for line in private_imports(p)] == []
+
+
+def test_nothing_registers_itself_by_being_imported():
+    """Checks and repairs are listed in their registries (checkpoint/checks/registry.py, checkpoint/repair/registry.py)."""
+    assert [line for p in package_files() for line in registrations(p)] == []
+
+
+def test_the_rules_catch_private_imports_and_registration_by_import(tmp_path, monkeypatch):
+    import test_layers
+
+    fake = tmp_path / "statestore"
+    fake.mkdir()
+    (fake / "spy.py").write_text("from wmcheck.checkpoint.repair._hooks import current\n"
+                                 "from wmcheck.checkpoint.repair.api import _held, run\n"
+                                 "from .requests import REQUESTS\n\n"
+                                 "REQUESTS['x'] = object\nREQUESTS.update(y=object)\n\n\n@register\nclass A:\n    pass\n")
+    (tmp_path / "checkpoint" / "repair").mkdir(parents=True)
+    (tmp_path / "checkpoint" / "repair" / "_hooks.py").write_text("")
+    monkeypatch.setattr(test_layers, "ROOT", tmp_path)
+    assert private_imports(fake / "spy.py") == [
+        "statestore/spy.py:2 imports _held", "statestore/spy.py:1 imports the private module "
+        "wmcheck.checkpoint.repair._hooks"]
+    assert registrations(fake / "spy.py") == ["statestore/spy.py:5 changes REQUESTS", "statestore/spy.py:6 calls "
+                                              "REQUESTS.update", "statestore/spy.py:10 decorated by register"]
+
+
+def test_every_repair_is_registered_once_by_its_command():
+    from wmcheck.checkpoint.repair import registry, requests
+
+    assert list(registry.REQUESTS) == ["rewind", "set-watermark", "relocate", "repartition"]
+    assert all(cls.command == command for command, cls in registry.REQUESTS.items())
+    assert not hasattr(requests, "REQUESTS")

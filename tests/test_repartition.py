@@ -16,7 +16,6 @@ from wmcheck.checkpoint.repair.repartition import (
     spark_version_problem,
 )
 from wmcheck.checkpoint.repartitions import repartitions, unfinished
-from wmcheck.statestore.repartition import repartition
 
 from conftest import FIXTURES, fixture_checkpoint, fixture_facts, run_cli
 
@@ -110,12 +109,12 @@ def test_completing_a_spark_repartition_writes_only_the_sink_entry_and_undo_remo
     root = copy_fixture("repartition_rocksdb")
     ckpt, sink = root / "checkpoint", root / "output"
     before = sorted(p.name for p in (sink / "_spark_metadata").iterdir())
-    done = repartition(str(ckpt), repair.RepartitionRequest(file_sink=str(sink)),
-                              repair.RunOptions(execute=True, idle_ms=0, force=True))
-    assert done.verification is None and [s.path for s in done.result.plan.steps] == ["_spark_metadata/9"]
+    done = repair.run(str(ckpt), repair.RepartitionRequest(file_sink=str(sink)),
+                      repair.RunOptions(execute=True, idle_ms=0, force=True))
+    assert done.verification is None and [s.path for s in done.plan.steps] == ["_spark_metadata/9"]
     assert (sink / "_spark_metadata" / "9").read_bytes() == b"v1"
-    again = repartition(str(ckpt), repair.RepartitionRequest(file_sink=str(sink)))
-    assert again.result.plan.steps == () and again.result.plan.notes == ("the file sink log lacks no repartition batch",)
+    again = repair.run(str(ckpt), repair.RepartitionRequest(file_sink=str(sink)))
+    assert again.plan.steps == () and again.plan.notes == ("the file sink log lacks no repartition batch",)
     repair.undo_repair(str(ckpt), idle_ms=0)
     assert sorted(p.name for p in (sink / "_spark_metadata").iterdir()) == before
 
@@ -146,7 +145,8 @@ def test_saved_plan_is_refused_once_the_checkpoint_changed(copy_fixture, tmp_pat
     for path in sorted((root / "checkpoint" / "commits").glob("*3*")):
         path.unlink()
     out = run_cli("repartition", root / "checkpoint", "--from-plan", saved, "--execute", "--idle", "0", exit_code=2).output
-    assert out.startswith("Error: cannot repartition to 5: batch 3 is planned but not committed")
+    assert out.startswith("Error: the checkpoint changed since the plan was made: cannot repartition to 5: batch 3 is "
+                          "planned but not committed")
     assert not (root / "checkpoint" / "_wmcheck" / "backups").exists()
 
 

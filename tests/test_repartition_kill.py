@@ -52,7 +52,7 @@ from wmcheck.checkpoint.errors import RefusedError
 from wmcheck.checkpoint.model import open_checkpoint
 from wmcheck.checkpoint.repair_records import find_interrupted
 from wmcheck.statestore import engines
-from wmcheck.statestore.repartition import repartition
+from wmcheck.statestore.repartition import SparkRepartitioner
 
 pytestmark = [pytest.mark.spark,
               pytest.mark.skipif(STRACE is None and not os.environ.get("CI"), reason="strace is not installed")]
@@ -165,17 +165,19 @@ def test_a_real_kill_at_any_step_of_a_repartition_is_recovered_both_ways(spark, 
         ckpt, now = str(work / "checkpoint"), repair.RunOptions(execute=True, idle_ms=0)
         pending = find_interrupted(open_checkpoint(ckpt).fs)
         if pending is not None:
-            with pytest.raises(RefusedError, match="was interrupted: undo it, or re-run it with the same partitions"):
-                repartition(ckpt, repair.RepartitionRequest(partitions=PARTITIONS - 1), now)
+            with pytest.raises(RefusedError, match=f"an interrupted repartition .backup {pending.doc['id']}, 3 -> 5 "
+                                                   "partitions. must be finished or undone first"):
+                repair.run(ckpt, repair.RepartitionRequest(partitions=PARTITIONS - 1, runner=SparkRepartitioner()), now)
         try:
-            done = repartition(ckpt, repair.RepartitionRequest(partitions=PARTITIONS, file_sink=str(work / "output")), now)
+            done = repair.run(ckpt, repair.RepartitionRequest(partitions=PARTITIONS, file_sink=str(work / "output"),
+                                                              runner=SparkRepartitioner()), now)
         except RefusedError as exc:  # killed after it finished (in its verification): nothing left to do
             assert pending is None and f"already has {PARTITIONS} partitions" in exc.message, exc.message
             return
         assert done.verification is not None and done.verification.ok, done.verification
-        undone = [w for w in done.result.warnings if "was interrupted: undone first" in w]
+        undone = [w for w in done.warnings if "was interrupted: undone first" in w]
         assert undone == ([f"repartition {pending.doc['id']} was interrupted: undone first (what it wrote is in that "
-                           "backup), then run again"] if pending else []), done.result.warnings
+                           "backup), then run again"] if pending else []), done.warnings
 
     started = time.monotonic()
     for what, syscall, k in chosen:

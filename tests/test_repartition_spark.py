@@ -18,7 +18,7 @@ from wmcheck.checkpoint import repair
 from wmcheck.checkpoint.model import open_checkpoint
 from wmcheck.checkpoint.repartitions import UNFINISHED_RESTART_ERROR
 from wmcheck.checkpoint.validate import check_location
-from wmcheck.statestore.repartition import RepartitionResult, repartition
+from wmcheck.statestore.repartition import SparkRepartitioner
 
 from conftest import FIXTURES, fixture_facts, run_cli
 
@@ -66,8 +66,8 @@ def test_spark_repartitioned_checkpoint_sink_gap_and_its_fix(spark, tmp_path):
     with fixture_conf(spark, name):
         with pytest.raises(Exception, match=r"(?s)BATCH_METADATA_NOT_FOUND.*_spark_metadata/9"):
             restart(spark, name, control)
-        done = repartition(str(fixed / "checkpoint"), repair.RepartitionRequest(file_sink=str(fixed / "output")), NOW)
-        assert [(s.action, s.path) for s in done.result.plan.steps] == [("write", "_spark_metadata/9")]
+        done = repair.run(str(fixed / "checkpoint"), repair.RepartitionRequest(file_sink=str(fixed / "output")), NOW)
+        assert [(s.action, s.path) for s in done.plan.steps] == [("write", "_spark_metadata/9")]
         assert (fixed / "output" / "_spark_metadata" / "9").read_bytes() == b"v1"
         assert check_location(str(fixed / "checkpoint"), str(fixed / "output")) == []
         progress = restart(spark, name, fixed)
@@ -96,9 +96,9 @@ def test_failed_attempt_is_named_and_rewind_makes_the_restart_work(spark, tmp_pa
     assert check_location(str(root / "checkpoint"), str(root / "output")) == []
 
 
-def execute(root: Path, partitions: int) -> RepartitionResult:
-    done = repartition(str(root / "checkpoint"), repair.RepartitionRequest(
-        partitions=partitions, file_sink=str(root / "output")), NOW)
+def execute(root: Path, partitions: int) -> repair.RepairResult:
+    done = repair.run(str(root / "checkpoint"), repair.RepartitionRequest(
+        partitions=partitions, file_sink=str(root / "output"), runner=SparkRepartitioner()), NOW)
     assert done.verification is not None and done.verification.ok, done.verification
     assert done.verification.partitions == partitions
     return done

@@ -1,5 +1,5 @@
 """Safe checkpoint repair: ``rewind``, ``set-watermark``, ``relocate``, ``repartition``, ``undo`` and ``backups``
-(see docs/repair.md; running Spark's repartition is :mod:`wmcheck.statestore.repartition`).
+(see docs/repair.md; Spark's repartition runs with a :class:`wmcheck.statestore.repartition.SparkRepartitioner`).
 
 ``run(location, RewindRequest(to_batch=7), RunOptions(execute=True))`` plans (and applies) a repair.
 """
@@ -7,8 +7,8 @@ from .api import list_backups, run, undo_repair
 from .execute import InjectedFailure
 from .repartition import RepartitionRequest
 from .requests import RelocateRequest, RepairRequest, RewindRequest, RunOptions, SetWatermarkRequest
-from .results import BackupRow, RepairResult, Restored, Resumed, UndoResult
+from .results import BackupRow, RepairResult, Restored, Resumed, StoreCount, UndoResult, Verification
 
 __all__ = ["BackupRow", "InjectedFailure", "RelocateRequest", "RepairRequest", "RepairResult", "RepartitionRequest",
-           "Restored", "Resumed", "RewindRequest", "RunOptions", "SetWatermarkRequest", "UndoResult", "list_backups", "run",
-           "undo_repair"]
+           "Restored", "Resumed", "RewindRequest", "RunOptions", "SetWatermarkRequest", "StoreCount", "UndoResult",
+           "Verification", "list_backups", "run", "undo_repair"]

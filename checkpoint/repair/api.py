@@ -28,32 +28,36 @@ from .backup import Backup, clear_journal, manifest_plan, new_backup_id, open_ba
 from .execute import apply, step_done, undo
 from .lock import Lock, acquire
 from .plan import Plan, dumps, load_plan
-from .requests import REQUESTS, FsOptions, RepairRequest, RunOptions, open_file_sink
+from .registry import REQUESTS
+from .requests import FsOptions, RepairRequest, RunOptions, open_file_sink
 from .results import BackupRow, RepairResult, Restored, Resumed, UndoResult
+from .strategy import Execution, Run
 
 
 def run(location: str, request: RepairRequest, options: RunOptions | None = None) -> RepairResult:
     """Plan (and with ``options.execute`` apply) one repair; see docs/repair.md.
 
     An interrupted repair is shown (or with ``execute`` finished) instead, when ``request`` is for the
-    same command and does not ask for another target. With ``execute`` the checkpoint's lock is held
-    throughout: a second repair or undo meanwhile is refused.
+    same command and does not ask for another target (a repair whose strategy restarts, Spark's repartition, is
+    undone and run anew). With ``execute`` the checkpoint's lock is held throughout: a second repair or undo
+    meanwhile is refused. The request's execution strategy makes the changes (:mod:`.strategy`).
     """
     options = options or RunOptions()
     hooks = current()
     now = now_ms() if hooks.now is None else hooks.now
+    execution = request.execution()
     ckpt = open_checkpoint(location, options.fs_options)
     with _held(ckpt, request.command, now, options.execute) as lock:
         pending = find_interrupted(ckpt.fs)
         if pending:
-            result = _resume(ckpt, pending, request, options, now, hooks.fail_after, lock)
+            result = _resume(ckpt, pending, request, execution, options, now, hooks.fail_after, lock)
         else:
             if options.from_plan:
                 plan = _load(options.from_plan, request.command, ckpt)
                 _check_fresh(plan, lambda: type(request).from_plan(plan).plan(ckpt, now, options.fs_options))
             else:
                 plan = request.plan(ckpt, now, options.fs_options)
-            result = _finish(ckpt, plan, options, now, hooks.fail_after, lock)
+            result = _finish(ckpt, plan, execution, options, now, hooks.fail_after, lock)
         if lock and lock.took_over:
             result = dataclasses.replace(result, warnings=(lock.took_over, *result.warnings))
         return result
@@ -98,22 +102,25 @@ def undo_repair(location: str, *, backup_id: str | None = None, force: bool = Fa
             raise RefusedError(f"repair {pending.doc['id']} was interrupted; undo or finish it before {backup_id}",
                                hint=f"wmcheck undo {location}")
         doc = _undo_target(ckpt, docs, pending, backup_id, location)
-        plan = manifest_plan(ckpt.fs, doc)
-        roots = _roots(ckpt, _undo_sink(ckpt, plan, file_sink, fs_options), fs_options)
-        backup = open_backup(ckpt.fs, doc, roots, fs_options)
-        safety.backup_fs(doc.get("files"), ckpt, roots["sink"].uri() if "sink" in roots else None, fs_options)
-        if doc["status"] == UNDONE:  # killed after the undo was recorded, before its journal was dropped
-            clear_journal(ckpt.fs)
-            restored: list[dict[str, Any]] = []
-        else:
-            safety.refuse_links(roots, plan)
-            safety.check_idle(ckpt, idle_ms, force, now, safety.written_paths(plan))
-            spark_files: list[dict[str, Any]] = []
-            if plan.command == "repartition" and plan.request.get("batch") is not None:
-                from .repartition import undo_spark_batch  # what Spark's repartition wrote, not in the plan
+        return _undo(ckpt, doc, lock, force, idle_ms, file_sink, fs_options, now, hooks.fail_after)
 
-                spark_files = undo_spark_batch(ckpt, plan, backup, now)
-            restored = spark_files + undo(plan, backup, doc["status"], now, force, hooks.fail_after)
+
+def _undo(ckpt: Checkpoint, doc: Mapping[str, Any], lock: Lock, force: bool, idle_ms: int, file_sink: str | None,
+          fs_options: FsOptions, now: int, fail_after: int | None) -> UndoResult:
+    """Undo the repair of manifest ``doc`` while the lock is held."""
+    plan = manifest_plan(ckpt.fs, doc)
+    roots = _roots(ckpt, _undo_sink(ckpt, plan, file_sink, fs_options), fs_options)
+    backup = open_backup(ckpt.fs, doc, roots, fs_options)
+    safety.backup_fs(doc.get("files"), ckpt, roots["sink"].uri() if "sink" in roots else None, fs_options)
+    if doc["status"] == UNDONE:  # killed after the undo was recorded, before its journal was dropped
+        clear_journal(ckpt.fs)
+        restored: list[dict[str, Any]] = []
+    else:
+        safety.refuse_links(roots, plan)
+        safety.check_idle(ckpt, idle_ms, force, now, safety.written_paths(plan))
+        request = REQUESTS.get(plan.command)
+        unplanned = request.undo_unplanned(ckpt, plan, backup, now) if request else []
+        restored = unplanned + undo(plan, backup, doc["status"], now, force, fail_after)
     return UndoResult(doc["id"], plan.command, ckpt.location, plan.file_sink, UNDONE, doc["status"],
                       tuple(Restored(**r) for r in restored), plan.before.get("last_batch"),
                       plan.before.get("last_committed_batch"), plan.before.get("watermark_ms"),
@@ -228,7 +235,7 @@ def _check_fresh(plan: Plan, replan: Callable[[], Plan]) -> None:
                        hint=f"plan again (without {arg('from_plan')}) and review the new plan", param="from_plan")
 
 
-def _finish(ckpt: Checkpoint, plan: Plan, options: RunOptions, now: int, fail_after: int | None,
+def _finish(ckpt: Checkpoint, plan: Plan, execution: Execution, options: RunOptions, now: int, fail_after: int | None,
             lock: Lock | None) -> RepairResult:
     if options.plan_out:
         try:
@@ -242,18 +249,25 @@ def _finish(ckpt: Checkpoint, plan: Plan, options: RunOptions, now: int, fail_af
         activity = recent_activity(ckpt, options.idle_ms, now)
         extra = [f"{activity}: {arg('execute')} would refuse (stop the query, or {arg('force')})"] if activity else []
         extra += [f"{arg('execute')} would refuse: {link}" for link in safety.link_problems(roots, plan)]
+        try:
+            execution.check(plan)
+        except CheckpointError as exc:
+            extra.append(f"{arg('execute')} would refuse: {exc.message}")
         return RepairResult(plan, False, plan.warnings + tuple(extra))
+    execution.check(plan)
     safety.check_idle(ckpt, options.idle_ms, options.force, now)
-    if not plan.steps:
+    if not execution.needed(plan):
         return RepairResult(plan, True, plan.warnings)
     safety.refuse_links(roots, plan)
     files_fs = safety.backup_fs(options.backup_dir, ckpt, plan.file_sink, options.fs_options)
+    execution.prepare(ckpt, plan, options.fs_options)
     backup_id = new_backup_id(ckpt.fs, plan.command, now)
     backup = Backup(backup_id, ckpt.fs, roots, files_fs.sub(backup_id) if files_fs else None)
     backup.write_plan(plan.to_json())
     backup.write_manifest(plan, APPLYING)
-    apply(plan, backup, now, fail_after, guard=_guard(ckpt, plan, options, lock))
-    return RepairResult(plan, True, plan.warnings, backup_id, backup.files_location)
+    verification = execution.carry_out(Run(ckpt, plan, backup, options.fs_options, now, fail_after,
+                                           _guard(ckpt, plan, options, lock)))
+    return RepairResult(plan, True, plan.warnings, backup_id, backup.files_location, verification=verification)
 
 
 def _guard(ckpt: Checkpoint, plan: Plan, options: RunOptions, lock: Lock) -> Callable[[], None]:
@@ -262,9 +276,10 @@ def _guard(ckpt: Checkpoint, plan: Plan, options: RunOptions, lock: Lock) -> Cal
                              (lambda: clock) if clock is not None else now_ms, lock.check)
 
 
-def _resume(ckpt: Checkpoint, pending: Interrupted, request: RepairRequest, options: RunOptions, now: int,
-            fail_after: int | None, lock: Lock | None) -> RepairResult:
-    """Show or finish the repair a killed run left behind: the same command, no other target, no other plan."""
+def _resume(ckpt: Checkpoint, pending: Interrupted, request: RepairRequest, execution: Execution, options: RunOptions,
+            now: int, fail_after: int | None, lock: Lock | None) -> RepairResult:
+    """Show or finish the repair a killed run left behind: the same command, no other target, no other plan (or,
+    when its strategy restarts, undo it and run the request anew)."""
     doc = pending.doc
     plan = manifest_plan(ckpt.fs, doc)
     hint = f"re-run 'wmcheck {plan.command} {ckpt.location} --execute' to finish it, or 'wmcheck undo {ckpt.location}'"
@@ -273,6 +288,13 @@ def _resume(ckpt: Checkpoint, pending: Interrupted, request: RepairRequest, opti
     if plan.command != request.command or options.from_plan or request.conflicts_with(plan):
         raise RefusedError(f"an interrupted {plan.command} (backup {doc['id']}, {plan.notes[0] if plan.notes else ''}) "
                            "must be finished or undone first", hint=hint)
+    if lock is not None and execution.restarts(plan):
+        _undo(ckpt, doc, lock, options.force, options.idle_ms, None, options.fs_options, now, None)
+        fresh = open_checkpoint(ckpt.location, options.fs_options)
+        done = _finish(fresh, request.plan(fresh, now, options.fs_options), execution, options, now, fail_after, lock)
+        note = (f"{plan.command} {doc['id']} was interrupted: undone first (what it wrote is in that backup), "
+                "then run again")
+        return dataclasses.replace(done, warnings=(note, *done.warnings))
     if plan.file_sink and plan.checkpoint != ckpt.location:
         raise RefusedError(f"the interrupted repair was made at {plan.checkpoint}, this checkpoint is at {ckpt.location}",
                            hint=f"finish or undo it there, or 'wmcheck undo {ckpt.location} --file-sink PATH' here")
@@ -280,10 +302,10 @@ def _resume(ckpt: Checkpoint, pending: Interrupted, request: RepairRequest, opti
     roots = _roots(ckpt, sink.location if sink else None, options.fs_options)
     backup = open_backup(ckpt.fs, doc, roots, options.fs_options)
     safety.backup_fs(doc.get("files"), ckpt, plan.file_sink, options.fs_options)
-    done = sum(1 for s in plan.steps if step_done(s, backup))
-    resumed = Resumed(doc["id"], done, len(plan.steps))
+    done_steps = sum(1 for s in plan.steps if step_done(s, backup))
+    resumed = Resumed(doc["id"], done_steps, len(plan.steps))
     if lock is None:
-        note = f"repair {doc['id']} was interrupted after {done} of {len(plan.steps)} steps: {hint}"
+        note = f"repair {doc['id']} was interrupted after {done_steps} of {len(plan.steps)} steps: {hint}"
         return RepairResult(plan, False, (note, *plan.warnings), doc["id"], backup.files_location, resumed)
     safety.refuse_links(roots, plan)
     safety.check_idle(ckpt, options.idle_ms, options.force, now, safety.written_paths(plan))

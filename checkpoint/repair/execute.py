@@ -54,7 +54,7 @@ def apply(plan: Plan, backup: Backup, now_ms: int, fail_after: int | None = None
     for index, step in enumerate(plan.steps):
         if fail_after == index:
             raise InjectedFailure(f"injected failure after {index} of {len(plan.steps)} steps")
-        _apply(step, backup, resume)
+        apply_step(step, backup, resume)
     if fail_after == len(plan.steps):
         raise InjectedFailure(f"injected failure after all {len(plan.steps)} steps")
     if guard:
@@ -94,7 +94,8 @@ def _save_originals(plan: Plan, backup: Backup) -> None:
             backup.save_copy(step.root, path, data)
 
 
-def _apply(step: Step, backup: Backup, verify: bool) -> None:
+def apply_step(step: Step, backup: Backup, verify: bool) -> None:
+    """Apply one step (idempotent); with ``verify``, a file to remove must still have its planned size."""
     fs = backup.roots[step.root]
     if step.action == "remove":
         info = fs.info(step.path) if verify else None

@@ -1,21 +1,23 @@
-"""``wmcheck repartition``: plan Spark's offline state repartition, refuse where Spark would, and complete it
-(the file sink's log entry for the repartition batch, which Spark does not write).
+"""``wmcheck repartition``: plan Spark's offline state repartition, refuse where Spark would, run it (the request's
+execution strategy) and complete it (the file sink's log entry for the repartition batch, which Spark does not
+write).
 
 Spark's ``StreamingCheckpointManager.repartition`` (4.2+) writes batch L+1 of a stopped query (see
 :mod:`..repartitions`); what it writes cannot be planned file by file (fresh snapshots, new unique ids),
-so the plan describes it and its steps are only wmcheck's own writes. Running it needs Spark
-(:mod:`wmcheck.statestore.repartition`); undoing it is a rewind to L (everything batch L+1 wrote, moved into
-the backup), which needs none.
+so the plan describes it and its steps are only wmcheck's own writes. Running it needs Spark: a
+:class:`Repartitioner` (:class:`wmcheck.statestore.repartition.SparkRepartitioner`); undoing it is a rewind to
+L (everything batch L+1 wrote, moved into the backup), which needs none.
 """
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from ..errors import CheckpointError, RefusedError, arg
 from ..layout import SINK_LOG
-from ..model import COMMITS, OFFSETS, Checkpoint
+from ..model import COMMITS, OFFSETS, Checkpoint, open_checkpoint
+from ..repair_records import UNDONE
 from ..repartitions import (
     PROVIDER,
     ROCKSDB_PROVIDER,
@@ -25,12 +27,14 @@ from ..repartitions import (
     unfinished,
 )
 from ..state_files import is_temp
-from .backup import Backup, write_journal
-from .execute import _apply
+from .backup import Backup, clear_journal, write_journal
+from .execute import apply, apply_step
 from .logs import remove_steps
 from .plan import Plan, Step
-from .requests import REQUESTS, FsOptions, RepairRequest, open_file_sink
+from .requests import FsOptions, RepairRequest, open_file_sink
+from .results import Verification
 from .rewind import FileSink, plan_rewind
+from .strategy import Execution, Run
 
 SUPPORTED_OPERATORS = ("stateStoreSave", "dedupe")
 """Operators whose repartition wmcheck has proven against Spark (aggregation, deduplication)."""
@@ -42,20 +46,38 @@ HDFS_INSTEAD = (
     "checkpoint with the new spark.sql.shuffle.partitions and RocksDB (its state starts empty, so replay enough input "
     "to rebuild it)"
 )
+StateRows = Mapping[tuple[int, str], int]
+"""State rows per (operator id, store name)."""
+
+
+class Repartitioner(Protocol):
+    """What runs Spark's offline state repartition for :class:`RepartitionRequest`
+    (:class:`wmcheck.statestore.repartition.SparkRepartitioner`)."""
+
+    def check(self) -> None:
+        """Raise a CheckpointError when Spark's repartition cannot run here (pyspark too old, Spark Connect)."""
+
+    def start(self, location: str, fs_options: FsOptions) -> StateRows:
+        """Start Spark, before anything is written; the state rows now, for :meth:`verify`."""
+
+    def repartition(self, location: str, partitions: int, confs: Mapping[str, str]) -> str | None:
+        """Run Spark's repartition with these session confs; Spark's error in one line when it failed (once no
+        task of it runs any more), None when it succeeded."""
+
+    def verify(self, location: str, plan: Plan, before: StateRows, fs_options: FsOptions) -> Verification:
+        """What the repartitioned checkpoint looks like: ``wmcheck check`` and the state rows against ``before``."""
 
 
 @dataclass(frozen=True)
 class RepartitionRequest(RepairRequest):
     """Move a stopped query's state to ``partitions`` partitions with Spark's repartition (None: only complete a
-    repartition Spark already made, writing the sink log entries it lacks). ``master``, ``conf`` and ``remote``
-    are the Spark session's (not part of the plan)."""
+    repartition Spark already made, writing the sink log entries it lacks). ``runner`` runs Spark (needed to
+    execute a repartition, not to plan it or to complete one)."""
 
     command: ClassVar[str] = "repartition"
     partitions: int | None = None
     file_sink: str | None = None
-    master: str | None = field(default=None, compare=False)
-    conf: Mapping[str, str] | None = field(default=None, compare=False)
-    remote: str | None = field(default=None, compare=False)
+    runner: Repartitioner | None = field(default=None, compare=False)
 
     def plan(self, ckpt: Checkpoint, now: int, fs_options: FsOptions) -> Plan:
         return plan_repartition(ckpt, self.partitions, sink=open_file_sink(self.file_sink, ckpt, fs_options),
@@ -66,14 +88,64 @@ class RepartitionRequest(RepairRequest):
         return cls(partitions=plan.request.get("partitions"), file_sink=plan.file_sink)
 
     def conflicts_with(self, plan: Plan) -> bool:
-        return self.partitions is not None and plan.request.get("partitions") != self.partitions
+        return plan.request.get("partitions") != self.partitions
 
     @staticmethod
     def label(request: Mapping[str, Any]) -> str:
         return f"{request.get('from')} -> {request.get('partitions')} partitions (batch {request.get('batch')})"
 
+    def execution(self) -> Execution:
+        return SparkBatch(self.runner)
 
-REQUESTS[RepartitionRequest.command] = RepartitionRequest
+    @staticmethod
+    def undo_unplanned(ckpt: Checkpoint, plan: Plan, backup: Backup, now: int) -> list[dict[str, Any]]:
+        return undo_spark_batch(ckpt, plan, backup, now)
+
+
+@dataclass
+class SparkBatch(Execution):
+    """Spark writes the repartition batch, then the plan's steps (the sink log entries) are applied and the result
+    verified. When Spark fails, what it wrote goes into the backup and the repair is recorded as undone."""
+
+    runner: Repartitioner | None
+    before: StateRows | None = None
+
+    def check(self, plan: Plan) -> None:
+        if plan.request.get("partitions") is None:
+            return
+        if self.runner is None:
+            raise CheckpointError("running Spark's repartition needs a runner: RepartitionRequest(runner="
+                                  "wmcheck.statestore.repartition.SparkRepartitioner())", param="runner")
+        self.runner.check()
+
+    def needed(self, plan: Plan) -> bool:
+        return bool(plan.steps) or plan.request.get("partitions") is not None
+
+    def prepare(self, ckpt: Checkpoint, plan: Plan, fs_options: FsOptions) -> None:
+        if self.runner is not None and plan.request.get("partitions") is not None:
+            self.before = self.runner.start(ckpt.location, fs_options)
+
+    def carry_out(self, run: Run) -> Verification | None:
+        partitions = run.plan.request.get("partitions")
+        if partitions is None:
+            return super().carry_out(run)
+        assert self.runner is not None and self.before is not None
+        ckpt, plan, backup = run.ckpt, run.plan, run.backup
+        write_journal(ckpt.fs, backup.backup_id, plan.command, "apply", run.now)
+        run.guard()
+        error = self.runner.repartition(ckpt.location, int(partitions), spark_confs(ckpt))
+        if error is not None:  # the attempt's files go into the backup
+            moved = remove_batch(open_checkpoint(ckpt.location, run.fs_options), plan, backup)
+            backup.write_manifest(plan, UNDONE, undone_ms=run.now)
+            clear_journal(ckpt.fs)
+            raise CheckpointError(f"Spark's repartition failed: {error}; the {moved} file(s) it wrote were moved into "
+                                  f"backup {backup.backup_id}, so the checkpoint is as it was",
+                                  hint="fix the cause and run the command again")
+        apply(plan, backup, run.now, run.fail_after)  # no guard: Spark's batch was written just now, by the repair
+        return self.runner.verify(ckpt.location, plan, self.before, run.fs_options)
+
+    def restarts(self, plan: Plan) -> bool:
+        return plan.request.get("batch") is not None
 
 
 def spark_confs(ckpt: Checkpoint) -> dict[str, str]:
@@ -234,18 +306,20 @@ def remove_batch(ckpt: Checkpoint, plan: Plan, backup: Backup) -> int:
     """Move what the repartition batch wrote into the backup (idempotent); returns how many files."""
     steps = batch_steps(ckpt, plan)
     for step in steps:
-        _apply(step, backup, False)
+        apply_step(step, backup, False)
     return len(steps)
 
 
-def undo_spark_batch(ckpt: Checkpoint, plan: Plan, backup: Backup, now: int) -> list[dict[str, object]]:
+def undo_spark_batch(ckpt: Checkpoint, plan: Plan, backup: Backup, now: int) -> list[dict[str, Any]]:
     """The first part of undoing a repartition: what Spark wrote goes into the backup (journaled as an undo)."""
+    if plan.request.get("batch") is None:
+        return []
     if ckpt.last_batch is not None and ckpt.last_batch > int(plan.request["batch"]):
         raise RefusedError(f"the query ran since the repartition (batch {ckpt.last_batch} exists)",
                            hint=f"wmcheck rewind CKPT --to-batch {int(plan.request['batch']) - 1} rolls it back instead")
     steps = batch_steps(ckpt, plan)
     write_journal(ckpt.fs, backup.backup_id, plan.command, "undo", now)
     for step in steps:
-        _apply(step, backup, False)
+        apply_step(step, backup, False)
     return [{"step": -1, "action": "remove", "root": "checkpoint", "path": s.path,
              "restored": "removed (written by Spark's repartition)"} for s in steps]

@@ -1,7 +1,8 @@
-"""What a repair is asked to do: one frozen request per repair, each with its planner, and the run options.
+"""What a repair is asked to do: one frozen request per repair, each with its planner and its execution
+strategy, and the run options.
 
-Adding a repair is one request class (``command``, ``plan``, ``from_plan``, ``label``) registered in
-:data:`REQUESTS`, plus its planner module.
+Adding a repair is one request class (``command``, ``plan``, ``from_plan``, ``label``, and ``execution`` when
+its plan does not list every change) listed in :mod:`.registry`, plus its planner module.
 """
 from __future__ import annotations
 
@@ -14,9 +15,11 @@ from ..fs import open_fs, require_dir
 from ..layout import SINK_LOG
 from ..model import Checkpoint
 from ..timeutil import parse_duration_ms, parse_time_ms
+from .backup import Backup
 from .plan import Plan
 from .relocate import plan_relocate
 from .rewind import FileSink, plan_rewind
+from .strategy import STEPS, Execution
 from .targets import resolve_target
 from .watermark import plan_set_watermark
 
@@ -58,6 +61,16 @@ class RepairRequest:
     def label(request: Mapping[str, Any]) -> str:
         """A plan's request in a few words (``wmcheck backups``' target column)."""
         raise NotImplementedError
+
+    def execution(self) -> Execution:
+        """How an executed plan of this request changes the checkpoint (made afresh for each run)."""
+        return STEPS
+
+    @staticmethod
+    def undo_unplanned(ckpt: Checkpoint, plan: Plan, backup: Backup, now: int) -> list[dict[str, Any]]:
+        """What an undo of such a repair moves into the backup before it reverts the plan's steps: the files the
+        repair wrote that its plan could not list (none by default); one entry per file, as ``undo`` reports."""
+        return []
 
 
 @dataclass(frozen=True)
@@ -146,10 +159,6 @@ class RelocateRequest(RepairRequest):
     @staticmethod
     def label(request: Mapping[str, Any]) -> str:
         return "this location"
-
-
-REQUESTS: dict[str, type[RepairRequest]] = {r.command: r for r in (RewindRequest, SetWatermarkRequest, RelocateRequest)}
-"""Every repair's request class by command name."""
 
 
 def inside(path: str, parent: str) -> bool:

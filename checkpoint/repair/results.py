@@ -16,6 +16,33 @@ class Resumed:
 
 
 @dataclass(frozen=True)
+class StoreCount:
+    """State rows of one operator store, read with Spark's state reader before and after a repartition."""
+
+    operator_id: int
+    store: str
+    before: int
+    after: int
+
+
+@dataclass(frozen=True)
+class Verification:
+    """What was checked after Spark's repartition: ``wmcheck check`` and the state row counts."""
+
+    errors: tuple[str, ...]
+    """``CODE path`` of every error ``wmcheck check`` finds (with the file sink when given)."""
+    warnings: tuple[str, ...]
+    """Its warnings (after a scale-down: WM019, the partitions above the new count)."""
+    counts: tuple[StoreCount, ...]
+    partitions: int | None
+    """The partition count the next batch runs with."""
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors and all(c.before == c.after for c in self.counts)
+
+
+@dataclass(frozen=True)
 class RepairResult:
     """A repair's plan and what became of it; ``warnings`` are the plan's plus the run's own."""
 
@@ -26,6 +53,8 @@ class RepairResult:
     backup: str | None = None
     """Where the backup's files are (None on a dry run or when nothing needed changing)."""
     resumed: Resumed | None = None
+    verification: Verification | None = None
+    """What the repair verified after it ran (Spark's repartition), None otherwise."""
 
 
 @dataclass(frozen=True)
