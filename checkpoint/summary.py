@@ -7,14 +7,16 @@ from typing import Callable, Mapping
 
 from .errors import CheckpointError, arg
 from .layout import OWN_DIR
-from .model import PINNED_CONFS, Checkpoint, Operator, loadable
+from .model import PINNED_CONFS, Checkpoint, Operator, store_unique_ids
 from .progress import BatchProgress, QueryProgress
 from .relocation import foreign_references
 from .repair_records import find_interrupted
 from .repartitions import batch_kind, partitions_of, repartitions, unfinished
 from .source_labels import label, source_labels
 from .stall import SourceActivity, WatermarkStall, batch_activity, watermark_stall
+from .state_content import Decoding
 from .state_formats import FORMATS
+from .state_load import StoreLoad, resolve, verify_loads
 from .timeutil import format_ms
 
 UNREADABLE = "unreadable"
@@ -128,11 +130,20 @@ class BatchRow:
     """Why the batch's offsets file cannot be read (kind ``unreadable``)."""
 
 
+def next_loads(ckpt: Checkpoint, op: Operator, version: int) -> list[StoreLoad]:
+    """The load of each store partition at ``version`` as Spark reads it, file contents decoded when this machine
+    has the packages to (else by file names)."""
+    loads = [resolve(p, version, store_unique_ids(ckpt, op, p)) for p in op.live_partitions]
+    decoding = Decoding.of(ckpt.conf.get)
+    return loads if decoding.missing_module() else verify_loads(ckpt.fs, loads, decoding)
+
+
 def operator_summary(ckpt: Checkpoint, op: Operator) -> OperatorSummary:
     """One stateful operator: stores, partitions, versions and bytes on disk, loadability of the next version."""
     version = ckpt.next_state_version
     versions = sorted({v for p in op.partitions for v in p.versions})
-    unloadable = sorted(f"{p.store}/{p.partition}" for p in op.live_partitions if not loadable(ckpt, op, p, version))
+    unloadable = sorted(f"{load.part.store}/{load.part.partition}" for load in next_loads(ckpt, op, version)
+                        if not load.loadable)
     files = {fmt.plural: sum(p.count(fmt.kind) for p in op.partitions) for fmt in FORMATS}
     return OperatorSummary(
         operator_id=op.operator_id,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import posixpath
 from datetime import timezone, tzinfo
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 from .checks.context import STALL_BATCHES, Context, error_text
 from .checks.definition import ERROR, WARNING, Check, Finding
@@ -70,14 +70,20 @@ def check_checkpoint(
     tz: tzinfo = timezone.utc,
     stall_batches: int = STALL_BATCHES,
     progress: QueryProgress | None = None,
+    content: bool = True,
+    state_progress: Callable[[int, int], None] | None = None,
+    notes: list[str] | None = None,
 ) -> list[Finding]:
     """Run ``checks`` (default: all) on ``ckpt`` and, with ``file_sink``, on the sink's log; findings by code and path.
 
     ``stall_batches`` is how many data batches a stalled watermark may span before WM038 warns; ``progress``
-    (Spark's progress reports of the query) adds whether max event time kept advancing."""
+    (Spark's progress reports of the query) adds whether max event time kept advancing. ``content``: decode the
+    state files the next batch loads as Spark reads them (else their names only), calling ``state_progress(done,
+    total)`` per store partition; ``notes`` receives what could not be checked."""
     sink = open_file_sink(file_sink) if isinstance(file_sink, str) else file_sink
     label = name or ckpt.location
-    ctx = Context(ckpt, sink, shown_relative(sink.uri(), ckpt.location) if sink else "", tz, stall_batches, progress)
+    ctx = Context(ckpt, sink, shown_relative(sink.uri(), ckpt.location) if sink else "", tz, stall_batches, progress,
+                  content, state_progress)
     findings: list[Finding] = []
     unreadable: list[CheckpointError] = []
     for check in CHECKS.values() if checks is None else checks:
@@ -92,6 +98,8 @@ def check_checkpoint(
         if (error.path or "") not in shown:
             shown.add(error.path or "")
             findings.append(Finding(UNPARSEABLE, ERROR, label, error.path or "", error_text(error)))
+    if notes is not None:
+        notes.extend(ctx.notes)
     return sorted(findings, key=lambda f: (f.code, f.path))
 
 
@@ -104,6 +112,9 @@ def check_location(
     tz: tzinfo = timezone.utc,
     stall_batches: int = STALL_BATCHES,
     progress: Sequence[BatchProgress] = (),
+    content: bool = True,
+    state_progress: Callable[[int, int], None] | None = None,
+    notes: list[str] | None = None,
 ) -> list[Finding]:
     """Open ``location`` and check it; a checkpoint that cannot be read at all is one ``WM000`` finding.
     ``progress``: Spark's progress reports (:func:`~wmcheck.checkpoint.progress_files.read_reports`), any query's;
@@ -113,7 +124,8 @@ def check_location(
         ckpt = open_checkpoint(location, fs_options)
         reports = query_progress(ckpt.query_metadata.query_id, progress) if progress and ckpt.query_metadata else None
         return check_checkpoint(ckpt, sink, checks=checks, name=location, tz=tz, stall_batches=stall_batches,
-                                progress=reports if reports and reports.batches else None)
+                                progress=reports if reports and reports.batches else None, content=content,
+                                state_progress=state_progress, notes=notes)
     except CheckpointError as exc:
         return [Finding(OPEN_FAILED, ERROR, location, exc.path or "", exc.text(arg))]  # its placeholders kept
 

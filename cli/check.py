@@ -4,7 +4,10 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
+import sys
+import time
 from datetime import tzinfo
+from typing import Callable
 
 import click
 
@@ -17,6 +20,9 @@ from .main import EXIT_INPUT
 from .options import common_options, gc_paused, parse_pairs, progress_option
 from .output import FORMATS, make_output
 from .reports import REPORT_OUTPUTS, Result
+
+PROGRESS_AFTER_S = 1.0
+"""A state verification that takes longer shows its progress."""
 
 
 def codes(text: str | None) -> list[str] | None:
@@ -33,6 +39,21 @@ def expand(locations: tuple[str, ...]) -> list[str]:
     return out
 
 
+def progress_line(location: str) -> Callable[[int, int], None] | None:
+    """A progress line on stderr while state contents are decoded, when stderr is a terminal (None otherwise)."""
+    if not sys.stderr.isatty():
+        return None
+    started = time.monotonic()
+
+    def show(done: int, total: int) -> None:
+        if time.monotonic() - started < PROGRESS_AFTER_S:
+            return
+        end = "\n" if done == total else ""
+        click.echo(f"\rverifying state of {location}: {done}/{total} store partitions", err=True, nl=bool(end))
+
+    return show
+
+
 @click.command()
 @click.argument("checkpoints", nargs=-1, required=True, metavar="CKPT...")
 @click.option("--file-sink", metavar="PATH", help="Also check this file sink's _spark_metadata against the checkpoint.")
@@ -42,11 +63,13 @@ def expand(locations: tuple[str, ...]) -> list[str]:
 @click.option("--ignore", metavar="CODES", help="Skip these checks, e.g. WM011.")
 @click.option("--stall-batches", type=click.IntRange(min=1), default=STALL_BATCHES, show_default=True,
               help="Warn (WM038) once a watermark held back by an idle input spans this many data batches.")
+@click.option("--no-content", is_flag=True, help="Check state files by name only, without decoding the files the "
+              "next batch loads (WM039, WM040).")
 @progress_option()
 @common_options(FORMATS + tuple(REPORT_OUTPUTS))
 @gc_paused
 def check(checkpoints: tuple[str, ...], file_sink: str | None, strict: bool, output: str | None, select: str | None,
-          ignore: str | None, stall_batches: int, progress: str | None, fmt: str, tz: tzinfo,
+          ignore: str | None, stall_batches: int, no_content: bool, progress: str | None, fmt: str, tz: tzinfo,
           fs_options: tuple[str, ...]) -> None:
     """Validate each CKPT: every inconsistency that makes Spark fail, lose data or misbehave on restart.
 
@@ -59,11 +82,15 @@ def check(checkpoints: tuple[str, ...], file_sink: str | None, strict: bool, out
     chosen = select_checks(codes(select), codes(ignore) or ())
     sink = open_file_sink(file_sink, options) if file_sink else None
     reports = read_reports(progress, options) if progress else []
+    notes: list[str] = []
     results = [
         Result(loc, check_location(loc, sink, fs_options=options, checks=chosen, tz=tz, stall_batches=stall_batches,
-                                   progress=reports), chosen, sink is not None)
+                                   progress=reports, content=not no_content, state_progress=progress_line(loc),
+                                   notes=notes), chosen, sink is not None)
         for loc in expand(checkpoints)
     ]
+    for note in dict.fromkeys(notes):
+        click.echo(f"note: {note}", err=True)
     with open(output, "w", encoding="utf-8") if output else contextlib.nullcontext() as stream:
         make_output(fmt, stream, tz).findings(results, strict)
     if any(r.unreadable for r in results):

@@ -19,9 +19,9 @@ import math
 from typing import Any, Callable
 
 from wmcheck.checkpoint.errors import UnsupportedError, arg
+from wmcheck.checkpoint.state_codecs import require_module
 from wmcheck.checkpoint.state_schema import ArrayType, DataType, MapType, StructType
 
-from .codecs import require_module
 from .unsafe_row import DECIMAL_TYPE, atomic_kind
 
 SCHEMA_ID_BYTES = 2

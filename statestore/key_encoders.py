@@ -20,9 +20,9 @@ import struct
 from typing import Any, Callable
 
 from wmcheck.checkpoint.errors import UnsupportedError, arg
+from wmcheck.checkpoint.list_frames import frames
 from wmcheck.checkpoint.state_schema import KeyEncoderSpec, StructType
 
-from .list_frames import frames
 from .unsafe_row import atomic_kind, row_decoder
 
 RowDecoder = Callable[[bytes], dict[str, Any]]

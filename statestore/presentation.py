@@ -29,10 +29,10 @@ from typing import Any, Callable, Iterator
 from wmcheck.checkpoint.errors import UnsupportedError, arg
 from wmcheck.checkpoint.model import Checkpoint
 from wmcheck.checkpoint.operator_kinds import is_transform_with_state
+from wmcheck.checkpoint.state_codecs import codec_name, require_codec, require_module
 from wmcheck.checkpoint.state_schema import ColumnFamilySchema, KeyEncoderSpec, StructField, StructType
 
 from .avro_rows import check_avro_supported
-from .codecs import codec_name, require_codec, require_module
 from .columnar import StructColumns
 from .discovery import Store
 from .key_encoders import PREFIX_SCAN, key_decoder, single_value_decoder, values_decoder

@@ -14,10 +14,9 @@ import tempfile
 from wmcheck.checkpoint.errors import MalformedFileError
 from wmcheck.checkpoint.fs import FileSystem
 from wmcheck.checkpoint.rocksdb_zip import HINT, ZipMetadata, read_snapshot_zip
+from wmcheck.checkpoint.state_codecs import decompress
 from wmcheck.checkpoint.state_files import StateFile
-
-from .codecs import decompress
-from .state_records import DELETE, MERGE, changelog_records
+from wmcheck.checkpoint.state_records import DELETE, MERGE, changelog_records
 
 MERGE_DELIMITER = b","
 _HINT = "the RocksDB snapshot is damaged or incomplete: wmcheck check CKPT"

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from wmcheck.checkpoint.errors import MissingFileError
 from wmcheck.checkpoint.fs import FileSystem
+from wmcheck.checkpoint.row_checksums import RowPlace, verified_key, verified_value, verified_values
+from wmcheck.checkpoint.state_codecs import decompress
 from wmcheck.checkpoint.state_files import StorePartition
+from wmcheck.checkpoint.state_records import DELETE, sized_records
 
-from .codecs import decompress
 from .rocksdb_files import ZipMetadata, apply_changelog, read_zip
-from .row_checksums import RowPlace, verified_key, verified_value, verified_values
-from .state_records import DELETE, sized_records
 
 
 def load_partition(fs: FileSystem, part: StorePartition, version: int, codec: str,

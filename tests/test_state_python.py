@@ -212,7 +212,7 @@ def test_types_without_proof_are_refused(type_name):
 def test_checksummed_rocksdb_values_lose_their_framing_and_damage_is_one_error():
     """RocksDB values under rowChecksum.enabled: checksum, little-endian size, row, merged elements joined by ','."""
     from wmcheck.checkpoint.errors import MalformedFileError
-    from wmcheck.statestore.row_checksums import RowPlace, verified_values
+    from wmcheck.checkpoint.row_checksums import RowPlace, verified_values
 
     place = RowPlace(0, "default", 1, 2, "state/0/1/2.changelog")
 

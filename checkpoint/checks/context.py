@@ -133,8 +133,15 @@ class Context:
     """One checkpoint (and optionally its file sink) as the checks see it."""
 
     def __init__(self, ckpt: Checkpoint, sink: FileSystem | None = None, sink_shown: str = "", tz: tzinfo = timezone.utc,
-                 stall_batches: int = STALL_BATCHES, progress: QueryProgress | None = None) -> None:
+                 stall_batches: int = STALL_BATCHES, progress: QueryProgress | None = None, content: bool = True,
+                 state_progress: Callable[[int, int], None] | None = None) -> None:
         self.ckpt = ckpt
+        self.content = content
+        """Decode the state files the next batch loads (``check --no-content``: names only)."""
+        self.state_progress = state_progress
+        """Called with (store partitions verified, total) while state contents are decoded."""
+        self.notes: list[str] = []
+        """What the checks could not look at (e.g. state contents without the packages to decode them)."""
         self.tz = tz
         self.stall_batches = stall_batches
         self.progress = progress

@@ -29,6 +29,7 @@ LISTED: tuple[Check, ...] = (
     sink_files.sink_files_gone, sink_files.sink_files_elsewhere, sink_files.unlisted_sink_files,
     repartition.unfinished_repartition, repartition.sink_lacks_repartition,
     stall.held_watermark,
+    state.damaged, state.skipped, state.future_snapshots,
 )
 
 

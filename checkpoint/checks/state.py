@@ -9,8 +9,10 @@ from ..layout import state_dir
 from ..model import Operator, store_unique_ids
 from ..numbers import is_number
 from ..relocation import SchemaReference, foreign_references, reachable
+from ..state_content import LOAD_ERROR, Decoding
 from ..state_files import BASE_KINDS, StateFile, StorePartition
 from ..state_formats import formats_of
+from ..state_load import StoreLoad, resolve, verify_loads
 from .context import Context
 from .definition import ERROR, WARNING, Issue, check
 from .repartition import moves
@@ -69,6 +71,76 @@ def rewind_hint(ctx: Context) -> str:
     return "No committed batch can be restored from these files: restore state/ from a backup (wmcheck undo) or start a new checkpoint"
 
 
+def content_loads(ctx: Context) -> list[StoreLoad]:
+    """The load of every store partition the next batch loads, its files' contents decoded as Spark reads them
+    (none with ``content`` off or when a decoding package is missing: :attr:`Context.notes` says so)."""
+    if "loads" not in ctx.memo:
+        decoding = Decoding.of(ctx.conf)
+        missing = decoding.missing_module() if ctx.content else None
+        if missing:
+            ctx.notes.append(f"state file contents not verified: {missing}")
+        todo = [resolve(p.part, load_version(ctx), p.ids) for p in plans(ctx) if p.missing is None]
+        ctx.memo["loads"] = verify_loads(ctx.ckpt.fs, todo, decoding, ctx.state_progress) \
+            if ctx.content and not missing and todo else []
+    return ctx.memo["loads"]
+
+
+def content_rewind_hint(ctx: Context, load: StoreLoad) -> str:
+    """The newest batch to rewind to whose state every partition loads, avoiding the damaged file."""
+    failed = load.failure
+    target = (failed.version if failed and failed.version is not None else load.version) - 1
+    decoding = Decoding.of(ctx.conf)
+    while target > 0:
+        ok = True
+        for p in plans(ctx):
+            newest = p.part.newest_loadable(target, p.ids)
+            if newest != target:
+                target, ok = newest, False
+                break
+            checked = verify_loads(ctx.ckpt.fs, [resolve(p.part, target, p.ids)], decoding)[0]
+            if not checked.loadable:
+                bad = checked.failure.version if checked.failure and checked.failure.version is not None else target
+                target, ok = min(target, bad) - 1, False
+                break
+        if ok:
+            break
+    if target > 0:
+        return (f"Fix: restore the file from a backup (wmcheck undo), or wmcheck rewind CKPT --to-batch {target - 1} "
+                "(the newest batch whose state every partition loads)")
+    return "Fix: restore the file from a backup (wmcheck undo), or start a new checkpoint"
+
+
+@check("WM039", ERROR, "state file Spark fails to read")
+def damaged(ctx: Context) -> Iterator[Issue]:
+    for load in content_loads(ctx):
+        failed = load.failure
+        if failed is None:
+            continue
+        base, step = file_kinds(load.part)
+        fallback = (f" (its newest {base} could not be loaded either, and {'the empty state' if not load.fallback else f'version {load.fallback}'}"
+                    f" was tried instead)") if load.skipped else ""
+        yield failed.path, (
+            f"{failed.describe()}: Spark fails to load state version {load.version} of {load.part.directory}, which the "
+            f"next batch loads, reading this file ({LOAD_ERROR}){fallback}. {content_rewind_hint(ctx, load)}"
+        )
+
+
+@check("WM040", WARNING, "state snapshot Spark cannot read and skips")
+def skipped(ctx: Context) -> Iterator[Issue]:
+    for load in content_loads(ctx):
+        if load.failure is not None:
+            continue
+        base, step = file_kinds(load.part)
+        for bad in load.skipped:
+            start = f"the {base} of version {load.fallback}" if load.fallback else "the empty state"
+            yield bad.path, (
+                f"{bad.describe()}: Spark 4.3 cannot load this {base} and skips it (automatic snapshot repair, on by "
+                f"default since Spark 4.1): it rebuilds state version {load.version} from {start} and every {step} "
+                f"after it, which are all readable. Spark before 4.1 fails ({LOAD_ERROR}). Restore the file from a "
+                f"backup, or remove it: Spark then does the same without the failed attempt"
+            )
+
+
 @check("WM016", ERROR, "state the next batch loads cannot be rebuilt")
 def unloadable(ctx: Context) -> Iterator[Issue]:
     version = load_version(ctx)
@@ -98,13 +170,51 @@ def version_ceiling(ctx: Context) -> int:
     return max(ckpt.next_state_version, -1 if ckpt.last_batch is None else ckpt.last_batch + 1)
 
 
+def read_later(f: StateFile) -> bool:
+    """A file of a version the query has not reached that a later load reads instead of what Spark writes then:
+    a full copy named by version alone (checkpoint format 2 loads only the unique ids its lineage names)."""
+    return f.format.read_later and f.unique_id is None
+
+
+def beyond(ctx: Context, op: Operator, later: bool) -> list[tuple[StorePartition, list[StateFile]]]:
+    """Per store partition, its files of versions newer than any this checkpoint's batches wrote, that a later
+    load reads (``later``) or not."""
+    ceiling = version_ceiling(ctx)
+    extra = [(p, [f for f in p.files if f.version > ceiling and read_later(f) == later]) for p in op.partitions]
+    return [(p, files) for p, files in extra if files]
+
+
+def _rewind_fix(ctx: Context) -> str:
+    done = ctx.ckpt.last_committed_batch
+    return (f"wmcheck rewind CKPT --to-batch {done} (removes them)" if done is not None
+            else "delete state/ (no batch was committed)")
+
+
+@check("WM041", ERROR, "state snapshots of later versions that Spark will read")
+def future_snapshots(ctx: Context) -> Iterator[Issue]:
+    ceiling = version_ceiling(ctx)
+    for op in ctx.operators:
+        extra = beyond(ctx, op, later=True)
+        if not extra:
+            continue
+        files = [f for _, fs in extra for f in fs]
+        base, step = file_kinds(extra[0][0])
+        yield files[0].path, (
+            f"{plural(len(files), base)} of version {span(min(f.version for f in files), max(f.version for f in files))} "
+            f"in {plural(len(extra), 'store partition')} of operator {op.operator_id} "
+            f"({listed([p.directory for p, _ in extra])}), newer than version {ceiling}, the last one this checkpoint's "
+            f"batches wrote: leftovers of a later run or a hand rewind. When the query gets there, Spark writes "
+            f"its own {step} for that version but keeps the {base}, and every later load of the state (a restart, a "
+            f"lost executor) reads the newest {base} at or below the version it needs: the stale state comes back, and "
+            f"output is wrong (tested: a window emitted twice). Fix: " + _rewind_fix(ctx)
+        )
+
+
 @check("WM017", WARNING, "state files beyond the last batch")
 def leftovers(ctx: Context) -> Iterator[Issue]:
     ceiling = version_ceiling(ctx)
-    done = ctx.ckpt.last_committed_batch
     for op in ctx.operators:
-        extra = [(p, [f for f in p.files if f.version > ceiling]) for p in op.partitions]
-        extra = [(p, files) for p, files in extra if files]
+        extra = beyond(ctx, op, later=False)
         if not extra:
             continue
         files = [f for _, fs in extra for f in fs]
@@ -113,9 +223,9 @@ def leftovers(ctx: Context) -> Iterator[Issue]:
             f"{plural(len(files), 'state file')} for version {span(versions[0], versions[-1])} in "
             f"{plural(len(extra), 'store partition')} of operator {op.operator_id} ({listed([p.directory for p, _ in extra])}): "
             f"newer than version {ceiling}, the last one this checkpoint's batches wrote: leftovers of a later run "
-            f"or a hand rewind. Spark 3.5 and 4.3 restart fine and write these versions again as it gets there (tested with a "
-            f"stale snapshot), but they confuse rewinds and state readers asked for those versions. Fix: " + (f"wmcheck rewind CKPT --to-batch {done} (removes them)" if done is not None
-                               else "delete state/ (no batch was committed)")
+            f"or a hand rewind. Spark writes these versions again as it gets there and never reads these files "
+            f"(increments are written over; checkpoint format 2 reads only the unique ids its commits name), but "
+            f"they confuse rewinds and state readers asked for those versions. Fix: " + _rewind_fix(ctx)
         )
 
 

@@ -3,6 +3,8 @@
 * ``lz4``: lz4-java's ``LZ4BlockOutputStream`` framing: per block the magic ``LZ4Block``, a token
   byte (method ``0x10`` raw or ``0x20`` LZ4, low nibble the level), little-endian int32 compressed
   length, decompressed length and checksum, then the block; a block of length 0 ends the stream.
+  The checksum is XXHash32 (seed ``0x9747b28c``) of the decompressed block, its low 28 bits; Spark's
+  reader fails on a mismatch ("Stream is corrupted"), and so does this one when ``xxhash`` is installed.
 * ``zstd``: zstd-jni's ``ZstdOutputStream``: standard zstd frames.
 * ``snappy``: snappy-java's ``SnappyOutputStream``: a 16-byte header (``\\x82SNAPPY\\x00``, version,
   compatible version) then big-endian int32 length + raw snappy block, repeated.
@@ -13,7 +15,7 @@ from __future__ import annotations
 
 import struct
 
-from wmcheck.checkpoint.errors import MalformedFileError, UnsupportedError, arg
+from .errors import MalformedFileError, UnsupportedError, arg
 
 LZ4_MAGIC = b"LZ4Block"
 LZ4_HEADER = 21
@@ -22,6 +24,7 @@ SNAPPY_HEADER = 16
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _SHORT = {"org.apache.spark.io.lz4compressioncodec": "lz4", "org.apache.spark.io.zstdcompressioncodec": "zstd",
           "org.apache.spark.io.snappycompressioncodec": "snappy", "org.apache.spark.io.lzfcompressioncodec": "lzf"}
+LZ4_SEED = 0x9747B28C
 MODULES = {"lz4": "lz4", "zstd": "zstandard", "snappy": "cramjam"}
 SUPPORTED = tuple(MODULES)
 _HINT = "the state file is truncated or damaged: wmcheck check CKPT"
@@ -63,9 +66,19 @@ def _fail(path: str, at: int, message: str) -> MalformedFileError:
     return MalformedFileError(message, path=path, byte=at, hint=_HINT)
 
 
+def _lz4_checksum():
+    """XXHash32 of lz4-java's block checksums, None when the ``xxhash`` package is not installed."""
+    try:
+        import xxhash
+    except ImportError:
+        return None
+    return lambda block: xxhash.xxh32_intdigest(block, LZ4_SEED) & 0xFFFFFFF
+
+
 def _lz4_blocks(data: bytes, path: str) -> bytes:
     import lz4.block
 
+    checksum = _lz4_checksum()
     out, pos = [], 0
     while pos < len(data):
         if data[pos:pos + 8] != LZ4_MAGIC:
@@ -73,7 +86,7 @@ def _lz4_blocks(data: bytes, path: str) -> bytes:
         if pos + LZ4_HEADER > len(data):
             raise _fail(path, pos, "expected a 21-byte LZ4Block header, the file ends")
         token = data[pos + 8]
-        size, raw_size, _checksum = struct.unpack_from("<iii", data, pos + 9)
+        size, raw_size, expected = struct.unpack_from("<iii", data, pos + 9)
         pos += LZ4_HEADER
         if raw_size == 0:
             break
@@ -82,14 +95,18 @@ def _lz4_blocks(data: bytes, path: str) -> bytes:
             raise _fail(path, pos, f"expected {size} bytes of an LZ4 block, found {len(block)} (the file ends)")
         method = token & 0xF0
         if method == 0x10:
-            out.append(block)
+            plain = block
         elif method == 0x20:
             try:
-                out.append(lz4.block.decompress(block, uncompressed_size=raw_size))
+                plain = lz4.block.decompress(block, uncompressed_size=raw_size)
             except lz4.block.LZ4BlockError:
                 raise _fail(path, pos, "expected an LZ4 block, found bytes that do not decompress") from None
         else:
             raise _fail(path, pos - LZ4_HEADER + 8, f"expected an LZ4Block method 0x10 or 0x20, found {method:#x}")
+        if len(plain) != raw_size or checksum is not None and checksum(plain) != expected & 0xFFFFFFF:
+            raise _fail(path, pos - LZ4_HEADER, "expected an LZ4 block matching its header's length and checksum "
+                                                "(Spark's reader: Stream is corrupted)")
+        out.append(plain)
         pos += size
     return b"".join(out)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import struct
 
-from wmcheck.checkpoint.errors import MalformedFileError
+from .errors import MalformedFileError
 
 DELIMITER = 0x2C
 _SIZE = struct.Struct("<i").unpack_from

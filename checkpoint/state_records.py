@@ -14,7 +14,7 @@ from __future__ import annotations
 import struct
 from typing import Iterator
 
-from wmcheck.checkpoint.errors import MalformedFileError, arg
+from .errors import MalformedFileError, arg
 
 PUT, DELETE, MERGE = "put", "delete", "merge"
 _TYPES = {0x01: PUT, 0x10: DELETE, 0x11: MERGE}

@@ -18,8 +18,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from wmcheck.checkpoint.errors import MalformedFileError
-
+from .errors import MalformedFileError
 from .list_frames import frames
 
 CHECKSUM_BYTES = 4

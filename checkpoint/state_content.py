@@ -1,0 +1,125 @@
+"""Decode one state file as Spark's load reads it, without keeping its rows: frame by frame, record by record,
+row checksums included, and say where Spark's reader would fail (file, byte, Spark's error).
+
+* HDFS ``V.delta``/``V.snapshot`` (``updateFromDeltaFile``, ``readSnapshotFile``): the compressed stream, then
+  size-prefixed records up to the ``-1`` end mark; a snapshot holds no deletes; with row checksums every
+  record's checksum is verified at load (``verificationRatio = 1``).
+* RocksDB ``V.changelog`` (``replayChangelog``): the stream, its version header and lineage, every record, and
+  with row checksums every record's checksum.
+* RocksDB ``V.zip`` (``loadCheckpointFromDfs``): the archive entry by entry, its ``metadata``, and every file it
+  names under ``SSTs/`` present with the size it records (Spark copies them and fails on another size). The
+  SST files' contents are RocksDB's to read.
+
+Which decoder a format uses is its :attr:`~.state_formats.StateFormat.decoder`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+from .errors import CheckpointError, UnsupportedError
+from .rocksdb_zip import read_snapshot_zip
+from .row_checksums import RowPlace, verified_key, verified_value, verified_values
+from .state_codecs import codec_name, decompress, require_codec, require_module
+from .state_formats import StateFormat
+from .state_records import DELETE, changelog_records, sized_records
+
+CODEC = "spark.sql.streaming.stateStore.compression.codec"
+ROW_CHECKSUM = "spark.sql.streaming.stateStore.rowChecksum.enabled"
+LOAD_ERROR = "CANNOT_LOAD_STATE_STORE"
+
+
+@dataclass(frozen=True)
+class Damage:
+    """Where and why Spark's load of a state file fails."""
+
+    path: str
+    byte: int | None
+    problem: str
+    version: int | None = None
+    """The state version of the file whose load fails (a snapshot's, for the SST files it names)."""
+
+    def describe(self) -> str:
+        return (f"byte {self.byte}: " if self.byte is not None else "") + self.problem
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """How a store's files are encoded: its compression codec and whether rows carry checksums."""
+
+    codec: str
+    row_checksums: bool = False
+
+    @classmethod
+    def of(cls, conf: Callable[[str], str | None]) -> "Decoding":
+        """The decoding a checkpoint's pinned confs (``conf(key)``) say."""
+        return cls(codec_name(conf(CODEC)), (conf(ROW_CHECKSUM) or "false").strip().lower() == "true")
+
+    def missing_module(self) -> str | None:
+        """Why this machine cannot decode the files (a package not installed), None when it can."""
+        try:
+            require_codec(self.codec)
+            if self.row_checksums:
+                require_module("google_crc32c", "verifying row checksums")
+        except UnsupportedError as exc:
+            return exc.message
+        return None
+
+
+def _records(data: bytes, fmt: StateFormat, decoding: Decoding, path: str, place: RowPlace) -> None:
+    for kind, key, value in sized_records(decompress(data, decoding.codec, path), path):
+        if kind == DELETE:
+            if fmt.role == "base":
+                raise CheckpointError("expected a value size, found -1 (a snapshot holds no deletes; Spark: "
+                                      "CANNOT_READ_SNAPSHOT_FILE_VALUE_SIZE)", path=path)
+            if decoding.row_checksums:
+                verified_key(key, place)
+        elif decoding.row_checksums and value is not None:
+            verified_value(key, value, place)
+
+
+def _changelog(data: bytes, fmt: StateFormat, decoding: Decoding, path: str, place: RowPlace) -> None:
+    for kind, key, value in changelog_records(decompress(data, decoding.codec, path), path):
+        if not decoding.row_checksums:
+            continue
+        if kind == DELETE:
+            verified_key(key, place)
+        elif value is not None:
+            verified_values(key, value, place)
+
+
+def _zip(data: bytes, fmt: StateFormat, decoding: Decoding, path: str, place: RowPlace) -> None:
+    read_snapshot_zip(data, path)
+
+
+DECODERS: Mapping[str, Callable[[bytes, StateFormat, Decoding, str, RowPlace], None]] = {
+    "records": _records, "rocksdb-changelog": _changelog, "rocksdb-zip": _zip,
+}
+
+
+def damage(data: bytes, fmt: StateFormat, decoding: Decoding, path: str, place: RowPlace) -> Damage | None:
+    """Where Spark's load of the file ``data`` of format ``fmt`` fails, None when it reads it (the SST files a
+    zip names are :func:`shared_damage`'s)."""
+    try:
+        DECODERS[fmt.decoder](data, fmt, decoding, path, place)
+    except CheckpointError as exc:
+        return Damage(path, exc.byte, exc.message + (f" (line {exc.line})" if exc.line is not None else ""))
+    return None
+
+
+def shared_damage(data: bytes, path: str, shared_dir: str, present: Mapping[str, int]) -> Damage | None:
+    """The first file a snapshot zip names that is missing from ``present`` (path -> size) or has another size."""
+    try:
+        _, meta = read_snapshot_zip(data, path)
+    except CheckpointError:
+        return None  # the zip itself is damage()'s
+    for sst in meta.sst_files:
+        where = f"{shared_dir}/{sst.dfs_name}"
+        size = present.get(where)
+        if size is None:
+            return Damage(where, None, f"missing: {path.rsplit('/', 1)[-1]} names it (Spark: FileNotFoundException "
+                                       "while copying the snapshot's files)")
+        if sst.size >= 0 and size != sst.size:
+            return Damage(where, None, f"{size} bytes, but {path.rsplit('/', 1)[-1]} records {sst.size} "
+                                       f"({LOAD_ERROR}.UNEXPECTED_FILE_SIZE)")
+    return None
