@@ -80,9 +80,11 @@ def _older_bases(load: StoreLoad, below: int) -> list[StateFile]:
 class ContentCheck:
     """Decodes the files of loads, reading each file once."""
 
-    def __init__(self, fs: FileSystem, decoding: Decoding) -> None:
+    def __init__(self, fs: FileSystem, decoding: Decoding,
+                 read: Callable[[list[str]], dict[str, bytes]] | None = None) -> None:
         self.fs = fs
         self.decoding = decoding
+        self.read_many = read or fs.read_many
         self.data: dict[str, bytes] = {}
         self.unreadable: dict[str, CheckpointError] = {}
 
@@ -91,14 +93,20 @@ class ContentCheck:
         for start in range(0, len(wanted), READ_BATCH):
             chunk = wanted[start:start + READ_BATCH]
             try:
-                self.data.update(self.fs.read_many(chunk))
+                got = self.read_many(chunk)
+                self.data.update((p, got[p]) for p in chunk if p in got)
+                if all(p in got for p in chunk):
+                    continue
             except CheckpointError:
-                for path in chunk:
-                    try:
-                        self.data[path] = self.fs.read(path)
-                    except CheckpointError as exc:
-                        self.data[path] = b""
-                        self.unreadable[path] = exc
+                pass
+            for path in chunk:
+                if path in self.data:
+                    continue
+                try:
+                    self.data[path] = self.fs.read(path)
+                except CheckpointError as exc:
+                    self.data[path] = b""
+                    self.unreadable[path] = exc
 
     def file_damage(self, part: StorePartition, f: StateFile) -> Damage | None:
         self.read([f.path])
@@ -145,10 +153,11 @@ class ContentCheck:
 
 
 def verify_loads(fs: FileSystem, loads: Sequence[StoreLoad], decoding: Decoding,
-                 progress: Callable[[int, int], None] | None = None) -> list[StoreLoad]:
-    """Every load with its files' contents decoded (read in rounds, in parallel); ``progress(done, total)``
-    after each store partition."""
-    check = ContentCheck(fs, decoding)
+                 progress: Callable[[int, int], None] | None = None,
+                 read: Callable[[list[str]], dict[str, bytes]] | None = None) -> list[StoreLoad]:
+    """Every load with its files' contents decoded (read in rounds, in parallel, by ``read``: default the file
+    system's ``read_many``); ``progress(done, total)`` after each store partition."""
+    check = ContentCheck(fs, decoding, read)
     out = []
     for start in range(0, len(loads), 64):
         group = loads[start:start + 64]

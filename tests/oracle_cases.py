@@ -21,6 +21,7 @@ from restart_oracle import Outcome, add_input, prepare, restart_all
 
 FAILS, WRONG, OK = "fails", "wrong", "ok"  # restart_oracle.observed's words
 AGG, COMPACTION, V2, TWS, STALL = "agg_window_hdfs", "compaction", "checkpoint_v2", "tws_pandas", "union_stall_min"
+ROCKS = "agg_window_rocksdb"
 AGG35 = "agg_spark35"
 
 
@@ -36,6 +37,7 @@ class Case:
     sink: bool = True  # check with --file-sink
     extra_batches: int = 1
     remedy: Callable[[Path], None] | None = None
+    rounds: int = 1  # restarts in a row, one more input file each (a later load reads the state from its files)
 
 
 @dataclass(frozen=True)
@@ -153,6 +155,44 @@ def crashed_writing_offsets(root: Path) -> None:
     offsets.write_bytes(offsets.read_bytes()[:40])
 
 
+def cut(path: str, keep: int = 20) -> Callable[[Path], None]:
+    """Truncate a file to its first ``keep`` bytes (a write cut short)."""
+    return lambda r: (r / C / path).write_bytes((r / C / path).read_bytes()[:keep])
+
+
+def zeroed(path: str) -> Callable[[Path], None]:
+    """Overwrite a file with as many zero bytes (a block lost by the storage)."""
+    return lambda r: (r / C / path).write_bytes(bytes((r / C / path).stat().st_size))
+
+
+def garbled(path: str, seed: int = 17) -> Callable[[Path], None]:
+    """Overwrite a file with as many seeded random bytes."""
+    import random
+
+    return lambda r: (r / C / path).write_bytes(random.Random(seed).randbytes((r / C / path).stat().st_size))
+
+
+def sst_only_in(zip_path: str) -> Callable[[Path], None]:
+    """Delete an SST file that the snapshot ``zip_path`` names and no older snapshot of its partition does."""
+
+    def run(root: Path) -> None:
+        from wmcheck.checkpoint.rocksdb_zip import read_snapshot_zip
+
+        folder = (root / C / zip_path).parent
+        named = {z.name: {f.dfs_name for f in read_snapshot_zip(z.read_bytes(), z.name)[1].sst_files}
+                 for z in folder.glob("*.zip")}
+        mine = named.pop((root / C / zip_path).name)
+        older = set().union(*named.values())
+        victim = sorted(mine - older or mine)[0]
+        (folder / "SSTs" / victim).unlink()
+        (folder / "SSTs" / f".{victim}.crc").unlink(missing_ok=True)
+
+    return run
+
+
+V2_LAST = "state/0/0/13_9b7b7248-b867-4b17-9676-2e2e76cddb65.changelog"
+
+
 def interrupted_rewind(root: Path) -> None:
     """A wmcheck rewind killed half way (its journal left behind)."""
     from wmcheck.checkpoint import repair
@@ -244,8 +284,21 @@ CASES = [
          FAILS, "", fix=rewind(11)),
     Case("state-delta-missing", "WM016", AGG, lambda r: unlink(r, f"{C}/state/0/1/13.delta", f"{C}/state/0/1/.13.delta.crc"),
          FAILS, "", fix=rewind(11)),
-    Case("state-beyond-last-batch", "WM017", AGG,
-         lambda r: shutil.copy2(r / C / "state/0/1/5.delta", r / C / "state/0/1/14.snapshot"), OK, fix=rewind(12)),
+    Case("state-beyond-last-batch", "WM017", AGG,  # a stale delta: Spark writes its own over it at version 14
+         lambda r: shutil.copy2(r / C / "state/0/1/5.delta", r / C / "state/0/1/14.delta"), OK, fix=rewind(12), rounds=2),
+    Case("state-snapshot-ahead", "WM041", AGG,  # the first delta of a store is a full copy: a valid stale snapshot
+         lambda r: shutil.copy2(r / C / "state/0/2/1.delta", r / C / "state/0/2/14.snapshot"), WRONG, fix=rewind(12),
+         rounds=2),
+    Case("state-delta-truncated", "WM039", AGG, cut("state/0/2/13.delta"), FAILS, "CANNOT_LOAD_STATE_STORE", fix=rewind(11)),
+    Case("state-delta-zeroed", "WM039", AGG, zeroed("state/0/2/13.delta"), FAILS, "CANNOT_LOAD_STATE_STORE"),
+    Case("state-delta-garbled", "WM039", AGG, garbled("state/0/2/13.delta"), FAILS, "CANNOT_LOAD_STATE_STORE"),
+    Case("rocksdb-changelog-truncated", "WM039", ROCKS, cut("state/0/0/13.changelog"), FAILS, "CANNOT_LOAD_STATE_STORE",
+         fix=rewind(11)),
+    Case("rocksdb-changelog-garbled", "WM039", ROCKS, garbled("state/0/1/13.changelog"), FAILS, "CANNOT_LOAD_STATE_STORE"),
+    Case("rocksdb-zip-zeroed", "WM040", ROCKS, zeroed("state/0/0/12.zip"), OK),
+    Case("rocksdb-zip-truncated", "WM040", ROCKS, cut("state/0/1/12.zip", 200), OK),
+    Case("rocksdb-sst-missing", "WM040", ROCKS, sst_only_in("state/0/0/12.zip"), OK),
+    Case("v2-changelog-truncated", "WM039", V2, cut(V2_LAST), FAILS, "CANNOT_LOAD_STATE_STORE"),
     Case("state-partition-missing", "WM018", AGG, lambda r: shutil.rmtree(r / C / "state/0/2"), FAILS, "",
          fix=restore(f"{C}/state/0/2")),
     Case("extra-state-partition", "WM019", AGG,
@@ -318,11 +371,12 @@ def run_oracle(cases: list[Case], base: Path, python: str = sys.executable,
     copy when it has a remedy. Returns the findings before the restarts by (key, stage) (stages: broken,
     before-fixed, fixed, before-remedied, remedied), the outcomes by restart key, and the copies by restart key."""
     restarts, found = {}, {}
-    for fixture, extra in sorted({(c.fixture, c.extra_batches) for c in cases}):
-        restarts[f"ref:{fixture}:{extra}"] = (fixture, prepare(fixture, base / f"ref-{fixture}-{extra}", extra))
+    for fixture, extra, rounds in sorted({(c.fixture, c.extra_batches, c.rounds) for c in cases}):
+        restarts[ref_key(fixture, extra, rounds)] = (fixture, prepare(fixture, base / f"ref-{fixture}-{extra}-{rounds}",
+                                                                      extra, rounds))
     for case in cases:
         for variant in ("broken", *(["fixed"] if fixed(case) else []), *(["remedied"] if case.remedy else [])):
-            root = prepare(case.fixture, base / f"{case.key}-{variant}", case.extra_batches)
+            root = prepare(case.fixture, base / f"{case.key}-{variant}", case.extra_batches, case.rounds)
             shutil.copytree(root, backup(root))
             case.breaks(root)
             found[case.key, "broken" if variant == "broken" else f"before-{variant}"] = findings(case, root)
@@ -333,8 +387,13 @@ def run_oracle(cases: list[Case], base: Path, python: str = sys.executable,
     return found, restart_all(restarts, python=python), {key: root for key, (_, root) in restarts.items()}
 
 
+def ref_key(fixture: str, extra: int, rounds: int) -> str:
+    """The restart key of the unbroken copy that a case with these new input files and rounds compares with."""
+    return f"ref:{fixture}:{extra}" + (f":{rounds}" if rounds > 1 else "")
+
+
 def reference(outcomes: dict[str, Outcome], case: Case) -> Outcome:
     """The restart of the unbroken copy: it ran new batches and its sink could be read back."""
-    ref = outcomes[f"ref:{case.fixture}:{case.extra_batches}"]
+    ref = outcomes[ref_key(case.fixture, case.extra_batches, case.rounds)]
     assert not ref.failed and ref.batches and ref.rows is not None, ref
     return ref

@@ -42,17 +42,33 @@ def add_input(folder: Path, index: int) -> Path:
     return path
 
 
-def prepare(name: str, dst: Path, extra: int = 1) -> Path:
+HELD = "held"
+"""The input files of later rounds: ``held/<round>/`` of a copy, moved into the input before that round starts."""
+
+
+def input_folder(name: str, root: Path) -> Path:
+    """Where new input files go: the first source's folder of a two-source fixture."""
+    return root.joinpath("input", *QUERIES.FIXTURES[name]["input_subdirs"][:1])
+
+
+def prepare(name: str, dst: Path, extra: int = 1, rounds: int = 1) -> Path:
     """A restartable copy of fixture ``name`` at ``dst`` (checkpoint, input, output) with ``extra`` new input files
-    (in the first source's folder of a two-source fixture)."""
+    (in the first source's folder of a two-source fixture); with ``rounds`` > 1, one more file per later round,
+    held back in ``held/<round>/`` (the query restarts once per round, loading its state from the files)."""
     from conftest import sink_at_home
 
     shutil.copytree(FIXTURES / name, dst, ignore=shutil.ignore_patterns("fixture.json"))
     sink_at_home(dst, name)
     QUERIES.set_input_mtimes(name, str(dst))
-    folder = dst.joinpath("input", *QUERIES.FIXTURES[name]["input_subdirs"][:1])
+    folder = input_folder(name, dst)
     for index in range(extra):
         add_input(folder, index)
+    for later in range(1, rounds):
+        held = dst / HELD / str(later)
+        held.mkdir(parents=True)
+        path = add_input(folder, extra + later - 1)
+        shutil.copy2(path, held / path.name)
+        path.unlink()
     return dst
 
 
@@ -81,7 +97,8 @@ def observed(outcome: Outcome, reference: Outcome) -> str:
 
 
 def restart_all(cases: dict[str, tuple[str, Path]], timeout: float = 900, python: str = sys.executable) -> dict[str, Outcome]:
-    """Restart every case (key -> (fixture name, copy root)) in one child process of ``python``; outcomes by key."""
+    """Restart every case (key -> (fixture name, copy root)) in one child process of ``python``; outcomes by key.
+    A copy with held-back input (``prepare(rounds=...)``) restarts once per round."""
     work = Path(next(iter(cases.values()))[1]).parent
     spec, out = work / "oracle-cases.json", work / "oracle-outcomes.json"
     spec.write_text(json.dumps({k: [n, str(p)] for k, (n, p) in cases.items()}))
@@ -109,9 +126,8 @@ def _message(exc: BaseException) -> str:
     return text
 
 
-def _restart(spark, name: str, root: Path) -> dict:
-    session = QUERIES.session_for(spark, name)
-    result: dict = {"error": None, "batches": [], "watermarks": [], "rows": None, "read_error": None}
+def _run(session, name: str, root: Path, result: dict) -> None:
+    """Start the fixture's query on ``root`` once and wait for it; what it did goes into ``result``."""
     try:
         handle = QUERIES.FIXTURES[name]["query"](session, str(root / "input"), str(root / "checkpoint"),
                                                  str(root / "output")).start()
@@ -122,10 +138,24 @@ def _restart(spark, name: str, root: Path) -> dict:
         elif handle.exception() is not None:
             result["error"] = _message(handle.exception())
         progress = [json.loads(p.json) if hasattr(p, "json") else p for p in handle.recentProgress]  # 3.5: dicts
-        result["batches"] = [p["batchId"] for p in progress]
-        result["watermarks"] = [p.get("eventTime", {}).get("watermark") for p in progress]
+        result["batches"] += [p["batchId"] for p in progress]
+        result["watermarks"] += [p.get("eventTime", {}).get("watermark") for p in progress]
     except Exception as exc:  # noqa: BLE001 - the oracle records every failure Spark reports
         result["error"] = _message(exc)
+
+
+def _restart(spark, name: str, root: Path) -> dict:
+    session = QUERIES.session_for(spark, name)
+    result: dict = {"error": None, "batches": [], "watermarks": [], "rows": None, "read_error": None}
+    _run(session, name, root, result)
+    held = sorted((root / HELD).iterdir(), key=lambda p: int(p.name)) if (root / HELD).is_dir() else []
+    for later in held:
+        if result["error"] is not None:
+            break
+        for path in later.iterdir():
+            shutil.move(str(path), input_folder(name, root) / path.name)
+        later.rmdir()
+        _run(session, name, root, result)
     try:
         fmt = QUERIES.FIXTURES[name]["sink_format"]
         rows = session.read.format(fmt).load(str(root / "output")).collect()

@@ -233,8 +233,36 @@ def b_unique_id(root: Path, facts: dict) -> str:
 
 
 def b_checksum(root: Path, facts: dict) -> str:
+    """A delta whose Hadoop sidecar is another delta's (its content as Spark wrote it)."""
     path = f"state/0/0/{facts['last_batch'] + 1}.delta"
-    flip_byte(root / "checkpoint" / path)
+    shutil.copyfile(root / "checkpoint" / "state/0/0" / f".{facts['last_batch']}.delta.crc",
+                    root / "checkpoint" / "state/0/0" / f".{facts['last_batch'] + 1}.delta.crc")
+    return path
+
+
+def b_damaged(root: Path, facts: dict) -> str:
+    """The newest delta of a partition cut to 20 bytes."""
+    path = f"state/0/2/{facts['last_batch'] + 1}.delta"
+    data = (root / "checkpoint" / path).read_bytes()
+    (root / "checkpoint" / path).write_bytes(data[:20])
+    return path
+
+
+def b_skipped(root: Path, facts: dict) -> str:
+    """The newest RocksDB snapshot at or below the version the next batch loads, overwritten with zeros."""
+    ckpt = open_checkpoint(str(root / "checkpoint"))
+    part = next(p for p in ckpt.operators[0].partitions if p.partition == 0)
+    chain, _ = part.restore_plan(ckpt.next_batch)
+    assert chain[0].kind == "zip"
+    target = root / "checkpoint" / chain[0].path
+    target.write_bytes(bytes(target.stat().st_size))
+    return chain[0].path
+
+
+def b_future_snapshot(root: Path, facts: dict) -> str:
+    """A snapshot four versions ahead (the first delta of a store is a full copy of its state: a valid snapshot)."""
+    path = f"state/0/2/{facts['last_batch'] + 5}.snapshot"
+    shutil.copyfile(root / "checkpoint" / "state/0/2/1.delta", root / "checkpoint" / path)
     return path
 
 
@@ -374,7 +402,7 @@ BREAKS = {
     "WM020": Break("WM020", "checkpoint_v2", b_unique_id),
     "WM030": Break("WM030", "agg_window_hdfs", b_checksum),
     "WM030-log": Break("WM030", "agg_window_hdfs", b_checksum_log),
-    "WM021-spark": Break("WM021", "checkpoint_v2", b_checksum_spark, also=("WM030",)),
+    "WM021-spark": Break("WM021", "checkpoint_v2", b_checksum_spark, also=("WM030", "WM039")),
     "WM022": Break("WM022", "agg_window_hdfs", b_source_log),
     "WM023": Break("WM023", "compaction", b_compaction),
     "WM024": Break("WM024", "agg_window_hdfs", b_sink_ahead, sink=True),
@@ -391,6 +419,9 @@ BREAKS = {
     "WM036": Break("WM036", "repartition_rocksdb",
                    lambda root, facts: f"../output/_spark_metadata/{facts['repartition']['batch']}", sink=True),
     "WM038": Break("WM038", "union_stall_min", lambda root, facts: "offsets/5"),  # as Spark left it
+    "WM039": Break("WM039", "agg_window_hdfs", b_damaged, also=("WM030",)),
+    "WM040": Break("WM040", "agg_window_rocksdb", b_skipped, also=("WM030",)),
+    "WM041": Break("WM041", "agg_window_hdfs", b_future_snapshot),
 }
 
 

@@ -234,6 +234,10 @@ class Context:
         value = None if batch is None else self.confs[batch].get(key)
         return None if value is None else str(value)
 
+    def read_state(self, paths: list[str]) -> dict[str, bytes]:
+        """The bytes of state files Spark reads, their checksum sidecars verified in the same round."""
+        return self.tree.read(paths, [p for p in paths if any(s in self.tree.entries for s in sidecars(p))])
+
     def verify_state_files(self, files: list[StateFile]) -> None:
         """Verify the checksum sidecars of state files Spark reads (their bytes are not kept)."""
         self.tree.read((), [f.path for f in files if any(s in self.tree.entries for s in sidecars(f.path))])

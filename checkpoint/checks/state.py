@@ -80,8 +80,10 @@ def content_loads(ctx: Context) -> list[StoreLoad]:
         if missing:
             ctx.notes.append(f"state file contents not verified: {missing}")
         todo = [resolve(p.part, load_version(ctx), p.ids) for p in plans(ctx) if p.missing is None]
-        ctx.memo["loads"] = verify_loads(ctx.ckpt.fs, todo, decoding, ctx.state_progress) \
-            if ctx.content and not missing and todo else []
+        verify = ctx.content and not missing and bool(todo)
+        ctx.memo["loads"] = verify_loads(ctx.ckpt.fs, todo, decoding, ctx.state_progress, ctx.read_state) if verify else []
+        if verify:
+            ctx.memo["verified"] = True  # the checksum sidecars of every file read were verified on the way
     return ctx.memo["loads"]
 
 
@@ -316,6 +318,7 @@ def unmatched_unique_ids(ctx: Context) -> Iterator[Issue]:
 
 def mismatches(ctx: Context, kind: str) -> Iterator[Issue]:
     """Files Spark reads on restart whose ``hadoop`` or ``spark`` checksum file does not match."""
+    content_loads(ctx)
     if "verified" not in ctx.memo:
         for plan in plans(ctx):
             if plan.missing is None:
