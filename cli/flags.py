@@ -46,6 +46,7 @@ FLAGS = {
     "store": "--store",
     "to_batch": "--to-batch",
     "to_time": "--to-time",
+    "timeout": "--timeout",
     "to_watermark": "--to-watermark",
     "watermark": "--watermark",
     "watermark_ms": "--watermark",

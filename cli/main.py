@@ -1,6 +1,7 @@
 """The ``wmcheck`` command group: lazy subcommands and the one place errors become exit codes."""
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import os
@@ -11,7 +12,7 @@ import click
 from wmcheck.checkpoint.errors import CheckpointError
 
 from .flags import cli_spelling
-from .process import own_process
+from .process import EXIT_INTERRUPTED, interrupted, own_process, owned
 
 COMMANDS = {
     "show": ("wmcheck.cli.show", "show", "Summarise a checkpoint: batches, watermark, sources, state."),
@@ -29,6 +30,8 @@ COMMANDS = {
     "timeline": ("wmcheck.cli.timeline", "timeline_command", "Draw a query over its batches (HTML, PNG or SVG)."),
 }
 EXIT_INPUT = 2
+EXIT_BROKEN_PIPE = 141
+"""Output piped into ``head`` & co. that stopped reading: 128 + SIGPIPE, silently, as a shell tool ends."""
 
 
 class CliError(click.ClickException):
@@ -68,7 +71,14 @@ class WmcheckGroup(click.Group):
             if debug_requested():
                 raise
             raise CliError(exc.text(cli_spelling)) from None
-        except (click.ClickException, click.exceptions.Exit, click.Abort, KeyboardInterrupt, BrokenPipeError):
+        except KeyboardInterrupt:  # pyspark's Ctrl-C handler (a session started) raises it
+            if owned():
+                interrupted()
+            raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
+        except BrokenPipeError:
+            silence_stdout()
+            raise click.exceptions.Exit(EXIT_BROKEN_PIPE) from None
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
         except Exception as exc:  # a bug: say so in one line, keep the traceback for --debug
             if debug_requested():
@@ -89,11 +99,28 @@ def cli() -> None:
     """Inspect, validate and safely repair Spark Structured Streaming checkpoints."""
 
 
+def silence_stdout() -> None:
+    """Send what is still buffered for stdout nowhere (its reader is gone), so the exit does not fail writing it."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
 def main() -> None:
     """Console-script entry point."""
     own_process()
     try:
         cli(prog_name="wmcheck")
-    except BrokenPipeError:  # output piped into head & co.: stop quietly
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(1)
+    except BrokenPipeError:
+        silence_stdout()
+        sys.exit(EXIT_BROKEN_PIPE)
+    except SystemExit as done:
+        arrow = sys.modules.get("wmcheck.checkpoint.fs.arrow")
+        if arrow is not None and arrow.abandoned():  # a remote call past its deadline: exit without waiting for it
+            code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+            for stream in (sys.stdout, sys.stderr):
+                with contextlib.suppress(OSError, ValueError):
+                    stream.flush()
+            os._exit(code)
+        raise

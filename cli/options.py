@@ -26,8 +26,14 @@ PAIR_EXAMPLES = {
 
 
 def parse_pairs(values: tuple[str, ...], option: str) -> dict[str, str]:
-    """``key=value`` strings as a dict (for --fs-option, --conf, --option, --path-map)."""
+    """``key=value`` strings as a dict (for --fs-option, --conf, --option, --path-map); ``--fs-option`` also
+    carries ``--timeout`` (the ``timeout`` option of every remote store)."""
     out = {}
+    if option == "--fs-option":
+        ctx = click.get_current_context(silent=True)
+        timeout = ctx.find_root().meta.get(TIMEOUT_KEY) if ctx is not None else None
+        if timeout is not None:
+            out["timeout"] = f"{timeout:g}"
     for item in values:
         key, sep, value = item.partition("=")
         if not sep or not key:
@@ -43,15 +49,26 @@ def _set_debug(ctx: click.Context, _param: click.Parameter, value: bool) -> bool
     return value
 
 
+TIMEOUT_KEY = "wmcheck.timeout"
+
+
+def _set_timeout(ctx: click.Context, _param: click.Parameter, value: float | None) -> None:
+    if value is not None:
+        ctx.find_root().meta[TIMEOUT_KEY] = value
+
+
 def _zone(_ctx: click.Context, _param: click.Parameter, value: str) -> tzinfo:
     return zone(value)
 
 
 def common_options(formats: tuple[str, ...] = FORMATS) -> Callable:
-    """``--format``, ``--tz``, ``--fs-option`` and ``--debug``."""
+    """``--format``, ``--tz``, ``--fs-option``, ``--timeout`` and ``--debug``."""
 
     def decorate(fn: Callable) -> Callable:
         fn = click.option("--debug", is_flag=True, expose_value=False, is_eager=True, callback=_set_debug, help="Show tracebacks.")(fn)
+        fn = click.option("--timeout", type=click.FloatRange(min=0, min_open=True), expose_value=False, is_eager=True,
+                          callback=_set_timeout, metavar="SECONDS",
+                          help="How long a remote store may take to connect or answer (default 30).")(fn)
         fn = click.option("--fs-option", "fs_options", multiple=True, metavar="KEY=VALUE", help="pyarrow.fs option for remote checkpoints (repeatable).")(fn)
         fn = click.option("--tz", default="UTC", show_default=True, callback=_zone, help="Time zone for displayed times (IANA name or 'local').")(fn)
         fn = click.option("--format", "fmt", type=click.Choice(formats), default="table", show_default=True, help="Output format.")(fn)

@@ -3,8 +3,13 @@ console script), never when a caller runs a command in its own process."""
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import sys
 from typing import Any, Iterator
+
+EXIT_INTERRUPTED = 130
+"""Ctrl-C: 128 + SIGINT, as a shell reports a process the signal ended."""
 
 
 class _Hidden:
@@ -23,8 +28,32 @@ _PROCESS = {"own": False}
 
 
 def own_process() -> None:
-    """Called by the console script: wmcheck is the whole process, so commands may make settings that outlast them."""
+    """Called by the console script: wmcheck is the whole process, so commands may make settings that outlast them.
+    Ctrl-C ends it at once (:func:`interrupted`)."""
     _PROCESS["own"] = True
+    own_interrupts()
+
+
+def own_interrupts() -> None:
+    """Ctrl-C ends the process at once, wherever it is: in a wait on a remote store, in a call into Spark's JVM
+    (pyspark's own handler, installed when a session starts, first cancels Spark's jobs), in a repair (which
+    recovers from any point it stops at, as from a kill). Only when wmcheck is the process."""
+    if _PROCESS["own"]:
+        signal.signal(signal.SIGINT, lambda _signum, _frame: interrupted())
+
+
+def interrupted() -> None:
+    """End the process for Ctrl-C: exit 130, no traceback, without waiting for threads or Spark."""
+    try:
+        os.write(2, b"\ninterrupted\n")
+    except OSError:
+        pass
+    os._exit(EXIT_INTERRUPTED)
+
+
+def owned() -> bool:
+    """Whether wmcheck is the whole process (its console script)."""
+    return _PROCESS["own"]
 
 
 @contextlib.contextmanager

@@ -4,6 +4,8 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Iterator, Mapping
 
+from .process import own_interrupts
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -15,6 +17,7 @@ def command_session(master: str | None = None, conf: Mapping[str, str] | None = 
     from wmcheck.statestore.session import get_session
 
     spark, created = get_session(master, conf, remote)
+    own_interrupts()  # pyspark installed its own Ctrl-C handler with the session
     try:
         yield spark
     finally:

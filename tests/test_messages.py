@@ -48,8 +48,9 @@ def library_files() -> list[Path]:
 
 
 def flags_outside_commands(text: str) -> list[str]:
-    """The ``--flags`` in ``text`` that are not part of a ``wmcheck COMMAND ...`` command line before them."""
-    return [m[0] for m in FLAG.finditer(text) if "wmcheck " not in text[:m.start()]]
+    """The ``--flags`` in ``text`` that are not part of a ``wmcheck COMMAND ...`` (or another tool's: ``hadoop``)
+    command line before them."""
+    return [m[0] for m in FLAG.finditer(text) if not any(tool in text[:m.start()] for tool in ("wmcheck ", "hadoop "))]
 
 
 def test_library_messages_name_no_flag():
@@ -133,7 +134,7 @@ def test_findings_from_errors_keep_placeholders_for_the_command_line():
     """A checkpoint that cannot be opened is a WM000 finding whose message names ``fs_options`` by placeholder:
     the Python API spells it as the parameter, `wmcheck check` as the flag."""
     (finding,) = check_location("s3://bucket/ckpt", fs_options={"no_such_option": "1"})
-    assert finding.code == "WM000" and arg("fs_options") in finding.message
-    assert spelled(finding.message).endswith("and fs_options key=value settings)")
+    assert finding.code == "WM000" and arg("fs_options", "KEY=VALUE") in finding.message
+    assert spelled(finding.message).endswith("(hint: pass them as fs_options=KEY=VALUE (docs/remote.md lists what each does))")
     out = run_cli("check", "s3://bucket/ckpt", "--fs-option", "no_such_option=1", exit_code=2).output
-    assert "and --fs-option key=value settings)" in out and "{{" not in out
+    assert "pass them as --fs-option KEY=VALUE (docs/remote.md" in out and "{{" not in out

@@ -1,12 +1,24 @@
 """Remote checkpoints through pyarrow.fs: a real S3 API (moto's server on loopback) and file:// URIs."""
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from urllib.parse import quote
 
 import pytest
 
-from conftest import fixture_checkpoint, fixture_facts, run_cli
+from conftest import ROOT, fixture_checkpoint, fixture_facts, run_cli
 
 NAME = "agg_window_hdfs"
 
@@ -56,7 +68,9 @@ def test_missing_remote_checkpoint_is_one_line(s3_options):
 
 def test_bad_fs_option_is_one_line(s3_options):
     result = run_cli("show", "s3://bucket/ckpt", "--fs-option", "no_such_option=1", exit_code=2)
-    assert "Error: cannot open s3://bucket/ckpt" in result.output and "--fs-option" in result.output
+    assert result.output.startswith("Error: unknown S3 option no_such_option: valid are access_key, anonymous, ")
+    assert "endpoint_override" in result.output and "--fs-option KEY=VALUE" in result.output
+    assert len(result.output.splitlines()) == 1
     result = run_cli("show", "s3://bucket/ckpt", "--fs-option", "novalue", exit_code=2)
     assert "--fs-option expects key=value" in result.output
 
@@ -82,3 +96,194 @@ def test_state_python_engine_on_s3_equals_local(s3_options, name):
     listing = ["--older-than-watermark", "--watermark", "watermark+1 hour"]
     rows = json.loads(run_cli(*local, *listing).stdout)
     assert rows and json.loads(run_cli(*remote, *listing).stdout) == rows
+
+
+def test_the_readmes_example_works(s3_options):
+    """The README's --fs-option example, pointed at the test's S3 endpoint."""
+    readme = (ROOT / "README.md").read_text()
+    example = next(line for line in readme.splitlines() if line.startswith("wmcheck show s3://") and "--fs-option" in line)
+    args = shlex.split(example.replace("http://localhost:9000", s3_options["endpoint_override"]))[1:]
+    env = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
+    with patched_env(env):
+        doc = json.loads(run_cli(*args, "--format", "json").stdout)
+    assert doc["last_batch"] == fixture_facts(NAME)["last_batch"]
+
+
+class patched_env:
+    def __init__(self, env: dict) -> None:
+        self.env, self.saved = env, {}
+
+    def __enter__(self) -> None:
+        self.saved = {k: os.environ.get(k) for k in self.env}
+        os.environ.update(self.env)
+
+    def __exit__(self, *exc) -> None:
+        for key, value in self.saved.items():
+            os.environ.pop(key, None) if value is None else os.environ.__setitem__(key, value)
+
+
+STORE_MODULES = ("s3", "gcs", "azure", "hdfs")
+
+
+def documented_options(store: str) -> list[tuple[str, str, str, str]]:
+    """docs/remote.md's table of a store: (option, takes, what, example)."""
+    import importlib
+
+    from wmcheck.checkpoint.fs.options import TIMEOUT
+
+    module = importlib.import_module(f"wmcheck.checkpoint.fs.{store}")
+    return [(o.name, o.kind, o.help, o.example) for o in (*module.OPTIONS, TIMEOUT)]
+
+
+@pytest.mark.parametrize("store", STORE_MODULES)
+def test_docs_list_every_option_of_every_store(store):
+    text = (ROOT / "docs" / "remote.md").read_text()
+    for name, kind, help_text, example in documented_options(store):
+        assert f"| `{name}` | {kind} | {help_text} | `{example}` |" in text, name
+
+
+# companions an option needs to construct a store with it
+KEYS = {"access_key": "AKIAIOSFODNN7EXAMPLE", "secret_key": "wJalrXUtnFEMI"}
+ROLE = {"role_arn": "arn:aws:iam::123456789012:role/reader"}
+COMPANIONS = {"access_key": KEYS, "secret_key": KEYS, "session_token": KEYS, "session_name": ROLE, "external_id": ROLE,
+              "load_frequency": ROLE, "access_token": {"credential_token_expiration": "2030-01-01T00:00:00+00:00"},
+              "credential_token_expiration": {"access_token": "ya29.token"},
+              "client_secret": {"client_id": "00000000-0000-0000-0000-000000000001", "tenant_id": "00000000-0000-0000-0000-000000000002"},
+              "tenant_id": {"client_id": "00000000-0000-0000-0000-000000000001", "client_secret": "secret"}}
+CONSTRUCTORS = {"s3": "S3FileSystem", "gcs": "GcsFileSystem", "azure": "AzureFileSystem", "hdfs": "HadoopFileSystem"}
+
+
+@pytest.mark.parametrize(("store", "option"), [(store, o[0]) for store in STORE_MODULES for o in documented_options(store)
+                                                if o[0] != "timeout"])
+def test_every_documented_option_is_taken_by_pyarrows_constructor(store, option):
+    """Each option's example, converted as wmcheck converts it, builds pyarrow's real file system (HDFS: its
+    constructor's keywords, which need a JVM to run)."""
+    from pyarrow import fs as pafs
+
+    from wmcheck.checkpoint.fs.options import store_options
+
+    module = __import__(f"wmcheck.checkpoint.fs.{store}", fromlist=["OPTIONS"])
+    example = {o.name: o.example for o in module.OPTIONS}
+    given = {option: example[option], **COMPANIONS.get(option, {})}
+    if store == "azure":
+        given.setdefault("account_name", "myaccount")
+    kwargs, timeout = store_options(given, module.OPTIONS, store)
+    assert timeout == 30
+    constructor = getattr(pafs, CONSTRUCTORS[store])
+    if store == "hdfs":
+        signature = constructor.__doc__.split("\n", 1)[0]
+        assert re.search(rf"\b{option}=", signature), signature
+        return
+    constructor(**kwargs)
+
+
+def test_an_option_of_the_wrong_kind_is_one_line():
+    result = run_cli("show", "gs://bucket/ckpt", "--fs-option", "anonymous=maybe", exit_code=2)
+    assert result.output == "Error: GCS option anonymous takes true or false, got 'maybe' (hint: e.g. --fs-option anonymous=true)\n"
+
+
+@pytest.fixture
+def silent_endpoint():
+    """host:port of a server that accepts connections and never answers (a store behind a dead network)."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(64)
+    held = []
+
+    def accept() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                held.append(server.accept()[0])
+
+    threading.Thread(target=accept, daemon=True).start()
+    yield "127.0.0.1:%d" % server.getsockname()[1]
+    server.close()
+    for conn in held:
+        conn.close()
+
+
+def refused_endpoint() -> str:
+    """host:port where nothing listens (connections refused)."""
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    return f"127.0.0.1:{port}"
+
+
+def store_args(scheme: str, endpoint: str) -> list[str]:
+    options = {"s3": {"endpoint_override": f"http://{endpoint}", "region": "us-east-1", "access_key": "a", "secret_key": "b"},
+               "gs": {"endpoint_override": endpoint, "scheme": "http", "anonymous": "true"}}[scheme]
+    return [f"{scheme}://bucket/ckpt", *fs_args(options)]
+
+
+@pytest.mark.parametrize("scheme", ["s3", "gs"])
+def test_a_store_that_does_not_answer_times_out_in_one_line(silent_endpoint, scheme):
+    started = time.monotonic()
+    result = run_cli("show", *store_args(scheme, silent_endpoint), "--timeout", "1", exit_code=2)
+    assert time.monotonic() - started < 8
+    assert result.output.startswith(f"Error: no answer from {scheme}://bucket/ckpt within 1 s (hint: check the network")
+    assert "--timeout 4" in result.output and len(result.output.splitlines()) == 1
+
+
+@pytest.mark.parametrize("scheme", ["s3", "gs"])
+def test_a_refused_endpoint_is_one_line(scheme):
+    result = run_cli("show", *store_args(scheme, refused_endpoint()), "--timeout", "5", exit_code=2)
+    assert result.output.startswith(f"Error: cannot read {scheme}://bucket/ckpt: "), result.output
+    assert "internal error" not in result.output and len(result.output.splitlines()) == 1
+
+
+@pytest.mark.parametrize("scheme", ["s3", "gs"])
+def test_ctrl_c_ends_a_remote_wait_at_once(silent_endpoint, scheme):
+    """A real SIGINT to the wmcheck process waiting (timeout 10 minutes) on a store that never answers."""
+    process = subprocess.Popen([sys.executable, "-m", "wmcheck.cli", "show", *store_args(scheme, silent_endpoint),
+                                "--timeout", "600"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(2)
+    assert process.poll() is None
+    process.send_signal(signal.SIGINT)
+    started = time.monotonic()
+    out, err = process.communicate(timeout=30)
+    assert time.monotonic() - started < 3
+    assert (process.returncode, out, err) == (130, "", "\ninterrupted\n")
+
+
+def test_azure_without_credentials_says_how_to_provide_them(monkeypatch, tmp_path):
+    for name in ("AZURE_CLIENT_ID", "AZURE_TENANT_ID", "AZURE_CLIENT_SECRET", "AZURE_FEDERATED_TOKEN_FILE",
+                 "IDENTITY_ENDPOINT", "MSI_ENDPOINT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no az
+    result = run_cli("show", "abfss://container@account.dfs.core.windows.net/ckpt", exit_code=2)
+    assert result.output.startswith("Error: no Azure credentials for abfss://container@account.dfs.core.windows.net/ckpt "
+                                    "(hint: pass --fs-option account_key=KEY")
+    assert len(result.output.splitlines()) == 1
+
+
+def test_hdfs_without_a_jvm_names_what_is_missing(monkeypatch, tmp_path):
+    from wmcheck.checkpoint.fs.hdfs import missing_runtime
+
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    result = run_cli("show", "hdfs://namenode:8020/ckpt", exit_code=2)
+    assert result.output.startswith("Error: cannot open hdfs://namenode:8020/ckpt: pyarrow reads HDFS through Hadoop's "
+                                    "libhdfs and a JVM, and JAVA_HOME is not set (hint: set JAVA_HOME to a JDK")
+    assert len(result.output.splitlines()) == 1
+    jdk = tmp_path / "jdk"
+    (jdk / "lib" / "server").mkdir(parents=True)
+    assert missing_runtime({"JAVA_HOME": str(jdk)}) == f"no libjvm.so under JAVA_HOME={jdk}"
+    (jdk / "lib" / "server" / "libjvm.so").write_bytes(b"")
+    hadoop = tmp_path / "hadoop"
+    (hadoop / "lib" / "native").mkdir(parents=True)
+    assert missing_runtime({"JAVA_HOME": str(jdk), "HADOOP_HOME": str(hadoop)}).startswith("libhdfs.so is not found")
+    (hadoop / "lib" / "native" / "libhdfs.so").write_bytes(b"")
+    assert missing_runtime({"JAVA_HOME": str(jdk), "HADOOP_HOME": str(hadoop)}) == "CLASSPATH holds no Hadoop jars"
+    assert missing_runtime({"JAVA_HOME": str(jdk), "HADOOP_HOME": str(hadoop), "CLASSPATH": "/opt/hadoop/share/x.jar"}) is None
+
+
+def test_file_uris_with_spaces_as_typed_or_percent_encoded(tmp_path):
+    folder = tmp_path / "path with spaces"
+    shutil.copytree(fixture_checkpoint(NAME), folder / "ckpt")
+    local = json.loads(run_cli("show", folder / "ckpt", "--format", "json").stdout)
+    for uri in (f"file://{folder}/ckpt", f"file://{quote(str(folder))}/ckpt"):
+        doc = json.loads(run_cli("show", uri, "--format", "json").stdout)
+        assert doc["location"] == f"file://{folder}/ckpt"
+        assert {k: v for k, v in doc.items() if k != "location"} == {k: v for k, v in local.items() if k != "location"}
+    assert ": ok: " in run_cli("check", f"file://{quote(str(folder))}/ckpt", "--select", "WM001").stdout

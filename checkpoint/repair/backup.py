@@ -33,14 +33,14 @@ def transfer(src_fs: FileSystem, src: str, dst_fs: FileSystem, dst: str, made: s
     ``made`` remembers local directories already created (a rewind can move many thousand files).
     """
     if isinstance(src_fs, LocalFileSystem) and isinstance(dst_fs, LocalFileSystem):
-        target = dst_fs.uri(dst)
+        target = dst_fs.os_path(dst)
         parent = os.path.dirname(target)
         try:
             if made is None or parent not in made:
                 os.makedirs(parent, exist_ok=True)
                 if made is not None:
                     made.add(parent)
-            os.replace(src_fs.uri(src), target)
+            os.replace(src_fs.os_path(src), target)
             return
         except FileNotFoundError:
             raise MissingFileError("file not found", path=src) from None

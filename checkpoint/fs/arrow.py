@@ -1,0 +1,169 @@
+"""Stores reached through ``pyarrow.fs`` (S3, GCS, Azure, HDFS): every call bounded by a timeout and
+interruptible, every failure one line.
+
+A call into pyarrow's C++ neither returns on Ctrl-C nor gives up on a store that does not answer, so each runs
+on a worker thread while the caller waits at most ``timeout`` seconds (that wait is interruptible). A call past
+its deadline is abandoned: its daemon thread never holds up the exit (:func:`abandoned`)."""
+from __future__ import annotations
+
+import posixpath
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Iterable, TypeVar
+
+from pyarrow.lib import ArrowException
+
+from ..errors import CheckpointError, MissingFileError, arg
+from .base import TEMP_SUFFIX, FileInfo, FileSystem, clean_relative
+
+T = TypeVar("T")
+READ_THREADS = 16
+_ABANDONED: list[threading.Thread] = []
+
+
+class RemoteTimeoutError(CheckpointError):
+    """A remote store did not answer within the timeout."""
+
+
+def abandoned() -> bool:
+    """Whether a call that missed its deadline is still running (the process should then exit without waiting)."""
+    return any(t.is_alive() for t in _ABANDONED)
+
+
+def one_line(exc: BaseException) -> str:
+    """An error's text on one line (pyarrow's span several)."""
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def bounded(call: Callable[[], T], timeout: float, what: str) -> T:
+    """``call()`` on a worker thread; wait at most ``timeout`` seconds (interruptibly) for its result or error."""
+    done = threading.Event()
+    box: list[tuple[bool, Any]] = []
+
+    def run() -> None:
+        try:
+            box.append((True, call()))
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting caller
+            box.append((False, exc))
+        finally:
+            done.set()
+
+    worker = threading.Thread(target=run, name="wmcheck-remote", daemon=True)
+    worker.start()
+    if not done.wait(timeout):
+        _ABANDONED.append(worker)
+        raise RemoteTimeoutError(
+            f"no answer from {what} within {timeout:g} s",
+            hint=f"check the network and the endpoint; wait longer with {arg('timeout', int(timeout * 4))}",
+            param="timeout")
+    ok, value = box[0]
+    if ok:
+        return value
+    raise value
+
+
+class ArrowFileSystem(FileSystem):
+    """A ``pyarrow.fs`` file system rooted at ``root`` (a store path, no scheme); ``uri_of`` spells a store path
+    as the user (and Spark) write it; ``hint`` says what to check when a call fails."""
+
+    def __init__(self, fs: Any, root: str, uri_of: Callable[[str], str], timeout: float, hint: str) -> None:
+        self.fs = fs
+        self.root = root.rstrip("/") or "/"
+        self.uri_of = uri_of
+        self.timeout = timeout
+        self.hint = hint
+
+    def _abs(self, path: str) -> str:
+        rel = clean_relative(path)
+        return posixpath.join(self.root, rel) if rel else self.root
+
+    def _rel(self, full: str) -> str:
+        return posixpath.relpath(full, self.root)
+
+    def _call(self, call: Callable[[], T], action: str, path: str) -> T:
+        """A store call: bounded by the timeout, its OS error one line naming ``path``."""
+        try:
+            return bounded(call, self.timeout, self.uri(path))
+        except (FileNotFoundError, RemoteTimeoutError, CheckpointError):
+            raise
+        except (OSError, ValueError, ArrowException) as exc:
+            raise CheckpointError(f"cannot {action} {self.uri(path)}: {one_line(exc)}", hint=self.hint) from None
+
+    def read(self, path: str) -> bytes:
+        def read() -> bytes:
+            with self.fs.open_input_stream(self._abs(path)) as fh:
+                return fh.read()
+
+        try:
+            return self._call(read, "read", path)
+        except FileNotFoundError:
+            raise MissingFileError("file not found", path=path) from None
+
+    def _selector(self, path: str, recursive: bool) -> list[FileInfo]:
+        from pyarrow import fs as pafs
+
+        selector = pafs.FileSelector(self._abs(path), allow_not_found=True, recursive=recursive)
+        try:
+            infos = self._call(lambda: self.fs.get_file_info(selector), "list", path)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        return [self._convert(i) for i in infos]
+
+    def _convert(self, info: Any) -> FileInfo:
+        from pyarrow import fs as pafs
+
+        is_dir = info.type == pafs.FileType.Directory
+        mtime = info.mtime_ns // 1_000_000 if info.mtime_ns is not None else 0
+        return FileInfo(self._rel(info.path), 0 if is_dir else (info.size or 0), mtime, is_dir)
+
+    def list_dir(self, path: str) -> list[FileInfo]:
+        return self._selector(path, recursive=False)
+
+    def walk(self, path: str) -> list[FileInfo]:
+        return [i for i in self._selector(path, recursive=True) if not i.is_dir]
+
+    def info(self, path: str) -> FileInfo | None:
+        from pyarrow import fs as pafs
+
+        got = self._call(lambda: self.fs.get_file_info(self._abs(path)), "read", path)
+        return None if got.type == pafs.FileType.NotFound else self._convert(got)
+
+    def write(self, path: str, data: bytes) -> None:
+        target = self._abs(path)
+        tmp = posixpath.join(posixpath.dirname(target), f".{posixpath.basename(target)}{TEMP_SUFFIX}")
+
+        def write() -> None:
+            self.fs.create_dir(posixpath.dirname(target), recursive=True)
+            with self.fs.open_output_stream(tmp) as fh:
+                fh.write(data)
+            self.fs.move(tmp, target)
+
+        self._call(write, "write", path)
+
+    def delete(self, path: str) -> None:
+        got = self.info(path)
+        if got is not None:
+            self._call(lambda: (self.fs.delete_dir if got.is_dir else self.fs.delete_file)(self._abs(path)), "delete", path)
+
+    def rename(self, src: str, dst: str) -> None:
+        target = self._abs(dst)
+
+        def move() -> None:
+            self.fs.create_dir(posixpath.dirname(target), recursive=True)
+            self.fs.move(self._abs(src), target)
+
+        self._call(move, "move", src)
+
+    def read_many(self, paths: Iterable[str]) -> dict[str, bytes]:
+        paths = list(paths)
+        pool = ThreadPoolExecutor(max_workers=min(READ_THREADS, max(1, len(paths))))
+        try:
+            return dict(zip(paths, pool.map(self.read, paths)))
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)  # a failed read stops the rest at once
+
+    def uri(self, path: str = "") -> str:
+        return self.uri_of(self._abs(path))
+
+    def sub(self, path: str) -> "ArrowFileSystem":
+        return ArrowFileSystem(self.fs, self._abs(path), self.uri_of, self.timeout, self.hint)

@@ -1,0 +1,118 @@
+"""The interface every file system implements: paths relative to a root, POSIX style, never escaping it."""
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass
+from typing import Iterable
+
+from ..errors import CheckpointError, MissingFileError
+
+TEMP_SUFFIX = ".wmcheck.tmp"
+"""wmcheck's temp files: ``.<name>.wmcheck.tmp`` next to the file being written."""
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """One file or directory, ``path`` relative to the file system's root."""
+
+    path: str
+    size: int
+    mtime_ms: int
+    is_dir: bool = False
+    is_link: bool = False
+    """A symbolic link (local files): read through when it resolves; repairs refuse to change through one."""
+
+    @property
+    def name(self) -> str:
+        return posixpath.basename(self.path)
+
+
+def clean_relative(path: str) -> str:
+    """Normalise a relative path; reject absolute paths and ``..`` escapes."""
+    if path and ".." not in path and "\\" not in path and "//" not in path and path[0] != "/" and path[-1] != "/" and "/./" not in path and not path.startswith("./"):
+        return path
+    norm = posixpath.normpath(path.replace("\\", "/")) if path else "."
+    if norm.startswith("/") or norm == ".." or norm.startswith("../"):
+        raise CheckpointError(
+            f"path {path!r} escapes the checkpoint",
+            hint="wmcheck only touches files inside the checkpoint, the file sink and the backup directory",
+        )
+    return "" if norm == "." else norm
+
+
+class FileSystem:
+    """The operations wmcheck needs, on paths relative to ``root``."""
+
+    root: str
+
+    def read(self, path: str) -> bytes:
+        raise NotImplementedError
+
+    def list_dir(self, path: str) -> list[FileInfo]:
+        """Immediate children of a directory; ``[]`` when it does not exist."""
+        raise NotImplementedError
+
+    def walk(self, path: str) -> list[FileInfo]:
+        """Every file (not directory) below ``path``, recursively; ``[]`` when absent."""
+        raise NotImplementedError
+
+    def names(self, path: str) -> list[str]:
+        """Names of a directory's children (cheaper than ``list_dir``); ``[]`` when absent."""
+        return [i.name for i in self.list_dir(path)]
+
+    def info(self, path: str) -> FileInfo | None:
+        raise NotImplementedError
+
+    def write(self, path: str, data: bytes) -> None:
+        """Write ``data`` atomically where the store allows (temp file, then rename)."""
+        raise NotImplementedError
+
+    def delete(self, path: str) -> None:
+        raise NotImplementedError
+
+    def rename(self, src: str, dst: str) -> None:
+        raise NotImplementedError
+
+    def uri(self, path: str = "") -> str:
+        """The location of ``path`` as the user (and Spark) would write it."""
+        raise NotImplementedError
+
+    def exists(self, path: str) -> bool:
+        return self.info(path) is not None
+
+    def read_many(self, paths: Iterable[str]) -> dict[str, bytes]:
+        """Read several small files; remote stores use a bounded thread pool."""
+        return {p: self.read(p) for p in paths}
+
+    def sub(self, path: str) -> "FileSystem":
+        """A file system rooted at ``path`` below this one."""
+        raise NotImplementedError
+
+    def create_new(self, path: str, data: bytes) -> bool:
+        """Create ``path`` holding ``data`` unless it exists (False then); atomic on local disks, a check
+        then a write on object stores."""
+        if self.exists(path):
+            return False
+        self.write(path, data)
+        return True
+
+    def is_link(self, path: str) -> bool:
+        """Whether ``path`` is a symbolic link (stores without links: never)."""
+        return False
+
+    def remove_empty_dir(self, path: str) -> None:
+        """Remove the directory if it is empty (object stores have no empty directories)."""
+
+    def resolved(self, path: str = "") -> str:
+        """``uri(path)`` with symbolic links resolved (where the bytes really are)."""
+        return self.uri(path)
+
+
+def require_dir(fs: FileSystem, what: str = "checkpoint") -> None:
+    """Fail clearly when the root does not exist or is not a directory."""
+    got = fs.info("")
+    if got is None or not got.is_dir:
+        raise MissingFileError(
+            f"{what} not found: {fs.uri()}" if got is None else f"{what} is not a directory: {fs.uri()}",
+            hint="pass the checkpoint directory (the one holding offsets/ and commits/)",
+        )

@@ -1,0 +1,37 @@
+"""``gs://`` (``gcs://``) through ``pyarrow.fs.GcsFileSystem``."""
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Mapping
+
+from ..errors import CheckpointError, arg
+from .arrow import ArrowFileSystem, bounded
+from .options import Option, store_options
+from .uri import split_uri
+
+SCHEMES = ("gs", "gcs")
+OPTIONS = (
+    Option("anonymous", "bool", "connect without credentials (public buckets)", "true"),
+    Option("access_token", "str", "an OAuth2 access token (with credential_token_expiration)", "ya29.token"),
+    Option("credential_token_expiration", "instant", "when access_token expires (ISO date-time)", "2030-01-01T00:00:00+00:00"),
+    Option("target_service_account", "str", "impersonate this service account", "reader@project.iam.gserviceaccount.com"),
+    Option("project_id", "str", "the project of the bucket", "my-project"),
+    Option("endpoint_override", "str", "another endpoint, e.g. localhost:4443 (fake-gcs-server)", "localhost:4443"),
+    Option("scheme", "str", "http or https to the endpoint (default https)", "http"),
+    Option("retry_time_limit", "duration", "seconds to retry a failing call (default: half the timeout)", "60"),
+)
+HINT = (f"check the network, the bucket and the credentials (GOOGLE_APPLICATION_CREDENTIALS, gcloud auth "
+        f"application-default login, or {arg('fs_options', 'anonymous=true')} for a public bucket)")
+
+
+def open_store(location: str, given: Mapping[str, str]) -> ArrowFileSystem:
+    """The bucket and path of ``location``."""
+    from pyarrow import fs as pafs
+
+    loc = split_uri(location)
+    kwargs, timeout = store_options(given, OPTIONS, "GCS")
+    kwargs.setdefault("retry_time_limit", timedelta(seconds=timeout / 2))  # its own error, before the deadline
+    if not loc.authority:
+        raise CheckpointError(f"no bucket in {location}", hint="write gs://BUCKET/PATH")
+    fs = bounded(lambda: pafs.GcsFileSystem(**kwargs), timeout, "GCS")
+    return ArrowFileSystem(fs, f"{loc.authority}/{loc.path}", lambda p: f"{loc.scheme}://{p.lstrip('/')}", timeout, HINT)
