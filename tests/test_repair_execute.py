@@ -195,7 +195,8 @@ def test_from_plan_applies_exactly_the_saved_plan(tmp_path):
     ckpt, out, plan_file = root / "checkpoint", root / "output", tmp_path / "plan.json"
     shown = repair_doc(repair.run(str(ckpt), repair.RewindRequest(to_batch=8, file_sink=str(out)), repair.RunOptions(plan_out=str(plan_file), idle_ms=0)))
     assert json.loads(plan_file.read_text())["steps"] == shown["steps"] and not (ckpt / OWN).exists()
-    done = repair_doc(repair.run(str(ckpt), repair.RewindRequest(), repair.RunOptions(from_plan=str(plan_file), execute=True, idle_ms=0)))
+    done = repair_doc(repair.run(str(ckpt), repair.RewindRequest(file_sink=str(out)),
+                                 repair.RunOptions(from_plan=str(plan_file), execute=True, idle_ms=0)))
     assert done["steps"] == shown["steps"] and done["executed"]
     assert open_checkpoint(str(ckpt)).last_committed_batch == 8
 

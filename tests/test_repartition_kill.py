@@ -165,7 +165,7 @@ def test_a_real_kill_at_any_step_of_a_repartition_is_recovered_both_ways(spark, 
         ckpt, now = str(work / "checkpoint"), repair.RunOptions(execute=True, idle_ms=0)
         pending = find_interrupted(open_checkpoint(ckpt).fs)
         if pending is not None:
-            with pytest.raises(RefusedError, match=f"an interrupted repartition .backup {pending.doc['id']}, 3 -> 5 "
+            with pytest.raises(RefusedError, match=f"an interrupted repartition .backup {pending.head.backup_id}, 3 -> 5 "
                                                    "partitions. must be finished or undone first"):
                 repair.run(ckpt, repair.RepartitionRequest(partitions=PARTITIONS - 1, runner=SparkRepartitioner()), now)
         try:
@@ -176,7 +176,7 @@ def test_a_real_kill_at_any_step_of_a_repartition_is_recovered_both_ways(spark, 
             return
         assert done.verification is not None and done.verification.ok, done.verification
         undone = [w for w in done.warnings if "was interrupted: undone first" in w]
-        assert undone == ([f"repartition {pending.doc['id']} was interrupted: undone first (what it wrote is in that "
+        assert undone == ([f"repartition {pending.head.backup_id} was interrupted: undone first (what it wrote is in that "
                            "backup), then run again"] if pending else []), done.warnings
 
     started = time.monotonic()

@@ -233,9 +233,9 @@ def interrupted_repair(ctx: Context) -> Iterator[Issue]:
             return
         pending = None
     if pending is not None:
-        command, action, backup_id = pending.doc["command"], pending.action, pending.doc["id"]
+        command, action, backup_id = pending.head.command, pending.action, pending.head.backup_id
     elif journal is not None:
-        command, action, backup_id = journal.get("command", "repair"), journal.get("action", "apply"), journal["backup_id"]
+        command, action, backup_id = journal.command, journal.action, journal.backup_id
     else:
         return
     where = REPAIR_JOURNAL if journal is not None else f"_wmcheck/backups/{backup_id}/manifest.json"

@@ -5,7 +5,7 @@ import posixpath
 from dataclasses import dataclass
 from typing import Iterable
 
-from ..errors import CheckpointError, MissingFileError
+from ..errors import CheckpointError, MissingFileError, UnsupportedError
 
 TEMP_SUFFIX = ".wmcheck.tmp"
 """wmcheck's temp files: ``.<name>.wmcheck.tmp`` next to the file being written."""
@@ -21,6 +21,10 @@ class FileInfo:
     is_dir: bool = False
     is_link: bool = False
     """A symbolic link (local files): read through when it resolves; repairs refuse to change through one."""
+    nlink: int = 1
+    """Hard links to the file (from :meth:`FileSystem.entry`; 1 elsewhere)."""
+    special: bool = False
+    """Neither a regular file, a directory nor a link: a FIFO, socket or device (from :meth:`FileSystem.entry`)."""
 
     @property
     def name(self) -> str:
@@ -106,6 +110,36 @@ class FileSystem:
     def resolved(self, path: str = "") -> str:
         """``uri(path)`` with symbolic links resolved (where the bytes really are)."""
         return self.uri(path)
+
+    # -- entries as they are, links not followed (what repairs move, back up and restore) --------
+
+    def os_path(self, path: str = "") -> str | None:
+        """The path the operating system takes for ``path`` on a local disk; None for other stores."""
+        return None
+
+    def entry(self, path: str) -> FileInfo | None:
+        """``path`` itself, a symbolic link not followed (``is_link``, ``size`` the length of its target); None
+        when nothing is there. Stores without links: :meth:`info`."""
+        return self.info(path)
+
+    def read_link(self, path: str) -> str:
+        """The target of the symbolic link ``path``."""
+        raise CheckpointError("cannot read the link: this store has no symbolic links", path=path)
+
+    def make_link(self, path: str, target: str) -> None:
+        """Create (or replace) ``path`` as a symbolic link to ``target``, atomically."""
+        raise UnsupportedError(f"cannot create the symbolic link {path}: {self.uri()} has no symbolic links",
+                               path=path, hint="keep the backup on a local disk (backup_dir)")
+
+    def read_regular(self, path: str) -> bytes:
+        """The bytes of ``path`` if it is a regular file; a link (not followed), a directory or a special file is
+        refused. Stores without links: :meth:`read`."""
+        return self.read(path)
+
+    def pinned(self) -> "FileSystem":
+        """This file system with the symbolic links on the way to its root resolved now, once (its ``uri`` still
+        the location as given): a link switched later does not move what it changes."""
+        return self
 
 
 def require_dir(fs: FileSystem, what: str = "checkpoint") -> None:

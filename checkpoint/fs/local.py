@@ -13,9 +13,11 @@ from .base import TEMP_SUFFIX, FileInfo, FileSystem, clean_relative
 class LocalFileSystem(FileSystem):
     """Local paths through ``os``; ``as_uri``: locations are spelled ``file://...`` (opened by a ``file:`` URI)."""
 
-    def __init__(self, root: str, as_uri: bool = False) -> None:
+    def __init__(self, root: str, as_uri: bool = False, shown: str | None = None) -> None:
         self.root = os.path.abspath(root)
         self.as_uri = as_uri
+        self.shown = shown or self.root
+        """The root as given (``uri``), when ``root`` is where its links led (:meth:`pinned`)."""
 
     def _abs(self, path: str) -> str:
         rel = clean_relative(path)
@@ -25,10 +27,7 @@ class LocalFileSystem(FileSystem):
         try:
             fd = os.open(self._abs(path), os.O_RDONLY)
             try:
-                chunks = []
-                while chunk := os.read(fd, 1 << 20):
-                    chunks.append(chunk)
-                return b"".join(chunks)
+                return _read_all(fd)
             finally:
                 os.close(fd)
         except FileNotFoundError:
@@ -165,14 +164,75 @@ class LocalFileSystem(FileSystem):
         return os.path.realpath(self._abs(path))
 
     def uri(self, path: str = "") -> str:
-        return f"file://{self._abs(path)}" if self.as_uri else self._abs(path)
+        rel = clean_relative(path)
+        shown = os.path.join(self.shown, rel) if rel else self.shown
+        return f"file://{shown}" if self.as_uri else shown
 
     def os_path(self, path: str = "") -> str:
         """The path the operating system takes for ``path``."""
         return self._abs(path)
 
     def sub(self, path: str) -> "LocalFileSystem":
-        return LocalFileSystem(self._abs(path), self.as_uri)
+        rel = clean_relative(path)
+        return LocalFileSystem(self._abs(path), self.as_uri, os.path.join(self.shown, rel) if rel else self.shown)
+
+    def pinned(self) -> "LocalFileSystem":
+        return LocalFileSystem(os.path.realpath(self.root), self.as_uri, self.shown)
+
+    def entry(self, path: str) -> FileInfo | None:
+        try:
+            st = os.lstat(self._abs(path))
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as exc:
+            raise CheckpointError(f"cannot read: {exc.strerror}", path=path or ".") from None
+        mode = st.st_mode
+        is_dir, link = stat.S_ISDIR(mode), stat.S_ISLNK(mode)
+        return FileInfo(clean_relative(path), 0 if is_dir else st.st_size, int(st.st_mtime * 1000), is_dir, link,
+                        st.st_nlink, not (is_dir or link or stat.S_ISREG(mode)))
+
+    def read_link(self, path: str) -> str:
+        try:
+            return os.readlink(self._abs(path))
+        except OSError as exc:
+            raise CheckpointError(f"cannot read the link: {exc.strerror}", path=path) from None
+
+    def make_link(self, path: str, target: str) -> None:
+        real = self._abs(path)
+        tmp = os.path.join(os.path.dirname(real), f".{os.path.basename(real)}{TEMP_SUFFIX}")
+        try:
+            os.makedirs(os.path.dirname(real), exist_ok=True)
+            if os.path.lexists(tmp):
+                os.remove(tmp)
+            os.symlink(target, tmp)
+            os.replace(tmp, real)
+        except OSError as exc:
+            raise _cannot("write", path, exc) from None
+
+    def read_regular(self, path: str) -> bytes:
+        real = self._abs(path)
+        try:
+            fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY)
+        except FileNotFoundError:
+            raise MissingFileError("file not found", path=path) from None
+        except OSError as exc:
+            what = "a symbolic link" if os.path.islink(real) else exc.strerror
+            raise CheckpointError(f"expected a regular file, found {what}", path=path) from None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise CheckpointError("expected a regular file, found a directory or a special file", path=path)
+            return _read_all(fd)
+        except OSError as exc:
+            raise CheckpointError(f"cannot read: {exc.strerror}", path=path) from None
+        finally:
+            os.close(fd)
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _durable(path: str, data: bytes) -> None:

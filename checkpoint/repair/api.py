@@ -10,23 +10,15 @@ from typing import Any
 from ..activity import DEFAULT_IDLE_MS, now_ms, recent_activity
 from ..errors import CheckpointError, MissingFileError, RefusedError, arg
 from ..fs import FileSystem, open_fs
-from ..layout import OWN_DIR
+from ..layout import BACKUPS, OWN_DIR
 from ..model import Checkpoint, open_checkpoint
-from ..repair_records import (
-    APPLIED,
-    APPLYING,
-    UNDOING,
-    UNDONE,
-    Interrupted,
-    find_interrupted,
-    list_manifests,
-    read_manifest,
-)
-from . import safety
+from ..repair_records import APPLIED, APPLYING, UNDOING, UNDONE, BackupHead, Interrupted, find_interrupted, list_heads
+from . import preflight, safety, trust
 from ._hooks import current
 from .backup import Backup, clear_journal, manifest_plan, new_backup_id, open_backup, tidy
 from .execute import apply, step_done, undo
 from .lock import Lock, acquire
+from .manifest import Manifest, read_manifest
 from .plan import Plan, dumps, load_plan
 from .registry import REQUESTS
 from .requests import FsOptions, RepairRequest, RunOptions, open_file_sink
@@ -46,7 +38,7 @@ def run(location: str, request: RepairRequest, options: RunOptions | None = None
     hooks = current()
     now = now_ms() if hooks.now is None else hooks.now
     execution = request.execution()
-    ckpt = open_checkpoint(location, options.fs_options)
+    ckpt = _pinned(open_checkpoint(location, options.fs_options))
     with _held(ckpt, request.command, now, options.execute) as lock:
         pending = find_interrupted(ckpt.fs)
         if pending:
@@ -54,6 +46,7 @@ def run(location: str, request: RepairRequest, options: RunOptions | None = None
         else:
             if options.from_plan:
                 plan = _load(options.from_plan, request.command, ckpt)
+                _same_sink(plan, request, ckpt, options.fs_options)
                 _check_fresh(plan, lambda: type(request).from_plan(plan).plan(ckpt, now, options.fs_options))
             else:
                 plan = request.plan(ckpt, now, options.fs_options)
@@ -63,6 +56,13 @@ def run(location: str, request: RepairRequest, options: RunOptions | None = None
         return result
 
 
+def _pinned(ckpt: Checkpoint) -> Checkpoint:
+    """The checkpoint with the links on the way to it resolved once, now: a link switched while a repair or undo
+    runs does not move what it changes."""
+    fs = ckpt.fs.pinned()
+    return ckpt if fs is ckpt.fs else Checkpoint(fs)
+
+
 @contextmanager
 def _held(ckpt: Checkpoint, command: str, now: int, execute: bool = True) -> Iterator[Lock | None]:
     """The checkpoint's lock while a repair or undo changes it (none for a dry run); left-overs of runs
@@ -70,9 +70,11 @@ def _held(ckpt: Checkpoint, command: str, now: int, execute: bool = True) -> Ite
     if not execute:
         yield None
         return
-    if ckpt.fs.is_link(OWN_DIR):
-        raise RefusedError(f"{OWN_DIR} is a symbolic link: wmcheck keeps its journal and backups inside the checkpoint",
-                           path=OWN_DIR, hint=f"replace the link by a directory (use {arg('backup_dir')} for backups elsewhere)")
+    for own in (OWN_DIR, BACKUPS):
+        if ckpt.fs.is_link(own):
+            raise RefusedError(f"{own} is a symbolic link: wmcheck keeps its journal and backups inside the checkpoint",
+                               path=own, hint=f"replace the link by a directory (use {arg('backup_dir')} for backups "
+                                              "elsewhere)")
     fresh = not ckpt.fs.exists(OWN_DIR)
     lock = acquire(ckpt.fs, command, now)
     try:
@@ -93,61 +95,76 @@ def undo_repair(location: str, *, backup_id: str | None = None, force: bool = Fa
     """
     hooks = current()
     now = now_ms() if hooks.now is None else hooks.now
-    ckpt = open_checkpoint(location, fs_options)
+    ckpt = _pinned(open_checkpoint(location, fs_options))
     with _held(ckpt, "undo", now) as lock:
         assert lock is not None
-        docs = list_manifests(ckpt.fs)
-        pending = find_interrupted(ckpt.fs, docs)
-        if pending and backup_id not in (None, pending.doc["id"]):
-            raise RefusedError(f"repair {pending.doc['id']} was interrupted; undo or finish it before {backup_id}",
+        heads = list_heads(ckpt.fs)
+        pending = find_interrupted(ckpt.fs, heads)
+        if pending and backup_id not in (None, pending.head.backup_id):
+            raise RefusedError(f"repair {pending.head.backup_id} was interrupted; undo or finish it before {backup_id}",
                                hint=f"wmcheck undo {location}")
-        doc = _undo_target(ckpt, docs, pending, backup_id, location)
-        return _undo(ckpt, doc, lock, force, idle_ms, file_sink, fs_options, now, hooks.fail_after)
+        manifest = _undo_target(ckpt, heads, pending, backup_id, location)
+        return _undo(ckpt, manifest, lock, force, idle_ms, file_sink, fs_options, now, hooks.fail_after)
 
 
-def _undo(ckpt: Checkpoint, doc: Mapping[str, Any], lock: Lock, force: bool, idle_ms: int, file_sink: str | None,
+def _undo(ckpt: Checkpoint, manifest: Manifest, lock: Lock, force: bool, idle_ms: int, file_sink: str | None,
           fs_options: FsOptions, now: int, fail_after: int | None) -> UndoResult:
-    """Undo the repair of manifest ``doc`` while the lock is held."""
-    plan = manifest_plan(ckpt.fs, doc)
+    """Undo the repair of ``manifest`` while the lock is held; nothing changes until its backup checks out."""
+    plan = manifest_plan(ckpt.fs, manifest)
     roots = _roots(ckpt, _undo_sink(ckpt, plan, file_sink, fs_options), fs_options)
-    backup = open_backup(ckpt.fs, doc, roots, fs_options)
-    safety.backup_fs(doc.get("files"), ckpt, roots["sink"].uri() if "sink" in roots else None, fs_options)
-    if doc["status"] == UNDONE:  # killed after the undo was recorded, before its journal was dropped
+    backup = _trusted_backup(ckpt, manifest, roots, file_sink or plan.file_sink, fs_options)
+    if manifest.status == UNDONE:  # killed after the undo was recorded, before its journal was dropped
         clear_journal(ckpt.fs)
         restored: list[dict[str, Any]] = []
     else:
         safety.refuse_links(roots, plan)
+        trust.check_saved(plan, backup)
+        preflight.survey_undo(plan, backup)
         safety.check_idle(ckpt, idle_ms, force, now, safety.written_paths(plan))
         request = REQUESTS.get(plan.command)
         unplanned = request.undo_unplanned(ckpt, plan, backup, now) if request else []
-        restored = unplanned + undo(plan, backup, doc["status"], now, force, fail_after)
-    return UndoResult(doc["id"], plan.command, ckpt.location, plan.file_sink, UNDONE, doc["status"],
+        restored = unplanned + undo(plan, backup, manifest.status, now, force, fail_after)
+    return UndoResult(manifest.backup_id, plan.command, ckpt.location, plan.file_sink, UNDONE, manifest.status,
                       tuple(Restored(**r) for r in restored), plan.before.get("last_batch"),
                       plan.before.get("last_committed_batch"), plan.before.get("watermark_ms"),
                       (lock.took_over,) if lock.took_over else ())
 
 
-def _undo_target(ckpt: Checkpoint, docs: list[dict[str, Any]], pending: Interrupted | None, backup_id: str | None,
-                 location: str) -> Mapping[str, Any]:
+def _undo_target(ckpt: Checkpoint, heads: list[BackupHead], pending: Interrupted | None, backup_id: str | None,
+                 location: str) -> Manifest:
     """The backup ``undo`` restores: the interrupted one, else ``backup_id``, else the latest applied."""
     if pending:
-        return pending.doc
-    if backup_id is not None:
-        doc = read_manifest(ckpt.fs, backup_id, missing_ok=True)
-        if doc is None:
+        head = pending.head
+    elif backup_id is not None:
+        found = read_manifest(ckpt.fs, backup_id, missing_ok=True)
+        if found is None:
             raise MissingFileError(f"no backup {backup_id!r} in this checkpoint", hint=f"wmcheck backups {location}")
+        head = found.head
     else:
-        live = [d for d in docs if d["status"] == APPLIED]
+        live = [h for h in heads if h.status == APPLIED]
         if not live:
             raise RefusedError("there is no applied repair to undo", hint=f"wmcheck backups {location} lists them")
-        doc = live[-1]
-    if doc["status"] == UNDONE:
-        raise RefusedError(f"repair {doc['id']} was already undone", hint=f"wmcheck backups {location}")
-    later = [d["id"] for d in docs if d["status"] != UNDONE and (d.get("created_ms", 0), d["id"]) >
-             (doc.get("created_ms", 0), doc["id"])]
+        head = live[-1]
+    if head.status == UNDONE:
+        raise RefusedError(f"repair {head.backup_id} was already undone", hint=f"wmcheck backups {location}")
+    later = [h.backup_id for h in heads if h.status != UNDONE and (h.created_ms, h.backup_id) >
+             (head.created_ms, head.backup_id)]
     if later:
-        raise RefusedError(f"repair {later[-1]} was made after {doc['id']}", hint=f"undo {later[-1]} first")
-    return doc
+        raise RefusedError(f"repair {later[-1]} was made after {head.backup_id}", hint=f"undo {later[-1]} first")
+    manifest = read_manifest(ckpt.fs, head.backup_id)
+    assert manifest is not None
+    return manifest
+
+
+def _trusted_backup(ckpt: Checkpoint, manifest: Manifest, roots: Mapping[str, FileSystem], sink: str | None,
+                    fs_options: FsOptions) -> Backup:
+    """The backup of ``manifest`` once its places and layout check out (:mod:`.trust`): the checkpoint, sink and
+    backup directory where they were, no link in it that the repair did not save."""
+    backup = open_backup(ckpt.fs, manifest, roots, fs_options)
+    trust.same_places(manifest, ckpt.location, sink, roots.get("sink"), ckpt.fs, backup.files_fs)
+    safety.backup_fs(manifest.files, ckpt, roots["sink"].uri() if "sink" in roots else None, fs_options)
+    trust.check_area(backup)
+    return backup
 
 
 def _undo_sink(ckpt: Checkpoint, plan: Plan, file_sink: str | None, fs_options: FsOptions) -> str | None:
@@ -168,21 +185,23 @@ def _undo_sink(ckpt: Checkpoint, plan: Plan, file_sink: str | None, fs_options: 
 def list_backups(location: str, *, fs_options: FsOptions = None) -> list[BackupRow]:
     """One row per backup of the checkpoint, oldest first."""
     ckpt = open_checkpoint(location, fs_options)
-    docs = list_manifests(ckpt.fs)
-    pending = find_interrupted(ckpt.fs, docs)
+    heads = list_heads(ckpt.fs)
+    pending = find_interrupted(ckpt.fs, heads)
     rows = []
-    for doc in docs:
-        status = doc["status"]
-        if pending and pending.doc["id"] == doc["id"] and status in (APPLYING, UNDOING, APPLIED):
+    for head in heads:
+        status: str = head.status
+        if pending and pending.head.backup_id == head.backup_id and status in (APPLYING, UNDOING, APPLIED):
             status = f"interrupted ({pending.action})"
-        request = REQUESTS.get(doc["command"])
+        manifest = read_manifest(ckpt.fs, head.backup_id)
+        assert manifest is not None
+        request = REQUESTS.get(head.command)
         rows.append(BackupRow(
-            backup_id=doc["id"], command=doc["command"], status=status, created_ms=doc.get("created_ms"),
-            target=request.label(doc.get("request", {})) if request else "",
-            last_committed_before=doc.get("before", {}).get("last_committed_batch"),
-            watermark_before_ms=doc.get("before", {}).get("watermark_ms"),
-            steps=doc.get("steps"),
-            files=doc.get("files") or ckpt.fs.uri(f"{OWN_DIR}/backups/{doc['id']}/files"),
+            backup_id=head.backup_id, command=head.command, status=status, created_ms=head.created_ms,
+            target=request.label(manifest.request) if request else "",
+            last_committed_before=manifest.before.get("last_committed_batch"),
+            watermark_before_ms=manifest.before.get("watermark_ms"),
+            steps=manifest.steps,
+            files=manifest.files or ckpt.fs.uri(f"{BACKUPS}/{head.backup_id}/files"),
         ))
     return rows
 
@@ -193,8 +212,22 @@ def list_backups(location: str, *, fs_options: FsOptions = None) -> list[BackupR
 def _roots(ckpt: Checkpoint, file_sink: str | None, fs_options: FsOptions) -> dict[str, FileSystem]:
     roots = {"checkpoint": ckpt.fs}
     if file_sink:
-        roots["sink"] = open_fs(file_sink, fs_options)
+        roots["sink"] = open_fs(file_sink, fs_options).pinned()
     return roots
+
+
+def _same_sink(plan: Plan, request: RepairRequest, ckpt: Checkpoint, fs_options: FsOptions) -> None:
+    """A saved plan may not widen what the command changes: its file sink must be the one the command names."""
+    given = getattr(request, "file_sink", None)
+    sink = open_file_sink(given, ckpt, fs_options) if given else None
+    if plan.file_sink == (sink.location if sink else None):
+        return
+    if plan.file_sink is None:
+        raise RefusedError(f"the plan changes no file sink, the command names {given}", param="file_sink",
+                           hint=f"leave out {arg('file_sink')}, or plan again with it")
+    raise RefusedError(f"the plan changes the file sink {plan.file_sink}, which the command does not name"
+                       + (f" (it names {sink.location})" if sink else "") + ": a saved plan cannot choose what is changed",
+                       param="file_sink", hint=f"pass {arg('file_sink', plan.file_sink)} if that sink is meant")
 
 
 def _load(path: str, command: str, ckpt: Checkpoint) -> Plan:
@@ -263,8 +296,9 @@ def _finish(ckpt: Checkpoint, plan: Plan, execution: Execution, options: RunOpti
     execution.prepare(ckpt, plan, options.fs_options)
     backup_id = new_backup_id(ckpt.fs, plan.command, now)
     backup = Backup(backup_id, ckpt.fs, roots, files_fs.sub(backup_id) if files_fs else None)
-    backup.write_plan(plan.to_json())
-    backup.write_manifest(plan, APPLYING)
+    record = preflight.survey_repair(plan, backup)
+    plan_hash, record_hash = backup.write_plan(plan.to_json()), backup.write_record(record)
+    backup.start(plan, APPLYING, plan_hash, record_hash, trust.resolved(ckpt.fs, roots.get("sink"), backup.files_fs))
     verification = execution.carry_out(Run(ckpt, plan, backup, options.fs_options, now, fail_after,
                                            _guard(ckpt, plan, options, lock)))
     return RepairResult(plan, True, plan.warnings, backup_id, backup.files_location, verification=verification)
@@ -280,19 +314,21 @@ def _resume(ckpt: Checkpoint, pending: Interrupted, request: RepairRequest, exec
             now: int, fail_after: int | None, lock: Lock | None) -> RepairResult:
     """Show or finish the repair a killed run left behind: the same command, no other target, no other plan (or,
     when its strategy restarts, undo it and run the request anew)."""
-    doc = pending.doc
-    plan = manifest_plan(ckpt.fs, doc)
+    manifest = read_manifest(ckpt.fs, pending.head.backup_id)
+    assert manifest is not None
+    backup_id = manifest.backup_id
+    plan = manifest_plan(ckpt.fs, manifest)
     hint = f"re-run 'wmcheck {plan.command} {ckpt.location} --execute' to finish it, or 'wmcheck undo {ckpt.location}'"
     if pending.action == "undo":
-        raise RefusedError(f"an undo of repair {doc['id']} was interrupted", hint=f"wmcheck undo {ckpt.location} finishes it")
+        raise RefusedError(f"an undo of repair {backup_id} was interrupted", hint=f"wmcheck undo {ckpt.location} finishes it")
     if plan.command != request.command or options.from_plan or request.conflicts_with(plan):
-        raise RefusedError(f"an interrupted {plan.command} (backup {doc['id']}, {plan.notes[0] if plan.notes else ''}) "
+        raise RefusedError(f"an interrupted {plan.command} (backup {backup_id}, {plan.notes[0] if plan.notes else ''}) "
                            "must be finished or undone first", hint=hint)
     if lock is not None and execution.restarts(plan):
-        _undo(ckpt, doc, lock, options.force, options.idle_ms, None, options.fs_options, now, None)
-        fresh = open_checkpoint(ckpt.location, options.fs_options)
+        _undo(ckpt, manifest, lock, options.force, options.idle_ms, None, options.fs_options, now, None)
+        fresh = _pinned(open_checkpoint(ckpt.location, options.fs_options))
         done = _finish(fresh, request.plan(fresh, now, options.fs_options), execution, options, now, fail_after, lock)
-        note = (f"{plan.command} {doc['id']} was interrupted: undone first (what it wrote is in that backup), "
+        note = (f"{plan.command} {backup_id} was interrupted: undone first (what it wrote is in that backup), "
                 "then run again")
         return dataclasses.replace(done, warnings=(note, *done.warnings))
     if plan.file_sink and plan.checkpoint != ckpt.location:
@@ -300,17 +336,16 @@ def _resume(ckpt: Checkpoint, pending: Interrupted, request: RepairRequest, exec
                            hint=f"finish or undo it there, or 'wmcheck undo {ckpt.location} --file-sink PATH' here")
     sink = open_file_sink(plan.file_sink, ckpt, options.fs_options)
     roots = _roots(ckpt, sink.location if sink else None, options.fs_options)
-    backup = open_backup(ckpt.fs, doc, roots, options.fs_options)
-    safety.backup_fs(doc.get("files"), ckpt, plan.file_sink, options.fs_options)
+    backup = _trusted_backup(ckpt, manifest, roots, plan.file_sink, options.fs_options)
     done_steps = sum(1 for s in plan.steps if step_done(s, backup))
-    resumed = Resumed(doc["id"], done_steps, len(plan.steps))
+    resumed = Resumed(backup_id, done_steps, len(plan.steps))
     if lock is None:
-        note = f"repair {doc['id']} was interrupted after {done_steps} of {len(plan.steps)} steps: {hint}"
-        return RepairResult(plan, False, (note, *plan.warnings), doc["id"], backup.files_location, resumed)
+        note = f"repair {backup_id} was interrupted after {done_steps} of {len(plan.steps)} steps: {hint}"
+        return RepairResult(plan, False, (note, *plan.warnings), backup_id, backup.files_location, resumed)
     safety.refuse_links(roots, plan)
     safety.check_idle(ckpt, options.idle_ms, options.force, now, safety.written_paths(plan))
     apply(plan, backup, now, fail_after, resume=True, guard=_guard(ckpt, plan, options, lock))
-    return RepairResult(plan, True, plan.warnings, doc["id"], backup.files_location, resumed)
+    return RepairResult(plan, True, plan.warnings, backup_id, backup.files_location, resumed)
 
 
 __all__ = ["list_backups", "run", "undo_repair"]

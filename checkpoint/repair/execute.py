@@ -18,6 +18,7 @@ from ..layout import COMMITS, OFFSETS
 from ..numbers import is_number
 from ..repair_records import APPLIED, APPLYING, UNDOING, UNDONE
 from .backup import Backup, clear_journal, write_journal
+from .entries import read_entry
 from .plan import Plan, Step, sha256
 
 MAX_SHOWN = 5
@@ -27,8 +28,21 @@ class InjectedFailure(RuntimeError):
     """The simulated crash of the ``fail_after`` test hook."""
 
 
+NOT_A_FILE = "not a regular file"
+"""What :func:`_hash` says of a link, a directory or a special file: never any file's hash."""
+
+
 def _hash(fs: FileSystem, path: str) -> str | None:
-    return sha256(fs.read(path)) if fs.exists(path) else None
+    """The hash of the regular file at ``path`` (None when nothing is there), links not followed."""
+    info = fs.entry(path)
+    if info is None:
+        return None
+    return NOT_A_FILE if info.is_link or info.is_dir or info.special else sha256(fs.read_regular(path))
+
+
+def _there(fs: FileSystem, path: str) -> bool:
+    """Whether anything is at ``path`` (a dangling link too)."""
+    return fs.entry(path) is not None
 
 
 def _changed(step: Step, what: str) -> CheckpointError:
@@ -54,15 +68,36 @@ def apply(plan: Plan, backup: Backup, now_ms: int, fail_after: int | None = None
     for index, step in enumerate(plan.steps):
         if fail_after == index:
             raise InjectedFailure(f"injected failure after {index} of {len(plan.steps)} steps")
-        apply_step(step, backup, resume)
+        try:
+            apply_step(step, backup, resume)
+        except (CheckpointError, OSError) as exc:
+            raise half_done(plan, index, exc, "apply") from None
     if fail_after == len(plan.steps):
         raise InjectedFailure(f"injected failure after all {len(plan.steps)} steps")
     if guard:
         guard()
     if resume:
         remove_temps(plan, backup)
-    backup.write_manifest(plan, APPLIED, applied_ms=now_ms)
+    backup.set_status(APPLIED, applied_ms=now_ms)
     clear_journal(backup.ckpt_fs)
+
+
+def half_done(plan: Plan, index: int, exc: CheckpointError | OSError, action: str) -> CheckpointError:
+    """The one line of a run that failed part way: what failed, that the checkpoint is half changed, and the two
+    ways out (``action``: ``apply`` or ``undo``)."""
+    if isinstance(exc, CheckpointError):
+        what, path = exc.message, exc.path
+    else:
+        what, path = exc.strerror or str(exc), exc.filename
+    where = plan.checkpoint
+    if action == "undo":
+        return CheckpointError(f"{what}; undo stopped at step {index} of {len(plan.steps)}: the checkpoint is half "
+                               "restored", path=path,
+                               hint=f"fix the cause, then 'wmcheck undo {where}' finishes restoring it")
+    return CheckpointError(f"{what}; the repair stopped at step {index + 1} of {len(plan.steps)}: the checkpoint is half "
+                           "repaired", path=path,
+                           hint=f"'wmcheck undo {where}' restores it, or re-running 'wmcheck {plan.command} {where} "
+                                "--execute' (the same options) finishes it once the cause is fixed")
 
 
 def remove_temps(plan: Plan, backup: Backup) -> None:
@@ -71,12 +106,16 @@ def remove_temps(plan: Plan, backup: Backup) -> None:
     for root, directory in sorted(dirs):
         fs = backup.roots[root]
         for info in fs.list_dir(directory):
-            if info.name.endswith(TEMP_SUFFIX) and not info.is_dir:
+            if info.name.endswith(TEMP_SUFFIX) and (info.is_link or not info.is_dir):
                 fs.delete(info.path)
     fs, top = backup.area()
-    for info in fs.walk(top):
-        if info.name.endswith(TEMP_SUFFIX):
-            fs.delete(info.path)
+    stack = [top]
+    while stack:  # never into a linked directory
+        for info in fs.list_dir(stack.pop()):
+            if info.name.endswith(TEMP_SUFFIX) and (info.is_link or not info.is_dir):
+                fs.delete(info.path)
+            elif info.is_dir and not info.is_link:
+                stack.append(info.path)
 
 
 def _save_originals(plan: Plan, backup: Backup) -> None:
@@ -88,7 +127,7 @@ def _save_originals(plan: Plan, backup: Backup) -> None:
         for path, expected in ((step.path, step.sha256), (step.sidecar, step.crc_sha256)):
             if expected is None or backup.has(step.root, path):
                 continue
-            data = fs.read(path)
+            data = fs.read_regular(path)
             if sha256(data) != expected:
                 raise _changed(step, f"{path} changed")
             backup.save_copy(step.root, path, data)
@@ -98,8 +137,8 @@ def apply_step(step: Step, backup: Backup, verify: bool) -> None:
     """Apply one step (idempotent); with ``verify``, a file to remove must still have its planned size."""
     fs = backup.roots[step.root]
     if step.action == "remove":
-        info = fs.info(step.path) if verify else None
-        if verify and info is not None and info.size != step.size:
+        info = fs.entry(step.path) if verify else None
+        if info is not None and not info.is_link and info.size != step.size:
             raise _changed(step, f"the file has {info.size} bytes, not {step.size},")
         try:
             backup.move_in(step.root, step.path)
@@ -111,7 +150,7 @@ def apply_step(step: Step, backup: Backup, verify: bool) -> None:
     if current != step.new_sha256:
         if current != step.sha256:
             raise _changed(step, "the file changed")
-        if fs.exists(step.sidecar):
+        if _there(fs, step.sidecar):
             fs.delete(step.sidecar)  # its original is in the backup; no stale checksum while data changes
         fs.write(step.path, step.data or b"")
     if step.crc:
@@ -124,7 +163,7 @@ def step_done(step: Step, backup: Backup) -> bool:
     """Whether a step of an interrupted run was applied (for showing progress)."""
     fs = backup.roots[step.root]
     if step.action == "remove":
-        return not fs.exists(step.path) and backup.has(step.root, step.path)
+        return not _there(fs, step.path) and backup.has(step.root, step.path)
     return _hash(fs, step.path) == step.new_sha256
 
 
@@ -137,15 +176,16 @@ def undo_conflicts(plan: Plan, backup: Backup, partial: bool) -> list[str]:
     for step in plan.steps:
         fs = backup.roots[step.root]
         if step.action == "remove":
-            if fs.exists(step.path) and backup.has(step.root, step.path):
-                if not partial or sha256(fs.read(step.path)) != sha256(backup.read(step.root, step.path)):
+            if _there(fs, step.path) and backup.has(step.root, step.path):
+                if not partial or not _same(fs, step, backup):
                     out.append(f"{step.path} exists again")
-            elif fs.exists(step.path) and not partial:
+            elif _there(fs, step.path) and not partial:
                 out.append(f"{step.path} exists again")
         else:
             allowed = {step.new_sha256} | ({step.sha256} if partial else set())
-            if _hash(fs, step.path) not in allowed:
-                out.append(f"{step.path} changed since the repair")
+            current = _hash(fs, step.path)
+            if current not in allowed:
+                out.append(f"{step.path} {'is not a regular file' if current == NOT_A_FILE else 'changed'} since the repair")
     if not partial:
         ckpt = backup.ckpt_fs
         last = plan.after.get("last_batch")
@@ -171,14 +211,17 @@ def undo(plan: Plan, backup: Backup, status: str, now_ms: int, force: bool = Fal
             + (f" (and {len(conflicts) - MAX_SHOWN} more)" if len(conflicts) > MAX_SHOWN else ""),
             hint=f"stop the query; {arg('force')} restores anyway and moves the files in the way into the backup's displaced/",
         )
-    backup.write_manifest(plan, UNDOING)
+    backup.set_status(UNDOING)
     write_journal(backup.ckpt_fs, backup.backup_id, plan.command, "undo", now_ms)
     restored = []
     for done, index in enumerate(range(len(plan.steps) - 1, -1, -1)):
         if fail_after == done:
             raise InjectedFailure(f"injected failure after reverting {done} of {len(plan.steps)} steps")
         step = plan.steps[index]
-        how = _revert(step, backup)
+        try:
+            how = _revert(step, backup)
+        except (CheckpointError, OSError) as exc:
+            raise half_done(plan, done, exc, "undo") from None
         if how:
             restored.append({"step": index, "action": step.action, "root": step.root, "path": step.path,
                              "restored": how})
@@ -186,20 +229,26 @@ def undo(plan: Plan, backup: Backup, status: str, now_ms: int, force: bool = Fal
         raise InjectedFailure(f"injected failure after reverting all {len(plan.steps)} steps")
     remove_temps(plan, backup)
     clear_journal(backup.ckpt_fs)  # first: a kill before the next line leaves an "undoing" manifest, finished by undo
-    backup.write_manifest(plan, UNDONE, undone_ms=now_ms)
+    backup.set_status(UNDONE, undone_ms=now_ms)
     return restored[::-1]
+
+
+def _same(fs: FileSystem, step: Step, backup: Backup) -> bool:
+    """Whether the entry at the step's path holds what the backup holds for it (a file's bytes, a link's target)."""
+    saved = backup.saved(step.root, step.path)
+    return saved is not None and saved.same(read_entry(fs, step.root, step.path))
 
 
 def _revert(step: Step, backup: Backup) -> str | None:
     fs = backup.roots[step.root]
     if step.action == "remove":
         if not backup.has(step.root, step.path):
-            if fs.exists(step.path):
+            if _there(fs, step.path):
                 return None  # never moved
             raise CheckpointError("the file is neither in place nor in the backup", path=step.path,
                                   hint=f"look for it under the backup's files/{step.root}/")
-        if fs.exists(step.path):
-            if sha256(fs.read(step.path)) == sha256(backup.read(step.root, step.path)):
+        if _there(fs, step.path):
+            if _same(fs, step, backup):
                 return None  # a copy was made but the original not yet removed
             backup.displace(step.root, step.path)
         backup.move_out(step.root, step.path)
@@ -212,7 +261,7 @@ def _revert(step: Step, backup: Backup) -> str | None:
     how = None
     if step.sha256 is None:
         if current is not None:
-            if side_touched and fs.exists(step.sidecar):
+            if side_touched and _there(fs, step.sidecar):
                 fs.delete(step.sidecar)
             backup.displace(step.root, step.path)
             how = "removed"
@@ -221,7 +270,7 @@ def _revert(step: Step, backup: Backup) -> str | None:
         if current != sha256(original):
             if current not in (step.new_sha256, None):
                 backup.displace(step.root, step.path)
-            if side_touched and fs.exists(step.sidecar):
+            if side_touched and _there(fs, step.sidecar):
                 fs.delete(step.sidecar)
             fs.write(step.path, original)
             how = "rewritten"

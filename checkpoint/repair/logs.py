@@ -18,7 +18,7 @@ from ..file_logs import FileLog, FileLogEntry, parse_file_log, serialize_file_lo
 from ..fs import FileInfo, FileSystem
 from ..layout import all_sidecars
 from ..metadata_log import MetadataLog
-from .plan import Step
+from .plan import Root, Step
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class LogRewind:
     rebuilt: str | None = None
 
 
-def remove_steps(root: str, info, lookup: Callable[[str], FileInfo | None], phase: str, reason: str) -> list[Step]:
+def remove_steps(root: Root, info, lookup: Callable[[str], FileInfo | None], phase: str, reason: str) -> list[Step]:
     """Remove a file (a FileInfo or StateFile), then each of its checksum sidecars that ``lookup`` finds."""
     out = [Step("remove", root, info.path, phase, reason, info.size, info.mtime_ms)]
     for side in all_sidecars(info.path):
@@ -44,7 +44,7 @@ def remove_steps(root: str, info, lookup: Callable[[str], FileInfo | None], phas
 
 def rewind_log(
     log: MetadataLog,
-    root: str,
+    root: Root,
     target: int,
     phase: str,
     read: Callable[[str], FileLog],

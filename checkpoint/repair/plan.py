@@ -16,7 +16,7 @@ import base64
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Literal, Mapping, get_args
 
 from ..errors import CheckpointError, MalformedFileError, arg
 from ..fs import clean_relative
@@ -27,8 +27,10 @@ if TYPE_CHECKING:
 
 PLAN_FORMAT = "wmcheck-plan"
 PLAN_VERSION = 1
-ACTIONS = ("remove", "write")
-ROOTS = ("checkpoint", "sink")
+Action = Literal["remove", "write"]
+Root = Literal["checkpoint", "sink"]
+ACTIONS: tuple[Action, ...] = get_args(Action)
+ROOTS: tuple[Root, ...] = get_args(Root)
 
 
 def sha256(data: bytes) -> str:
@@ -39,8 +41,8 @@ def sha256(data: bytes) -> str:
 class Step:
     """One file change; see the module docstring for what each field means per action."""
 
-    action: str
-    root: str
+    action: Action
+    root: Root
     path: str
     phase: str
     reason: str
@@ -76,7 +78,7 @@ class Step:
         return out
 
 
-def rewrite_step(fs: "FileSystem", path: str, data: bytes, phase: str, reason: str, root: str = "checkpoint") -> Step:
+def rewrite_step(fs: "FileSystem", path: str, data: bytes, phase: str, reason: str, root: Root = "checkpoint") -> Step:
     """A step that gives a file of ``root`` new bytes, regenerating its Hadoop sidecar when it has one."""
     original = fs.read(path)
     crc = fs.info(hadoop_sidecar(path))

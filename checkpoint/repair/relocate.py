@@ -24,7 +24,7 @@ from ..locations import map_location
 from ..metadata_log import MetadataLog
 from ..model import Checkpoint
 from ..relocation import foreign_references, home_location, relocated_metadata
-from .plan import Plan, Step, rewrite_step
+from .plan import Plan, Root, Step, rewrite_step
 from .rewind import FileSink
 
 
@@ -49,7 +49,7 @@ def _mapped_log(log: FileLog, path_map: Mapping[str, str]) -> tuple[FileLog, int
     return FileLog(log.version, tuple(entries)), changed
 
 
-def _log_steps(fs: FileSystem, directory: str, root: str, path_map: Mapping[str, str], phase: str) -> tuple[list[Step], int]:
+def _log_steps(fs: FileSystem, directory: str, root: Root, path_map: Mapping[str, str], phase: str) -> tuple[list[Step], int]:
     """Rewrites of one file log's files whose entries name files under a ``FROM`` prefix."""
     steps, total = [], 0
     for path in MetadataLog.listed(fs, directory).files.values():
@@ -85,7 +85,8 @@ def plan_relocate(ckpt: Checkpoint, *, path_map: Mapping[str, str] | None = None
              f"the same files under {home_location(ckpt, moved[0])}"] if moved else []
     warnings = []
     if path_map:
-        logs = [(ckpt.fs, f"{SOURCES}/{i}", "checkpoint", "sources") for i in ckpt.source_dirs]
+        logs: list[tuple[FileSystem, str, Root, str]] = [(ckpt.fs, f"{SOURCES}/{i}", "checkpoint", "sources")
+                                                          for i in ckpt.source_dirs]
         logs += [(sink.fs, SINK_LOG, "sink", "sink")] if sink else []
         mapped = 0
         for fs, directory, root, phase in logs:

@@ -136,7 +136,7 @@ class SparkBatch(Execution):
         error = self.runner.repartition(ckpt.location, int(partitions), spark_confs(ckpt))
         if error is not None:  # the attempt's files go into the backup
             moved = remove_batch(open_checkpoint(ckpt.location, run.fs_options), plan, backup)
-            backup.write_manifest(plan, UNDONE, undone_ms=run.now)
+            backup.set_status(UNDONE, undone_ms=run.now)
             clear_journal(ckpt.fs)
             raise CheckpointError(f"Spark's repartition failed: {error}; the {moved} file(s) it wrote were moved into "
                                   f"backup {backup.backup_id}, so the checkpoint is as it was",

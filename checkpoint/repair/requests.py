@@ -176,7 +176,9 @@ def open_file_sink(location: str | None, ckpt: Checkpoint, fs_options: FsOptions
     if fs.info(SINK_LOG) is None:
         raise MissingFileError(f"{fs.uri()} has no {SINK_LOG}/: it is not a file sink directory",
                                hint="pass the path the query writes to (its 'path' option)")
-    if inside(fs.uri(), ckpt.location) or inside(ckpt.location, fs.uri()):
+    sink_at, ckpt_at = fs.resolved(), ckpt.fs.resolved()
+    if inside(fs.uri(), ckpt.location) or inside(ckpt.location, fs.uri()) or inside(sink_at, ckpt_at) or \
+            inside(ckpt_at, sink_at):
         raise CheckpointError(f"the file sink {fs.uri()} and the checkpoint {ckpt.location} overlap",
                               hint="pass the sink directory, not the checkpoint")
-    return FileSink(fs, fs.uri())
+    return FileSink(fs.pinned(), fs.uri())

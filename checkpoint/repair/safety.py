@@ -89,4 +89,4 @@ def backup_fs(backup_dir: str | None, ckpt: Checkpoint, file_sink: str | None, f
         if inside(where, real) and not inside(where, own) or inside(real, where):
             raise CheckpointError(f"{arg('backup_dir', fs.uri())} overlaps {other}", param="backup_dir",
                                   hint=f"put backups outside the checkpoint and the sink (or leave {arg('backup_dir')} out)")
-    return fs
+    return fs.pinned()
