@@ -94,8 +94,6 @@ def _dir_problem(real: str) -> str | None:
     try:
         if os.statvfs(real).f_flag & os.ST_RDONLY:
             return "the directory is on a read-only file system"
-        if not os.access(real, os.W_OK | os.X_OK, effective_ids=os.access in os.supports_effective_ids):
-            return f"the directory is not writable by this user (uid {os.geteuid()})"
         fd = os.open(real, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except (FileNotFoundError, NotADirectoryError):
         return None
@@ -105,7 +103,11 @@ def _dir_problem(real: str) -> str | None:
         locked = locked_flags(fd)
     finally:
         os.close(fd)
-    return f"the directory is {locked}" if locked else None
+    if locked:
+        return f"the directory is {locked}"
+    if not os.access(real, os.W_OK | os.X_OK, effective_ids=os.access in os.supports_effective_ids):
+        return f"the directory is not writable by this user (uid {os.geteuid()})"
+    return None
 
 
 def _nearest(real: str) -> str | None:
