@@ -16,7 +16,7 @@ from .errors import CheckpointError, MissingFileError, arg
 from .kafka_offsets import KAFKA_EARLIEST, kafka_json, parse_kafka_initial_offsets
 from .layout import COMPACT_SUFFIX, SOURCES
 from .locations import map_location, spark_location, stat_locations
-from .model import Checkpoint
+from .model import Checkpoint, check_span
 from .numbers import is_number
 from .source_offsets import SourceOffset
 from .textlog import dump_json
@@ -132,9 +132,9 @@ def replay_range(ckpt: Checkpoint, start: int, end: int | None = None, include_p
         raise MissingFileError("the checkpoint has no committed batch to replay" if not include_pending
                                else "the checkpoint has no batch to replay", path="offsets",
                                hint="the query never completed a batch" if ckpt.offset_ids else "start the query first")
+    check_span(start, end, last, beyond=False)
+    check_span(start, None, last, "batch" if include_pending else "committed batch")
     end = last if end is None else end
-    if start > end:
-        raise CheckpointError(f"{arg('start', start)} is after {arg('end', end)}", hint=f"batches go up to {last}", param="start")
     if end > last:
         pending = ckpt.pending_batch
         if not include_pending and pending is not None and end <= pending:

@@ -7,7 +7,7 @@ from typing import Callable, Mapping
 
 from .errors import CheckpointError, arg
 from .layout import OWN_DIR
-from .model import PINNED_CONFS, Checkpoint, Operator, store_unique_ids
+from .model import PINNED_CONFS, Checkpoint, Operator, check_span, store_unique_ids
 from .progress import BatchProgress, QueryProgress
 from .relocation import foreign_references
 from .repair_records import find_interrupted
@@ -319,8 +319,9 @@ def next_batch_partitions(ckpt: Checkpoint) -> int | None:
 
 
 def batch_range(ckpt: Checkpoint, last: int | None = None, start: int | None = None, end: int | None = None) -> list[int]:
-    """Batch ids present (offsets or commits) selected by ``--last K`` or ``--from N --to M``."""
+    """Batch ids present (offsets or commits) selected by ``last`` K or ``start``..``end`` (:func:`check_span`'s rule)."""
     ids = sorted(set(ckpt.offset_ids) | set(ckpt.commit_ids))
+    check_span(start, end, ids[-1] if ids else None)
     if start is not None:
         ids = [b for b in ids if b >= start]
     if end is not None:

@@ -20,8 +20,10 @@ ANCHORS = ("now", "watermark")
 
 
 def zone(name: str | None) -> tzinfo:
-    """``UTC`` (default), ``local`` or an IANA zone name."""
-    if not name or name.upper() == "UTC":
+    """``UTC`` (default: None), ``local`` or an IANA zone name; an empty name is refused."""
+    if name is not None and not name.strip():
+        raise CheckpointError("empty time zone name", hint="use UTC, local or an IANA name like Europe/Berlin", param="tz")
+    if name is None or name.upper() == "UTC":
         return timezone.utc
     if name == "local":
         return datetime.now().astimezone().tzinfo or timezone.utc

@@ -33,8 +33,20 @@ def select_checks(select: Iterable[str] | None = None, ignore: Iterable[str] = (
     chosen, dropped = set(select or CHECKS), set(ignore)
     unknown = sorted((chosen | dropped) - set(CHECKS))
     if unknown:
-        raise CheckpointError(f"unknown check code(s): {', '.join(unknown)}", hint=f"codes are {min(CHECKS)}..{max(CHECKS)}, each explained in docs/check.md")
+        raise CheckpointError(f"unknown check code(s): {', '.join(unknown)}",
+                              hint=f"the codes are {code_ranges(sorted(CHECKS))}, each explained in docs/check.md")
     return [c for code, c in CHECKS.items() if code in chosen - dropped]
+
+
+def code_ranges(codes: list[str]) -> str:
+    """``WM000..WM036, WM038..WM041``: sorted codes as runs of consecutive numbers."""
+    runs: list[list[str]] = []
+    for code in codes:
+        if runs and int(code[2:]) == int(runs[-1][-1][2:]) + 1:
+            runs[-1].append(code)
+        else:
+            runs.append([code])
+    return ", ".join(run[0] if len(run) == 1 else f"{run[0]}..{run[-1]}" for run in runs)
 
 
 def open_file_sink(location: str, fs_options: Mapping[str, str] | None = None) -> FileSystem:

@@ -48,6 +48,7 @@ FLAGS = {
     "to_time": "--to-time",
     "timeout": "--timeout",
     "to_watermark": "--to-watermark",
+    "tz": "--tz",
     "watermark": "--watermark",
     "watermark_ms": "--watermark",
     "window": "--window",

@@ -31,8 +31,8 @@ def _print_lateness(out: Output, found: "Lateness") -> None:
 
 @click.command()
 @click.argument("checkpoint")
-@click.option("--from", "start", type=click.IntRange(min=0), required=True, help="First batch to replay.")
-@click.option("--to", "end", type=click.IntRange(min=0), help="Last batch (default: the last committed one).")
+@click.option("--from", "start", type=int, required=True, help="First batch to replay.")
+@click.option("--to", "end", type=int, help="Last batch (default: the last committed one).")
 @click.option("--source", help="Source id to replay (as `wmcheck batches` lists them); needed with several sources.")
 @click.option("--plan", "show_plan", is_flag=True, help="Only print each batch's offsets, files and watermarks (no Spark).")
 @click.option("--output", metavar="DIR", help="Write the rows as Parquet partitioned by batch_id.")

@@ -45,7 +45,7 @@ def resolve_target(
             hint=f"use one of {arg('to_batch', 'N')}, {arg('to_watermark', 'TIME')}, {arg('to_time', 'TIME')}, {arg('shift', '-K')}",
         )
     if to_batch is not None:
-        return Target(to_batch, arg("to_batch", to_batch))
+        return Target(_batch_id(ckpt, to_batch, arg("to_batch", to_batch), "to_batch"), arg("to_batch", to_batch))
     done = ckpt.last_committed_batch
     if shift is not None:
         if shift >= 0:
@@ -53,7 +53,7 @@ def resolve_target(
                                   param="shift")
         if done is None:
             return Target(None, "no batch is committed")
-        return Target(done + shift, f"{arg('shift', shift)} from the last committed batch {done}")
+        return Target(_batch_id(ckpt, done + shift, arg("shift", shift), "shift"), f"{arg('shift', shift)} from the last committed batch {done}")
     batches = retained_batches(ckpt)
     ckpt.load_batches(batches)
     now = now_ms() if now is None else now
@@ -69,6 +69,16 @@ def resolve_target(
     if not hits:
         return Target(None, f"no retained batch {what}")
     return Target(hits[-1], f"batch {hits[-1]}, the last retained batch that {what}")
+
+
+def _batch_id(ckpt: Checkpoint, batch: int, given: str, param: str) -> int:
+    """``batch`` when it can name a batch (ids start at 0), else a clear error on ``param`` (``given``: as passed)."""
+    if batch >= 0:
+        return batch
+    retained = retained_batches(ckpt)
+    raise CheckpointError(f"{given} names batch {batch}: batch ids start at 0",
+                          hint=f"the oldest batch this checkpoint can be rewound to is {retained[0]}" if retained
+                          else "no batch is committed", param=param)
 
 
 def parse_idle(text: str) -> int:

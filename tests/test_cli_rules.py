@@ -1,0 +1,75 @@
+"""Rules every command follows alike: exit codes, batch ranges, time zones, check codes, a closed output pipe."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import fixture_checkpoint, run_cli
+
+NAME = "agg_window_hdfs"
+CKPT = fixture_checkpoint(NAME)
+
+
+def test_a_damaged_file_in_a_readable_checkpoint_is_a_finding_for_check_and_a_warning_for_the_rest(copy_fixture):
+    """Exit 2 is for what cannot be read at all; offsets/5 garbled is WM001 (exit 1) for check, a warning elsewhere."""
+    ckpt = copy_fixture(NAME) / "checkpoint"
+    (ckpt / "offsets" / "5").write_bytes(b"garbage\n")
+    assert [f["code"] for f in json.loads(run_cli("check", ckpt, "--select", "WM001", "--format", "json", exit_code=1).stdout)] == ["WM001"]
+    assert any(w.startswith("offsets/5 does not parse") for w in json.loads(run_cli("show", ckpt, "--format", "json").stdout)["warnings"])
+    rows = json.loads(run_cli("batches", ckpt, "--format", "json").stdout)
+    assert (rows[5]["kind"], rows[6]["kind"]) == ("unreadable", "data")
+    run_cli("timeline", ckpt, "--output", ckpt.parent / "t.svg")
+    run_cli("show", ckpt.parent / "nowhere", exit_code=2)
+
+
+@pytest.mark.parametrize(("args", "error"), [
+    (["--from", "5", "--to", "3"], "Error: --from 5 is after --to 3 (hint: batches go up to 12)"),
+    (["--from", "50"], "Error: batch 50 does not exist: the last {what} is 12 (hint: use --from 12 or less)"),
+    (["--from", "-5"], "Error: --from -5: batch ids start at 0 (hint: use --from 0 or more)"),
+])
+@pytest.mark.parametrize("command", [["batches"], ["replay", "--plan"]])
+def test_batch_ranges_follow_one_rule(command, args, error):
+    what = "batch" if command == ["batches"] else "committed batch"
+    result = run_cli(command[0], CKPT, *command[1:], *args, exit_code=2)
+    assert result.output == error.format(what=what) + "\n"
+
+
+def test_batches_refuse_an_end_beyond_the_last_batch_as_replay_does():
+    assert run_cli("batches", CKPT, "--to", "50", exit_code=2).output == \
+        "Error: batch 50 does not exist: the last batch is 12 (hint: use --to 12 or less)\n"
+    assert run_cli("batches", CKPT, "--to", "-5", exit_code=2).output == \
+        "Error: --to -5: batch ids start at 0 (hint: use --to 0 or more)\n"
+    assert [r["batch"] for r in json.loads(run_cli("batches", CKPT, "--from", "10", "--format", "json").stdout)] == [10, 11, 12]
+
+
+@pytest.mark.parametrize(("args", "error"), [
+    (["--to-batch", "-1"], "Error: --to-batch -1 names batch -1: batch ids start at 0 (hint: the oldest batch this checkpoint can be rewound to is 0)\n"),
+    (["--shift", "-20"], "Error: --shift -20 names batch -8: batch ids start at 0 (hint: the oldest batch this checkpoint can be rewound to is 0)\n"),
+])
+def test_rewind_to_a_negative_batch_is_refused_by_its_option(args, error):
+    assert run_cli("rewind", CKPT, *args, exit_code=2).output == error
+
+
+def test_an_empty_time_zone_is_refused():
+    assert run_cli("show", CKPT, "--tz", "", exit_code=2).output == \
+        "Error: empty time zone name (hint: use UTC, local or an IANA name like Europe/Berlin)\n"
+
+
+def test_check_codes_are_named_as_they_exist():
+    out = run_cli("check", CKPT, "--select", "WM037", exit_code=2).output
+    assert out.startswith("Error: unknown check code(s): WM037 (hint: the codes are WM000..WM036, WM038..")
+    assert run_cli("check", CKPT, "--select", "WM000").output.endswith(": ok: 0 error(s), 0 warning(s) from 1 checks\n")
+    assert "WM000" in run_cli("check", CKPT.parent / "nowhere", "--select", "WM000", exit_code=2).output
+
+
+def test_a_closed_output_pipe_ends_quietly_with_141():
+    """``wmcheck batches CKPT | head -0``: the reader is gone before the first line; no message, exit 128 + SIGPIPE."""
+    process = subprocess.Popen([sys.executable, "-m", "wmcheck.cli", "batches", str(CKPT)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+    assert process.stdout is not None
+    process.stdout.close()
+    _, err = process.communicate(timeout=60)
+    assert (process.returncode, err) == (141, b"")
