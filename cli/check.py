@@ -20,6 +20,7 @@ from .main import EXIT_INPUT
 from .options import common_options, gc_paused, parse_pairs, progress_option
 from .output import FORMATS, make_output
 from .reports import REPORT_OUTPUTS, Result
+from .text import printable
 
 PROGRESS_AFTER_S = 1.0
 """A state verification that takes longer shows its progress."""
@@ -90,7 +91,7 @@ def check(checkpoints: tuple[str, ...], file_sink: str | None, strict: bool, out
         for loc in expand(checkpoints)
     ]
     for note in dict.fromkeys(notes):
-        click.echo(f"note: {note}", err=True)
+        click.echo(f"note: {printable(note)}", err=True)
     with open(output, "w", encoding="utf-8") if output else contextlib.nullcontext() as stream:
         make_output(fmt, stream, tz).findings(results, strict)
     if any(r.unreadable for r in results):

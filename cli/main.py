@@ -13,6 +13,7 @@ from wmcheck.checkpoint.errors import CheckpointError
 
 from .flags import cli_spelling
 from .process import EXIT_INTERRUPTED, interrupted, own_process, owned
+from .text import printable
 
 COMMANDS = {
     "show": ("wmcheck.cli.show", "show", "Summarise a checkpoint: batches, watermark, sources, state."),
@@ -70,7 +71,7 @@ class WmcheckGroup(click.Group):
         except CheckpointError as exc:
             if debug_requested():
                 raise
-            raise CliError(exc.text(cli_spelling)) from None
+            raise CliError(printable(exc.text(cli_spelling))) from None
         except KeyboardInterrupt:  # pyspark's Ctrl-C handler (a session started) raises it
             if owned():
                 interrupted()
@@ -83,7 +84,7 @@ class WmcheckGroup(click.Group):
         except Exception as exc:  # a bug: say so in one line, keep the traceback for --debug
             if debug_requested():
                 raise
-            raise CliError(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug and report it)") from None
+            raise CliError(printable(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug and report it)")) from None
 
 
 def debug_requested() -> bool:

@@ -18,6 +18,7 @@ import click
 
 from . import views
 from .flags import for_cli
+from .text import printable
 from .views import RowView
 
 if TYPE_CHECKING:
@@ -31,13 +32,15 @@ if TYPE_CHECKING:
 
 FORMATS = ("table", "json", "csv")
 _FIELD_NAMES: dict[type, tuple[tuple[str, str], ...]] = {}
-_SCALARS = frozenset((str, int, float, bool, type(None)))
+_SCALARS = frozenset((int, float, bool, type(None)))
 
 
 def plain(value: Any) -> Any:
     """A result as JSON values: dataclasses as objects keyed by their field names (in field order; a field's
     ``metadata["json"]`` renames its key, e.g. ``from_`` -> ``from``), tuples as lists."""
     kind = type(value)
+    if kind is str:
+        return printable(value)
     if kind in _SCALARS:
         return value
     names = _FIELD_NAMES.get(kind)
@@ -48,7 +51,7 @@ def plain(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [plain(v) for v in value]
     if isinstance(value, (dict, Mapping)):
-        return {k: plain(v) for k, v in value.items()}
+        return {printable(k) if isinstance(k, str) else k: plain(v) for k, v in value.items()}
     return value
 
 
@@ -97,7 +100,7 @@ class Output:
         self.tz = tz
 
     def write(self, text: str) -> None:
-        click.echo(for_cli(text), file=self.stream)
+        click.echo("\n".join(printable(line) for line in for_cli(text).split("\n")), file=self.stream)
 
     def rows(self, rows: Sequence[Any], columns: Sequence[str] | None = None, title: str | None = None,
              view: RowView | None = None) -> None:
@@ -138,7 +141,7 @@ class Output:
     def warning(self, text: str | None) -> None:
         """A warning for people in every format, on stderr (stdout stays one valid document); None: nothing."""
         if text:
-            click.echo(f"warning: {for_cli(text)}", err=True)
+            click.echo(f"warning: {printable(for_cli(text))}", err=True)
 
     def state_rows(self, rows: Sequence[Mapping[str, Any]], target: Target, notes: Sequence[str]) -> None:
         """State rows older than the watermark; ``notes`` name the stores that never evict."""

@@ -73,3 +73,27 @@ def test_a_closed_output_pipe_ends_quietly_with_141():
     process.stdout.close()
     _, err = process.communicate(timeout=60)
     assert (process.returncode, err) == (141, b"")
+
+
+ODD = (b".12.\xff-left.tmp", b".15\x1b[31m.delta.tmp")
+
+
+@pytest.mark.parametrize("fmt", ["table", "json", "csv", "github", "junit"])
+def test_odd_file_names_are_escaped_in_every_format(copy_fixture, fmt):
+    """A name with a byte that is not UTF-8 and one with a terminal escape, under a POSIX locale (where Python
+    writes such bytes through): shown as ``\\xff`` and ``\\x1b``, the output valid UTF-8."""
+    import os
+
+    ckpt = copy_fixture(NAME) / "checkpoint"
+    os.close(os.open(os.path.join(bytes(ckpt), b"offsets", ODD[0]), os.O_CREAT | os.O_WRONLY))
+    os.close(os.open(os.path.join(bytes(ckpt), b"state/0/0", ODD[1]), os.O_CREAT | os.O_WRONLY))
+    env = {**os.environ, "LC_ALL": "C", "PYTHONIOENCODING": ""}
+    commands = [["check", str(ckpt), "--format", fmt]] + ([["rewind", str(ckpt), "--to-batch", "11", "--format", fmt]]
+                                                           if fmt in ("table", "json", "csv") else [])
+    for command in commands:
+        done = subprocess.run([sys.executable, "-m", "wmcheck.cli", *command], capture_output=True, env=env, timeout=120)
+        text = done.stdout.decode("utf-8")  # valid UTF-8
+        assert "\x1b" not in text and "\ufffd" not in text, text
+        escaped = "\\\\xff" if fmt == "json" else "\\xff"
+        assert f"offsets/.12.{escaped}-left.tmp" in text, (command, text)
+        assert done.returncode in (0, 1) and b"Traceback" not in done.stderr

@@ -1,0 +1,16 @@
+"""Text as it reaches a terminal or a file: every character shown, the output valid UTF-8."""
+from __future__ import annotations
+
+
+def printable(text: str) -> str:
+    """``text`` safe to print: bytes of a file name that are not UTF-8 (held as lone surrogates) as ``\\xff``,
+    control and other unprintable characters (a newline or a terminal escape in a file name) as Python escapes
+    them, so output is valid UTF-8 and shows every name as it is."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else _escaped(ch) for ch in text)
+
+
+def _escaped(ch: str) -> str:
+    code = ord(ch)
+    return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else ascii(ch)[1:-1]
