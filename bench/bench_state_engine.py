@@ -10,7 +10,8 @@ Two checkpoints, each read in a new process as a user runs them, alternating:
 * large: the ``--keys`` RocksDB state of ``bench_state.py`` (written there, kept in ``--workdir``):
   ``wmcheck state --engine python --older-than-watermark --format parquet`` against that bench's
   PySpark script doing the same read, filter and Arrow write (target: faster), with the peak memory
-  (max RSS) of both.
+  (max RSS) of both; and ``wmcheck check`` of that checkpoint, which decodes every state file Spark loads
+  for the next batch, against the same PySpark script's time to load and read that store (target: faster).
 """
 from __future__ import annotations
 
@@ -62,7 +63,7 @@ def peak_rss_mib(args: list[str]) -> float:
     return int(done.stderr.strip().splitlines()[-1]) / 1024
 
 
-def compare(label: str, ours: list[str], base: list[str], repeat: int) -> None:
+def compare(label: str, ours: list[str], base: list[str], repeat: int) -> dict[str, tuple[float, float]]:
     times: dict[str, list[tuple[float, float]]] = {"python engine": [], "PySpark script": []}
     for _ in range(repeat):  # alternate, so load from other processes hits both alike
         times["PySpark script"].append(timed(base))
@@ -72,6 +73,17 @@ def compare(label: str, ours: list[str], base: list[str], repeat: int) -> None:
         cpu = f" (CPU {medians[name][1]:.2f} s)" if name == "python engine" else ""
         print(f"{label}: {name:15} median {medians[name][0]:7.2f} s{cpu}  runs {', '.join(f'{w:.2f}' for w, _ in runs)}")
     print(f"{label}: PySpark script / python engine = {medians['PySpark script'][0] / medians['python engine'][0]:.1f}x")
+    return medians
+
+
+def verify_against_load(ckpt: Path, spark_read_s: float, repeat: int) -> None:
+    """``wmcheck check`` (every state file the next batch loads decoded, the SST files present with their sizes)
+    against the PySpark script's median in the same run, which loads the same store in Spark."""
+    runs = [timed([sys.executable, "-m", "wmcheck.cli", "check", str(ckpt)]) for _ in range(repeat)]
+    wall, cpu = statistics.median(w for w, _ in runs), statistics.median(c for _, c in runs)
+    print(f"large: wmcheck check (state contents) median {wall:7.2f} s (CPU {cpu:.2f} s)  runs "
+          f"{', '.join(f'{w:.2f}' for w, _ in runs)}; Spark's read of the same store {spark_read_s:.2f} s: "
+          f"{spark_read_s / wall:.1f}x faster (target: faster)")
 
 
 def main() -> None:
@@ -94,7 +106,8 @@ def main() -> None:
     ours = [py, "-m", "wmcheck.cli", "state", str(ckpt), "--engine", "python", "--older-than-watermark", "--format", "parquet",
             "--output", str(ours_out)]
     base = [py, "-c", BASELINE.format(conf=CONF), str(ckpt), str(base_out)]
-    compare("large", ours, base, args.repeat)
+    medians = compare("large", ours, base, args.repeat)
+    verify_against_load(ckpt, medians["PySpark script"][0], args.repeat)
     import pyarrow.parquet as pq
 
     rows_ours, rows_base = pq.read_metadata(ours_out).num_rows, pq.read_metadata(base_out).num_rows

@@ -27,6 +27,16 @@ MAX_ENTRY = 256 << 20
 HINT = "the RocksDB snapshot is damaged or incomplete: restore it from a backup (wmcheck undo) or rewind before it"
 
 
+SST_MAGIC = (0x88E241B785F4CFF7, 0xDB4775248B80FB57, 0x8242229663BF9564)
+"""The last 8 bytes of a RocksDB table file: block-based (and its legacy value) or plain; RocksDB checks them when it
+opens the snapshot ("Corruption: Bad table magic number")."""
+
+
+def sst_footer_ok(tail: bytes) -> bool:
+    """Whether the last 8 bytes of an SST file are a RocksDB table's magic number."""
+    return len(tail) >= 8 and struct.unpack("<Q", tail[-8:])[0] in SST_MAGIC
+
+
 @dataclass(frozen=True)
 class SharedFile:
     """An immutable file a snapshot needs, copied from the store's shared directory."""

@@ -7,8 +7,9 @@ row checksums included, and say where Spark's reader would fail (file, byte, Spa
 * RocksDB ``V.changelog`` (``replayChangelog``): the stream, its version header and lineage, every record, and
   with row checksums every record's checksum.
 * RocksDB ``V.zip`` (``loadCheckpointFromDfs``): the archive entry by entry, its ``metadata``, and every file it
-  names under ``SSTs/`` present with the size it records (Spark copies them and fails on another size). The
-  SST files' contents are RocksDB's to read.
+  names under ``SSTs/`` present with the size it records (Spark copies them and fails on another size) and
+  ending in a RocksDB table's magic number (RocksDB checks it when it opens the snapshot). The blocks inside an
+  SST file are RocksDB's to read, when a row is read.
 
 Which decoder a format uses is its :attr:`~.state_formats.StateFormat.decoder`.
 """
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from .errors import CheckpointError, UnsupportedError
-from .rocksdb_zip import read_snapshot_zip
+from .rocksdb_zip import read_snapshot_zip, sst_footer_ok
 from .row_checksums import RowPlace, verified_key, verified_value, verified_values
 from .state_codecs import codec_name, decompress, require_codec, require_module
 from .state_formats import StateFormat
@@ -107,8 +108,10 @@ def damage(data: bytes, fmt: StateFormat, decoding: Decoding, path: str, place: 
     return None
 
 
-def shared_damage(data: bytes, path: str, shared_dir: str, present: Mapping[str, int]) -> Damage | None:
-    """The first file a snapshot zip names that is missing from ``present`` (path -> size) or has another size."""
+def shared_damage(data: bytes, path: str, shared_dir: str, present: Mapping[str, int],
+                  tail: Callable[[str], bytes]) -> Damage | None:
+    """The first file a snapshot zip names that is missing from ``present`` (path -> size), has another size, or
+    does not end as a RocksDB table (``tail(path)``: its last bytes)."""
     try:
         _, meta = read_snapshot_zip(data, path)
     except CheckpointError:
@@ -122,4 +125,7 @@ def shared_damage(data: bytes, path: str, shared_dir: str, present: Mapping[str,
         if sst.size >= 0 and size != sst.size:
             return Damage(where, None, f"{size} bytes, but {path.rsplit('/', 1)[-1]} records {sst.size} "
                                        f"({LOAD_ERROR}.UNEXPECTED_FILE_SIZE)")
+        if not sst_footer_ok(tail(where)):
+            return Damage(where, max(size - 8, 0), "expected a RocksDB table's magic number in the last 8 bytes "
+                                                   "(RocksDB opening the snapshot: Corruption: Bad table magic number)")
     return None

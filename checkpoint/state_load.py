@@ -81,10 +81,13 @@ class ContentCheck:
     """Decodes the files of loads, reading each file once."""
 
     def __init__(self, fs: FileSystem, decoding: Decoding,
-                 read: Callable[[list[str]], dict[str, bytes]] | None = None) -> None:
+                 read: Callable[[list[str]], dict[str, bytes]] | None = None,
+                 checksum: Callable[[str], str | None] | None = None) -> None:
         self.fs = fs
         self.decoding = decoding
         self.read_many = read or fs.read_many
+        self.checksum = checksum
+        """Why a file read does not match its Spark checksum file (Spark fails to read it), None when it does."""
         self.data: dict[str, bytes] = {}
         self.unreadable: dict[str, CheckpointError] = {}
 
@@ -114,10 +117,13 @@ class ContentCheck:
             return Damage(f.path, None, f"cannot be read: {self.unreadable[f.path].message}", f.version)
         place = RowPlace(part.operator_id, part.store, part.partition, f.version, f.path)
         data = self.data[f.path]
-        found = damage(data, f.format, self.decoding, f.path, place)
+        mismatch = self.checksum(f.path) if self.checksum else None
+        found = Damage(f.path, None, f"{mismatch} (CHECKPOINT_FILE_CHECKSUM_VERIFICATION_FAILED)") if mismatch \
+            else damage(data, f.format, self.decoding, f.path, place)
         if found is None and f.format.shared_dir:
             present = {f"{part.directory}/{f.format.shared_dir}/{i.name}": i.size for i in part.sst_files}
-            found = shared_damage(data, f.path, f"{part.directory}/{f.format.shared_dir}", present)
+            found = shared_damage(data, f.path, f"{part.directory}/{f.format.shared_dir}", present,
+                                  lambda path: self.fs.read_tail(path, 8))
         return None if found is None else replace(found, version=f.version)
 
     def verify(self, load: StoreLoad) -> StoreLoad:
@@ -154,10 +160,12 @@ class ContentCheck:
 
 def verify_loads(fs: FileSystem, loads: Sequence[StoreLoad], decoding: Decoding,
                  progress: Callable[[int, int], None] | None = None,
-                 read: Callable[[list[str]], dict[str, bytes]] | None = None) -> list[StoreLoad]:
+                 read: Callable[[list[str]], dict[str, bytes]] | None = None,
+                 checksum: Callable[[str], str | None] | None = None) -> list[StoreLoad]:
     """Every load with its files' contents decoded (read in rounds, in parallel, by ``read``: default the file
-    system's ``read_many``); ``progress(done, total)`` after each store partition."""
-    check = ContentCheck(fs, decoding, read)
+    system's ``read_many``; ``checksum(path)``: why a file read does not match its Spark checksum file);
+    ``progress(done, total)`` after each store partition."""
+    check = ContentCheck(fs, decoding, read, checksum)
     out = []
     for start in range(0, len(loads), 64):
         group = loads[start:start + 64]

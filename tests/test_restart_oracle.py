@@ -13,13 +13,16 @@ from wmcheck.checkpoint.checks.registry import CHECKS, ERROR
 
 from oracle_cases import CASES, FAILS, OK, WRONG, documented, findings, reference, run_oracle
 from restart_oracle import observed
+from state_damage import FORMAT_FIXTURES, sweep, verdict
+
+SWEEP = sweep()
 
 pytestmark = [pytest.mark.spark, pytest.mark.oracle]
 
 
 @pytest.fixture(scope="session")
 def oracle(tmp_path_factory):
-    return run_oracle(CASES, tmp_path_factory.mktemp("oracle"))
+    return run_oracle(CASES + SWEEP, tmp_path_factory.mktemp("oracle"))
 
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{c.code}-{c.key}" for c in CASES])
@@ -90,3 +93,20 @@ def test_restart_alone_keeps_the_watermark_held_and_data_on_the_idle_input_moves
     assert (fed.error, fed.batches, fed.watermarks) == (None, (11, 12), (HELD_AT, "2024-01-01T00:02:04.000Z"))
     assert len(fed.rows) == 10 and ("a", "3", "6", "Row(end='2024-01-01T00:00:10.000Z', start='2024-01-01T00:00:00.000Z')") in fed.rows
     assert not after(roots, "input-without-new-data:remedied")
+
+
+@pytest.mark.parametrize("case", SWEEP, ids=[c.key for c in SWEEP])
+def test_check_says_what_spark_does_with_a_damaged_state_file(oracle, case):
+    """A file of the next version's load chain cut to 20 bytes, zeroed or garbled (tests/state_damage.py): check
+    reports WM039 exactly when Spark's restart fails, and Spark's output is the control run's otherwise."""
+    found, outcomes, _ = oracle
+    outcome = outcomes[f"{case.key}:broken"]
+    what = observed(outcome, reference(outcomes, case))
+    assert what == verdict(found[case.key, "broken"]), (case.key, what, outcome.error and outcome.error[:500],
+                                                        [(f.code, f.path) for f in found[case.key, "broken"]])
+    if what == OK:
+        assert all(f.severity != ERROR for f in found[case.key, "broken"])
+
+
+def test_the_sweep_covers_every_state_format():
+    assert {c.fixture for c in SWEEP} == set(FORMAT_FIXTURES)

@@ -238,6 +238,11 @@ class Context:
         """The bytes of state files Spark reads, their checksum sidecars verified in the same round."""
         return self.tree.read(paths, [p for p in paths if any(s in self.tree.entries for s in sidecars(p))])
 
+    def spark_checksum_problem(self, path: str) -> str | None:
+        """Why a state file read through :meth:`read_state` does not match its Spark checksum file, if it does not."""
+        shown = self.tree.shown(path)
+        return next((problem for where, problem in self.tree.mismatches["spark"] if where == shown), None)
+
     def verify_state_files(self, files: list[StateFile]) -> None:
         """Verify the checksum sidecars of state files Spark reads (their bytes are not kept)."""
         self.tree.read((), [f.path for f in files if any(s in self.tree.entries for s in sidecars(f.path))])

@@ -52,6 +52,10 @@ class FileSystem:
     def read(self, path: str) -> bytes:
         raise NotImplementedError
 
+    def read_tail(self, path: str, size: int) -> bytes:
+        """The last ``size`` bytes of a file (all of it when shorter)."""
+        return self.read(path)[-size:]
+
     def list_dir(self, path: str) -> list[FileInfo]:
         """Immediate children of a directory; ``[]`` when it does not exist."""
         raise NotImplementedError

@@ -37,6 +37,17 @@ class LocalFileSystem(FileSystem):
         except OSError as exc:
             raise CheckpointError(f"cannot read: {exc.strerror}", path=path) from None
 
+    def read_tail(self, path: str, size: int) -> bytes:
+        try:
+            with open(self._abs(path), "rb") as fh:
+                end = fh.seek(0, os.SEEK_END)
+                fh.seek(max(0, end - size))
+                return fh.read()
+        except FileNotFoundError:
+            raise MissingFileError("file not found", path=path) from None
+        except OSError as exc:
+            raise CheckpointError(f"cannot read: {exc.strerror}", path=path) from None
+
     def list_dir(self, path: str) -> list[FileInfo]:
         rel = clean_relative(path)
         try:
