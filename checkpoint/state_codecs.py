@@ -42,7 +42,8 @@ def require_module(module: str, what: str) -> None:
 
     if find_spec(module) is None:
         raise UnsupportedError(f"{what} without Spark needs the {module} package, which is not installed",
-                               hint=f"pip install 'wmcheck[state]', or use {arg('engine', 'spark')}")
+                               hint=f"pip install {module.replace('_', '-')} (wmcheck depends on it: the install is "
+                               f"incomplete), or use {arg('engine', 'spark')}")
 
 
 def require_codec(name: str) -> None:

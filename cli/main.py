@@ -11,25 +11,11 @@ import click
 
 from wmcheck.checkpoint.errors import CheckpointError
 
+from .commands import COMMANDS
 from .flags import cli_spelling
 from .process import EXIT_INTERRUPTED, interrupted, own_process, owned
 from .text import printable
 
-COMMANDS = {
-    "show": ("wmcheck.cli.show", "show", "Summarise a checkpoint: batches, watermark, sources, state."),
-    "batches": ("wmcheck.cli.batches", "batches", "One row per batch: watermark, timestamp, offsets."),
-    "check": ("wmcheck.cli.check", "check", "Validate checkpoints (for CI and before a restart)."),
-    "rewind": ("wmcheck.cli.repair", "rewind", "Roll a checkpoint back to an earlier batch (dry run by default)."),
-    "set-watermark": ("wmcheck.cli.repair", "set_watermark", "Set the watermark the next batch starts from."),
-    "relocate": ("wmcheck.cli.repair", "relocate", "Make a copied or moved checkpoint name its own schema files."),
-    "repartition": ("wmcheck.cli.repartition", "repartition",
-                    "Change a stateful query's partitions with Spark's repartition (dry run by default)."),
-    "undo": ("wmcheck.cli.repair", "undo", "Restore a checkpoint from a wmcheck backup."),
-    "backups": ("wmcheck.cli.repair", "backups", "List the backups wmcheck made of a checkpoint."),
-    "state": ("wmcheck.cli.state", "state", "State keys and their age against the watermark (needs pyspark)."),
-    "replay": ("wmcheck.cli.replay", "replay", "Rebuild and reprocess the input of recorded batches."),
-    "timeline": ("wmcheck.cli.timeline", "timeline_command", "Draw a query over its batches (HTML, PNG or SVG)."),
-}
 EXIT_INPUT = 2
 EXIT_BROKEN_PIPE = 141
 """Output piped into ``head`` & co. that stopped reading: 128 + SIGPIPE, silently, as a shell tool ends."""
@@ -52,16 +38,15 @@ class WmcheckGroup(click.Group):
 
     @staticmethod
     def _module_exists(name: str) -> bool:
-        return importlib.util.find_spec(COMMANDS[name][0]) is not None
+        return importlib.util.find_spec(COMMANDS[name].module) is not None
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name not in COMMANDS or not self._module_exists(name):
             return None
-        module, attr, _ = COMMANDS[name]
-        return getattr(importlib.import_module(module), attr)
+        return getattr(importlib.import_module(COMMANDS[name].module), COMMANDS[name].attr)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        rows = [(name, COMMANDS[name][2]) for name in self.list_commands(ctx)]
+        rows = [(name, COMMANDS[name].summary) for name in self.list_commands(ctx)]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 

@@ -117,4 +117,4 @@ def test_python_engine_without_google_crc32c_is_one_clear_line(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "google_crc32c" else real(name, *a))
     result = run_cli("state", str(fixture_checkpoint("row_checksum_hdfs")), "--engine", "python", exit_code=2)
     assert result.stderr == ("Error: verifying row checksums without Spark needs the google_crc32c package, which is not installed "
-                             "(hint: pip install 'wmcheck[state]', or use --engine spark)\n")
+                             "(hint: pip install google-crc32c (wmcheck depends on it: the install is incomplete), or use --engine spark)\n")
