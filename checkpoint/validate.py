@@ -13,8 +13,9 @@ from datetime import timezone, tzinfo
 from typing import Callable, Iterable, Mapping, Sequence
 
 from .checks.context import STALL_BATCHES, Context, error_text
-from .checks.definition import ERROR, WARNING, Check, Finding
+from .checks.definition import ERROR, WARNING, Check, Finding, Instruction
 from .checks.registry import CHECKS, OPEN_FAILED
+from .checks.remedies import RESTORE
 from .errors import CheckpointError, MissingFileError, arg
 from .fs import FileSystem, open_fs, require_dir, scheme_of
 from .layout import SINK_LOG
@@ -26,6 +27,8 @@ __all__ = ["CHECKS", "ERROR", "WARNING", "OPEN_FAILED", "Check", "Finding", "che
 
 
 UNPARSEABLE = "WM001"
+OPEN_FIX = Instruction("pass the directory given as checkpointLocation (it holds offsets/ and commits/), readable "
+                       "with these file system options")
 
 
 def select_checks(select: Iterable[str] | None = None, ignore: Iterable[str] = ()) -> list[Check]:
@@ -102,14 +105,14 @@ def check_checkpoint(
         if check.run is None or (sink is None and check.needs_sink):
             continue
         try:
-            findings.extend(Finding(check.code, check.severity, label, path, message) for path, message in check.run(ctx))
+            findings.extend(Finding(check.code, check.severity, label, *issue) for issue in check.run(ctx))
         except CheckpointError as exc:  # a file only this check reads: report it, run the other checks
             unreadable.append(exc)
     shown = {f.path for f in findings if f.code == UNPARSEABLE}
     for error in unreadable:
         if (error.path or "") not in shown:
             shown.add(error.path or "")
-            findings.append(Finding(UNPARSEABLE, ERROR, label, error.path or "", error_text(error)))
+            findings.append(Finding(UNPARSEABLE, ERROR, label, error.path or "", error_text(error), RESTORE))
     if notes is not None:
         notes.extend(ctx.notes)
     return sorted(findings, key=lambda f: (f.code, f.path))
@@ -139,7 +142,7 @@ def check_location(
                                 progress=reports if reports and reports.batches else None, content=content,
                                 state_progress=state_progress, notes=notes)
     except CheckpointError as exc:
-        return [Finding(OPEN_FAILED, ERROR, location, exc.path or "", exc.text(arg))]  # its placeholders kept
+        return [Finding(OPEN_FAILED, ERROR, location, exc.path or "", exc.text(arg), OPEN_FIX)]  # its placeholders kept
 
 
 def fails(finding: Finding, strict: bool = False) -> bool:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence, TextIO
 import click
 
 from . import views
+from .fixes import fix_text
 from .flags import for_cli
 from .text import printable
 from .views import RowView
@@ -123,8 +124,8 @@ class Output:
         self.document(summary, *views.state_summary(summary))
 
     def findings(self, results: Sequence[Result], strict: bool) -> None:
-        """``wmcheck check``: every finding of every checkpoint."""
-        self.rows([f for r in results for f in r.findings], views.FINDING_FIELDS)
+        """``wmcheck check``: every finding of every checkpoint, its fix as an object (kind, text, request)."""
+        self.rows([views.finding_doc(f) for r in results for f in r.findings], views.FINDING_FIELDS)
 
     def backups(self, rows: Sequence[Mapping[str, Any]]) -> None:
         self.rows(rows, view=views.BACKUPS)
@@ -182,6 +183,9 @@ class CsvOutput(Output):
     def document(self, doc, fields, tables):
         self._csv(["field", "value"], [list(item) for item in flatten(plain(doc))])
 
+    def findings(self, results, strict):
+        self.rows([views.FINDINGS.row(f) | {"checkpoint": f.checkpoint} for r in results for f in r.findings],
+                  views.FINDING_FIELDS)
 
     def replay_plan(self, doc, first, last):
         self.rows([{**b, **s, "files": [f["location"] for f in s.get("files", [])]} for b, s in views.plan_sources(doc)],
@@ -221,9 +225,9 @@ class TableOutput(Output):
         for result in results:
             if result.findings:
                 self.rows(result.findings, view=views.FINDINGS)
-            repair = recommended_repair(result.findings, result.has_sink)
+            repair = recommended_repair(result.findings)
             if repair:
-                self.write(f"recommended repair: {repair}")
+                self.write(f"recommended repair: {fix_text(repair, result.location)}")
             self.write(result.summary(strict))
 
 

@@ -9,6 +9,7 @@ from xml.etree import ElementTree as ET
 from wmcheck.checkpoint.fs import scheme_of
 from wmcheck.checkpoint.validate import CHECKS, OPEN_FAILED, Check, Finding, fails
 
+from .fixes import fix_text
 from .output import Output
 
 
@@ -67,7 +68,7 @@ def github(results: Sequence[Result], strict: bool) -> str:
             where = finding_file(f)
             if where:
                 props.insert(0, f"file={_escape(where, True)}")
-            lines.append(f"::{level} {','.join(props)}::{_escape(f.message)}")
+            lines.append(f"::{level} {','.join(props)}::{_escape(f'{f.message}. Fix: {fix_text(f.fix, f.checkpoint)}')}")
     lines += [r.summary(strict) for r in results]
     return "\n".join(lines)
 
@@ -93,11 +94,12 @@ def junit(results: Sequence[Result], strict: bool) -> str:
                 ET.SubElement(case, "skipped", message=reason)
                 counts["skipped"] += 1
             elif any(fails(f, strict) for f in mine):
-                text = "\n".join(f"{f.path}: {f.message}" for f in mine)
+                text = "\n".join(f"{f.path}: {f.message}. Fix: {fix_text(f.fix, f.checkpoint)}" for f in mine)
                 ET.SubElement(case, "failure", message=f"{mine[0].path}: {mine[0].message}", type=mine[0].severity).text = text
                 counts["failures"] += 1
             elif mine:
-                ET.SubElement(case, "system-out").text = "\n".join(f"warning: {f.path}: {f.message}" for f in mine)
+                ET.SubElement(case, "system-out").text = "\n".join(
+                    f"warning: {f.path}: {f.message}. Fix: {fix_text(f.fix, f.checkpoint)}" for f in mine)
         for key, value in counts.items():
             suite.set(key, str(value))
             totals[key] += value

@@ -9,9 +9,12 @@ from wmcheck.checkpoint.source_offsets import SourceOffset
 from wmcheck.checkpoint.state_formats import FORMATS
 from wmcheck.checkpoint.timeutil import format_duration, format_ms
 
+from .fixes import fix_doc, fix_text
+
 if TYPE_CHECKING:
     from datetime import tzinfo
 
+    from wmcheck.checkpoint.checks.definition import Finding
     from wmcheck.checkpoint.stall import SourceActivity
     from wmcheck.checkpoint.summary import BatchRow, CheckpointSummary
     from wmcheck.statestore.summary import StateSummary
@@ -140,9 +143,15 @@ def state_rows(target: Target, notes: Sequence[str], tz: tzinfo) -> tuple[str, R
     return title, RowView(["operator_id", "store", "partition_id", "key", "value", "event time", "behind watermark"], row)
 
 
-FINDING_FIELDS = ["code", "severity", "checkpoint", "path", "message"]
-FINDINGS = RowView(["severity", "code", "path", "message"], lambda f: {
-    "severity": f.severity, "code": f.code, "path": f.path, "message": f.message})
+FINDING_FIELDS = ["code", "severity", "checkpoint", "path", "message", "fix"]
+FINDINGS = RowView(["severity", "code", "path", "message", "fix"], lambda f: {
+    "severity": f.severity, "code": f.code, "path": f.path, "message": f.message, "fix": fix_text(f.fix, f.checkpoint)})
+
+
+def finding_doc(finding: Finding) -> dict[str, Any]:
+    """A finding in JSON: its fields, the fix as :func:`~.fixes.fix_doc` gives it."""
+    return {"code": finding.code, "severity": finding.severity, "checkpoint": finding.checkpoint, "path": finding.path,
+            "message": finding.message, "fix": fix_doc(finding.fix, finding.checkpoint)}
 
 BACKUPS = RowView(["backup_id", "command", "status", "created", "target", "last_committed_before", "steps", "files"],
                   lambda row: row)

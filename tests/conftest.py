@@ -85,15 +85,15 @@ def copy_fixture(tmp_path):
     return copy
 
 
-def run_cli(*args: str, exit_code: int = 0) -> Result:
-    """Run ``wmcheck`` in-process; assert the exit code and that no traceback escaped."""
+def run_cli(*args: str, exit_code: int | None = 0) -> Result:
+    """Run ``wmcheck`` in-process; assert the exit code (any when None) and that no traceback escaped."""
     from wmcheck.cli.main import cli
 
     result = CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=True)
     assert "Traceback" not in result.output, result.output
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         raise AssertionError(f"exception escaped: {result.exception!r}\n{result.output}")
-    assert result.exit_code == exit_code, f"exit {result.exit_code} != {exit_code}\n{result.output}"
+    assert exit_code is None or result.exit_code == exit_code, f"exit {result.exit_code} != {exit_code}\n{result.output}"
     return result
 
 

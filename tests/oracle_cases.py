@@ -1,20 +1,27 @@
-"""How each check code's breakage is made on a restartable fixture copy, and how its documented fix is applied.
+"""How each check code's breakage is made on a restartable fixture copy, and how its fix is applied.
 
 A case breaks a copy (``root``: ``checkpoint/``, ``input/``, ``output/``), names the code ``wmcheck check``
 must report, and what Spark does on restart: ``FAILS`` (with a pattern of its error), ``WRONG`` (it restarts
-but the sink's output differs from the same query restarted from the unbroken copy) or ``OK``. ``fix`` runs the
-fix the code's message prints, after which the restart must give the reference output. ``remedy`` is what the
-message advises for a live condition rather than a broken checkpoint (new data), checked by its own test.
-``SPARK35`` says what pyspark 3.5 does with the ``agg_window_hdfs`` cases applied to ``agg_spark35``.
+but the sink's output differs from the same query restarted from the unbroken copy) or ``OK``. The finding's
+fix is applied to another broken copy, after which the restart must give the reference output: ``repair``
+runs the wmcheck command the fix is (its request, as check prints it), ``fix`` carries out a fix that is an
+instruction (restore a file from the copy made before breaking it). ``remedy`` is what an instruction advises
+for a live condition rather than a broken checkpoint (new data), checked by its own test. ``SPARK35`` says what
+pyspark 3.5 does with the ``agg_window_hdfs`` cases applied to ``agg_spark35``.
 """
 from __future__ import annotations
 
 import json
+import re
+import shlex
 import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
+
+from wmcheck.checkpoint.checks.definition import Fix, Instruction
+from wmcheck.cli.fixes import fix_text
 
 from conftest import run_cli
 from restart_oracle import Outcome, add_input, prepare, restart_all
@@ -33,11 +40,17 @@ class Case:
     breaks: Callable[[Path], None]
     spark: str  # FAILS, WRONG or OK
     error: str = ""  # a pattern of Spark's error (FAILS)
-    fix: Callable[[Path], None] | None = None
+    repair: bool = False  # run the finding's fix, a wmcheck command, and restart
+    fix: Callable[[Path], None] | None = None  # carry out the finding's instruction, and restart
+    then: Callable[[Path], None] | None = None  # after the fix, before the restart
     sink: bool = True  # check with --file-sink
     extra_batches: int = 1
     remedy: Callable[[Path], None] | None = None
     rounds: int = 1  # restarts in a row, one more input file each (a later load reads the state from its files)
+
+    @property
+    def fixed(self) -> bool:
+        return self.repair or self.fix is not None
 
 
 @dataclass(frozen=True)
@@ -49,12 +62,35 @@ class Spark35:
     fix: bool = False
 
 
+CHECK_DOCS = Path(__file__).resolve().parents[1] / "docs" / "check.md"
+FIX_LINE = re.compile(r"`(wmcheck (?:rewind|set-watermark|relocate|repartition|undo) CKPT[^`]*)`")
+
+
+def table_rows() -> list[list[str]]:
+    """docs/check.md's table of what Spark does, a list of cells per code."""
+    table = CHECK_DOCS.read_text().split("## What Spark does, code by code", 1)[1].split("\n## ", 1)[0]
+    return [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines() if line.startswith("| WM")]
+
+
 def documented() -> dict[str, tuple[str, str, str]]:
     """docs/check.md's table of what Spark does: code -> (severity, Spark 4.3 on restart, Spark 3.5 on restart)."""
-    text = (Path(__file__).resolve().parents[1] / "docs" / "check.md").read_text()
-    table = text.split("## What Spark does, code by code", 1)[1].split("\n## ", 1)[0]
-    rows = [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines() if line.startswith("| WM")]
-    return {r[0]: (r[1], r[2], r[3]) for r in rows}
+    return {r[0]: (r[1], r[2], r[3]) for r in table_rows()}
+
+
+def documented_fixes() -> dict[str, str]:
+    """docs/check.md's table: code -> its tested fix."""
+    return {r[0]: r[4] for r in table_rows()}
+
+
+def docs_fix_lines() -> set[str]:
+    """Every wmcheck command line docs/check.md gives as a fix (``CKPT`` and ``SINK`` for the checkpoint and the
+    sink), wherever it is, lines joined."""
+    return set(FIX_LINE.findall(re.sub(r"\s*\n\s*", " ", CHECK_DOCS.read_text())))
+
+
+def placeholder_line(fix: Fix) -> str:
+    """A fix's command line as docs/check.md writes it: ``CKPT``, ``SINK``, a path map's directories as OLD=NEW."""
+    return re.sub(r"--path-map \S+", "--path-map OLD=NEW", fix_text(fix, "CKPT", "SINK"))
 
 
 def unlink(root: Path, *paths: str) -> None:
@@ -75,19 +111,16 @@ def edit(root: Path, path: str, old: str, new: str) -> None:
     target.write_text(text.replace(old, new))
 
 
-def wmcheck(*args: str) -> Callable[[Path], None]:
-    """A fix that runs ``wmcheck ARGS`` (CKPT and SINK stand for the copy's checkpoint and sink)."""
-
-    def run(root: Path) -> None:
-        run_cli(*[str(root / "checkpoint") if a == "CKPT" else str(root / "output") if a == "SINK" else a for a in args])
-
-    run.command = " ".join(["wmcheck", *(a for a in args if a not in ("--execute", "--idle", "0"))])  # type: ignore[attr-defined]
-    return run
+def finding_fix(findings: list, code: str) -> Fix | None:
+    """The fix of the first finding of ``code``."""
+    return next((f.fix for f in findings if f.code == code), None)
 
 
-def rewind(batch: int, sink: bool = True) -> Callable[[Path], None]:
-    return wmcheck("rewind", "CKPT", "--to-batch", str(batch), *(["--file-sink", "SINK"] if sink else []),
-                   "--execute", "--idle", "0")
+def run_printed(fix: Fix, checkpoint: str) -> None:
+    """Run a fix as check prints it, with ``--execute`` (undo has none) and no idle wait."""
+    words = shlex.split(fix_text(fix, checkpoint))
+    assert words[0] == "wmcheck", words
+    run_cli(*words[1:], *([] if words[1] == "undo" else ["--execute"]), "--idle", "0")
 
 
 def backup(root: Path) -> Path:
@@ -96,14 +129,16 @@ def backup(root: Path) -> Path:
 
 
 def restore(*paths: str) -> Callable[[Path], None]:
-    """Put files back from the copy made before breaking (what 'restore it from a backup' does)."""
+    """Put files and directories back as they were in the copy made before breaking (what 'restore it from a
+    backup' does)."""
 
     def run(root: Path) -> None:
         pristine = backup(root)
         for p in paths:
             (root / p).parent.mkdir(parents=True, exist_ok=True)
             if (pristine / p).is_dir():
-                shutil.copytree(pristine / p, root / p, dirs_exist_ok=True)
+                shutil.rmtree(root / p, ignore_errors=True)
+                shutil.copytree(pristine / p, root / p)
             else:
                 shutil.copy2(pristine / p, root / p)
 
@@ -231,13 +266,6 @@ def schemas_of_another_copy(root: Path) -> None:
         shutil.copy2(path, root / C / "state/0/_metadata/v2" / path.name)
 
 
-def printed_fix(root: Path, code: str) -> None:
-    """Run the wmcheck command the finding of ``code`` prints as its fix."""
-    from wmcheck.checkpoint.validate import check_location
-
-    finding = next(f for f in check_location(str(root / C), str(root / "output")) if f.code == code)
-    command = finding.message.split("Fix: wmcheck ", 1)[1].split(" (")[0].split()
-    wmcheck(*command, "--idle", "0")(root)
 OLDER_STATE_V2 = "state/0/0/11_919e8e3b-955d-4321-b471-32e55e745d94.changelog"
 # batches 11 and 12 planned, not committed, and not in the sink
 UNCOMMITTED_11_12 = [f"{C}/commits/{n}" for n in (11, 12, ".11.crc", ".12.crc")] + [
@@ -246,27 +274,26 @@ CASES = [
     Case("checkpoint-removed", "WM000", AGG, lambda r: shutil.rmtree(r / C), WRONG),
     Case("deleted-empty-last-offsets", "WM029", AGG,  # the planned batch 12's empty offsets file deleted by hand
          lambda r: unlink(r, f"{C}/offsets/12", f"{C}/commits/12", f"{C}/commits/.12.crc"), FAILS,
-         r"Multiple streaming queries are concurrently using .*/offsets", fix=rewind(11)),
+         r"Multiple streaming queries are concurrently using .*/offsets", repair=True),
     Case("watermark-stuck-at-0", "WM014", AGG, lambda r: [set_watermark(r, b, 0) for b in range(13)], OK),
-    Case("interrupted-rewind", "WM026", AGG, lambda r: interrupted_rewind(r), WRONG,
-         fix=wmcheck("undo", "CKPT", "--idle", "0")),
-    Case("sink-moved", "WM032", AGG, lambda r: sink_names(r, f"{r.name}-old", copy=False), WRONG,
-         fix=lambda r: printed_fix(r, "WM032")),
-    Case("sink-copied", "WM033", AGG, lambda r: sink_names(r, f"{r.name}-old", copy=True), WRONG,
-         fix=lambda r: printed_fix(r, "WM033")),
+    Case("interrupted-rewind", "WM026", AGG, lambda r: interrupted_rewind(r), WRONG, repair=True),
+    Case("sink-moved", "WM032", AGG, lambda r: sink_names(r, f"{r.name}-old", copy=False), WRONG, repair=True),
+    Case("sink-copied", "WM033", AGG, lambda r: sink_names(r, f"{r.name}-old", copy=True), WRONG, repair=True),
     Case("unlisted-sink-file", "WM034", AGG, lambda r: shutil.copy2(
         next((r / "output").glob("part-*.parquet")), r / "output" / "part-00009-left-by-a-failed-task.snappy.parquet"), OK),
     Case("empty-last-offsets", "WM001", AGG, lambda r: (r / C / "offsets/12").write_text(""), FAILS, "",
-         fix=rewind(11)),
-    Case("truncated-pending-offsets", "WM001", AGG, crashed_writing_offsets, FAILS, "", fix=rewind(11)),
+         repair=True),
+    Case("truncated-pending-offsets", "WM001", AGG, crashed_writing_offsets, FAILS, "", repair=True),
     Case("gap-before-last-offsets", "WM002", AGG, lambda r: unlink(r, f"{C}/offsets/11", f"{C}/offsets/.11.crc"),
-         FAILS, "batch 11 doesn't exist", fix=rewind(10)),
+         FAILS, "batch 11 doesn't exist", repair=True),
     Case("gap-in-commits", "WM003", AGG, lambda r: unlink(r, f"{C}/commits/5", f"{C}/commits/.5.crc"), OK),
     Case("commit-without-offsets", "WM004", AGG,
-         lambda r: shutil.copy2(r / C / "commits/12", r / C / "commits/13"), FAILS, "", fix=rewind(12)),
-    Case("two-uncommitted-batches", "WM005", AGG, lambda r: unlink(r, *UNCOMMITTED_11_12), WRONG, fix=rewind(10)),
+         lambda r: shutil.copy2(r / C / "commits/12", r / C / "commits/13"), FAILS, "", repair=True),
+    Case("commit-without-offsets-in-the-middle", "WM004", AGG,  # offsets/11 gone, commits/11 kept (WM002 too)
+         lambda r: unlink(r, f"{C}/offsets/11", f"{C}/offsets/.11.crc"), FAILS, "batch 11 doesn't exist", repair=True),
+    Case("two-uncommitted-batches", "WM005", AGG, lambda r: unlink(r, *UNCOMMITTED_11_12), WRONG, repair=True),
     Case("commit-v2-under-format-1", "WM006", AGG, lambda r: edit(r, f"{C}/commits/12", "v1", "v2"), FAILS, "",
-         fix=rewind(11)),
+         repair=True),
     Case("metadata-removed", "WM007", AGG, lambda r: unlink(r, f"{C}/metadata", f"{C}/.metadata.crc"), FAILS,
          "STREAMING_CHECKPOINT_MISSING_METADATA_FILE", fix=restore(f"{C}/metadata", f"{C}/.metadata.crc")),
     Case("metadata-bad-id", "WM008", AGG, lambda r: edit(r, f"{C}/metadata", query_id(r)[:13], "not-a-uuid"), FAILS,
@@ -275,25 +302,27 @@ CASES = [
          lambda r: shutil.copy2(r / C / "offsets/12", r / C / "offsets/.13.5d2c0b1e-tmp.tmp"), OK),
     Case("orphaned-old-sidecar", "WM010", AGG, lambda r: shutil.copy2(r / C / "commits/.3.crc", r / C / "commits/.99.crc"), OK),
     Case("watermark-decreases", "WM011", AGG, lambda r: set_watermark(r, 11, 1704067200000), OK),
+    Case("watermark-lowered-at-the-last-batch", "WM011", AGG, lambda r: set_watermark(r, 12, 1704067200000), OK,
+         repair=True),  # the next batch starts from the lowered watermark: set it back (a raise)
     Case("commit-watermark-differs", "WM012", AGG,
          lambda r: edit(r, f"{C}/commits/10", "1704067274000", "1704067270000"), OK),
     Case("watermark-far-ahead", "WM013", AGG, lambda r: set_watermark(r, 12, batch_timestamp_ms(r, 12) + 2 * 86400_000),
-         WRONG, fix=rewind(11)),
+         WRONG, repair=True),
     Case("conf-changes", "WM015", AGG,  # (a partition count change alone on a no-data batch is a repartition)
          lambda r: edit(r, f"{C}/offsets/12", "state.HDFSBackedStateStoreProvider", "state.RocksDBStateStoreProvider"),
-         FAILS, "", fix=rewind(11)),
+         FAILS, "", repair=True),
     Case("state-delta-missing", "WM016", AGG, lambda r: unlink(r, f"{C}/state/0/1/13.delta", f"{C}/state/0/1/.13.delta.crc"),
-         FAILS, "", fix=rewind(11)),
+         FAILS, "", repair=True),
     Case("state-beyond-last-batch", "WM017", AGG,  # a stale delta: Spark writes its own over it at version 14
-         lambda r: shutil.copy2(r / C / "state/0/1/5.delta", r / C / "state/0/1/14.delta"), OK, fix=rewind(12), rounds=2),
+         lambda r: shutil.copy2(r / C / "state/0/1/5.delta", r / C / "state/0/1/14.delta"), OK, repair=True, rounds=2),
     Case("state-snapshot-ahead", "WM041", AGG,  # the first delta of a store is a full copy: a valid stale snapshot
-         lambda r: shutil.copy2(r / C / "state/0/2/1.delta", r / C / "state/0/2/14.snapshot"), WRONG, fix=rewind(12),
+         lambda r: shutil.copy2(r / C / "state/0/2/1.delta", r / C / "state/0/2/14.snapshot"), WRONG, repair=True,
          rounds=2),
-    Case("state-delta-truncated", "WM039", AGG, cut("state/0/2/13.delta"), FAILS, "CANNOT_LOAD_STATE_STORE", fix=rewind(11)),
+    Case("state-delta-truncated", "WM039", AGG, cut("state/0/2/13.delta"), FAILS, "CANNOT_LOAD_STATE_STORE", repair=True),
     Case("state-delta-zeroed", "WM039", AGG, zeroed("state/0/2/13.delta"), FAILS, "CANNOT_LOAD_STATE_STORE"),
     Case("state-delta-garbled", "WM039", AGG, garbled("state/0/2/13.delta"), FAILS, "CANNOT_LOAD_STATE_STORE"),
     Case("rocksdb-changelog-truncated", "WM039", ROCKS, cut("state/0/0/13.changelog"), FAILS, "CANNOT_LOAD_STATE_STORE",
-         fix=rewind(11)),
+         repair=True),
     Case("rocksdb-changelog-garbled", "WM039", ROCKS, garbled("state/0/1/13.changelog"), FAILS, "CANNOT_LOAD_STATE_STORE"),
     Case("rocksdb-zip-zeroed", "WM040", ROCKS, zeroed("state/0/0/12.zip"), OK),
     Case("rocksdb-zip-truncated", "WM040", ROCKS, cut("state/0/1/12.zip", 200), OK),
@@ -315,24 +344,23 @@ CASES = [
          FAILS, "CHECKPOINT_FILE_CHECKSUM_VERIFICATION_FAILED",
          fix=lambda r: unlink(r, f"{C}/state/0/0/13_9b7b7248-b867-4b17-9676-2e2e76cddb65.changelog.crc")),
     Case("source-log-missing", "WM022", AGG, lambda r: unlink(r, f"{C}/sources/0/9.compact", f"{C}/sources/0/.9.compact.crc"),
-         WRONG, fix=rewind(10)),
+         WRONG, repair=True),
     Case("source-log-other-interval", "WM023", COMPACTION,
          lambda r: shutil.copy2(r / C / "sources/0/9", r / C / "sources/0/10.compact"), FAILS, "",
-         fix=lambda r: unlink(r, f"{C}/sources/0/10.compact")),
+         fix=restore(f"{C}/sources/0")),
     Case("sink-ahead", "WM024", AGG,
          lambda r: unlink(r, f"{C}/commits/12", f"{C}/commits/.12.crc", f"{C}/offsets/12", f"{C}/offsets/.12.crc"),
-         WRONG, fix=rewind(11)),
+         WRONG, repair=True),
     Case("sink-behind", "WM025", AGG, lambda r: unlink(r, "output/_spark_metadata/12", "output/_spark_metadata/.12.crc"),
-         WRONG, fix=rewind(11)),
+         WRONG, repair=True),
     Case("missing-last-commit-kept-sidecar", "WM029", AGG, lambda r: unlink(r, f"{C}/commits/12"), FAILS,
-         r"Multiple streaming queries are concurrently using .*/commits",
-         fix=lambda r: unlink(r, f"{C}/commits/.12.crc")),
-    Case("schemas-of-another-copy", "WM028", TWS, schemas_of_another_copy, OK,
-         fix=lambda r: (printed_fix(r, "WM028"), shutil.rmtree(r.parent / f"{r.name}-original"))),  # then works alone
+         r"Multiple streaming queries are concurrently using .*/commits", repair=True),
+    Case("schemas-of-another-copy", "WM028", TWS, schemas_of_another_copy, OK, repair=True,
+         then=lambda r: shutil.rmtree(r.parent / f"{r.name}-original")),  # the relocated copy then works alone
     Case("input-without-new-data", "WM038", STALL, lambda r: None, OK,  # the fixture's right input went idle
          remedy=lambda r: add_input(r / "input" / "right", 0)),
     Case("sink-log-gap", "WM031", AGG, lambda r: unlink(r, "output/_spark_metadata/10", "output/_spark_metadata/.10.crc"),
-         FAILS, "BATCH_METADATA_NOT_FOUND", fix=rewind(9), extra_batches=7),
+         FAILS, "BATCH_METADATA_NOT_FOUND", repair=True, extra_batches=7),
 ]
 
 SPARK35 = {
@@ -364,8 +392,21 @@ def findings(case: Case, root: Path) -> list:
     return check_location(str(root / C), str(root / "output") if case.sink else None)
 
 
+def apply_fix(case: Case, before: list, root: Path) -> None:
+    """Fix a broken copy: run the wmcheck command its finding's fix is, or carry out the instruction (``case.fix``)."""
+    fix = finding_fix(before, case.code)
+    if case.repair:
+        assert fix is not None and not isinstance(fix, Instruction), (case.key, fix)
+        run_printed(fix, str(root / C))
+    else:
+        assert case.fix is not None and isinstance(fix, Instruction), (case.key, fix)
+        case.fix(root)
+    if case.then is not None:
+        case.then(root)
+
+
 def run_oracle(cases: list[Case], base: Path, python: str = sys.executable,
-               fixed: Callable[[Case], bool] = lambda c: c.fix is not None) -> tuple[dict, dict[str, Outcome], dict[str, Path]]:
+               fixed: Callable[[Case], bool] = lambda c: c.fixed) -> tuple[dict, dict[str, Outcome], dict[str, Path]]:
     """Restart under ``base``, in one child process of ``python``: a reference per fixture and number of new files
     (``ref:FIXTURE:N``), each case's broken copy (``KEY:broken``), fixed copy when ``fixed(case)`` and remedied
     copy when it has a remedy. Returns the findings before the restarts by (key, stage) (stages: broken,
@@ -379,9 +420,14 @@ def run_oracle(cases: list[Case], base: Path, python: str = sys.executable,
             root = prepare(case.fixture, base / f"{case.key}-{variant}", case.extra_batches, case.rounds)
             shutil.copytree(root, backup(root))
             case.breaks(root)
-            found[case.key, "broken" if variant == "broken" else f"before-{variant}"] = findings(case, root)
+            stage = "broken" if variant == "broken" else f"before-{variant}"
+            found[case.key, stage] = findings(case, root)
+            if variant == "fixed":
+                apply_fix(case, found[case.key, stage], root)
+            elif variant == "remedied":
+                assert case.remedy is not None
+                case.remedy(root)
             if variant != "broken":
-                (case.fix if variant == "fixed" else case.remedy)(root)
                 found[case.key, variant] = findings(case, root)
             restarts[f"{case.key}:{variant}"] = (case.fixture, root)
     return found, restart_all(restarts, python=python), {key: root for key, (_, root) in restarts.items()}

@@ -58,7 +58,7 @@ def test_check_recommends_one_repair_when_fixes_differ(root):
     (ckpt / "offsets" / ".11.crc").unlink()
     out = run_cli("check", ckpt, "--file-sink", root / "output", exit_code=1).stdout.splitlines()
     assert {"WM002", "WM004"} <= {line.split()[1] for line in out if line.startswith("error ")}
-    assert out[-2] == "recommended repair: wmcheck rewind CKPT --to-batch 10 --file-sink SINK"
+    assert out[-2] == f"recommended repair: wmcheck rewind {ckpt} --to-batch 10 --file-sink {root / 'output'}"
     run_cli("rewind", ckpt, "--to-batch", "10", "--file-sink", root / "output", "--execute", "--idle", "0")
     assert ": ok: 0 error(s), 0 warning(s) from " in run_cli("check", ckpt, "--file-sink", root / "output").stdout
 

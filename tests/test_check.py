@@ -5,6 +5,7 @@ import csv
 import io
 import json
 import os
+import shlex
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +15,7 @@ from xml.etree import ElementTree as ET
 import pytest
 
 from wmcheck.checkpoint import repair
+from wmcheck.checkpoint.checks.definition import Fix
 from wmcheck.checkpoint.errors import CheckpointError
 from wmcheck.checkpoint.model import open_checkpoint, store_unique_ids
 from wmcheck.checkpoint.offsets import parse_offsets
@@ -173,7 +175,7 @@ def b_future(root: Path, facts: dict) -> str:
     future = offsets_meta(ckpt, last)["batchTimestampMs"] + 2 * DAY_MS
     set_watermark(ckpt, last, offsets_ms=future, commit_ms=future)
     set_watermark(ckpt, last - 1, commit_ms=future)
-    return f"offsets/{last}"
+    return f"commits/{last - 1}"  # the first far-ahead watermark: batch 12 plans with it
 
 
 def b_stuck(root: Path, facts: dict) -> str:
@@ -319,11 +321,13 @@ def b_sink_unparseable(root: Path, facts: dict) -> str:
 
 
 def b_interrupted_repair(root: Path, facts: dict) -> str:
-    """What a repair killed after it started leaves behind (written with the repair's own function)."""
-    from wmcheck.checkpoint.fs import LocalFileSystem
-    from wmcheck.checkpoint.repair.backup import JOURNAL, write_journal
+    """What a rewind killed part way leaves behind (its failure injected after a few steps)."""
+    from wmcheck.checkpoint.repair._hooks import injected
+    from wmcheck.checkpoint.repair.backup import JOURNAL
 
-    write_journal(LocalFileSystem(str(root / "checkpoint")), "20261122-000000-test", "rewind", "apply", 0)
+    with pytest.raises(repair.InjectedFailure), injected(fail_after=3):
+        repair.run(str(root / "checkpoint"), repair.RewindRequest(to_batch=facts["last_batch"] - 3),
+                   repair.RunOptions(execute=True, idle_ms=0))
     return JOURNAL
 
 
@@ -407,7 +411,7 @@ BREAKS = {
     "WM023": Break("WM023", "compaction", b_compaction),
     "WM024": Break("WM024", "agg_window_hdfs", b_sink_ahead, sink=True),
     "WM025": Break("WM025", "agg_window_hdfs", b_sink_behind, also=("WM034",), sink=True),
-    "WM026": Break("WM026", "agg_window_hdfs", b_interrupted_repair),
+    "WM026": Break("WM026", "agg_window_hdfs", b_interrupted_repair, also=("WM017", "WM029")),  # half rewound
     "WM027": Break("WM027", "tws_pandas", b_schema_gone),
     "WM028": Break("WM028", "tws_pandas", b_schema_elsewhere),
     "WM029": Break("WM029", "agg_window_hdfs", b_upcoming_orphan_crc),
@@ -458,11 +462,37 @@ def test_json_and_csv(broken):
     case, root, path, args = broken
     ckpt = str(root / "checkpoint")
     rows = json.loads(run_cli("check", ckpt, *args, "--format", "json", exit_code=expected_exit(case)).stdout)
-    assert all(list(r) == ["code", "severity", "checkpoint", "path", "message"] for r in rows)
+    assert all(list(r) == ["code", "severity", "checkpoint", "path", "message", "fix"] for r in rows)
+    assert all(list(r["fix"]) == ["kind", "text", "request"] for r in rows)
     mine = [r for r in rows if r["code"] == case.code]
     assert [(r["severity"], r["checkpoint"], r["path"]) for r in mine] == [(CHECKS[case.code].severity, ckpt, path)]
+    for row in rows:  # a command line starts with its kind and names the checkpoint; an instruction has no request
+        fix = row["fix"]
+        assert fix["text"].startswith(f"wmcheck {fix['kind']} {ckpt}") if fix["request"] is not None else fix["kind"] == "instruction"
     table = list(csv.DictReader(io.StringIO(run_cli("check", ckpt, *args, "--format", "csv", exit_code=expected_exit(case)).stdout)))
-    assert table == [{k: str(v) for k, v in r.items()} for r in rows]
+    assert table == [{**{k: str(v) for k, v in r.items()}, "fix": fix_line(r["fix"])} for r in rows]
+
+
+def fix_line(fix: dict) -> str:
+    """A fix of check's JSON as the other formats print it."""
+    return fix["text"] if fix["request"] is not None else f"by hand: {fix['text']}"
+
+
+def test_every_fix_check_prints_is_a_command_that_repairs_its_break(broken):
+    """Each command line check prints as a fix, run as printed (with --execute), changes the checkpoint and takes
+    the finding away; the restart oracle proves with Spark that it makes the restart work."""
+    case, root, path, args = broken
+    ckpt = str(root / "checkpoint")
+    rows = json.loads(run_cli("check", ckpt, *args, "--format", "json", exit_code=expected_exit(case)).stdout)
+    fix = next(r["fix"] for r in rows if r["code"] == case.code)
+    if fix["request"] is None:
+        return
+    words = shlex.split(fix["text"])
+    doc = json.loads(run_cli(*words[1:], *([] if fix["kind"] == "undo" else ["--execute"]), "--idle", "0",
+                             "--format", "json").stdout)
+    assert doc["restored"] if fix["kind"] == "undo" else doc["steps"], doc  # not a no-op
+    after = json.loads(run_cli("check", ckpt, *args, "--format", "json", exit_code=None).stdout)
+    assert not [r for r in after if r["code"] == case.code], after
 
 
 def test_table_and_strict(broken):
@@ -520,6 +550,11 @@ def messages(root: Path, sink: bool = False) -> dict[str, str]:
     return {f.code: f.message for f in findings}
 
 
+def fixes(root: Path, sink: bool = False) -> dict[str, Fix]:
+    findings = check_checkpoint(open_checkpoint(str(root / "checkpoint")), str(root / "output") if sink else None)
+    return {f.code: f.fix for f in findings}
+
+
 def test_extra_partition_without_state_versions_is_named_not_a_crash(copy_fixture):
     """A repartition killed as Spark wrote a new partition: its SST file is there, the snapshot it belongs to not yet."""
     root = copy_fixture("dedup_rocksdb_p3")
@@ -539,8 +574,10 @@ def test_parse_error_message_is_the_parsers(copy_fixture):
     data = (root / "checkpoint" / "offsets" / str(last)).read_bytes()
     with pytest.raises(CheckpointError) as exc:
         parse_offsets(data, f"offsets/{last}")
-    assert messages(root)["WM001"] == (f"line 2: {exc.value.message} (hint: {exc.value.hint}); fix: wmcheck rewind CKPT "
-                                       f"--to-batch {last - 1} (drops batch {last} with its checksum files; Spark plans it again)")
+    assert messages(root)["WM001"] == (f"line 2: {exc.value.message} (hint: {exc.value.hint}) (a file of the last batch: "
+                                       f"rewinding to batch {last - 1} drops it with its checksum files, and Spark plans "
+                                       f"batch {last} again)")
+    assert fixes(root)["WM001"] == repair.RewindRequest(to_batch=last - 1)
 
 
 def test_unloadable_state_names_the_file_and_the_batch_to_rewind_to(copy_fixture):
@@ -551,15 +588,16 @@ def test_unloadable_state_names_the_file_and_the_batch_to_rewind_to(copy_fixture
     text = messages(root)["WM016"]
     assert f"state version {last + 1}, which the next batch loads" in text
     assert f"state/0/1 has neither {last + 1}.delta nor {last + 1}.snapshot" in text
-    assert f"wmcheck rewind CKPT --to-batch {last - 1}" in text
+    assert f"batch {last - 1} is the newest batch whose state every partition can rebuild" in text
+    assert fixes(root)["WM016"] == repair.RewindRequest(to_batch=last - 1)
 
 
 def test_future_watermark_message_carries_the_numbers(copy_fixture):
     facts = fixture_facts("agg_window_hdfs")
     root = copy_fixture("agg_window_hdfs")
     b_future(root, facts)
-    assert " is 2d after the batch's processing time " in messages(root)["WM013"]
-    assert f"wmcheck rewind CKPT --to-batch {facts['last_batch'] - 1}" in messages(root)["WM013"]
+    assert " is 2d 1.642s after the batch's processing time " in messages(root)["WM013"]
+    assert fixes(root)["WM013"] == repair.RewindRequest(to_batch=facts["last_batch"] - 2)  # before commits/11
 
 
 def test_sink_ahead_and_behind_name_the_batches(copy_fixture, tmp_path):
@@ -569,7 +607,7 @@ def test_sink_ahead_and_behind_name_the_batches(copy_fixture, tmp_path):
     b_sink_ahead(ahead, facts)
     text = messages(ahead, sink=True)["WM024"]
     assert f"committed batch {last + 1} but the checkpoint's last committed batch is {last}" in text
-    assert f"wmcheck rewind CKPT --to-batch {last} --file-sink SINK" in text
+    assert fixes(ahead, sink=True)["WM024"] == repair.RewindRequest(to_batch=last, file_sink=str(ahead / "output"))
     behind = tmp_path / "behind"
     shutil.copytree(ahead, behind)
     drop(behind / "output" / "_spark_metadata" / str(last + 1))

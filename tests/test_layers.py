@@ -1,6 +1,7 @@
-"""Dependencies point one way: formats -> layout -> model -> batch facts (the replay plan, stalls) -> (checks |
-repair | summary | timeline) -> Spark features -> cli. A module imports its own group and lower layers only, never a sibling (function-level imports
-included), so e.g. the repair API does not import (and register) the checks."""
+"""Dependencies point one way: formats -> layout -> model -> batch facts (the replay plan, stalls) -> (repair |
+summary | timeline) -> checks (a finding's fix is a repair's request) -> Spark features -> cli. A module imports its
+own group and lower layers only, never a sibling (function-level imports included), so e.g. the repair API does
+not import (and register) the checks."""
 from __future__ import annotations
 
 import ast
@@ -20,7 +21,7 @@ CHECKPOINT_GROUPS = {
     "layout": (1, ["layout", "fs", "metadata_log", "state_files", "state_load", "locations", "repair_records", "progress_files"]),
     "model": (2, ["model", "relocation", "repartitions", "activity"]),
     "batch facts": (3, ["batch_inputs", "source_labels", "stall"]),  # what each batch read (the replay plan), stalls
-    "checks": (4, ["checks", "validate"]),
+    "checks": (4.5, ["checks", "validate"]),  # findings carry the repair's requests as their fixes
     "repair": (4, ["repair"]),
     "summary": (4, ["summary"]),
     "timeline": (4, ["timeline"]),
@@ -83,7 +84,8 @@ def test_modules_import_only_their_group_and_lower_layers():
 
 
 def test_the_rule_catches_sideways_and_upward_imports():
-    assert not allowed("checkpoint.checks.logs", "checkpoint.repair.backup")
+    assert not allowed("checkpoint.repair.backup", "checkpoint.checks.logs")
+    assert not allowed("checkpoint.checks.logs", "statestore.repartition")
     assert not allowed("checkpoint.repair.api", "checkpoint.validate")
     assert not allowed("checkpoint.model", "checkpoint.summary")
     assert not allowed("checkpoint.layout", "checkpoint.model")

@@ -108,7 +108,8 @@ def test_a_copy_names_the_original_then_fails_once_it_is_gone(moved, tmp_path):
     shutil.rmtree(moved)
     found = check_checkpoint(open_checkpoint(str(copy)))
     assert [(f.code, f.severity, f.path) for f in found] == [("WM027", "error", p) for p in METADATA]
-    assert found[0].message.endswith("Fix: wmcheck relocate CKPT --execute (names this checkpoint's own schema files; undoable)")
+    assert found[0].message.endswith("relocating names this checkpoint's own schema files (undoable)")
+    assert found[0].fix == repair.RelocateRequest()
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

@@ -15,9 +15,11 @@ import pytest
 from test_repair_spark import QUERIES, fixture_conf, run_query, sink_rows
 
 from wmcheck.checkpoint import repair
+from wmcheck.checkpoint.checks.definition import Instruction
 from wmcheck.checkpoint.model import open_checkpoint
 from wmcheck.checkpoint.repartitions import UNFINISHED_RESTART_ERROR
 from wmcheck.checkpoint.validate import check_location
+from wmcheck.cli.fixes import fix_text
 from wmcheck.statestore.repartition import SparkRepartitioner
 
 from conftest import FIXTURES, fixture_facts, run_cli
@@ -63,10 +65,12 @@ def test_spark_repartitioned_checkpoint_sink_gap_and_its_fix(spark, tmp_path):
     [gap] = check_location(str(fixed / "checkpoint"), str(fixed / "output"))
     assert (gap.code, gap.path) == ("WM036", "../output/_spark_metadata/9")
     assert "compaction at batch 11 (compact interval 3" in gap.message
+    assert gap.fix == repair.RepartitionRequest(file_sink=str(fixed / "output"))
+    assert fix_text(gap.fix, "CKPT", "SINK") == "wmcheck repartition CKPT --file-sink SINK"  # docs/check.md's
     with fixture_conf(spark, name):
         with pytest.raises(Exception, match=r"(?s)BATCH_METADATA_NOT_FOUND.*_spark_metadata/9"):
             restart(spark, name, control)
-        done = repair.run(str(fixed / "checkpoint"), repair.RepartitionRequest(file_sink=str(fixed / "output")), NOW)
+        done = repair.run(str(fixed / "checkpoint"), gap.fix, NOW)  # the fix check gives, as it gives it
         assert [(s.action, s.path) for s in done.plan.steps] == [("write", "_spark_metadata/9")]
         assert (fixed / "output" / "_spark_metadata" / "9").read_bytes() == b"v1"
         assert check_location(str(fixed / "checkpoint"), str(fixed / "output")) == []
@@ -80,15 +84,16 @@ def test_spark_repartitioned_checkpoint_sink_gap_and_its_fix(spark, tmp_path):
 def test_failed_attempt_is_named_and_rewind_makes_the_restart_work(spark, tmp_path):
     name, facts = "repartition_failed_hdfs", fixture_facts("repartition_failed_hdfs")
     root = restartable(name, tmp_path)
-    [stuck] = check_location(str(root / "checkpoint"))
+    [stuck] = check_location(str(root / "checkpoint"), str(root / "output"))
     assert (stuck.code, stuck.path) == ("WM035", "offsets/9")
     quoted = UNFINISHED_RESTART_ERROR.format(batch=9, done=8)
     assert quoted in stuck.message and quoted in facts["repartition"]["restart_error"]  # what Spark said
-    assert "wmcheck rewind CKPT --to-batch 8" in stuck.message
+    assert stuck.fix == repair.RewindRequest(to_batch=8, file_sink=str(root / "output"))
+    assert fix_text(stuck.fix, "CKPT", "SINK") == "wmcheck rewind CKPT --to-batch 8 --file-sink SINK"  # docs/check.md's
     with fixture_conf(spark, name):
         with pytest.raises(Exception, match="STREAMING_UNFINISHED_REPARTITION_DETECTED"):
             run_query(spark, name, root)
-        doc = repair.run(str(root / "checkpoint"), repair.RewindRequest(to_batch=8, file_sink=str(root / "output")), NOW)
+        doc = repair.run(str(root / "checkpoint"), stuck.fix, NOW)  # the fix check gives, as it gives it
         assert [s.path for s in doc.plan.steps] == ["offsets/9", "offsets/.9.crc"]
         progress = restart(spark, name, root)
         assert [p["batchId"] for p in progress] == [9, 10, 11, 12]
@@ -160,7 +165,7 @@ def test_rewind_before_a_repartition_restores_the_old_layout_then_5_to_2(spark, 
         stale = [f for f in check_location(str(new / "checkpoint"), str(new / "output"))]
         assert [(f.code, f.path) for f in stale] == [("WM019", "state/0/2")]
         assert "left by the repartition from 5 to 2 partitions at batch 10" in stale[0].message
-        assert "Delete" not in stale[0].message and "keep them as long as you may roll back" in stale[0].message
+        assert stale[0].fix == Instruction("keep them as long as you may rewind to before batch 10")
         show = run_cli_json("show", new / "checkpoint")
         assert show["repartitions"] == [{"batch": 9, "from": 3, "to": 5}, {"batch": 10, "from": 5, "to": 2}]
         restart(spark, name, new)

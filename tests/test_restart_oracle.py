@@ -8,10 +8,24 @@ import re
 
 import pytest
 
+from wmcheck.checkpoint.checks.definition import Instruction
 from wmcheck.checkpoint.checks.recommend import recommended_repair
-from wmcheck.checkpoint.checks.registry import CHECKS, ERROR
+from wmcheck.checkpoint.checks.registry import CHECKS, ERROR, OPEN_FAILED
 
-from oracle_cases import CASES, FAILS, OK, WRONG, documented, findings, reference, run_oracle
+from oracle_cases import (
+    CASES,
+    FAILS,
+    OK,
+    WRONG,
+    docs_fix_lines,
+    documented,
+    documented_fixes,
+    finding_fix,
+    findings,
+    placeholder_line,
+    reference,
+    run_oracle,
+)
 from restart_oracle import observed
 from state_damage import FORMAT_FIXTURES, sweep, verdict
 
@@ -40,19 +54,59 @@ def test_check_says_what_spark_does(oracle, case):
         assert all(f.severity != ERROR for f in found[case.key, "broken"]), found[case.key, "broken"]
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if c.fix], ids=[f"{c.code}-{c.key}" for c in CASES if c.fix])
-def test_the_printed_fix_makes_the_restart_work(oracle, case):
+@pytest.mark.parametrize("case", [c for c in CASES if c.fixed], ids=[f"{c.code}-{c.key}" for c in CASES if c.fixed])
+def test_the_fix_makes_the_restart_work(oracle, case):
+    """The finding's fix, applied to another broken copy (its wmcheck command run as check prints it, or its
+    instruction carried out), makes the restart give the reference output: nothing lost, nothing twice."""
     found, outcomes, _ = oracle
     outcome = outcomes[f"{case.key}:fixed"]
     assert observed(outcome, reference(outcomes, case)) == OK, (outcome.error, outcome.read_error)
     assert not [f for f in found[case.key, "fixed"] if f.severity == ERROR]
-    command = getattr(case.fix, "command", None)
-    if command is not None and CHECKS[case.code].severity == ERROR:  # the fix run is the one check recommends
-        assert recommended_repair(found[case.key, "before-fixed"], case.sink) == command
+    fix = finding_fix(found[case.key, "before-fixed"], case.code)
+    if case.repair and CHECKS[case.code].severity == ERROR:  # the fix run is the one check recommends
+        assert recommended_repair(found[case.key, "before-fixed"]) == fix
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"{c.code}-{c.key}" for c in CASES])
+def test_every_wmcheck_fix_is_run_and_every_instruction_carried_out(oracle, case):
+    """A case whose finding's fix is a wmcheck command restarts after running it, or another case of the same code
+    and fixture runs the same command line (a file of the same chain damaged another way); one whose fix is an
+    instruction carries it out when the code is an error (a warning's instruction is advice about another risk;
+    WM000's is to pass the right location)."""
+    found, _, _ = oracle
+    fix = finding_fix(found[case.key, "broken"], case.code)
+    command = fix is not None and not isinstance(fix, Instruction)
+    if command and not case.repair:
+        line = placeholder_line(fix)
+        assert [c for c in CASES if c.repair and (c.code, c.fixture) == (case.code, case.fixture)
+                and placeholder_line(finding_fix(found[c.key, "broken"], c.code)) == line], (case.key, line)
+    assert command or not case.repair, (case.key, fix)
+    if case.fix is not None or (CHECKS[case.code].severity == ERROR and not command and case.code != OPEN_FAILED):
+        assert isinstance(fix, Instruction) and case.fix is not None, (case.key, fix)
 
 
 def test_docs_table_lists_every_code_with_its_severity():
     assert {code: sev for code, (sev, _, _) in documented().items()} == {c.code: c.severity for c in CHECKS.values()}
+
+
+TESTED_ELSEWHERE = {  # fix lines of docs/check.md run by other Spark tests, which assert check prints them so
+    "wmcheck relocate CKPT": "WM027: tests/test_repair_spark.py",
+    "wmcheck rewind CKPT --to-batch 8 --file-sink SINK": "WM035: tests/test_repartition_spark.py",
+    "wmcheck repartition CKPT --file-sink SINK": "WM036: tests/test_repartition_spark.py",
+}
+
+
+def test_every_fix_line_in_the_docs_is_one_a_test_runs(oracle):
+    """The table names, for each code, the command line check printed for its cases (that the oracle ran); every
+    wmcheck command line docs/check.md gives as a fix is one of those, or one another Spark test runs."""
+    found, _, _ = oracle
+    ran = {case.key: placeholder_line(finding_fix(found[case.key, "before-fixed"], case.code))
+           for case in CASES if case.repair}
+    columns = documented_fixes()
+    for case in CASES:
+        if case.repair:
+            assert f"`{ran[case.key]}`" in columns[case.code], (case.key, ran[case.key], columns[case.code])
+    assert docs_fix_lines() - set(ran.values()) - set(TESTED_ELSEWHERE) == set()
 
 
 def test_docs_table_says_what_the_oracle_saw(oracle):

@@ -17,9 +17,9 @@ from ..model import Checkpoint, Operator
 from ..numbers import is_number
 from ..offsets import FAST_METADATA, BatchMetadata, OffsetSeq
 from ..progress import QueryProgress
+from ..repair.requests import RewindRequest
 from ..state_files import StateFile, StateLayout
 from ..state_schema import StateSchemaFile, parse_state_schema
-from .definition import Issue
 
 T = TypeVar("T")
 STALL_BATCHES = 5
@@ -72,7 +72,7 @@ class Tree:
         self.shown = shown
         self.entries: set[str] = set()
         self.logs: dict[str, MetadataLog] = {}
-        self.mismatches: dict[str, list[Issue]] = {"hadoop": [], "spark": []}
+        self.mismatches: dict[str, list[tuple[str, str]]] = {"hadoop": [], "spark": []}
 
     def names(self, folder: str) -> list[str]:
         """Names in ``folder`` (remembered in ``entries``, so later lookups need no I/O)."""
@@ -147,6 +147,7 @@ class Context:
         self.progress = progress
         self.tree = Tree(ckpt.fs, lambda p: p)
         self.sink = Tree(sink, lambda p: posixpath.join(sink_shown, p)) if sink is not None else None
+        self.sink_location = sink.uri() if sink is not None else None
         self.failures: dict[str, CheckpointError] = {}
         self.offsets: dict[int, OffsetSeq] = {}  # parsed ones, by batch in order (so are confs and commits)
         self.confs: dict[int, Mapping[str, Any]] = {}
@@ -242,6 +243,10 @@ class Context:
         """Why a state file read through :meth:`read_state` does not match its Spark checksum file, if it does not."""
         shown = self.tree.shown(path)
         return next((problem for where, problem in self.tree.mismatches["spark"] if where == shown), None)
+
+    def rewind(self, batch: int) -> RewindRequest:
+        """The rewind to ``batch``, with the file sink when one is checked (else the sink stays ahead: WM024)."""
+        return RewindRequest(to_batch=batch, file_sink=self.sink_location)
 
     def verify_state_files(self, files: list[StateFile]) -> None:
         """Verify the checksum sidecars of state files Spark reads (their bytes are not kept)."""

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable, NamedTuple, Union
+
+from ..repair.requests import RepairRequest, UndoRequest
 
 if TYPE_CHECKING:
     from .context import Context
@@ -12,18 +14,36 @@ SEVERITIES = (ERROR, WARNING)
 
 
 @dataclass(frozen=True)
+class Instruction:
+    """A fix no wmcheck command carries out: something to do by hand (restore a file from a backup, send data)."""
+
+    text: str
+
+
+Fix = Union[RepairRequest, UndoRequest, Instruction]
+"""What a finding says to do: the request of the wmcheck repair that fixes it (``repair.run`` takes it, or
+``repair.undo_repair`` an :class:`UndoRequest`), or an instruction, which says it is one."""
+
+
+@dataclass(frozen=True)
 class Finding:
-    """One problem: ``path`` is relative to ``checkpoint``; ``message`` says what is wrong and what to do."""
+    """One problem: ``path`` is relative to ``checkpoint``; ``message`` says what is wrong and what Spark does with
+    it; ``fix`` is what to do: the request of the wmcheck repair that fixes it, or an instruction."""
 
     code: str
     severity: str
     checkpoint: str
     path: str
     message: str
+    fix: Fix
 
 
-Issue = tuple[str, str]
-"""What a check yields: (path relative to the checkpoint, message with a hint)."""
+class Issue(NamedTuple):
+    """What a check yields: the path relative to the checkpoint, the message, the fix."""
+
+    path: str
+    message: str
+    fix: Fix
 
 
 @dataclass(frozen=True)

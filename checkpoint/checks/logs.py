@@ -8,11 +8,13 @@ from ..activity import DEFAULT_IDLE_MS, newest_recent, now_ms
 from ..errors import CheckpointError
 from ..layout import COMMITS, OFFSETS, REPAIR_JOURNAL, sidecar_target, sidecars
 from ..numbers import is_number
+from ..repair.requests import RewindRequest, UndoRequest
 from ..repair_records import find_interrupted, read_journal
 from ..state_files import is_crc, is_temp
 from ..timeutil import format_duration
 from .context import Context, Tree, error_text
-from .definition import ERROR, WARNING, Issue, check
+from .definition import ERROR, WARNING, Instruction, Issue, check
+from .remedies import NEW_CHECKPOINT, RESTORE, rewind_before
 from .text import span
 
 JAVA_UUID = re.compile(r"^[0-9a-fA-F]{1,8}-[0-9a-fA-F]{1,4}-[0-9a-fA-F]{1,4}-[0-9a-fA-F]{1,4}-[0-9a-fA-F]{1,12}$")
@@ -24,29 +26,32 @@ def unparseable(ctx: Context) -> Iterator[Issue]:
     last = ctx.ckpt.last_batch
     tail = {f"{OFFSETS}/{last}", f"{COMMITS}/{last}"} if last is not None and last - 1 in ctx.ckpt.commit_ids else set()
     for path, exc in sorted(ctx.failures.items()):
-        yield path, error_text(exc) + (
-            f"; fix: wmcheck rewind CKPT --to-batch {last - 1} (drops batch {last} with its checksum files; Spark "
-            f"plans it again)" if last is not None and path in tail else "")
+        if last is not None and path in tail:
+            yield Issue(path, error_text(exc) + f" (a file of the last batch: rewinding to batch {last - 1} drops it with "
+                        f"its checksum files, and Spark plans batch {last} again)", ctx.rewind(last - 1))
+        else:
+            yield Issue(path, error_text(exc), RESTORE)
 
 
 @check("WM002", ERROR, "gap in offsets/ ids")
 def offsets_gap(ctx: Context) -> Iterator[Issue]:
     for lo, hi in ctx.ckpt.gaps(ctx.ckpt.offset_ids):
-        yield f"{OFFSETS}/{lo}", (
+        yield Issue(f"{OFFSETS}/{lo}", (
             f"offsets/{span(lo, hi)} missing between batches {lo - 1} and {hi + 1}: Spark cannot restart when the batch "
-            f"before the last is missing ('batch {hi} doesn't exist') and no batch in the gap can be restored; "
-            f"fix: wmcheck rewind CKPT --to-batch {lo - 1} (drops the batches after the gap; Spark plans them again)"
-        )
+            f"before the last is missing ('batch {hi} doesn't exist') and no batch in the gap can be restored; a rewind "
+            f"to before the gap drops the batches after it, and Spark plans them again"
+        ), rewind_before(ctx, lo))
 
 
 @check("WM003", WARNING, "gap in commits/ ids")
 def commits_gap(ctx: Context) -> Iterator[Issue]:
     for lo, hi in ctx.ckpt.gaps(ctx.ckpt.commit_ids):
-        yield f"{COMMITS}/{lo}", (
+        yield Issue(f"{COMMITS}/{lo}", (
             f"commits/{span(lo, hi)} missing although commits/{hi + 1} exists: the completion of batch {span(lo, hi)} "
             f"was never recorded (a lost file or logs of two runs mixed); Spark restarts from the last commit and does "
-            f"not notice, but these batches cannot be rewound to; check how the checkpoint was copied"
-        )
+            f"not notice, but these batches cannot be rewound to"
+        ), Instruction("find out how the checkpoint was copied, and restore the missing commit files from a backup if "
+                       "you have them"))
 
 
 @check("WM004", ERROR, "commit without its offsets")
@@ -57,11 +62,11 @@ def commit_without_offsets(ctx: Context) -> Iterator[Issue]:
     for batch in ckpt.commit_ids:
         if batch not in offsets and (first is None or batch >= first):
             last = ckpt.last_batch
-            yield f"{COMMITS}/{batch}", (
+            yield Issue(f"{COMMITS}/{batch}", (
                 f"commits/{batch} has no offsets/{batch}: Spark re-runs batch {last} and then fails to record its "
                 f"commit ('Concurrent update to the commit log')" if last is not None and batch > last else
                 f"commits/{batch} has no offsets/{batch}: the batch was committed but its plan is gone"
-            ) + (f"; fix: wmcheck rewind CKPT --to-batch {last}" if last is not None else "; restore offsets/ from a backup")
+            ) + "; a rewind to the last batch before it with both files removes the commit", rewind_before(ctx, batch))
 
 
 @check("WM005", ERROR, "more than one batch past the last commit")
@@ -73,12 +78,11 @@ def uncommitted_batches(ctx: Context) -> Iterator[Issue]:
     pending = [b for b in ckpt.offset_ids if done is None or b > done]
     if len(pending) > 1:
         first, last = pending[0], pending[-1]
-        yield f"{OFFSETS}/{first}", (
+        yield Issue(f"{OFFSETS}/{first}", (
             f"batches {span(first, last)} are planned but not committed: Spark re-runs only batch {last}, from the "
-            f"offsets of batch {last - 1}, so the input of batch {span(first, last - 1)} is never processed; fix: "
-            + (f"wmcheck rewind CKPT --to-batch {done} (Spark then plans that input again)" if done is not None
-               else "start the query from a new checkpoint")
-        )
+            f"offsets of batch {last - 1}, so the input of batch {span(first, last - 1)} is never processed; after a "
+            f"rewind to the last committed batch Spark plans that input again"
+        ), ctx.rewind(done) if done is not None else NEW_CHECKPOINT)
 
 
 def checkpoint_format(ctx: Context) -> tuple[int | None, str]:
@@ -101,46 +105,44 @@ def log_versions(ctx: Context) -> Iterator[Issue]:
         wrong = [b for b, entry in sorted(ctx.commits.items()) if entry.version != fmt]
         if wrong:
             got = ctx.commits[wrong[-1]].version
-            yield f"{COMMITS}/{wrong[0]}", (
+            later = wrong[0] > min(ctx.commits)
+            yield Issue(f"{COMMITS}/{wrong[0]}", (
                 f"commits/{span(wrong[0], wrong[-1])}: {len(wrong)} commit file(s) are v{got} but the checkpoint uses "
                 f"state checkpoint format {fmt} ({source}): "
                 + ("Spark refuses to restart (tested with HDFS state: Spark 4.3 '[STATE_STORE_CHECKPOINT_IDS_NOT_SUPPORTED] "
                    "HDFSBackedStateStoreProvider does not support checkpointFormatVersion > 1', Spark 3.5 "
                    "'UnsupportedLogVersion: maximum supported log version is v1, but encountered v2')"
                    if got > fmt else "these commits carry no stateUniqueIds, so Spark cannot tell which state files to load")
-                + ("; the logs come from another run or were edited: restore them (wmcheck undo) or "
-                   f"wmcheck rewind CKPT --to-batch {wrong[0] - 1}" if wrong[0] > min(ctx.commits) else
-                   "; the commit log and the state were written with different checkpoint formats: start a new checkpoint")
-            )
+                + ("; the logs come from another run or were edited (wmcheck undo restores them if a repair did it)"
+                   if later else "; the commit log and the state were written with different checkpoint formats")
+            ), rewind_before(ctx, wrong[0]) if later else NEW_CHECKPOINT)
     versions = sorted((b, s.version) for b, s in ctx.offsets.items())
     for (b1, v1), (b2, v2) in zip(versions, versions[1:]):
         if v2 < v1:
-            yield f"{OFFSETS}/{b2}", (
+            yield Issue(f"{OFFSETS}/{b2}", (
                 f"offsets/{b2} is v{v2} after offsets/{b1} v{v1}: Spark never downgrades the offset log format, so "
-                f"the logs were mixed or edited; fix: wmcheck rewind CKPT --to-batch {b1}"
-            )
+                f"the logs were mixed or edited"
+            ), rewind_before(ctx, b2))
             break
 
 
 @check("WM007", ERROR, "metadata is missing")
 def metadata_missing(ctx: Context) -> Iterator[Issue]:
     if "metadata" not in ctx.tree.entries and (ctx.ckpt.offset_ids or ctx.ckpt.commit_ids):
-        yield "metadata", (
+        yield Issue("metadata", (
             "the checkpoint has no metadata file but its offsets or commits hold batches: since Spark 4.2 Spark refuses "
             "to start ('[STREAMING_CHECKPOINT_MISSING_METADATA_FILE] ... the metadata file is missing but offset and/or "
             "commit logs contain data', tested with 4.3); Spark 3.5 writes a new metadata file with a new query id and "
-            "restarts. Restore it from a backup (wmcheck undo if wmcheck removed it)"
-        )
+            "restarts"
+        ), Instruction("restore metadata from a backup (wmcheck undo if a wmcheck repair removed it)"))
 
 
 @check("WM008", ERROR, "metadata holds no valid query id")
 def metadata_invalid(ctx: Context) -> Iterator[Issue]:
     meta = ctx.query_metadata
     if meta is not None and not JAVA_UUID.match(meta.query_id):
-        yield "metadata", (
-            f"the query id {meta.query_id!r} is not a UUID: Spark fails to start the query "
-            f"(UUID.fromString); restore metadata from a backup"
-        )
+        yield Issue("metadata", f"the query id {meta.query_id!r} is not a UUID: Spark fails to start the query "
+                    f"(UUID.fromString)", Instruction("restore metadata from a backup"))
 
 
 def strays(ctx: Context) -> tuple[list[tuple[Tree, str]], list[tuple[Tree, str]]]:
@@ -165,15 +167,13 @@ def temp_files(ctx: Context) -> Iterator[Issue]:
     active = newest_recent(ctx.ckpt, DEFAULT_IDLE_MS, now_ms()) if temps else None
     for tree, path in temps:
         if active:  # the rule of the repair guard: a running query writes through such temp files
-            yield tree.shown(path), (
+            yield Issue(tree.shown(path), (
                 f"the query looks active ({active.path} changed within the last {format_duration(DEFAULT_IDLE_MS)}): "
-                "probably a write in flight, not a leftover; check again once the query is stopped"
-            )
+                "probably a write in flight, not a leftover"
+            ), Instruction("check again once the query is stopped"))
         else:
-            yield tree.shown(path), (
-                "leftover of an interrupted write; Spark ignores it, but it hides what happened and takes space: "
-                "delete it while the query is stopped"
-            )
+            yield Issue(tree.shown(path), "leftover of an interrupted write; Spark ignores it, but it hides what happened "
+                        "and takes space", Instruction(f"delete {tree.shown(path)} while the query is stopped"))
 
 
 def written_next(ctx: Context, path: str) -> bool:
@@ -200,22 +200,25 @@ def orphans(ctx: Context) -> tuple[list[tuple[Tree, str, str]], list[tuple[Tree,
 @check("WM010", WARNING, "orphaned checksum sidecar")
 def orphan_crc(ctx: Context) -> Iterator[Issue]:
     for tree, path, target in orphans(ctx)[1]:
-        yield tree.shown(path), (
+        yield Issue(tree.shown(path), (
             f"checksum of {target.rpartition('/')[2]}, which does not exist: the restart works, but when Spark or a "
             f"rewind writes a file of that name again, Hadoop's checksummed rename refuses the existing sidecar (as "
-            f"WM029 shows for the next file); delete the sidecar while the query is stopped"
-        )
+            f"WM029 shows for the next file)"
+        ), Instruction(f"delete {tree.shown(path)} while the query is stopped"))
 
 
 @check("WM029", ERROR, "orphaned checksum sidecar of a file Spark writes next")
 def upcoming_orphan_crc(ctx: Context) -> Iterator[Issue]:
+    done = ctx.ckpt.last_committed_batch
     for tree, path, target in orphans(ctx)[0]:
         folder = target.rpartition("/")[0]
-        yield tree.shown(path), (
+        yield Issue(tree.shown(path), (
             f"checksum of {target}, which does not exist but is the next file Spark writes to {folder}/: Hadoop's "
             f"checksummed rename refuses the existing sidecar and the restart fails ('Multiple streaming queries are "
-            f"concurrently using .../{folder}'). Fix: delete {path} while the query is stopped"
-        )
+            f"concurrently using .../{folder}'); a rewind to the last committed batch removes it (with every orphaned "
+            f"sidecar of the batches after it)"
+        ), RewindRequest(to_batch=done, file_sink=ctx.sink_location, keep_next_offsets=ctx.ckpt.pending_batch is not None)
+            if done is not None else Instruction(f"delete {tree.shown(path)} while the query is stopped"))
 
 
 @check("WM026", ERROR, "interrupted wmcheck repair")
@@ -228,8 +231,9 @@ def interrupted_repair(ctx: Context) -> Iterator[Issue]:
         pending = find_interrupted(ctx.ckpt.fs)
     except CheckpointError as exc:
         if journal is None:
-            yield REPAIR_JOURNAL, (f"a wmcheck repair was interrupted and its journal does not parse "
-                                   f"({error_text(exc)}): see wmcheck backups CKPT before restarting the query")
+            yield Issue(REPAIR_JOURNAL, f"a wmcheck repair was interrupted and its journal does not parse "
+                        f"({error_text(exc)})", Instruction("list the backups (wmcheck backups) and restore the one "
+                                                            "of the interrupted repair before restarting the query"))
             return
         pending = None
     if pending is not None:
@@ -239,9 +243,13 @@ def interrupted_repair(ctx: Context) -> Iterator[Issue]:
     else:
         return
     where = REPAIR_JOURNAL if journal is not None else f"_wmcheck/backups/{backup_id}/manifest.json"
-    fix = ("run wmcheck undo CKPT to finish the undo" if action == "undo" else
-           "run wmcheck undo CKPT to restore it, or run the same command again to finish it")
-    yield where, (
-        f"wmcheck {command} ({action}, backup {backup_id}) was interrupted: the checkpoint is half "
-        f"changed and Spark may restart from a mix of old and new files; {fix}"
-    )
+    head = (f"wmcheck {command} ({action}, backup {backup_id}) was interrupted: the checkpoint is half changed and "
+            f"Spark may restart from a mix of old and new files")
+    if pending is None:  # the journal names a backup whose manifest cannot be read: undo cannot restore it
+        yield Issue(where, f"{head}, and its backup's manifest cannot be read", Instruction(
+            "list the backups (wmcheck backups) and restore the checkpoint from the interrupted repair's backup "
+            "before restarting the query"))
+        return
+    then = ("undo finishes the undo" if action == "undo" else
+            "undo restores it (running the same command again finishes it instead)")
+    yield Issue(where, f"{head}; {then}", UndoRequest())

@@ -1,29 +1,28 @@
-"""One recommended repair per checkpoint: when findings print different wmcheck fixes, the one to run."""
+"""One recommended repair per checkpoint: when the errors advise different wmcheck repairs, the one to run."""
 from __future__ import annotations
 
-import re
 from typing import Iterable
 
-from .definition import ERROR, Finding
-
-REWIND = re.compile(r"wmcheck rewind CKPT --to-batch (\d+)( --file-sink SINK)?")
-COMMAND = re.compile(r"wmcheck (?:set-watermark|relocate|undo) CKPT[^;()]*?(?= \(|;|\.(?:\s|$)|$)")
-INTERRUPTED = "WM026"
+from ..repair.requests import RepairRequest, RewindRequest, UndoRequest
+from .definition import ERROR, Finding, Instruction
 
 
-def recommended_repair(findings: Iterable[Finding], file_sink: bool = False) -> str | None:
-    """The wmcheck command that makes the restart work when the errors print several: an interrupted repair is
-    undone first; among rewinds the earliest batch (a rewind there also drops every later problem, and the
-    restart oracle's cases prove it), with the file sink when one was checked (else the sink is left ahead of the
-    checkpoint, WM024); else the one other command the errors agree on. None when no error prints a wmcheck
-    command, or they print different commands that are not rewinds."""
-    errors = [f for f in findings if f.severity == ERROR]
-    if any(f.code == INTERRUPTED for f in errors):
-        return "wmcheck undo CKPT"
-    rewinds = [m for f in errors for m in REWIND.finditer(f.message)]
+def recommended_repair(findings: Iterable[Finding]) -> RepairRequest | UndoRequest | None:
+    """The repair that makes the restart work when the errors advise several: an interrupted repair is undone
+    first; among rewinds the earliest batch (a rewind there also drops every later problem, and the restart
+    oracle's cases prove it), with the file sink when any of them has it (else the sink is left ahead of the
+    checkpoint, WM024), keeping the next offsets only when every rewind to that batch does; else the one other
+    repair the errors agree on. None when no error advises a repair, or
+    they advise different repairs that are not rewinds."""
+    fixes = [f.fix for f in findings if f.severity == ERROR and not isinstance(f.fix, Instruction)]
+    undo = next((fix for fix in fixes if isinstance(fix, UndoRequest)), None)
+    if undo is not None:
+        return undo
+    rewinds = [fix for fix in fixes if isinstance(fix, RewindRequest) and fix.to_batch is not None]
     if rewinds:
-        batch = min(int(m[1]) for m in rewinds)
-        with_sink = file_sink or any(m[2] for m in rewinds)
-        return f"wmcheck rewind CKPT --to-batch {batch} --file-sink SINK" if with_sink else f"wmcheck rewind CKPT --to-batch {batch}"
-    others = {m[0].strip() for f in errors for m in COMMAND.finditer(f.message)}
-    return others.pop() if len(others) == 1 else None
+        batch = min(r.to_batch for r in rewinds if r.to_batch is not None)
+        there = [r for r in rewinds if r.to_batch == batch]
+        return RewindRequest(to_batch=batch, file_sink=next((r.file_sink for r in rewinds if r.file_sink), None),
+                             keep_next_offsets=all(r.keep_next_offsets for r in there))
+    distinct = [fix for i, fix in enumerate(fixes) if fix not in fixes[:i]]  # requests with a path map do not hash
+    return distinct[0] if len(distinct) == 1 else None

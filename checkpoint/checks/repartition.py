@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ..layout import OFFSETS, SINK_LOG
+from ..repair.repartition import RepartitionRequest
 from ..repartitions import (
     PROVIDER,
     ROCKSDB_PROVIDER,
@@ -37,17 +38,16 @@ def unfinished_repartition(ctx: Context) -> Iterator[Issue]:
     if stuck is None:
         return
     done = stuck.batch - 1
-    yield f"{OFFSETS}/{stuck.batch}", (
+    yield Issue(f"{OFFSETS}/{stuck.batch}", (
         f"batch {stuck.batch} is a repartition of the state from {stuck.from_partitions} to {stuck.to_partitions} "
         f"partitions (the offsets of batch {done} with another spark.sql.shuffle.partitions) that was never committed: "
         f"Spark's offline repartition failed or was killed half way. Restarting the query fails: "
-        f"{UNFINISHED_RESTART_ERROR.format(batch=stuck.batch, done=done)} Fix: wmcheck rewind CKPT --to-batch {done} "
-        f"(removes everything the attempt wrote: offsets/{stuck.batch} and any state it wrote; undoable), then "
-        f"restart the query" + (
-            f" or repartition again: wmcheck repartition CKPT --partitions {stuck.to_partitions}"
+        f"{UNFINISHED_RESTART_ERROR.format(batch=stuck.batch, done=done)} A rewind to batch {done} removes everything "
+        f"the attempt wrote (offsets/{stuck.batch} and any state it wrote; undoable); then restart the query" + (
+            f" or repartition again (wmcheck repartition CKPT --partitions {stuck.to_partitions})"
             if ctx.conf(PROVIDER) == ROCKSDB_PROVIDER else
             f" (Spark repartitions only RocksDB state: {ctx.conf(PROVIDER) or 'the HDFS-backed provider'} is not supported)")
-    )
+    ), ctx.rewind(done))
 
 
 def next_compaction(batch: int, interval: int) -> int:
@@ -67,13 +67,13 @@ def sink_lacks_repartition(ctx: Context) -> Iterator[Issue]:
         derived = compact_interval(files)
         interval, how = derived or (DEFAULT_COMPACT_INTERVAL, "Spark's default spark.sql.streaming.fileSink.log.compactInterval")
         fails = next_compaction(move.batch, interval)
-        yield ctx.sink.shown(f"{SINK_LOG}/{move.batch}"), (
+        yield Issue(ctx.sink.shown(f"{SINK_LOG}/{move.batch}"), (
             f"batch {move.batch} repartitioned the state ({move.from_partitions} -> {move.to_partitions} partitions) "
             f"and wrote no file sink log entry: the query restarts, but the sink log's compaction at batch {fails} "
             f"(compact interval {interval}, {how}) needs every batch since the last compact file and fails "
-            f"([BATCH_METADATA_NOT_FOUND] Unable to find batch {SINK_LOG}/{move.batch}). Fix: wmcheck repartition CKPT "
-            f"--file-sink SINK --execute (writes the empty entry {SINK_LOG}/{move.batch}; undoable)"
-        )
+            f"([BATCH_METADATA_NOT_FOUND] Unable to find batch {SINK_LOG}/{move.batch}); completing the repartition "
+            f"writes the empty entry {SINK_LOG}/{move.batch} (undoable)"
+        ), RepartitionRequest(file_sink=ctx.sink_location))
 
 
 def sink_entry_batches(ctx: Context) -> list[int]:

@@ -10,8 +10,9 @@ from ..file_logs import FileLogEntry
 from ..fs import local_path
 from ..layout import log_file_batch
 from ..locations import SinkFiles, entry_location
+from ..repair.requests import RelocateRequest
 from .context import SINK_LOG, Context, Tree
-from .definition import ERROR, WARNING, Issue, check
+from .definition import ERROR, WARNING, Instruction, Issue, check
 from .text import plural
 
 
@@ -60,40 +61,41 @@ def outside(ctx: Context) -> tuple[list[tuple[str, str | None]], list[tuple[str,
     return ctx.memo["sink-outside"]
 
 
-def path_map_hint(entries: list[tuple[str, str | None]], sink_root: str) -> str:
-    """The ``relocate --path-map`` that maps the directory that moved (the old sink directory and the new one
-    without their common trailing part: a moved parent maps the input beside the sink too)."""
+def path_map_fix(ctx: Context, entries: list[tuple[str, str | None]]) -> RelocateRequest:
+    """The relocation that maps the directory that moved (the old sink directory and the new one without their
+    common trailing part: a moved parent maps the input beside the sink too)."""
+    sink_root = sink_of(ctx).fs.root.rstrip("/")
     uri, here = next(((u, h) for u, h in entries if h is not None), entries[0])
     location = entry_location(uri)
     old = location[: -len(here) - 1] if here is not None and location.endswith("/" + here) else posixpath.dirname(location)
     new = sink_root
     while posixpath.basename(old) == posixpath.basename(new) and posixpath.dirname(old) not in ("", "/"):
         old, new = posixpath.dirname(old), posixpath.dirname(new)
-    return f"wmcheck relocate CKPT --path-map {old}={new} --file-sink SINK --execute"
+    return RelocateRequest(path_map={old: new}, file_sink=ctx.sink_location)
 
 
 @check("WM032", ERROR, "file sink log names missing files outside the sink directory", needs_sink=True)
 def sink_files_gone(ctx: Context) -> Iterator[Issue]:
     gone = outside(ctx)[0]
     if gone:
-        yield sink_of(ctx).shown(SINK_LOG), (
+        yield Issue(sink_of(ctx).shown(SINK_LOG), (
             f"the sink's log names {plural(len(gone), 'data file')} outside the sink directory that no longer exist, "
             f"e.g. {gone[0][0]}: the sink was moved, and Spark's readers of the sink do not read these files (tested "
-            f"with Spark 4.3: with none left, '[UNABLE_TO_INFER_SCHEMA] Unable to infer schema'). Fix: "
-            f"{path_map_hint(gone, sink_of(ctx).fs.root.rstrip('/'))} (the same mapping covers input that moved with it)"
-        )
+            f"with Spark 4.3: with none left, '[UNABLE_TO_INFER_SCHEMA] Unable to infer schema'); relocating maps the "
+            f"directory that moved (which covers input that moved with it)"
+        ), path_map_fix(ctx, gone))
 
 
 @check("WM033", ERROR, "file sink log names files of another directory", needs_sink=True)
 def sink_files_elsewhere(ctx: Context) -> Iterator[Issue]:
     elsewhere = outside(ctx)[1]
     if elsewhere:
-        yield sink_of(ctx).shown(SINK_LOG), (
+        yield Issue(sink_of(ctx).shown(SINK_LOG), (
             f"the sink's log names {plural(len(elsewhere), 'data file')} outside the sink directory that exist there, "
             f"e.g. {elsewhere[0][0]}: the sink was copied. The query restarts, but Spark's readers of this sink do not "
             "read those files (tested with Spark 4.3: with none left, '[UNABLE_TO_INFER_SCHEMA] Unable to infer "
-            f"schema'), so its output looks lost. Fix: {path_map_hint(elsewhere, sink_of(ctx).fs.root.rstrip('/'))}"
-        )
+            "schema'), so its output looks lost"
+        ), path_map_fix(ctx, elsewhere))
 
 
 @check("WM034", WARNING, "data files in the sink directory that its log does not list", needs_sink=True)
@@ -105,9 +107,8 @@ def unlisted_sink_files(ctx: Context) -> Iterator[Issue]:
     extra = sorted(p for p in files.listing() if not any(part.startswith((".", "_")) for part in p.split("/"))
                    and p not in listed)
     if extra:
-        yield sink_of(ctx).shown(extra[0]), (
+        yield Issue(sink_of(ctx).shown(extra[0]), (
             f"{plural(len(extra), 'data file')} in the sink directory that its log does not list (e.g. {extra[0]}): "
             "left by failed or rewound batches. Spark reads the sink through its log and ignores them (tested), but "
-            "readers that list the directory (pyarrow, Hive, Trino) see them as output. Move them out of the sink "
-            "once no query writes to it"
-        )
+            "readers that list the directory (pyarrow, Hive, Trino) see them as output"
+        ), Instruction("move them out of the sink once no query writes to it"))

@@ -7,7 +7,8 @@ from typing import Iterator
 from ..layout import COMPACT_SUFFIX, SINK_LOG, SOURCES
 from ..numbers import is_number
 from .context import Context, Tree
-from .definition import ERROR, Issue, check
+from .definition import ERROR, Instruction, Issue, check
+from .remedies import NEW_CHECKPOINT, rewind_before
 from .text import span
 
 DEFAULT_COMPACT_INTERVAL = 10  # spark.sql.streaming.fileSource.log.compactInterval and fileSink's
@@ -65,12 +66,12 @@ def source_log_behind(ctx: Context) -> Iterator[Issue]:
             reach = max(files, default=-1)
             ok = [b for b, s in sorted(ctx.offsets.items()) if b in ctx.commits and all(
                 o.log_offset is None or o.source_id != src.source_id or o.log_offset < gone[0] for o in s.sources)]
-            yield f"{folder}/{gone[0]}", (
+            yield Issue(f"{folder}/{gone[0]}", (
                 f"offsets/{last} points at log batch {end} of {folder}, but log batch {gone[0]} is missing (the log "
                 f"ends at {reach}): Spark cannot list the files of the batch and fails, or writes new log batches over "
-                f"ids it already used. Restore {folder}/ from a backup, or "
-                + (f"wmcheck rewind CKPT --to-batch {ok[-1]}" if ok else "start a new checkpoint")
-            )
+                f"ids it already used; a rewind to the newest committed batch that read none of it works too, as does "
+                f"restoring {folder}/ from a backup"
+            ), ctx.rewind(ok[-1]) if ok else NEW_CHECKPOINT)
 
 
 def compaction_issues(tree: Tree, folder: str) -> Iterator[Issue]:
@@ -85,11 +86,11 @@ def compaction_issues(tree: Tree, folder: str) -> Iterator[Issue]:
         if expect not in files[batch]:
             wanted = f"{batch}{COMPACT_SUFFIX}" if expect else str(batch)
             found = str(batch) if expect else f"{batch}{COMPACT_SUFFIX}"
-            yield tree.shown(posixpath.join(folder, found)), (
+            yield Issue(tree.shown(posixpath.join(folder, found)), (
                 f"with compact interval {interval} ({how}) Spark reads log batch {batch} from {wanted}, but the log holds "
                 f"{found}: reading the log fails (file not found). The log was compacted with another interval or "
-                f"edited by hand: restore {folder}/ from a backup"
-            )
+                f"edited by hand"
+            ), Instruction(f"restore {tree.shown(folder)}/ from a backup"))
             return
 
 
@@ -115,14 +116,13 @@ def sink_ahead(ctx: Context) -> Iterator[Issue]:
     if latest is not None and (allowed is None or latest > allowed):
         name = f"{latest}{COMPACT_SUFFIX}" if True in log_forms(sink, SINK_LOG)[latest] else str(latest)
         done = ckpt.last_committed_batch
-        yield sink.shown(f"{SINK_LOG}/{name}"), (
+        yield Issue(sink.shown(f"{SINK_LOG}/{name}"), (
             f"the file sink has committed batch {latest} but the checkpoint's last committed batch is {done}"
             f"{f' (planned: {ckpt.last_batch})' if ckpt.pending_batch is not None else ''}: on restart Spark runs "
             f"batch {span(0 if done is None else done + 1, latest)} and the sink skips it as already committed, "
-            f"so whatever it produces now is lost. Fix: "
-            + (f"wmcheck rewind CKPT --to-batch {done} --file-sink SINK" if done is not None
-               else f"remove {SINK_LOG}/ from the sink (no batch of this checkpoint was committed)")
-        )
+            f"so whatever it produces now is lost"
+        ), ctx.rewind(done) if done is not None else Instruction(
+            f"remove {sink.shown(SINK_LOG)}/ (no batch of this checkpoint was committed)"))
 
 
 @check("WM025", ERROR, "file sink log behind the last committed batch", needs_sink=True)
@@ -138,14 +138,12 @@ def sink_behind(ctx: Context) -> Iterator[Issue]:
         return
     if done is not None and (latest is None or latest < done):
         first = 0 if latest is None else latest + 1
-        yield sink.shown(SINK_LOG), (
+        yield Issue(sink.shown(SINK_LOG), (
             f"the checkpoint has committed batch {span(first, done)} but the file sink's log "
             + ("is empty" if latest is None else f"ends at batch {latest}")
             + ": the output of these batches is missing from the sink (a rewound or replaced sink, or another output path), and "
-            + "Spark will not write it again. Fix: "
-            + (f"wmcheck rewind CKPT --to-batch {latest} --file-sink SINK" if latest is not None
-               else "start the query from a new checkpoint")
-        )
+            + "Spark will not write it again"
+        ), ctx.rewind(latest) if latest is not None else NEW_CHECKPOINT)
 
 
 @check("WM031", ERROR, "gap in the file sink log after its last compact file", needs_sink=True)
@@ -162,10 +160,10 @@ def sink_log_gap(ctx: Context) -> Iterator[Issue]:
         return
     interval = (compact_interval(files) or (DEFAULT_COMPACT_INTERVAL, ""))[0]
     fails_at = next(b for b in range(max(files) + 1, max(files) + interval + 2) if (b + 1) % interval == 0)
-    yield sink.shown(f"{SINK_LOG}/{gone[0]}"), (
+    yield Issue(sink.shown(f"{SINK_LOG}/{gone[0]}"), (
         f"the file sink's log has no batch {span(gone[0], gone[-1]) if len(gone) == gone[-1] - gone[0] + 1 else gone[0]} "
         f"although it holds batches up to {max(files)}: Spark's readers of the sink fail now (FileNotFoundException: "
         f".../{SINK_LOG}/{gone[0]} doesn't exist), and the query fails at batch {fails_at}, its next compaction "
-        f"('[BATCH_METADATA_NOT_FOUND] Unable to find batch .../{SINK_LOG}/{gone[0]}'). Fix: "
-        f"wmcheck rewind CKPT --to-batch {gone[0] - 1} --file-sink SINK (Spark then writes those batches again)"
-    )
+        f"('[BATCH_METADATA_NOT_FOUND] Unable to find batch .../{SINK_LOG}/{gone[0]}'); after a rewind to the batch "
+        f"before the gap Spark writes those batches again"
+    ), rewind_before(ctx, gone[0]))

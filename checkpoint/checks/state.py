@@ -5,16 +5,17 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from ..errors import CheckpointError
-from ..layout import state_dir
+from ..layout import hadoop_sidecar, spark_sidecar, state_dir
 from ..model import Operator, store_unique_ids
 from ..numbers import is_number
 from ..relocation import SchemaReference, foreign_references, reachable
+from ..repair.requests import RelocateRequest
 from ..state_content import LOAD_ERROR, Decoding
 from ..state_files import BASE_KINDS, StateFile, StorePartition
 from ..state_formats import formats_of
 from ..state_load import StoreLoad, resolve, verify_loads
 from .context import Context
-from .definition import ERROR, WARNING, Issue, check
+from .definition import ERROR, WARNING, Fix, Instruction, Issue, check
 from .repartition import moves
 from .text import listed, plural, span
 
@@ -58,8 +59,8 @@ def file_kinds(part: StorePartition) -> tuple[str, str]:
     return base.kind, step.kind
 
 
-def rewind_hint(ctx: Context) -> str:
-    """The newest batch every store partition can restart from, as a wmcheck command."""
+def rewind_fix(ctx: Context) -> tuple[str, Fix]:
+    """The rewind to the newest batch whose state every store partition can rebuild, and what it does."""
     target = load_version(ctx)
     while True:
         newest = min((p.part.newest_loadable(target, p.ids) for p in plans(ctx)), default=target)
@@ -67,8 +68,10 @@ def rewind_hint(ctx: Context) -> str:
             break
         target = newest
     if target:
-        return f"Fix: wmcheck rewind CKPT --to-batch {target - 1} (the newest batch whose state every partition can rebuild)"
-    return "No committed batch can be restored from these files: restore state/ from a backup (wmcheck undo) or start a new checkpoint"
+        return f"batch {target - 1} is the newest batch whose state every partition can rebuild", ctx.rewind(target - 1)
+    return "no committed batch can be restored from these files", Instruction(
+        "restore state/ from a backup (wmcheck undo if a wmcheck repair changed it), or start the query from a new "
+        "checkpoint")
 
 
 def content_loads(ctx: Context) -> list[StoreLoad]:
@@ -88,8 +91,9 @@ def content_loads(ctx: Context) -> list[StoreLoad]:
     return ctx.memo["loads"]
 
 
-def content_rewind_hint(ctx: Context, load: StoreLoad) -> str:
-    """The newest batch to rewind to whose state every partition loads, avoiding the damaged file."""
+def content_rewind_fix(ctx: Context, load: StoreLoad) -> tuple[str, Fix]:
+    """The rewind to the newest batch whose state every partition loads, avoiding the damaged file, and what it
+    does."""
     failed = load.failure
     target = (failed.version if failed and failed.version is not None else load.version) - 1
     decoding = Decoding.of(ctx.conf)
@@ -108,9 +112,11 @@ def content_rewind_hint(ctx: Context, load: StoreLoad) -> str:
         if ok:
             break
     if target > 0:
-        return (f"Fix: restore the file from a backup (wmcheck undo), or wmcheck rewind CKPT --to-batch {target - 1} "
-                "(the newest batch whose state every partition loads)")
-    return "Fix: restore the file from a backup (wmcheck undo), or start a new checkpoint"
+        return (f"batch {target - 1} is the newest batch whose state every partition loads (restoring the file from "
+                f"a backup works too)", ctx.rewind(target - 1))
+    return "no committed batch loads without it", Instruction(
+        "restore the file from a backup (wmcheck undo if a wmcheck repair changed it), or start the query from a new "
+        "checkpoint")
 
 
 @check("WM039", ERROR, "state file Spark fails to read")
@@ -122,10 +128,11 @@ def damaged(ctx: Context) -> Iterator[Issue]:
         base, step = file_kinds(load.part)
         fallback = (f" (its newest {base} could not be loaded either, and {'the empty state' if not load.fallback else f'version {load.fallback}'}"
                     f" was tried instead)") if load.skipped else ""
-        yield failed.path, (
+        why, fix = content_rewind_fix(ctx, load)
+        yield Issue(failed.path, (
             f"{failed.describe()}: Spark fails to load state version {load.version} of {load.part.directory}, which the "
-            f"next batch loads, reading this file ({LOAD_ERROR}){fallback}. {content_rewind_hint(ctx, load)}"
-        )
+            f"next batch loads, reading this file ({LOAD_ERROR}){fallback}; {why}"
+        ), fix)
 
 
 @check("WM040", WARNING, "state snapshot Spark cannot read and skips")
@@ -136,12 +143,12 @@ def skipped(ctx: Context) -> Iterator[Issue]:
         base, step = file_kinds(load.part)
         for bad in load.skipped:
             start = f"the {base} of version {load.fallback}" if load.fallback else "the empty state"
-            yield bad.path, (
+            yield Issue(bad.path, (
                 f"{bad.describe()}: Spark 4.3 cannot load this {base} and skips it (automatic snapshot repair, on by "
                 f"default since Spark 4.1): it rebuilds state version {load.version} from {start} and every {step} "
-                f"after it, which are all readable. Spark before 4.1 fails ({LOAD_ERROR}). Restore the file from a "
-                f"backup, or remove it: Spark then does the same without the failed attempt"
-            )
+                f"after it, which are all readable. Spark before 4.1 fails ({LOAD_ERROR})"
+            ), Instruction(f"restore {bad.path} from a backup, or remove it: Spark then does the same without the "
+                           f"failed attempt"))
 
 
 @check("WM016", ERROR, "state the next batch loads cannot be rebuilt")
@@ -157,14 +164,15 @@ def unloadable(ctx: Context) -> Iterator[Issue]:
         uid = f"_{first.ids[first.missing]}" if first.ids and first.missing in first.ids else ""
         missing = first.missing if first.missing is not None else version  # set: ``first`` is broken
         earlier = any(f.kind in BASE_KINDS and f.version < missing for f in first.part.files)
-        yield first.part.directory, (
+        why, fix = rewind_fix(ctx)
+        yield Issue(first.part.directory, (
             f"state version {version}, which the next batch loads, cannot be rebuilt in "
             f"{plural(len(mine), 'store partition')} of operator {op.operator_id} "
             f"({listed([p.part.directory for p in mine])}): {first.part.directory} has neither "
             f"{first.missing}{uid}.{step} nor {first.missing}{uid}.{base}"
             + ("" if earlier else f" and no {base} before it")
-            + f"; Spark fails to load the state. {rewind_hint(ctx)}"
-        )
+            + f"; Spark fails to load the state; {why}"
+        ), fix)
 
 
 def version_ceiling(ctx: Context) -> int:
@@ -187,10 +195,10 @@ def beyond(ctx: Context, op: Operator, later: bool) -> list[tuple[StorePartition
     return [(p, files) for p, files in extra if files]
 
 
-def _rewind_fix(ctx: Context) -> str:
+def leftover_fix(ctx: Context) -> Fix:
+    """The rewind to the last committed batch, which removes every state file of a later version."""
     done = ctx.ckpt.last_committed_batch
-    return (f"wmcheck rewind CKPT --to-batch {done} (removes them)" if done is not None
-            else "delete state/ (no batch was committed)")
+    return ctx.rewind(done) if done is not None else Instruction("delete state/ (no batch was committed)")
 
 
 @check("WM041", ERROR, "state snapshots of later versions that Spark will read")
@@ -202,15 +210,15 @@ def future_snapshots(ctx: Context) -> Iterator[Issue]:
             continue
         files = [f for _, fs in extra for f in fs]
         base, step = file_kinds(extra[0][0])
-        yield files[0].path, (
+        yield Issue(files[0].path, (
             f"{plural(len(files), base)} of version {span(min(f.version for f in files), max(f.version for f in files))} "
             f"in {plural(len(extra), 'store partition')} of operator {op.operator_id} "
             f"({listed([p.directory for p, _ in extra])}), newer than version {ceiling}, the last one this checkpoint's "
             f"batches wrote: leftovers of a later run or a hand rewind. When the query gets there, Spark writes "
             f"its own {step} for that version but keeps the {base}, and every later load of the state (a restart, a "
             f"lost executor) reads the newest {base} at or below the version it needs: the stale state comes back, and "
-            f"output is wrong (tested: a window emitted twice). Fix: " + _rewind_fix(ctx)
-        )
+            f"output is wrong (tested: a window emitted twice); a rewind to the last committed batch removes them"
+        ), leftover_fix(ctx))
 
 
 @check("WM017", WARNING, "state files beyond the last batch")
@@ -222,14 +230,15 @@ def leftovers(ctx: Context) -> Iterator[Issue]:
             continue
         files = [f for _, fs in extra for f in fs]
         versions = sorted({f.version for f in files})
-        yield extra[0][0].directory, (
+        yield Issue(extra[0][0].directory, (
             f"{plural(len(files), 'state file')} for version {span(versions[0], versions[-1])} in "
             f"{plural(len(extra), 'store partition')} of operator {op.operator_id} ({listed([p.directory for p, _ in extra])}): "
             f"newer than version {ceiling}, the last one this checkpoint's batches wrote: leftovers of a later run "
             f"or a hand rewind. Spark writes these versions again as it gets there and never reads these files "
             f"(increments are written over; checkpoint format 2 reads only the unique ids its commits name), but "
-            f"they confuse rewinds and state readers asked for those versions. Fix: " + _rewind_fix(ctx)
-        )
+            f"they confuse rewinds and state readers asked for those versions; a rewind to the last committed batch "
+            f"removes them"
+        ), leftover_fix(ctx))
 
 
 def expected_partitions(ctx: Context, op: Operator) -> tuple[int | None, str]:
@@ -252,11 +261,11 @@ def missing_partitions(ctx: Context) -> Iterator[Issue]:
         present = {(p.partition, p.store) for p in op.partitions}
         missing = [state_dir(op.operator_id, pid, store) for pid in range(num) for store in op.stores if (pid, store) not in present]
         if missing:
-            yield missing[0], (
+            yield Issue(missing[0], (
                 f"{plural(len(missing), 'state directory', 'state directories')} of operator {op.operator_id} missing ({listed(missing)}); it "
-                f"has {num} partitions ({source}): Spark fails to load state version {version} there. Restore them from "
-                f"a backup (wmcheck undo) or start a new checkpoint"
-            )
+                f"has {num} partitions ({source}): Spark fails to load state version {version} there"
+            ), Instruction("restore them from a backup (wmcheck undo if a wmcheck repair removed them), or start the "
+                           "query from a new checkpoint"))
 
 
 @check("WM019", WARNING, "more state partitions than the operator has")
@@ -274,22 +283,22 @@ def extra_partitions(ctx: Context) -> Iterator[Issue]:
         head = (f"operator {op.operator_id} has {num} partitions ({source}) but state also holds partition "
                 f"{plural(len(extra), 'directory', 'directories')} beyond it ({listed(dirs)})")
         if newest is None:
-            yield dirs[0], (f"{head}, holding no state version (an interrupted write, such as a killed repartition, "
-                            f"may have left them): Spark does not read them at {num} partitions")
+            yield Issue(dirs[0], f"{head}, holding no state version (an interrupted write, such as a killed repartition, "
+                        f"may have left them): Spark does not read them at {num} partitions",
+                        Instruction("remove them once no repartition of this checkpoint is running"))
         elif down is not None and down.to_partitions == num and newest <= down.batch:
-            yield dirs[0], (
+            yield Issue(dirs[0], (
                 f"{head}, with state up to version {newest}: left by the repartition from {down.from_partitions} to "
                 f"{num} partitions at batch {down.batch}, which wrote version {down.batch + 1} in partitions 0..{num - 1} "
                 f"only. Spark does not read them while the query runs with {num} partitions; they hold the state a "
-                f"rewind to before batch {down.batch} (wmcheck rewind CKPT --to-batch {down.batch - 1}) restarts "
-                f"from, so keep them as long as you may roll back that far"
-            )
+                f"rewind to before batch {down.batch} restarts from"
+            ), Instruction(f"keep them as long as you may rewind to before batch {down.batch}"))
         else:
-            yield dirs[0], (
+            yield Issue(dirs[0], (
                 f"{head}: written by a run with more shuffle partitions, copied in, or the metadata was edited; Spark "
                 f"does not read them at {num} partitions, but nothing here proves they are unneeded (an older "
-                f"layout or a rewind may need them): find out where they came from before removing anything"
-            )
+                f"layout or a rewind may need them)"
+            ), Instruction("find out where they came from before removing anything"))
 
 
 @check("WM020", WARNING, "unique id in commits/ without its state file")
@@ -308,16 +317,17 @@ def unmatched_unique_ids(ctx: Context) -> Iterator[Issue]:
                      if oldest is not None and oldest <= v < version and (v, uid) not in present]
         if lost:
             part, v, uid = lost[0]
-            yield part.directory, (
+            yield Issue(part.directory, (
                 f"commits/{v - 1} names unique id {uid} for state version {v}, but {part.directory} has no {v}_{uid} file "
                 f"({plural(len(lost), 'version')} in {plural(len({p.directory for p, _, _ in lost}), 'store partition')} "
                 f"of operator {op.operator_id}): the commit log and the state files come from different runs or files "
                 f"were lost. Spark 4.3 restarts fine (it loads only the version the next batch needs, tested), but a "
-                f"rewind to those batches is impossible; restore the files from a backup (wmcheck undo) if you have them"
-            )
+                f"rewind to those batches is impossible"
+            ), Instruction("restore the files from a backup (wmcheck undo if a wmcheck repair removed them) if you "
+                           "have them; otherwise do not rewind before the newest such batch"))
 
 
-def mismatches(ctx: Context, kind: str) -> Iterator[Issue]:
+def mismatches(ctx: Context, kind: str) -> Iterator[tuple[str, str]]:
     """Files Spark reads on restart whose ``hadoop`` or ``spark`` checksum file does not match."""
     content_loads(ctx)
     if "verified" not in ctx.memo:
@@ -335,23 +345,23 @@ def checksums(ctx: Context) -> Iterator[Issue]:
     for path, problem in mismatches(ctx, "spark"):
         if path in skipped:
             continue
-        yield path, (
+        yield Issue(path, (
             f"{problem}: Spark 4.1+ verifies the checksum files it writes beside state files (checkpoint format 2) and "
-            "fails to load the state ('[CHECKPOINT_FILE_CHECKSUM_VERIFICATION_FAILED]'). Restore the file from a "
-            "backup (wmcheck undo), or delete the checksum file if the file was changed on purpose"
-        )
+            "fails to load the state ('[CHECKPOINT_FILE_CHECKSUM_VERIFICATION_FAILED]')"
+        ), Instruction(f"restore {path} from a backup (wmcheck undo if a wmcheck repair changed it), or delete "
+                       f"{spark_sidecar(path)} if the file was changed on purpose"))
 
 
 @check("WM030", WARNING, "Hadoop checksum sidecar does not match its file")
 def hadoop_checksums(ctx: Context) -> Iterator[Issue]:
     for path, problem in mismatches(ctx, "hadoop"):
-        yield path, (
+        yield Issue(path, (
             f"{problem}: Spark (3.5 and 4.3 tested, on the local file system) reads checkpoint files through "
             "FileContext without verifying Hadoop's .crc sidecars and restarts fine, but tools reading through Hadoop's "
             "checksummed FileSystem (hadoop fs -cat, FileSystem.open) fail with a ChecksumException; object stores "
-            "keep no sidecars. Delete the stale sidecar if the file was changed on purpose, else restore the file "
-            "from a backup (wmcheck undo)"
-        )
+            "keep no sidecars"
+        ), Instruction(f"delete {hadoop_sidecar(path)} if the file was changed on purpose, else restore the file from "
+                       f"a backup (wmcheck undo if a wmcheck repair changed it)"))
 
 
 def foreign_schemas(ctx: Context) -> list[tuple[SchemaReference, bool | None]]:
@@ -370,11 +380,11 @@ def _moved(refs: list[SchemaReference], what: str) -> Iterator[Issue]:
     for ref in refs:
         by_file.setdefault(ref.metadata_path, []).append(ref)
     for path, mine in by_file.items():
-        yield path, (
+        yield Issue(path, (
             f"names the state schema file {mine[0].uri}" + (f" (and {len(mine) - 1} more)" if len(mine) > 1 else "")
-            + f", outside this checkpoint: it was copied or moved, and {what}. "
-            "Fix: wmcheck relocate CKPT --execute (names this checkpoint's own schema files; undoable)"
-        )
+            + f", outside this checkpoint: it was copied or moved, and {what}; relocating names this checkpoint's own "
+            "schema files (undoable)"
+        ), RelocateRequest())
 
 
 @check("WM027", ERROR, "operator metadata names schema files Spark cannot reach")

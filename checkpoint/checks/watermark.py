@@ -5,11 +5,13 @@ from typing import Iterator
 
 from ..layout import COMMITS, OFFSETS
 from ..model import PINNED_CONFS, WATERMARK_POLICY
+from ..repair.requests import SetWatermarkRequest
 from ..repartitions import SHUFFLE_PARTITIONS
 from ..state_schema import event_time_field
 from ..timeutil import format_duration, format_ms
 from .context import Context
-from .definition import ERROR, WARNING, Issue, check
+from .definition import ERROR, WARNING, Instruction, Issue, check
+from .remedies import rewind_before
 from .repartition import repartition_batches
 from .text import listed
 
@@ -25,17 +27,34 @@ def watermarks(ctx: Context) -> list[tuple[int, int, int]]:
     return ctx.memo["watermarks"]
 
 
+def next_watermark(ctx: Context) -> int | None:
+    """The watermark the next batch starts from, as Spark computes it on restart (None when its files do not parse)."""
+    last = ctx.ckpt.last_batch
+    seq = ctx.offsets.get(last) if last is not None else None
+    if seq is None or seq.metadata is None:
+        return None
+    commit = ctx.commits.get(last) if last is not None else None
+    return max(seq.metadata.batch_watermark_ms, (commit.next_batch_watermark_ms or 0) if commit else 0)
+
+
 @check("WM011", WARNING, "watermark decreases between batches")
 def decreasing(ctx: Context) -> Iterator[Issue]:
     rows = watermarks(ctx)
+    upcoming = next_watermark(ctx)
     for (b1, w1, _), (b2, w2, _) in zip(rows, rows[1:]):
-        if w2 < w1:
-            yield f"{OFFSETS}/{b2}", (
+        if w2 < w1:  # the highest watermark Spark had reached: batch b1's, or what batch b1 (or one before) computed
+            peak = max([w1, *(c.next_batch_watermark_ms or 0 for b, c in ctx.commits.items() if b < b2)])
+            held = upcoming is not None and upcoming < peak
+            yield Issue(f"{OFFSETS}/{b2}", (
                 f"batchWatermarkMs {w2} ({format_ms(w2, ctx.tz)}) is below batch {b1}'s {w1} ({format_ms(w1, ctx.tz)}): "
                 f"Spark never lowers the watermark; a lower one re-opens windows that were already emitted and evicted "
-                f"(duplicate or partial output in append mode). If it was lowered on purpose (wmcheck set-watermark), "
-                f"ignore this (--ignore WM011); otherwise fix: wmcheck set-watermark CKPT --watermark {w1}"
-            )
+                f"(duplicate or partial output in append mode). "
+                + (f"The next batch starts from {upcoming} ({format_ms(upcoming, ctx.tz)}), below the {peak} Spark "
+                   f"had reached: setting it back raises it" if held and upcoming is not None else
+                   "The watermark the next batch starts from is back where Spark had it")
+            ), SetWatermarkRequest(watermark=peak, allow_raise=True) if held else Instruction(
+                "nothing to change for a restart; if the watermark was lowered on purpose (wmcheck set-watermark), "
+                "ignore WM011"))
 
 
 @check("WM012", WARNING, "commit watermark differs from the next batch's")
@@ -47,33 +66,32 @@ def commit_vs_next(ctx: Context) -> Iterator[Issue]:
             continue  # the last batch is what wmcheck set-watermark rewrites (offsets/L with commits/L)
         planned = nxt.metadata.batch_watermark_ms
         if entry.next_batch_watermark_ms != planned:
-            yield f"{COMMITS}/{batch}", (
+            yield Issue(f"{COMMITS}/{batch}", (
                 f"nextBatchWatermarkMs {entry.next_batch_watermark_ms} differs from offsets/{batch + 1} batchWatermarkMs "
-                f"{planned}: Spark writes both from the same value, so one of them was edited; a restart takes the larger "
-                f"of the last pair. Fix: wmcheck set-watermark CKPT --watermark <the intended value> (rewrites both)"
-            )
+                f"{planned}: Spark writes both from the same value, so one of them was edited. A restart reads only "
+                f"the last batch's pair, but after a rewind to batch {batch} Spark restarts from the larger of the two"
+            ), Instruction(f"restore commits/{batch} and offsets/{batch + 1} from a backup before rewinding to batch "
+                           f"{batch}; nothing to change for a restart"))
 
 
 @check("WM013", ERROR, "watermark far ahead of the batch's processing time")
 def future_watermark(ctx: Context) -> Iterator[Issue]:
     rows = [(f"{OFFSETS}/{b}", b, w, t) for b, w, t in watermarks(ctx)]
-    last = ctx.ckpt.last_committed_batch
-    meta = ctx.offsets[last].metadata if last in ctx.offsets else None
-    if last in ctx.commits and meta is not None:
-        nxt = ctx.commits[last].next_batch_watermark_ms
-        if nxt is not None:
-            rows.append((f"{COMMITS}/{last}", last, nxt, meta.batch_timestamp_ms))
+    stamps = {b: t for b, _, t in watermarks(ctx)}
+    rows += [(f"{COMMITS}/{b}", b, c.next_batch_watermark_ms, stamps[b]) for b, c in ctx.commits.items()
+             if c.next_batch_watermark_ms is not None and b in stamps]  # the watermark a rewind to batch b keeps
+    rows.sort(key=lambda r: (r[1], r[0].startswith(COMMITS)))
     ahead = [r for r in rows if r[3] > 0 and r[2] - r[3] > FUTURE_TOLERANCE_MS]
     if ahead:
         path, batch, wm, ts = ahead[0]
         others = f" (also {listed([r[0] for r in ahead[1:]])})" if len(ahead) > 1 else ""
-        yield path, (
+        yield Issue(path, (
             f"watermark {wm} ({format_ms(wm, ctx.tz)}) is {format_duration(wm - ts)} after the batch's processing time "
             f"{format_ms(ts, ctx.tz)}{others}: a unit error (epoch milliseconds cast to timestamp are read as seconds; "
             f"microseconds as milliseconds) or a wrong clock. Every row older than the watermark is dropped as late and "
-            f"state is evicted at once. Fix the event-time column, then: wmcheck rewind CKPT --to-batch {batch - 1} "
-            f"or wmcheck set-watermark CKPT --watermark <a sane time>"
-        )
+            f"state is evicted at once. Correct the event-time column before the restart; a rewind to before batch "
+            f"{batch} drops the watermark"
+        ), rewind_before(ctx, batch))
 
 
 def has_event_time_column(ctx: Context) -> bool:
@@ -93,12 +111,11 @@ def stuck_watermark(ctx: Context) -> Iterator[Issue]:
     with_data += rows[0][0] == 0  # the first batch of a query always has input
     if with_data >= STUCK_AFTER_BATCHES and has_event_time_column(ctx):
         policy = ctx.conf(WATERMARK_POLICY) or "min"
-        yield f"{OFFSETS}/{rows[-1][0]}", (
+        yield Issue(f"{OFFSETS}/{rows[-1][0]}", (
             f"the watermark is still 0 after {with_data} batches with new input although the state has an event-time "
             f"column: under the {policy} policy ({WATERMARK_POLICY}) a watermarked input that never receives data holds "
-            f"the watermark at 0, so state is never evicted and append-mode output is never emitted. Send data (or "
-            f"heartbeat rows) to every input, or check the event-time column for nulls"
-        )
+            f"the watermark at 0, so state is never evicted and append-mode output is never emitted"
+        ), Instruction("send data (or heartbeat rows) to every input, or check the event-time column for nulls"))
 
 
 @check("WM015", ERROR, "pinned conf changes between batches")
@@ -120,9 +137,9 @@ def conf_drift(ctx: Context) -> Iterator[Issue]:
             first = seen.setdefault(key, (value, batch))
             if first[0] != value:
                 reported.add(key)
-                yield f"{OFFSETS}/{batch}", (
+                yield Issue(f"{OFFSETS}/{batch}", (
                     f"{key} is {value!r} at batch {batch} but {first[0]!r} from batch {first[1]}: Spark pins it for the "
                     f"life of a query, so state written under one value is read under the other (a failed or wrong "
-                    f"restart); the logs come from two runs or were edited. Fix: wmcheck undo, or wmcheck rewind CKPT "
-                    f"--to-batch {max(b for b in ctx.offsets if b < batch)}"
-                )
+                    f"restart); the logs come from two runs or were edited (wmcheck undo restores them if a repair "
+                    f"did it), and a rewind to before batch {batch} drops them"
+                ), rewind_before(ctx, batch))

@@ -6,9 +6,9 @@
 from .api import list_backups, run, undo_repair
 from .execute import InjectedFailure
 from .repartition import RepartitionRequest
-from .requests import RelocateRequest, RepairRequest, RewindRequest, RunOptions, SetWatermarkRequest
+from .requests import RelocateRequest, RepairRequest, RewindRequest, RunOptions, SetWatermarkRequest, UndoRequest
 from .results import BackupRow, RepairResult, Restored, Resumed, StoreCount, UndoResult, Verification
 
 __all__ = ["BackupRow", "InjectedFailure", "RelocateRequest", "RepairRequest", "RepairResult", "RepartitionRequest",
-           "Restored", "Resumed", "RewindRequest", "RunOptions", "SetWatermarkRequest", "StoreCount", "UndoResult",
+           "Restored", "Resumed", "RewindRequest", "RunOptions", "SetWatermarkRequest", "StoreCount", "UndoRequest", "UndoResult",
            "Verification", "list_backups", "run", "undo_repair"]

@@ -161,6 +161,14 @@ class RelocateRequest(RepairRequest):
         return "this location"
 
 
+@dataclass(frozen=True)
+class UndoRequest:
+    """Restore the checkpoint (and file sink) from the backup of the interrupted repair, else of the latest one:
+    what :func:`~.api.undo_repair` does (nothing to plan)."""
+
+    command: ClassVar[str] = "undo"
+
+
 def inside(path: str, parent: str) -> bool:
     """Whether location ``path`` is ``parent`` or lies under it."""
     return path == parent or path.startswith(parent.rstrip("/") + "/")
