@@ -67,6 +67,25 @@ def stat_locations(locations: Iterable[str], fs_options: Mapping[str, str] | Non
     return out
 
 
+def suggest_path_map(missing: list[str], bases: Iterable[str], sample: int = 20) -> tuple[str, str] | None:
+    """A ``--path-map FROM=TO`` under which the ``missing`` local paths exist: the longest trailing part of the
+    first one found below one of ``bases`` (directories where they may have moved with the checkpoint), kept
+    when it also finds the next ``sample`` missing paths. None when no such mapping is found."""
+    if not missing:
+        return None
+    parts = missing[0].strip("/").split("/")
+    for base in bases:
+        for start in range(1, len(parts)):
+            if not os.path.exists(os.path.join(base, *parts[start:])):
+                continue
+            old, new = "/" + "/".join(parts[:start]), base.rstrip("/") or "/"
+            rest = [p for p in missing[1:sample + 1] if p.startswith(old + "/")]
+            if all(os.path.exists(new + p[len(old):]) for p in rest):
+                return old, new
+            break
+    return None
+
+
 def _remote_stat(store: Any, path: str) -> tuple[bool | None, int | None]:
     if store is None:
         return None, None

@@ -207,3 +207,35 @@ def test_a_local_copy_of_an_s3_checkpoint_names_its_own_files_once_relocated(tmp
 def test_a_path_map_without_equals_is_one_line_with_its_own_example():
     out = run_cli("relocate", FIXTURES / NAME / "checkpoint", "--path-map", "novalue", exit_code=2).output
     assert out == "Error: --path-map expects key=value, got 'novalue' (hint: e.g. --path-map /old/input=/new/input)\n"
+
+
+def test_relocate_names_the_logged_files_that_are_missing_and_the_path_map_that_finds_them(tmp_path):
+    """A copy whose logs name input and sink files under a place that is gone: the dry run says how many are
+    missing, names one, and prints the --path-map (from the copy's own layout) that makes them found again."""
+    name = "agg_window_hdfs"
+    root = Path(shutil.copytree(FIXTURES / name, tmp_path / name))
+    ckpt, sink = root / "checkpoint", root / "output"
+    repair.run(str(ckpt), repair.RelocateRequest(path_map={fixture_facts(name)["root"]: "/gone/old"}, file_sink=str(sink)),
+               repair.RunOptions(execute=True, idle_ms=0))
+    shutil.rmtree(ckpt / "_wmcheck")
+    doc = json.loads(run_cli("relocate", ckpt, "--file-sink", sink, "--idle", "0", "--format", "json").stdout)
+    assert doc["warnings"] == [f"33 of the 33 file(s) the file-source and sink logs name are not where the logs say, e.g. "
+                               f"/gone/old/input/run0-000.json: they are under {root}; relocate them with --path-map /gone/old={root}"]
+    assert "every file this checkpoint names is where it says" not in json.dumps(doc)
+    without_sink = run_cli("relocate", ckpt, "--idle", "0").stdout
+    assert "10 of the 10 file(s) the file-source logs name are not where the logs say" in without_sink
+    assert f"--path-map /gone/old={root} (and --file-sink SINK for the sink's log)" in without_sink
+    run_cli("relocate", ckpt, "--file-sink", sink, "--path-map", f"/gone/old={root}", "--idle", "0", "--execute")
+    done = json.loads(run_cli("relocate", ckpt, "--file-sink", sink, "--idle", "0", "--format", "json").stdout)
+    assert done["warnings"] == [] and done["notes"] == ["every file this checkpoint names is where it says (33 logged file(s) checked)"]
+
+
+def test_relocate_without_a_place_for_the_missing_files_says_they_moved_or_were_deleted(tmp_path):
+    name = "agg_window_hdfs"
+    ckpt = Path(shutil.copytree(FIXTURES / name / "checkpoint", tmp_path / "lonely" / "checkpoint"))
+    repair.run(str(ckpt), repair.RelocateRequest(path_map={fixture_facts(name)["root"]: "/gone/old"}),
+               repair.RunOptions(execute=True, idle_ms=0))
+    shutil.rmtree(ckpt / "_wmcheck")
+    out = run_cli("relocate", ckpt, "--idle", "0").stdout
+    assert ("10 of the 10 file(s) the file-source logs name are not where the logs say, e.g. /gone/old/input/run0-000.json: "
+            "moved or deleted (Spark's cleanSource, a retention job); if they moved, pass --path-map OLD=NEW") in out

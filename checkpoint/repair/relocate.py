@@ -14,13 +14,14 @@ Every rewritten file keeps a valid Hadoop checksum sidecar. Offsets, commits and
 from __future__ import annotations
 
 import json
+import os
 from typing import Mapping
 
-from ..errors import RefusedError
+from ..errors import RefusedError, arg
 from ..file_logs import FileLog, FileLogEntry, parse_file_log, serialize_file_log
-from ..fs import FileSystem
+from ..fs import FileSystem, local_path
 from ..layout import SINK_LOG, SOURCES
-from ..locations import map_location
+from ..locations import map_location, spark_location, suggest_path_map
 from ..metadata_log import MetadataLog
 from ..model import Checkpoint
 from ..relocation import foreign_references, home_location, relocated_metadata
@@ -75,6 +76,36 @@ def _schema_steps(ckpt: Checkpoint) -> tuple[list[Step], list[str]]:
     return steps, sorted({r.old_location for r in foreign})
 
 
+def _logged_files(fs: FileSystem, directory: str) -> set[str]:
+    """Every file a file log names (each compact file repeats the ones before)."""
+    log = MetadataLog.listed(fs, directory)
+    return {entry.path for path in log.files.values() for entry in parse_file_log(fs.read(path), path).entries}
+
+
+def _missing_files(ckpt: Checkpoint, sink: FileSink | None, path_map: Mapping[str, str]) -> tuple[list[str], int]:
+    """The local files the file-source and sink logs name (``path_map`` applied) that are not there, and how
+    many local files they name. Files on other stores are not looked up (one request each)."""
+    named = {uri for i in ckpt.source_dirs for uri in _logged_files(ckpt.fs, f"{SOURCES}/{i}")}
+    if sink is not None:
+        named |= {uri for uri in _logged_files(sink.fs, SINK_LOG)}
+    local = {path for uri in named if (path := local_path(spark_location(relocate_uri(uri, path_map)))) is not None}
+    return sorted(p for p in local if not os.path.exists(p)), len(local)
+
+
+def _missing_warning(ckpt: Checkpoint, missing: list[str], named: int, with_sink: bool) -> str:
+    """Which logged files are missing, and the path map that finds them where the checkpoint now is."""
+    head = (f"{len(missing)} of the {named} file(s) the file-source{' and sink' if with_sink else ''} logs name "
+            f"are not where the logs say, e.g. {missing[0]}")
+    home = local_path(ckpt.location)
+    bases = [os.path.dirname(home), os.path.dirname(os.path.dirname(home))] if home else []
+    found = suggest_path_map(missing, bases)
+    if found is None:
+        return (f"{head}: moved or deleted (Spark's cleanSource, a retention job); if they moved, "
+                f"pass {arg('path_map', 'OLD=NEW')} (wmcheck replay CKPT --plan lists them)")
+    return (f"{head}: they are under {found[1]}; relocate them with {arg('path_map', f'{found[0]}={found[1]}')}"
+            + (f" (and {arg('file_sink', 'SINK')} for the sink's log)" if not with_sink else ""))
+
+
 def plan_relocate(ckpt: Checkpoint, *, path_map: Mapping[str, str] | None = None, sink: FileSink | None = None,
                   created_ms: int = 0) -> Plan:
     """The plan that makes the checkpoint (and with ``path_map`` its logged input and output files) name
@@ -97,8 +128,11 @@ def plan_relocate(ckpt: Checkpoint, *, path_map: Mapping[str, str] | None = None
         if not mapped:
             warnings.append(f"no file-source{' or sink' if sink else ''} log entry names a file under "
                             f"{', '.join(path_map)}: check the FROM prefixes against 'wmcheck replay CKPT --plan'")
-    if not steps:
-        notes.append("every file this checkpoint names is where it says")
+    missing, named = _missing_files(ckpt, sink, path_map)
+    if missing:
+        warnings.append(_missing_warning(ckpt, missing, named, sink is not None))
+    elif not steps:
+        notes.append(f"every file this checkpoint names is where it says ({named} logged file(s) checked)")
     state = {"last_batch": ckpt.last_batch, "last_committed_batch": ckpt.last_committed_batch,
              "watermark_ms": ckpt.watermark_ms}
     return Plan(
