@@ -1,0 +1,90 @@
+"""Which state files Spark reads to load the next version, and what it does with damaged ones (Spark's load order and
+snapshot repair, as tests/test_restart_oracle.py proves them on real restarts), on copies of real fixtures."""
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from wmcheck.checkpoint.errors import MalformedFileError
+from wmcheck.checkpoint.model import open_checkpoint, store_unique_ids
+from wmcheck.checkpoint.rocksdb_zip import read_snapshot_zip, sst_footer_ok, zip_entries
+from wmcheck.checkpoint.state_content import Decoding
+from wmcheck.checkpoint.state_formats import FORMATS, version_file
+from wmcheck.checkpoint.state_load import resolve, verify_loads
+
+from conftest import FIXTURES
+
+ZIP = FIXTURES / "agg_window_rocksdb" / "checkpoint" / "state" / "0" / "0" / "12.zip"
+
+
+def loads(root, version=None):
+    ckpt = open_checkpoint(str(root))
+    todo = [resolve(p, ckpt.next_batch if version is None else version, store_unique_ids(ckpt, op, p))
+            for op in ckpt.operators for p in op.live_partitions]
+    return {load.part.directory: load for load in verify_loads(ckpt.fs, todo, Decoding.of(ckpt.conf.get))}
+
+
+def test_the_registry_names_every_versioned_file():
+    assert [(f.kind, f.provider, f.role, f.read_later) for f in FORMATS] == [
+        ("snapshot", "hdfs", "base", True), ("delta", "hdfs", "increment", False),
+        ("zip", "rocksdb", "base", True), ("changelog", "rocksdb", "increment", False)]
+    fmt, version, uid = version_file("13_9b7b7248-b867-4b17-9676-2e2e76cddb65.changelog")
+    assert (fmt.kind, version, uid) == ("changelog", 13, "9b7b7248-b867-4b17-9676-2e2e76cddb65")
+    assert version_file("13.delta.crc") is None and version_file(".13.delta.crc") is None
+
+
+def test_a_zip_is_read_from_the_front_as_spark_reads_it():
+    data = ZIP.read_bytes()
+    entries, meta = read_snapshot_zip(data, "12.zip")
+    assert sorted(entries) == sorted(n for n in zip_entries(data, "z") if n != "metadata")
+    assert [f.size for f in meta.sst_files] and all(f.dfs_name.endswith(".sst") for f in meta.sst_files)
+    end = data.rindex(b"PK\x01\x02")  # the central directory: ZipInputStream never reads it
+    assert read_snapshot_zip(data[:end], "12.zip")[1] == meta
+    with pytest.raises(MalformedFileError, match="the file ends"):
+        read_snapshot_zip(data[:end // 2], "12.zip")
+    with pytest.raises(MalformedFileError, match="expected a metadata entry"):
+        read_snapshot_zip(bytes(len(data)), "12.zip")
+
+
+def test_sst_files_end_with_rocksdb_s_magic_number():
+    ssts = list((ZIP.parent / "SSTs").glob("*.sst"))
+    assert ssts and all(sst_footer_ok(p.read_bytes()) for p in ssts)
+    assert not sst_footer_ok(bytes(64)) and not sst_footer_ok(b"")
+
+
+def test_the_chain_is_the_newest_zip_and_every_changelog_after_it():
+    load = loads(FIXTURES / "agg_window_rocksdb" / "checkpoint")["state/0/0"]
+    assert [f.path.rsplit("/", 1)[1] for f in load.chain] == ["12.zip", "13.changelog"]
+    assert load.loadable and not load.skipped and load.fallback is None
+
+
+def test_a_damaged_zip_is_skipped_for_the_older_one_and_its_changelogs(tmp_path):
+    root = tmp_path / "checkpoint"
+    shutil.copytree(FIXTURES / "agg_window_rocksdb" / "checkpoint", root)
+    (root / "state/0/0/12.zip").write_bytes(bytes(100))
+    load = loads(root)["state/0/0"]
+    assert load.loadable and load.fallback == 10
+    assert [f.path.rsplit("/", 1)[1] for f in load.chain] == ["10.zip", "11.changelog", "12.changelog", "13.changelog"]
+    assert [(d.path, d.version) for d in load.skipped] == [("state/0/0/12.zip", 12)]
+
+
+def test_a_damaged_changelog_fails_the_load_with_its_byte(tmp_path):
+    root = tmp_path / "checkpoint"
+    shutil.copytree(FIXTURES / "agg_window_rocksdb" / "checkpoint", root)
+    data = (root / "state/0/0/13.changelog").read_bytes()
+    (root / "state/0/0/13.changelog").write_bytes(data[:30])
+    load = loads(root)["state/0/0"]
+    assert not load.loadable and load.failure is not None
+    assert (load.failure.path, load.failure.byte, load.failure.version) == ("state/0/0/13.changelog", 21, 13)
+
+
+def test_without_changelogs_a_damaged_zip_fails(tmp_path):
+    """No automatic snapshot repair without changelog checkpointing (Spark needs the changelogs to rebuild)."""
+    root = tmp_path / "checkpoint"
+    shutil.copytree(FIXTURES / "dedup_rocksdb_p3" / "checkpoint", root)
+    ckpt = open_checkpoint(str(root))
+    zip_path = resolve(ckpt.operators[0].partitions[0], ckpt.next_batch).chain[0].path
+    (root / zip_path).write_bytes(bytes(10))
+    load = loads(root)[zip_path.rsplit("/", 1)[0]]
+    assert load.failure is not None and load.failure.path == zip_path and not load.skipped
