@@ -88,3 +88,24 @@ def test_without_changelogs_a_damaged_zip_fails(tmp_path):
     (root / zip_path).write_bytes(bytes(10))
     load = loads(root)[zip_path.rsplit("/", 1)[0]]
     assert load.failure is not None and load.failure.path == zip_path and not load.skipped
+
+
+def test_show_and_check_read_the_damaged_delta_check_no_content_does_not(tmp_path):
+    """The newest delta of partition 2 cut to 20 bytes: Spark fails to load it (the restart oracle's
+    state-delta-truncated); show says version 13 cannot be loaded there, check says where, --no-content only names."""
+    import json
+
+    from conftest import run_cli
+
+    root = tmp_path / "checkpoint"
+    shutil.copytree(FIXTURES / "agg_window_hdfs" / "checkpoint", root)
+    (root / "state/0/2/13.delta").write_bytes((root / "state/0/2/13.delta").read_bytes()[:20])
+    shown = json.loads(run_cli("show", root, "--format", "json").stdout)["operators"][0]
+    assert (shown["next_version"], shown["next_version_loadable"], shown["unloadable"]) == (13, False, ["default/2"])
+    found = json.loads(run_cli("check", root, "--format", "json", exit_code=1).stdout)
+    assert [(f["code"], f["path"]) for f in found] == [("WM030", "state/0/2/13.delta"), ("WM039", "state/0/2/13.delta")]
+    assert found[1]["message"].startswith("byte 0: expected a 21-byte LZ4Block header, the file ends: Spark fails to load "
+                                          "state version 13 of state/0/2")
+    assert "wmcheck rewind CKPT --to-batch 11" in found[1]["message"]
+    found = json.loads(run_cli("check", root, "--no-content", "--format", "json").stdout)
+    assert [f["code"] for f in found] == ["WM030"]
