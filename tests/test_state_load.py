@@ -106,6 +106,6 @@ def test_show_and_check_read_the_damaged_delta_check_no_content_does_not(tmp_pat
     assert [(f["code"], f["path"]) for f in found] == [("WM030", "state/0/2/13.delta"), ("WM039", "state/0/2/13.delta")]
     assert found[1]["message"].startswith("byte 0: expected a 21-byte LZ4Block header, the file ends: Spark fails to load "
                                           "state version 13 of state/0/2")
-    assert "wmcheck rewind CKPT --to-batch 11" in found[1]["message"]
+    assert (found[1]["fix"]["kind"], found[1]["fix"]["request"]) == ("rewind", {"to_batch": 11})
     found = json.loads(run_cli("check", root, "--no-content", "--format", "json").stdout)
     assert [f["code"] for f in found] == ["WM030"]
