@@ -48,7 +48,7 @@ def format_ms(ms: int | None, tz: tzinfo = timezone.utc) -> str | None:
 
 
 def format_duration(ms: int | None) -> str | None:
-    """``1d 2h 3m 4.5s`` style, signed."""
+    """``1d 2h 3m 4.500s`` style, signed; seconds with their milliseconds (``24.780s``), whole ones bare (``8s``)."""
     if ms is None:
         return None
     sign, ms = ("-", -ms) if ms < 0 else ("", ms)
@@ -60,7 +60,7 @@ def format_duration(ms: int | None) -> str | None:
     parts += [f"{hours}h"] if hours else []
     parts += [f"{minutes}m"] if minutes else []
     if seconds or not parts:
-        parts.append(f"{seconds:g}s")
+        parts.append(f"{rest // 1000}s" if rest % 1000 == 0 else f"{seconds:.3f}s")
     return sign + " ".join(parts)
 
 

@@ -11,6 +11,9 @@ import csv
 import dataclasses
 import io
 import json
+import os
+import shutil
+import sys
 from datetime import timezone, tzinfo
 from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence, TextIO
 
@@ -192,11 +195,48 @@ class CsvOutput(Output):
                   views.PLAN_CSV_COLUMNS)
 
 
+def terminal_width(stream: TextIO | None) -> int | None:
+    """The width to fit tables to: ``COLUMNS`` when set, else the terminal's when writing to one (None: a file or
+    a pipe, lines as long as they are)."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    if stream is None and sys.stdout.isatty():
+        return shutil.get_terminal_size().columns
+    return None
+
+
+MIN_WRAPPED = 24
+"""The narrowest a wrapped column gets, however narrow the terminal."""
+
+
+def fitted_widths(cells: Sequence[Sequence[str]], columns: Sequence[str], width: int) -> list[int | None] | None:
+    """The widths to wrap columns at so that a table fits ``width``: the widest columns share what the narrow
+    ones leave (one cap for all of them); None when the table fits as it is."""
+    # tabulate pads each header by 2 ("simple" format)
+    natural = [max([len(h) + 2] + [max(map(len, row[i].split("\n"))) for row in cells]) for i, h in enumerate(columns)]
+    room = width - 2 * (len(columns) - 1)
+    if sum(natural) <= room:
+        return None
+    cap = max(natural)
+    while cap > MIN_WRAPPED and sum(min(w, cap) for w in natural) > room:
+        cap -= 1
+    return [cap if w > cap else None for w in natural]
+
+
 class TableOutput(Output):
+    def __init__(self, stream: TextIO | None = None, tz: tzinfo = timezone.utc) -> None:
+        super().__init__(stream, tz)
+        self.width = terminal_width(stream)
+
     def _table(self, rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> str:
+        """A table; wider than the terminal, its widest columns (messages, fixes) wrap to fit."""
         from tabulate import tabulate
 
-        return tabulate([[cell(r.get(c)) for c in columns] for r in rows], headers=list(columns), tablefmt="simple", disable_numparse=True)
+        cells = [[cell(r.get(c)) for c in columns] for r in rows]
+        caps = None if self.width is None else fitted_widths(cells, columns, self.width)
+        return tabulate(cells, headers=list(columns), tablefmt="simple", disable_numparse=True,
+                        **({"maxcolwidths": caps} if caps else {}))
 
     def rows(self, rows, columns=None, title=None, view=None):
         if view is not None:

@@ -201,9 +201,16 @@ def replay_plan(doc: Mapping[str, Any], first: int | None, last: int | None) -> 
     return fields, [("Batches", table, PLAN_COLUMNS), ("Files", files, FILE_COLUMNS)]
 
 
-def replay_rows(tz: tzinfo) -> RowView:
-    """``wmcheck replay``: one row per batch and source, watermarks with their time."""
-    def row(r: Mapping[str, Any]) -> dict[str, Any]:
-        return {**r, **{key: f"{r[key]} ({format_ms(r[key], tz)})" for key in ("watermark_ms", "late_watermark_ms")}}
+REPLAY_HEADERS = {"watermark_ms": "watermark", "late_watermark_ms": "late watermark", "source_id": "source",
+                  "missing_files": "missing files", "late_rows": "late rows", "on_time_rows": "on-time rows",
+                  "late_groups": "late groups", "kept_rows": "kept rows"}
+"""The table's headers in words (as ``batches`` has them); JSON and CSV keep the keys."""
 
-    return RowView(REPLAY_COLUMNS, row)
+
+def replay_rows(tz: tzinfo) -> RowView:
+    """``wmcheck replay``: one row per batch and source, watermarks with their time, headers in words."""
+    def row(r: Mapping[str, Any]) -> dict[str, Any]:
+        shown = {**r, **{key: f"{r[key]} ({format_ms(r[key], tz)})" for key in ("watermark_ms", "late_watermark_ms")}}
+        return {REPLAY_HEADERS.get(key, key): value for key, value in shown.items()}
+
+    return RowView([REPLAY_HEADERS.get(c, c) for c in REPLAY_COLUMNS], row)

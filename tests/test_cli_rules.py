@@ -97,3 +97,27 @@ def test_odd_file_names_are_escaped_in_every_format(copy_fixture, fmt):
         escaped = "\\\\xff" if fmt == "json" else "\\xff"
         assert f"offsets/.12.{escaped}-left.tmp" in text, (command, text)
         assert done.returncode in (0, 1) and b"Traceback" not in done.stderr
+
+
+def test_check_wraps_its_table_to_the_terminal_width(copy_fixture, monkeypatch):
+    ckpt = copy_fixture(NAME) / "checkpoint"
+    (ckpt / "offsets" / "12").write_bytes(b"")
+    wide = run_cli("check", ckpt, exit_code=1).stdout
+    assert max(map(len, wide.splitlines())) > 300  # not a terminal: lines as long as they are
+    monkeypatch.setenv("COLUMNS", "120")
+    out = run_cli("check", ckpt, exit_code=1).stdout
+    table = out.split("\nrecommended repair:")[0].splitlines()
+    assert len(table) > 6 and max(map(len, table)) <= 120
+    start = table[1].index("-", table[1].index("  ", 30))  # the message column (after severity, code and path)
+    words = " ".join(line[start:].split("  ")[0].strip() for line in table[2:] if line[start:].strip())
+    assert "file is empty: expected a version line, then the batch metadata and the source offsets" in words
+
+
+def test_durations_keep_their_milliseconds():
+    from wmcheck.checkpoint.timeutil import format_duration
+
+    assert [format_duration(ms) for ms in (24780, 57052, 8000, 0, -1500, 91_324_878_410)] == [
+        "24.780s", "57.052s", "8s", "0s", "-1.500s", "1057d 1m 18.410s"]
+    (row,) = json.loads(run_cli("batches", CKPT, "--from", "9", "--to", "9", "--format", "json").stdout)
+    assert f"  {format_duration(row['lag_ms'])}  " in run_cli("batches", CKPT, "--from", "9", "--to", "9").stdout
+    assert format_duration(row["lag_ms"]).endswith(f"{row['lag_ms'] % 60000 / 1000:.3f}s")
