@@ -9,7 +9,6 @@ watermarks of the batch: the one it ran with and the one its stateful operators 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import timezone, tzinfo
 from typing import Any, Iterable, Mapping
 
 from .errors import CheckpointError, MissingFileError, arg
@@ -20,7 +19,6 @@ from .model import Checkpoint, check_span
 from .numbers import is_number
 from .source_offsets import SourceOffset
 from .textlog import dump_json
-from .timeutil import format_ms
 
 LATE_RULES = ("previous", "current")
 
@@ -34,10 +32,6 @@ class InputFile:
     log_batch: int
     size: int | None = None
     exists: bool | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "location": self.location, "log_batch": self.log_batch, "size": self.size,
-                "exists": self.exists}
 
 
 @dataclass(frozen=True)
@@ -60,35 +54,29 @@ class SourceInput:
     def missing(self) -> list[InputFile]:
         return [f for f in self.files if f.exists is False]
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "source_id": self.source_id,
-            "kind": self.kind,
-            "start": self.start.raw if self.start else None,
-            "end": self.end.raw,
-            "replayable": self.replayable,
-            "note": self.note,
-        }
-        if self.kind == "file":
-            sizes = [f.size for f in self.files if f.size is not None]
-            out.update({
-                "log_batches": list(self.log_batches),
-                "num_files": len(self.files),
-                "bytes": sum(sizes) if len(sizes) == len(self.files) else None,
-                "missing_files": len(self.missing),
-                "files": [f.to_dict() for f in self.files],
-            })
-        elif self.kind == "kafka":
-            out.update({
-                "starting_offsets": self.starting_offsets,
-                "ending_offsets": self.ending_offsets,
-                "starting_offsets_json": dump_json(self.starting_offsets) if self.starting_offsets else None,
-                "ending_offsets_json": dump_json(self.ending_offsets),
-                "records": self.records,
-            })
-        elif self.kind == "delta":
-            out.update({"start_version": _delta_position(self.start), "end_version": _delta_position(self.end)})
-        return out
+    @property
+    def total_bytes(self) -> int | None:
+        """The bytes of the files read (None unless every file's size is known)."""
+        sizes = [f.size for f in self.files if f.size is not None]
+        return sum(sizes) if len(sizes) == len(self.files) else None
+
+    @property
+    def starting_offsets_json(self) -> str | None:
+        """A Kafka source's start as Spark's ``startingOffsets`` option takes it."""
+        return dump_json(self.starting_offsets) if self.starting_offsets else None
+
+    @property
+    def ending_offsets_json(self) -> str | None:
+        return dump_json(self.ending_offsets) if self.ending_offsets is not None else None
+
+    @property
+    def start_version(self) -> dict[str, Any] | None:
+        """A Delta source's start position (reservoir version, index)."""
+        return _delta_position(self.start)
+
+    @property
+    def end_version(self) -> dict[str, Any] | None:
+        return _delta_position(self.end)
 
 
 @dataclass(frozen=True)
@@ -101,19 +89,6 @@ class BatchInput:
     late_watermark_ms: int | None
     timestamp_ms: int | None
     sources: tuple[SourceInput, ...] = field(default=())
-
-    def to_dict(self, tz: tzinfo = timezone.utc) -> dict[str, Any]:
-        return {
-            "batch_id": self.batch_id,
-            "committed": self.committed,
-            "watermark_ms": self.watermark_ms,
-            "watermark": format_ms(self.watermark_ms, tz),
-            "late_watermark_ms": self.late_watermark_ms,
-            "late_watermark": format_ms(self.late_watermark_ms, tz),
-            "timestamp_ms": self.timestamp_ms,
-            "timestamp": format_ms(self.timestamp_ms, tz),
-            "sources": [s.to_dict() for s in self.sources],
-        }
 
 
 # -- batch range ------------------------------------------------------------------------------
@@ -313,10 +288,14 @@ def plan(ckpt: Checkpoint, start: int, end: int | None = None, *, source: str | 
     return [plan_batch(ckpt, b, source, path_map, late_rule, sizes, fs_options) for b in ids]
 
 
-def plan_document(ckpt: Checkpoint, batches: list[BatchInput], tz: tzinfo = timezone.utc) -> dict[str, Any]:
-    """``wmcheck replay --plan --format json``: the checkpoint and every batch's plan."""
-    return {
-        "checkpoint": ckpt.location,
-        "oldest_replayable_batch": oldest_replayable(ckpt),
-        "batches": [b.to_dict(tz) for b in batches],
-    }
+@dataclass(frozen=True)
+class ReplayPlan:
+    """``wmcheck replay --plan``: every batch's input, and the oldest batch whose input can be rebuilt."""
+
+    checkpoint: str
+    oldest_replayable_batch: int | None
+    batches: tuple[BatchInput, ...]
+
+
+def replay_plan(ckpt: Checkpoint, batches: list[BatchInput]) -> ReplayPlan:
+    return ReplayPlan(ckpt.location, oldest_replayable(ckpt), tuple(batches))

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence, TextIO
 
 import click
 
+from wmcheck.checkpoint.timeutil import format_ms
+
 from . import views
 from .fixes import fix_text
 from .flags import for_cli
@@ -26,7 +28,8 @@ from .text import printable
 from .views import RowView
 
 if TYPE_CHECKING:
-    from wmcheck.checkpoint.repair.results import RepairResult
+    from wmcheck.checkpoint.batch_inputs import BatchInput, ReplayPlan, SourceInput
+    from wmcheck.checkpoint.repair.results import BackupRow, RepairResult, UndoResult
     from wmcheck.checkpoint.summary import BatchRow, CheckpointSummary
     from wmcheck.statestore.engines import StoreReadLike
     from wmcheck.statestore.summary import StateSummary
@@ -65,7 +68,38 @@ def repair_doc(result: "RepairResult") -> dict[str, Any]:
            "backup_id": result.backup_id, "backup": result.backup}
     if result.resumed is not None:
         doc["resumed"] = plain(result.resumed)
+    if result.verification is not None:
+        doc["verification"] = plain(result.verification)
     return doc
+
+
+def replay_plan_doc(plan: ReplayPlan, tz: tzinfo) -> dict[str, Any]:
+    """``wmcheck replay --plan --format json``: the checkpoint and every batch's input."""
+    return {"checkpoint": plan.checkpoint, "oldest_replayable_batch": plan.oldest_replayable_batch,
+            "batches": [{**batch_doc(b, tz), "sources": [source_doc(s) for s in b.sources]} for b in plan.batches]}
+
+
+def batch_doc(b: BatchInput, tz: tzinfo) -> dict[str, Any]:
+    return {"batch_id": b.batch_id, "committed": b.committed, "watermark_ms": b.watermark_ms,
+            "watermark": format_ms(b.watermark_ms, tz), "late_watermark_ms": b.late_watermark_ms,
+            "late_watermark": format_ms(b.late_watermark_ms, tz), "timestamp_ms": b.timestamp_ms,
+            "timestamp": format_ms(b.timestamp_ms, tz)}
+
+
+def source_doc(s: SourceInput) -> dict[str, Any]:
+    """One source's input in one batch; the keys of its kind."""
+    out: dict[str, Any] = {"source_id": s.source_id, "kind": s.kind, "start": s.start.raw if s.start else None,
+                           "end": s.end.raw, "replayable": s.replayable, "note": s.note}
+    if s.kind == "file":
+        out.update(log_batches=list(s.log_batches), num_files=len(s.files), bytes=s.total_bytes,
+                   missing_files=len(s.missing), files=plain(s.files))
+    elif s.kind == "kafka":
+        out.update(starting_offsets=s.starting_offsets, ending_offsets=s.ending_offsets,
+                   starting_offsets_json=s.starting_offsets_json, ending_offsets_json=s.ending_offsets_json,
+                   records=s.records)
+    elif s.kind == "delta":
+        out.update(start_version=s.start_version, end_version=s.end_version)
+    return out
 
 
 def cell(value: Any) -> str:
@@ -130,11 +164,19 @@ class Output:
         """``wmcheck check``: every finding of every checkpoint, its fix as an object (kind, text, request)."""
         self.rows([views.finding_doc(f) for r in results for f in r.findings], views.FINDING_FIELDS)
 
-    def backups(self, rows: Sequence[Mapping[str, Any]]) -> None:
-        self.rows(rows, view=views.BACKUPS)
+    def repair_result(self, result: RepairResult) -> None:
+        """A repair's plan, dry run or applied (its JSON form: :func:`repair_doc`)."""
+        self.document(repair_doc(result), *views.repair_result(result, self.tz))
 
-    def replay_plan(self, doc: Mapping[str, Any], first: int | None, last: int | None) -> None:
-        self.document(doc, *views.replay_plan(doc, first, last))
+    def undo_result(self, result: UndoResult) -> None:
+        self.document(result, *views.undo_result(result, self.tz))
+
+    def backups(self, rows: Sequence[BackupRow]) -> None:
+        self.rows([{**plain(row), "created": format_ms(row.created_ms, self.tz)} for row in rows], view=views.BACKUPS)
+
+    def replay_plan(self, plan: ReplayPlan) -> None:
+        """``wmcheck replay --plan`` (its JSON form: :func:`replay_plan_doc`)."""
+        self.document(replay_plan_doc(plan, self.tz), *views.replay_plan(plan, self.tz))
 
     def replay_rows(self, rows: Sequence[Mapping[str, Any]]) -> None:
         self.rows(rows, views.REPLAY_COLUMNS, view=views.replay_rows(self.tz))
@@ -190,9 +232,9 @@ class CsvOutput(Output):
         self.rows([views.FINDINGS.row(f) | {"checkpoint": f.checkpoint} for r in results for f in r.findings],
                   views.FINDING_FIELDS)
 
-    def replay_plan(self, doc, first, last):
-        self.rows([{**b, **s, "files": [f["location"] for f in s.get("files", [])]} for b, s in views.plan_sources(doc)],
-                  views.PLAN_CSV_COLUMNS)
+    def replay_plan(self, plan):
+        self.rows([{**batch_doc(b, self.tz), **source_doc(s), "files": [f.location for f in s.files]}
+                   for b, s in views.plan_sources(plan)], views.PLAN_CSV_COLUMNS)
 
 
 def terminal_width(stream: TextIO | None) -> int | None:

@@ -2,18 +2,15 @@
 from __future__ import annotations
 
 from datetime import tzinfo
-from typing import Any, Callable, Mapping, Sequence
+from typing import Callable
 
 import click
 
 from wmcheck.checkpoint import repair
 from wmcheck.checkpoint.repair.targets import parse_idle
-from wmcheck.checkpoint.timeutil import format_ms
 
 from .options import common_options, gc_paused, parse_pairs
-from .output import make_output, plain, repair_doc
-
-STEP_COLUMNS = ["step", "action", "phase", "path", "reason"]
+from .output import make_output
 
 
 def repair_options(fn: Callable) -> Callable:
@@ -33,41 +30,12 @@ def repair_options(fn: Callable) -> Callable:
     return fn
 
 
-def _watermark(ms: int | None, tz: tzinfo) -> str:
-    return "" if ms is None else f"{ms} ({format_ms(ms, tz)})"
-
-
 def _run(checkpoint: str, request: repair.RepairRequest, execute: bool, plan_out: str | None, from_plan: str | None,
          idle: str, force: bool, backup_dir: str | None, fs_options: tuple[str, ...], fmt: str, tz: tzinfo) -> None:
     """Run one repair with the options every repair shares and print its result."""
     options = repair.RunOptions(execute=execute, from_plan=from_plan, plan_out=plan_out, idle_ms=parse_idle(idle),
                                 force=force, backup_dir=backup_dir, fs_options=parse_pairs(fs_options, "--fs-option"))
-    render_plan(repair_doc(repair.run(checkpoint, request, options)), fmt, tz)
-
-
-def render_plan(doc: Mapping[str, Any], fmt: str, tz: tzinfo, extra: Sequence[tuple[str, Any]] = (),
-                tables: Sequence[Any] = ()) -> None:
-    """A plan (dry run or applied) in any output format; ``extra`` fields and ``tables`` follow its own."""
-    before, after, counts = doc["before"], doc["after"], doc["counts"]
-    if doc["executed"]:
-        mode = f"applied; backup {doc['backup_id']}" if doc["backup_id"] else "applied; nothing needed changing"
-    else:
-        mode = "dry run: nothing was changed (add --execute to apply)"
-    fields = [
-        ("command", doc["command"]),
-        ("checkpoint", doc["checkpoint"]),
-        *([("file sink", doc["file_sink"])] if doc["file_sink"] else []),
-        ("mode", mode),
-        *[("note", n) for n in doc["notes"]],
-        ("last batch", f"{before['last_batch']} -> {after['last_batch']}"),
-        ("last committed", f"{before['last_committed_batch']} -> {after['last_committed_batch']}"),
-        ("watermark", f"{_watermark(before['watermark_ms'], tz)} -> {_watermark(after['watermark_ms'], tz)}"),
-        ("changes", f"{counts['remove']} file(s) removed (moved into the backup), {counts['write']} written"),
-        *([("backup", doc["backup"])] if doc.get("backup") else []),
-        *[("warning", w) for w in doc["warnings"]],
-        *extra,
-    ]
-    make_output(fmt).document(doc, fields, [("Steps", doc["steps"], STEP_COLUMNS), *tables])
+    make_output(fmt, tz=tz).repair_result(repair.run(checkpoint, request, options))
 
 
 @click.command()
@@ -145,20 +113,9 @@ def relocate(checkpoint: str, path_maps, file_sink, execute, plan_out, from_plan
 @gc_paused
 def undo(checkpoint: str, backup_id, force, idle, file_sink, fmt, tz, fs_options) -> None:
     """Restore CHECKPOINT (and its file sink) byte for byte from a wmcheck backup."""
-    doc = plain(repair.undo_repair(checkpoint, backup_id=backup_id, force=force, idle_ms=parse_idle(idle),
-                                   file_sink=file_sink, fs_options=parse_pairs(fs_options, "--fs-option")))
-    fields = [
-        ("backup", doc["backup_id"]),
-        ("command", doc["command"]),
-        ("checkpoint", doc["checkpoint"]),
-        *([("file sink", doc["file_sink"])] if doc["file_sink"] else []),
-        ("status", f"{doc['was']} -> {doc['status']}"),
-        ("restored", f"{len(doc['restored'])} file(s)"),
-        ("last committed", doc["last_committed_batch"]),
-        ("watermark", _watermark(doc["watermark_ms"], tz)),
-        *[("warning", w) for w in doc["warnings"]],
-    ]
-    make_output(fmt).document(doc, fields, [("Restored", doc["restored"], ["step", "action", "path", "restored"])])
+    make_output(fmt, tz=tz).undo_result(repair.undo_repair(checkpoint, backup_id=backup_id, force=force,
+                                                           idle_ms=parse_idle(idle), file_sink=file_sink,
+                                                           fs_options=parse_pairs(fs_options, "--fs-option")))
 
 
 @click.command()
@@ -166,7 +123,5 @@ def undo(checkpoint: str, backup_id, force, idle, file_sink, fmt, tz, fs_options
 @common_options()
 def backups(checkpoint: str, fmt, tz, fs_options) -> None:
     """List the backups wmcheck made of CHECKPOINT, oldest first."""
-    rows = [{**plain(row), "created": format_ms(row.created_ms, tz)}
-            for row in repair.list_backups(checkpoint, fs_options=parse_pairs(fs_options, "--fs-option"))]
-    make_output(fmt, tz=tz).backups(rows)
+    make_output(fmt, tz=tz).backups(repair.list_backups(checkpoint, fs_options=parse_pairs(fs_options, "--fs-option")))
 

@@ -10,10 +10,8 @@ from wmcheck.checkpoint.repair.targets import parse_idle
 from wmcheck.statestore.repartition import SparkRepartitioner
 
 from .options import common_options, parse_pairs
-from .output import plain, repair_doc
-from .repair import render_plan, repair_options
-
-COUNT_COLUMNS = ["operator_id", "store", "before", "after"]
+from .output import make_output
+from .repair import repair_options
 
 
 @click.command()
@@ -35,17 +33,4 @@ def repartition(checkpoint: str, partitions, file_sink, master, confs, remote, e
     request = repair.RepartitionRequest(partitions=partitions, file_sink=file_sink, runner=runner)
     options = repair.RunOptions(execute=execute, from_plan=from_plan, plan_out=plan_out, idle_ms=parse_idle(idle),
                                 force=force, backup_dir=backup_dir, fs_options=parse_pairs(fs_options, "--fs-option"))
-    done = repair.run(checkpoint, request, options)
-    doc = repair_doc(done)
-    check = done.verification
-    if check is None:
-        render_plan(doc, fmt, tz)
-        return
-    doc["verification"] = plain(check)
-    extra = [
-        ("verified", "yes: check finds no error and every store has as many rows as before" if check.ok else "NO"),
-        ("partitions now", check.partitions),
-        *[("check error", f) for f in check.errors],
-        *[("check warning", f) for f in check.warnings],
-    ]
-    render_plan(doc, fmt, tz, extra, [("State rows (Spark's state reader)", check.counts, COUNT_COLUMNS)])
+    make_output(fmt, tz=tz).repair_result(repair.run(checkpoint, request, options))

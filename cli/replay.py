@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from wmcheck.checkpoint.batch_inputs import LATE_RULES, plan, plan_document
+from wmcheck.checkpoint.batch_inputs import LATE_RULES, plan, replay_plan
 from wmcheck.checkpoint.model import open_checkpoint
 from wmcheck.checkpoint.timeutil import format_duration
 
@@ -81,8 +81,7 @@ def replay(checkpoint: str, start: int, end: int | None, source: str | None, sho
     if show_plan:
         batches = plan(ckpt, start, end, source=source, include_pending=include_pending, path_map=path_map,
                        late_rule=late_watermark, fs_options=fs_opts)
-        first, last = (batches[0].batch_id, batches[-1].batch_id) if batches else (None, None)
-        make_output(fmt, tz=tz).replay_plan(plan_document(ckpt, batches, tz), first, last)
+        make_output(fmt, tz=tz).replay_plan(replay_plan(ckpt, batches))
         return
     from wmcheck.statestore.late_rows import infer_window, lateness, window_key
     from wmcheck.statestore.replay import ReplayOptions, prepare, read_batches

@@ -14,7 +14,9 @@ from .fixes import fix_doc, fix_text
 if TYPE_CHECKING:
     from datetime import tzinfo
 
+    from wmcheck.checkpoint.batch_inputs import BatchInput, ReplayPlan, SourceInput
     from wmcheck.checkpoint.checks.definition import Finding
+    from wmcheck.checkpoint.repair.results import RepairResult, UndoResult
     from wmcheck.checkpoint.stall import SourceActivity
     from wmcheck.checkpoint.summary import BatchRow, CheckpointSummary
     from wmcheck.statestore.summary import StateSummary
@@ -153,6 +155,67 @@ def finding_doc(finding: Finding) -> dict[str, Any]:
     return {"code": finding.code, "severity": finding.severity, "checkpoint": finding.checkpoint, "path": finding.path,
             "message": finding.message, "fix": fix_doc(finding.fix, finding.checkpoint)}
 
+
+STEP_COLUMNS = ["step", "action", "phase", "path", "reason"]
+COUNT_COLUMNS = ["operator_id", "store", "before", "after"]
+RESTORED_COLUMNS = ["step", "action", "path", "restored"]
+
+
+def _watermark(ms: int | None, tz: tzinfo) -> str:
+    return "" if ms is None else f"{ms} ({format_ms(ms, tz)})"
+
+
+def repair_result(result: RepairResult, tz: tzinfo) -> tuple[Fields, list[Table]]:
+    """A repair's plan, dry run or applied (``rewind``, ``set-watermark``, ``relocate``, ``repartition``)."""
+    plan, check = result.plan, result.verification
+    before, after, counts = plan.before, plan.after, plan.counts()
+    if result.executed:
+        mode = f"applied; backup {result.backup_id}" if result.backup_id else "applied; nothing needed changing"
+    else:
+        mode = "dry run: nothing was changed (add --execute to apply)"
+    fields: Fields = [
+        ("command", plan.command),
+        ("checkpoint", plan.checkpoint),
+        *([("file sink", plan.file_sink)] if plan.file_sink else []),
+        ("mode", mode),
+        *[("note", n) for n in plan.notes],
+        ("last batch", f"{before.last_batch} -> {after.last_batch}"),
+        ("last committed", f"{before.last_committed_batch} -> {after.last_committed_batch}"),
+        ("watermark", f"{_watermark(before.watermark_ms, tz)} -> {_watermark(after.watermark_ms, tz)}"),
+        ("changes", f"{counts['remove']} file(s) removed (moved into the backup), {counts['write']} written"),
+        *([("backup", result.backup)] if result.backup else []),
+        *[("warning", w) for w in result.warnings],
+    ]
+    steps = [{"step": i, "action": s.action, "phase": s.phase, "path": s.path, "reason": s.reason}
+             for i, s in enumerate(plan.steps)]
+    tables: list[Table] = [("Steps", steps, STEP_COLUMNS)]
+    if check is not None:
+        fields += [
+            ("verified", "yes: check finds no error and every store has as many rows as before" if check.ok else "NO"),
+            ("partitions now", check.partitions),
+            *[("check error", f) for f in check.errors],
+            *[("check warning", f) for f in check.warnings],
+        ]
+        tables.append(("State rows (Spark's state reader)", check.counts, COUNT_COLUMNS))
+    return fields, tables
+
+
+def undo_result(result: UndoResult, tz: tzinfo) -> tuple[Fields, list[Table]]:
+    """``wmcheck undo``."""
+    fields: Fields = [
+        ("backup", result.backup_id),
+        ("command", result.command),
+        ("checkpoint", result.checkpoint),
+        *([("file sink", result.file_sink)] if result.file_sink else []),
+        ("status", f"{result.was} -> {result.status}"),
+        ("restored", f"{len(result.restored)} file(s)"),
+        ("last committed", result.last_committed_batch),
+        ("watermark", _watermark(result.watermark_ms, tz)),
+        *[("warning", w) for w in result.warnings],
+    ]
+    return fields, [("Restored", result.restored, RESTORED_COLUMNS)]
+
+
 BACKUPS = RowView(["backup_id", "command", "status", "created", "target", "last_committed_before", "steps", "files"],
                   lambda row: row)
 
@@ -167,37 +230,39 @@ REPLAY_COLUMNS = ["batch", "committed", "watermark_ms", "late_watermark_ms", "so
                   "rows", "late_rows", "on_time_rows", "late_groups", "kept_rows"]
 
 
-def _input_text(src: Mapping[str, Any]) -> str | None:
-    if src["kind"] == "file":
-        batches = src["log_batches"]
+def _input_text(src: SourceInput) -> str | None:
+    if src.kind == "file":
+        batches = src.log_batches
         if not batches:
             return "no new files"
         return f"log batch {batches[0]}" if len(batches) == 1 else f"log batches {batches[0]}..{batches[-1]}"
-    if src["kind"] == "kafka":
-        return f"{src['starting_offsets_json']} -> {src['ending_offsets_json']}"
-    if src["kind"] == "delta":
-        return f"{src['start_version']} -> {src['end_version']}"
-    return f"{src['start']} -> {src['end']}"
+    if src.kind == "kafka":
+        return f"{src.starting_offsets_json} -> {src.ending_offsets_json}"
+    if src.kind == "delta":
+        return f"{src.start_version} -> {src.end_version}"
+    return f"{src.start.raw if src.start else None} -> {src.end.raw}"
 
 
-def plan_sources(doc: Mapping[str, Any]) -> list[tuple[Mapping[str, Any], Mapping[str, Any]]]:
-    """(batch, source) pairs of a replay plan document."""
-    return [(b, s) for b in doc["batches"] for s in b["sources"]]
+def plan_sources(plan: ReplayPlan) -> list[tuple[BatchInput, SourceInput]]:
+    """(batch, source) pairs of a replay plan."""
+    return [(b, s) for b in plan.batches for s in b.sources]
 
 
-def replay_plan(doc: Mapping[str, Any], first: int | None, last: int | None) -> tuple[Fields, list[Table]]:
+def replay_plan(plan: ReplayPlan, tz: tzinfo) -> tuple[Fields, list[Table]]:
     """``wmcheck replay --plan``."""
-    rows = plan_sources(doc)
+    rows = plan_sources(plan)
     table = [{
-        "batch": b["batch_id"], "committed": b["committed"], "watermark": f"{b['watermark_ms']} ({b['watermark']})",
-        "late watermark": f"{b['late_watermark_ms']} ({b['late_watermark']})", "source": s["source_id"],
-        "kind": s["kind"], "input": _input_text(s), "files": s.get("num_files"), "bytes": s.get("bytes"),
-        "missing": s.get("missing_files"), "note": s["note"],
+        "batch": b.batch_id, "committed": b.committed, "watermark": f"{b.watermark_ms} ({format_ms(b.watermark_ms, tz)})",
+        "late watermark": f"{b.late_watermark_ms} ({format_ms(b.late_watermark_ms, tz)})", "source": s.source_id,
+        "kind": s.kind, "input": _input_text(s), "files": len(s.files) if s.kind == "file" else None,
+        "bytes": s.total_bytes if s.kind == "file" else None, "missing": len(s.missing) if s.kind == "file" else None,
+        "note": s.note,
     } for b, s in rows]
-    files = [{"batch": b["batch_id"], "source": s["source_id"], "log batch": f["log_batch"], "location": f["location"],
-              "size": f["size"], "exists": f["exists"]} for b, s in rows for f in s.get("files", [])]
-    fields: Fields = [("checkpoint", doc["checkpoint"]), ("batches", f"{first}..{last}"),
-                      ("oldest replayable", doc["oldest_replayable_batch"])]
+    files = [{"batch": b.batch_id, "source": s.source_id, "log batch": f.log_batch, "location": f.location,
+              "size": f.size, "exists": f.exists} for b, s in rows for f in s.files]
+    first, last = (plan.batches[0].batch_id, plan.batches[-1].batch_id) if plan.batches else (None, None)
+    fields: Fields = [("checkpoint", plan.checkpoint), ("batches", f"{first}..{last}"),
+                      ("oldest replayable", plan.oldest_replayable_batch)]
     return fields, [("Batches", table, PLAN_COLUMNS), ("Files", files, FILE_COLUMNS)]
 
 

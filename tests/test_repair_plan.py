@@ -129,8 +129,8 @@ def test_rewind_plan_removes_exactly_the_files_of_later_batches(name):
     assert got == expected_removals(name, batch)
     assert len(got) == len(plan.steps)  # every file once
     facts = fixture_facts(name)
-    assert plan.before["last_committed_batch"] == facts["last_committed_batch"]
-    assert plan.after == {"last_batch": batch, "last_committed_batch": batch, "next_batch": batch + 1,
+    assert plan.before.last_committed_batch == facts["last_committed_batch"]
+    assert plan.after.to_json() == {"last_batch": batch, "last_committed_batch": batch, "next_batch": batch + 1,
                           "watermark_ms": facts["batches"][batch + 1]["watermark_ms"], "next_state_version": batch + 1}
 
 
@@ -213,8 +213,8 @@ def test_keep_next_offsets_keeps_batch_n_plus_1_and_its_source_files():
     assert "offsets/6" not in paths and "commits/6" in paths and "offsets/7" in paths
     assert {p for p in paths if p.startswith("sources/0/") and ".crc" not in p} == {"sources/0/6", "sources/0/7",
                                                                                     "sources/0/8", "sources/0/9.compact"}
-    assert plan.after["last_batch"] == 6 and plan.after["last_committed_batch"] == 5
-    assert plan.after["watermark_ms"] == fixture_facts("agg_window_hdfs")["batches"][6]["watermark_ms"]
+    assert plan.after.last_batch == 6 and plan.after.last_committed_batch == 5
+    assert plan.after.watermark_ms == fixture_facts("agg_window_hdfs")["batches"][6]["watermark_ms"]
 
 
 def test_keep_source_log_leaves_the_log_and_says_what_follows():
@@ -284,7 +284,7 @@ def test_purged_state_is_refused_with_the_oldest_batch(tmp_path):
     with pytest.raises(RefusedError, match=r"state version 4 can no longer be rebuilt in state/0/0, state/0/1") as err:
         plan_for(root, 3)
     assert err.value.oldest_batch == 5
-    assert plan_for(root, 5).after["next_state_version"] == 6
+    assert plan_for(root, 5).after.next_state_version == 6
 
 
 # -- targets ---------------------------------------------------------------------------------
@@ -344,7 +344,7 @@ def test_set_watermark_rewrites_both_files_exactly():
         assert step.data != original and step.sha256 == sha256(original) and step.crc
         assert step.crc_sha256 == sha256((root / "checkpoint" / step.sidecar).read_bytes())
         assert hadoop_crc_for(original) == (root / "checkpoint" / step.sidecar).read_bytes()
-    assert plan.before["watermark_ms"] == old and plan.after["watermark_ms"] == new
+    assert plan.before.watermark_ms == old and plan.after.watermark_ms == new
     assert "lowering the watermark by 1m" in plan.warnings[0]
     assert "(pass window to list them)" in spelled(plan.warnings[1])
 
@@ -403,9 +403,9 @@ def test_set_watermark_on_a_pending_batch_rewrites_its_offsets_only(tmp_path):
     ckpt = open_checkpoint(str(root / "checkpoint"))
     plan = plan_set_watermark(ckpt, 1704067200000)
     assert [s.path for s in plan.steps] == [f"offsets/{last}"]
-    assert plan.before["watermark_ms"] == fixture_facts("agg_window_hdfs")["batches"][last]["watermark_ms"]
-    assert plan.after == {"last_batch": last, "last_committed_batch": last - 1, "next_batch": last,
-                          "watermark_ms": 1704067200000}
+    assert plan.before.watermark_ms == fixture_facts("agg_window_hdfs")["batches"][last]["watermark_ms"]
+    assert plan.after.to_json() == {"last_batch": last, "last_committed_batch": last - 1, "next_batch": last,
+                                    "watermark_ms": 1704067200000}
 
 
 def test_rewinding_to_the_last_committed_batch_changes_nothing_and_keep_next_needs_a_next():

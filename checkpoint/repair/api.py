@@ -5,7 +5,6 @@ import dataclasses
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 from ..activity import DEFAULT_IDLE_MS, now_ms, recent_activity
 from ..errors import CheckpointError, MissingFileError, RefusedError, arg
@@ -115,7 +114,7 @@ def _undo(ckpt: Checkpoint, manifest: Manifest, lock: Lock, force: bool, idle_ms
     backup = _trusted_backup(ckpt, manifest, roots, file_sink or plan.file_sink, fs_options)
     if manifest.status == UNDONE:  # killed after the undo was recorded, before its journal was dropped
         clear_journal(ckpt.fs)
-        restored: list[dict[str, Any]] = []
+        restored: list[Restored] = []
     else:
         safety.refuse_links(roots, plan)
         trust.check_saved(plan, backup)
@@ -125,8 +124,7 @@ def _undo(ckpt: Checkpoint, manifest: Manifest, lock: Lock, force: bool, idle_ms
         unplanned = request.undo_unplanned(ckpt, plan, backup, now) if request else []
         restored = unplanned + undo(plan, backup, manifest.status, now, force, fail_after)
     return UndoResult(manifest.backup_id, plan.command, ckpt.location, plan.file_sink, UNDONE, manifest.status,
-                      tuple(Restored(**r) for r in restored), plan.before.get("last_batch"),
-                      plan.before.get("last_committed_batch"), plan.before.get("watermark_ms"),
+                      tuple(restored), plan.before.last_batch, plan.before.last_committed_batch, plan.before.watermark_ms,
                       (lock.took_over,) if lock.took_over else ())
 
 
@@ -194,12 +192,11 @@ def list_backups(location: str, *, fs_options: FsOptions = None) -> list[BackupR
             status = f"interrupted ({pending.action})"
         manifest = read_manifest(ckpt.fs, head.backup_id)
         assert manifest is not None
-        request = REQUESTS.get(head.command)
         rows.append(BackupRow(
             backup_id=head.backup_id, command=head.command, status=status, created_ms=head.created_ms,
-            target=request.label(manifest.request) if request else "",
-            last_committed_before=manifest.before.get("last_committed_batch"),
-            watermark_before_ms=manifest.before.get("watermark_ms"),
+            target=manifest.request.label(),
+            last_committed_before=manifest.before.last_committed_batch,
+            watermark_before_ms=manifest.before.watermark_ms,
             steps=manifest.steps,
             files=manifest.files or ckpt.fs.uri(f"{BACKUPS}/{head.backup_id}/files"),
         ))

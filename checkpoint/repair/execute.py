@@ -9,7 +9,7 @@ so running the same plan again after a crash finishes it, and undo reverts exact
 from __future__ import annotations
 
 import posixpath
-from typing import Any, Callable
+from typing import Callable
 
 from ..checksums import hadoop_crc_for
 from ..errors import CheckpointError, MissingFileError, RefusedError, arg
@@ -20,6 +20,7 @@ from ..repair_records import APPLIED, APPLYING, UNDOING, UNDONE
 from .backup import Backup, clear_journal, write_journal
 from .entries import read_entry
 from .plan import Plan, Step, sha256
+from .results import Restored
 
 MAX_SHOWN = 5
 
@@ -188,7 +189,7 @@ def undo_conflicts(plan: Plan, backup: Backup, partial: bool) -> list[str]:
                 out.append(f"{step.path} {'is not a regular file' if current == NOT_A_FILE else 'changed'} since the repair")
     if not partial:
         ckpt = backup.ckpt_fs
-        last = plan.after.get("last_batch")
+        last = plan.after.last_batch
         for name in (OFFSETS, COMMITS):
             newer = sorted(int(i.name) for i in ckpt.list_dir(name) if is_number(i.name) and last is not None
                            and int(i.name) > last)
@@ -198,7 +199,7 @@ def undo_conflicts(plan: Plan, backup: Backup, partial: bool) -> list[str]:
 
 
 def undo(plan: Plan, backup: Backup, status: str, now_ms: int, force: bool = False,
-         fail_after: int | None = None) -> list[dict[str, Any]]:
+         fail_after: int | None = None) -> list[Restored]:
     """Revert every applied step of ``plan`` in reverse order; returns what was restored.
 
     ``fail_after=k`` raises :class:`InjectedFailure` once ``k`` steps are reverted (a test hook).
@@ -223,8 +224,7 @@ def undo(plan: Plan, backup: Backup, status: str, now_ms: int, force: bool = Fal
         except (CheckpointError, OSError) as exc:
             raise half_done(plan, done, exc, "undo") from None
         if how:
-            restored.append({"step": index, "action": step.action, "root": step.root, "path": step.path,
-                             "restored": how})
+            restored.append(Restored(index, step.action, step.root, step.path, how))
     if fail_after == len(plan.steps):
         raise InjectedFailure(f"injected failure after reverting all {len(plan.steps)} steps")
     remove_temps(plan, backup)

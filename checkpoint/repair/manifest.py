@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +16,7 @@ from ..errors import MalformedFileError
 from ..fs import FileSystem
 from ..layout import BACKUPS
 from ..repair_records import CHECKSUM, EDITED_HINT, MANIFEST, BackupHead, Status, checksum, manifest_json
+from .plan_params import Params, Position, params_from_json
 
 MANIFEST_VERSION = 2
 
@@ -39,9 +39,9 @@ class Manifest:
     file_sink: str | None
     files: str | None
     """``--backup-dir DIR/<id>`` when the files are kept there, else None (inside the checkpoint)."""
-    request: Mapping[str, Any]
-    before: Mapping[str, Any]
-    after: Mapping[str, Any]
+    request: Params
+    before: Position
+    after: Position
     steps: int | None
     plan_sha256: str | None
     entries_sha256: str | None = None
@@ -84,7 +84,8 @@ class Manifest:
             "checkpoint": self.checkpoint, "file_sink": self.file_sink, "files": self.files,
             "plan_sha256": self.plan_sha256, "entries_sha256": self.entries_sha256,
             "resolved": None if self.resolved is None else dataclasses.asdict(self.resolved),
-            "request": dict(self.request), "before": dict(self.before), "after": dict(self.after), "steps": self.steps,
+            "request": self.request.to_json(), "before": self.before.to_json(), "after": self.after.to_json(),
+            "steps": self.steps,
         }
         doc[CHECKSUM] = checksum(doc)
         return doc
@@ -107,8 +108,9 @@ def read_manifest(ckpt_fs: FileSystem, backup_id: str, missing_ok: bool = False)
         resolved = doc.get("resolved")
         return Manifest(
             head=head, checkpoint=_text(doc.get("checkpoint")), file_sink=_text(doc.get("file_sink")),
-            files=_text(doc.get("files")), request=dict(doc.get("request") or {}), before=dict(doc.get("before") or {}),
-            after=dict(doc.get("after") or {}), steps=_count(doc.get("steps")), plan_sha256=_text(doc.get("plan_sha256")),
+            files=_text(doc.get("files")), request=params_from_json(head.command, doc.get("request")),
+            before=Position.from_json(doc.get("before")), after=Position.from_json(doc.get("after")),
+            steps=_count(doc.get("steps")), plan_sha256=_text(doc.get("plan_sha256")),
             entries_sha256=_text(doc.get("entries_sha256")),
             resolved=None if resolved is None else Resolved(_text(resolved.get("checkpoint")),
                                                             _text(resolved.get("file_sink")), _text(resolved.get("files"))),

@@ -16,11 +16,12 @@ import base64
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Mapping, get_args
+from typing import TYPE_CHECKING, Any, Literal, Mapping, TypeVar, get_args
 
 from ..errors import CheckpointError, MalformedFileError, arg
 from ..fs import clean_relative
 from ..layout import OWN_DIR, hadoop_sidecar
+from .plan_params import Params, Position, params_from_json
 
 if TYPE_CHECKING:
     from ..fs import FileSystem
@@ -31,6 +32,7 @@ Action = Literal["remove", "write"]
 Root = Literal["checkpoint", "sink"]
 ACTIONS: tuple[Action, ...] = get_args(Action)
 ROOTS: tuple[Root, ...] = get_args(Root)
+P = TypeVar("P", bound=Params)
 
 
 def sha256(data: bytes) -> str:
@@ -93,9 +95,9 @@ class Plan:
     command: str
     checkpoint: str
     file_sink: str | None
-    request: Mapping[str, Any]
-    before: Mapping[str, Any]
-    after: Mapping[str, Any]
+    request: Params
+    before: Position
+    after: Position
     steps: tuple[Step, ...]
     warnings: tuple[str, ...] = ()
     created_ms: int = 0
@@ -104,10 +106,16 @@ class Plan:
     def counts(self) -> dict[str, int]:
         return {a: sum(1 for s in self.steps if s.action == a) for a in ACTIONS}
 
+    def params(self, kind: type[P]) -> P:
+        """The request's parameters, of the class of this plan's command."""
+        if not isinstance(self.request, kind):
+            raise MalformedFileError(f"a {self.command} plan holds no {kind.command} parameters")
+        return self.request
+
     def same_changes(self, other: "Plan") -> bool:
         """True when ``other`` makes exactly the same changes to exactly the same files."""
-        return (self.command, dict(self.request), [s.key() for s in self.steps]) == (
-            other.command, dict(other.request), [s.key() for s in other.steps])
+        return (self.command, self.request, [s.key() for s in self.steps]) == (
+            other.command, other.request, [s.key() for s in other.steps])
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -116,9 +124,9 @@ class Plan:
             "command": self.command,
             "checkpoint": self.checkpoint,
             "file_sink": self.file_sink,
-            "request": dict(self.request),
-            "before": dict(self.before),
-            "after": dict(self.after),
+            "request": self.request.to_json(),
+            "before": self.before.to_json(),
+            "after": self.after.to_json(),
             "counts": self.counts(),
             "warnings": list(self.warnings),
             "notes": list(self.notes),
@@ -144,9 +152,11 @@ def plan_from_json(obj: Any, path: str) -> Plan:
         raise _bad(path, f"plan version {obj.get('version')!r} is not {PLAN_VERSION}")
     try:
         steps = tuple(_step_from_json(s, path) for s in obj["steps"])
+        command = str(obj["command"])
         return Plan(
-            command=str(obj["command"]), checkpoint=str(obj["checkpoint"]), file_sink=obj.get("file_sink"),
-            request=dict(obj["request"]), before=dict(obj["before"]), after=dict(obj["after"]), steps=steps,
+            command=command, checkpoint=str(obj["checkpoint"]), file_sink=_optional_text(obj.get("file_sink")),
+            request=params_from_json(command, obj["request"]), before=Position.from_json(obj["before"]),
+            after=Position.from_json(obj["after"]), steps=steps,
             warnings=tuple(obj.get("warnings", ())), created_ms=int(obj.get("created_ms", 0)),
             notes=tuple(obj.get("notes", ())),
         )
@@ -167,6 +177,12 @@ def _step_from_json(obj: Mapping[str, Any], path: str) -> Step:
             raise _bad(path, f"step {obj.get('step')}: data does not match new_sha256")
     return Step(action, root, rel, str(obj["phase"]), str(obj["reason"]), obj.get("size"), obj.get("mtime_ms"),
                 obj.get("sha256"), data, bool(obj.get("crc", False)), obj.get("crc_sha256"))
+
+
+def _optional_text(value: object) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise ValueError(f"expected a location, found {value!r}")
 
 
 def _plain(path: object) -> bool:

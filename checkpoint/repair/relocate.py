@@ -26,6 +26,7 @@ from ..metadata_log import MetadataLog
 from ..model import Checkpoint
 from ..relocation import foreign_references, home_location, relocated_metadata
 from .plan import Plan, Root, Step, rewrite_step
+from .plan_params import Position, RelocateParams
 from .rewind import FileSink
 
 
@@ -133,15 +134,15 @@ def plan_relocate(ckpt: Checkpoint, *, path_map: Mapping[str, str] | None = None
         warnings.append(_missing_warning(ckpt, missing, named, sink is not None))
     elif not steps:
         notes.append(f"every file this checkpoint names is where it says ({named} logged file(s) checked)")
-    state = {"last_batch": ckpt.last_batch, "last_committed_batch": ckpt.last_committed_batch,
-             "watermark_ms": ckpt.watermark_ms}
     return Plan(
         command="relocate",
         checkpoint=ckpt.location,
         file_sink=sink.location if sink else None,
-        request={"path_map": path_map} if path_map else {},
-        before={**state, "schema_locations": moved},
-        after={**state, "next_batch": ckpt.next_batch, "schema_locations": []},
+        request=RelocateParams(dict(path_map) if path_map else None),
+        before=Position(ckpt.last_batch, ckpt.last_committed_batch, watermark_ms=ckpt.watermark_ms,
+                        schema_locations=tuple(moved)),
+        after=Position(ckpt.last_batch, ckpt.last_committed_batch, next_batch=ckpt.next_batch,
+                       watermark_ms=ckpt.watermark_ms, schema_locations=()),
         steps=tuple(steps),
         warnings=tuple(warnings),
         created_ms=created_ms,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import ClassVar, Protocol
 
 from ..errors import CheckpointError, RefusedError, arg
 from ..layout import SINK_LOG
@@ -31,8 +31,9 @@ from .backup import Backup, clear_journal, write_journal
 from .execute import apply, apply_step
 from .logs import remove_steps
 from .plan import Plan, Step
+from .plan_params import Position, RepartitionParams
 from .requests import FsOptions, RepairRequest, open_file_sink
-from .results import Verification
+from .results import Restored, Verification
 from .rewind import FileSink, plan_rewind
 from .strategy import Execution, Run
 
@@ -85,20 +86,16 @@ class RepartitionRequest(RepairRequest):
 
     @classmethod
     def from_plan(cls, plan: Plan) -> RepartitionRequest:
-        return cls(partitions=plan.request.get("partitions"), file_sink=plan.file_sink)
+        return cls(partitions=plan.params(RepartitionParams).partitions, file_sink=plan.file_sink)
 
     def conflicts_with(self, plan: Plan) -> bool:
-        return plan.request.get("partitions") != self.partitions
-
-    @staticmethod
-    def label(request: Mapping[str, Any]) -> str:
-        return f"{request.get('from')} -> {request.get('partitions')} partitions (batch {request.get('batch')})"
+        return plan.params(RepartitionParams).partitions != self.partitions
 
     def execution(self) -> Execution:
         return SparkBatch(self.runner)
 
     @staticmethod
-    def undo_unplanned(ckpt: Checkpoint, plan: Plan, backup: Backup, now: int) -> list[dict[str, Any]]:
+    def undo_unplanned(ckpt: Checkpoint, plan: Plan, backup: Backup, now: int) -> list[Restored]:
         return undo_spark_batch(ckpt, plan, backup, now)
 
 
@@ -111,7 +108,7 @@ class SparkBatch(Execution):
     before: StateRows | None = None
 
     def check(self, plan: Plan) -> None:
-        if plan.request.get("partitions") is None:
+        if plan.params(RepartitionParams).partitions is None:
             return
         if self.runner is None:
             raise CheckpointError("running Spark's repartition needs a runner: RepartitionRequest(runner="
@@ -119,14 +116,14 @@ class SparkBatch(Execution):
         self.runner.check()
 
     def needed(self, plan: Plan) -> bool:
-        return bool(plan.steps) or plan.request.get("partitions") is not None
+        return bool(plan.steps) or plan.params(RepartitionParams).partitions is not None
 
     def prepare(self, ckpt: Checkpoint, plan: Plan, fs_options: FsOptions) -> None:
-        if self.runner is not None and plan.request.get("partitions") is not None:
+        if self.runner is not None and plan.params(RepartitionParams).partitions is not None:
             self.before = self.runner.start(ckpt.location, fs_options)
 
     def carry_out(self, run: Run) -> Verification | None:
-        partitions = run.plan.request.get("partitions")
+        partitions = run.plan.params(RepartitionParams).partitions
         if partitions is None:
             return super().carry_out(run)
         assert self.runner is not None and self.before is not None
@@ -145,7 +142,7 @@ class SparkBatch(Execution):
         return self.runner.verify(ckpt.location, plan, self.before, run.fs_options)
 
     def restarts(self, plan: Plan) -> bool:
-        return plan.request.get("batch") is not None
+        return plan.params(RepartitionParams).batch is not None
 
 
 def spark_confs(ckpt: Checkpoint) -> dict[str, str]:
@@ -219,7 +216,7 @@ def plan_repartition(ckpt: Checkpoint, partitions: int | None, *, sink: FileSink
     """The plan of a repartition to ``partitions`` (None: complete the repartitions Spark made); RefusedError
     when Spark would refuse."""
     done = ckpt.last_committed_batch
-    before = {"last_batch": ckpt.last_batch, "last_committed_batch": done, "watermark_ms": ckpt.watermark_ms}
+    before = Position(ckpt.last_batch, done, watermark_ms=ckpt.watermark_ms)
     current = partitions_of(ckpt, done) if done is not None else None
     if partitions is None:
         lacking = missing_sink_entries(ckpt, sink)
@@ -228,7 +225,7 @@ def plan_repartition(ckpt: Checkpoint, partitions: int | None, *, sink: FileSink
                                   hint=f"{arg('partitions', 'N')} repartitions; {arg('file_sink', 'PATH')} alone completes a "
                                        "repartition Spark made (its sink log entry)", param="partitions")
         steps = tuple(sink_entry_step(sink, b) for b in lacking)
-        return Plan("repartition", ckpt.location, sink.location, {"partitions": None, "from": current, "batch": None},
+        return Plan("repartition", ckpt.location, sink.location, RepartitionParams(None, current, None),
                     before, before, steps, created_ms=created_ms,
                     notes=(f"completes Spark's repartition batch(es) {', '.join(map(str, lacking))}: the sink log entry "
                            "Spark did not write" if lacking else "the file sink log lacks no repartition batch",))
@@ -254,10 +251,9 @@ def plan_repartition(ckpt: Checkpoint, partitions: int | None, *, sink: FileSink
         "compaction fails (wmcheck check --file-sink: WM036)",)
     return Plan(
         "repartition", ckpt.location, sink.location if sink else None,
-        {"partitions": partitions, "from": current, "batch": batch},
+        RepartitionParams(partitions, current, batch),
         before,
-        {"last_batch": batch, "last_committed_batch": batch, "watermark_ms": ckpt.watermark_ms,
-         "next_batch_partitions": partitions},
+        Position(batch, batch, watermark_ms=ckpt.watermark_ms, next_batch_partitions=partitions),
         steps, warnings, created_ms,
         notes=(f"{current} -> {partitions} partitions", *operator_notes(ckpt, current), written, needs),
     )
@@ -272,10 +268,11 @@ def spark_version_problem(version: str) -> str | None:
 
 
 def batch_steps(ckpt: Checkpoint, plan: Plan) -> list[Step]:
-    """Everything the repartition batch (``plan.request['batch']``) wrote, as a rewind to the batch before removes
-    it: its offsets and commit, state files of the versions after, their orphaned SSTs, later operator metadata;
-    and the temp files of writes a kill interrupted (made since the repair started)."""
-    batch = int(plan.request["batch"])
+    """Everything the repartition batch (the plan's ``batch``) wrote, as a rewind to the batch before removes it: its
+    offsets and commit, state files of the versions after, their orphaned SSTs, later operator metadata; and the
+    temp files of writes a kill interrupted (made since the repair started)."""
+    batch = plan.params(RepartitionParams).batch
+    assert batch is not None
     temps = [i for folder in (OFFSETS, COMMITS) for i in ckpt.fs.list_dir(folder) if is_temp(i.name)]
     temps += ckpt.state_layout.temp_files
     steps = [Step("remove", "checkpoint", i.path, "temp", "left by an interrupted write of the repartition", i.size,
@@ -310,16 +307,16 @@ def remove_batch(ckpt: Checkpoint, plan: Plan, backup: Backup) -> int:
     return len(steps)
 
 
-def undo_spark_batch(ckpt: Checkpoint, plan: Plan, backup: Backup, now: int) -> list[dict[str, Any]]:
+def undo_spark_batch(ckpt: Checkpoint, plan: Plan, backup: Backup, now: int) -> list[Restored]:
     """The first part of undoing a repartition: what Spark wrote goes into the backup (journaled as an undo)."""
-    if plan.request.get("batch") is None:
+    batch = plan.params(RepartitionParams).batch
+    if batch is None:
         return []
-    if ckpt.last_batch is not None and ckpt.last_batch > int(plan.request["batch"]):
+    if ckpt.last_batch is not None and ckpt.last_batch > batch:
         raise RefusedError(f"the query ran since the repartition (batch {ckpt.last_batch} exists)",
-                           hint=f"wmcheck rewind CKPT --to-batch {int(plan.request['batch']) - 1} rolls it back instead")
+                           hint=f"wmcheck rewind CKPT --to-batch {batch - 1} rolls it back instead")
     steps = batch_steps(ckpt, plan)
     write_journal(ckpt.fs, backup.backup_id, plan.command, "undo", now)
     for step in steps:
         apply_step(step, backup, False)
-    return [{"step": -1, "action": "remove", "root": "checkpoint", "path": s.path,
-             "restored": "removed (written by Spark's repartition)"} for s in steps]
+    return [Restored(-1, "remove", "checkpoint", s.path, "removed (written by Spark's repartition)") for s in steps]

@@ -7,7 +7,7 @@ its plan does not list every change) listed in :mod:`.registry`, plus its planne
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, Mapping
+from typing import ClassVar, Mapping
 
 from ..activity import DEFAULT_IDLE_MS
 from ..errors import CheckpointError, MissingFileError, arg
@@ -17,7 +17,9 @@ from ..model import Checkpoint
 from ..timeutil import parse_duration_ms, parse_time_ms
 from .backup import Backup
 from .plan import Plan
+from .plan_params import RelocateParams, RewindParams, WatermarkParams
 from .relocate import plan_relocate
+from .results import Restored
 from .rewind import FileSink, plan_rewind
 from .strategy import STEPS, Execution
 from .targets import resolve_target
@@ -57,17 +59,12 @@ class RepairRequest:
         """Whether this request asks for something else than the (interrupted) ``plan``."""
         return False
 
-    @staticmethod
-    def label(request: Mapping[str, Any]) -> str:
-        """A plan's request in a few words (``wmcheck backups``' target column)."""
-        raise NotImplementedError
-
     def execution(self) -> Execution:
         """How an executed plan of this request changes the checkpoint (made afresh for each run)."""
         return STEPS
 
     @staticmethod
-    def undo_unplanned(ckpt: Checkpoint, plan: Plan, backup: Backup, now: int) -> list[dict[str, Any]]:
+    def undo_unplanned(ckpt: Checkpoint, plan: Plan, backup: Backup, now: int) -> list[Restored]:
         """What an undo of such a repair moves into the backup before it reverts the plan's steps: the files the
         repair wrote that its plan could not list (none by default); one entry per file, as ``undo`` reports."""
         return []
@@ -96,16 +93,12 @@ class RewindRequest(RepairRequest):
 
     @classmethod
     def from_plan(cls, plan: Plan) -> "RewindRequest":
-        req = plan.request
-        return cls(to_batch=req["batch"], file_sink=plan.file_sink, keep_next_offsets=req["keep_next_offsets"],
-                   keep_source_log=req["keep_source_log"])
+        req = plan.params(RewindParams)
+        return cls(to_batch=req.batch, file_sink=plan.file_sink, keep_next_offsets=req.keep_next_offsets,
+                   keep_source_log=req.keep_source_log)
 
     def conflicts_with(self, plan: Plan) -> bool:
-        return self.to_batch is not None and plan.request.get("batch") != self.to_batch
-
-    @staticmethod
-    def label(request: Mapping[str, Any]) -> str:
-        return f"batch {request.get('batch')}"
+        return self.to_batch is not None and plan.params(RewindParams).batch != self.to_batch
 
 
 @dataclass(frozen=True)
@@ -131,12 +124,8 @@ class SetWatermarkRequest(RepairRequest):
 
     @classmethod
     def from_plan(cls, plan: Plan) -> "SetWatermarkRequest":
-        req = plan.request
-        return cls(watermark=int(req["watermark_ms"]), allow_raise=bool(req["allow_raise"]), window=req["window_ms"])
-
-    @staticmethod
-    def label(request: Mapping[str, Any]) -> str:
-        return f"watermark {request.get('watermark_ms')}"
+        req = plan.params(WatermarkParams)
+        return cls(watermark=req.watermark_ms, allow_raise=req.allow_raise, window=req.window_ms)
 
 
 @dataclass(frozen=True)
@@ -154,11 +143,7 @@ class RelocateRequest(RepairRequest):
 
     @classmethod
     def from_plan(cls, plan: Plan) -> "RelocateRequest":
-        return cls(path_map=plan.request.get("path_map"), file_sink=plan.file_sink)
-
-    @staticmethod
-    def label(request: Mapping[str, Any]) -> str:
-        return "this location"
+        return cls(path_map=plan.params(RelocateParams).path_map, file_sink=plan.file_sink)
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .plan import Plan
+from .plan import Action, Plan, Root
 
 
 @dataclass(frozen=True)
@@ -62,8 +62,9 @@ class Restored:
     """One step an undo reverted: ``restored`` is ``moved back`` or ``rewritten``."""
 
     step: int
-    action: str
-    root: str
+    """The step's index in the plan (-1: a file the repair wrote that its plan could not list)."""
+    action: Action
+    root: Root
     path: str
     restored: str
 

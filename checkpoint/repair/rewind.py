@@ -24,6 +24,7 @@ from ..rocksdb_zip import read_snapshot_zip
 from ..state_files import StorePartition
 from .logs import LogRewind, read_parsed, remove_steps, rewind_log, sink_orphans
 from .plan import Plan, Step
+from .plan_params import Position, RewindParams
 from .targets import retained_batches
 
 FILE_KINDS = ("file", "long")
@@ -196,11 +197,9 @@ def plan_rewind(
         command="rewind",
         checkpoint=ckpt.location,
         file_sink=sink.location if sink else None,
-        request={"batch": batch, "keep_next_offsets": keep_next_offsets, "keep_source_log": keep_source_log},
-        before={"last_batch": ckpt.last_batch, "last_committed_batch": ckpt.last_committed_batch,
-                "watermark_ms": _current_watermark(ckpt)},
-        after={"last_batch": last, "last_committed_batch": batch, "next_batch": batch + 1,
-               "watermark_ms": after_watermark, "next_state_version": batch + 1},
+        request=RewindParams(batch, keep_next_offsets, keep_source_log),
+        before=Position(ckpt.last_batch, ckpt.last_committed_batch, watermark_ms=_current_watermark(ckpt)),
+        after=Position(last, batch, next_batch=batch + 1, watermark_ms=after_watermark, next_state_version=batch + 1),
         steps=tuple(steps),
         warnings=tuple(warnings),
         created_ms=created_ms,

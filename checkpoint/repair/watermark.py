@@ -15,6 +15,7 @@ from ..model import Checkpoint
 from ..offsets import serialize_offsets
 from ..timeutil import format_duration, format_ms
 from .plan import Plan, rewrite_step
+from .plan_params import Position, WatermarkParams
 
 MAX_WINDOWS = 20
 
@@ -60,10 +61,9 @@ def plan_set_watermark(
         command="set-watermark",
         checkpoint=ckpt.location,
         file_sink=None,
-        request={"watermark_ms": watermark_ms, "allow_raise": allow_raise, "window_ms": window_ms},
-        before={"last_batch": last, "last_committed_batch": ckpt.last_committed_batch, "watermark_ms": current},
-        after={"last_batch": last, "last_committed_batch": ckpt.last_committed_batch,
-               "next_batch": ckpt.next_batch, "watermark_ms": watermark_ms},
+        request=WatermarkParams(watermark_ms, allow_raise, window_ms),
+        before=Position(last, ckpt.last_committed_batch, watermark_ms=current),
+        after=Position(last, ckpt.last_committed_batch, next_batch=ckpt.next_batch, watermark_ms=watermark_ms),
         steps=tuple(steps),
         warnings=tuple(warnings),
         created_ms=created_ms,
