@@ -58,14 +58,14 @@ def owned() -> bool:
 
 @contextlib.contextmanager
 def lean_pyarrow() -> Iterator[None]:
-    """Run with numpy and pandas unimportable (those not imported yet) when wmcheck owns the process:
-    pyarrow imports numpy with itself (0.15 s) and pandas on its first conversion of Python values (0.3 s)
-    to recognise their objects; the python state engine hands it none. pyarrow then goes without them
-    for the rest of the process, so a caller's process (wmcheck called in-process) is left alone."""
+    """Run with pandas unimportable (when not imported yet) when wmcheck owns the process: pyarrow imports
+    it on its first conversion of Python values (0.3 s) to recognise its objects, and the python state
+    engine hands it none. numpy stays: the engine decodes rows column-wise with it. pyarrow then goes
+    without pandas for the rest of the process, so a caller's process (wmcheck called in-process) is left alone."""
     if not _PROCESS["own"]:
         yield
         return
-    finder = _Hidden(("numpy", "pandas"))
+    finder = _Hidden(("pandas",))
     sys.meta_path.insert(0, finder)
     try:
         yield

@@ -33,7 +33,7 @@ from wmcheck.checkpoint.state_codecs import codec_name, require_codec, require_m
 from wmcheck.checkpoint.state_schema import ColumnFamilySchema, KeyEncoderSpec, StructField, StructType
 
 from .avro_rows import check_avro_supported
-from .columnar import StructColumns
+from .columnar import decode_rows
 from .discovery import Store
 from .key_encoders import PREFIX_SCAN, key_decoder, single_value_decoder, values_decoder
 from .unsafe_row import arrow_type, check_supported
@@ -61,8 +61,9 @@ class StorePlan:
     """The reader's columns besides ``partition_id`` (``key``, ``value``, ...)."""
     rows: Callable[[States, dict[str, int]], Rows]
     """``(store name -> key/value bytes, column family name -> id) -> reader rows``."""
-    columns_of: Callable[[States], dict[str, Any]] | None = None
-    """A faster ``rows``, straight to Arrow arrays per column (plain stores)."""
+    columns_of: Callable[[list[bytes], list[bytes]], dict[str, Any]] | None = None
+    """Plain stores (one physical store, a row per key): ``(keys, values) -> Arrow arrays per column``,
+    for a partition read in chunks."""
     checksums: bool = False
     """Rows were written with checksums (``rowChecksum.enabled``), taken off when loading."""
 
@@ -81,8 +82,9 @@ def _schema(ckpt: Checkpoint, op: int, store: str, family: str = "default") -> C
     return schema
 
 
-def plan_store(ckpt: Checkpoint, store: Store) -> StorePlan:
-    """The plan for ``store``, or UnsupportedError naming what the python engine does not read."""
+def plan_store(ckpt: Checkpoint, store: Store, fast: bool = True) -> StorePlan:
+    """The plan for ``store``, or UnsupportedError naming what the python engine does not read (``fast``:
+    decode rows column-wise where :mod:`.unsafe_columns` can, else row by row only)."""
     conf = ckpt.conf
     provider = conf.get(PROVIDER) or HDFS
     if provider not in (HDFS, ROCKSDB):
@@ -102,14 +104,14 @@ def plan_store(ckpt: Checkpoint, store: Store) -> StorePlan:
     elif "joinSide" in store.options:
         plan = _join_side_plan(ckpt, store, rocksdb, codec, store.options["joinSide"])
     else:
-        plan = _store_plan(ckpt, store, rocksdb, codec)
+        plan = _store_plan(ckpt, store, rocksdb, codec, fast)
     checksums = (conf.get(ROW_CHECKSUM) or "false").lower() == "true"
     if checksums:
         require_module("google_crc32c", "verifying row checksums")
     return replace(plan, checksums=checksums)
 
 
-def _store_plan(ckpt: Checkpoint, store: Store, rocksdb: bool, codec: str) -> StorePlan:
+def _store_plan(ckpt: Checkpoint, store: Store, rocksdb: bool, codec: str, fast: bool) -> StorePlan:
     op = store.operator_id
     name = store.options["storeName"]
     schema = _schema(ckpt, op, name)
@@ -124,17 +126,11 @@ def _store_plan(ckpt: Checkpoint, store: Store, rocksdb: bool, codec: str) -> St
 
     skip = 1 if rocksdb else 0  # the RocksDB version byte
 
-    def columns_of(states: States) -> dict[str, Any]:
+    def columns_of(keys: list[bytes], values: list[bytes]) -> dict[str, Any]:
         if spec is not None:
-            rows_ = list(rows(states, {}))
-            return {"key": pa_array([r["key"] for r in rows_], schema.key_schema),
-                    "value": pa_array([r["value"] for r in rows_], schema.value_schema)}
-        keys, values = StructColumns(schema.key_schema), StructColumns(schema.value_schema)
-        add_key, add_value = keys.add, values.add
-        for k, v in states[name].items():
-            add_key(k, skip)
-            add_value(v, skip)
-        return {"key": keys.finish(), "value": values.finish()}
+            return {"key": pa_array([key(k) for k in keys], schema.key_schema),
+                    "value": pa_array([value(v) for v in values], schema.value_schema)}
+        return {"key": decode_rows(schema.key_schema, keys, skip, fast), "value": decode_rows(schema.value_schema, values, skip, fast)}
 
     columns = StructType((_field("key", schema.key_schema), _field("value", schema.value_schema)))
     return StorePlan(store, rocksdb, codec, (name,), columns, rows, columns_of)

@@ -1,12 +1,12 @@
 """State without a JVM: the rows Spark's state reader returns, read from the state files in Python.
 
 Same targets, stores, eviction rules and summaries as :mod:`.reader` (which goes through Spark);
-rows come as Arrow tables with Spark's column types. Partitions are read through a bounded thread
-pool, a few at a time, so memory holds only those partitions' state.
+rows come as Arrow tables with Spark's column types. A plain store's partition is read in chunks
+(:mod:`.store_files`) and decoded column-wise (:mod:`.unsafe_columns`), so memory holds a chunk of
+rows, not the state.
 """
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timezone, tzinfo
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
@@ -18,7 +18,7 @@ from wmcheck.checkpoint.state_schema import StructType
 from .discovery import Store, select
 from .eviction import Eviction, store_eviction
 from .presentation import StorePlan, plan_store
-from .store_files import load_partition
+from .store_files import PartitionStream, load_partition
 from .summary import StateSummary, StoreSummary, state_summary, summary_of_groups
 from .targets import EDGES, Target, as_checkpoint, target
 from .unsafe_row import arrow_type
@@ -26,20 +26,23 @@ from .unsafe_row import arrow_type
 if TYPE_CHECKING:
     import pyarrow as pa
 
-WORKERS = 4
+
+def _partition(ckpt: Checkpoint, plan: StorePlan, partition: int, name: str) -> tuple[Any, Any]:
+    """(operator, its partition directory of store ``name``, or None when there is none)."""
+    op = next(o for o in ckpt.operators if o.operator_id == plan.store.operator_id)
+    return op, next((p for p in op.partitions if p.partition == partition and p.store == name), None)
 
 
 def _partition_states(ckpt: Checkpoint, plan: StorePlan, partition: int, version: int) -> tuple[dict, dict[str, int]]:
-    op = next(o for o in ckpt.operators if o.operator_id == plan.store.operator_id)
     states: dict[str, dict[bytes, bytes]] = {}
     families: dict[str, int] = {}
     for name in plan.physical:
-        part = next((p for p in op.partitions if p.partition == partition and p.store == name), None)
+        op, part = _partition(ckpt, plan, partition, name)
         if part is None:
             states[name] = {}
             continue
         states[name], meta = load_partition(ckpt.fs, part, version, plan.codec, store_unique_ids(ckpt, op, part),
-                                                   plan.checksums)
+                                            plan.checksums)
         if meta is not None:
             families.update(meta.column_families)
     return states, families
@@ -53,41 +56,53 @@ def reader_schema(plan: StorePlan, raw: bool = False) -> "pa.Schema":
                       pa.field("partition_id", pa.int32(), False)])
 
 
-def _arrays(plan: StorePlan, states: dict, families: dict[str, int], raw: "pa.Schema", partition: int, version: int) -> list:
-    """The reader's columns of one partition's state; a row that does not decode names the partition."""
-    import pyarrow as pa
-
+def _column_chunks(ckpt: Checkpoint, plan: StorePlan, partition: int, version: int) -> Iterator[dict[str, Any]]:
+    """The reader's columns of one partition, chunk by chunk (plain stores) or all at once (the others)."""
     names = [f.name for f in plan.columns.fields]
-    try:
-        if plan.columns_of is not None:
-            built = plan.columns_of(states)
-            return [built[name] for name in names]
-        columns: dict[str, list[Any]] = {name: [] for name in names}
-        for row in plan.rows(states, families):
-            for name in names:
-                columns[name].append(row[name])
-    except MalformedFileError as exc:
-        raise MalformedFileError(f"a row of store {plan.store.name!r} at version {version}: {exc.message}",
-                                 path=f"state/{plan.store.operator_id}/{partition}",
-                                 hint="the state files or the state schema are not what Spark wrote") from None
-    return [pa.array(columns.pop(f.name), type=f.type) for f in raw if f.name != "partition_id"]
+    if plan.columns_of is not None:
+        op, part = _partition(ckpt, plan, partition, plan.physical[0])
+        if part is None:
+            return
+        stream = PartitionStream(ckpt.fs, part, version, plan.codec, store_unique_ids(ckpt, op, part), plan.checksums)
+        for keys, values in stream.chunks():
+            yield plan.columns_of(keys, values)
+        return
+    states, families = _partition_states(ckpt, plan, partition, version)
+    columns: dict[str, list[Any]] = {name: [] for name in names}
+    for row in plan.rows(states, families):
+        for name in names:
+            columns[name].append(row[name])
+    yield columns
 
 
-def reader_batches(ckpt: Checkpoint, plan: StorePlan, tgt: Target) -> Iterator["pa.Table"]:
-    """The reader's rows (its columns and ``partition_id``), one table per partition."""
+def partition_tables(ckpt: Checkpoint, plan: StorePlan, partition: int, version: int) -> Iterator["pa.Table"]:
+    """The reader's rows of one partition (its columns and ``partition_id``), a table per chunk; a row that
+    does not decode names the partition."""
     import pyarrow as pa
 
     raw, final = reader_schema(plan, raw=True), reader_schema(plan)
-    partitions = list(range(plan.store.num_partitions or 0))
-    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
-        for start in range(0, len(partitions), WORKERS):
-            chunk = partitions[start:start + WORKERS]
-            for partition, (states, families) in zip(chunk, pool.map(
-                    lambda p: _partition_states(ckpt, plan, p, tgt.batch), chunk), strict=True):
-                arrays = _arrays(plan, states, families, raw, partition, tgt.batch)
-                del states
-                arrays.append(pa.array([partition] * len(arrays[0]), pa.int32()))
-                yield pa.Table.from_arrays(arrays, schema=raw).cast(final)
+    chunks = _column_chunks(ckpt, plan, partition, version)
+    while True:
+        try:
+            columns = next(chunks, None)
+        except MalformedFileError as exc:
+            if exc.path:
+                raise
+            raise MalformedFileError(f"a row of store {plan.store.name!r} at version {version}: {exc.message}",
+                                     path=f"state/{plan.store.operator_id}/{partition}",
+                                     hint="the state files or the state schema are not what Spark wrote") from None
+        if columns is None:
+            return
+        arrays = [columns[f.name] if isinstance(columns[f.name], (pa.Array, pa.ChunkedArray))
+                  else pa.array(columns[f.name], type=f.type) for f in raw if f.name != "partition_id"]
+        arrays.append(pa.repeat(pa.scalar(partition, pa.int32()), len(arrays[0])))
+        yield pa.Table.from_arrays(arrays, schema=raw).cast(final)
+
+
+def reader_batches(ckpt: Checkpoint, plan: StorePlan, tgt: Target) -> Iterator["pa.Table"]:
+    """The reader's rows (its columns and ``partition_id``), partition by partition, a table per chunk."""
+    for partition in range(plan.store.num_partitions or 0):
+        yield from partition_tables(ckpt, plan, partition, tgt.batch)
 
 
 @dataclass(frozen=True)
@@ -159,7 +174,7 @@ def time_columns(table: "pa.Table", rule: Eviction, watermark_ms: int) -> tuple[
 
     n = table.num_rows
     if rule.column is None:
-        return pa.nulls(n, pa.int64()), pa.array([False] * n, pa.bool_())
+        return pa.nulls(n, pa.int64()), pa.repeat(pa.scalar(False), n)
     native = _column(table, rule.column)
     native = native.cast(pa.int64())  # timestamps: epoch microseconds
     if rule.unset is not None:
@@ -187,8 +202,8 @@ def state_rows(raw: "pa.Table", store: Store, rule: Eviction, watermark_ms: int)
     event_ms, older = time_columns(raw, rule, watermark_ms)
     n = raw.num_rows
     return pa.table({
-        "operator_id": pa.array([store.operator_id] * n, pa.int32()),
-        "store": pa.array([store.name] * n, pa.large_string()),
+        "operator_id": pa.repeat(pa.scalar(store.operator_id, pa.int32()), n),
+        "store": pa.repeat(pa.scalar(store.name, pa.large_string()), n),
         "partition_id": raw.column("partition_id"),
         "key": raw.column("key"),
         "value": value,
@@ -197,8 +212,9 @@ def state_rows(raw: "pa.Table", store: Store, rule: Eviction, watermark_ms: int)
     })
 
 
-def read_store(ckpt: Checkpoint, store: Store, tgt: Target) -> PythonStoreRead:
-    plan = plan_store(ckpt, store)
+def read_store(ckpt: Checkpoint, store: Store, tgt: Target, fast: bool = True) -> PythonStoreRead:
+    """``store`` read at ``tgt`` (``fast``: rows decoded column-wise where possible, else row by row only)."""
+    plan = plan_store(ckpt, store, fast)
     fields = {f.name: f.data_type for f in plan.columns.fields}
     key, value = fields.get("key"), fields.get("value")
     rule = store_eviction(ckpt, store, key if isinstance(key, StructType) else None,
@@ -228,7 +244,7 @@ def _bucket(delta: Any):
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    index = pa.array([0] * len(delta), pa.int64())
+    index = pa.repeat(pa.scalar(0, pa.int64()), len(delta))
     for edge in EDGES:
         index = pc.add(index, pc.greater(delta, edge).cast(pa.int64()))
     return pc.if_else(pc.is_null(delta), pa.scalar(None, pa.int64()), index)

@@ -1,50 +1,144 @@
-"""One store partition's key/value bytes at a state version, from its files (HDFS or RocksDB provider).
+"""One store partition's key/value bytes at a state version, from its files (HDFS or RocksDB provider),
+streamed in chunks.
 
 The files come from :meth:`StorePartition.restore_plan`: the newest full copy at or before the
 version (HDFS ``V.snapshot``, RocksDB ``V.zip``) then every increment after it (``V.delta``,
-``V.changelog``), by unique id for checkpoint format v2. Keys and values stay encoded here, without
-the row checksums of ``rowChecksum.enabled``, each verified as Spark's reader does (:mod:`.row_checksums`).
+``V.changelog``), by unique id for checkpoint format v2. The increments are read first into an
+overlay (the keys they put, delete or merge); the full copy is then streamed chunk by chunk with the
+overlay applied, and the keys only the overlay holds come last. Memory holds the overlay and one
+chunk, not the state, whenever a full copy exists (always for RocksDB; for HDFS once Spark's
+maintenance wrote a snapshot; before that every delta is an increment over the empty state).
+
+Keys and values stay encoded here, without the row checksums of ``rowChecksum.enabled``, each
+verified as Spark's reader does (:mod:`wmcheck.checkpoint.row_checksums`).
 """
 from __future__ import annotations
 
-from wmcheck.checkpoint.errors import MissingFileError
+from typing import Iterator
+
+from wmcheck.checkpoint.errors import MalformedFileError, MissingFileError
 from wmcheck.checkpoint.fs import FileSystem
 from wmcheck.checkpoint.row_checksums import RowPlace, verified_key, verified_value, verified_values
 from wmcheck.checkpoint.state_codecs import decompress
-from wmcheck.checkpoint.state_files import StorePartition
-from wmcheck.checkpoint.state_records import DELETE, sized_records
+from wmcheck.checkpoint.state_files import StateFile, StorePartition
+from wmcheck.checkpoint.state_records import DELETE, MERGE, changelog_records, sized_records
 
-from .rocksdb_files import ZipMetadata, apply_changelog, read_zip
+from .rocksdb_files import ZipMetadata, open_snapshot
+
+CHUNK_ROWS = 1 << 16
+"""Keys and values per chunk: large enough for column-wise decoding, small enough to bound memory."""
+MERGE_DELIMITER = b","
+Chunk = tuple[list[bytes], list[bytes]]
+
+
+class _Merged(bytes):
+    """An overlay value merged onto whatever the full copy holds for the key (RocksDB's string append)."""
+
+
+class PartitionStream:
+    """The state of ``part`` at ``version``; ``checksums``: the files were written with row checksums.
+    A version that cannot be rebuilt raises MissingFileError here, before any file is read."""
+
+    def __init__(self, fs: FileSystem, part: StorePartition, version: int, codec: str,
+                 unique_ids: dict[int, str] | None = None, checksums: bool = False) -> None:
+        chain, missing = part.restore_plan(version, unique_ids)
+        if missing is not None:
+            raise MissingFileError(f"state version {version} cannot be rebuilt: version {missing} has neither a snapshot "
+                                   "nor an increment", path=part.directory, hint="wmcheck check CKPT explains which files are missing")
+        self.fs, self.part, self.version, self.codec, self.checksums = fs, part, version, codec, checksums
+        self.chain = chain
+        self.meta: ZipMetadata | None = None
+        """The RocksDB snapshot's metadata, once :meth:`chunks` opened it."""
+
+    def chunks(self, rows: int = CHUNK_ROWS) -> Iterator[Chunk]:
+        """``(keys, values)`` of up to ``rows`` entries at a time; every key once."""
+        chain = self.chain
+        base = chain[0] if chain and chain[0].format.role == "base" else None
+        overlay = self._overlay(chain[1:] if base else chain)
+        place = RowPlace(self.part.operator_id, self.part.store, self.part.partition, self.version,
+                         chain[-1].path if chain else self.part.directory)
+        rocksdb = self.part.provider == "rocksdb"
+        verify = self.checksums and rocksdb
+        for keys, values in self._base(base, rows, overlay):
+            yield (keys, [verified_values(k, v, place) for k, v in zip(keys, values)]) if verify else (keys, values)
+        rest = [(k, v) for k, v in overlay.items() if v is not None]
+        for start in range(0, len(rest), rows):
+            part = rest[start:start + rows]
+            keys, values = [k for k, _ in part], [bytes(v) for _, v in part]  # a merge onto no value: the value alone
+            yield (keys, [verified_values(k, v, place) for k, v in zip(keys, values)]) if verify else (keys, values)
+
+    def _overlay(self, increments: list[StateFile]) -> dict[bytes, bytes | None]:
+        """What the increments do, in order: key -> value put, None (deleted) or a :class:`_Merged` suffix."""
+        overlay: dict[bytes, bytes | None] = {}
+        contents = self.fs.read_many(f.path for f in increments)
+        for f in increments:
+            data = decompress(contents.pop(f.path), self.codec, f.path)
+            if f.format.decoder == "rocksdb-changelog":
+                for kind, key, value in changelog_records(data, f.path):
+                    if kind == DELETE:
+                        overlay[key] = None
+                    elif kind == MERGE and key in overlay:
+                        before = overlay[key]
+                        joined = value if before is None else before + MERGE_DELIMITER + value  # type: ignore[operator]
+                        overlay[key] = _Merged(joined) if isinstance(before, _Merged) else bytes(joined)  # type: ignore[arg-type]
+                    else:
+                        overlay[key] = _Merged(value) if kind == MERGE else value  # type: ignore[arg-type]
+                continue
+            place = RowPlace(self.part.operator_id, self.part.store, self.part.partition, f.version, f.path)
+            for kind, key, value in sized_records(data, f.path):
+                if kind == DELETE:
+                    overlay[verified_key(key, place) if self.checksums else key] = None
+                elif value is not None:
+                    overlay[key] = verified_value(key, value, place) if self.checksums else value
+        return overlay
+
+    def _base(self, base: StateFile | None, rows: int, overlay: dict[bytes, bytes | None]) -> Iterator[Chunk]:
+        """The full copy's chunks with the overlay applied (the keys it touches taken out of it)."""
+        if base is None:
+            return
+        for keys, values in self._full_copy(base, rows):
+            if overlay and any(k in overlay for k in keys):
+                kept_keys, kept_values = [], []
+                for k, v in zip(keys, values):
+                    if k in overlay:
+                        change = overlay.pop(k)
+                        if change is None:
+                            continue
+                        v = v + MERGE_DELIMITER + change if isinstance(change, _Merged) else change
+                    kept_keys.append(k)
+                    kept_values.append(v)
+                keys, values = kept_keys, kept_values
+            yield keys, values
+
+    def _full_copy(self, base: StateFile, rows: int) -> Iterator[Chunk]:
+        if base.format.decoder == "rocksdb-zip":
+            with open_snapshot(self.fs, base, self.part.directory) as snapshot:
+                self.meta = snapshot.meta
+                yield from snapshot.chunks(rows)
+            return
+        place = RowPlace(self.part.operator_id, self.part.store, self.part.partition, base.version, base.path)
+        keys: list[bytes] = []
+        values: list[bytes] = []
+        for kind, key, value in sized_records(decompress(self.fs.read(base.path), self.codec, base.path), base.path):
+            if kind == DELETE or value is None:
+                raise MalformedFileError("a snapshot record has a negative value size (Spark's reader fails on it)",
+                                         path=base.path, hint="the snapshot is damaged: wmcheck check CKPT")
+            keys.append(key)
+            values.append(verified_value(key, value, place) if self.checksums else value)
+            if len(keys) == rows:
+                yield keys, values
+                keys, values = [], []
+        if keys:
+            yield keys, values
 
 
 def load_partition(fs: FileSystem, part: StorePartition, version: int, codec: str,
                    unique_ids: dict[int, str] | None = None,
                    checksums: bool = False) -> tuple[dict[bytes, bytes], ZipMetadata | None]:
-    """The encoded state of ``part`` at ``version`` and, for RocksDB, the snapshot's metadata
+    """The whole encoded state of ``part`` at ``version`` and, for RocksDB, the snapshot's metadata
     (``checksums``: the files were written with row checksums)."""
-    chain, missing = part.restore_plan(version, unique_ids)
-    if missing is not None:
-        raise MissingFileError(f"state version {version} cannot be rebuilt: version {missing} has neither a snapshot nor "
-                               "an increment", path=part.directory, hint="wmcheck check CKPT explains which files are missing")
+    stream = PartitionStream(fs, part, version, codec, unique_ids, checksums)
     state: dict[bytes, bytes] = {}
-    meta: ZipMetadata | None = None
-    rest = chain
-    if chain and chain[0].format.decoder == "rocksdb-zip":
-        state, meta = read_zip(fs, chain[0], part.directory)
-        rest = chain[1:]
-    contents = fs.read_many(f.path for f in rest)
-    rocksdb = part.provider == "rocksdb"
-    for f in rest:
-        if f.format.decoder == "rocksdb-changelog":
-            apply_changelog(state, contents[f.path], codec, f.path)
-            continue
-        place = RowPlace(part.operator_id, part.store, part.partition, f.version, f.path)
-        for kind, key, value in sized_records(decompress(contents[f.path], codec, f.path), f.path):
-            if kind == DELETE:
-                state.pop(verified_key(key, place) if checksums else key, None)
-            elif value is not None:
-                state[key] = verified_value(key, value, place) if checksums else value
-    if checksums and rocksdb:
-        place = RowPlace(part.operator_id, part.store, part.partition, version, chain[-1].path if chain else part.directory)
-        state = {k: verified_values(k, v, place) for k, v in state.items()}
-    return state, meta
+    for keys, values in stream.chunks():
+        state.update(zip(keys, values))
+    return state, stream.meta

@@ -4,8 +4,9 @@
 nulls at every level, empty and 70-element arrays and maps, extreme integers, decimals at the limits of
 every precision class, multi-byte text, timestamps from year 1 to 9999, day-time intervals), encoded and
 collected by Spark. Hypothesis (derandomized) draws subsets of them in any order, at any place in a buffer, and
-decodes them row by row and into Arrow columns: each decodes to Spark's value. Mutated rows decode
-or raise a MalformedFileError, nothing else. With a Spark session, hypothesis-generated rows are
+decodes them row by row, into Arrow columns and column-wise with NumPy (the fast path): each decodes to
+Spark's value. Mutated rows decode or raise a MalformedFileError, nothing else; the fast path gives the
+reference's value or declines (then the reference decodes or refuses the batch). With a Spark session, hypothesis-generated rows are
 encoded by Spark in the test and decoded the same way.
 """
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import json
 import random
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -20,6 +22,7 @@ from hypothesis import strategies as st
 from wmcheck.checkpoint.errors import MalformedFileError
 from wmcheck.checkpoint.state_schema import _struct
 from wmcheck.statestore.columnar import StructColumns
+from wmcheck.statestore.unsafe_columns import decode
 from wmcheck.statestore.unsafe_row import row_decoder
 
 from conftest import FIXTURES
@@ -36,16 +39,36 @@ def schema_of(name: str):
     return _struct(CORPUS["schemas"][name]["type"], name)
 
 
-def decoded_rows(name: str, buf: bytes, starts: list[int]) -> list:
-    """The rows at ``starts`` of ``buf`` decoded by ``row_decoder`` and by ``StructColumns`` (Arrow):
-    both must agree; returned as the corpus's canonical values."""
+def same_arrow(a, b) -> bool:
+    """Arrow arrays or tables of one type holding the same values: NaN equal to NaN (unlike ``equals``), struct
+    fields compared by position (aggregation buffers repeat field names)."""
+    import pyarrow as pa
+
+    if isinstance(a, pa.Table):
+        return a.schema == b.schema and all(same_arrow(x, y) for x, y in zip(a.columns, b.columns))
+    if isinstance(a, pa.ChunkedArray):
+        return same_arrow(a.combine_chunks(), b.combine_chunks())
+    if a.type != b.type or a.is_null().to_pylist() != b.is_null().to_pylist():
+        return False
+    if pa.types.is_struct(a.type):
+        return all(same_arrow(x, y) for x, y in zip(a.flatten(), b.flatten()))
+    return json.dumps(a.to_pylist(), default=repr) == json.dumps(b.to_pylist(), default=repr)
+
+
+def decoded_rows(name: str, buf: bytes, starts: list[int], ends: list[int]) -> list:
+    """The rows at ``starts`` of ``buf`` (each ending at its ``ends``) decoded by ``row_decoder``, by
+    ``StructColumns`` (Arrow) and column-wise by ``unsafe_columns.decode`` (the fast path, which must
+    prove every valid row): all must agree; returned as the corpus's canonical values."""
     schema, spark_type = schema_of(name), CORPUS["schemas"][name]["type"]
     one_by_one = [UNSAFE_ROWS.canonical(row_decoder(schema)(buf, s), spark_type) for s in starts]
     columns = StructColumns(schema)
     for s in starts:
         columns.add(buf, s)
-    arrow = [UNSAFE_ROWS.canonical(r, spark_type) for r in columns.finish().to_pylist()]
+    reference = columns.finish()
+    arrow = [UNSAFE_ROWS.canonical(r, spark_type) for r in reference.to_pylist()]
     assert arrow == one_by_one
+    fast = decode(schema, buf, np.array(starts, np.int64), np.array(ends, np.int64))
+    assert fast is not None and same_arrow(fast, reference)
     return one_by_one
 
 
@@ -74,7 +97,7 @@ def test_every_corpus_row_decodes_to_sparks_value(name):
     for r in rows:
         starts.append(at)
         at += len(r["hex"]) // 2
-    assert decoded_rows(name, buf, starts) == [r["value"] for r in rows]
+    assert decoded_rows(name, buf, starts, [*starts[1:], len(buf)]) == [r["value"] for r in rows]
 
 
 @SETTINGS
@@ -83,13 +106,14 @@ def test_any_selection_of_rows_anywhere_in_a_buffer_decodes_to_sparks_values(dat
     name = data.draw(st.sampled_from(NAMES))
     rows = CORPUS["schemas"][name]["rows"]
     chosen = data.draw(st.lists(st.sampled_from(range(len(rows))), min_size=1, max_size=12))
-    buf, starts = b"", []
+    buf, starts, ends = b"", [], []
     for i in chosen:  # rows at any offset, between other bytes (as in RocksDB keys and values)
         buf += data.draw(st.binary(max_size=9))
         starts.append(len(buf))
         buf += bytes.fromhex(rows[i]["hex"])
+        ends.append(len(buf))
     buf += data.draw(st.binary(max_size=9))
-    assert decoded_rows(name, buf, starts) == [rows[i]["value"] for i in chosen]
+    assert decoded_rows(name, buf, starts, ends) == [rows[i]["value"] for i in chosen]
 
 
 def mutations(row: bytes, seed: int) -> list[bytes]:
@@ -117,11 +141,14 @@ def test_mutated_rows_decode_or_raise_malformed_file_error(name, index, seed):
         except MalformedFileError as exc:
             assert "\n" not in str(exc)
         columns = StructColumns(schema)
+        fast = decode(schema, data, np.array([0]), np.array([len(data)]))
         try:
             columns.add(data, 0)
         except MalformedFileError:
+            assert fast is None  # the fast path proves no row the reference refuses
             continue
-        columns.finish()
+        reference = columns.finish()
+        assert fast is None or same_arrow(fast, reference)
 
 
 def test_bytes_past_the_end_are_a_clear_error():
@@ -203,6 +230,6 @@ def test_rows_spark_encodes_now_decode_to_the_values_spark_collects(name, spark)
         for data, _ in pairs:
             starts.append(len(buf))
             buf += data
-        assert decoded_rows(name, buf, starts) == [UNSAFE_ROWS.canonical(row, spark_type) for _, row in pairs]
+        assert decoded_rows(name, buf, starts, [*starts[1:], len(buf)]) == [UNSAFE_ROWS.canonical(row, spark_type) for _, row in pairs]
 
     check()

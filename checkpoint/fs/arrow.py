@@ -9,7 +9,7 @@ from __future__ import annotations
 import posixpath
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Iterable, TypeVar
+from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 from pyarrow.lib import ArrowException
 
@@ -159,6 +159,25 @@ class ArrowFileSystem(FileSystem):
         pool = ThreadPoolExecutor(max_workers=min(READ_THREADS, max(1, len(paths))))
         try:
             return dict(zip(paths, pool.map(self.read, paths)))
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)  # a failed read stops the rest at once
+
+    def fetch(self, paths: Mapping[str, str]) -> None:
+        """Several files at once (the bounded thread pool), each streamed to its local file in 1 MiB chunks,
+        every call to the store bounded by the timeout."""
+        def one(item: tuple[str, str]) -> None:
+            path, local = item
+            try:
+                src = self._call(lambda: self.fs.open_input_stream(self._abs(path)), "read", path)
+            except FileNotFoundError:
+                raise MissingFileError("file not found", path=path) from None
+            with src, open(local, "wb") as dst:
+                while chunk := self._call(lambda: src.read(1 << 20), "read", path):
+                    dst.write(chunk)
+
+        pool = ThreadPoolExecutor(max_workers=min(READ_THREADS, max(1, len(paths))))
+        try:
+            list(pool.map(one, paths.items()))
         finally:
             pool.shutdown(wait=False, cancel_futures=True)  # a failed read stops the rest at once
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import posixpath
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from ..errors import CheckpointError, MissingFileError, UnsupportedError
 
@@ -95,6 +95,13 @@ class FileSystem:
     def sub(self, path: str) -> "FileSystem":
         """A file system rooted at ``path`` below this one."""
         raise NotImplementedError
+
+    def fetch(self, paths: Mapping[str, str]) -> None:
+        """Copy each file of ``paths`` (path -> local file path) to the local file system, for readers that
+        open files by name (RocksDB)."""
+        for path, local in paths.items():
+            with open(local, "wb") as fh:
+                fh.write(self.read(path))
 
     def create_new(self, path: str, data: bytes) -> bool:
         """Create ``path`` holding ``data`` unless it exists (False then); atomic on local disks, a check

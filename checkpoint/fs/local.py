@@ -5,6 +5,7 @@ import os
 import posixpath
 import shutil
 import stat
+from typing import Mapping
 
 from ..errors import CheckpointError, MissingFileError, arg
 from .base import TEMP_SUFFIX, FileInfo, FileSystem, clean_relative
@@ -178,6 +179,13 @@ class LocalFileSystem(FileSystem):
         rel = clean_relative(path)
         shown = os.path.join(self.shown, rel) if rel else self.shown
         return f"file://{shown}" if self.as_uri else shown
+
+    def fetch(self, paths: Mapping[str, str]) -> None:
+        """Local files are linked, not copied."""
+        for path, local in paths.items():
+            if not os.path.isfile(self._abs(path)):
+                raise MissingFileError("file not found", path=path)
+            os.symlink(self._abs(path), local)
 
     def os_path(self, path: str = "") -> str:
         """The path the operating system takes for ``path``."""
