@@ -43,6 +43,22 @@ def parse_pairs(values: tuple[str, ...], option: str) -> dict[str, str]:
     return out
 
 
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def parse_size(value: str, option: str) -> int:
+    """A size such as ``2G``, ``512M``, ``1.5GiB`` or ``1048576`` (bytes) in bytes."""
+    text = value.strip().upper().removesuffix("B").removesuffix("I")
+    number, unit = (text[:-1], text[-1]) if text[-1:] in _UNITS else (text, "")
+    try:
+        size = int(float(number) * _UNITS[unit])
+    except ValueError:
+        size = 0
+    if size <= 0:
+        raise CheckpointError(f"{option} expects a size such as 2G or 512M, got {value!r}", hint=f"e.g. {option} 4G")
+    return size
+
+
 def _set_debug(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
     if value:
         ctx.find_root().meta["wmcheck.debug"] = True

@@ -201,6 +201,15 @@ class Output:
         notes = [f"operator {r.store.operator_id} {r.store.name}: {r.rule.rule}" for r in reads if not r.rule.evictable]
         self.state_rows(table_rows(tables, limit), reads[0].target, notes)
 
+    def older_batches(self, reads: Sequence[StoreReadLike], batches: Iterator[tuple[int, Any]]) -> None:
+        """The state rows older than the watermark as ``(index in reads, Arrow table)`` batches (either engine's)."""
+        import pyarrow as pa
+
+        parts: list[list[Any]] = [[] for _ in reads]
+        for index, table in batches:
+            parts[index].append(table)
+        self.older_state(reads, [pa.concat_tables(p) for p in parts], None)
+
 
 class JsonOutput(Output):
     def rows(self, rows, columns=None, title=None, view=None):
@@ -328,6 +337,11 @@ class ParquetOutput(Output):
         table = one_table(list(reads), tables, limit)
         pq.write_table(table, self.path)
         self.write(f"wrote {table.num_rows} rows to {self.path}")
+
+    def older_batches(self, reads, batches):
+        from wmcheck.statestore.rows import write_parquet
+
+        self.write(f"wrote {write_parquet(self.path, reads, batches)} rows to {self.path}")
 
 
 @contextlib.contextmanager

@@ -12,7 +12,7 @@ from wmcheck.checkpoint.summary import broken_tail_warning
 from wmcheck.checkpoint.timeutil import parse_time_ms
 
 from .flags import for_cli
-from .options import common_options, parse_pairs
+from .options import common_options, parse_pairs, parse_size
 from .output import FORMATS, make_output, output_to
 from .process import lean_pyarrow
 from .spark import command_session
@@ -38,11 +38,14 @@ if TYPE_CHECKING:
               "local[*] starts a Connect server in this process.")
 @click.option("--engine", type=click.Choice(["auto", "python", "spark"]), default="auto", show_default=True,
               help="python reads the state files without a JVM; auto uses it when it reads every selected store, else Spark.")
+@click.option("--jobs", type=click.IntRange(min=1), help="Worker processes of the python engine (default: every core).")
+@click.option("--max-memory", metavar="SIZE", help="Stop with an error once the python engine and its workers hold more "
+              "memory, e.g. 4G (default: the memory available when it starts).")
 @common_options(FORMATS + ("parquet",))
 def state(checkpoint: str, operator: int | None, store: str | None, join_side: str | None, state_var: str | None,
           batch: int | None, older: bool, watermark: str | None, limit: int | None, output: str | None,
-          master: str | None, confs: tuple[str, ...], remote: str | None, engine: str, fmt: str, tz: tzinfo,
-          fs_options: tuple[str, ...]) -> None:
+          master: str | None, confs: tuple[str, ...], remote: str | None, engine: str, jobs: int | None,
+          max_memory: str | None, fmt: str, tz: tzinfo, fs_options: tuple[str, ...]) -> None:
     """Stateful operators of CHECKPOINT, read from the state files (or with Spark's state reader): rows per
     store and partition, the event-time column that evicts them, and the keys older than the watermark
     (see docs/state.md)."""
@@ -52,6 +55,7 @@ def state(checkpoint: str, operator: int | None, store: str | None, join_side: s
         raise click.UsageError("--format parquet writes the rows of --older-than-watermark to --output FILE")
     if limit is not None and not older:
         raise click.UsageError("--limit applies to --older-than-watermark")
+    budget = parse_size(max_memory, "--max-memory") if max_memory else None
     ckpt = open_checkpoint(checkpoint, parse_pairs(fs_options, "--fs-option"))
     make_output(fmt if fmt != "parquet" else "table").warning(broken_tail_warning(ckpt))
     from wmcheck.statestore.discovery import select
@@ -68,12 +72,14 @@ def state(checkpoint: str, operator: int | None, store: str | None, join_side: s
     engine, note = choose(ckpt, operator, selection, kind, engine)
     if note:
         click.echo(f"note: {for_cli(note)}", err=True)
-    with _engine(engine, ckpt, master, confs, remote) as eng:
+    with _engine(engine, ckpt, master, confs, remote, jobs, budget) as eng:
         if older:
             reads = eng.read_stores(ckpt, operator, selection, batch, watermark_ms)
-            tables = eng.older_tables(reads, limit)
             with output_to(fmt, output, tz) as out:
-                out.older_state(reads, tables, limit)
+                if limit is None:
+                    out.older_batches(reads, eng.older_batches(reads))
+                else:
+                    out.older_state(reads, eng.older_tables(reads, limit), limit)
             return
         summary = eng.summarize(ckpt, operator, selection, batch, watermark_ms, tz)
     with output_to(fmt, output, tz) as out:
@@ -81,14 +87,24 @@ def state(checkpoint: str, operator: int | None, store: str | None, join_side: s
 
 
 @contextlib.contextmanager
-def _engine(name: str, ckpt: Checkpoint, master: str | None, confs: tuple[str, ...], remote: str | None) -> Iterator[StateEngine]:
-    """The engine called ``name``, with what it needs for the command: numpy and pandas kept out of the
-    python engine's process, a Spark session for Spark's."""
+def _engine(name: str, ckpt: Checkpoint, master: str | None, confs: tuple[str, ...], remote: str | None,
+            jobs: int | None, budget: int | None) -> Iterator[StateEngine]:
+    """The engine called ``name``, with what it needs for the command: for the python engine its workers,
+    a memory budget (default: the memory available now) and pandas kept out of the process; for Spark's a
+    session."""
     from wmcheck.statestore.engines import engine_for
 
     if name == "python":
+        from wmcheck.statestore.workers import available_memory, memory_failure
+
         with lean_pyarrow():
-            yield engine_for(name)
+            try:
+                yield engine_for(name, jobs=jobs, max_memory=budget or available_memory())
+            except KeyboardInterrupt:
+                failure = memory_failure()
+                if failure is None:
+                    raise
+                raise failure from None
         return
     from wmcheck.statestore.relocated_view import reader_location
 

@@ -7,7 +7,7 @@ talk to :class:`StateEngine`: the python engine returns Arrow tables, Spark Data
 from __future__ import annotations
 
 from datetime import timezone, tzinfo
-from typing import TYPE_CHECKING, Any, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Protocol, Sequence
 
 from wmcheck.checkpoint.errors import CheckpointError, UnsupportedError
 from wmcheck.checkpoint.model import Checkpoint
@@ -62,6 +62,10 @@ class StateEngine(Protocol):
     def older_tables(self, reads: Sequence[Any], limit: int | None = None) -> list["pa.Table"]:
         """The evicted rows of each of ``reads`` as an Arrow table (the ``limit`` oldest of each when given)."""
 
+    def older_batches(self, reads: Sequence[Any]) -> Iterator[tuple[int, "pa.Table"]]:
+        """The evicted rows as ``(index in reads, Arrow table)`` batches, in any order, as they are read (each
+        store's schema comes at least once, in a table that may be empty)."""
+
 
 def choose(ckpt: Checkpoint, operator: int | None, store: str | None, kind: str | None, engine: str) -> tuple[str, str | None]:
     """``(engine, note)``: the engine to read the selection with and, when ``auto`` falls back to
@@ -81,12 +85,14 @@ def choose(ckpt: Checkpoint, operator: int | None, store: str | None, kind: str 
     return "python", None
 
 
-def engine_for(name: str, spark: "SparkSession | None" = None) -> StateEngine:
-    """The engine called ``name`` (``python`` or ``spark``; Spark's needs the session)."""
+def engine_for(name: str, spark: "SparkSession | None" = None, jobs: int | None = None,
+               max_memory: int | None = None) -> StateEngine:
+    """The engine called ``name`` (``python`` or ``spark``; Spark's needs the session). The python engine
+    reads with ``jobs`` worker processes (default: every core) within ``max_memory`` bytes (default: no budget)."""
     if name == "python":
-        from .python_engine import PythonEngine
+        from .python_jobs import PythonEngine
 
-        return PythonEngine()
+        return PythonEngine(jobs, max_memory)
     if spark is None:
         raise CheckpointError(f"the {name} engine needs a SparkSession here", hint="pass spark=..., or engine='python'")
     from .spark_engine import SparkEngine

@@ -8,8 +8,7 @@ rows, not the state.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timezone, tzinfo
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator
 
 from wmcheck.checkpoint.errors import MalformedFileError
 from wmcheck.checkpoint.model import Checkpoint, store_unique_ids
@@ -19,7 +18,6 @@ from .discovery import Store, select
 from .eviction import Eviction, store_eviction
 from .presentation import StorePlan, plan_store
 from .store_files import PartitionStream, load_partition
-from .summary import StateSummary, StoreSummary, state_summary, summary_of_groups
 from .targets import EDGES, Target, as_checkpoint, target
 from .unsafe_row import arrow_type
 
@@ -116,6 +114,8 @@ class PythonStoreRead:
     plan: StorePlan
     target: Target
     ckpt: Checkpoint
+    fast: bool = True
+    """Rows decoded column-wise where possible (else row by row only)."""
 
     def batches(self) -> Iterator["pa.Table"]:
         """The reader's rows, one table per partition."""
@@ -219,7 +219,7 @@ def read_store(ckpt: Checkpoint, store: Store, tgt: Target, fast: bool = True) -
     key, value = fields.get("key"), fields.get("value")
     rule = store_eviction(ckpt, store, key if isinstance(key, StructType) else None,
                           value if isinstance(value, StructType) else None, lambda path: _has(plan.columns, path))
-    return PythonStoreRead(store, rule, plan, tgt, ckpt)
+    return PythonStoreRead(store, rule, plan, tgt, ckpt, fast)
 
 
 def plans(ckpt: Checkpoint | str, operator: int | None = None, store: str | None = None,
@@ -250,7 +250,7 @@ def _bucket(delta: Any):
     return pc.if_else(pc.is_null(delta), pa.scalar(None, pa.int64()), index)
 
 
-def _partition_groups(rows: "pa.Table", wm: int) -> list[tuple[int, int | None, int, int | None, int | None]]:
+def partition_groups(rows: "pa.Table", wm: int) -> list[tuple[int, int | None, int, int | None, int | None]]:
     """:func:`.summary.summary_of_groups`'s groups of one partition's rows (a loop over its few buckets:
     a group-by would load Arrow's query engine, a tenth of a second)."""
     import pyarrow as pa
@@ -265,48 +265,3 @@ def _partition_groups(rows: "pa.Table", wm: int) -> list[tuple[int, int | None, 
         groups.append((partition, b, pc.sum(mask.cast(pa.int64())).as_py(), pc.sum(pc.filter(older, mask)).as_py(),
                        pc.min(pc.filter(event, mask)).as_py()))
     return groups
-
-
-def store_summary(read: PythonStoreRead, tz: tzinfo = timezone.utc) -> StoreSummary:
-    wm = read.target.watermark_ms
-    groups = []
-    for rows in read.row_batches():  # one partition at a time
-        if rows.num_rows:
-            groups += _partition_groups(rows, wm)
-    return summary_of_groups(read.store, read.rule, wm, groups, tz)
-
-
-def summarize(ckpt: Checkpoint | str, operator: int | None = None, store: str | None = None, batch: int | None = None,
-              watermark_ms: int | None = None, tz: tzinfo = timezone.utc) -> StateSummary:
-    """What :func:`.spark_engine.summarize` returns, read without Spark."""
-    ckpt = as_checkpoint(ckpt)
-    reads = read_stores(ckpt, operator, store, batch, watermark_ms)
-    return state_summary(ckpt, target(ckpt, batch, watermark_ms), tuple(store_summary(r, tz) for r in reads), "python", tz)
-
-
-def older_tables(reads: Sequence[PythonStoreRead], limit: int | None = None) -> list["pa.Table"]:
-    """The evicted rows of each store (the ``limit`` oldest of each when given), like :func:`.spark_engine.older_tables`."""
-    out = []
-    for read in reads:
-        table = read.older()
-        if limit is not None:
-            table = table.sort_by([("event_time_ms", "ascending"), ("partition_id", "ascending")]).slice(0, limit)
-        out.append(table)
-    return out
-
-
-class PythonEngine:
-    """The :class:`~.engines.StateEngine` reading the state files in Python (no JVM)."""
-
-    name = "python"
-
-    def read_stores(self, ckpt: Checkpoint, operator: int | None = None, store: str | None = None, batch: int | None = None,
-                    watermark_ms: int | None = None) -> list[PythonStoreRead]:
-        return read_stores(ckpt, operator, store, batch, watermark_ms)
-
-    def summarize(self, ckpt: Checkpoint, operator: int | None = None, store: str | None = None, batch: int | None = None,
-                  watermark_ms: int | None = None, tz: tzinfo = timezone.utc) -> StateSummary:
-        return summarize(ckpt, operator, store, batch, watermark_ms, tz)
-
-    def older_tables(self, reads: Sequence[PythonStoreRead], limit: int | None = None) -> list["pa.Table"]:
-        return older_tables(reads, limit)

@@ -3,9 +3,10 @@ JSON-ready records (oldest first)."""
 from __future__ import annotations
 
 import base64
+import os
 from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from wmcheck.checkpoint.errors import CheckpointError, arg
 
@@ -44,13 +45,48 @@ def one_table(reads: Sequence[Any], tables: list, limit: int | None = None):
     try:
         table = pa.concat_tables([t for _, t in filled])
     except pa.ArrowInvalid:
-        names = ", ".join(f"operator {r.store.operator_id} {r.store.name}" for r, _ in filled)
-        raise CheckpointError(f"{names} have different key/value schemas and cannot share one table",
-                              hint=f"select one with {arg('operator')} and {arg('store')}/{arg('join_side')}/{arg('state_var')}",
-                              param="store") from None
+        raise _different_schemas([r for r, _ in filled]) from None
     if limit is not None and table.num_rows > limit:
         table = table.sort_by([("event_time_ms", "ascending"), ("partition_id", "ascending")]).slice(0, limit)
     return table
+
+
+def _different_schemas(reads: Sequence[Any]) -> CheckpointError:
+    names = ", ".join(dict.fromkeys(f"operator {r.store.operator_id} {r.store.name}" for r in reads))
+    return CheckpointError(f"{names} have different key/value schemas and cannot share one table",
+                           hint=f"select one with {arg('operator')} and {arg('store')}/{arg('join_side')}/{arg('state_var')}",
+                           param="store")
+
+
+def write_parquet(path: str, reads: Sequence[Any], batches: Iterator[tuple[int, Any]]) -> int:
+    """Write ``(index in reads, table)`` batches of evicted rows to one Parquet file as they come (what
+    :func:`one_table` would hold, never all at once); their key/value schemas must agree. Returns the rows
+    written; a failure leaves no file."""
+    import pyarrow.parquet as pq
+
+    writer, first, written, filled = None, None, 0, []
+    try:
+        for index, table in batches:
+            first = table if first is None else first
+            if not table.num_rows:
+                continue
+            filled.append(reads[index])
+            if writer is None:
+                writer = pq.ParquetWriter(path, table.schema)
+            elif not table.schema.equals(writer.schema):
+                raise _different_schemas(filled)
+            writer.write_table(table)
+            written += table.num_rows
+        if writer is None:
+            pq.write_table(first, path)
+        else:
+            writer.close()
+    except BaseException:
+        if writer is not None:
+            writer.close()
+            os.remove(path)
+        raise
+    return written
 
 
 def _last_of_each_name(array: Any) -> Any:

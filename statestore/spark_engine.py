@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timezone, tzinfo
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 from wmcheck.checkpoint.model import Checkpoint
 
@@ -82,3 +82,6 @@ class SparkEngine:
 
     def older_tables(self, reads: Sequence[StoreRead], limit: int | None = None) -> list["pa.Table"]:
         return older_tables(reads, limit)
+
+    def older_batches(self, reads: Sequence[StoreRead]) -> Iterator[tuple[int, "pa.Table"]]:
+        return enumerate(older_tables(reads))

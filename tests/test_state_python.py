@@ -151,6 +151,46 @@ def test_pandas_is_hidden_only_in_wmchecks_own_process_and_only_during_the_comma
     assert done.stdout == f"{hidden}\n(2, 1)\n"
 
 
+WORKER_CASES = [("agg_window_hdfs", []), ("dedup_rocksdb_p3", []), ("join_stream_stream", ["--join-side", "left"]),
+                ("checkpoint_v2", ["--batch", "7"])]
+
+
+@pytest.mark.parametrize("name,args", WORKER_CASES)
+def test_worker_processes_read_what_one_process_reads(name, args, tmp_path):
+    """``--jobs 2`` (a store partition per task, in two forked workers streaming Arrow tables back) gives the
+    summary and the evicted rows ``--jobs 1`` gives; Parquet streamed from the workers holds the same rows."""
+    ckpt = str(fixture_checkpoint(name))
+    listing = ["--older-than-watermark", "--watermark", "watermark+1 hour"]
+    for extra in ([], listing):
+        one = run_cli("state", ckpt, *args, *extra, "--engine", "python", "--jobs", "1", "--format", "json").stdout
+        two = _wmcheck(["state", ckpt, *args, *extra, "--engine", "python", "--jobs", "2", "--format", "json"], prelude="")
+        assert (two.returncode, two.stderr) == (0, "")
+        assert json.loads(two.stdout) == json.loads(one)
+    import pyarrow.parquet as pq
+
+    tables = []
+    for jobs in ("1", "2"):
+        out = tmp_path / f"jobs{jobs}.parquet"
+        done = _wmcheck(["state", ckpt, *args, *listing, "--engine", "python", "--jobs", jobs, "--format", "parquet",
+                         "--output", str(out)], prelude="")
+        assert done.returncode == 0, done.stderr
+        tables.append(pq.read_table(out).sort_by([("event_time_ms", "ascending"), ("partition_id", "ascending")]))
+    assert tables[0].num_rows and tables[0].equals(tables[1])
+
+
+def test_a_memory_budget_stops_the_read_with_one_line(tmp_path):
+    out = tmp_path / "rows.parquet"
+    done = _wmcheck(["state", str(fixture_checkpoint("dedup_rocksdb_p3")), "--older-than-watermark", "--format", "parquet",
+                     "--output", str(out), "--max-memory", "1M"], prelude="")
+    assert (done.returncode, done.stdout) == (2, "")
+    assert re.fullmatch(r"Error: stopped: wmcheck and its workers used \d+ MiB of memory, over --max-memory 1 MiB "
+                        r"\(hint: raise --max-memory, or use fewer --jobs \(each worker holds a chunk of a partition\)\)\n",
+                        done.stderr), done.stderr
+    assert not out.exists()
+    bad = _wmcheck(["state", str(fixture_checkpoint("dedup_rocksdb_p3")), "--max-memory", "lots"], prelude="")
+    assert (bad.returncode, bad.stderr) == (2, "Error: --max-memory expects a size such as 2G or 512M, got 'lots' (hint: e.g. --max-memory 4G)\n")
+
+
 def test_a_row_that_does_not_decode_is_one_line_naming_its_partition(copy_fixture):
     """A value schema wider than the rows Spark wrote (one more long field than the rows hold)."""
     from dataclasses import replace

@@ -1,0 +1,115 @@
+"""The python engine as a :class:`~.engines.StateEngine`: its reads split in tasks, one store partition
+each, run by :mod:`.workers` in ``jobs`` processes (decoded, judged against the watermark and filtered
+where they are read), their outputs streamed back: the rows the watermark evicts as Arrow tables, or a
+summary's groups.
+"""
+from __future__ import annotations
+
+from datetime import timezone, tzinfo
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
+
+from wmcheck.checkpoint.fs import LocalFileSystem
+from wmcheck.checkpoint.model import Checkpoint
+
+from .python_engine import (
+    PythonStoreRead,
+    partition_groups,
+    partition_tables,
+    read_store,
+    read_stores,
+    reader_schema,
+    state_rows,
+)
+from .summary import StateSummary, state_summary, summary_of_groups
+from .targets import as_checkpoint, target
+from .workers import default_jobs, run
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+OLDER, GROUPS = "older", "groups"
+
+
+class _Job:
+    """What every task needs, sent once to each worker: the checkpoint and the stores read; the reads
+    (with their decoding plans, which do not pickle) are rebuilt where they are used."""
+
+    def __init__(self, reads: Sequence[PythonStoreRead]) -> None:
+        self.ckpt = reads[0].ckpt if reads else None
+        self.stores = [(r.store, r.target, r.fast) for r in reads]
+        self.reads: list[PythonStoreRead] | None = list(reads)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "reads": None}
+
+    def read(self, index: int) -> PythonStoreRead:
+        if self.reads is None:
+            assert self.ckpt is not None
+            self.reads = [read_store(self.ckpt, store, tgt, fast) for store, tgt, fast in self.stores]
+        return self.reads[index]
+
+
+def _work(job: _Job, task: tuple[str, int, int]) -> Iterator[tuple[int, Any]]:
+    """One store partition: ``(store index, evicted rows)`` per chunk, or ``(store index, its groups)``."""
+    mode, index, partition = task
+    read = job.read(index)
+    wm = read.target.watermark_ms
+    for raw in partition_tables(read.ckpt, read.plan, partition, read.target.batch):
+        rows = state_rows(raw, read.store, read.rule, wm)
+        if mode == OLDER:
+            yield index, rows.filter(rows.column("older")).drop_columns(["older"])
+        elif rows.num_rows:
+            yield index, partition_groups(rows, wm)
+
+
+class PythonEngine:
+    """The :class:`~.engines.StateEngine` reading the state files in Python (no JVM), with ``jobs`` worker
+    processes (default: every core) under a ``max_memory`` budget in bytes (default: none)."""
+
+    name = "python"
+
+    def __init__(self, jobs: int | None = None, max_memory: int | None = None) -> None:
+        self.jobs = jobs or default_jobs()
+        self.max_memory = max_memory
+
+    def _run(self, mode: str, reads: Sequence[PythonStoreRead]) -> Iterator[tuple[int, Any]]:
+        tasks = [(mode, i, p) for i, r in enumerate(reads) for p in range(r.store.num_partitions or 0)]
+        local = bool(reads) and isinstance(reads[0].ckpt.fs, LocalFileSystem)
+        return run(_work, _Job(reads), tasks, self.jobs, self.max_memory, fork=local)
+
+    def read_stores(self, ckpt: Checkpoint, operator: int | None = None, store: str | None = None, batch: int | None = None,
+                    watermark_ms: int | None = None) -> list[PythonStoreRead]:
+        return read_stores(ckpt, operator, store, batch, watermark_ms)
+
+    def summarize(self, ckpt: Checkpoint | str, operator: int | None = None, store: str | None = None, batch: int | None = None,
+                  watermark_ms: int | None = None, tz: tzinfo = timezone.utc) -> StateSummary:
+        ckpt = as_checkpoint(ckpt)
+        reads = read_stores(ckpt, operator, store, batch, watermark_ms)
+        groups: list[list] = [[] for _ in reads]
+        for index, found in self._run(GROUPS, reads):
+            groups[index] += found
+        summaries = tuple(summary_of_groups(r.store, r.rule, r.target.watermark_ms, g, tz) for r, g in zip(reads, groups))
+        return state_summary(ckpt, target(ckpt, batch, watermark_ms), summaries, "python", tz)
+
+    def older_batches(self, reads: Sequence[PythonStoreRead]) -> Iterator[tuple[int, "pa.Table"]]:
+        """``(store index, evicted rows)`` as the workers read them; an empty table for each store first (its schema)."""
+        for index, read in enumerate(reads):
+            empty = reader_schema(read.plan).empty_table()
+            yield index, state_rows(empty, read.store, read.rule, read.target.watermark_ms).drop_columns(["older"])
+        yield from self._run(OLDER, reads)
+
+    def older_tables(self, reads: Sequence[PythonStoreRead], limit: int | None = None) -> list["pa.Table"]:
+        """The evicted rows of each store (the ``limit`` oldest of each when given), like :func:`.spark_engine.older_tables`."""
+        import pyarrow as pa
+
+        parts: list[list[pa.Table]] = [[] for _ in reads]
+        for index, table in self.older_batches(reads):
+            parts[index].append(table)
+            if limit is not None and sum(t.num_rows for t in parts[index]) > limit:
+                parts[index] = [_oldest(pa.concat_tables(parts[index]), limit)]
+        tables = [pa.concat_tables(p) for p in parts]
+        return [_oldest(t, limit) for t in tables] if limit is not None else tables
+
+
+def _oldest(table: "pa.Table", limit: int) -> "pa.Table":
+    return table.sort_by([("event_time_ms", "ascending"), ("partition_id", "ascending")]).slice(0, limit)
