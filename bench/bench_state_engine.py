@@ -1,17 +1,24 @@
 """Benchmark the python state engine against a hand-written PySpark read of the same state, in one run.
 
-Usage: python bench/bench_state_engine.py [--keys 1000000] [--repeat 3] [--workdir DIR]
+Usage: python bench/bench_state_engine.py [--keys 1000000] [--big-keys 5000000] [--repeat 3] [--workdir DIR]
 
-Two checkpoints, each read in a new process as a user runs them, alternating:
+Every command runs in a new process as a user runs it, alternating with what it is compared with, so
+load from other processes hits both alike; the machine's load average is printed before and after.
 
 * small: fixture ``agg_window_hdfs`` (HDFS state, 3 partitions): ``wmcheck state CKPT --engine python
   --format json`` against a script that reads every row with ``spark.read.format("statestore")`` and
   prints them as JSON (target: python engine >= 20x faster);
 * large: the ``--keys`` RocksDB state of ``bench_state.py`` (written there, kept in ``--workdir``):
   ``wmcheck state --engine python --older-than-watermark --format parquet`` against that bench's
-  PySpark script doing the same read, filter and Arrow write (target: faster), with the peak memory
-  (max RSS) of both; and ``wmcheck check`` of that checkpoint, which decodes every state file Spark loads
-  for the next batch, against the same PySpark script's time to load and read that store (target: faster).
+  PySpark script doing the same read, filter and Arrow write (target: >= 20x faster);
+* per core and scaling: the same command with ``--jobs 1`` and ``--jobs 2`` on the ``--keys`` RocksDB
+  state, an HDFS state of as many keys and the ``--big-keys`` RocksDB state: state rows per second of
+  wall time with one worker (target: >= 1M rows/s, the process's start included) and the speed-up of
+  two (target: >= 1.7x on 2 cores);
+* memory: the peak RSS of the whole read (``--jobs 1``: one process) at ``--keys`` and ``--big-keys``
+  (target: within 10% of each other);
+* ``wmcheck check`` of the ``--keys`` RocksDB checkpoint, which decodes every state file Spark loads for
+  the next batch, against the PySpark script's time to load and read that store (target: faster).
 """
 from __future__ import annotations
 
@@ -41,8 +48,7 @@ last = max(int(n) for n in __import__("os").listdir(ckpt + "/commits") if n.isdi
 rows = spark.read.format("statestore").option("batchId", last).load(ckpt).collect()
 print(json.dumps([r.asDict(recursive=True) for r in rows], default=str))
 """
-
-
+HDFS_CONF = {k: v for k, v in CONF.items() if k != "spark.sql.streaming.stateStore.providerClass"}
 MEASURED = ("import atexit, resource, sys\n"
             "atexit.register(lambda: print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr))\n"
             "sys.argv = ['wmcheck', *sys.argv[1:]]\nfrom wmcheck.cli.main import main\nmain()")
@@ -63,16 +69,20 @@ def peak_rss_mib(args: list[str]) -> float:
     return int(done.stderr.strip().splitlines()[-1]) / 1024
 
 
-def compare(label: str, ours: list[str], base: list[str], repeat: int) -> dict[str, tuple[float, float]]:
-    times: dict[str, list[tuple[float, float]]] = {"python engine": [], "PySpark script": []}
-    for _ in range(repeat):  # alternate, so load from other processes hits both alike
-        times["PySpark script"].append(timed(base))
-        times["python engine"].append(timed(ours))
-    medians = {name: (statistics.median(w for w, _ in runs), statistics.median(c for _, c in runs)) for name, runs in times.items()}
-    for name, runs in times.items():
-        cpu = f" (CPU {medians[name][1]:.2f} s)" if name == "python engine" else ""
-        print(f"{label}: {name:15} median {medians[name][0]:7.2f} s{cpu}  runs {', '.join(f'{w:.2f}' for w, _ in runs)}")
-    print(f"{label}: PySpark script / python engine = {medians['PySpark script'][0] / medians['python engine'][0]:.1f}x")
+def load() -> str:
+    return "/".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def compare(label: str, runs: dict[str, list[str]], repeat: int) -> dict[str, tuple[float, float]]:
+    """Median ``(wall, CPU)`` of each command, run alternately ``repeat`` times."""
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in runs}
+    for _ in range(repeat):
+        for name, cmd in runs.items():
+            times[name].append(timed(cmd))
+    medians = {name: (statistics.median(w for w, _ in t), statistics.median(c for _, c in t)) for name, t in times.items()}
+    for name, t in times.items():
+        cpu = f" (CPU {medians[name][1]:.2f} s)" if "PySpark" not in name else ""
+        print(f"{label}: {name:22} median {medians[name][0]:7.2f} s{cpu}  runs {', '.join(f'{w:.2f}' for w, _ in t)}")
     return medians
 
 
@@ -86,34 +96,62 @@ def verify_against_load(ckpt: Path, spark_read_s: float, repeat: int) -> None:
           f"{spark_read_s / wall:.1f}x faster (target: faster)")
 
 
+def state_of(py: str, root: Path, keys: int, conf: dict[str, str]) -> Path:
+    """The checkpoint of a ``keys``-key state written by ``bench_state.py``'s query (written once, kept)."""
+    ckpt = root / "checkpoint"
+    if not (ckpt / "commits" / "1").exists():
+        print(f"writing a state of {keys:,} keys with a streaming query in {root} ...", flush=True)
+        subprocess.run([py, "-c", GENERATE.format(conf=conf), str(root), str(keys), str(DELAY_S), str(SPAN_S)],
+                       check=True, stderr=subprocess.DEVNULL)
+    return ckpt
+
+
+def engine_cmd(py: str, ckpt: Path, out: Path, *extra: str) -> list[str]:
+    return [py, "-m", "wmcheck.cli", "state", str(ckpt), "--engine", "python", "--older-than-watermark", "--format",
+            "parquet", "--output", str(out), *extra]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--keys", type=int, default=1_000_000)
+    parser.add_argument("--big-keys", type=int, default=5_000_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "wmcheck-bench-state"))
     args = parser.parse_args()
-    py = sys.executable
+    py, work = sys.executable, Path(args.workdir)
     compile_wmcheck()
-    compare("small", [py, "-m", "wmcheck.cli", "state", str(SMALL), "--engine", "python", "--format", "json"],
-            [py, "-c", SMALL_BASELINE, str(SMALL)], args.repeat)
-    root = Path(args.workdir) / str(args.keys)
-    ckpt = root / "checkpoint"
-    if not (ckpt / "commits" / "1").exists():
-        print(f"writing a state of {args.keys:,} keys with a streaming query in {root} ...", flush=True)
-        subprocess.run([py, "-c", GENERATE.format(conf=CONF), str(root), str(args.keys), str(DELAY_S), str(SPAN_S)],
-                       check=True, stderr=subprocess.DEVNULL)
-    ours_out, base_out = root / "python-engine.parquet", root / "baseline.parquet"
-    ours = [py, "-m", "wmcheck.cli", "state", str(ckpt), "--engine", "python", "--older-than-watermark", "--format", "parquet",
-            "--output", str(ours_out)]
-    base = [py, "-c", BASELINE.format(conf=CONF), str(ckpt), str(base_out)]
-    medians = compare("large", ours, base, args.repeat)
-    verify_against_load(ckpt, medians["PySpark script"][0], args.repeat)
+    states = {"rocksdb": state_of(py, work / str(args.keys), args.keys, CONF),
+              "hdfs": state_of(py, work / f"hdfs-{args.keys}", args.keys, HDFS_CONF),
+              "rocksdb big": state_of(py, work / str(args.big_keys), args.big_keys, CONF)}
+    sizes = {"rocksdb": args.keys + 1, "hdfs": args.keys + 1, "rocksdb big": args.big_keys + 1}
+    report: dict[str, object] = {"load_before": load()}
+    small = compare("small", {"python engine": [py, "-m", "wmcheck.cli", "state", str(SMALL), "--engine", "python", "--format", "json"],
+                              "PySpark script": [py, "-c", SMALL_BASELINE, str(SMALL)]}, args.repeat)
+    report["small_ratio"] = round(small["PySpark script"][0] / small["python engine"][0], 1)
+    ckpt = states["rocksdb"]
+    ours, base = ckpt.parent / "python-engine.parquet", ckpt.parent / "baseline.parquet"
+    large = compare("large", {"python engine": engine_cmd(py, ckpt, ours),
+                              "PySpark script": [py, "-c", BASELINE.format(conf=CONF), str(ckpt), str(base)]}, args.repeat)
+    report["large_ratio"] = round(large["PySpark script"][0] / large["python engine"][0], 1)
+    verify_against_load(ckpt, large["PySpark script"][0], args.repeat)
     import pyarrow.parquet as pq
 
-    rows_ours, rows_base = pq.read_metadata(ours_out).num_rows, pq.read_metadata(base_out).num_rows
+    rows_ours, rows_base = pq.read_metadata(ours).num_rows, pq.read_metadata(base).num_rows
     assert rows_ours == rows_base, (rows_ours, rows_base)
-    rss = peak_rss_mib(ours[3:])
-    print(json.dumps({"keys_in_state": args.keys + 1, "keys_older_than_watermark": rows_ours, "python_engine_max_rss_mib": round(rss)}))
+    for name, ckpt in states.items():
+        out = ckpt.parent / "python-engine.parquet"
+        medians = compare(name, {"--jobs 1": engine_cmd(py, ckpt, out, "--jobs", "1"),
+                                 "--jobs 2": engine_cmd(py, ckpt, out, "--jobs", "2")}, args.repeat)
+        report[name] = {"keys": sizes[name], "rows_per_s_one_core": round(sizes[name] / medians["--jobs 1"][0]),
+                        "rows_per_cpu_s": round(sizes[name] / medians["--jobs 1"][1]),
+                        "speedup_2_over_1": round(medians["--jobs 1"][0] / medians["--jobs 2"][0], 2)}
+    small_rss = peak_rss_mib(engine_cmd(py, states["rocksdb"], work / "rss.parquet", "--jobs", "1")[3:])
+    big_rss = peak_rss_mib(engine_cmd(py, states["rocksdb big"], work / "rss.parquet", "--jobs", "1")[3:])
+    report["peak_rss_mib"] = {str(sizes["rocksdb"]): round(small_rss), str(sizes["rocksdb big"]): round(big_rss),
+                              "ratio": round(big_rss / small_rss, 3)}
+    report["keys_older_than_watermark"] = rows_ours
+    report["load_after"] = load()
+    print(json.dumps(report, indent=1))
 
 
 if __name__ == "__main__":
