@@ -95,16 +95,10 @@ def _engine(name: str, ckpt: Checkpoint, master: str | None, confs: tuple[str, .
     from wmcheck.statestore.engines import engine_for
 
     if name == "python":
-        from wmcheck.statestore.workers import available_memory, memory_failure
+        from wmcheck.statestore.workers import available_memory, default_jobs
 
         with lean_pyarrow():
-            try:
-                yield engine_for(name, jobs=jobs, max_memory=budget or available_memory())
-            except KeyboardInterrupt:
-                failure = memory_failure()
-                if failure is None:
-                    raise
-                raise failure from None
+            yield engine_for(name, jobs=jobs or default_jobs(), max_memory=budget or available_memory())
         return
     from wmcheck.statestore.relocated_view import reader_location
 

@@ -88,7 +88,7 @@ def choose(ckpt: Checkpoint, operator: int | None, store: str | None, kind: str 
 def engine_for(name: str, spark: "SparkSession | None" = None, jobs: int | None = None,
                max_memory: int | None = None) -> StateEngine:
     """The engine called ``name`` (``python`` or ``spark``; Spark's needs the session). The python engine
-    reads with ``jobs`` worker processes (default: every core) within ``max_memory`` bytes (default: no budget)."""
+    reads with ``jobs`` worker processes (default: in this process) within ``max_memory`` bytes (default: no budget)."""
     if name == "python":
         from .python_jobs import PythonEngine
 

@@ -7,8 +7,9 @@ rows, not the state.
 """
 from __future__ import annotations
 
+from contextlib import closing
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Generator, Iterator
 
 from wmcheck.checkpoint.errors import MalformedFileError
 from wmcheck.checkpoint.model import Checkpoint, store_unique_ids
@@ -54,7 +55,7 @@ def reader_schema(plan: StorePlan, raw: bool = False) -> "pa.Schema":
                       pa.field("partition_id", pa.int32(), False)])
 
 
-def _column_chunks(ckpt: Checkpoint, plan: StorePlan, partition: int, version: int) -> Iterator[dict[str, Any]]:
+def _column_chunks(ckpt: Checkpoint, plan: StorePlan, partition: int, version: int) -> Generator[dict[str, Any], None, None]:
     """The reader's columns of one partition, chunk by chunk (plain stores) or all at once (the others)."""
     names = [f.name for f in plan.columns.fields]
     if plan.columns_of is not None:
@@ -62,8 +63,9 @@ def _column_chunks(ckpt: Checkpoint, plan: StorePlan, partition: int, version: i
         if part is None:
             return
         stream = PartitionStream(ckpt.fs, part, version, plan.codec, store_unique_ids(ckpt, op, part), plan.checksums)
-        for keys, values in stream.chunks():
-            yield plan.columns_of(keys, values)
+        with closing(stream.chunks()) as chunks:  # a row that does not decode closes the files at once
+            for keys, values in chunks:
+                yield plan.columns_of(keys, values)
         return
     states, families = _partition_states(ckpt, plan, partition, version)
     columns: dict[str, list[Any]] = {name: [] for name in names}
@@ -73,13 +75,17 @@ def _column_chunks(ckpt: Checkpoint, plan: StorePlan, partition: int, version: i
     yield columns
 
 
-def partition_tables(ckpt: Checkpoint, plan: StorePlan, partition: int, version: int) -> Iterator["pa.Table"]:
+def partition_tables(ckpt: Checkpoint, plan: StorePlan, partition: int, version: int) -> Generator["pa.Table", None, None]:
     """The reader's rows of one partition (its columns and ``partition_id``), a table per chunk; a row that
     does not decode names the partition."""
+    with closing(_column_chunks(ckpt, plan, partition, version)) as chunks:
+        yield from _tables(chunks, plan, partition, version)
+
+
+def _tables(chunks: Iterator[dict[str, Any]], plan: StorePlan, partition: int, version: int) -> Iterator["pa.Table"]:
     import pyarrow as pa
 
     raw, final = reader_schema(plan, raw=True), reader_schema(plan)
-    chunks = _column_chunks(ckpt, plan, partition, version)
     while True:
         try:
             columns = next(chunks, None)

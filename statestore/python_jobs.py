@@ -5,8 +5,9 @@ summary's groups.
 """
 from __future__ import annotations
 
+from contextlib import closing
 from datetime import timezone, tzinfo
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Generator, Iterator, Sequence
 
 from wmcheck.checkpoint.fs import LocalFileSystem
 from wmcheck.checkpoint.model import Checkpoint
@@ -22,7 +23,7 @@ from .python_engine import (
 )
 from .summary import StateSummary, state_summary, summary_of_groups
 from .targets import as_checkpoint, target
-from .workers import default_jobs, run
+from .workers import run
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -49,27 +50,29 @@ class _Job:
         return self.reads[index]
 
 
-def _work(job: _Job, task: tuple[str, int, int]) -> Iterator[tuple[int, Any]]:
+def _work(job: _Job, task: tuple[str, int, int]) -> Generator[tuple[int, Any], None, None]:
     """One store partition: ``(store index, evicted rows)`` per chunk, or ``(store index, its groups)``."""
     mode, index, partition = task
     read = job.read(index)
     wm = read.target.watermark_ms
-    for raw in partition_tables(read.ckpt, read.plan, partition, read.target.batch):
-        rows = state_rows(raw, read.store, read.rule, wm)
-        if mode == OLDER:
-            yield index, rows.filter(rows.column("older")).drop_columns(["older"])
-        elif rows.num_rows:
-            yield index, partition_groups(rows, wm)
+    with closing(partition_tables(read.ckpt, read.plan, partition, read.target.batch)) as tables:
+        for raw in tables:
+            rows = state_rows(raw, read.store, read.rule, wm)
+            if mode == OLDER:
+                yield index, rows.filter(rows.column("older")).drop_columns(["older"])
+            elif rows.num_rows:
+                yield index, partition_groups(rows, wm)
 
 
 class PythonEngine:
     """The :class:`~.engines.StateEngine` reading the state files in Python (no JVM), with ``jobs`` worker
-    processes (default: every core) under a ``max_memory`` budget in bytes (default: none)."""
+    processes (default: none, this process reads) under a ``max_memory`` budget in bytes (default: none;
+    a budget is kept by reading in worker processes)."""
 
     name = "python"
 
     def __init__(self, jobs: int | None = None, max_memory: int | None = None) -> None:
-        self.jobs = jobs or default_jobs()
+        self.jobs = jobs or 1
         self.max_memory = max_memory
 
     def _run(self, mode: str, reads: Sequence[PythonStoreRead]) -> Iterator[tuple[int, Any]]:

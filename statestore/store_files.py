@@ -14,7 +14,8 @@ verified as Spark's reader does (:mod:`wmcheck.checkpoint.row_checksums`).
 """
 from __future__ import annotations
 
-from typing import Iterator
+from contextlib import closing
+from typing import Generator, Iterator
 
 from wmcheck.checkpoint.errors import MalformedFileError, MissingFileError
 from wmcheck.checkpoint.fs import FileSystem
@@ -50,7 +51,7 @@ class PartitionStream:
         self.meta: ZipMetadata | None = None
         """The RocksDB snapshot's metadata, once :meth:`chunks` opened it."""
 
-    def chunks(self, rows: int = CHUNK_ROWS) -> Iterator[Chunk]:
+    def chunks(self, rows: int = CHUNK_ROWS) -> Generator[Chunk, None, None]:
         """``(keys, values)`` of up to ``rows`` entries at a time; every key once."""
         chain = self.chain
         base = chain[0] if chain and chain[0].format.role == "base" else None
@@ -59,8 +60,9 @@ class PartitionStream:
                          chain[-1].path if chain else self.part.directory)
         rocksdb = self.part.provider == "rocksdb"
         verify = self.checksums and rocksdb
-        for keys, values in self._base(base, rows, overlay):
-            yield (keys, [verified_values(k, v, place) for k, v in zip(keys, values)]) if verify else (keys, values)
+        with closing(self._base(base, rows, overlay)) as chunks:  # a failed check closes the snapshot at once
+            for keys, values in chunks:
+                yield (keys, [verified_values(k, v, place) for k, v in zip(keys, values)]) if verify else (keys, values)
         rest = [(k, v) for k, v in overlay.items() if v is not None]
         for start in range(0, len(rest), rows):
             part = rest[start:start + rows]
@@ -92,7 +94,7 @@ class PartitionStream:
                     overlay[key] = verified_value(key, value, place) if self.checksums else value
         return overlay
 
-    def _base(self, base: StateFile | None, rows: int, overlay: dict[bytes, bytes | None]) -> Iterator[Chunk]:
+    def _base(self, base: StateFile | None, rows: int, overlay: dict[bytes, bytes | None]) -> Generator[Chunk, None, None]:
         """The full copy's chunks with the overlay applied (the keys it touches taken out of it)."""
         if base is None:
             return

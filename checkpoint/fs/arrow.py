@@ -9,6 +9,7 @@ from __future__ import annotations
 import posixpath
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 from pyarrow.lib import ArrowException
@@ -60,6 +61,20 @@ def bounded(call: Callable[[], T], timeout: float, what: str) -> T:
     if ok:
         return value
     raise value
+
+
+@dataclass(frozen=True)
+class StoreUri:
+    """How a store path is spelled as a URI (``uri_of``; a class, so that a file system pickles for worker
+    processes): ``prefix`` then the path without its leading slash, and without its first component when
+    ``drop_first`` (the prefix names it, as Azure's container)."""
+
+    prefix: str
+    drop_first: bool = False
+
+    def __call__(self, path: str) -> str:
+        rel = path.lstrip("/")
+        return self.prefix + (rel.partition("/")[2] if self.drop_first else rel)
 
 
 class ArrowFileSystem(FileSystem):

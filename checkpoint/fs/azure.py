@@ -6,7 +6,7 @@ import shutil
 from typing import Mapping
 
 from ..errors import CheckpointError, UnsupportedError, arg
-from .arrow import ArrowFileSystem, bounded
+from .arrow import ArrowFileSystem, StoreUri, bounded
 from .options import Option, store_options
 from .uri import split_uri
 
@@ -58,4 +58,4 @@ def open_store(location: str, given: Mapping[str, str]) -> ArrowFileSystem:
         raise UnsupportedError("this pyarrow has no Azure file system", hint="pip install 'pyarrow>=16'")
     fs = bounded(lambda: pafs.AzureFileSystem(**kwargs), timeout, "Azure")
     prefix = f"{loc.scheme}://{container}@{host}" if host else f"{loc.scheme}://{container}"
-    return ArrowFileSystem(fs, f"{container}/{loc.path}", lambda p: prefix + "/" + p.lstrip("/").partition("/")[2], timeout, HINT)
+    return ArrowFileSystem(fs, f"{container}/{loc.path}", StoreUri(prefix + "/", drop_first=True), timeout, HINT)

@@ -5,7 +5,7 @@ from datetime import timedelta
 from typing import Mapping
 
 from ..errors import CheckpointError, arg
-from .arrow import ArrowFileSystem, bounded
+from .arrow import ArrowFileSystem, StoreUri, bounded
 from .options import Option, store_options
 from .uri import split_uri
 
@@ -34,4 +34,4 @@ def open_store(location: str, given: Mapping[str, str]) -> ArrowFileSystem:
     if not loc.authority:
         raise CheckpointError(f"no bucket in {location}", hint="write gs://BUCKET/PATH")
     fs = bounded(lambda: pafs.GcsFileSystem(**kwargs), timeout, "GCS")
-    return ArrowFileSystem(fs, f"{loc.authority}/{loc.path}", lambda p: f"{loc.scheme}://{p.lstrip('/')}", timeout, HINT)
+    return ArrowFileSystem(fs, f"{loc.authority}/{loc.path}", StoreUri(f"{loc.scheme}://"), timeout, HINT)

@@ -7,7 +7,7 @@ import os
 from typing import Mapping
 
 from ..errors import UnsupportedError, arg
-from .arrow import ArrowFileSystem, bounded
+from .arrow import ArrowFileSystem, StoreUri, bounded
 from .options import Option, store_options
 from .uri import split_uri
 
@@ -55,4 +55,4 @@ def open_store(location: str, given: Mapping[str, str]) -> ArrowFileSystem:
     fs = bounded(lambda: pafs.HadoopFileSystem(namenode, int(port or 0), **kwargs),
                  timeout, f"HDFS at {loc.host or 'the default namenode'}")
     authority = f"{loc.scheme}://{loc.authority}"
-    return ArrowFileSystem(fs, "/" + loc.path, lambda p: authority + "/" + p.lstrip("/"), timeout, HINT)
+    return ArrowFileSystem(fs, "/" + loc.path, StoreUri(authority + "/"), timeout, HINT)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from ..errors import CheckpointError, arg
-from .arrow import ArrowFileSystem, bounded, one_line
+from .arrow import ArrowFileSystem, StoreUri, bounded, one_line
 from .options import Option, store_options
 from .uri import split_uri
 
@@ -48,4 +48,4 @@ def open_store(location: str, given: Mapping[str, str]) -> ArrowFileSystem:
             raise CheckpointError(f"cannot find the region of bucket {loc.authority}: {one_line(exc)}",
                                   hint=f"pass {arg('fs_options', 'region=REGION')}, or " + HINT) from None
     fs = bounded(lambda: pafs.S3FileSystem(**kwargs), timeout, "S3")
-    return ArrowFileSystem(fs, f"{loc.authority}/{loc.path}", lambda p: f"{loc.scheme}://{p.lstrip('/')}", timeout, HINT)
+    return ArrowFileSystem(fs, f"{loc.authority}/{loc.path}", StoreUri(f"{loc.scheme}://"), timeout, HINT)
