@@ -36,5 +36,5 @@ def test_wheel_holds_every_module_data_file_and_package(tmp_path):
     assert wanted and wanted <= names, sorted(wanted - names)
     assert {n.split("/")[0] for n in names} == {"wmcheck", wheel.name.split("-py3")[0] + ".dist-info"}
     assert packages(sorted(names)) == {"wmcheck." + name for name in packages([*tracked, added])}
-    assert "wmcheck.checkpoint.repair.added" in packages(sorted(names)) and len(packages(tracked)) == 5
+    assert "wmcheck.checkpoint.repair.added" in packages(sorted(names)) and len(packages(tracked)) == 6
 
