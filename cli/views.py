@@ -165,6 +165,9 @@ def _watermark(ms: int | None, tz: tzinfo) -> str:
     return "" if ms is None else f"{ms} ({format_ms(ms, tz)})"
 
 
+SOURCE_COLUMNS = ["source_id", "kind", "position", "before", "after"]
+
+
 def repair_result(result: RepairResult, tz: tzinfo) -> tuple[Fields, list[Table]]:
     """A repair's plan, dry run or applied (``rewind``, ``set-watermark``, ``relocate``, ``repartition``)."""
     plan, check = result.plan, result.verification
@@ -188,7 +191,8 @@ def repair_result(result: RepairResult, tz: tzinfo) -> tuple[Fields, list[Table]
     ]
     steps = [{"step": i, "action": s.action, "phase": s.phase, "path": s.path, "reason": s.reason}
              for i, s in enumerate(plan.steps)]
-    tables: list[Table] = [("Steps", steps, STEP_COLUMNS)]
+    tables: list[Table] = [("Sources (where each continues from)", plan.sources, SOURCE_COLUMNS)] if plan.sources else []
+    tables.append(("Steps", steps, STEP_COLUMNS))
     if check is not None:
         fields += [
             ("verified", "yes: check finds no error and every store has as many rows as before" if check.ok else "NO"),

@@ -216,3 +216,36 @@ def test_executing_an_empty_plan_makes_no_backup(copy):
     assert table_fields(out)["mode"] == ["applied; nothing needed changing"]
     assert table_fields(out)["changes"] == ["0 file(s) removed (moved into the backup), 0 written"]
     assert not (copy / "checkpoint" / "_wmcheck").exists()
+
+
+@pytest.mark.parametrize("fmt", ["table", "json", "csv"])
+def test_rewind_dry_run_shows_where_each_source_continues_from(fmt):
+    """As kafka-consumer-groups --reset-offsets --dry-run shows each partition's current and new offset."""
+    out = run_cli("rewind", FIXTURES / "agg_window_hdfs" / "checkpoint", "--to-batch", "5", "--format", fmt).stdout
+    if fmt == "json":
+        assert json.loads(out)["sources"] == [{"source_id": "0", "kind": "file", "position": "log batch", "before": "9",
+                                               "after": "4"}]
+    elif fmt == "csv":
+        rows = dict(csv.reader(io.StringIO(out)))
+        assert (rows["sources.0.position"], rows["sources.0.before"], rows["sources.0.after"]) == ("log batch", "9", "4")
+    else:
+        table = out.split("Sources (where each continues from)\n", 1)[1].splitlines()
+        assert [line.split() for line in table[:3]] == [["source_id", "kind", "position", "before", "after"],
+                                                         ["-----------", "------", "----------", "--------", "-------"],
+                                                         ["0", "file", "log", "batch", "9", "4"]]
+
+
+def test_source_positions_of_kafka_partitions_and_delta_versions(tmp_path):
+    """Each Kafka topic partition and a Delta source's version, before (the last batch) and after (the target)."""
+    from wmcheck.checkpoint.model import open_checkpoint
+    from wmcheck.checkpoint.repair.rewind import source_positions
+
+    ckpt = Path(shutil.copytree(FIXTURES / "agg_window_hdfs" / "checkpoint", tmp_path / "checkpoint"))
+    offsets = {5: ['{"orders":{"0":100,"1":200}}', '{"sourceVersion":1,"reservoirId":"t1","reservoirVersion":7,"index":3,"isStartingVersion":false}'],
+               12: ['{"orders":{"0":150,"1":260,"2":5}}', '{"sourceVersion":1,"reservoirId":"t1","reservoirVersion":9,"index":-1,"isStartingVersion":false}']}
+    for batch, sources in offsets.items():
+        lines = (ckpt / "offsets" / str(batch)).read_text().split("\n")[:2]
+        (ckpt / "offsets" / str(batch)).write_text("\n".join(lines + sources))
+    got = [(p.source_id, p.kind, p.position, p.before, p.after) for p in source_positions(open_checkpoint(str(ckpt)), 5)]
+    assert got == [("0", "kafka", "orders/0", "150", "100"), ("0", "kafka", "orders/1", "260", "200"),
+                   ("0", "kafka", "orders/2", "5", None), ("1", "delta", "version", "9 index -1", "7 index 3")]

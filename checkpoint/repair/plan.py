@@ -89,6 +89,22 @@ def rewrite_step(fs: "FileSystem", path: str, data: bytes, phase: str, reason: s
 
 
 @dataclass(frozen=True)
+class SourcePosition:
+    """Where one source (or one Kafka topic partition) continues from, before and after a repair: ``position``
+    names what is counted (``log batch``, ``TOPIC/PARTITION``, ``version``, ``offset``); None: no offset."""
+
+    source_id: str
+    kind: str
+    position: str
+    before: str | None
+    after: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"source_id": self.source_id, "kind": self.kind, "position": self.position, "before": self.before,
+                "after": self.after}
+
+
+@dataclass(frozen=True)
 class Plan:
     """Everything one repair changes, and what the checkpoint looks like before and after."""
 
@@ -102,6 +118,8 @@ class Plan:
     warnings: tuple[str, ...] = ()
     created_ms: int = 0
     notes: tuple[str, ...] = field(default=())
+    sources: tuple[SourcePosition, ...] = ()
+    """Where each source continues from before and after (a rewind moves them back)."""
 
     def counts(self) -> dict[str, int]:
         return {a: sum(1 for s in self.steps if s.action == a) for a in ACTIONS}
@@ -130,6 +148,7 @@ class Plan:
             "counts": self.counts(),
             "warnings": list(self.warnings),
             "notes": list(self.notes),
+            "sources": [s.to_json() for s in self.sources],
             "created_ms": self.created_ms,
             "steps": [s.to_json(i) for i, s in enumerate(self.steps)],
         }
@@ -159,6 +178,8 @@ def plan_from_json(obj: Any, path: str) -> Plan:
             after=Position.from_json(obj["after"]), steps=steps,
             warnings=tuple(obj.get("warnings", ())), created_ms=int(obj.get("created_ms", 0)),
             notes=tuple(obj.get("notes", ())),
+            sources=tuple(SourcePosition(str(s["source_id"]), str(s["kind"]), str(s["position"]), s["before"], s["after"])
+                          for s in obj.get("sources", ())),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise _bad(path, f"missing or invalid field ({exc})") from None

@@ -21,9 +21,10 @@ from ..model import Checkpoint, loadable
 from ..numbers import is_number
 from ..repartitions import partitions_of
 from ..rocksdb_zip import read_snapshot_zip
+from ..source_offsets import SourceOffset
 from ..state_files import StorePartition
 from .logs import LogRewind, read_parsed, remove_steps, rewind_log, sink_orphans
-from .plan import Plan, Step
+from .plan import Plan, SourcePosition, Step
 from .plan_params import Position, RewindParams
 from .targets import retained_batches
 
@@ -204,6 +205,7 @@ def plan_rewind(
         warnings=tuple(warnings),
         created_ms=created_ms,
         notes=(f"target: {how}",),
+        sources=source_positions(ckpt, last),
     )
 
 
@@ -329,6 +331,44 @@ def _sink_steps(view: RewindView, batch: int, warnings: list[str]) -> list[Step]
         warnings.append(f"{len(missing)} data file(s) of removed sink batches are not in the sink directory "
                         f"(nothing to move), e.g. {missing[0]}")
     return steps
+
+
+def source_positions(ckpt: Checkpoint, last: int) -> tuple[SourcePosition, ...]:
+    """Where each source continues from now (the end offsets of the last batch that parses) and after a rewind
+    whose last batch is ``last``, as ``kafka-consumer-groups --reset-offsets --dry-run`` shows them: a file
+    source's log batch, each Kafka topic partition's offset, a Delta source's version and index."""
+    now = ckpt.last_readable_batch
+    before = {s.source_id: s for s in ckpt.offsets(now).sources} if now is not None else {}
+    after = {s.source_id: s for s in ckpt.offsets(last).sources}
+    out: list[SourcePosition] = []
+    for source_id in list(after) + [i for i in before if i not in after]:
+        old, new = before.get(source_id), after.get(source_id)
+        kind = next((s.kind for s in (old, new) if s is not None and s.kind != "none"), "none")
+        if kind == "kafka":
+            was, will = (s.kafka_offsets or {} if s is not None else {} for s in (old, new))
+            parts = sorted({(t, p) for offsets in (was, will) for t, ps in offsets.items() for p in ps})
+            out += [SourcePosition(source_id, kind, f"{t}/{p}", _text(was.get(t, {}).get(p)), _text(will.get(t, {}).get(p)))
+                    for t, p in parts]
+        else:
+            out.append(SourcePosition(source_id, kind, POSITIONS.get(kind, "offset"), _position(old), _position(new)))
+    return tuple(out)
+
+
+POSITIONS = {"file": "log batch", "long": "offset", "delta": "version"}
+
+
+def _text(value: int | None) -> str | None:
+    return None if value is None else str(value)
+
+
+def _position(src: SourceOffset | None) -> str | None:
+    if src is None or src.raw is None:
+        return None
+    if src.kind == "file":
+        return str(src.log_offset)
+    if src.kind == "delta":
+        return f"{src.value['reservoirVersion']} index {src.value['index']}"
+    return src.raw
 
 
 def _other_source_notes(view: RewindView, last: int) -> list[str]:
