@@ -112,7 +112,7 @@ class SparkBatch(Execution):
             return
         if self.runner is None:
             raise CheckpointError("running Spark's repartition needs a runner: RepartitionRequest(runner="
-                                  "wmcheck.statestore.repartition.SparkRepartitioner())", param="runner")
+                                  "wmcheck.statestore.repartition.SparkRepartitioner())")
         self.runner.check()
 
     def needed(self, plan: Plan) -> bool:
