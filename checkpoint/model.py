@@ -43,6 +43,18 @@ PINNED_CONFS = {
 }
 
 
+CHECKPOINT_ENTRIES = frozenset({OFFSETS, COMMITS, "metadata"})
+LOOKED_INTO = 20
+"""How many directories below a location that is not a checkpoint are looked into for one."""
+
+
+def checkpoints_below(fs: FileSystem, names: set[str]) -> list[str]:
+    """The directories among ``names`` (the entries of ``fs``'s root) that are checkpoints: what a user meant who
+    passed the directory above one (a query's folder holding ``checkpoint/``, ``input/`` and ``output/``)."""
+    candidates = sorted(names, key=lambda n: (n != "checkpoint", n))[:LOOKED_INTO]
+    return [name for name in candidates if not name.startswith((".", "_")) and set(fs.names(name)) & CHECKPOINT_ENTRIES]
+
+
 @dataclass(frozen=True)
 class Operator:
     """A stateful operator: what its metadata says, joined with what ``state/`` holds."""
@@ -81,10 +93,12 @@ class Checkpoint:
         ckpt = cls(open_fs(location, fs_options))
         require_dir(ckpt.fs)
         names = set(ckpt.fs.names(""))
-        if not names & {OFFSETS, COMMITS, "metadata"}:
+        if not names & CHECKPOINT_ENTRIES:
+            below = checkpoints_below(ckpt.fs, names)
             raise NotACheckpointError(
                 f"not a Structured Streaming checkpoint: no offsets/, commits/ or metadata in {ckpt.location}",
-                hint="pass the directory given as checkpointLocation (it holds offsets/ and commits/)",
+                hint=f"did you mean {' or '.join(ckpt.fs.uri(b) for b in below)}? It holds offsets/ and commits/" if below
+                else "pass the directory given as checkpointLocation (it holds offsets/ and commits/)",
             )
         return ckpt
 

@@ -35,3 +35,36 @@ def test_help_lists_every_command_with_its_summary():
         assert re.search(rf"^  {name} +{re.escape(command.summary)}$", out, re.M), name
         assert ("needs Spark" in command.summary) == command.spark.startswith("yes"), name
     assert "pyspark" not in out
+
+
+def test_shell_completion_as_the_readme_documents_it():
+    """Each line of the README's completion block prints a script; completing a command and an option works."""
+    import os
+    import subprocess
+    import sys
+
+    readme = (ROOT / "README.md").read_text()
+    shells = re.findall(r"_WMCHECK_COMPLETE=(\w+)_source wmcheck", readme)
+    assert shells == ["bash", "zsh", "fish"]
+    entry = [sys.executable, "-c", "from wmcheck.cli.main import main; main()"]
+    for shell in shells:
+        script = subprocess.run(entry, env={**os.environ, "_WMCHECK_COMPLETE": f"{shell}_source"}, capture_output=True,
+                                text=True, timeout=60).stdout
+        assert "_WMCHECK_COMPLETE" in script and "complete" in script, shell
+    for words, cword, wanted in (("wmcheck sh", "1", "plain,show"), ("wmcheck rewind --to-b", "2", "plain,--to-batch")):
+        done = subprocess.run(entry, env={**os.environ, "_WMCHECK_COMPLETE": "bash_complete", "COMP_WORDS": words,
+                                          "COMP_CWORD": cword}, capture_output=True, text=True, timeout=60)
+        assert done.stdout.splitlines() == [wanted], done.stdout
+
+
+def test_the_directory_above_a_checkpoint_is_answered_with_it(tmp_path):
+    import shutil
+
+    from conftest import FIXTURES, run_cli
+
+    shutil.copytree(FIXTURES / "agg_window_hdfs", tmp_path / "q1")
+    hint = f"(hint: did you mean {tmp_path / 'q1' / 'checkpoint'}? It holds offsets/ and commits/)"
+    for command in (["show"], ["batches"], ["rewind", "--to-batch", "3"], ["state"], ["timeline", "--output", str(tmp_path / "t.png")]):
+        out = run_cli(command[0], tmp_path / "q1", *command[1:], exit_code=2).output
+        assert out == f"Error: not a Structured Streaming checkpoint: no offsets/, commits/ or metadata in {tmp_path / 'q1'} {hint}\n", command
+    assert hint in run_cli("check", tmp_path / "q1", exit_code=2).output
