@@ -327,7 +327,7 @@ CASES = [
     Case("rocksdb-zip-zeroed", "WM040", ROCKS, zeroed("state/0/0/12.zip"), OK),
     Case("rocksdb-zip-truncated", "WM040", ROCKS, cut("state/0/1/12.zip", 200), OK),
     Case("rocksdb-sst-missing", "WM040", ROCKS, sst_only_in("state/0/0/12.zip"), OK),
-    Case("v2-changelog-truncated", "WM039", V2, cut(V2_LAST), FAILS, "CANNOT_LOAD_STATE_STORE"),
+    Case("v2-changelog-truncated", "WM039", V2, cut(V2_LAST), FAILS, "CANNOT_LOAD_STATE_STORE", repair=True),
     Case("state-partition-missing", "WM018", AGG, lambda r: shutil.rmtree(r / C / "state/0/2"), FAILS, "",
          fix=restore(f"{C}/state/0/2")),
     Case("extra-state-partition", "WM019", AGG,
