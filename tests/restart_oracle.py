@@ -33,10 +33,15 @@ def extra_rows(index: int) -> str:
 QUERIES = fixture_module("queries.py")
 
 
-def add_input(folder: Path, index: int) -> Path:
-    """Write new input file ``index`` (``extra_rows``) into ``folder``, ordered after every fixture file."""
+EXTRA_V = {"state_types": 100, "state_types_rocksdb": 100}
+"""The first ``v`` of the new rows where the fixture's query needs a small one (it casts ``v * -300`` to a short)."""
+
+
+def add_input(folder: Path, index: int, start_v: int = 1000) -> Path:
+    """Write new input file ``index`` (``extra_rows``, ``v`` from ``start_v``) into ``folder``, ordered after every
+    fixture file."""
     path = folder / f"zz-extra-{index}.json"
-    path.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in QUERIES._file(extra_rows(index), 1000)))
+    path.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in QUERIES._file(extra_rows(index), start_v)))
     mtime = QUERIES.input_mtime(9, index)
     os.utime(path, (mtime, mtime))
     return path
@@ -61,12 +66,13 @@ def prepare(name: str, dst: Path, extra: int = 1, rounds: int = 1) -> Path:
     sink_at_home(dst, name)
     QUERIES.set_input_mtimes(name, str(dst))
     folder = input_folder(name, dst)
+    start_v = EXTRA_V.get(name, 1000)
     for index in range(extra):
-        add_input(folder, index)
+        add_input(folder, index, start_v)
     for later in range(1, rounds):
         held = dst / HELD / str(later)
         held.mkdir(parents=True)
-        path = add_input(folder, extra + later - 1)
+        path = add_input(folder, extra + later - 1, start_v)
         shutil.copy2(path, held / path.name)
         path.unlink()
     return dst

@@ -3,8 +3,7 @@ and ask real Spark what it does: the restart oracle runs these cases with the ch
 process), and ``check``'s verdict must be what Spark did: WM039 exactly when the restart fails; no error
 otherwise (Spark skips a damaged snapshot it can rebuild without, WM040, or never reads the file).
 
-(The zstd and snappy fixtures, ``state_types*``, cannot restart on the oracle's new input: their query casts it
-to types it overflows.) By default one file per fixture and kind of damage, chosen by seed; ``WMCHECK_FULL_STATE_SWEEP=1`` takes every
+By default one file per fixture and kind of damage, chosen by seed; ``WMCHECK_FULL_STATE_SWEEP=1`` takes every
 file of every store partition's load chain (the SST files a snapshot names included).
 """
 from __future__ import annotations
@@ -21,8 +20,10 @@ from oracle_cases import FAILS, OK, Case, cut, garbled, zeroed
 
 FORMAT_FIXTURES = {
     "agg_window_hdfs": "HDFS deltas, lz4",
+    "state_types": "HDFS deltas and a snapshot, zstd",
     "row_checksum_hdfs": "HDFS deltas with row checksums",
     "agg_window_rocksdb": "RocksDB zips, SSTs and changelogs, lz4",
+    "state_types_rocksdb": "RocksDB zips, SSTs and changelogs, snappy",
     "dedup_rocksdb_p3": "RocksDB zips and SSTs without changelogs",
     "checkpoint_v2": "RocksDB, checkpoint format 2 (unique ids, Spark checksum files)",
 }
