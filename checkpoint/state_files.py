@@ -17,6 +17,7 @@ from .state_formats import (
     BY_KIND,
     INCREMENT_KINDS,
     SHARED_DIRS,
+    Kind,
     Provider,
     StateFormat,
     provider_of,
@@ -30,7 +31,7 @@ class StateFile:
 
     path: str
     version: int
-    kind: str  # a :class:`StateFormat`'s kind: delta | snapshot | zip | changelog
+    kind: Kind
     unique_id: str | None
     size: int
     mtime_ms: int

@@ -23,6 +23,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+Kind = Literal["snapshot", "delta", "zip", "changelog"]
+"""A state file's kind: the suffix of its name."""
 Provider = Literal["hdfs", "rocksdb"]
 Role = Literal["base", "increment"]
 Decoder = Literal["records", "rocksdb-zip", "rocksdb-changelog"]
@@ -32,8 +34,8 @@ Decoder = Literal["records", "rocksdb-zip", "rocksdb-changelog"]
 class StateFormat:
     """One versioned state file format."""
 
-    kind: str
-    """The file name's suffix, also :attr:`StateFile.kind`: ``delta``, ``snapshot``, ``zip``, ``changelog``."""
+    kind: Kind
+    """The file name's suffix, also :attr:`StateFile.kind`."""
     provider: Provider
     role: Role
     """``base``: the whole state of its version (a load starts from the newest one at or below the version);
@@ -57,7 +59,7 @@ FORMATS: tuple[StateFormat, ...] = (
     StateFormat("zip", "rocksdb", "base", "rocksdb-zip", "zips", read_later=True, shared_dir="SSTs"),
     StateFormat("changelog", "rocksdb", "increment", "rocksdb-changelog", "changelogs", read_later=False),
 )
-BY_KIND = {f.kind: f for f in FORMATS}
+BY_KIND: dict[str, StateFormat] = {f.kind: f for f in FORMATS}
 BASE_KINDS = frozenset(f.kind for f in FORMATS if f.role == "base")
 INCREMENT_KINDS = frozenset(f.kind for f in FORMATS if f.role == "increment")
 SHARED_DIRS = frozenset(f.shared_dir for f in FORMATS if f.shared_dir)
@@ -82,6 +84,6 @@ def formats_of(provider: Provider) -> tuple[StateFormat, StateFormat]:
     return next(f for f in mine if f.role == "base"), next(f for f in mine if f.role == "increment")
 
 
-def file_name(version: int, kind: str, unique_id: str | None = None) -> str:
+def file_name(version: int, kind: Kind, unique_id: str | None = None) -> str:
     """The name Spark gives a file of ``kind`` for ``version`` (checkpoint format 2: with its unique id)."""
     return f"{version}{'_' + unique_id if unique_id else ''}.{kind}"

@@ -18,7 +18,7 @@ from .process import lean_pyarrow
 from .spark import command_session
 
 if TYPE_CHECKING:
-    from wmcheck.statestore.engines import StateEngine
+    from wmcheck.statestore.engines import EngineChoice, EngineName, StateEngine
 
 
 @click.command()
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 @common_options(FORMATS + ("parquet",))
 def state(checkpoint: str, operator: int | None, store: str | None, join_side: str | None, state_var: str | None,
           batch: int | None, older: bool, watermark: str | None, limit: int | None, output: str | None,
-          master: str | None, confs: tuple[str, ...], remote: str | None, engine: str, jobs: int | None,
+          master: str | None, confs: tuple[str, ...], remote: str | None, engine: EngineChoice, jobs: int | None,
           max_memory: str | None, fmt: str, tz: tzinfo, fs_options: tuple[str, ...]) -> None:
     """Stateful operators of CHECKPOINT, read from the state files (or with Spark's state reader): rows per
     store and partition, the event-time column that evicts them, and the keys older than the watermark
@@ -87,7 +87,7 @@ def state(checkpoint: str, operator: int | None, store: str | None, join_side: s
 
 
 @contextlib.contextmanager
-def _engine(name: str, ckpt: Checkpoint, master: str | None, confs: tuple[str, ...], remote: str | None,
+def _engine(name: EngineName, ckpt: Checkpoint, master: str | None, confs: tuple[str, ...], remote: str | None,
             jobs: int | None, budget: int | None) -> Iterator[StateEngine]:
     """The engine called ``name``, with what it needs for the command: for the python engine its workers,
     a memory budget (default: the memory available now) and pandas kept out of the process; for Spark's a

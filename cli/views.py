@@ -171,7 +171,7 @@ SOURCE_COLUMNS = ["source_id", "kind", "position", "before", "after"]
 def repair_result(result: RepairResult, tz: tzinfo) -> tuple[Fields, list[Table]]:
     """A repair's plan, dry run or applied (``rewind``, ``set-watermark``, ``relocate``, ``repartition``)."""
     plan, check = result.plan, result.verification
-    before, after, counts = plan.before, plan.after, plan.counts()
+    before, after = plan.before, plan.after
     if result.executed:
         mode = f"applied; backup {result.backup_id}" if result.backup_id else "applied; nothing needed changing"
     else:
@@ -185,7 +185,7 @@ def repair_result(result: RepairResult, tz: tzinfo) -> tuple[Fields, list[Table]
         ("last batch", f"{before.last_batch} -> {after.last_batch}"),
         ("last committed", f"{before.last_committed_batch} -> {after.last_committed_batch}"),
         ("watermark", f"{_watermark(before.watermark_ms, tz)} -> {_watermark(after.watermark_ms, tz)}"),
-        ("changes", f"{counts['remove']} file(s) removed (moved into the backup), {counts['write']} written"),
+        ("changes", f"{plan.count('remove')} file(s) removed (moved into the backup), {plan.count('write')} written"),
         *([("backup", result.backup)] if result.backup else []),
         *[("warning", w) for w in result.warnings],
     ]

@@ -7,7 +7,7 @@ talk to :class:`StateEngine`: the python engine returns Arrow tables, Spark Data
 from __future__ import annotations
 
 from datetime import timezone, tzinfo
-from typing import TYPE_CHECKING, Any, Iterator, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Literal, Protocol, Sequence, get_args
 
 from wmcheck.checkpoint.errors import CheckpointError, UnsupportedError
 from wmcheck.checkpoint.model import Checkpoint
@@ -22,7 +22,11 @@ if TYPE_CHECKING:
     from .eviction import Eviction
     from .summary import StateSummary
 
-ENGINES = ("auto", "python", "spark")
+EngineChoice = Literal["auto", "python", "spark"]
+"""An engine to read state with (``auto``: python where it reads every store, else Spark)."""
+ENGINES: tuple[EngineChoice, ...] = get_args(EngineChoice)
+EngineName = Literal["python", "spark"]
+"""The engine that reads state: Python (the files, no JVM) or Spark's state reader."""
 
 
 class StoreReadLike(Protocol):
@@ -67,7 +71,8 @@ class StateEngine(Protocol):
         store's schema comes at least once, in a table that may be empty)."""
 
 
-def choose(ckpt: Checkpoint, operator: int | None, store: str | None, kind: str | None, engine: str) -> tuple[str, str | None]:
+def choose(ckpt: Checkpoint, operator: int | None, store: str | None, kind: str | None,
+           engine: EngineChoice) -> tuple[EngineName, str | None]:
     """``(engine, note)``: the engine to read the selection with and, when ``auto`` falls back to
     Spark, why (the python engine's first unsupported store). Nothing is read here."""
     if engine not in ENGINES:
@@ -85,7 +90,7 @@ def choose(ckpt: Checkpoint, operator: int | None, store: str | None, kind: str 
     return "python", None
 
 
-def engine_for(name: str, spark: "SparkSession | None" = None, jobs: int | None = None,
+def engine_for(name: EngineName, spark: "SparkSession | None" = None, jobs: int | None = None,
                max_memory: int | None = None) -> StateEngine:
     """The engine called ``name`` (``python`` or ``spark``; Spark's needs the session). The python engine
     reads with ``jobs`` worker processes (default: in this process) within ``max_memory`` bytes (default: no budget)."""
@@ -100,12 +105,12 @@ def engine_for(name: str, spark: "SparkSession | None" = None, jobs: int | None 
     return SparkEngine(spark)
 
 
-def _chosen(ckpt: Checkpoint, operator: int | None, store: str | None, engine: str, spark: "SparkSession | None") -> StateEngine:
+def _chosen(ckpt: Checkpoint, operator: int | None, store: str | None, engine: EngineChoice, spark: "SparkSession | None") -> StateEngine:
     return engine_for(choose(ckpt, operator, store, None, engine)[0], spark)
 
 
 def summarize(ckpt: Checkpoint | str, operator: int | None = None, store: str | None = None, batch: int | None = None,
-              watermark_ms: int | None = None, tz: tzinfo = timezone.utc, engine: str = "auto",
+              watermark_ms: int | None = None, tz: tzinfo = timezone.utc, engine: EngineChoice = "auto",
               spark: "SparkSession | None" = None) -> "StateSummary":
     """What ``wmcheck state`` prints (``engine`` names the engine that read it)."""
     ckpt = as_checkpoint(ckpt)
@@ -113,7 +118,7 @@ def summarize(ckpt: Checkpoint | str, operator: int | None = None, store: str | 
 
 
 def read_state(ckpt: Checkpoint | str, operator: int = 0, store: str | None = None, batch: int | None = None,
-               engine: str = "auto", spark: "SparkSession | None" = None) -> Any:
+               engine: EngineChoice = "auto", spark: "SparkSession | None" = None) -> Any:
     """The reader's rows of one store (a store name, join side or state variable) of ``operator``:
     an Arrow table (python engine) or Spark's DataFrame."""
     ckpt = as_checkpoint(ckpt)
@@ -122,7 +127,7 @@ def read_state(ckpt: Checkpoint | str, operator: int = 0, store: str | None = No
 
 
 def older_than_watermark(ckpt: Checkpoint | str, operator: int = 0, store: str | None = None, batch: int | None = None,
-                         watermark_ms: int | None = None, engine: str = "auto", spark: "SparkSession | None" = None) -> Any:
+                         watermark_ms: int | None = None, engine: EngineChoice = "auto", spark: "SparkSession | None" = None) -> Any:
     """The rows the watermark evicts, with ``event_time_ms`` (see :func:`.reader.older_than_watermark`)."""
     ckpt = as_checkpoint(ckpt)
     reads = _chosen(ckpt, operator, store, engine, spark).read_stores(ckpt, operator, store, batch, watermark_ms)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timezone, tzinfo
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from wmcheck.checkpoint.model import Checkpoint
 from wmcheck.checkpoint.timeutil import format_ms
@@ -13,6 +13,9 @@ from wmcheck.checkpoint.timeutil import format_ms
 from .discovery import Store
 from .eviction import Eviction
 from .targets import EDGES, Target
+
+if TYPE_CHECKING:
+    from .engines import EngineName
 
 
 @dataclass(frozen=True)
@@ -62,7 +65,7 @@ class StateSummary:
     watermark: str | None
     watermark_from: str
     stores: tuple[StoreSummary, ...]
-    engine: str = "spark"
+    engine: EngineName = "spark"
     """``python`` (the state files read without a JVM) or ``spark`` (Spark's state reader)."""
 
 
@@ -120,7 +123,7 @@ def summary_of_groups(store: Store, rule: Eviction, wm: int, groups: list[tuple[
     )
 
 
-def state_summary(ckpt: Checkpoint, tgt: Target, stores: tuple[StoreSummary, ...], engine: str,
+def state_summary(ckpt: Checkpoint, tgt: Target, stores: tuple[StoreSummary, ...], engine: EngineName,
                   tz: tzinfo = timezone.utc) -> StateSummary:
     return StateSummary(
         checkpoint=ckpt.location,

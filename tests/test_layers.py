@@ -225,3 +225,56 @@ def test_every_repair_is_registered_once_by_its_command():
     assert list(registry.REQUESTS) == ["rewind", "set-watermark", "relocate", "repartition"]
     assert all(cls.command == command for command, cls in registry.REQUESTS.items())
     assert not hasattr(requests, "REQUESTS")
+
+
+# -- typed documents across seams -------------------------------------------------------------------
+
+DOCUMENT_SEAMS = [*sorted((ROOT / "checkpoint" / "repair").glob("*.py")), *(ROOT / "cli" / f"{m}.py" for m in (
+    "repair", "repartition", "replay", "output", "views")), ROOT / "statestore" / "repartition.py"]
+"""Where the repair document, the replay plan, a plan's request/before/after and backup manifests are made or read."""
+PARSERS = re.compile(r"(^|_)(from_json|parse)|^read_manifest$")
+"""Functions that turn JSON into those documents: the one place their keys are spelled."""
+MAPPINGS = {"roots", "environ", "metadata"}
+"""Mappings that are no document: the roots by name (checkpoint, sink), the environment, a dataclass field's metadata."""
+NOT_DOCUMENTS = {("views.py", "state_rows")}
+"""The rows of the state itself (records read from the stores)."""
+
+
+def string_key_lookups(path: Path) -> list[str]:
+    """``x["key"]`` and ``x.get("key")`` outside a parser, on anything but :data:`MAPPINGS`."""
+    found = []
+
+    def visit(node: ast.AST, function: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            name = child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else function
+            if PARSERS.search(name) or (path.name, name) in NOT_DOCUMENTS:
+                continue
+            key = receiver = None
+            if isinstance(child, ast.Subscript) and isinstance(child.ctx, ast.Load):
+                key, receiver = child.slice, child.value
+            elif isinstance(child, ast.Call) and isinstance(child.func, ast.Attribute) and child.func.attr == "get" \
+                    and child.args:
+                key, receiver = child.args[0], child.func.value
+            if isinstance(key, ast.Constant) and isinstance(key.value, str) and not (
+                    isinstance(receiver, (ast.Name, ast.Attribute)) and
+                    (receiver.id if isinstance(receiver, ast.Name) else receiver.attr) in MAPPINGS):
+                where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+                found.append(f"{where}:{child.lineno} ({name}): {ast.unparse(child)}")
+            visit(child, name)
+
+    visit(ast.parse(path.read_text()), "")
+    return found
+
+
+def test_documents_are_typed_across_seams():
+    """Results cross from the library to the CLI as frozen dataclasses: no string-key lookups outside parsers."""
+    assert [hit for path in DOCUMENT_SEAMS for hit in string_key_lookups(path)] == []
+
+
+def test_the_document_rule_catches_a_string_key_lookup(tmp_path):
+    probe = tmp_path / "repair.py"
+    probe.write_text((ROOT / "cli" / "repair.py").read_text() + "\n\ndef shown(doc, roots):\n"
+                     '    return doc["before"]["watermark_ms"], doc.get("steps"), roots["sink"]\n\n\n'
+                     "def plan_from_json(obj):\n    return obj[\"steps\"]\n")
+    assert [hit.split(": ", 1)[1] for hit in string_key_lookups(probe)] == [
+        "doc['before']['watermark_ms']", "doc['before']", "doc.get('steps')"]

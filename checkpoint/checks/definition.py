@@ -2,15 +2,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterable, NamedTuple, Union
+from typing import TYPE_CHECKING, Callable, Final, Iterable, Literal, NamedTuple, Union, get_args
 
 from ..repair.requests import RepairRequest, UndoRequest
 
 if TYPE_CHECKING:
     from .context import Context
 
-ERROR, WARNING = "error", "warning"
-SEVERITIES = (ERROR, WARNING)
+Severity = Literal["error", "warning"]
+ERROR: Final = "error"
+WARNING: Final = "warning"
+SEVERITIES: tuple[Severity, ...] = get_args(Severity)
 
 
 @dataclass(frozen=True)
@@ -31,7 +33,7 @@ class Finding:
     it; ``fix`` is what to do: the request of the wmcheck repair that fixes it, or an instruction."""
 
     code: str
-    severity: str
+    severity: Severity
     checkpoint: str
     path: str
     message: str
@@ -51,7 +53,7 @@ class Check:
     """A check of the registry; ``run`` is None for codes reported outside the checks (WM000)."""
 
     code: str
-    severity: str
+    severity: Severity
     title: str
     run: Callable[["Context"], Iterable[Issue]] | None
     needs_sink: bool = False
@@ -61,7 +63,7 @@ class Check:
             raise ValueError(f"check {self.code}: unknown severity {self.severity!r}")
 
 
-def check(code: str, severity: str, title: str, *, needs_sink: bool = False) -> Callable[..., Check]:
+def check(code: str, severity: Severity, title: str, *, needs_sink: bool = False) -> Callable[..., Check]:
     """Decorator: the function as a :class:`Check` under ``code`` (listed in :mod:`.registry` to run)."""
 
     def define(fn: Callable[["Context"], Iterable[Issue]]) -> Check:

@@ -16,18 +16,19 @@ from ..errors import MalformedFileError
 from ..fs import FileSystem
 from ..layout import BACKUPS
 from ..repair_records import CHECKSUM, EDITED_HINT, MANIFEST, BackupHead, Status, checksum, manifest_json
-from .plan_params import Params, Position, params_from_json
+from .plan_params import Document, Params, Position, params_from_json
 
 MANIFEST_VERSION = 2
 
 
 @dataclass(frozen=True)
-class Resolved:
+class Resolved(Document):
     """The locations a repair changed, with symbolic links resolved when it began (None: not local, or none)."""
 
     checkpoint: str | None
     file_sink: str | None = None
     files: str | None = None
+    """``--backup-dir DIR/<id>``."""
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,7 @@ class Manifest:
             **{k: v for k, v in (("applied_ms", self.applied_ms), ("undone_ms", self.undone_ms)) if v is not None},
             "checkpoint": self.checkpoint, "file_sink": self.file_sink, "files": self.files,
             "plan_sha256": self.plan_sha256, "entries_sha256": self.entries_sha256,
-            "resolved": None if self.resolved is None else dataclasses.asdict(self.resolved),
+            "resolved": None if self.resolved is None else self.resolved.to_json(),
             "request": self.request.to_json(), "before": self.before.to_json(), "after": self.after.to_json(),
             "steps": self.steps,
         }
@@ -112,8 +113,7 @@ def read_manifest(ckpt_fs: FileSystem, backup_id: str, missing_ok: bool = False)
             before=Position.from_json(doc.get("before")), after=Position.from_json(doc.get("after")),
             steps=_count(doc.get("steps")), plan_sha256=_text(doc.get("plan_sha256")),
             entries_sha256=_text(doc.get("entries_sha256")),
-            resolved=None if resolved is None else Resolved(_text(resolved.get("checkpoint")),
-                                                            _text(resolved.get("file_sink")), _text(resolved.get("files"))),
+            resolved=None if resolved is None else Resolved.from_json(resolved),
             applied_ms=_count(doc.get("applied_ms")), undone_ms=_count(doc.get("undone_ms")),
             version=int(doc.get("version", 1)),
         )

@@ -121,8 +121,12 @@ class Plan:
     sources: tuple[SourcePosition, ...] = ()
     """Where each source continues from before and after (a rewind moves them back)."""
 
+    def count(self, action: Action) -> int:
+        """How many steps do ``action``."""
+        return sum(1 for s in self.steps if s.action == action)
+
     def counts(self) -> dict[str, int]:
-        return {a: sum(1 for s in self.steps if s.action == a) for a in ACTIONS}
+        return {a: self.count(a) for a in ACTIONS}
 
     def params(self, kind: type[P]) -> P:
         """The request's parameters, of the class of this plan's command."""

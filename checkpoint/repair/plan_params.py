@@ -59,6 +59,8 @@ def _checked(key: str, value: Any, annotation: str) -> Any:
             return value
         if kind == "bool" and isinstance(value, bool):
             return value
+        if kind == "str" and isinstance(value, str):
+            return value
         if kind == "tuple[str, ...]" and isinstance(value, list) and all(isinstance(v, str) for v in value):
             return tuple(value)
         if kind == "Mapping[str, str]" and isinstance(value, dict) and all(
