@@ -234,8 +234,9 @@ DOCUMENT_SEAMS = [*sorted((ROOT / "checkpoint" / "repair").glob("*.py")), *(ROOT
 """Where the repair document, the replay plan, a plan's request/before/after and backup manifests are made or read."""
 PARSERS = re.compile(r"(^|_)(from_json|parse)|^read_manifest$")
 """Functions that turn JSON into those documents: the one place their keys are spelled."""
-MAPPINGS = {"roots", "environ", "metadata"}
-"""Mappings that are no document: the roots by name (checkpoint, sink), the environment, a dataclass field's metadata."""
+MAPPINGS = {"roots", "environ", "metadata", "value"}
+"""Mappings that are no document: the roots by name (checkpoint, sink), the environment, a dataclass field's metadata,
+a source offset's JSON as Spark wrote it (``SourceOffset.value``)."""
 NOT_DOCUMENTS = {("views.py", "state_rows")}
 """The rows of the state itself (records read from the stores)."""
 
