@@ -187,12 +187,15 @@ def read_later(f: StateFile) -> bool:
     return f.format.read_later and f.unique_id is None
 
 
-def beyond(ctx: Context, op: Operator, later: bool) -> list[tuple[StorePartition, list[StateFile]]]:
-    """Per store partition, its files of versions newer than any this checkpoint's batches wrote, that a later
-    load reads (``later``) or not."""
+def beyond(ctx: Context, later: bool) -> Iterator[tuple[Operator, list[tuple[StorePartition, list[StateFile]]], list[StateFile]]]:
+    """Per operator with any: per store partition its files of versions newer than any this checkpoint's batches
+    wrote, that a later load reads (``later``) or not, and all of them."""
     ceiling = version_ceiling(ctx)
-    extra = [(p, [f for f in p.files if f.version > ceiling and read_later(f) == later]) for p in op.partitions]
-    return [(p, files) for p, files in extra if files]
+    for op in ctx.operators:
+        extra = [(p, [f for f in p.files if f.version > ceiling and read_later(f) == later]) for p in op.partitions]
+        extra = [(p, files) for p, files in extra if files]
+        if extra:
+            yield op, extra, [f for _, fs in extra for f in fs]
 
 
 def leftover_fix(ctx: Context) -> Fix:
@@ -204,11 +207,7 @@ def leftover_fix(ctx: Context) -> Fix:
 @check("WM041", ERROR, "state snapshots of later versions that Spark will read")
 def future_snapshots(ctx: Context) -> Iterator[Issue]:
     ceiling = version_ceiling(ctx)
-    for op in ctx.operators:
-        extra = beyond(ctx, op, later=True)
-        if not extra:
-            continue
-        files = [f for _, fs in extra for f in fs]
+    for op, extra, files in beyond(ctx, later=True):
         base, step = file_kinds(extra[0][0])
         yield Issue(files[0].path, (
             f"{plural(len(files), base)} of version {span(min(f.version for f in files), max(f.version for f in files))} "
@@ -224,11 +223,7 @@ def future_snapshots(ctx: Context) -> Iterator[Issue]:
 @check("WM017", WARNING, "state files beyond the last batch")
 def leftovers(ctx: Context) -> Iterator[Issue]:
     ceiling = version_ceiling(ctx)
-    for op in ctx.operators:
-        extra = beyond(ctx, op, later=False)
-        if not extra:
-            continue
-        files = [f for _, fs in extra for f in fs]
+    for op, extra, files in beyond(ctx, later=False):
         versions = sorted({f.version for f in files})
         yield Issue(extra[0][0].directory, (
             f"{plural(len(files), 'state file')} for version {span(versions[0], versions[-1])} in "
