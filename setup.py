@@ -1,10 +1,12 @@
 """Package discovery: every package below the top-level source directories, installed under ``wmcheck``
-(cli/ -> wmcheck.cli, checkpoint/checks/ -> wmcheck.checkpoint.checks); the rest is in pyproject.toml."""
+(cli/ -> wmcheck.cli, checkpoint/checks/ -> wmcheck.checkpoint.checks), and api/ as the ``wmcheck`` package itself
+(the public API: ``from wmcheck import check``); the rest is in pyproject.toml."""
 from setuptools import find_packages, setup
 
 TOP = ("cli", "checkpoint", "statestore")
 
 setup(
-    package_dir={f"wmcheck.{top}": top for top in TOP},
-    packages=[f"wmcheck.{name}" for name in find_packages(include=[f"{top}*" for top in TOP]) if name.split(".")[0] in TOP],
+    package_dir={"wmcheck": "api", **{f"wmcheck.{top}": top for top in TOP}},
+    packages=["wmcheck", *(f"wmcheck.{name}" for name in find_packages(include=[f"{top}*" for top in TOP])
+                          if name.split(".")[0] in TOP)],
 )

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone, tzinfo
 from typing import TYPE_CHECKING
 
-from .errors import Spelling, UnsupportedError, python_spelling, spelled
+from .errors import CheckpointError, Spelling, UnsupportedError, arg, python_spelling, spelled
 from .model import Checkpoint
 from .progress import QueryProgress
 from .repartitions import repartitions
@@ -186,9 +186,14 @@ def save(tl: Timeline, fig: "Figure", path: str, spelling: Spelling = python_spe
     if ext not in FORMATS:
         raise UnsupportedError(f"cannot write a timeline to {path}: unknown extension {ext or '(none)'}",
                                hint="name the output file .html, .png or .svg")
-    if ext == ".png":
-        fig.savefig(path, format="png", dpi=110)
-        return
-    text = svg_text(fig) if ext == ".svg" else html_page(tl, fig, spelling)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
+    try:
+        if ext == ".png":
+            fig.savefig(path, format="png", dpi=110)
+            return
+        text = svg_text(fig) if ext == ".svg" else html_page(tl, fig, spelling)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as exc:
+        raise CheckpointError(f"cannot write the timeline to {path}: {exc.strerror or exc}",
+                              hint=f"{arg('output')} names a file in a directory that exists and is writable",
+                              param="output") from None

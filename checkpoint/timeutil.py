@@ -32,7 +32,8 @@ def zone(name: str | None) -> tzinfo:
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
-        raise CheckpointError(f"unknown time zone {name!r}", hint="use UTC, local or an IANA name like Europe/Berlin") from None
+        raise CheckpointError(f"unknown time zone {name!r}", hint="use UTC, local or an IANA name like Europe/Berlin",
+                              param="tz") from None
 
 
 def format_ms(ms: int | None, tz: tzinfo = timezone.utc) -> str | None:

@@ -4,15 +4,17 @@ from __future__ import annotations
 import contextlib
 import importlib
 import importlib.util
+import json
 import os
 import sys
+from typing import Any
 
 import click
 
 from wmcheck.checkpoint.errors import CheckpointError
 
 from .commands import COMMANDS
-from .flags import cli_spelling
+from .flags import cli_spelling, for_cli
 from .process import EXIT_INTERRUPTED, interrupted, own_process, owned
 from .text import printable
 
@@ -56,7 +58,7 @@ class WmcheckGroup(click.Group):
         except CheckpointError as exc:
             if debug_requested():
                 raise
-            raise CliError(printable(exc.text(cli_spelling))) from None
+            raise CommandError(exc.text(cli_spelling), exc.message, exc.hint, exc.param, exc.where) from None
         except KeyboardInterrupt:  # pyspark's Ctrl-C handler (a session started) raises it
             if owned():
                 interrupted()
@@ -64,12 +66,55 @@ class WmcheckGroup(click.Group):
         except BrokenPipeError:
             silence_stdout()
             raise click.exceptions.Exit(EXIT_BROKEN_PIPE) from None
+        except click.UsageError as exc:
+            if json_requested():
+                param = exc.param.opts[0] if isinstance(exc, click.BadParameter) and exc.param is not None and exc.param.opts else None
+                raise CommandError(exc.format_message(), exc.format_message(), None, param, None) from None
+            raise
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
+        except OSError as exc:  # a file the command line names (an --output in a missing directory)
+            if debug_requested() or exc.filename is None:
+                raise
+            what = f"cannot open {exc.filename}: {exc.strerror}"
+            hint = "check the path: its directory must exist, and be writable for an output"
+            raise CommandError(f"{what} (hint: {hint})", what, hint, None, None) from None
         except Exception as exc:  # a bug: say so in one line, keep the traceback for --debug
             if debug_requested():
                 raise
-            raise CliError(printable(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug and report it)")) from None
+            text = f"internal error: {type(exc).__name__}: {exc}"
+            raise CommandError(f"{text} (rerun with --debug and report it)", text, "rerun with --debug and report it",
+                               None, None) from None
+
+
+class CommandError(CliError):
+    """An error of a command, in one line, or with ``--format json`` as an object on stdout: ``error``, ``hint``,
+    ``param`` (the option at fault), ``where`` (file, line or byte) and ``exit_code``."""
+
+    def __init__(self, line: str, error: str, hint: str | None, param: str | None, where: str | None) -> None:
+        super().__init__(printable(line))
+        self.doc = {"error": printable(for_cli(error)), "hint": printable(for_cli(hint)) if hint else None,
+                    "param": cli_spelling(param, None) if param and not param.startswith("-") else param,
+                    "where": printable(where) if where else None, "exit_code": self.exit_code}
+        self.as_json = json_requested()  # decided while the command's context is there
+
+    def show(self, file: Any = None) -> None:
+        if self.as_json:
+            click.echo(json.dumps(self.doc, ensure_ascii=False, indent=2))
+        else:
+            super().show(file)
+
+
+FORMAT_KEY = "wmcheck.format"
+
+
+def json_requested() -> bool:
+    """``--format json`` was given (its value is kept as it is parsed, before the other options)."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and ctx.find_root().meta.get(FORMAT_KEY) is not None:
+        return ctx.find_root().meta[FORMAT_KEY] == "json"
+    args = sys.argv[1:]
+    return any(a == "--format=json" or (a == "--format" and args[i + 1:i + 2] == ["json"]) for i, a in enumerate(args))
 
 
 def debug_requested() -> bool:

@@ -73,6 +73,11 @@ def _set_timeout(ctx: click.Context, _param: click.Parameter, value: float | Non
         ctx.find_root().meta[TIMEOUT_KEY] = value
 
 
+def _keep_format(ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    ctx.find_root().meta["wmcheck.format"] = value  # errors follow it (cli/main.py)
+    return value
+
+
 def _zone(_ctx: click.Context, _param: click.Parameter, value: str) -> tzinfo:
     return zone(value)
 
@@ -87,7 +92,8 @@ def common_options(formats: tuple[str, ...] = FORMATS) -> Callable:
                           help="How long a remote store may take to connect or answer (default 30).")(fn)
         fn = click.option("--fs-option", "fs_options", multiple=True, metavar="KEY=VALUE", help="pyarrow.fs option for remote checkpoints (repeatable).")(fn)
         fn = click.option("--tz", default="UTC", show_default=True, callback=_zone, help="Time zone for displayed times (IANA name or 'local').")(fn)
-        fn = click.option("--format", "fmt", type=click.Choice(formats), default="table", show_default=True, help="Output format.")(fn)
+        fn = click.option("--format", "fmt", type=click.Choice(formats), default="table", show_default=True, is_eager=True,
+                          callback=_keep_format, help="Output format.")(fn)
         return fn
 
     return decorate

@@ -1,5 +1,5 @@
 """What ``pip install .`` installs: every module and data file of cli/, checkpoint/ and statestore/ under
-``wmcheck``, every package found without a list (a new subpackage too), and nothing else at the top level (the
+``wmcheck`` (api/ as ``wmcheck`` itself), a ``py.typed`` in every package, every package found without a list (a new subpackage too), and nothing else at the top level (the
 editable install used by the tests hides such gaps)."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import zipfile
 
 from conftest import ROOT
 
-SOURCES = {"cli": "wmcheck/cli", "checkpoint": "wmcheck/checkpoint", "statestore": "wmcheck/statestore"}
+SOURCES = {"api": "wmcheck", "cli": "wmcheck/cli", "checkpoint": "wmcheck/checkpoint", "statestore": "wmcheck/statestore"}
 
 
 def packages(paths: list[str]) -> set[str]:
@@ -35,6 +35,9 @@ def test_wheel_holds_every_module_data_file_and_package(tmp_path):
     wanted = {SOURCES[path.split("/")[0]] + path[len(path.split("/")[0]):] for path in tracked}
     assert wanted and wanted <= names, sorted(wanted - names)
     assert {n.split("/")[0] for n in names} == {"wmcheck", wheel.name.split("-py3")[0] + ".dist-info"}
-    assert packages(sorted(names)) == {"wmcheck." + name for name in packages([*tracked, added])}
-    assert "wmcheck.checkpoint.repair.added" in packages(sorted(names)) and len(packages(tracked)) == 6
+    installed = {"wmcheck" if name == "api" else "wmcheck." + name for name in packages([*tracked, added])}
+    assert packages(sorted(names)) == installed
+    assert "wmcheck.checkpoint.repair.added" in packages(sorted(names)) and len(packages(tracked)) == 7
+    typed = {p for p in packages(sorted(names)) if p.replace(".", "/") + "/py.typed" in names}
+    assert typed == installed - {"wmcheck.checkpoint.repair.added"}  # every package of the source is typed (PEP 561)
 

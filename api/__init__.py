@@ -1,0 +1,234 @@
+"""wmcheck: inspect, validate and safely repair Spark Structured Streaming checkpoints, from Python.
+
+Every command of the command line is a function here first, taking a checkpoint's location (or an opened
+:class:`Checkpoint`) and returning typed results (frozen dataclasses) that the command prints::
+
+    import wmcheck
+
+    ckpt = wmcheck.open_checkpoint("s3://bucket/checkpoints/orders", fs_options={"region": "eu-west-1"})
+    summary = wmcheck.show(ckpt)                          # wmcheck show
+    findings = wmcheck.check("/data/ckpt")                # wmcheck check: [Finding(code, severity, ...)]
+    result = wmcheck.rewind("/data/ckpt", to_batch=7)     # a dry run; execute=True applies it (backed up)
+    wmcheck.undo("/data/ckpt")                            # wmcheck undo
+
+Errors are :class:`CheckpointError` subclasses naming the parameter at fault (``error.param``). Importing this
+package loads nothing else: each function imports what it needs when called (pyspark only for ``engine="spark"``,
+``replay_batches`` and ``repartition``).
+"""
+from __future__ import annotations
+
+from datetime import timezone, tzinfo
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
+
+from wmcheck.checkpoint.errors import (
+    CheckpointError,
+    MalformedFileError,
+    MissingFileError,
+    NewerVersionError,
+    NotACheckpointError,
+    RefusedError,
+    SparkUnavailableError,
+    UnsupportedError,
+)
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+    from pyspark.sql import DataFrame, SparkSession
+
+    from wmcheck.checkpoint.batch_inputs import ReplayPlan
+    from wmcheck.checkpoint.checks.definition import Finding
+    from wmcheck.checkpoint.model import Checkpoint
+    from wmcheck.checkpoint.repair import BackupRow, RepairRequest, RepairResult, RunOptions, UndoResult
+    from wmcheck.checkpoint.summary import BatchRow, CheckpointSummary
+    from wmcheck.checkpoint.timeline import Timeline
+    from wmcheck.statestore.summary import StateSummary
+
+FsOptions = Mapping[str, str] | None
+
+__all__ = ["CheckpointError", "MalformedFileError", "MissingFileError", "NewerVersionError", "NotACheckpointError",
+           "RefusedError", "SparkUnavailableError", "UnsupportedError", "backups", "batches", "check",
+           "older_than_watermark", "open_checkpoint", "relocate", "repartition", "replay_batches", "replay_plan",
+           "rewind", "set_watermark", "show", "state", "timeline", "undo"]
+
+
+def open_checkpoint(location: str, fs_options: FsOptions = None) -> Checkpoint:
+    """Open a checkpoint by path or URI (``s3://``, ``gs://``, ``abfss://``, ``hdfs://``, ``file:``); ``fs_options``
+    are its store's options (docs/remote.md). Files are read when a fact needs them."""
+    from wmcheck.checkpoint.model import open_checkpoint as opened
+
+    return opened(location, fs_options)
+
+
+def _opened(checkpoint: str | Checkpoint, fs_options: FsOptions) -> Checkpoint:
+    return open_checkpoint(checkpoint, fs_options) if isinstance(checkpoint, str) else checkpoint
+
+
+def _location(checkpoint: str | Checkpoint) -> str:
+    return checkpoint if isinstance(checkpoint, str) else checkpoint.location
+
+
+def _progress(ckpt: Checkpoint, progress: str | None, fs_options: FsOptions) -> Any:
+    if progress is None:
+        return None
+    from wmcheck.checkpoint.progress_files import load_progress
+
+    return load_progress(ckpt.query_metadata.query_id if ckpt.query_metadata else None, progress, fs_options or {})
+
+
+def show(checkpoint: str | Checkpoint, *, progress: str | None = None, tz: tzinfo = timezone.utc,
+         fs_options: FsOptions = None) -> CheckpointSummary:
+    """``wmcheck show``: batches, the watermark the next batch uses (and why it is stuck), pinned conf, sources,
+    stateful operators, warnings. ``progress``: Spark's event logs or progress JSON lines."""
+    from wmcheck.checkpoint.summary import describe
+
+    ckpt = _opened(checkpoint, fs_options)
+    return describe(ckpt, tz, _progress(ckpt, progress, fs_options))
+
+
+def batches(checkpoint: str | Checkpoint, *, last: int | None = None, start: int | None = None, end: int | None = None,
+            progress: str | None = None, tz: tzinfo = timezone.utc, fs_options: FsOptions = None) -> list[BatchRow]:
+    """``wmcheck batches``: one row per batch (the ``last`` K, or ``start``..``end``)."""
+    from wmcheck.checkpoint.summary import batch_range, batch_rows
+
+    ckpt = _opened(checkpoint, fs_options)
+    return batch_rows(ckpt, batch_range(ckpt, last, start, end), tz, _progress(ckpt, progress, fs_options))
+
+
+def check(checkpoint: str, *, file_sink: str | None = None, select: Iterable[str] | None = None,
+          ignore: Iterable[str] = (), stall_batches: int | None = None, content: bool = True,
+          tz: tzinfo = timezone.utc, fs_options: FsOptions = None) -> list[Finding]:
+    """``wmcheck check``: every finding (code, severity, path, message, fix); a checkpoint that cannot be read
+    is one WM000 finding. ``select``/``ignore``: check codes."""
+    from wmcheck.checkpoint.checks.context import STALL_BATCHES
+    from wmcheck.checkpoint.validate import check_location, select_checks
+
+    return check_location(checkpoint, file_sink, fs_options=fs_options, checks=select_checks(select, ignore), tz=tz,
+                          stall_batches=STALL_BATCHES if stall_batches is None else stall_batches, content=content)
+
+
+def _repair(checkpoint: str | Checkpoint, request: RepairRequest, execute: bool, options: RunOptions | None,
+            fs_options: FsOptions) -> RepairResult:
+    import dataclasses
+
+    from wmcheck.checkpoint import repair
+
+    run = options or repair.RunOptions()
+    if execute or fs_options is not None:
+        run = dataclasses.replace(run, execute=execute or run.execute,
+                                  fs_options=fs_options if fs_options is not None else run.fs_options)
+    return repair.run(_location(checkpoint), request, run)
+
+
+def rewind(checkpoint: str | Checkpoint, *, to_batch: int | None = None, to_watermark: str | None = None,
+           to_time: str | None = None, shift: int | None = None, file_sink: str | None = None,
+           keep_next_offsets: bool = False, keep_source_log: bool = False, execute: bool = False,
+           options: RunOptions | None = None, fs_options: FsOptions = None) -> RepairResult:
+    """``wmcheck rewind``: make an earlier batch the last committed one. A dry run (the plan) unless ``execute``;
+    ``options`` for saved plans, the idle check, the backup directory."""
+    from wmcheck.checkpoint.repair import RewindRequest
+
+    request = RewindRequest(to_batch=to_batch, to_watermark=to_watermark, to_time=to_time, shift=shift,
+                            file_sink=file_sink, keep_next_offsets=keep_next_offsets, keep_source_log=keep_source_log)
+    return _repair(checkpoint, request, execute, options, fs_options)
+
+
+def set_watermark(checkpoint: str | Checkpoint, watermark: str | int, *, allow_raise: bool = False,
+                  window: str | int | None = None, execute: bool = False, options: RunOptions | None = None,
+                  fs_options: FsOptions = None) -> RepairResult:
+    """``wmcheck set-watermark``: the watermark the next batch starts from (ISO time, epoch ms, ``-2 hours``)."""
+    from wmcheck.checkpoint.repair import SetWatermarkRequest
+
+    return _repair(checkpoint, SetWatermarkRequest(watermark=watermark, allow_raise=allow_raise, window=window),
+                   execute, options, fs_options)
+
+
+def relocate(checkpoint: str | Checkpoint, *, path_map: Mapping[str, str] | None = None, file_sink: str | None = None,
+             execute: bool = False, options: RunOptions | None = None, fs_options: FsOptions = None) -> RepairResult:
+    """``wmcheck relocate``: a copied or moved checkpoint names its own files (``path_map``: FROM -> TO)."""
+    from wmcheck.checkpoint.repair import RelocateRequest
+
+    return _repair(checkpoint, RelocateRequest(path_map=path_map, file_sink=file_sink), execute, options, fs_options)
+
+
+def repartition(checkpoint: str | Checkpoint, partitions: int | None, *, file_sink: str | None = None,
+                execute: bool = False, options: RunOptions | None = None, fs_options: FsOptions = None,
+                master: str | None = None, conf: Mapping[str, str] | None = None) -> RepairResult:
+    """``wmcheck repartition``: Spark's offline state repartition (pyspark 4.2+); planning needs no Spark."""
+    from wmcheck.checkpoint.repair import RepartitionRequest
+    from wmcheck.statestore.repartition import SparkRepartitioner
+
+    runner = SparkRepartitioner(master=master, conf=dict(conf or {})) if execute else None
+    return _repair(checkpoint, RepartitionRequest(partitions=partitions, file_sink=file_sink, runner=runner),
+                   execute, options, fs_options)
+
+
+def undo(checkpoint: str | Checkpoint, *, backup_id: str | None = None, force: bool = False, idle_ms: int | None = None,
+         file_sink: str | None = None, fs_options: FsOptions = None) -> UndoResult:
+    """``wmcheck undo``: restore the checkpoint from a wmcheck backup (the last one by default)."""
+    from wmcheck.checkpoint.activity import DEFAULT_IDLE_MS
+    from wmcheck.checkpoint.repair import undo_repair
+
+    return undo_repair(_location(checkpoint), backup_id=backup_id, force=force,
+                       idle_ms=DEFAULT_IDLE_MS if idle_ms is None else idle_ms, file_sink=file_sink, fs_options=fs_options)
+
+
+def backups(checkpoint: str | Checkpoint, *, fs_options: FsOptions = None) -> list[BackupRow]:
+    """``wmcheck backups``: the backups wmcheck made of the checkpoint."""
+    from wmcheck.checkpoint.repair import list_backups
+
+    return list_backups(_location(checkpoint), fs_options=fs_options)
+
+
+def state(checkpoint: str | Checkpoint, *, operator: int | None = None, store: str | None = None,
+          batch: int | None = None, watermark_ms: int | None = None, engine: str = "auto",
+          spark: SparkSession | None = None, tz: tzinfo = timezone.utc, fs_options: FsOptions = None) -> StateSummary:
+    """``wmcheck state``: rows per operator and store and their age against the watermark, read without a JVM
+    (``engine="python"``, the default when it reads every store) or by Spark's reader."""
+    from wmcheck.statestore.engines import summarize
+
+    return summarize(_opened(checkpoint, fs_options), operator, store, batch, watermark_ms, tz, engine, spark)
+
+
+def older_than_watermark(checkpoint: str | Checkpoint, *, operator: int = 0, store: str | None = None,
+                         batch: int | None = None, watermark_ms: int | None = None, engine: str = "auto",
+                         spark: SparkSession | None = None, fs_options: FsOptions = None) -> Any:
+    """``wmcheck state --older-than-watermark``: the rows the next batch evicts (an Arrow table; a DataFrame
+    with ``engine="spark"``)."""
+    from wmcheck.statestore.engines import older_than_watermark as older
+
+    return older(_opened(checkpoint, fs_options), operator, store, batch, watermark_ms, engine, spark)
+
+
+def replay_plan(checkpoint: str | Checkpoint, start: int, end: int | None = None, *, source: str | None = None,
+                include_pending: bool = False, path_map: Mapping[str, str] | None = None,
+                fs_options: FsOptions = None) -> ReplayPlan:
+    """``wmcheck replay --plan``: the input files and offsets of batches ``start``..``end``, no Spark."""
+    from wmcheck.checkpoint.batch_inputs import plan
+    from wmcheck.checkpoint.batch_inputs import replay_plan as assembled
+
+    ckpt = _opened(checkpoint, fs_options)
+    return assembled(ckpt, plan(ckpt, start, end, source=source, include_pending=include_pending, path_map=path_map,
+                                fs_options=fs_options))
+
+
+def replay_batches(spark: SparkSession, checkpoint: str | Checkpoint, start: int, end: int | None = None,
+                   **options: Any) -> Iterator[tuple[int, DataFrame, int]]:
+    """``wmcheck replay``: ``(batch id, DataFrame, watermark ms)`` of each recorded batch's exact input (options
+    as :class:`wmcheck.statestore.replay.ReplayOptions`: ``event_time``, ``keep="late"``, ``path_map``...)."""
+    from wmcheck.statestore.replay import batch_inputs
+
+    return batch_inputs(spark, checkpoint, start, end, **options)
+
+
+def timeline(checkpoint: str | Checkpoint, *, output: str | None = None, progress: str | None = None,
+             tz: tzinfo = timezone.utc, fs_options: FsOptions = None) -> tuple[Timeline, Figure]:
+    """``wmcheck timeline``: the facts and the matplotlib figure; with ``output`` also written (``.html``,
+    ``.png``, ``.svg``)."""
+    from wmcheck.checkpoint import timeline as drawing
+
+    ckpt = _opened(checkpoint, fs_options)
+    facts = drawing.timeline(ckpt, _progress(ckpt, progress, fs_options), tz)
+    fig = drawing.figure(facts, tz)
+    if output is not None:
+        drawing.save(facts, fig, output)
+    return facts, fig
