@@ -8,6 +8,8 @@ The repair itself (backup, journal, the sink log entry, undo) is ``repair.run`` 
 """
 from __future__ import annotations
 
+import time
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import metadata
@@ -55,12 +57,24 @@ class SparkRepartitioner:
         return row_counts(self._session(), location)
 
     def repartition(self, location: str, partitions: int, confs: Mapping[str, str]) -> str | None:
+        """Spark's repartition; when it fails, the other tasks of its jobs are cancelled and waited for (a failed
+        job's running tasks go on writing state files), so that nothing writes into the checkpoint afterwards."""
         spark = self._session()
+        sc, tag = spark.sparkContext, f"wmcheck-repartition-{uuid.uuid4()}"
+        sc.addJobTag(tag)
         try:
             with session_confs(spark, confs):
                 spark._streamingCheckpointManager.repartition(location, partitions)
         except Exception as exc:  # Spark's error, as one line
+            sc.cancelJobsWithTag(tag)
+            left = wait_for_tasks(sc, tag, SETTLE_S)
+            if left:
+                raise CheckpointError(f"Spark's repartition failed ({spark_error(exc)}) and {left} of its tasks still "
+                                      f"ran {SETTLE_S} s later: the repair is left interrupted",
+                                      hint="once Spark stopped, 'wmcheck undo CKPT' removes what it wrote") from None
             return spark_error(exc)
+        finally:
+            sc.removeJobTag(tag)
         return None
 
     def verify(self, location: str, plan: Plan, before: StateRows, fs_options: FsOptions) -> Verification:
@@ -75,6 +89,29 @@ class SparkRepartitioner:
         return Verification(tuple(f"{f.code} {f.path}" for f in findings if f.severity == ERROR),
                             tuple(f"{f.code} {f.path}" for f in findings if f.severity != ERROR), counts,
                             partitions_of(ckpt, ckpt.last_batch or 0))
+
+
+SETTLE_S = 300
+"""How long a failed repartition's remaining tasks may take to end."""
+
+
+def running_tasks(sc, tag: str) -> int:
+    """Tasks of the jobs tagged ``tag`` that Spark's status store still sees running (after every event Spark posted
+    so far reached it: a task's start is posted before its job fails, its end once its thread is done)."""
+    jsc = sc._jsc.sc()
+    jsc.listenerBus().waitUntilEmpty()
+    tracker = sc.statusTracker()
+    jobs = [tracker.getJobInfo(job) for job in jsc.statusTracker().getJobIdsForTag(tag)]
+    stages = sorted({stage for job in jobs if job is not None for stage in job.stageIds})
+    return sum(info.numActiveTasks for info in map(tracker.getStageInfo, stages) if info is not None)
+
+
+def wait_for_tasks(sc, tag: str, timeout_s: float) -> int:
+    """Wait until no task of the jobs tagged ``tag`` runs; the number still running after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while (left := running_tasks(sc, tag)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return left
 
 
 def spark_error(exc: BaseException) -> str:

@@ -172,9 +172,16 @@ def test_rewind_before_a_repartition_restores_the_old_layout_then_5_to_2(spark, 
         assert sink_rows(spark, name, new) == baseline(spark, "agg_window_rocksdb")
 
 
+def running_tasks(spark) -> int:
+    """Tasks Spark's status store sees running in the session, once every event Spark posted reached it."""
+    spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty()
+    return sum(e.numRunningTasks for e in spark.sparkContext.statusTracker().getExecutorInfos())
+
+
 def test_spark_failure_leaves_the_checkpoint_as_it_was(spark, tmp_path):
-    """A file where Spark wants partition directory 3 of the new layout: Spark fails after writing offsets/L+1;
-    wmcheck moves what it wrote into the backup and says so in one line."""
+    """A file where Spark wants partition directory 3 of the new layout: Spark fails after writing offsets/L+1 while
+    other tasks of its job still write state files; wmcheck cancels and waits for them (none runs when it returns),
+    moves what they wrote into the backup and says so in one line. Nothing is written into the checkpoint later."""
     name = "dedup_rocksdb_p3"
     root = tmp_path / name
     shutil.copytree(FIXTURES / name, root)
@@ -183,6 +190,7 @@ def test_spark_failure_leaves_the_checkpoint_as_it_was(spark, tmp_path):
     with fixture_conf(spark, name):
         out = run_cli("repartition", root / "checkpoint", "--partitions", "5", "--file-sink", root / "output",
                       "--execute", "--idle", "0", exit_code=2).output
+        assert running_tasks(spark) == 0
     assert out.startswith("Error: Spark's repartition failed: ") and len(out.strip().splitlines()) == 1
     assert "file(s) it wrote were moved into backup " in out and "so the checkpoint is as it was" in out
     assert files(root) == before
