@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from wmcheck.checkpoint.repair import BackupRow, RepairRequest, RepairResult, RunOptions, UndoResult
     from wmcheck.checkpoint.summary import BatchRow, CheckpointSummary
     from wmcheck.checkpoint.timeline import Timeline
+    from wmcheck.statestore.engines import EngineChoice
     from wmcheck.statestore.summary import StateSummary
 
 FsOptions = Mapping[str, str] | None
@@ -180,7 +181,7 @@ def backups(checkpoint: str | Checkpoint, *, fs_options: FsOptions = None) -> li
 
 
 def state(checkpoint: str | Checkpoint, *, operator: int | None = None, store: str | None = None,
-          batch: int | None = None, watermark_ms: int | None = None, engine: str = "auto",
+          batch: int | None = None, watermark_ms: int | None = None, engine: EngineChoice = "auto",
           spark: SparkSession | None = None, tz: tzinfo = timezone.utc, fs_options: FsOptions = None) -> StateSummary:
     """``wmcheck state``: rows per operator and store and their age against the watermark, read without a JVM
     (``engine="python"``, the default when it reads every store) or by Spark's reader."""
@@ -190,7 +191,7 @@ def state(checkpoint: str | Checkpoint, *, operator: int | None = None, store: s
 
 
 def older_than_watermark(checkpoint: str | Checkpoint, *, operator: int = 0, store: str | None = None,
-                         batch: int | None = None, watermark_ms: int | None = None, engine: str = "auto",
+                         batch: int | None = None, watermark_ms: int | None = None, engine: EngineChoice = "auto",
                          spark: SparkSession | None = None, fs_options: FsOptions = None) -> Any:
     """``wmcheck state --older-than-watermark``: the rows the next batch evicts (an Arrow table; a DataFrame
     with ``engine="spark"``)."""
