@@ -17,6 +17,8 @@ load from other processes hits both alike; the machine's load average is printed
   two (target: >= 1.7x on 2 cores);
 * memory: the peak RSS of the whole read (``--jobs 1``: one process) at ``--keys`` and ``--big-keys``
   (target: within 10% of each other);
+* remote: the same command on a copy of the ``--keys`` RocksDB checkpoint in a local S3-compatible server
+  (moto's, on loopback) against the local read (``--s3``; needs ``moto[server]``);
 * ``wmcheck check`` of the ``--keys`` RocksDB checkpoint, which decodes every state file Spark loads for
   the next batch, against the PySpark script's time to load and read that store (target: faster).
 """
@@ -50,7 +52,8 @@ print(json.dumps([r.asDict(recursive=True) for r in rows], default=str))
 """
 HDFS_CONF = {k: v for k, v in CONF.items() if k != "spark.sql.streaming.stateStore.providerClass"}
 MEASURED = ("import atexit, resource, sys\n"
-            "atexit.register(lambda: print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr))\n"
+            "atexit.register(lambda: print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "
+            "resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr))\n"
             "sys.argv = ['wmcheck', *sys.argv[1:]]\nfrom wmcheck.cli.main import main\nmain()")
 
 
@@ -64,9 +67,10 @@ def timed(cmd: list[str]) -> tuple[float, float]:
 
 
 def peak_rss_mib(args: list[str]) -> float:
-    """The peak RSS of ``wmcheck ARGS`` in a new process."""
+    """The peak RSS of ``wmcheck ARGS`` in a new process: its own plus its largest worker's."""
     done = subprocess.run([sys.executable, "-c", MEASURED, *args], check=True, capture_output=True, text=True)
-    return int(done.stderr.strip().splitlines()[-1]) / 1024
+    own, worker = done.stderr.strip().splitlines()[-1].split()
+    return (int(own) + int(worker)) / 1024
 
 
 def load() -> str:
@@ -111,11 +115,38 @@ def engine_cmd(py: str, ckpt: Path, out: Path, *extra: str) -> list[str]:
             "parquet", "--output", str(out), *extra]
 
 
+def s3_read(py: str, ckpt: Path, out: Path, repeat: int) -> dict[str, float]:
+    """The python engine on ``s3://`` (a copy of ``ckpt`` in moto's S3 server on loopback) against the local read."""
+    import logging
+
+    from moto.server import ThreadedMotoServer
+    from pyarrow import fs as pafs
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        options = {"endpoint_override": f"http://{host}:{port}", "scheme": "http", "access_key": "test",
+                   "secret_key": "test", "region": "us-east-1"}
+        s3 = pafs.S3FileSystem(**options, allow_bucket_creation=True)
+        s3.create_dir("bucket")
+        pafs.copy_files(str(ckpt), "bucket/ckpt", destination_filesystem=s3)
+        remote = [py, "-m", "wmcheck.cli", "state", "s3://bucket/ckpt", "--engine", "python", "--older-than-watermark",
+                  "--format", "parquet", "--output", str(out), *[a for k, v in options.items() for a in ("--fs-option", f"{k}={v}")]]
+        medians = compare("s3", {"s3://": remote, "local": engine_cmd(py, ckpt, out)}, repeat)
+    finally:
+        server.stop()
+    return {"s3_s": round(medians["s3://"][0], 2), "local_s": round(medians["local"][0], 2),
+            "s3_over_local": round(medians["s3://"][0] / medians["local"][0], 2)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--keys", type=int, default=1_000_000)
     parser.add_argument("--big-keys", type=int, default=5_000_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--s3", action="store_true", help="also read the RocksDB state from a local S3 server")
     parser.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "wmcheck-bench-state"))
     args = parser.parse_args()
     py, work = sys.executable, Path(args.workdir)
@@ -150,6 +181,8 @@ def main() -> None:
     report["peak_rss_mib"] = {str(sizes["rocksdb"]): round(small_rss), str(sizes["rocksdb big"]): round(big_rss),
                               "ratio": round(big_rss / small_rss, 3)}
     report["keys_older_than_watermark"] = rows_ours
+    if args.s3:
+        report["s3"] = s3_read(py, states["rocksdb"], work / "s3.parquet", args.repeat)
     report["load_after"] = load()
     print(json.dumps(report, indent=1))
 

@@ -15,7 +15,7 @@ verified as Spark's reader does (:mod:`wmcheck.checkpoint.row_checksums`).
 from __future__ import annotations
 
 from contextlib import closing
-from typing import Generator, Iterator
+from typing import Any, Generator, Iterator
 
 from wmcheck.checkpoint.errors import MalformedFileError, MissingFileError
 from wmcheck.checkpoint.fs import FileSystem
@@ -63,10 +63,12 @@ class PartitionStream:
         with closing(self._base(base, rows, overlay)) as chunks:  # a failed check closes the snapshot at once
             for keys, values in chunks:
                 yield (keys, [verified_values(k, v, place) for k, v in zip(keys, values)]) if verify else (keys, values)
-        rest = [(k, v) for k, v in overlay.items() if v is not None]
-        for start in range(0, len(rest), rows):
-            part = rest[start:start + rows]
-            keys, values = [k for k, _ in part], [bytes(v) for _, v in part]  # a merge onto no value: the value alone
+        rest_keys, rest_values = list(overlay), list[Any](overlay.values())
+        if None in rest_values or any(type(v) is _Merged for v in rest_values):  # deletes, merges onto no value
+            kept = [(k, bytes(v)) for k, v in zip(rest_keys, rest_values) if v is not None]
+            rest_keys, rest_values = [k for k, _ in kept], [v for _, v in kept]
+        for start in range(0, len(rest_keys), rows):
+            keys, values = rest_keys[start:start + rows], rest_values[start:start + rows]
             yield (keys, [verified_values(k, v, place) for k, v in zip(keys, values)]) if verify else (keys, values)
 
     def _overlay(self, increments: list[StateFile]) -> dict[bytes, bytes | None]:
@@ -85,6 +87,9 @@ class PartitionStream:
                         overlay[key] = _Merged(joined) if isinstance(before, _Merged) else bytes(joined)  # type: ignore[arg-type]
                     else:
                         overlay[key] = _Merged(value) if kind == MERGE else value  # type: ignore[arg-type]
+                continue
+            if not self.checksums:  # a delete's value is None: the overlay's mark for it
+                overlay.update((key, value) for _, key, value in sized_records(data, f.path))
                 continue
             place = RowPlace(self.part.operator_id, self.part.store, self.part.partition, f.version, f.path)
             for kind, key, value in sized_records(data, f.path):
@@ -123,8 +128,8 @@ class PartitionStream:
         values: list[bytes] = []
         for kind, key, value in sized_records(decompress(self.fs.read(base.path), self.codec, base.path), base.path):
             if kind == DELETE or value is None:
-                raise MalformedFileError("a snapshot record has a negative value size (Spark's reader fails on it)",
-                                         path=base.path, hint="the snapshot is damaged: wmcheck check CKPT")
+                raise MalformedFileError("expected a value size, found -1 (a snapshot holds no deletes; Spark: "
+                                         "CANNOT_READ_SNAPSHOT_FILE_VALUE_SIZE)", path=base.path, hint="wmcheck check CKPT")
             keys.append(key)
             values.append(verified_value(key, value, place) if self.checksums else value)
             if len(keys) == rows:
