@@ -8,8 +8,8 @@ this process has imported) and started by a fork server otherwise (a process tha
 remote file system's client threads). An error in a worker stops them all and is raised here; a
 stopped worker (SIGTERM, SIGINT) cleans up after itself (temporary files) and exits.
 
-The memory budget (``max_memory`` bytes) is the resident memory of this process and its workers,
-sampled every 50 ms: past it the workers are stopped and :func:`run` raises one CheckpointError
+The memory budget (``max_memory`` bytes) is the memory of this process and its workers (proportional
+set sizes: pages a forked worker shares with this process count once), sampled every 100 ms: past it the workers are stopped and :func:`run` raises one CheckpointError
 naming the budget, rather than letting the machine swap.
 """
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any, Callable, Generator, Iterator, Sequence
 
 from wmcheck.checkpoint.errors import CheckpointError, arg
 
-SAMPLE_S = 0.05
+SAMPLE_S = 0.1
 STOP_S = 5.0
 """How long a stopped worker has to clean up before it is killed."""
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -39,19 +39,28 @@ def default_jobs() -> int:
 
 
 def available_memory() -> int | None:
-    """``MemAvailable`` of ``/proc/meminfo`` in bytes (None where there is none)."""
+    """What this process holds plus ``MemAvailable`` of ``/proc/meminfo``, in bytes: how far it may grow
+    before the machine swaps (None where there is no such file)."""
     try:
         with open("/proc/meminfo") as fh:
             for line in fh:
                 if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
+                    return int(line.split()[1]) * 1024 + resident(os.getpid())
     except OSError:
         return None
     return None
 
 
 def resident(pid: int) -> int:
-    """Resident memory of process ``pid`` in bytes (0 once it is gone)."""
+    """Memory of process ``pid`` in bytes (0 once it is gone): its proportional set size, so that pages a
+    forked worker still shares with this process count once, else its resident set size."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as fh:
+            for line in fh:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
     try:
         with open(f"/proc/{pid}/statm") as fh:
             return int(fh.read().split()[1]) * _PAGE
