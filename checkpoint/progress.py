@@ -8,11 +8,12 @@ Reading files, compressed or rolled as Spark writes them, is :mod:`wmcheck.check
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Iterable, Mapping
 
 from .errors import MalformedFileError
+from .plans import ENVIRONMENT, SQL_START, BatchPlan, batch_plan, environment_allow_multiple
 
 PROGRESS_EVENT = "org.apache.spark.sql.streaming.StreamingQueryListener$QueryProgressEvent"
 
@@ -66,14 +67,27 @@ class BatchProgress:
 
 @dataclass(frozen=True)
 class QueryProgress:
-    """The reports of one query, by batch id (a batch reported twice, e.g. re-run after a restart, keeps the later)."""
+    """The reports of one query, by batch id (a batch reported twice, e.g. re-run after a restart, keeps the later),
+    and, from an event log, the physical plans of its batches."""
 
     query_id: str
     run_ids: tuple[str, ...]
     batches: Mapping[int, BatchProgress]
+    plans: Mapping[int, BatchPlan] = field(default_factory=dict)
 
     def get(self, batch: int) -> BatchProgress | None:
         return self.batches.get(batch)
+
+
+@dataclass(frozen=True)
+class EventRecords:
+    """What a progress file or event log holds, of any query: progress reports and batch plans."""
+
+    reports: tuple[BatchProgress, ...]
+    plans: tuple[BatchPlan, ...] = ()
+
+    def __add__(self, other: "EventRecords") -> "EventRecords":
+        return EventRecords(self.reports + other.reports, self.plans + other.plans)
 
 
 def iso_ms(text: Any) -> int | None:
@@ -132,13 +146,14 @@ def _is_progress(obj: Mapping[str, Any]) -> bool:
     return isinstance(obj.get("batchId"), int) and isinstance(obj.get("id"), str)
 
 
-def parse_progress_lines(data: bytes, path: str) -> list[BatchProgress]:
-    """The progress reports in an event log or a JSON-lines file (other events are skipped).
+def parse_event_lines(data: bytes, path: str) -> EventRecords:
+    """The progress reports and batch plans in an event log or a JSON-lines file (other events are skipped).
 
     A line that is not JSON fails with its line number, except a cut-off last line (a log still
     being written, ``.inprogress``).
     """
-    out = []
+    reports, plans = [], []
+    allow_multiple = None
     lines = data.decode("utf-8", errors="replace").splitlines()
     for number, line in enumerate(lines, 1):
         if not line.strip():
@@ -154,18 +169,35 @@ def parse_progress_lines(data: bytes, path: str) -> list[BatchProgress]:
                                           "objects one per line") from None
         if not isinstance(obj, dict):
             continue
-        if obj.get("Event") == PROGRESS_EVENT and isinstance(obj.get("progress"), dict):
+        event = obj.get("Event")
+        if event == SQL_START:
+            plan = batch_plan(obj, allow_multiple)
+            if plan is not None:
+                plans.append(plan)
+            continue
+        if event == ENVIRONMENT:
+            allow_multiple = environment_allow_multiple(obj)
+            continue
+        if event == PROGRESS_EVENT and isinstance(obj.get("progress"), dict):
             obj = obj["progress"]
         if _is_progress(obj):
-            out.append(batch_progress(obj))
-    return out
+            reports.append(batch_progress(obj))
+    return EventRecords(tuple(reports), tuple(plans))
 
 
-def query_progress(query_id: str, reports: Iterable[BatchProgress]) -> QueryProgress:
-    """The reports of ``query_id``, by batch id; a batch reported by several runs keeps the latest report."""
+def parse_progress_lines(data: bytes, path: str) -> list[BatchProgress]:
+    """The progress reports in an event log or a JSON-lines file (see :func:`parse_event_lines`)."""
+    return list(parse_event_lines(data, path).reports)
+
+
+def query_progress(query_id: str, reports: Iterable[BatchProgress], plans: Iterable[BatchPlan] = ()) -> QueryProgress:
+    """The reports (and plans) of ``query_id``, by batch id; a batch reported by several runs keeps the latest one."""
     batches: dict[int, BatchProgress] = {}
     runs: dict[str, None] = {}
     for report in sorted((r for r in reports if r.query_id == query_id), key=lambda r: (r.timestamp_ms or 0, r.batch_id)):
         batches[report.batch_id] = report
         runs[report.run_id] = None
-    return QueryProgress(query_id, tuple(runs), dict(sorted(batches.items())))
+    by_batch: dict[int, BatchPlan] = {}
+    for plan in sorted((p for p in plans if p.query_id == query_id), key=lambda p: (p.time_ms or 0, p.batch_id)):
+        by_batch[plan.batch_id] = plan
+    return QueryProgress(query_id, tuple(runs), dict(sorted(batches.items())), dict(sorted(by_batch.items())))

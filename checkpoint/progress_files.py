@@ -13,7 +13,7 @@ from typing import Mapping
 
 from .errors import CheckpointError, MalformedFileError, MissingFileError, UnsupportedError, arg
 from .fs import FileSystem, open_fs
-from .progress import BatchProgress, QueryProgress, parse_progress_lines, query_progress
+from .progress import BatchProgress, EventRecords, QueryProgress, parse_event_lines, query_progress
 
 LZ4_MAGIC = b"LZ4Block"
 LZ4_HEADER = struct.Struct("<Biii")  # token (method | level), compressed length, original length, checksum
@@ -113,26 +113,31 @@ def _files(fs: FileSystem, path: str) -> list[str]:
     return out
 
 
-def read_reports(location: str, fs_options: Mapping[str, str] | None = None) -> list[BatchProgress]:
-    """Every progress report in a file or directory (any query)."""
+def read_records(location: str, fs_options: Mapping[str, str] | None = None) -> EventRecords:
+    """Every progress report and batch plan in a file or directory (any query)."""
     folder, name = posixpath.split(location.rstrip("/"))
     fs = open_fs(folder or ".", fs_options)
-    out: list[BatchProgress] = []
+    out = EventRecords(())
     for rel in _files(fs, name):
         shown = posixpath.join(folder, rel) if folder else rel
-        out += parse_progress_lines(decompress(fs.read(rel), posixpath.basename(rel), shown), shown)
+        out += parse_event_lines(decompress(fs.read(rel), posixpath.basename(rel), shown), shown)
     return out
 
 
+def read_reports(location: str, fs_options: Mapping[str, str] | None = None) -> list[BatchProgress]:
+    """Every progress report in a file or directory (any query)."""
+    return list(read_records(location, fs_options).reports)
+
+
 def load_progress(query_id: str | None, location: str, fs_options: Mapping[str, str] | None = None) -> QueryProgress:
-    """The reports of the checkpoint's query (by id) in ``location``; a clear error when there are none."""
-    reports = read_reports(location, fs_options)
+    """The reports (and plans) of the checkpoint's query (by id) in ``location``; a clear error when there are none."""
+    records = read_records(location, fs_options)
     if query_id is None:
         raise CheckpointError("the checkpoint has no query id (metadata is missing), so progress cannot be matched",
                               hint=f"run without {arg('progress')}", param="progress")
-    found = query_progress(query_id, reports)
+    found = query_progress(query_id, records.reports, records.plans)
     if not found.batches:
-        others = sorted({r.query_id for r in reports})
+        others = sorted({r.query_id for r in records.reports})
         raise CheckpointError(
             f"{location} holds no progress report of query {query_id}"
             + (f" (it has reports of {', '.join(others[:3])}{'...' if len(others) > 3 else ''})" if others else

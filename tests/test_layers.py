@@ -16,11 +16,12 @@ TOP = ("cli", "checkpoint", "statestore")
 # (layer rank, group, modules of wmcheck.checkpoint by their first name component)
 CHECKPOINT_GROUPS = {
     "formats": (0, ["errors", "numbers", "timeutil", "textlog", "source_offsets", "offsets", "commits", "file_logs",
-                    "query_metadata", "operator_metadata", "state_schema", "checksums", "operator_kinds", "progress", "kafka_offsets",
-                    "state_formats", "rocksdb_zip", "state_codecs", "state_records", "row_checksums", "list_frames", "state_content"]),
+                    "query_metadata", "operator_metadata", "state_schema", "checksums", "operator_kinds", "progress", "plans",
+                    "kafka_offsets", "state_formats", "rocksdb_zip", "state_codecs", "state_records", "row_checksums",
+                    "list_frames", "state_content"]),
     "layout": (1, ["layout", "fs", "metadata_log", "state_files", "state_load", "locations", "repair_records", "progress_files"]),
     "model": (2, ["model", "relocation", "repartitions", "activity"]),
-    "batch facts": (3, ["batch_inputs", "source_labels", "stall"]),  # what each batch read (the replay plan), stalls
+    "batch facts": (3, ["batch_inputs", "source_labels", "stall", "operator_watermarks"]),  # what each batch read (the replay plan), stalls
     "checks": (4.5, ["checks", "validate"]),  # findings carry the repair's requests as their fixes
     "repair": (4, ["repair"]),
     "summary": (4, ["summary"]),

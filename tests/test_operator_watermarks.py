@@ -1,0 +1,241 @@
+"""Each stateful operator's own watermarks against what Spark printed in every batch's plan (the fixtures' event logs)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from wmcheck.checkpoint.errors import spelled
+from wmcheck.checkpoint.model import open_checkpoint
+from wmcheck.checkpoint.operator_watermarks import CHECKPOINT, JOIN_CONDITION, PLAN, UNKNOWN, operator_watermarks
+from wmcheck.checkpoint.plans import JOIN, NONE, PASSES, batch_plan
+from wmcheck.checkpoint.progress import QueryProgress
+from wmcheck.checkpoint.progress_files import load_progress, read_records
+
+from conftest import FIXTURES, fixture_checkpoint, fixture_facts
+
+CHAINS = ["join_then_agg", "agg_then_agg", "dedup_then_agg", "fmgws_then_agg", "tws_then_agg", "fmgws_tws_agg"]
+BASE = 1704067200000  # 2024-01-01T00:00:00Z
+
+
+def query_id(name: str) -> str:
+    return json.loads((fixture_checkpoint(name) / "metadata").read_text())["id"]
+
+
+def progress(name: str) -> QueryProgress:
+    return load_progress(query_id(name), str(FIXTURES / name / "eventlog"))
+
+
+def printed(name: str) -> dict[int, dict[int, tuple[int | None, int | None]]]:
+    """batch -> operator -> (late, evict) as Spark printed them."""
+    return {b: {op.operator_id: (op.late_ms, op.evict_ms) for op in plan.root.operators()}
+            for b, plan in progress(name).plans.items()}
+
+
+def derived(name: str, with_plan_of: int | None) -> dict[int, dict[int, tuple[int | None, int | None]]]:
+    """The model's values when the event log holds only the plan of batch ``with_plan_of`` (None: no event log)."""
+    found = progress(name)
+    plans = {with_plan_of: found.plans[with_plan_of]} if with_plan_of is not None else {}
+    known = QueryProgress(found.query_id, found.run_ids, found.batches, plans)
+    model = operator_watermarks(open_checkpoint(str(fixture_checkpoint(name))), known if plans else None)
+    return {b.batch: {o.operator_id: (o.late_ms, o.evict_ms) for o in b.operators} for b in model.batches}
+
+
+@pytest.mark.parametrize("name", CHAINS)
+def test_every_batch_has_its_plan_in_the_event_log(name):
+    facts = fixture_facts(name)
+    plans = progress(name).plans
+    assert sorted(plans) == [b["batch"] for b in facts["batches"]]
+    assert {op.operator_id for op in plans[facts["last_batch"]].root.operators()} == \
+        {op["operator_id"] for op in facts["operators"]}
+
+
+@pytest.mark.parametrize("name", CHAINS)
+def test_derived_watermarks_equal_the_plans_of_every_batch(name):
+    """From the last batch's plan alone (the operators' order, a join's condition offset) and the checkpoint's global
+    watermarks, every earlier batch's late and eviction watermark of every operator is what Spark printed."""
+    spark = printed(name)
+    last = max(spark)
+    got = derived(name, last)
+    assert {b: got[b] for b in spark} == spark
+
+
+@pytest.mark.parametrize("name", ["agg_then_agg", "dedup_then_agg", "tws_then_agg"])
+def test_without_an_event_log_chains_that_pass_the_watermark_on_are_exact(name):
+    spark = printed(name)
+    got = derived(name, None)
+    assert {b: got[b] for b in spark} == spark
+    model = operator_watermarks(open_checkpoint(str(fixture_checkpoint(name))))
+    assert {o.source for b in model.batches for o in b.operators} == {CHECKPOINT}
+    assert model.topology_from.startswith("the checkpoint")
+
+
+def test_join_then_agg_in_numbers():
+    """The join's time-range condition (r_ts within 10 s of l_ts) holds the aggregation 10.001 s behind the global
+    watermark; the next batch's values come from the condition's offset applied to the checkpoint's watermark."""
+    ckpt = open_checkpoint(str(fixture_checkpoint("join_then_agg")))
+    model = operator_watermarks(ckpt, progress("join_then_agg"))
+    assert model.allow_multiple is True and model.topology_from == "batch 7's plan in the event log"
+    join, agg = model.link(1), model.link(0)
+    assert (join.name, join.node, join.output, join.join_offset_ms) == ("symmetricHashJoin", "StreamingSymmetricHashJoin", JOIN, -10001)
+    assert (agg.name, agg.node, agg.upstream, agg.output) == ("stateStoreSave", "StateStoreSave", (1,), PASSES)
+    b7 = model.batch(7)
+    assert (b7.watermark_ms, b7.previous_ms, b7.planned) == (BASE + 44000, BASE + 31000, True)
+    assert (b7.of(1).late_ms, b7.of(1).evict_ms, b7.of(1).source) == (BASE + 31000, BASE + 44000, PLAN)
+    assert (b7.of(0).late_ms, b7.of(0).evict_ms, b7.of(0).source) == (BASE + 20999, BASE + 33999, PLAN)
+    nxt = model.batch(8)
+    assert (nxt.watermark_ms, nxt.planned) == (ckpt.watermark_ms, False) == (BASE + 44000, False)
+    assert (nxt.of(0).late_ms, nxt.of(0).evict_ms, nxt.of(0).source) == (BASE + 33999, BASE + 33999, JOIN_CONDITION)
+    assert nxt.of(0).note.startswith("the global watermark -10.001 s: the condition of symmetricHashJoin (operator 1)")
+    assert (nxt.of(1).evict_ms, nxt.of(1).source) == (BASE + 44000, CHECKPOINT)
+
+
+def test_join_upstream_without_an_event_log_is_unknown_with_the_reason():
+    model = operator_watermarks(open_checkpoint(str(fixture_checkpoint("join_then_agg"))))
+    assert model.topology_from == "the checkpoint (no plan: operators taken as one chain, operator 0 last)"
+    zero, later = model.batch(0).of(0), model.batch(5).of(0)
+    assert (zero.late_ms, zero.evict_ms, zero.source) == (0, 0, CHECKPOINT)  # a global watermark of 0 is no one's guess
+    assert (later.late_ms, later.evict_ms, later.source) == (None, None, UNKNOWN)
+    assert spelled(later.note) == ("a stream-stream join upstream, symmetricHashJoin (operator 1), holds its output "
+                                   "watermark back by its time-range condition, which only the plan records: pass "
+                                   "Spark's event log of the query (progress=EVENTLOG)")
+    assert model.batch(5).of(1).evict_ms == BASE + 21000  # the join itself takes the global watermark
+
+
+def test_no_watermark_below_flatmapgroupswithstate():
+    """applyInPandasWithState passes no watermark on: transformWithState and the aggregation after it get 0 (the
+    timers never fire, the aggregation never emits); without the plan that is unknown (a withWatermark after it would
+    give the global one, as in fmgws_then_agg)."""
+    model = operator_watermarks(open_checkpoint(str(fixture_checkpoint("fmgws_tws_agg"))), progress("fmgws_tws_agg"))
+    assert [(o.operator_id, o.output, o.watermark_from) for o in model.operators] == \
+        [(0, PASSES, (1,)), (1, PASSES, (2,)), (2, NONE, ())]
+    last = model.batches[-1]
+    assert last.watermark_ms > 0
+    assert [(o.operator_id, o.late_ms, o.evict_ms) for o in last.operators] == \
+        [(0, 0, 0), (1, 0, 0), (2, last.previous_ms, last.watermark_ms)]
+    assert last.of(0).source == CHECKPOINT and "applyInPandasWithState (operator 2) upstream passes no watermark on" in last.of(0).note
+    blind = operator_watermarks(open_checkpoint(str(fixture_checkpoint("fmgws_tws_agg"))))
+    assert (blind.batches[-1].of(0).source, blind.batches[-1].of(0).evict_ms) == (UNKNOWN, None)
+    assert "unless the query calls withWatermark again after it" in blind.batches[-1].of(0).note
+
+    again = operator_watermarks(open_checkpoint(str(fixture_checkpoint("fmgws_then_agg"))), progress("fmgws_then_agg"))
+    assert (again.link(0).upstream, again.link(0).watermark_from) == ((1,), ())  # a withWatermark in between
+    last = again.batches[-1]
+    assert (last.of(0).late_ms, last.of(0).evict_ms) == (last.previous_ms, last.watermark_ms)
+
+
+def test_allow_multiple_false_gives_every_operator_the_batch_watermark():
+    model = operator_watermarks(open_checkpoint(str(fixture_checkpoint("join_then_agg"))), allow_multiple=False)
+    assert model.allow_multiple is False and spelled(model.allow_multiple_from) == "allow_multiple=False"
+    b5 = model.batch(5)
+    assert {(o.late_ms, o.evict_ms) for o in b5.operators} == {(b5.watermark_ms, b5.watermark_ms)}
+
+
+def test_plan_strings_as_spark_prints_them():
+    """Each exec's own argument order, taken from the fixtures' event logs."""
+    records = read_records(str(FIXTURES / "tws_then_agg" / "eventlog"))
+    plan = max((p for p in records.plans), key=lambda p: p.batch_id)
+    tws = plan.operators[1]
+    assert (tws.node, tws.output_watermark) == ("TransformWithStateInPySpark", PASSES)
+    dedup = read_records(str(FIXTURES / "dedup_then_agg" / "eventlog")).plans[3].operators[1]
+    assert (dedup.node, dedup.late_ms, dedup.evict_ms) == ("StreamingDeduplicate", BASE + 5000, BASE + 15000)
+    assert batch_plan({"description": "no batch here", "sparkPlanInfo": {}}) is None
+
+
+# -- what the state says: the rows "evicted next" are the rows Spark removed ---------------------------------------
+
+def _stores(name: str) -> list[str]:
+    from wmcheck.statestore.discovery import select
+
+    return sorted({s.name for s in select(open_checkpoint(str(fixture_checkpoint(name))), None, None)})
+
+
+EVICTION_STORES = [(n, s) for n in CHAINS for s in _stores(n) if s in ("default", "left", "right", "$eventTimers_keyToTimestamp")]
+SKIPPED_STORES = {("tws_then_agg", "$eventTimers_keyToTimestamp")}
+"""Its processor deletes and registers timers itself on every new row, so timers go without being evicted."""
+
+
+def _rows(table, with_value: bool) -> list[str]:
+    cols = ["partition_id", "key"] + (["value"] if with_value else [])
+    return sorted(json.dumps({c: r[c] for c in cols}, default=str, sort_keys=True) for r in table.to_pylist())
+
+
+def removed_by_spark(ckpt, store, batch: int, with_value: bool, engine: str = "python", spark=None) -> list[str]:
+    """The rows of ``store`` in the state batch ``batch`` starts from that the state after it no longer holds."""
+    from collections import Counter
+
+    from wmcheck.statestore import engines
+
+    def rows(b):
+        table = engines.read_state(ckpt, store.operator_id, store.name, b, engine=engine, spark=spark)
+        return _rows(table if engine == "python" else _arrow(table), with_value)
+
+    return sorted((Counter(rows(batch)) - Counter(rows(batch + 1))).elements())
+
+
+def _arrow(df):
+    return df.select("partition_id", "key", "value").toArrow()
+
+
+def evicted_next(ckpt, store, batch: int, prog, with_value: bool, engine: str = "python", spark=None) -> list[str]:
+    from wmcheck.statestore import engines
+
+    table = engines.older_than_watermark(ckpt, store.operator_id, store.name, batch, engine=engine, spark=spark, progress=prog)
+    return _rows(table if engine == "python" else _arrow(table), with_value)
+
+
+def eviction_cases(name: str, store_name: str):
+    from wmcheck.statestore.discovery import select
+
+    ckpt = open_checkpoint(str(fixture_checkpoint(name)))
+    stores = [s for s in select(ckpt, None, None) if s.name == store_name]
+    # every batch that starts from committed state and whose own state was committed after it
+    batches = [b for b in ckpt.commit_ids if b >= 1 and b - 1 in ckpt.commit_ids]
+    return ckpt, stores, batches
+
+
+@pytest.mark.parametrize(("name", "store_name"), [c for c in EVICTION_STORES if c not in SKIPPED_STORES])
+def test_evicted_next_is_what_spark_removed(name, store_name):
+    """At every batch, the rows judged older than each operator's own eviction watermark are exactly the rows the
+    state after that batch no longer holds (python engine; tests/test_state_spark.py does it with Spark's reader)."""
+    ckpt, stores, batches = eviction_cases(name, store_name)
+    prog = progress(name)
+    for store in stores:
+        join = store.name in ("left", "right")
+        for batch in batches:
+            assert evicted_next(ckpt, store, batch, prog, join) == removed_by_spark(ckpt, store, batch, join), (store, batch)
+
+
+def test_the_global_watermark_would_have_evicted_windows_spark_kept():
+    """The aggregation after the join: by the global watermark windows would go that Spark kept for a batch longer."""
+    from wmcheck.statestore import engines
+
+    ckpt, stores, batches = eviction_cases("join_then_agg", "default")
+    wrong = []
+    for batch in batches:
+        state = engines.read_state(ckpt, 0, "default", batch, engine="python")
+        by_global = state.filter([r["key"]["window"]["end"].timestamp() * 1000 <= ckpt.offsets(batch).metadata.batch_watermark_ms
+                                  for r in state.to_pylist()])
+        if _rows(by_global, False) != removed_by_spark(ckpt, stores[0], batch, False):
+            wrong.append(batch)
+    assert wrong == [3, 4, 5, 6, 7]  # and with the operator's own watermark, none (test above)
+
+
+def test_state_refuses_an_operator_whose_watermark_is_unknown():
+    from conftest import run_cli
+
+    ckpt = fixture_checkpoint("join_then_agg")
+    out = run_cli("state", str(ckpt), "--operator", "0", "--older-than-watermark", exit_code=2)
+    line = out.stderr.strip()
+    assert "\n" not in line
+    assert line.startswith("Error: operator 0's own eviction watermark at batch 8 is unknown: a stream-stream join "
+                           "upstream, symmetricHashJoin (operator 1), holds its output watermark back")
+    assert "--progress EVENTLOG" in line and "--watermark TIME" in line
+    shown = run_cli("state", str(ckpt), "--operator", "0", "--older-than-watermark", "--progress",
+                    str(FIXTURES / "join_then_agg" / "eventlog"), "--format", "json")
+    rows = json.loads(shown.stdout)
+    assert rows == []  # [30 s, 40 s) ends after 33.999 s: Spark keeps it, though the global watermark (44 s) is past it
+    summary = json.loads(run_cli("state", str(ckpt), "--format", "json").stdout)
+    agg = next(s for s in summary["stores"] if s["operator_id"] == 0)
+    assert (agg["older_than_watermark"], agg["watermark_ms"], agg["histogram"]) == (None, None, None)
+    assert "is unknown" in agg["watermark_from"]
