@@ -115,6 +115,10 @@ class OperatorWatermarks:
     def link(self, operator_id: int) -> OperatorLink | None:
         return next((o for o in self.operators if o.operator_id == operator_id), None)
 
+    def upstream(self, operator_id: int) -> tuple[OperatorLink, ...]:
+        """Every operator whose output watermark reaches ``operator_id`` (not through a withWatermark), nearest first."""
+        return tuple(_upstream_of({o.operator_id: o for o in self.operators}, operator_id))
+
     def evicting(self, watermark_ms: int) -> tuple[OperatorWatermark, ...]:
         """Each operator's eviction watermark if the global watermark were ``watermark_ms`` (a what-if); ``late_ms``
         is left None."""

@@ -8,6 +8,7 @@ from typing import Callable, Mapping
 from .errors import CheckpointError, arg
 from .layout import OWN_DIR
 from .model import PINNED_CONFS, Checkpoint, Operator, check_span, store_unique_ids
+from .operator_watermarks import OperatorWatermark, OperatorWatermarks, operator_watermarks
 from .progress import BatchProgress, QueryProgress
 from .relocation import foreign_references
 from .repair_records import find_interrupted
@@ -47,6 +48,14 @@ class OperatorSummary:
     files: Mapping[str, int] = field(default_factory=dict)
     """The number of files of each state file format (:data:`~.state_formats.FORMATS`, by plural name);
     ``snapshots``, ``deltas``, ``zips`` and ``changelogs`` above repeat four of them."""
+    late_watermark_ms: int | None = None
+    """The next batch drops rows at or before it as late (its own, since Spark 3.5); None when unknown."""
+    eviction_watermark_ms: int | None = None
+    """The next batch evicts state at or before it (its own); None when unknown."""
+    watermark_source: str | None = None
+    """``plan``, ``checkpoint``, ``join condition`` or ``unknown`` (see :mod:`.operator_watermarks`)."""
+    watermark_note: str | None = None
+    """Where the two values come from, or why they are unknown."""
 
     @property
     def label(self) -> str | None:
@@ -129,6 +138,9 @@ class BatchRow:
     error: str | None = None
     """Why the batch's offsets file cannot be read (kind ``unreadable``)."""
 
+    operators: tuple[OperatorWatermark, ...] | None = None
+    """Each stateful operator's own late-events and eviction watermark (when asked for)."""
+
 
 def next_loads(ckpt: Checkpoint, op: Operator, version: int) -> list[StoreLoad]:
     """The load of each store partition at ``version`` as Spark reads it, file contents decoded when this machine
@@ -138,8 +150,10 @@ def next_loads(ckpt: Checkpoint, op: Operator, version: int) -> list[StoreLoad]:
     return loads if decoding.missing_module() else verify_loads(ckpt.fs, loads, decoding)
 
 
-def operator_summary(ckpt: Checkpoint, op: Operator) -> OperatorSummary:
-    """One stateful operator: stores, partitions, versions and bytes on disk, loadability of the next version."""
+def operator_summary(ckpt: Checkpoint, op: Operator, watermarks: OperatorWatermarks | None = None) -> OperatorSummary:
+    """One stateful operator: stores, partitions, versions and bytes on disk, loadability of the next version and,
+    from ``watermarks``, its own watermarks in the next batch."""
+    own = watermarks.of(ckpt.next_batch, op.operator_id) if watermarks is not None else None
     version = ckpt.next_state_version
     versions = sorted({v for p in op.partitions for v in p.versions})
     unloadable = sorted(f"{load.part.store}/{load.part.partition}" for load in next_loads(ckpt, op, version)
@@ -164,6 +178,10 @@ def operator_summary(ckpt: Checkpoint, op: Operator) -> OperatorSummary:
         next_version_loadable=not unloadable,
         unloadable=tuple(unloadable),
         files=files,
+        late_watermark_ms=own.late_ms if own else None,
+        eviction_watermark_ms=own.evict_ms if own else None,
+        watermark_source=own.source if own else None,
+        watermark_note=own.note if own else None,
     )
 
 
@@ -284,6 +302,7 @@ def describe(ckpt: Checkpoint, tz: tzinfo = timezone.utc, progress: QueryProgres
     conf = ckpt.conf
     moves = repartitions(ckpt)
     stuck = unfinished(ckpt)
+    own = operator_watermarks(ckpt, progress, [ckpt.next_batch]) if ckpt.operators else None
     return CheckpointSummary(
         query_id=ckpt.query_metadata.query_id if ckpt.query_metadata else None,
         location=ckpt.location,
@@ -302,7 +321,7 @@ def describe(ckpt: Checkpoint, tz: tzinfo = timezone.utc, progress: QueryProgres
         repartitions=tuple(RepartitionSummary(r.batch, r.from_partitions, r.to_partitions) for r in moves if r.committed),
         unfinished_repartition=RepartitionSummary(stuck.batch, stuck.from_partitions, stuck.to_partitions) if stuck else None,
         sources=tuple(source_summaries(ckpt)),
-        operators=tuple(operator_summary(ckpt, op) for op in ckpt.operators),
+        operators=tuple(operator_summary(ckpt, op, own) for op in ckpt.operators),
         warnings=tuple(warnings(ckpt)),
         watermark_stall=watermark_stall(ckpt, progress, tz),
     )
@@ -332,9 +351,11 @@ def batch_range(ckpt: Checkpoint, last: int | None = None, start: int | None = N
 
 
 def batch_rows(ckpt: Checkpoint, ids: list[int], tz: tzinfo = timezone.utc,
-               progress: QueryProgress | None = None) -> list[BatchRow]:
-    """One row per batch: watermarks, timestamp, lag, source offsets and activity, Spark's progress report."""
+               progress: QueryProgress | None = None, operators: bool = False) -> list[BatchRow]:
+    """One row per batch: watermarks, timestamp, lag, source offsets and activity, Spark's progress report and, with
+    ``operators``, each stateful operator's own watermarks."""
     ckpt.load_batches(ids + [b - 1 for b in ids if b > 0])
+    own = operator_watermarks(ckpt, progress, ids) if operators else None
     labels = source_labels(ckpt)
     offsets, commits = set(ckpt.offset_ids), set(ckpt.commit_ids)
     moved = {r.batch for r in repartitions(ckpt)}
@@ -362,5 +383,13 @@ def batch_rows(ckpt: Checkpoint, ids: list[int], tz: tzinfo = timezone.utc,
             source_activity=batch_activity(ckpt, batch, progress, labels=labels).sources if seq else (),
             progress=progress.get(batch) if progress else None,
             error=failure.text(arg) if failure is not None else None,
+            operators=_operators_of(own, batch),
         ))
     return rows
+
+
+def _operators_of(watermarks: OperatorWatermarks | None, batch: int) -> tuple[OperatorWatermark, ...] | None:
+    if watermarks is None:
+        return None
+    found = watermarks.batch(batch)
+    return found.operators if found else ()

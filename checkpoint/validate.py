@@ -20,6 +20,7 @@ from .errors import CheckpointError, MissingFileError, arg
 from .fs import FileSystem, open_fs, require_dir, scheme_of
 from .layout import SINK_LOG
 from .model import Checkpoint, open_checkpoint
+from .plans import BatchPlan
 from .progress import BatchProgress, QueryProgress, query_progress
 
 __all__ = ["CHECKS", "ERROR", "WARNING", "OPEN_FAILED", "Check", "Finding", "check_checkpoint", "check_location",
@@ -88,17 +89,20 @@ def check_checkpoint(
     content: bool = True,
     state_progress: Callable[[int, int], None] | None = None,
     notes: list[str] | None = None,
+    operator_lag_ms: int | None = None,
 ) -> list[Finding]:
     """Run ``checks`` (default: all) on ``ckpt`` and, with ``file_sink``, on the sink's log; findings by code and path.
 
     ``stall_batches`` is how many data batches a stalled watermark may span before WM038 warns; ``progress``
-    (Spark's progress reports of the query) adds whether max event time kept advancing. ``content``: decode the
-    state files the next batch loads as Spark reads them (else their names only), calling ``state_progress(done,
-    total)`` per store partition; ``notes`` receives what could not be checked."""
+    (Spark's progress reports of the query) adds whether max event time kept advancing, and its plans (an event
+    log) each operator's own watermark; ``operator_lag_ms``: how far that may lag the global one before WM042
+    warns (default: the query's watermark delay). ``content``: decode the state files the next batch loads as Spark
+    reads them (else their names only), calling ``state_progress(done, total)`` per store partition; ``notes``
+    receives what could not be checked."""
     sink = open_file_sink(file_sink) if isinstance(file_sink, str) else file_sink
     label = name or ckpt.location
     ctx = Context(ckpt, sink, shown_relative(sink.uri(), ckpt.location) if sink else "", tz, stall_batches, progress,
-                  content, state_progress)
+                  content, state_progress, operator_lag_ms)
     findings: list[Finding] = []
     unreadable: list[CheckpointError] = []
     for check in CHECKS.values() if checks is None else checks:
@@ -130,17 +134,20 @@ def check_location(
     content: bool = True,
     state_progress: Callable[[int, int], None] | None = None,
     notes: list[str] | None = None,
+    plans: Sequence[BatchPlan] = (),
+    operator_lag_ms: int | None = None,
 ) -> list[Finding]:
     """Open ``location`` and check it; a checkpoint that cannot be read at all is one ``WM000`` finding.
-    ``progress``: Spark's progress reports (:func:`~wmcheck.checkpoint.progress_files.read_reports`), any query's;
-    those of this checkpoint's query are used."""
+    ``progress`` and ``plans``: Spark's progress reports and batch plans
+    (:func:`~wmcheck.checkpoint.progress_files.read_records`), any query's; those of this checkpoint's query are used."""
     sink = open_file_sink(file_sink, fs_options) if isinstance(file_sink, str) else file_sink
     try:
         ckpt = open_checkpoint(location, fs_options)
-        reports = query_progress(ckpt.query_metadata.query_id, progress) if progress and ckpt.query_metadata else None
+        reports = query_progress(ckpt.query_metadata.query_id, progress, plans) \
+            if (progress or plans) and ckpt.query_metadata else None
         return check_checkpoint(ckpt, sink, checks=checks, name=location, tz=tz, stall_batches=stall_batches,
-                                progress=reports if reports and reports.batches else None, content=content,
-                                state_progress=state_progress, notes=notes)
+                                progress=reports if reports and (reports.batches or reports.plans) else None,
+                                content=content, state_progress=state_progress, notes=notes, operator_lag_ms=operator_lag_ms)
     except CheckpointError as exc:
         return [Finding(OPEN_FAILED, ERROR, location, exc.path or "", exc.text(arg), OPEN_FIX)]  # its placeholders kept
 

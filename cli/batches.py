@@ -17,11 +17,14 @@ from .output import make_output
 @click.option("--last", "last", type=click.IntRange(min=0), help="Only the last K batches.")
 @click.option("--from", "start", type=int, help="First batch to show.")
 @click.option("--to", "end", type=int, help="Last batch to show.")
+@click.option("--operators", is_flag=True, help="Add each stateful operator's own late-events and eviction watermark "
+              "(with --progress from the plans in Spark's event log where they decide).")
 @progress_option()
 @common_options()
-def batches(checkpoint: str, last: int | None, start: int | None, end: int | None, progress: str | None, fmt: str,
-            tz: tzinfo, fs_options: tuple[str, ...]) -> None:
-    """One row per batch of CHECKPOINT: watermark, how far it advanced, timestamp, lag, what each source brought."""
+def batches(checkpoint: str, last: int | None, start: int | None, end: int | None, operators: bool, progress: str | None,
+            fmt: str, tz: tzinfo, fs_options: tuple[str, ...]) -> None:
+    """One row per batch of CHECKPOINT: watermark, how far it advanced, timestamp, lag, what each source brought
+    (with --operators, each stateful operator's own watermarks)."""
     if last is not None and (start is not None or end is not None):
         raise click.UsageError("use either --last or --from/--to")
     options = parse_pairs(fs_options, "--fs-option")
@@ -29,4 +32,4 @@ def batches(checkpoint: str, last: int | None, start: int | None, end: int | Non
     reports = checkpoint_progress(ckpt, progress, options)
     out = make_output(fmt, tz=tz)
     out.warning(broken_tail_warning(ckpt))
-    out.batches(batch_rows(ckpt, batch_range(ckpt, last, start, end), tz, reports))
+    out.batches(batch_rows(ckpt, batch_range(ckpt, last, start, end), tz, reports, operators))

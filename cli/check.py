@@ -13,7 +13,8 @@ import click
 
 from wmcheck.checkpoint.checks.context import STALL_BATCHES
 from wmcheck.checkpoint.fs import scheme_of
-from wmcheck.checkpoint.progress_files import read_reports
+from wmcheck.checkpoint.progress_files import read_records
+from wmcheck.checkpoint.timeutil import parse_duration_ms
 from wmcheck.checkpoint.validate import check_location, fails, open_file_sink, select_checks
 
 from .main import EXIT_INPUT
@@ -66,11 +67,14 @@ def progress_line(location: str) -> Callable[[int, int], None] | None:
               help="Warn (WM038) once a watermark held back by an idle input spans this many data batches.")
 @click.option("--no-content", is_flag=True, help="Check state files by name only, without decoding the files the "
               "next batch loads (WM039, WM040).")
+@click.option("--operator-lag", metavar="DURATION", help="Warn (WM042) once a stateful operator's own eviction watermark "
+              "lags the global one by more than this (default: the query's withWatermark delay), e.g. '10 minutes'.")
 @progress_option()
 @common_options(FORMATS + tuple(REPORT_OUTPUTS))
 @gc_paused
 def check(checkpoints: tuple[str, ...], file_sink: str | None, strict: bool, output: str | None, select: str | None,
-          ignore: str | None, stall_batches: int, no_content: bool, progress: str | None, fmt: str, tz: tzinfo,
+          ignore: str | None, stall_batches: int, no_content: bool, operator_lag: str | None, progress: str | None,
+          fmt: str, tz: tzinfo,
           fs_options: tuple[str, ...]) -> None:
     """Validate each CKPT: every inconsistency that makes Spark fail, lose data or misbehave on restart.
 
@@ -82,11 +86,13 @@ def check(checkpoints: tuple[str, ...], file_sink: str | None, strict: bool, out
     options = parse_pairs(fs_options, "--fs-option")
     chosen = select_checks(codes(select), codes(ignore) or ())
     sink = open_file_sink(file_sink, options) if file_sink else None
-    reports = read_reports(progress, options) if progress else []
+    records = read_records(progress, options) if progress else None
+    lag_ms = parse_duration_ms(operator_lag) if operator_lag is not None else None
     notes: list[str] = []
     results = [
         Result(loc, check_location(loc, sink, fs_options=options, checks=chosen, tz=tz, stall_batches=stall_batches,
-                                   progress=reports, content=not no_content, state_progress=progress_line(loc),
+                                   progress=records.reports if records else (), plans=records.plans if records else (),
+                                   operator_lag_ms=lag_ms, content=not no_content, state_progress=progress_line(loc),
                                    notes=notes), chosen, sink is not None)
         for loc in expand(checkpoints)
     ]

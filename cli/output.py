@@ -155,7 +155,7 @@ class Output:
         self.document(summary, *views.checkpoint_summary(summary))
 
     def batches(self, rows: Sequence[BatchRow]) -> None:
-        self.rows(rows, view=views.BATCHES)
+        self.rows(rows, view=views.batches(rows))
 
     def state_summary(self, summary: StateSummary) -> None:
         self.document(summary, *views.state_summary(summary))
@@ -189,9 +189,11 @@ class Output:
         if text:
             click.echo(f"warning: {printable(for_cli(text))}", err=True)
 
-    def state_rows(self, rows: Sequence[Mapping[str, Any]], target: Target, notes: Sequence[str]) -> None:
-        """State rows older than the watermark; ``notes`` name the stores that never evict."""
-        title, view = views.state_rows(target, notes, self.tz)
+    def state_rows(self, rows: Sequence[Mapping[str, Any]], targets: Mapping[tuple[int, str], Target],
+                   notes: Sequence[str]) -> None:
+        """State rows older than their operator's watermark (``targets`` by operator id and store); ``notes`` name the
+        stores that never evict."""
+        title, view = views.state_rows(targets, notes, self.tz)
         self.rows(rows, views.STATE_ROW_COLUMNS, title=title, view=view)
 
     def older_state(self, reads: Sequence[StoreReadLike], tables: list, limit: int | None) -> None:
@@ -199,7 +201,7 @@ class Output:
         from wmcheck.statestore.rows import table_rows
 
         notes = [f"operator {r.store.operator_id} {r.store.name}: {r.rule.rule}" for r in reads if not r.rule.evictable]
-        self.state_rows(table_rows(tables, limit), reads[0].target, notes)
+        self.state_rows(table_rows(tables, limit), {(r.store.operator_id, r.store.name): r.target for r in reads}, notes)
 
     def older_batches(self, reads: Sequence[StoreReadLike], batches: Iterator[tuple[int, Any]]) -> None:
         """The state rows older than the watermark as ``(index in reads, Arrow table)`` batches (either engine's)."""

@@ -12,7 +12,7 @@ from wmcheck.checkpoint.summary import broken_tail_warning
 from wmcheck.checkpoint.timeutil import parse_time_ms
 
 from .flags import for_cli
-from .options import common_options, parse_pairs, parse_size
+from .options import checkpoint_progress, common_options, parse_pairs, parse_size, progress_option
 from .output import FORMATS, make_output, output_to
 from .process import lean_pyarrow
 from .spark import command_session
@@ -41,14 +41,16 @@ if TYPE_CHECKING:
 @click.option("--jobs", type=click.IntRange(min=1), help="Worker processes of the python engine (default: every core).")
 @click.option("--max-memory", metavar="SIZE", help="Stop with an error once the python engine and its workers hold more "
               "memory, e.g. 4G (default: the memory available when it starts).")
+@progress_option()
 @common_options(FORMATS + ("parquet",))
 def state(checkpoint: str, operator: int | None, store: str | None, join_side: str | None, state_var: str | None,
           batch: int | None, older: bool, watermark: str | None, limit: int | None, output: str | None,
           master: str | None, confs: tuple[str, ...], remote: str | None, engine: EngineChoice, jobs: int | None,
-          max_memory: str | None, fmt: str, tz: tzinfo, fs_options: tuple[str, ...]) -> None:
+          max_memory: str | None, progress: str | None, fmt: str, tz: tzinfo, fs_options: tuple[str, ...]) -> None:
     """Stateful operators of CHECKPOINT, read from the state files (or with Spark's state reader): rows per
-    store and partition, the event-time column that evicts them, and the keys older than the watermark
-    (see docs/state.md)."""
+    store and partition, the event-time column that evicts them, and the keys older than each operator's own
+    watermark (see docs/state.md; --progress gives Spark's event log, where the plan decides an operator's
+    watermark, e.g. after a stream-stream join)."""
     if sum(map(bool, (store, join_side, state_var))) > 1:
         raise click.UsageError("use only one of --store, --join-side and --state-var")
     if fmt == "parquet" and not (older and output):
@@ -56,17 +58,21 @@ def state(checkpoint: str, operator: int | None, store: str | None, join_side: s
     if limit is not None and not older:
         raise click.UsageError("--limit applies to --older-than-watermark")
     budget = parse_size(max_memory, "--max-memory") if max_memory else None
-    ckpt = open_checkpoint(checkpoint, parse_pairs(fs_options, "--fs-option"))
+    options = parse_pairs(fs_options, "--fs-option")
+    ckpt = open_checkpoint(checkpoint, options)
     make_output(fmt if fmt != "parquet" else "table").warning(broken_tail_warning(ckpt))
     from wmcheck.statestore.discovery import select
     from wmcheck.statestore.engines import choose
-    from wmcheck.statestore.targets import target
+    from wmcheck.statestore.targets import require_known, store_targets, target
 
     selection = store or join_side or state_var
     kind = "store" if store else "join_side" if join_side else "state_var" if state_var else None
-    select(ckpt, operator, selection, kind)  # an unknown operator or store fails here, before anything is read
+    stores = select(ckpt, operator, selection, kind)  # an unknown operator or store fails here, before anything is read
     base = target(ckpt, batch).watermark_ms
+    reports = checkpoint_progress(ckpt, progress, options)
     watermark_ms = None if watermark is None else parse_time_ms(watermark, watermark_ms=base, default_anchor="watermark")
+    if older:  # an operator whose own watermark is unknown is refused before the state (or a JVM) is touched
+        require_known(stores, store_targets(ckpt, stores, batch, watermark_ms, reports))
     if engine == "auto" and (master or confs or remote):
         engine = "spark"
     engine, note = choose(ckpt, operator, selection, kind, engine)
@@ -74,14 +80,14 @@ def state(checkpoint: str, operator: int | None, store: str | None, join_side: s
         click.echo(f"note: {for_cli(note)}", err=True)
     with _engine(engine, ckpt, master, confs, remote, jobs, budget) as eng:
         if older:
-            reads = eng.read_stores(ckpt, operator, selection, batch, watermark_ms)
+            reads = eng.read_stores(ckpt, operator, selection, batch, watermark_ms, reports)
             with output_to(fmt, output, tz) as out:
                 if limit is None:
                     out.older_batches(reads, eng.older_batches(reads))
                 else:
                     out.older_state(reads, eng.older_tables(reads, limit), limit)
             return
-        summary = eng.summarize(ckpt, operator, selection, batch, watermark_ms, tz)
+        summary = eng.summarize(ckpt, operator, selection, batch, watermark_ms, tz, reports)
     with output_to(fmt, output, tz) as out:
         out.state_summary(summary)
 

@@ -59,8 +59,27 @@ def checkpoint_summary(s: CheckpointSummary) -> tuple[Fields, list[Table]]:
     ]
     operators = [{**op.files, "name": op.label, **{c: getattr(op, c) for c in OPERATOR_COLUMNS if c not in op.files and c != "name"}}
                  for op in s.operators]
-    return fields, [("Sources", s.sources, ["source_id", "kind", "location", "summary"]),
-                    ("Stateful operators", operators, OPERATOR_COLUMNS)]
+    tables: list[Table] = [("Sources", s.sources, ["source_id", "kind", "location", "summary"]),
+                           ("Stateful operators", operators, OPERATOR_COLUMNS)]
+    if s.operators:
+        own = [{"operator_id": op.operator_id, "name": op.label,
+                "late watermark": _own(op.late_watermark_ms, None),
+                "eviction watermark": _own(op.eviction_watermark_ms, s.watermark_ms),
+                "from": op.watermark_source, "how": op.watermark_note} for op in s.operators]
+        tables.append((f"Operator watermarks (batch {s.next_batch})", own, OPERATOR_WATERMARK_COLUMNS))
+    return fields, tables
+
+
+OPERATOR_WATERMARK_COLUMNS = ["operator_id", "name", "late watermark", "eviction watermark", "from", "how"]
+
+
+def _own(value: int | None, global_ms: int | None) -> str:
+    """An operator's own watermark, and how far it is from the global one when it differs."""
+    if value is None:
+        return "unknown"
+    if global_ms is None or value == global_ms:
+        return str(value)
+    return f"{value} ({(value - global_ms) / 1000:+.3f}s)"
 
 
 def _batch_row(r: BatchRow) -> dict[str, Any]:
@@ -90,6 +109,22 @@ def _source_cell(a: SourceActivity) -> str:
 BATCHES = RowView(["batch", "committed", "kind", "watermark", "next watermark ms", "advanced", "timestamp", "lag", "sources",
                    "rows", "max event time", "late rows"], _batch_row)
 
+
+def batches(rows: Sequence[BatchRow]) -> RowView:
+    """``wmcheck batches``; with operator watermarks, one column per operator (late / eviction watermark)."""
+    ids = sorted({o.operator_id for r in rows for o in r.operators or ()})
+    if not ids:
+        return BATCHES
+
+    def row(r: BatchRow) -> dict[str, Any]:
+        out = _batch_row(r)
+        for o in r.operators or ():
+            out[f"operator {o.operator_id} late / evict"] = (f"{_own(o.late_ms, r.batch_watermark_ms and None)} / "
+                                                            f"{_own(o.evict_ms, r.batch_watermark_ms)}")
+        return out
+
+    return RowView([*BATCHES.columns, *(f"operator {i} late / evict" for i in ids)], row)
+
 STORE_COLUMNS = ["operator_id", "operator", "store", "rows", "per partition", "event-time column",
                  "older than watermark", "oldest event time", "behind watermark"]
 BAR = 40
@@ -116,8 +151,10 @@ def state_summary(s: StateSummary) -> tuple[Fields, list[Table]]:
     } for st in s.stores]
     tables: list[Table] = [
         ("Stores", rows, STORE_COLUMNS),
-        ("Eviction", [{"operator_id": st.operator_id, "store": st.store, "rule": st.eviction} for st in s.stores],
-         ["operator_id", "store", "rule"]),
+        ("Eviction", [{"operator_id": st.operator_id, "store": st.store, "rule": st.eviction,
+                       "watermark": st.watermark_ms if st.watermark_ms is not None else "unknown",
+                       "watermark from": st.watermark_from} for st in s.stores],
+         ["operator_id", "store", "watermark", "watermark from", "rule"]),
     ]
     for st in s.stores:
         if st.histogram and st.rows:
@@ -132,15 +169,19 @@ def state_summary(s: StateSummary) -> tuple[Fields, list[Table]]:
 STATE_ROW_COLUMNS = ["operator_id", "store", "partition_id", "key", "value", "event_time_ms"]
 
 
-def state_rows(target: Target, notes: Sequence[str], tz: tzinfo) -> tuple[str, RowView]:
-    """``wmcheck state --older-than-watermark``: a title (the watermark, stores never evicted) and the row view."""
-    title = "\n".join([f"watermark {target.watermark_ms} ({format_ms(target.watermark_ms, tz)}, {target.watermark_from})",
-                       *notes])
+def state_rows(targets: Mapping[tuple[int, str], Target], notes: Sequence[str], tz: tzinfo) -> tuple[str, RowView]:
+    """``wmcheck state --older-than-watermark``: a title (each operator's watermark, stores never evicted) and the row
+    view; ``targets`` by (operator id, store): each store is judged by its operator's own watermark."""
+    shown: dict[str, None] = {}
+    for (operator_id, _), t in targets.items():
+        whose = f"operator {operator_id}: " if t.operator_id is not None and len({o for o, _ in targets}) > 1 else ""
+        shown[f"{whose}watermark {t.watermark_ms} ({format_ms(t.watermark_ms, tz)}, {t.watermark_from})"] = None
+    title = "\n".join([*shown, *notes])
 
     def row(r: Mapping[str, Any]) -> dict[str, Any]:
         ms = r["event_time_ms"]
-        return {**r, "event time": format_ms(ms, tz),
-                "behind watermark": format_duration(None if ms is None else target.watermark_ms - ms)}
+        wm = targets[(r["operator_id"], r["store"])].watermark_ms
+        return {**r, "event time": format_ms(ms, tz), "behind watermark": format_duration(None if ms is None else wm - ms)}
 
     return title, RowView(["operator_id", "store", "partition_id", "key", "value", "event time", "behind watermark"], row)
 

@@ -13,11 +13,13 @@ from wmcheck.checkpoint.errors import CheckpointError, UnsupportedError
 from wmcheck.checkpoint.model import Checkpoint
 
 from .discovery import Store, only_one
-from .targets import Target, as_checkpoint
+from .targets import Target, as_checkpoint, require_known
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import SparkSession
+
+    from wmcheck.checkpoint.progress import QueryProgress
 
     from .eviction import Eviction
     from .summary import StateSummary
@@ -56,11 +58,13 @@ class StateEngine(Protocol):
     def name(self) -> str: ...
 
     def read_stores(self, ckpt: Checkpoint, operator: int | None = None, store: str | None = None, batch: int | None = None,
-                    watermark_ms: int | None = None) -> Sequence[StoreReadLike]:
-        """Every selected store read at one target (lazily: rows are read when asked for)."""
+                    watermark_ms: int | None = None, progress: "QueryProgress | None" = None) -> Sequence[StoreReadLike]:
+        """Every selected store read at one batch, each at its operator's own eviction watermark (``progress``: Spark's
+        event log, where the plan decides it), lazily: rows are read when asked for."""
 
     def summarize(self, ckpt: Checkpoint, operator: int | None = None, store: str | None = None, batch: int | None = None,
-                  watermark_ms: int | None = None, tz: tzinfo = timezone.utc) -> "StateSummary":
+                  watermark_ms: int | None = None, tz: tzinfo = timezone.utc,
+                  progress: "QueryProgress | None" = None) -> "StateSummary":
         """What ``wmcheck state`` prints."""
 
     def older_tables(self, reads: Sequence[Any], limit: int | None = None) -> list["pa.Table"]:
@@ -111,10 +115,11 @@ def _chosen(ckpt: Checkpoint, operator: int | None, store: str | None, engine: E
 
 def summarize(ckpt: Checkpoint | str, operator: int | None = None, store: str | None = None, batch: int | None = None,
               watermark_ms: int | None = None, tz: tzinfo = timezone.utc, engine: EngineChoice = "auto",
-              spark: "SparkSession | None" = None) -> "StateSummary":
-    """What ``wmcheck state`` prints (``engine`` names the engine that read it)."""
+              spark: "SparkSession | None" = None, progress: "QueryProgress | None" = None) -> "StateSummary":
+    """What ``wmcheck state`` prints (``engine`` names the engine that read it); ``progress`` (Spark's event log)
+    gives operators downstream of a join their own watermarks."""
     ckpt = as_checkpoint(ckpt)
-    return _chosen(ckpt, operator, store, engine, spark).summarize(ckpt, operator, store, batch, watermark_ms, tz)
+    return _chosen(ckpt, operator, store, engine, spark).summarize(ckpt, operator, store, batch, watermark_ms, tz, progress)
 
 
 def read_state(ckpt: Checkpoint | str, operator: int = 0, store: str | None = None, batch: int | None = None,
@@ -127,8 +132,11 @@ def read_state(ckpt: Checkpoint | str, operator: int = 0, store: str | None = No
 
 
 def older_than_watermark(ckpt: Checkpoint | str, operator: int = 0, store: str | None = None, batch: int | None = None,
-                         watermark_ms: int | None = None, engine: EngineChoice = "auto", spark: "SparkSession | None" = None) -> Any:
-    """The rows the watermark evicts, with ``event_time_ms`` (see :func:`.reader.older_than_watermark`)."""
+                         watermark_ms: int | None = None, engine: EngineChoice = "auto", spark: "SparkSession | None" = None,
+                         progress: "QueryProgress | None" = None) -> Any:
+    """The rows the operator's own watermark evicts, with ``event_time_ms`` (see :func:`.reader.older_than_watermark`)."""
     ckpt = as_checkpoint(ckpt)
-    reads = _chosen(ckpt, operator, store, engine, spark).read_stores(ckpt, operator, store, batch, watermark_ms)
-    return only_one(list(reads), operator, True).older()
+    reads = _chosen(ckpt, operator, store, engine, spark).read_stores(ckpt, operator, store, batch, watermark_ms, progress)
+    read = only_one(list(reads), operator, True)
+    require_known([read.store], [read.target])
+    return read.older()

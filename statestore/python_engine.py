@@ -19,11 +19,13 @@ from .discovery import Store, select
 from .eviction import Eviction, store_eviction
 from .presentation import StorePlan, plan_store
 from .store_files import PartitionStream, load_partition
-from .targets import EDGES, Target, as_checkpoint, target
+from .targets import EDGES, Target, as_checkpoint, store_targets
 from .unsafe_row import arrow_type
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+    from wmcheck.checkpoint.progress import QueryProgress
 
 
 def _partition(ckpt: Checkpoint, plan: StorePlan, partition: int, name: str) -> tuple[Any, Any]:
@@ -237,13 +239,15 @@ def plans(ckpt: Checkpoint | str, operator: int | None = None, store: str | None
 
 
 def read_stores(ckpt: Checkpoint | str, operator: int | None = None, store: str | None = None,
-                batch: int | None = None, watermark_ms: int | None = None) -> list[PythonStoreRead]:
+                batch: int | None = None, watermark_ms: int | None = None,
+                progress: "QueryProgress | None" = None) -> list[PythonStoreRead]:
+    """Every selected store read at one batch, each at its operator's own eviction watermark (``progress``: Spark's
+    event log, where the plan decides it)."""
     ckpt = as_checkpoint(ckpt)
     stores = select(ckpt, operator, store)
-    tgt = target(ckpt, batch, watermark_ms)
     for s in stores:
         plan_store(ckpt, s)
-    return [read_store(ckpt, s, tgt) for s in stores]
+    return [read_store(ckpt, s, t) for s, t in zip(stores, store_targets(ckpt, stores, batch, watermark_ms, progress))]
 
 
 def _bucket(delta: Any):

@@ -28,6 +28,8 @@ from .workers import run
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from wmcheck.checkpoint.progress import QueryProgress
+
 OLDER, GROUPS = "older", "groups"
 
 
@@ -81,17 +83,18 @@ class PythonEngine:
         return run(_work, _Job(reads), tasks, self.jobs, self.max_memory, fork=local)
 
     def read_stores(self, ckpt: Checkpoint, operator: int | None = None, store: str | None = None, batch: int | None = None,
-                    watermark_ms: int | None = None) -> list[PythonStoreRead]:
-        return read_stores(ckpt, operator, store, batch, watermark_ms)
+                    watermark_ms: int | None = None, progress: "QueryProgress | None" = None) -> list[PythonStoreRead]:
+        return read_stores(ckpt, operator, store, batch, watermark_ms, progress)
 
     def summarize(self, ckpt: Checkpoint | str, operator: int | None = None, store: str | None = None, batch: int | None = None,
-                  watermark_ms: int | None = None, tz: tzinfo = timezone.utc) -> StateSummary:
+                  watermark_ms: int | None = None, tz: tzinfo = timezone.utc,
+                  progress: "QueryProgress | None" = None) -> StateSummary:
         ckpt = as_checkpoint(ckpt)
-        reads = read_stores(ckpt, operator, store, batch, watermark_ms)
+        reads = read_stores(ckpt, operator, store, batch, watermark_ms, progress)
         groups: list[list] = [[] for _ in reads]
         for index, found in self._run(GROUPS, reads):
             groups[index] += found
-        summaries = tuple(summary_of_groups(r.store, r.rule, r.target.watermark_ms, g, tz) for r, g in zip(reads, groups))
+        summaries = tuple(summary_of_groups(r.store, r.rule, r.target, g, tz) for r, g in zip(reads, groups))
         return state_summary(ckpt, target(ckpt, batch, watermark_ms), summaries, "python", tz)
 
     def older_batches(self, reads: Sequence[PythonStoreRead]) -> Iterator[tuple[int, "pa.Table"]]:

@@ -20,10 +20,12 @@ from wmcheck.checkpoint.state_schema import StructField, StructType
 from .discovery import Store, only_one, select
 from .eviction import Eviction, store_eviction
 from .relocated_view import reader_location
-from .targets import Target, as_checkpoint, target
+from .targets import Target, as_checkpoint, require_known, store_targets
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
+
+    from wmcheck.checkpoint.progress import QueryProgress
 
 CHECKPOINT_FORMAT = "spark.sql.streaming.stateStore.checkpointFormatVersion"
 ROW_COLUMNS = ["operator_id", "store", "partition_id", "key", "value", "event_time_ms"]
@@ -193,13 +195,14 @@ class StoreRead:
 
 
 def read_stores(spark: "SparkSession", ckpt: Checkpoint | str, operator: int | None = None, store: str | None = None,
-                batch: int | None = None, watermark_ms: int | None = None) -> list[StoreRead]:
-    """Every selected store (see :func:`~wmcheck.statestore.discovery.select`) read at one target."""
+                batch: int | None = None, watermark_ms: int | None = None,
+                progress: "QueryProgress | None" = None) -> list[StoreRead]:
+    """Every selected store (see :func:`~wmcheck.statestore.discovery.select`) read at one batch, each judged by its
+    operator's own eviction watermark (``progress``: the event log, where the plan decides it)."""
     ckpt = as_checkpoint(ckpt)
     stores = select(ckpt, operator, store)
-    tgt = target(ckpt, batch, watermark_ms)
     out = []
-    for s in stores:
+    for s, tgt in zip(stores, store_targets(ckpt, stores, batch, watermark_ms, progress)):
         raw = load(spark, ckpt, s, tgt)
         out.append(StoreRead(s, eviction_for(ckpt, s, raw), raw, tgt, reader_location(ckpt)))
     return out
@@ -213,11 +216,16 @@ def read_state(spark: "SparkSession", ckpt: Checkpoint | str, operator: int = 0,
 
 
 def older_than_watermark(spark: "SparkSession", ckpt: Checkpoint | str, operator: int = 0, store: str | None = None,
-                         batch: int | None = None, watermark_ms: int | None = None) -> "DataFrame":
-    """The state rows whose eviction time the watermark has reached, with ``event_time_ms``.
+                         batch: int | None = None, watermark_ms: int | None = None,
+                         progress: "QueryProgress | None" = None) -> "DataFrame":
+    """The state rows whose eviction time the operator's watermark has reached, with ``event_time_ms``.
 
-    Columns ``operator_id, store, partition_id, key, value, event_time_ms``. The watermark is the
-    one ``batch`` evicts with (default: the next batch's) unless ``watermark_ms`` is given. Without
-    ``store``, the operator's only store with an event-time column (e.g. transformWithState's timers).
+    Columns ``operator_id, store, partition_id, key, value, event_time_ms``. The watermark is the operator's own
+    eviction watermark at ``batch`` (default: the next batch); ``watermark_ms`` is a what-if global watermark, from
+    which the operator's own follows. Without ``store``, the operator's only store with an event-time column (e.g.
+    transformWithState's timers). An operator whose watermark is unknown (a join upstream, no event log in
+    ``progress``) is refused.
     """
-    return only_one(read_stores(spark, ckpt, operator, store, batch, watermark_ms), operator, True).older()
+    read = only_one(read_stores(spark, ckpt, operator, store, batch, watermark_ms, progress), operator, True)
+    require_known([read.store], [read.target])
+    return read.older()

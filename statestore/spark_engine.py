@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import Column, SparkSession
 
+    from wmcheck.checkpoint.progress import QueryProgress
+
 
 def _bucket(delta: Column) -> Column:
     from pyspark.sql import functions as F
@@ -39,14 +41,15 @@ def store_summary(read: StoreRead, tz: tzinfo = timezone.utc) -> StoreSummary:
                       F.min("event_time_ms").alias("oldest"))
                  .collect())
     groups = [(r["partition_id"], r["bucket"], r["n"], r["older"], r["oldest"]) for r in stats]
-    return summary_of_groups(read.store, read.rule, wm, groups, tz)
+    return summary_of_groups(read.store, read.rule, read.target, groups, tz)
 
 
 def summarize(spark: SparkSession, ckpt: Checkpoint | str, operator: int | None = None, store: str | None = None,
-              batch: int | None = None, watermark_ms: int | None = None, tz: tzinfo = timezone.utc) -> StateSummary:
-    """Every selected store of every stateful operator: rows, eviction rule, rows older than the watermark."""
+              batch: int | None = None, watermark_ms: int | None = None, tz: tzinfo = timezone.utc,
+              progress: QueryProgress | None = None) -> StateSummary:
+    """Every selected store of every stateful operator: rows, eviction rule, rows older than its operator's watermark."""
     ckpt = as_checkpoint(ckpt)
-    reads = read_stores(spark, ckpt, operator, store, batch, watermark_ms)
+    reads = read_stores(spark, ckpt, operator, store, batch, watermark_ms, progress)
     tgt = target(ckpt, batch, watermark_ms)
     return state_summary(ckpt, tgt, tuple(store_summary(r, tz) for r in reads), "spark", tz)
 
@@ -73,12 +76,13 @@ class SparkEngine:
     name = "spark"
 
     def read_stores(self, ckpt: Checkpoint, operator: int | None = None, store: str | None = None, batch: int | None = None,
-                    watermark_ms: int | None = None) -> list[StoreRead]:
-        return read_stores(self.spark, ckpt, operator, store, batch, watermark_ms)
+                    watermark_ms: int | None = None, progress: QueryProgress | None = None) -> list[StoreRead]:
+        return read_stores(self.spark, ckpt, operator, store, batch, watermark_ms, progress)
 
     def summarize(self, ckpt: Checkpoint, operator: int | None = None, store: str | None = None, batch: int | None = None,
-                  watermark_ms: int | None = None, tz: tzinfo = timezone.utc) -> StateSummary:
-        return summarize(self.spark, ckpt, operator, store, batch, watermark_ms, tz)
+                  watermark_ms: int | None = None, tz: tzinfo = timezone.utc,
+                  progress: QueryProgress | None = None) -> StateSummary:
+        return summarize(self.spark, ckpt, operator, store, batch, watermark_ms, tz, progress)
 
     def older_tables(self, reads: Sequence[StoreRead], limit: int | None = None) -> list["pa.Table"]:
         return older_tables(reads, limit)

@@ -41,12 +41,16 @@ class StoreSummary:
     event_time_column: str | None
     evictable: bool
     eviction: str
-    older_than_watermark: int
+    older_than_watermark: int | None
+    """None when the operator's own watermark is unknown."""
     without_event_time: int | None
     oldest_event_time_ms: int | None
     oldest_event_time: str | None
     oldest_behind_watermark_ms: int | None
     histogram: tuple[HistogramBucket, ...] | None
+    watermark_ms: int | None = None
+    """The watermark its rows are judged by: its operator's own eviction watermark (None when unknown)."""
+    watermark_from: str | None = None
 
     @property
     def operator_label(self) -> str:
@@ -86,10 +90,13 @@ def _bucket_labels() -> list[tuple[str, int | None, int | None]]:
 BUCKETS = _bucket_labels()
 
 
-def summary_of_groups(store: Store, rule: Eviction, wm: int, groups: list[tuple[int, int | None, int, int | None, int | None]],
+def summary_of_groups(store: Store, rule: Eviction, tgt: Target, groups: list[tuple[int, int | None, int, int | None, int | None]],
                       tz: tzinfo = timezone.utc) -> StoreSummary:
     """One store's summary from ``(partition_id, bucket or None, rows, rows older, oldest event time)`` groups
-    (buckets index :data:`BUCKETS`), as either engine computes them."""
+    (buckets index :data:`BUCKETS`), as either engine computes them at ``tgt``, the store's own target; what is
+    judged by the watermark is None when the operator's own watermark is unknown."""
+    wm = tgt.watermark_ms
+    known = tgt.unknown is None
     parts = {str(p): 0 for p in range(store.num_partitions or 0)}
     counts = [0] * len(BUCKETS)
     older = without = 0
@@ -113,13 +120,15 @@ def summary_of_groups(store: Store, rule: Eviction, wm: int, groups: list[tuple[
         event_time_column=rule.column_name,
         evictable=rule.evictable,
         eviction=rule.rule,
-        older_than_watermark=older,
+        older_than_watermark=older if known else None,
         without_event_time=without if rule.evictable else None,
         oldest_event_time_ms=oldest,
         oldest_event_time=format_ms(oldest, tz),
-        oldest_behind_watermark_ms=None if oldest is None else wm - oldest,
+        oldest_behind_watermark_ms=None if oldest is None or not known else wm - oldest,
         histogram=tuple(HistogramBucket(label, lo, hi, n) for (label, lo, hi), n in zip(BUCKETS, counts))
-        if rule.evictable else None,
+        if rule.evictable and known else None,
+        watermark_ms=wm if known else None,
+        watermark_from=tgt.watermark_from + (f" ({tgt.unknown})" if tgt.unknown else ""),
     )
 
 

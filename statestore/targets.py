@@ -6,10 +6,17 @@ and the watermark batch N evicts with (``offsets/N``): what batch N evicted, or 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Sequence
 
 from wmcheck.checkpoint.errors import CheckpointError, arg
 from wmcheck.checkpoint.model import Checkpoint, open_checkpoint
+from wmcheck.checkpoint.operator_watermarks import OperatorWatermarks, operator_watermarks
+
+if TYPE_CHECKING:
+    from wmcheck.checkpoint.progress import QueryProgress
+
+    from .discovery import Store
 
 # histogram bucket edges: event time minus watermark, in ms; buckets are (lower, upper]
 EDGES = (-86_400_000, -3_600_000, -600_000, -60_000, -10_000, 0, 10_000, 60_000, 600_000, 3_600_000, 86_400_000)
@@ -25,7 +32,12 @@ class Target:
     """Spark's ``batchId``: the batch whose commit wrote that state (``batch - 1``)."""
     watermark_ms: int
     watermark_from: str
-    """``next batch``, ``batch N`` or ``--watermark``."""
+    """``next batch``, ``batch N`` or ``--watermark``, and for one operator's stores, whose watermark it is."""
+    unknown: str | None = None
+    """Why the operator's own eviction watermark is unknown: then ``watermark_ms`` is the global one, and rows are
+    not judged by it."""
+    operator_id: int | None = None
+    """The operator whose own watermark this is (None: the global watermark)."""
 
 
 def as_checkpoint(ckpt: Checkpoint | str) -> Checkpoint:
@@ -51,3 +63,44 @@ def target(ckpt: Checkpoint, batch: int | None = None, watermark_ms: int | None 
         meta = seq.metadata
         return Target(batch, batch - 1, meta.batch_watermark_ms if meta else 0, "next batch" if batch == nxt else f"batch {batch}")
     return Target(batch, batch - 1, ckpt.watermark_ms, "next batch")
+
+
+def store_target(tgt: Target, store: "Store", model: OperatorWatermarks) -> Target:
+    """``tgt`` for one store: its operator's own eviction watermark at the batch (or, for a what-if watermark, the one
+    the operator would get from it); a join side's state watermark when the event log shows the join's condition."""
+    what_if = tgt.watermark_from == arg("watermark_ms")
+    own = next((o for o in model.evicting(tgt.watermark_ms) if o.operator_id == store.operator_id), None) if what_if \
+        else model.of(tgt.batch, store.operator_id)
+    if own is None:
+        return tgt
+    whose = f"operator {store.operator_id}'s eviction watermark"
+    if own.evict_ms is None:
+        return replace(tgt, watermark_from=f"{tgt.watermark_from}: {whose} is unknown", unknown=own.note,
+                       operator_id=store.operator_id)
+    value, source = own.evict_ms, own.source
+    link = model.link(store.operator_id)
+    side = store.name.split("-")[0]
+    if link is not None and link.join_sides and side in link.join_sides:
+        value, whose = value + link.join_sides[side], f"operator {store.operator_id}'s {side} state watermark"
+        source = "the join condition in the event log"
+    if value == tgt.watermark_ms and not what_if and len(model.operators) == 1:
+        return replace(tgt, operator_id=store.operator_id)
+    return replace(tgt, watermark_ms=value, watermark_from=f"{tgt.watermark_from}, {whose} ({source})",
+                   operator_id=store.operator_id)
+
+
+def store_targets(ckpt: Checkpoint, stores: Sequence["Store"], batch: int | None = None, watermark_ms: int | None = None,
+                  progress: "QueryProgress | None" = None) -> list[Target]:
+    """Each store's target at ``batch``: its operator's own eviction watermark (see :func:`store_target`)."""
+    tgt = target(ckpt, batch, watermark_ms)
+    model = operator_watermarks(ckpt, progress, [tgt.batch])  # the event log's plans decide where they print it
+    return [store_target(tgt, s, model) for s in stores]
+
+
+def require_known(stores: Sequence["Store"], targets: Sequence[Target]) -> None:
+    """Refuse rows judged by an operator watermark that is unknown (one line: why, and what to pass)."""
+    for store, tgt in zip(stores, targets):
+        if tgt.unknown is not None:
+            raise CheckpointError(f"operator {store.operator_id}'s own eviction watermark at batch {tgt.batch} is "
+                                  f"unknown: {tgt.unknown}", param="progress",
+                                  hint=f"or pass {arg('watermark', 'TIME')} to judge its state by a watermark you choose")

@@ -24,6 +24,13 @@ def fixture_facts(name: str) -> dict:
     return json.loads((FIXTURES / name / "fixture.json").read_text())
 
 
+def shown_name(facts: dict, op: dict) -> str:
+    """The operator name wmcheck shows for one of ``fixture.json``'s operators: without operator metadata (Spark < 4.0)
+    applyInPandasWithState's state reads as flatMapGroupsWithState's (the same schema), and the name is inferred."""
+    name = op["operator_name"]
+    return "flatMapGroupsWithState" if name == "applyInPandasWithState" and facts["spark_version"].startswith("3.") else name
+
+
 def fixture_checkpoint(name: str) -> Path:
     return FIXTURES / name / "checkpoint"
 

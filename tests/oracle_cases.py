@@ -29,6 +29,7 @@ from restart_oracle import Outcome, add_input, prepare, restart_all
 FAILS, WRONG, OK = "fails", "wrong", "ok"  # restart_oracle.observed's words
 AGG, COMPACTION, V2, TWS, STALL = "agg_window_hdfs", "compaction", "checkpoint_v2", "tws_pandas", "union_stall_min"
 ROCKS = "agg_window_rocksdb"
+NO_WATERMARK = "fmgws_tws_agg"  # applyInPandasWithState -> transformWithState -> aggregation
 AGG35 = "agg_spark35"
 
 
@@ -359,6 +360,7 @@ CASES = [
          then=lambda r: shutil.rmtree(r.parent / f"{r.name}-original")),  # the relocated copy then works alone
     Case("input-without-new-data", "WM038", STALL, lambda r: None, OK,  # the fixture's right input went idle
          remedy=lambda r: add_input(r / "input" / "right", 0)),
+    Case("operators-after-applyinpandaswithstate", "WM042", NO_WATERMARK, lambda r: None, OK),  # as Spark left it
     Case("sink-log-gap", "WM031", AGG, lambda r: unlink(r, "output/_spark_metadata/10", "output/_spark_metadata/.10.crc"),
          FAILS, "BATCH_METADATA_NOT_FOUND", repair=True, extra_batches=7),
 ]

@@ -426,6 +426,7 @@ BREAKS = {
     "WM039": Break("WM039", "agg_window_hdfs", b_damaged, also=("WM030",)),
     "WM040": Break("WM040", "agg_window_rocksdb", b_skipped, also=("WM030",)),
     "WM041": Break("WM041", "agg_window_hdfs", b_future_snapshot),
+    "WM042": Break("WM042", "fmgws_tws_agg", lambda root, facts: "state/2", also=("WM028",)),  # as Spark left it (a copy)
 }
 
 

@@ -1,7 +1,10 @@
 """Each stateful operator's own watermarks against what Spark printed in every batch's plan (the fixtures' event logs)."""
 from __future__ import annotations
 
+import csv
+import io
 import json
+import re
 
 import pytest
 
@@ -14,7 +17,9 @@ from wmcheck.checkpoint.progress_files import load_progress, read_records
 
 from conftest import FIXTURES, fixture_checkpoint, fixture_facts
 
-CHAINS = ["join_then_agg", "agg_then_agg", "dedup_then_agg", "fmgws_then_agg", "tws_then_agg", "fmgws_tws_agg"]
+SPARK35 = ["join_then_agg_spark35", "agg_then_agg_spark35", "dedup_then_agg_spark35", "fmgws_then_agg_spark35"]
+"""The same chains written by pyspark 3.5.9 (it has no transformWithState)."""
+CHAINS = ["join_then_agg", "agg_then_agg", "dedup_then_agg", "fmgws_then_agg", "tws_then_agg", "fmgws_tws_agg", *SPARK35]
 BASE = 1704067200000  # 2024-01-01T00:00:00Z
 
 
@@ -60,7 +65,8 @@ def test_derived_watermarks_equal_the_plans_of_every_batch(name):
     assert {b: got[b] for b in spark} == spark
 
 
-@pytest.mark.parametrize("name", ["agg_then_agg", "dedup_then_agg", "tws_then_agg"])
+@pytest.mark.parametrize("name", ["agg_then_agg", "dedup_then_agg", "tws_then_agg", "agg_then_agg_spark35",
+                                  "dedup_then_agg_spark35"])
 def test_without_an_event_log_chains_that_pass_the_watermark_on_are_exact(name):
     spark = printed(name)
     got = derived(name, None)
@@ -239,3 +245,65 @@ def test_state_refuses_an_operator_whose_watermark_is_unknown():
     agg = next(s for s in summary["stores"] if s["operator_id"] == 0)
     assert (agg["older_than_watermark"], agg["watermark_ms"], agg["histogram"]) == (None, None, None)
     assert "is unknown" in agg["watermark_from"]
+
+
+# -- show and batches ------------------------------------------------------------------------------------------------
+
+
+def test_show_lists_each_operators_own_watermarks():
+    from conftest import run_cli
+
+    ckpt, log = str(fixture_checkpoint("join_then_agg")), str(FIXTURES / "join_then_agg" / "eventlog")
+    doc = json.loads(run_cli("show", ckpt, "--progress", log, "--format", "json").stdout)
+    ops = {o["operator_id"]: o for o in doc["operators"]}
+    assert (ops[0]["late_watermark_ms"], ops[0]["eviction_watermark_ms"], ops[0]["watermark_source"]) == \
+        (BASE + 33999, BASE + 33999, JOIN_CONDITION)
+    assert (ops[1]["late_watermark_ms"], ops[1]["eviction_watermark_ms"], ops[1]["watermark_source"]) == \
+        (BASE + 44000, BASE + 44000, CHECKPOINT)
+    table = run_cli("show", ckpt, "--progress", log).stdout
+    assert "Operator watermarks (batch 8)" in table
+    assert re.search(r"^0 +stateStoreSave +1704067233999 +1704067233999 \(-10\.001s\) +join condition +the global watermark "
+                     r"-10\.001 s", table, re.M)
+    blind = json.loads(run_cli("show", ckpt, "--format", "json").stdout)
+    agg = blind["operators"][0]
+    assert (agg["late_watermark_ms"], agg["eviction_watermark_ms"], agg["watermark_source"]) == (None, None, UNKNOWN)
+    assert "--progress EVENTLOG" in agg["watermark_note"]
+    assert re.search(r"^0 +stateStoreSave +unknown +unknown +unknown ", run_cli("show", ckpt).stdout, re.M)
+    csv_text = run_cli("show", ckpt, "--format", "csv").stdout
+    assert "operators.0.eviction_watermark_ms," in csv_text and "operators.0.watermark_source,unknown" in csv_text
+
+
+def test_batches_operators_per_batch_in_every_format():
+    from conftest import run_cli
+
+    ckpt, log = str(fixture_checkpoint("join_then_agg")), str(FIXTURES / "join_then_agg" / "eventlog")
+    rows = json.loads(run_cli("batches", ckpt, "--operators", "--progress", log, "--format", "json").stdout)
+    spark = printed("join_then_agg")
+    assert {r["batch"]: {o["operator_id"]: (o["late_ms"], o["evict_ms"]) for o in r["operators"]} for r in rows} == spark
+    assert {o["source"] for r in rows for o in r["operators"]} == {PLAN}
+    plain = json.loads(run_cli("batches", ckpt, "--format", "json").stdout)
+    assert {r["operators"] is None for r in plain} == {True}
+    table = run_cli("batches", ckpt, "--operators", "--progress", log, "--from", "7").stdout
+    assert "operator 0 late / evict" in table.splitlines()[0] and "operator 1 late / evict" in table.splitlines()[0]
+    assert "1704067220999 / 1704067233999 (-10.001s)" in table and "1704067231000 / 1704067244000" in table
+    csv_rows = list(csv.DictReader(io.StringIO(run_cli("batches", ckpt, "--operators", "--format", "csv").stdout)))
+    assert json.loads(csv_rows[5]["operators"].split("; ")[0])["source"] == UNKNOWN
+
+
+# -- with Spark's own state reader -----------------------------------------------------------------------------------
+
+SPARK_SAMPLES = [("join_then_agg", "default", (3, 7)), ("join_then_agg", "left", (5,)), ("join_then_agg", "right", (6,)),
+                 ("tws_then_agg", "default", (4,)), ("join_then_agg_spark35", "default", (3, 6))]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(("name", "store_name", "batches"), SPARK_SAMPLES)
+def test_evicted_next_is_what_spark_removed_read_by_spark(spark, name, store_name, batches):
+    """The same through Spark's state reader (``--engine spark``), at a sample of batches."""
+    ckpt, stores, _ = eviction_cases(name, store_name)
+    prog = progress(name)
+    for store in stores:
+        join = store.name in ("left", "right")
+        for batch in batches:
+            assert evicted_next(ckpt, store, batch, prog, join, "spark", spark) == \
+                removed_by_spark(ckpt, store, batch, join, "spark", spark), (store, batch)

@@ -164,3 +164,12 @@ def test_check_says_what_spark_does_with_a_damaged_state_file(oracle, case):
 
 def test_the_sweep_covers_every_state_format():
     assert {c.fixture for c in SWEEP} == set(FORMAT_FIXTURES)
+
+
+def test_operators_after_applyinpandaswithstate_keep_watermark_0_after_a_restart(oracle):
+    """WM042: restarted with new data, the aggregation after applyInPandasWithState and transformWithState still runs
+    with watermark 0: the global watermark moves, nothing is emitted, and the finding stays."""
+    _, outcomes, roots = oracle
+    ran = outcomes["operators-after-applyinpandaswithstate:broken"]
+    assert ran.error is None and ran.batches and ran.rows == ()
+    assert [(f.code, f.path) for f in after(roots, "operators-after-applyinpandaswithstate:broken")] == [("WM042", "state/2")]

@@ -17,9 +17,11 @@ from conftest import (
     names_own_schemas,
     restartable_checkpoint,
     run_cli,
+    shown_name,
 )
 
 FIXTURES = fixture_names()
+
 
 
 def show_json(name: str) -> dict:
@@ -44,8 +46,8 @@ def test_show_json_matches_spark(name):
     assert doc["query_id"] == json.loads((fixture_checkpoint(name) / "metadata").read_text())["id"]
     if facts.get("operators"):
         got = [{k: op[k] for k in ("operator_id", "name", "stores", "num_partitions")} for op in doc["operators"]]
-        want = [{"operator_id": o["operator_id"], "name": o["operator_name"], "stores": o["stores"],
-                 "num_partitions": o["num_partitions"]} for o in facts["operators"]]
+        want = [{"operator_id": o["operator_id"], "name": shown_name(facts, o),
+                 "stores": o["stores"], "num_partitions": o["num_partitions"]} for o in facts["operators"]]
         if moved and not failed:  # Spark's state-metadata reader reports the v1 metadata, which keeps the old count
             assert [o["num_partitions"] for o in want] == [moved["from"]] * len(want)
             want = [{**o, "num_partitions": moved["to"]} for o in want]
@@ -111,12 +113,12 @@ def test_show_table_and_csv(name):
     assert re.search(rf"^watermark: +{facts['next_watermark_ms']} \(2024-01-01T", table, re.M)
     assert "Stateful operators" in table
     for op in facts.get("operators", []):
-        assert re.search(rf"^{op['operator_id']} +{op['operator_name']} ", table, re.M)
+        assert re.search(rf"^{op['operator_id']} +{shown_name(facts, op)} ", table, re.M)
     rows = dict(csv.reader(io.StringIO(run_cli("show", fixture_checkpoint(name), "--format", "csv").stdout)))
     assert rows["watermark_ms"] == str(facts["next_watermark_ms"])
     assert rows["last_batch"] == str(facts["last_batch"])
     for i, op in enumerate(facts.get("operators", [])):
-        assert rows[f"operators.{i}.name"] == op["operator_name"]
+        assert rows[f"operators.{i}.name"] == shown_name(facts, op)
 
 
 def test_batches_table_shows_source_summaries():

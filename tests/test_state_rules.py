@@ -14,7 +14,7 @@ from wmcheck.statestore.discovery import all_operators, select
 from wmcheck.statestore.eviction import eviction_rule
 from wmcheck.statestore.targets import target
 
-from conftest import ROOT, fixture_checkpoint, fixture_facts, fixture_names, run_cli
+from conftest import ROOT, fixture_checkpoint, fixture_facts, fixture_names, run_cli, shown_name
 
 FIXTURES = fixture_names()
 WINDOWED = ["agg_window_hdfs", "agg_window_rocksdb", "checkpoint_v2", "compaction", "multi_watermark_max", "agg_spark35", "chained_aggs"]
@@ -74,7 +74,7 @@ def test_discovered_stores_are_the_readers(name):
         op = ops[int(op_id)]
         assert set(stores) <= {s.name for s in op.selectable}
         assert {s.num_partitions for s in op.selectable} == {len(next(iter(stores.values()))["rows_per_partition"])}
-    meta = {o["operator_id"]: o["operator_name"] for o in facts["operators"]}
+    meta = {o["operator_id"]: shown_name(facts, o) for o in facts["operators"]}
     assert {i: o.operator_name for i, o in ops.items()} == meta
 
 

@@ -19,8 +19,11 @@ from conftest import fixture_checkpoint, fixture_facts, fixture_names, run_cli
 
 pytestmark = pytest.mark.spark
 
-FIXTURES = fixture_names()
-WINDOWED = {"state_types", "state_types_rocksdb", "agg_window_hdfs", "agg_window_rocksdb", "checkpoint_v2", "compaction", "multi_watermark_max", "agg_spark35", "chained_aggs",
+# the chains whose operators have watermarks of their own are judged by them in tests/test_operator_watermarks.py
+PER_OPERATOR = {"join_then_agg", "dedup_then_agg", "fmgws_then_agg", "tws_then_agg", "fmgws_tws_agg", "join_then_agg_spark35",
+                "dedup_then_agg_spark35", "fmgws_then_agg_spark35"}
+FIXTURES = [n for n in fixture_names() if n not in PER_OPERATOR]
+WINDOWED = {"agg_then_agg", "agg_then_agg_spark35", "state_types", "state_types_rocksdb", "agg_window_hdfs", "agg_window_rocksdb", "checkpoint_v2", "compaction", "multi_watermark_max", "agg_spark35", "chained_aggs",
             "repartition_rocksdb", "repartition_failed_hdfs", "agg_rocksdb_v2_p3", "union_stall_min", "union_stall_max",
             "sliding_window", "no_new_input", "stalled_event_time", "row_checksum_hdfs", "interval_state"}
 DEDUPLICATED = {"dedup_watermark", "dedup_rocksdb_p3"}

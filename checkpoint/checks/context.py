@@ -134,7 +134,7 @@ class Context:
 
     def __init__(self, ckpt: Checkpoint, sink: FileSystem | None = None, sink_shown: str = "", tz: tzinfo = timezone.utc,
                  stall_batches: int = STALL_BATCHES, progress: QueryProgress | None = None, content: bool = True,
-                 state_progress: Callable[[int, int], None] | None = None) -> None:
+                 state_progress: Callable[[int, int], None] | None = None, operator_lag_ms: int | None = None) -> None:
         self.ckpt = ckpt
         self.content = content
         """Decode the state files the next batch loads (``check --no-content``: names only)."""
@@ -145,6 +145,9 @@ class Context:
         self.tz = tz
         self.stall_batches = stall_batches
         self.progress = progress
+        self.operator_lag_ms = operator_lag_ms
+        """How far an operator's own eviction watermark may lag the global one before WM042 warns (None: the query's
+        watermark delay)."""
         self.tree = Tree(ckpt.fs, lambda p: p)
         self.sink = Tree(sink, lambda p: posixpath.join(sink_shown, p)) if sink is not None else None
         self.sink_location = sink.uri() if sink is not None else None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Mapping
 
-from . import logs, repartition, sink_files, sources, stall, state, watermark
+from . import logs, operators, repartition, sink_files, sources, stall, state, watermark
 from .definition import ERROR, WARNING, Check, Finding
 
 __all__ = ["CHECKS", "ERROR", "OPEN_FAILED", "WARNING", "Check", "Finding"]
@@ -30,6 +30,7 @@ LISTED: tuple[Check, ...] = (
     repartition.unfinished_repartition, repartition.sink_lacks_repartition,
     stall.held_watermark,
     state.damaged, state.skipped, state.future_snapshots,
+    operators.operator_watermark,
 )
 
 
