@@ -325,7 +325,7 @@ def _context(ckpt: "Checkpoint", progress: "QueryProgress | None", allow_multipl
                                           op.output_watermark if op else PASSES,
                                           offsets.get(operator_id), sides.get(operator_id))
     if allow_multiple is not None:
-        chosen, source = allow_multiple, arg("allow_multiple", allow_multiple)
+        chosen, source = allow_multiple, f"given (allow_multiple={allow_multiple})"
     elif latest is not None and latest.allow_multiple is not None:
         chosen, source = latest.allow_multiple, f"batch {latest.batch_id}'s session conf in the event log"
     else:
@@ -356,10 +356,10 @@ def operator_watermarks(ckpt: "Checkpoint", progress: "QueryProgress | None" = N
 
 def _global(ckpt: "Checkpoint", batch: int, committed_only: bool = True) -> int | None:
     """The global watermark batch ``batch`` ran (or runs) with: ``offsets/N``, or for the next batch the one a restart
-    uses; None when neither is there."""
-    if batch in ckpt.offset_id_set:
-        meta = ckpt.offsets(batch).metadata
-        return meta.batch_watermark_ms if meta else 0
+    uses (also when its offsets file is a broken tail, which Spark plans again); None when neither is there."""
+    seq = ckpt.readable_offsets(batch) if batch in ckpt.offset_id_set else None
+    if seq is not None:
+        return seq.metadata.batch_watermark_ms if seq.metadata else 0
     if batch == ckpt.next_batch and committed_only:
         return ckpt.watermark_ms
     return None
