@@ -10,7 +10,7 @@ from ..operator_watermarks import JOIN, NONE, OperatorLink, operator_watermarks
 from ..state_schema import event_time_field
 from ..timeutil import format_duration, format_ms
 from .context import Context
-from .definition import WARNING, Issue, check
+from .definition import WARNING, Instruction, Issue, check
 
 TIMER_OPERATORS = ("flatMapGroupsWithState", "applyInPandasWithState")
 
@@ -73,24 +73,23 @@ def operator_watermark(ctx: Context) -> Iterator[Issue]:
         joins = [u for u in upstream if u.output == JOIN]
         cause = (f"the time-range condition of {', '.join(map(_label, joins))} upstream holds its output watermark back"
                  if joins else "an operator upstream holds its output watermark back")
-        yield f"{STATE}/{own.operator_id}", (
+        yield Issue(f"{STATE}/{own.operator_id}", (
             f"{_label(link)} evicts by its own watermark {format_ms(own.evict_ms, ctx.tz)}, {format_duration(lag)} behind "
             f"the global watermark {shown} (more than {format_duration(threshold)}): {cause} (Spark 3.5+ gives each "
             f"stateful operator its own watermark), so its state is evicted and, in append mode, its output emitted "
-            f"that much later than the global watermark suggests. Spark's rule, not a fault: narrow the join's time range "
-            f"to emit sooner; {arg('operator_lag')} sets when this warns"
-        )
+            f"that much later than the global watermark suggests; {arg('operator_lag')} sets when this warns"
+        ), Instruction("Spark's rule, not a fault: narrow the join's time range to emit sooner"))
     for blocked_id, after in stranded.items():
         blocked = model.link(blocked_id)
         assert blocked is not None
         sure = all(known for _, known in after)
         names = ", ".join(_label(link) for link, _ in after)
-        yield f"{STATE}/{blocked_id}", (
+        yield Issue(f"{STATE}/{blocked_id}", (
             f"{_label(blocked)} passes no watermark on (Spark 3.5+ gives each stateful operator its own, and "
             f"(flat)MapGroupsWithState's function may emit any event time), so {names} after it "
             + ("run with watermark 0" if sure else "run with watermark 0 unless the query calls withWatermark again "
                f"after it (the checkpoint does not record the plan: pass {arg('progress', 'EVENTLOG')} to know)")
             + f" while the global watermark is {shown}: they never evict, their state grows with every key, their "
-              "timers and timeouts never fire and in append mode they never emit. Fix: call withWatermark again on the "
-              "event-time column it emits, or put those operators before it"
-        )
+              "timers and timeouts never fire and in append mode they never emit"
+        ), Instruction(f"call withWatermark again on the event-time column {_label(blocked)} emits, or put those "
+                       "operators before it (the query changes)"))
