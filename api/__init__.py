@@ -182,22 +182,27 @@ def backups(checkpoint: str | Checkpoint, *, fs_options: FsOptions = None) -> li
 
 def state(checkpoint: str | Checkpoint, *, operator: int | None = None, store: str | None = None,
           batch: int | None = None, watermark_ms: int | None = None, engine: EngineChoice = "auto",
-          spark: SparkSession | None = None, tz: tzinfo = timezone.utc, fs_options: FsOptions = None) -> StateSummary:
-    """``wmcheck state``: rows per operator and store and their age against the watermark, read without a JVM
-    (``engine="python"``, the default when it reads every store) or by Spark's reader."""
+          spark: SparkSession | None = None, progress: str | None = None, tz: tzinfo = timezone.utc,
+          fs_options: FsOptions = None) -> StateSummary:
+    """``wmcheck state``: rows per operator and store and their age against each operator's own watermark, read
+    without a JVM (``engine="python"``, the default when it reads every store) or by Spark's reader; ``progress``:
+    Spark's event log, where the plan decides an operator's watermark (after a stream-stream join)."""
     from wmcheck.statestore.engines import summarize
 
-    return summarize(_opened(checkpoint, fs_options), operator, store, batch, watermark_ms, tz, engine, spark)
+    ckpt = _opened(checkpoint, fs_options)
+    return summarize(ckpt, operator, store, batch, watermark_ms, tz, engine, spark, _progress(ckpt, progress, fs_options))
 
 
 def older_than_watermark(checkpoint: str | Checkpoint, *, operator: int = 0, store: str | None = None,
                          batch: int | None = None, watermark_ms: int | None = None, engine: EngineChoice = "auto",
-                         spark: SparkSession | None = None, fs_options: FsOptions = None) -> Any:
-    """``wmcheck state --older-than-watermark``: the rows the next batch evicts (an Arrow table; a DataFrame
-    with ``engine="spark"``)."""
+                         spark: SparkSession | None = None, progress: str | None = None,
+                         fs_options: FsOptions = None) -> Any:
+    """``wmcheck state --older-than-watermark``: the rows the next batch evicts by the operator's own watermark (an
+    Arrow table; a DataFrame with ``engine="spark"``); refused when that watermark is unknown (pass ``progress``)."""
     from wmcheck.statestore.engines import older_than_watermark as older
 
-    return older(_opened(checkpoint, fs_options), operator, store, batch, watermark_ms, engine, spark)
+    ckpt = _opened(checkpoint, fs_options)
+    return older(ckpt, operator, store, batch, watermark_ms, engine, spark, _progress(ckpt, progress, fs_options))
 
 
 def replay_plan(checkpoint: str | Checkpoint, start: int, end: int | None = None, *, source: str | None = None,
