@@ -11,6 +11,7 @@ from wmcheck.statestore.repartition import SparkRepartitioner
 
 from .options import common_options, parse_pairs
 from .output import make_output
+from .progress import progress_for, quiet_option, spark_progress
 from .repair import repair_options
 
 
@@ -24,13 +25,16 @@ from .repair import repair_options
 @click.option("--conf", "confs", multiple=True, metavar="KEY=VALUE", help="Spark conf (repeatable).")
 @click.option("--remote", metavar="sc://HOST", help="Refused: Spark's repartition runs in Spark Classic only.")
 @repair_options
+@quiet_option()
 @common_options()
 def repartition(checkpoint: str, partitions, file_sink, master, confs, remote, execute, plan_out, from_plan, idle, force,
-                backup_dir, fmt, tz: tzinfo, fs_options) -> None:
+                backup_dir, quiet, fmt, tz: tzinfo, fs_options) -> None:
     """Move the state of a stopped query to --partitions N partitions with Spark's offline state repartition
     (pyspark 4.2+, RocksDB state), dry run unless --execute; see docs/repair.md."""
     runner = SparkRepartitioner(master=master, conf=parse_pairs(confs, "--conf"), remote=remote)
     request = repair.RepartitionRequest(partitions=partitions, file_sink=file_sink, runner=runner)
     options = repair.RunOptions(execute=execute, from_plan=from_plan, plan_out=plan_out, idle_ms=parse_idle(idle),
                                 force=force, backup_dir=backup_dir, fs_options=parse_pairs(fs_options, "--fs-option"))
-    make_output(fmt, tz=tz).repair_result(repair.run(checkpoint, request, options))
+    with spark_progress(progress_for(quiet or not execute), "repartitioning: starting Spark"):  # the plan needs no Spark
+        result = repair.run(checkpoint, request, options)
+    make_output(fmt, tz=tz).repair_result(result)

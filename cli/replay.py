@@ -15,6 +15,8 @@ from wmcheck.checkpoint.timeutil import format_duration
 
 from .options import common_options, parse_pairs
 from .output import Output, make_output
+from .process import own_interrupts
+from .progress import progress_for, quiet_option, spark_progress
 
 if TYPE_CHECKING:
     from wmcheck.statestore.late_rows import Lateness
@@ -60,6 +62,7 @@ def _print_lateness(out: Output, found: "Lateness") -> None:
 @click.option("--conf", "confs", multiple=True, metavar="KEY=VALUE", help="Spark conf (repeatable).")
 @click.option("--packages", multiple=True, metavar="COORDS", help="Maven packages for Spark, e.g. the Kafka connector (repeatable).")
 @click.option("--jars", multiple=True, metavar="JARS", help="Jars for Spark (repeatable).")
+@quiet_option()
 @common_options()
 def replay(checkpoint: str, start: int, end: int | None, source: str | None, show_plan: bool, output: str | None,
            overwrite: bool, foreach: str | None, count_only: bool, show_lateness: bool, include_pending: bool,
@@ -67,7 +70,7 @@ def replay(checkpoint: str, start: int, end: int | None, source: str | None, sho
            event_time: str | None, window: str | None, group_by: str | None, late_watermark: str,
            source_format: str | None, schema: str | None, reader_options: tuple[str, ...], path_maps: tuple[str, ...],
            skip_missing: bool, master: str | None, confs: tuple[str, ...], packages: tuple[str, ...],
-           jars: tuple[str, ...], fmt: str, tz: tzinfo, fs_options: tuple[str, ...]) -> None:
+           jars: tuple[str, ...], quiet: bool, fmt: str, tz: tzinfo, fs_options: tuple[str, ...]) -> None:
     """Rebuild the exact input of batches --from N --to M of CHECKPOINT and reprocess it (see docs/replay.md)."""
     if sum(map(bool, (show_plan, output, foreach, count_only, show_lateness))) != 1:
         raise click.UsageError("pass exactly one of --plan, --output DIR, --foreach-batch MODULE:FUNCTION, --count or --lateness")
@@ -99,18 +102,25 @@ def replay(checkpoint: str, start: int, end: int | None, source: str | None, sho
     if foreach and os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())  # --foreach-batch MODULE:FUNCTION: MODULE may be in the current directory
     sink = ParquetSink(output, overwrite, fs_opts) if output else load_function(foreach) if foreach else None
-    spark, _created = get_session(master, parse_pairs(confs, "--conf"), None, packages, jars)
-    keys = tuple(c.strip() for c in group_by.split(",") if c.strip()) if group_by else ()
-    out = make_output(fmt, tz=tz)
-    stored = window_key(ckpt) if event_time and not window else None
-    if stored is not None:
-        inferred = infer_window(spark, ckpt, stored)
-        opts = dataclasses.replace(opts, window=inferred.spec)
-        keys = keys or inferred.group_by
-        out.note(f"window: {format_duration(inferred.duration_ms)} every {format_duration(inferred.slide_ms)}, "
-                 f"grouped by {', '.join(inferred.group_by) or 'nothing else'} (inferred from state/{stored.operator_id})")
-    if show_lateness:
-        _print_lateness(out, lateness(list(read_batches(spark, batches, opts)), str(event_time)))
-        return
-    rows = run_replay(spark, batches, opts, sink or (lambda _df, _batch: None), keys)
+    with spark_progress(progress_for(quiet)) as progress:
+        spark, _created = get_session(master, parse_pairs(confs, "--conf"), None, packages, jars)
+        own_interrupts()  # pyspark installed its own Ctrl-C handler with the session
+        progress.phase(f"reading {len(batches)} batch(es)")
+        keys = tuple(c.strip() for c in group_by.split(",") if c.strip()) if group_by else ()
+        out = make_output(fmt, tz=tz)
+        stored = window_key(ckpt) if event_time and not window else None
+        if stored is not None:
+            inferred = infer_window(spark, ckpt, stored)
+            opts = dataclasses.replace(opts, window=inferred.spec)
+            keys = keys or inferred.group_by
+            out.note(f"window: {format_duration(inferred.duration_ms)} every {format_duration(inferred.slide_ms)}, "
+                     f"grouped by {', '.join(inferred.group_by) or 'nothing else'} (inferred from state/{stored.operator_id})")
+        if show_lateness:
+            found = lateness(list(read_batches(spark, batches, opts)), str(event_time))
+            progress.clear()
+            _print_lateness(out, found)
+            return
+        rows = run_replay(spark, batches, opts, sink or (lambda _df, _batch: None), keys,
+                          lambda done, total, batch: progress.phase(f"batch {batch}: {done} of {total}"))
+        progress.clear()
     out.replay_rows(rows)

@@ -5,24 +5,28 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Iterator, Mapping
 
 from .process import own_interrupts
+from .progress import Progress, spark_progress
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
 @contextmanager
-def command_session(master: str | None = None, conf: Mapping[str, str] | None = None,
-                    remote: str | None = None) -> Iterator["SparkSession"]:
-    """A session for one command: reuses the running one, stops one it started (a clean JVM shutdown)."""
+def command_session(master: str | None = None, conf: Mapping[str, str] | None = None, remote: str | None = None,
+                    progress: Progress | None = None, doing: str = "running") -> Iterator["SparkSession"]:
+    """A session for one command: reuses the running one, stops one it started (a clean JVM shutdown).
+    ``progress`` shows Spark starting, then ``doing`` with the running job's tasks."""
     from wmcheck.statestore.session import get_session
 
-    spark, created = get_session(master, conf, remote)
-    own_interrupts()  # pyspark installed its own Ctrl-C handler with the session
-    try:
-        yield spark
-    finally:
-        if created:
-            stop_for_exit(spark)
+    with spark_progress(progress or Progress(None)) as shown:
+        spark, created = get_session(master, conf, remote)
+        own_interrupts()  # pyspark installed its own Ctrl-C handler with the session
+        shown.phase(doing)
+        try:
+            yield spark
+        finally:
+            if created:
+                stop_for_exit(spark)
 
 
 def stop_for_exit(spark: "SparkSession") -> None:

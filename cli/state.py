@@ -15,6 +15,7 @@ from .flags import for_cli
 from .options import checkpoint_progress, common_options, parse_pairs, parse_size, progress_option
 from .output import FORMATS, make_output, output_to
 from .process import lean_pyarrow
+from .progress import Progress, progress_for, quiet_option
 from .spark import command_session
 
 if TYPE_CHECKING:
@@ -42,11 +43,13 @@ if TYPE_CHECKING:
 @click.option("--max-memory", metavar="SIZE", help="Stop with an error once the python engine and its workers hold more "
               "memory, e.g. 4G (default: the memory available when it starts).")
 @progress_option()
+@quiet_option()
 @common_options(FORMATS + ("parquet",))
 def state(checkpoint: str, operator: int | None, store: str | None, join_side: str | None, state_var: str | None,
           batch: int | None, older: bool, watermark: str | None, limit: int | None, output: str | None,
           master: str | None, confs: tuple[str, ...], remote: str | None, engine: EngineChoice, jobs: int | None,
-          max_memory: str | None, progress: str | None, fmt: str, tz: tzinfo, fs_options: tuple[str, ...]) -> None:
+          max_memory: str | None, progress: str | None, quiet: bool, fmt: str, tz: tzinfo,
+          fs_options: tuple[str, ...]) -> None:
     """Stateful operators of CHECKPOINT, read from the state files (or with Spark's state reader): rows per
     store and partition, the event-time column that evicts them, and the keys older than each operator's own
     watermark (see docs/state.md; --progress gives Spark's event log, where the plan decides an operator's
@@ -78,7 +81,7 @@ def state(checkpoint: str, operator: int | None, store: str | None, join_side: s
     engine, note = choose(ckpt, operator, selection, kind, engine)
     if note:
         click.echo(f"note: {for_cli(note)}", err=True)
-    with _engine(engine, ckpt, master, confs, remote, jobs, budget) as eng:
+    with _engine(engine, ckpt, master, confs, remote, jobs, budget, progress_for(quiet)) as eng:
         if older:
             reads = eng.read_stores(ckpt, operator, selection, batch, watermark_ms, reports)
             with output_to(fmt, output, tz) as out:
@@ -94,7 +97,7 @@ def state(checkpoint: str, operator: int | None, store: str | None, join_side: s
 
 @contextlib.contextmanager
 def _engine(name: EngineName, ckpt: Checkpoint, master: str | None, confs: tuple[str, ...], remote: str | None,
-            jobs: int | None, budget: int | None) -> Iterator[StateEngine]:
+            jobs: int | None, budget: int | None, progress: Progress) -> Iterator[StateEngine]:
     """The engine called ``name``, with what it needs for the command: for the python engine its workers,
     a memory budget (default: the memory available now) and pandas kept out of the process; for Spark's a
     session."""
@@ -109,5 +112,5 @@ def _engine(name: EngineName, ckpt: Checkpoint, master: str | None, confs: tuple
     from wmcheck.statestore.relocated_view import reader_location
 
     reader_location(ckpt)  # a copied remote checkpoint whose metadata names schema files elsewhere fails before Spark starts
-    with command_session(master, parse_pairs(confs, "--conf"), remote) as spark:
+    with command_session(master, parse_pairs(confs, "--conf"), remote, progress, "reading state with Spark") as spark:
         yield engine_for(name, spark)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 from wmcheck.checkpoint.batch_inputs import BatchInput, InputFile, SourceInput, plan
 from wmcheck.checkpoint.errors import (
@@ -274,14 +274,16 @@ def count_batches(batches: list[ReplayBatch], group_by: tuple[str, ...] = ()) ->
 
 
 def replay(spark: "SparkSession", prepared: list[BatchInput], opts: ReplayOptions, sink: Sink,
-           group_by: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+           group_by: tuple[str, ...] = (), on_batch: Callable[[int, int, int], None] | None = None) -> list[dict[str, Any]]:
     """Hand each prepared batch's kept rows to ``sink(df, batch_id)`` in batch order (then ``sink.close()``
-    if it has one); one summary row per batch."""
+    if it has one); one summary row per batch. ``on_batch(k, n, batch_id)`` is called as the k-th of n starts."""
     batches = list(read_batches(spark, prepared, opts))
     with spark_errors("counting the rows of the batches"):
         counts = count_batches(batches, group_by)
     out = []
-    for rb in batches:
+    for index, rb in enumerate(batches, start=1):
+        if on_batch is not None:
+            on_batch(index, len(batches), rb.batch_id)
         sink(rb.kept(opts.keep), rb.batch_id)
         got = counts[rb.batch_id]
         src = rb.plan.sources[0] if rb.plan.sources else None
