@@ -1,6 +1,7 @@
 """A metadata log directory (``offsets/``, ``commits/``, ``sources/<i>/``, a sink's ``_spark_metadata/``) as
 Spark's ``HDFSMetadataLog`` and ``CompactibleFileStreamLog`` see it, built from one directory listing:
-batch id <-> file (``N`` or ``N.compact``), the latest batch, the compact files, and which file holds a batch."""
+batch id <-> file (``N`` or ``N.compact``), the latest batch, the compact files, which file holds a batch, the
+compact interval Spark derives, and the Hadoop checksum files left without their log file."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -9,6 +10,30 @@ from typing import Iterable, Mapping
 
 from .fs import FileInfo, FileSystem
 from .layout import COMPACT_SUFFIX, CRC_SUFFIX, log_file_batch
+
+DEFAULT_COMPACT_INTERVAL = 10
+"""Spark's default ``spark.sql.streaming.fileSource.log.compactInterval`` (and ``fileSink.log.compactInterval``)."""
+
+
+def is_compaction_batch(batch: int, interval: int) -> bool:
+    """Spark's ``CompactibleFileStreamLog.isCompactionBatch``: batch N is written as ``N.compact`` (holding every
+    entry up to N) when ``(N + 1) % interval == 0``."""
+    return (batch + 1) % interval == 0
+
+
+def next_compaction(batch: int, interval: int) -> int:
+    """The first batch after ``batch`` that compacts the log."""
+    return next(b for b in range(batch + 1, batch + interval + 1) if is_compaction_batch(b, interval))
+
+
+def derive_interval(latest_compact: int, default: int = DEFAULT_COMPACT_INTERVAL) -> int:
+    """Spark's ``CompactibleFileStreamLog.deriveCompactInterval`` when only one compact file exists: the default
+    if ``latest_compact + 1`` is a multiple of it, else the smallest divisor of ``latest_compact + 1`` from the
+    default on."""
+    n = latest_compact + 1
+    if n <= default:
+        return n
+    return next((d for d in range(default, n // 2 + 1) if n % d == 0), n)
 
 
 @dataclass(frozen=True)
@@ -91,6 +116,41 @@ class MetadataLog:
     def info(self, batch: int) -> FileInfo:
         """Size and time of a batch's file (a log made by :meth:`listed`)."""
         return self.infos[self.files[batch]]
+
+    @cached_property
+    def interval(self) -> tuple[int, str] | None:
+        """The compact interval Spark derives on restart from the compact files present, and how; None without
+        compact files."""
+        compacts = self.compacts
+        if len(compacts) >= 2:
+            return compacts[-1] - compacts[-2], f"the distance between {compacts[-2]}.compact and {compacts[-1]}.compact"
+        if compacts:
+            return (derive_interval(compacts[0]),
+                    f"derived from {compacts[0]}.compact with the default interval {DEFAULT_COMPACT_INTERVAL}")
+        return None
+
+    def covered(self, batch: int) -> bool:
+        """Whether log batch ``batch`` can be read: its own file, or a later compact file holding it."""
+        return batch in self.files or any(c >= batch for c in self.compacts)
+
+    def name_of(self, batch: int) -> str:
+        """The file Spark writes for log batch ``batch``: ``N.compact`` on a compaction batch of the derived interval
+        (Spark's default without compact files), else ``N``."""
+        interval = (self.interval or (DEFAULT_COMPACT_INTERVAL, ""))[0]
+        return f"{batch}{COMPACT_SUFFIX}" if is_compaction_batch(batch, interval) else str(batch)
+
+    @cached_property
+    def orphaned_sidecars(self) -> tuple[tuple[int, str], ...]:
+        """(batch, path) of every Hadoop checksum file (``.N.crc``, ``.N.compact.crc``) whose log file is not there:
+        Hadoop's checksummed rename refuses it when Spark writes that file again."""
+        names = set(self.names)
+        out = []
+        for name in sorted(self.names):
+            target = name[1:-len(CRC_SUFFIX)] if name.startswith(".") and name.endswith(CRC_SUFFIX) else ""
+            parsed = log_file_batch(target) if target else None
+            if parsed is not None and target not in names:
+                out.append((parsed[0], self.path(name)))
+        return tuple(out)
 
     @property
     def has_crc(self) -> bool:

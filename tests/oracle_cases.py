@@ -11,10 +11,13 @@ pyspark 3.5 does with the ``agg_window_hdfs`` cases applied to ``agg_spark35``.
 """
 from __future__ import annotations
 
+import base64
 import json
+import pickle
 import re
 import shlex
 import shutil
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +27,7 @@ from wmcheck.checkpoint.checks.definition import Fix, Instruction
 from wmcheck.cli.fixes import fix_text
 
 from conftest import run_cli
-from restart_oracle import Outcome, add_input, prepare, restart_all
+from restart_oracle import Outcome, add_input, prepare, read_only, restart_all
 
 FAILS, WRONG, OK = "fails", "wrong", "ok"  # restart_oracle.observed's words
 AGG, COMPACTION, V2, TWS, STALL = "agg_window_hdfs", "compaction", "checkpoint_v2", "tws_pandas", "union_stall_min"
@@ -48,6 +51,7 @@ class Case:
     extra_batches: int = 1
     remedy: Callable[[Path], None] | None = None
     rounds: int = 1  # restarts in a row, one more input file each (a later load reads the state from its files)
+    read_only: tuple[str, ...] = ()  # directories mounted read-only for check and Spark (the fixed copy: writable)
 
     @property
     def fixed(self) -> bool:
@@ -363,6 +367,17 @@ CASES = [
     Case("operators-after-applyinpandaswithstate", "WM042", NO_WATERMARK, lambda r: None, OK),  # as Spark left it
     Case("sink-log-gap", "WM031", AGG, lambda r: unlink(r, "output/_spark_metadata/10", "output/_spark_metadata/.10.crc"),
          FAILS, "BATCH_METADATA_NOT_FOUND", repair=True, extra_batches=7),
+    Case("source-log-last-file-deleted", "WM029", AGG, lambda r: unlink(r, f"{C}/sources/0/9.compact"), FAILS,
+         r"Multiple streaming queries are concurrently using .*/sources/0", repair=True),  # its sidecar left (WM022 too)
+    Case("source-log-next-sidecar", "WM029", AGG, lambda r: shutil.copy2(r / C / "sources/0/.8.crc", r / C / "sources/0/.10.crc"),
+         FAILS, r"Multiple streaming queries are concurrently using .*/sources/0", repair=True),
+    Case("sink-log-next-sidecar", "WM029", AGG,
+         lambda r: shutil.copy2(r / "output/_spark_metadata/.12.crc", r / "output/_spark_metadata/.13.crc"),
+         FAILS, r"Multiple streaming queries are concurrently using .*/_spark_metadata", repair=True),
+    Case("source-log-read-only", "WM037", AGG, lambda r: None, FAILS, r"sources/0.*Read-only file system",
+         read_only=(f"{C}/sources/0",), fix=lambda r: None),  # the fixed copy is writable: what its instruction does
+    Case("state-partition-read-only", "WM037", AGG, lambda r: None, FAILS, r"state/0/1.*Read-only file system",
+         read_only=(f"{C}/state/0/1",), fix=lambda r: None),
 ]
 
 SPARK35 = {
@@ -388,10 +403,18 @@ SPARK35 = {
 }
 
 
-def findings(case: Case, root: Path) -> list:
+def findings(case: Case, root: Path, mounted: bool = False) -> list:
+    """check's findings on a copy; ``mounted``: with the case's read-only directories mounted so (in a child)."""
     from wmcheck.checkpoint.validate import check_location
 
-    return check_location(str(root / C), str(root / "output") if case.sink else None)
+    sink = str(root / "output") if case.sink else None
+    if not (mounted and case.read_only):
+        return check_location(str(root / C), sink)
+    code = ("import base64, pickle, sys; from wmcheck.checkpoint.validate import check_location; "
+            "sys.stdout.write(base64.b64encode(pickle.dumps(check_location(sys.argv[1], sys.argv[2] or None))).decode())")
+    command = read_only([sys.executable, "-c", code, str(root / C), sink or ""], [root / d for d in case.read_only])
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    return pickle.loads(base64.b64decode(done.stdout))
 
 
 def apply_fix(case: Case, before: list, root: Path) -> None:
@@ -413,7 +436,7 @@ def run_oracle(cases: list[Case], base: Path, python: str = sys.executable,
     (``ref:FIXTURE:N``), each case's broken copy (``KEY:broken``), fixed copy when ``fixed(case)`` and remedied
     copy when it has a remedy. Returns the findings before the restarts by (key, stage) (stages: broken,
     before-fixed, fixed, before-remedied, remedied), the outcomes by restart key, and the copies by restart key."""
-    restarts, found = {}, {}
+    restarts, found, mounts = {}, {}, []
     for fixture, extra, rounds in sorted({(c.fixture, c.extra_batches, c.rounds) for c in cases}):
         restarts[ref_key(fixture, extra, rounds)] = (fixture, prepare(fixture, base / f"ref-{fixture}-{extra}-{rounds}",
                                                                       extra, rounds))
@@ -423,7 +446,9 @@ def run_oracle(cases: list[Case], base: Path, python: str = sys.executable,
             shutil.copytree(root, backup(root))
             case.breaks(root)
             stage = "broken" if variant == "broken" else f"before-{variant}"
-            found[case.key, stage] = findings(case, root)
+            found[case.key, stage] = findings(case, root, mounted=True)
+            if variant == "broken":
+                mounts += [root / d for d in case.read_only]
             if variant == "fixed":
                 apply_fix(case, found[case.key, stage], root)
             elif variant == "remedied":
@@ -432,7 +457,7 @@ def run_oracle(cases: list[Case], base: Path, python: str = sys.executable,
             if variant != "broken":
                 found[case.key, variant] = findings(case, root)
             restarts[f"{case.key}:{variant}"] = (case.fixture, root)
-    return found, restart_all(restarts, python=python), {key: root for key, (_, root) in restarts.items()}
+    return found, restart_all(restarts, python=python, read_only_dirs=mounts), {key: root for key, (_, root) in restarts.items()}
 
 
 def ref_key(fixture: str, extra: int, rounds: int) -> str:

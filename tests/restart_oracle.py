@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 from fixture_modules import fixture_module
 
@@ -102,15 +104,27 @@ def observed(outcome: Outcome, reference: Outcome) -> str:
     return "ok" if outcome.rows == reference.rows and outcome.read_error is None else "wrong"
 
 
-def restart_all(cases: dict[str, tuple[str, Path]], timeout: float = 900, python: str = sys.executable) -> dict[str, Outcome]:
-    """Restart every case (key -> (fixture name, copy root)) in one child process of ``python``; outcomes by key.
-    A copy with held-back input (``prepare(rounds=...)``) restarts once per round."""
+def read_only(command: list[str], dirs: Sequence[Path]) -> list[str]:
+    """``command`` run in a mount namespace of its own where each of ``dirs`` is a read-only bind mount of itself
+    (as root: a read-only mount is what the process cannot write, whoever it runs as)."""
+    if not dirs:
+        return command
+    mounts = " && ".join(f"mount --bind {shlex.quote(str(d))} {shlex.quote(str(d))} && "
+                         f"mount -o remount,bind,ro {shlex.quote(str(d))}" for d in dirs)
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", f'{mounts} && exec "$@"', "sh", *command]
+
+
+def restart_all(cases: dict[str, tuple[str, Path]], timeout: float = 900, python: str = sys.executable,
+                read_only_dirs: Sequence[Path] = ()) -> dict[str, Outcome]:
+    """Restart every case (key -> (fixture name, copy root)) in one child process of ``python``, ``read_only_dirs``
+    mounted read-only for it; outcomes by key. A copy with held-back input (``prepare(rounds=...)``) restarts once
+    per round."""
     work = Path(next(iter(cases.values()))[1]).parent
     spec, out = work / "oracle-cases.json", work / "oracle-outcomes.json"
     spec.write_text(json.dumps({k: [n, str(p)] for k, (n, p) in cases.items()}))
     started = time.monotonic()
-    done = subprocess.run([python, str(Path(__file__)), str(spec), str(out)], capture_output=True, text=True,
-                          timeout=timeout)
+    done = subprocess.run(read_only([python, str(Path(__file__)), str(spec), str(out)], read_only_dirs),
+                          capture_output=True, text=True, timeout=timeout)
     if done.returncode != 0:
         raise AssertionError(f"the restart oracle failed:\n{done.stderr[-4000:]}")
     raw = json.loads(out.read_text())

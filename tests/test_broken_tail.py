@@ -41,6 +41,25 @@ def test_rewind_removes_orphaned_sidecars_of_the_batches_it_drops(root):
     assert ": ok: 0 error(s), 0 warning(s) from " in run_cli("check", ckpt, "--strict").stdout
 
 
+def test_rewind_removes_orphaned_sidecars_in_every_log_it_touches(root):
+    """The last file of sources/0 deleted by hand (its sidecar left: the next file Spark writes there), an older
+    orphan there, and one in the sink's log: check recommends the rewind that removes all three."""
+    ckpt, sink = root / "checkpoint", root / "output"
+    (ckpt / "sources" / "0" / "9.compact").unlink()
+    shutil.copyfile(ckpt / "sources" / "0" / ".8.crc", ckpt / "sources" / "0" / ".10.crc")
+    shutil.copyfile(sink / "_spark_metadata" / ".12.crc", sink / "_spark_metadata" / ".13.crc")
+    rows = json.loads(run_cli("check", ckpt, "--file-sink", sink, "--format", "json", exit_code=1).stdout)
+    assert {(r["code"], r["path"]) for r in rows} == {
+        ("WM022", "sources/0/9"), ("WM029", "sources/0/.9.compact.crc"), ("WM010", "sources/0/.10.crc"),
+        ("WM029", "../output/_spark_metadata/.13.crc")}
+    out = run_cli("check", ckpt, "--file-sink", sink, exit_code=1).stdout.splitlines()
+    assert out[-2] == f"recommended repair: wmcheck rewind {ckpt} --to-batch 10 --file-sink {sink}"
+    run_cli("rewind", ckpt, "--to-batch", "10", "--file-sink", sink, "--execute", "--idle", "0")
+    assert not [p for p in (ckpt / "sources" / "0" / ".9.compact.crc", ckpt / "sources" / "0" / ".10.crc",
+                            sink / "_spark_metadata" / ".13.crc") if p.exists()]
+    assert ": ok: 0 error(s), 0 warning(s) from " in run_cli("check", ckpt, "--file-sink", sink, "--strict").stdout
+
+
 def test_show_summarises_over_a_broken_middle_offsets_file_with_a_warning(root):
     ckpt = root / "checkpoint"
     (ckpt / "offsets" / "6").write_bytes(b"garbage\n")

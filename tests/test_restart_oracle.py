@@ -173,3 +173,16 @@ def test_operators_after_applyinpandaswithstate_keep_watermark_0_after_a_restart
     ran = outcomes["operators-after-applyinpandaswithstate:broken"]
     assert ran.error is None and ran.batches and ran.rows == ()
     assert [(f.code, f.path) for f in after(roots, "operators-after-applyinpandaswithstate:broken")] == [("WM042", "state/2")]
+
+
+def test_the_last_source_log_file_deleted_by_hand_is_fixed_by_one_rewind_that_removes_its_sidecar(oracle):
+    """sources/0/9.compact deleted, its sidecar left: the log does not reach the offsets (WM022) and the sidecar is
+    the next file Spark writes there (WM029); the one recommended rewind removes the sidecar with what it rewinds,
+    and the restart writes sources/0/9.compact again (before this, it failed on .9.compact.crc)."""
+    found, outcomes, _ = oracle
+    broken = found["source-log-last-file-deleted", "broken"]
+    assert {(f.code, f.path) for f in broken if f.severity == ERROR} == {
+        ("WM022", "sources/0/9"), ("WM029", "sources/0/.9.compact.crc")}
+    assert recommended_repair(broken) == finding_fix(broken, "WM022") == finding_fix(broken, "WM029")
+    assert outcomes["source-log-last-file-deleted:fixed"].batches == (11, 12, 13)
+

@@ -6,14 +6,14 @@ from typing import Iterator
 
 from ..activity import DEFAULT_IDLE_MS, newest_recent, now_ms
 from ..errors import CheckpointError
-from ..layout import COMMITS, OFFSETS, REPAIR_JOURNAL, sidecar_target, sidecars
+from ..layout import COMMITS, OFFSETS, REPAIR_JOURNAL, SINK_LOG, SOURCES, log_file_batch, sidecar_target, sidecars
 from ..numbers import is_number
 from ..repair.requests import RewindRequest, UndoRequest
 from ..repair_records import find_interrupted, read_journal
 from ..state_files import is_crc, is_temp
 from ..timeutil import format_duration
 from .context import Context, Tree, error_text
-from .definition import ERROR, WARNING, Instruction, Issue, check
+from .definition import ERROR, WARNING, Fix, Instruction, Issue, check
 from .remedies import NEW_CHECKPOINT, RESTORE, rewind_before
 from .text import span
 
@@ -176,15 +176,26 @@ def temp_files(ctx: Context) -> Iterator[Issue]:
                         "and takes space", Instruction(f"delete {tree.shown(path)} while the query is stopped"))
 
 
-def written_next(ctx: Context, path: str) -> bool:
-    """Whether ``path`` (the file of an orphaned sidecar) is the next file Spark writes to ``offsets/`` (the batch
-    after the last) or ``commits/`` (the commit of the batch it runs next)."""
-    folder, _, name = path.rpartition("/")
-    if folder not in (OFFSETS, COMMITS) or not name.isdigit():
-        return False
-    last = ctx.ckpt.last_batch
-    upcoming = (-1 if last is None else last) + 1 if folder == OFFSETS else ctx.ckpt.next_batch
-    return int(name) == upcoming
+def upcoming_file(ctx: Context, tree: Tree, folder: str) -> str | None:
+    """The next file Spark writes to a metadata log folder: ``offsets/`` the batch after the last, ``commits/`` the
+    commit of the batch it runs next, ``sources/<i>/`` the log batch after the latest (``FileStreamSource`` adds
+    one when it finds new files), the file sink's log the first batch it runs that the sink has not committed
+    (``N`` or ``N.compact`` by the log's compact interval)."""
+    ckpt = ctx.ckpt
+    if tree is ctx.sink:
+        if folder != SINK_LOG:
+            return None
+        log = tree.log(folder)
+        return log.path(log.name_of(max(ckpt.next_batch, (-1 if log.latest is None else log.latest) + 1)))
+    if folder == OFFSETS:
+        return f"{OFFSETS}/{(-1 if ckpt.last_batch is None else ckpt.last_batch) + 1}"
+    if folder == COMMITS:
+        return f"{COMMITS}/{ckpt.next_batch}"
+    head, _, source = folder.partition("/")
+    if head == SOURCES and is_number(source):
+        log = tree.log(folder)
+        return log.path(log.name_of((-1 if log.latest is None else log.latest) + 1))
+    return None
 
 
 def orphans(ctx: Context) -> tuple[list[tuple[Tree, str, str]], list[tuple[Tree, str, str]]]:
@@ -193,7 +204,7 @@ def orphans(ctx: Context) -> tuple[list[tuple[Tree, str, str]], list[tuple[Tree,
     other: list[tuple[Tree, str, str]] = []
     for tree, path in strays(ctx)[1]:
         target = (sidecar_target(path) or ("", path))[1]
-        (upcoming if tree is ctx.tree and written_next(ctx, target) else other).append((tree, path, target))
+        (upcoming if target == upcoming_file(ctx, tree, target.rpartition("/")[0]) else other).append((tree, path, target))
     return upcoming, other
 
 
@@ -209,16 +220,32 @@ def orphan_crc(ctx: Context) -> Iterator[Issue]:
 
 @check("WM029", ERROR, "orphaned checksum sidecar of a file Spark writes next")
 def upcoming_orphan_crc(ctx: Context) -> Iterator[Issue]:
-    done = ctx.ckpt.last_committed_batch
     for tree, path, target in orphans(ctx)[0]:
         folder = target.rpartition("/")[0]
+        when = " (when the source finds new files)" if folder.startswith(f"{SOURCES}/") else ""
         yield Issue(tree.shown(path), (
-            f"checksum of {target}, which does not exist but is the next file Spark writes to {folder}/: Hadoop's "
-            f"checksummed rename refuses the existing sidecar and the restart fails ('Multiple streaming queries are "
-            f"concurrently using .../{folder}'); a rewind to the last committed batch removes it (with every orphaned "
-            f"sidecar of the batches after it)"
-        ), RewindRequest(to_batch=done, file_sink=ctx.sink_location, keep_next_offsets=ctx.ckpt.pending_batch is not None)
-            if done is not None else Instruction(f"delete {tree.shown(path)} while the query is stopped"))
+            f"checksum of {tree.shown(target)}, which does not exist but is the next file Spark writes to "
+            f"{tree.shown(folder)}/{when}: Hadoop's checksummed rename refuses the existing sidecar and the query fails "
+            f"('Multiple streaming queries are concurrently using .../{folder}'); a rewind removes it, with every "
+            f"orphaned sidecar after the batch it keeps in every log it rewinds"
+        ), sidecar_fix(ctx, tree.shown(path), target))
+
+
+def sidecar_fix(ctx: Context, shown: str, target: str) -> Fix:
+    """The rewind that removes the orphaned sidecar of ``target`` (a rewind removes those after the batch it keeps in
+    each log): to the last committed batch (keeping a pending batch's offsets), for a file-source log to the newest
+    committed batch that had not read that log batch yet."""
+    done, by_hand = ctx.ckpt.last_committed_batch, Instruction(f"delete {shown} while the query is stopped")
+    folder, _, name = target.rpartition("/")
+    head, _, source = folder.partition("/")
+    parsed = log_file_batch(name)
+    if head == SOURCES and parsed is not None:
+        ok = [b for b, seq in ctx.offsets.items() if b in ctx.commits and all(
+            o.log_offset is None or o.source_id != source or o.log_offset < parsed[0] for o in seq.sources)]
+        return ctx.rewind(ok[-1]) if ok else by_hand
+    if done is None:
+        return by_hand
+    return RewindRequest(to_batch=done, file_sink=ctx.sink_location, keep_next_offsets=ctx.ckpt.pending_batch is not None)
 
 
 @check("WM026", ERROR, "interrupted wmcheck repair")

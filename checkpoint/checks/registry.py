@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Mapping
 
-from . import logs, operators, repartition, sink_files, sources, stall, state, watermark
+from . import access, logs, operators, repartition, sink_files, sources, stall, state, watermark
 from .definition import ERROR, WARNING, Check, Finding
 
 __all__ = ["CHECKS", "ERROR", "OPEN_FAILED", "WARNING", "Check", "Finding"]
@@ -28,6 +28,7 @@ LISTED: tuple[Check, ...] = (
     sources.sink_log_gap,
     sink_files.sink_files_gone, sink_files.sink_files_elsewhere, sink_files.unlisted_sink_files,
     repartition.unfinished_repartition, repartition.sink_lacks_repartition,
+    access.unwritable,
     stall.held_watermark,
     state.damaged, state.skipped, state.future_snapshots,
     operators.operator_watermark,

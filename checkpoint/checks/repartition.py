@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ..layout import OFFSETS, SINK_LOG
+from ..metadata_log import DEFAULT_COMPACT_INTERVAL, next_compaction
 from ..repair.repartition import RepartitionRequest
 from ..repartitions import (
     PROVIDER,
@@ -16,7 +17,6 @@ from ..repartitions import (
 )
 from .context import Context
 from .definition import ERROR, Issue, check
-from .sources import DEFAULT_COMPACT_INTERVAL, compact_interval, covered, log_forms
 
 
 def moves(ctx: Context) -> tuple[Repartition, ...]:
@@ -50,22 +50,16 @@ def unfinished_repartition(ctx: Context) -> Iterator[Issue]:
     ), ctx.rewind(done))
 
 
-def next_compaction(batch: int, interval: int) -> int:
-    """The first batch after ``batch`` that compacts the sink log (Spark: ``(id + 1) % interval == 0``)."""
-    return next(b for b in range(batch + 1, batch + interval + 1) if (b + 1) % interval == 0)
-
-
 @check("WM036", ERROR, "file sink log lacks a repartition batch", needs_sink=True)
 def sink_lacks_repartition(ctx: Context) -> Iterator[Issue]:
     assert ctx.sink is not None
-    files = log_forms(ctx.sink, SINK_LOG)
-    if not files:
+    log = ctx.sink.log(SINK_LOG)
+    if not log.files:
         return
     for move in moves(ctx):
-        if not move.committed or covered(files, move.batch):
+        if not move.committed or log.covered(move.batch):
             continue
-        derived = compact_interval(files)
-        interval, how = derived or (DEFAULT_COMPACT_INTERVAL, "Spark's default spark.sql.streaming.fileSink.log.compactInterval")
+        interval, how = log.interval or (DEFAULT_COMPACT_INTERVAL, "Spark's default spark.sql.streaming.fileSink.log.compactInterval")
         fails = next_compaction(move.batch, interval)
         yield Issue(ctx.sink.shown(f"{SINK_LOG}/{move.batch}"), (
             f"batch {move.batch} repartitioned the state ({move.from_partitions} -> {move.to_partitions} partitions) "
@@ -80,6 +74,6 @@ def sink_entry_batches(ctx: Context) -> list[int]:
     """Committed repartition batches the file sink log lacks (reported by WM036, not as WM025)."""
     if ctx.sink is None:
         return []
-    files = log_forms(ctx.sink, SINK_LOG)
-    return [r.batch for r in moves(ctx) if r.committed and not covered(files, r.batch)]
+    log = ctx.sink.log(SINK_LOG)
+    return [r.batch for r in moves(ctx) if r.committed and not log.covered(r.batch)]
 

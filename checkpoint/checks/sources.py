@@ -5,41 +5,13 @@ import posixpath
 from typing import Iterator
 
 from ..layout import COMPACT_SUFFIX, SINK_LOG, SOURCES
+from ..metadata_log import DEFAULT_COMPACT_INTERVAL, is_compaction_batch, next_compaction
 from ..numbers import is_number
 from .context import Context, Tree
 from .definition import ERROR, Instruction, Issue, check
 from .remedies import NEW_CHECKPOINT, rewind_before
+from .repartition import sink_entry_batches
 from .text import span
-
-DEFAULT_COMPACT_INTERVAL = 10  # spark.sql.streaming.fileSource.log.compactInterval and fileSink's
-
-
-def log_forms(tree: Tree, folder: str) -> dict[int, set[bool]]:
-    """Batch id -> which forms exist (``True``: ``N.compact``, ``False``: ``N``) in a file log folder."""
-    return tree.log(folder).forms
-
-
-def derive_interval(latest_compact: int, default: int = DEFAULT_COMPACT_INTERVAL) -> int:
-    """Spark's ``CompactibleFileStreamLog.deriveCompactInterval`` when only one compact file exists."""
-    n = latest_compact + 1
-    if n <= default:
-        return n
-    return next((d for d in range(default, n // 2 + 1) if n % d == 0), n)
-
-
-def compact_interval(files: dict[int, set[bool]]) -> tuple[int, str] | None:
-    """The interval Spark derives on restart from the compact files present, and how."""
-    compacts = sorted((b for b, forms in files.items() if True in forms), reverse=True)
-    if len(compacts) >= 2:
-        return compacts[0] - compacts[1], f"the distance between {compacts[1]}.compact and {compacts[0]}.compact"
-    if compacts:
-        return derive_interval(compacts[0]), f"derived from {compacts[0]}.compact with the default interval {DEFAULT_COMPACT_INTERVAL}"
-    return None
-
-
-def covered(files: dict[int, set[bool]], batch: int) -> bool:
-    """Whether log batch ``batch`` can be read: its own file, or a later compact file holding it."""
-    return batch in files or any(b >= batch and True in forms for b, forms in files.items())
 
 
 @check("WM022", ERROR, "file-source log does not reach the last offsets")
@@ -55,15 +27,14 @@ def source_log_behind(ctx: Context) -> Iterator[Issue]:
         if end is None or not is_number(src.source_id) or int(src.source_id) not in ckpt.source_dirs:
             continue
         folder = f"{SOURCES}/{src.source_id}"
-        files = log_forms(ctx.tree, folder)
-        compacts = [b for b, forms in files.items() if True in forms]
-        start = max(compacts) + 1 if compacts else min(files, default=0)
+        log = ctx.tree.log(folder)
+        start = log.compacts[-1] + 1 if log.compacts else min(log.files, default=0)
         if previous is not None:
             before = next((s.log_offset for s in previous.sources if s.source_id == src.source_id), None)
             start = min(start, before + 1) if before is not None else start
-        gone = [b for b in range(start, end + 1) if not covered(files, b)]
+        gone = [b for b in range(start, end + 1) if not log.covered(b)]
         if gone:
-            reach = max(files, default=-1)
+            reach = max(log.files, default=-1)
             ok = [b for b, s in sorted(ctx.offsets.items()) if b in ctx.commits and all(
                 o.log_offset is None or o.source_id != src.source_id or o.log_offset < gone[0] for o in s.sources)]
             yield Issue(f"{folder}/{gone[0]}", (
@@ -75,14 +46,13 @@ def source_log_behind(ctx: Context) -> Iterator[Issue]:
 
 
 def compaction_issues(tree: Tree, folder: str) -> Iterator[Issue]:
-    files = log_forms(tree, folder)
-    derived = compact_interval(files)
-    if derived is None:
+    log = tree.log(folder)
+    if log.interval is None:
         return
-    interval, how = derived
-    latest = max(b for b, forms in files.items() if True in forms)
-    for batch in sorted(b for b in files if b >= latest):
-        expect = (batch + 1) % interval == 0
+    interval, how = log.interval
+    files = log.forms
+    for batch in sorted(b for b in files if b >= log.compacts[-1]):
+        expect = is_compaction_batch(batch, interval)
         if expect not in files[batch]:
             wanted = f"{batch}{COMPACT_SUFFIX}" if expect else str(batch)
             found = str(batch) if expect else f"{batch}{COMPACT_SUFFIX}"
@@ -103,7 +73,7 @@ def compaction(ctx: Context) -> Iterator[Issue]:
 
 
 def sink_latest(sink: Tree) -> int | None:
-    return max(log_forms(sink, SINK_LOG), default=None)
+    return sink.log(SINK_LOG).latest
 
 
 @check("WM024", ERROR, "file sink log ahead of the last committed batch", needs_sink=True)
@@ -114,7 +84,7 @@ def sink_ahead(ctx: Context) -> Iterator[Issue]:
     latest = sink_latest(sink)
     allowed = ckpt.last_batch if ckpt.pending_batch is not None else ckpt.last_committed_batch
     if latest is not None and (allowed is None or latest > allowed):
-        name = f"{latest}{COMPACT_SUFFIX}" if True in log_forms(sink, SINK_LOG)[latest] else str(latest)
+        name = f"{latest}{COMPACT_SUFFIX}" if True in sink.log(SINK_LOG).forms[latest] else str(latest)
         done = ckpt.last_committed_batch
         yield Issue(sink.shown(f"{SINK_LOG}/{name}"), (
             f"the file sink has committed batch {latest} but the checkpoint's last committed batch is {done}"
@@ -131,9 +101,7 @@ def sink_behind(ctx: Context) -> Iterator[Issue]:
     if sink is None:
         return
     latest = sink_latest(sink)
-    from .repartition import sink_entry_batches  # its own check (WM036): batches that wrote no output
-
-    lacking = set(sink_entry_batches(ctx))
+    lacking = set(sink_entry_batches(ctx))  # its own check (WM036): batches that wrote no output
     if latest is not None and done is not None and lacking >= set(range(latest + 1, done + 1)):
         return
     if done is not None and (latest is None or latest < done):
@@ -150,16 +118,15 @@ def sink_behind(ctx: Context) -> Iterator[Issue]:
 def sink_log_gap(ctx: Context) -> Iterator[Issue]:
     sink = ctx.sink
     assert sink is not None
-    files = log_forms(sink, SINK_LOG)
+    log = sink.log(SINK_LOG)
+    files = log.files
     if not files:
         return
-    compacts = [b for b, forms in files.items() if True in forms]
-    start = max(compacts) + 1 if compacts else min(files)
+    start = log.compacts[-1] + 1 if log.compacts else min(files)
     gone = [b for b in range(start, max(files)) if b not in files]
     if not gone:
         return
-    interval = (compact_interval(files) or (DEFAULT_COMPACT_INTERVAL, ""))[0]
-    fails_at = next(b for b in range(max(files) + 1, max(files) + interval + 2) if (b + 1) % interval == 0)
+    fails_at = next_compaction(max(files), (log.interval or (DEFAULT_COMPACT_INTERVAL, ""))[0])
     yield Issue(sink.shown(f"{SINK_LOG}/{gone[0]}"), (
         f"the file sink's log has no batch {span(gone[0], gone[-1]) if len(gone) == gone[-1] - gone[0] + 1 else gone[0]} "
         f"although it holds batches up to {max(files)}: Spark's readers of the sink fail now (FileNotFoundException: "

@@ -77,6 +77,11 @@ def rewind_log(
     for b in later:
         why = reason.format(b) if b > target else f"log batch {b}: replaced by {rebuilt}"
         steps += remove_steps(root, log.info(b), log.infos.get, phase, why)
+    for b, path in log.orphaned_sidecars:
+        if b > target:
+            info = log.infos[path]
+            steps.append(Step("remove", root, path, phase, f"orphaned checksum of log batch {b} > {target}: Hadoop's "
+                              "checksummed rename refuses it when Spark writes that file again", info.size, info.mtime_ms))
     return LogRewind(tuple(steps), None, tuple(log.files[b] for b in later), tuple(log.files[b] for b in kept), rebuilt)
 
 
