@@ -13,8 +13,9 @@ from typing import Any, Iterable, Mapping
 
 from .errors import CheckpointError, MissingFileError, arg
 from .kafka_offsets import KAFKA_EARLIEST, kafka_json, parse_kafka_initial_offsets
-from .layout import COMPACT_SUFFIX, SOURCES
+from .layout import COMPACT_SUFFIX
 from .locations import map_location, spark_location, stat_locations
+from .metadata_log import FILE_SOURCE_LOG
 from .model import Checkpoint, check_span
 from .numbers import is_number
 from .source_offsets import SourceOffset
@@ -160,14 +161,14 @@ def source_log_entries(ckpt: Checkpoint, source_id: str, log_batches: Iterable[i
     wanted = list(log_batches)
     if not wanted:
         return []
-    log = ckpt.metadata_log(f"{SOURCES}/{source_id}")
+    log = ckpt.metadata_log(FILE_SOURCE_LOG.folder(source_id))
     out: list[tuple[int, str]] = []
     for batch in wanted:
         path = log.holder(batch)
         if path is None:
             raise MissingFileError(
                 f"file-source log batch {batch} is missing (no {batch} file and no later .compact file)",
-                path=f"{SOURCES}/{source_id}/{batch}",
+                path=FILE_SOURCE_LOG.path(batch, FILE_SOURCE_LOG.folder(source_id)),
                 hint="the source log was purged or damaged: the files of this batch are not recorded anywhere",
             )
         entries = ckpt.file_log(path).entries
@@ -185,7 +186,7 @@ def _kafka_input(ckpt: Checkpoint, src: SourceOffset, prev: SourceOffset | None)
     if prev is not None and prev.kafka_offsets is not None:
         start = prev.kafka_offsets
     else:
-        path = f"{SOURCES}/{src.source_id}/0"
+        path = FILE_SOURCE_LOG.path(0, FILE_SOURCE_LOG.folder(src.source_id))
         if not ckpt.fs.exists(path):
             return SourceInput(src.source_id, "kafka", prev, src, ending_offsets=kafka_json(end), replayable=False,
                                note=f"the first batch of this source starts at the initial offsets in {path}, which is missing")

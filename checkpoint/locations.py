@@ -6,8 +6,8 @@ import os
 from typing import Any, Iterable, Mapping
 from urllib.parse import unquote, urlsplit
 
-from .errors import CheckpointError
-from .fs import FileInfo, FileSystem, local_path
+from .errors import CheckpointError, MissingFileError, arg
+from .fs import FileInfo, FileSystem, local_path, open_fs, require_dir
 from .layout import SINK_LOG
 
 
@@ -134,3 +134,15 @@ class SinkFiles:
             if rel in listing:
                 return listing[rel]
         return None
+
+
+def open_file_sink(location: str, fs_options: Mapping[str, str] | None = None) -> FileSystem:
+    """The output directory of a file sink (it holds ``_spark_metadata/``)."""
+    fs = open_fs(location, fs_options)
+    require_dir(fs, "file sink")
+    if not fs.exists(SINK_LOG):
+        raise MissingFileError(
+            f"no {SINK_LOG}/ in {fs.uri()}: not the output directory of a file sink",
+            hint=f"pass the path the query writes to (option 'path' of writeStream), or omit {arg('file_sink')}", param="file_sink",
+        )
+    return fs

@@ -10,14 +10,14 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Callable, Mapping, TypeVar
 
-from .commits import CommitEntry, parse_commit
+from .commits import CommitEntry
 from .errors import CheckpointError, MalformedFileError, MissingFileError, NotACheckpointError, arg
 from .file_logs import FileLog, parse_file_log
 from .fs import FileInfo, FileSystem, open_fs, require_dir
 from .layout import COMMITS, OFFSETS, SOURCES, STATE, batch_ids
-from .metadata_log import MetadataLog
+from .metadata_log import COMMIT_LOG, OFFSET_LOG, LogKind, MetadataLog
 from .numbers import is_number
-from .offsets import OffsetSeq, parse_offsets
+from .offsets import OffsetSeq
 from .operator_kinds import infer_operator_name
 from .query_metadata import QueryMetadata, parse_query_metadata
 from .repartitions import Repartition, find_repartitions, partitions_of, source_ends
@@ -153,8 +153,20 @@ class Checkpoint:
     def commit_ids(self) -> list[int]:
         return batch_ids(self.fs.names(COMMITS))
 
+    def parse_log(self, kind: LogKind[T], files: Mapping[int, str]) -> tuple[dict[int, T], dict[str, CheckpointError]]:
+        """The files of a log (batch -> path), each parsed once, and the error of each one that does not parse, by
+        path: what a tolerant reader (``wmcheck check``) goes on with."""
+        parsed: dict[int, T] = {}
+        failed: dict[str, CheckpointError] = {}
+        for batch, path in files.items():
+            try:
+                parsed[batch] = self.parse(path, kind.parse)
+            except CheckpointError as exc:
+                failed[path] = exc
+        return parsed, failed
+
     def offsets(self, batch: int) -> OffsetSeq:
-        return self.parse(f"{OFFSETS}/{batch}", parse_offsets)
+        return self.parse(OFFSET_LOG.path(batch), OFFSET_LOG.parse)
 
     def offsets_failure(self, batch: int) -> CheckpointError | None:
         """Why ``offsets/<batch>`` cannot be read (empty or truncated by a crash, edited, missing); None when it parses."""
@@ -188,13 +200,13 @@ class Checkpoint:
         return self.offset_ids[readable - 1] if readable else None
 
     def commit(self, batch: int) -> CommitEntry:
-        return self.parse(f"{COMMITS}/{batch}", parse_commit)
+        return self.parse(COMMIT_LOG.path(batch), COMMIT_LOG.parse)
 
     def load_batches(self, ids: list[int]) -> None:
         """Preload the offsets and commits of ``ids`` (one round of reads on remote stores)."""
         commits = set(self.commit_ids)
         offsets = set(self.offset_ids)
-        self.preload([f"{OFFSETS}/{b}" for b in ids if b in offsets] + [f"{COMMITS}/{b}" for b in ids if b in commits])
+        self.preload([OFFSET_LOG.path(b) for b in ids if b in offsets] + [COMMIT_LOG.path(b) for b in ids if b in commits])
 
     @cached_property
     def query_metadata(self) -> QueryMetadata | None:

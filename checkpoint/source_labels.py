@@ -5,7 +5,7 @@ import posixpath
 from dataclasses import dataclass
 
 from .batch_inputs import source_kind, spark_location
-from .layout import SOURCES
+from .metadata_log import FILE_SOURCE_LOG
 from .model import Checkpoint
 from .numbers import is_number
 from .source_offsets import SourceOffset
@@ -40,7 +40,7 @@ def file_source_dir(ckpt: Checkpoint, source_id: str) -> str | None:
     """The directory a file source reads: the common directory of the files in its newest log file."""
     if not is_number(source_id) or int(source_id) not in ckpt.source_dirs:
         return None
-    log = ckpt.metadata_log(f"{SOURCES}/{source_id}")
+    log = ckpt.metadata_log(FILE_SOURCE_LOG.folder(source_id))
     if not log.log_files:
         return None
     entries = ckpt.file_log(log.log_files[-1].path).entries

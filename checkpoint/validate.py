@@ -16,9 +16,9 @@ from .checks.context import STALL_BATCHES, Context, error_text
 from .checks.definition import ERROR, WARNING, Check, Finding, Instruction
 from .checks.registry import CHECKS, OPEN_FAILED
 from .checks.remedies import RESTORE
-from .errors import CheckpointError, MissingFileError, arg
-from .fs import FileSystem, open_fs, require_dir, scheme_of
-from .layout import SINK_LOG
+from .errors import CheckpointError, arg
+from .fs import FileSystem, scheme_of
+from .locations import open_file_sink
 from .model import Checkpoint, open_checkpoint
 from .plans import BatchPlan
 from .progress import BatchProgress, QueryProgress, query_progress
@@ -51,18 +51,6 @@ def code_ranges(codes: list[str]) -> str:
         else:
             runs.append([code])
     return ", ".join(run[0] if len(run) == 1 else f"{run[0]}..{run[-1]}" for run in runs)
-
-
-def open_file_sink(location: str, fs_options: Mapping[str, str] | None = None) -> FileSystem:
-    """The output directory of a file sink (it holds ``_spark_metadata/``)."""
-    fs = open_fs(location, fs_options)
-    require_dir(fs, "file sink")
-    if not fs.exists(SINK_LOG):
-        raise MissingFileError(
-            f"no {SINK_LOG}/ in {fs.uri()}: not the output directory of a file sink",
-            hint=f"pass the path the query writes to (option 'path' of writeStream), or omit {arg('file_sink')}", param="file_sink",
-        )
-    return fs
 
 
 def shown_relative(target: str, base: str) -> str:

@@ -19,8 +19,8 @@ from wmcheck.checkpoint.validate import check_location, fails, open_file_sink, s
 
 from .main import EXIT_INPUT
 from .options import common_options, gc_paused, parse_pairs, progress_option
-from .output import FORMATS, make_output
-from .reports import REPORT_OUTPUTS, Result
+from .output import FORMATS, REPORT_OUTPUTS, make_output
+from .reports import Result
 from .text import printable
 
 PROGRESS_AFTER_S = 1.0

@@ -360,10 +360,29 @@ def output_to(fmt: str, path: str | None, tz: tzinfo = timezone.utc) -> Iterator
             yield make_output(fmt, stream, tz)
 
 
+class GithubOutput(Output):
+    """``--format github`` (``wmcheck check``): annotations for GitHub Actions."""
+
+    def findings(self, results, strict):
+        from .reports import github  # the checks' registry, only for check
+
+        self.write(github(results, strict))
+
+
+class JunitOutput(Output):
+    """``--format junit`` (``wmcheck check``): JUnit XML."""
+
+    def findings(self, results, strict):
+        from .reports import junit
+
+        self.write(junit(results, strict))
+
+
+REPORT_OUTPUTS: dict[str, type[Output]] = {"github": GithubOutput, "junit": JunitOutput}
+"""The formats for CI systems that ``wmcheck check`` has besides :data:`FORMATS`."""
+
+
 def make_output(fmt: str, stream: TextIO | None = None, tz: tzinfo = timezone.utc) -> Output:
     """The ``Output`` for ``--format``."""
-    if fmt in ("github", "junit"):
-        from .reports import REPORT_OUTPUTS
-
-        return REPORT_OUTPUTS[fmt](stream, tz)
-    return {"table": TableOutput, "json": JsonOutput, "csv": CsvOutput}[fmt](stream, tz)
+    outputs: dict[str, type[Output]] = {"table": TableOutput, "json": JsonOutput, "csv": CsvOutput, **REPORT_OUTPUTS}
+    return outputs[fmt](stream, tz)

@@ -10,7 +10,6 @@ from wmcheck.checkpoint.fs import scheme_of
 from wmcheck.checkpoint.validate import CHECKS, OPEN_FAILED, Check, Finding, fails
 
 from .fixes import fix_text
-from .output import Output
 
 
 @dataclass(frozen=True)
@@ -107,20 +106,3 @@ def junit(results: Sequence[Result], strict: bool) -> str:
         root.set(key, str(value))
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode")
-
-
-class GithubOutput(Output):
-    """``--format github``: annotations for GitHub Actions."""
-
-    def findings(self, results, strict):
-        self.write(github(results, strict))
-
-
-class JunitOutput(Output):
-    """``--format junit``: JUnit XML."""
-
-    def findings(self, results, strict):
-        self.write(junit(results, strict))
-
-
-REPORT_OUTPUTS = {"github": GithubOutput, "junit": JunitOutput}

@@ -5,6 +5,7 @@ not import (and register) the checks."""
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import subprocess
 import sys
@@ -280,3 +281,81 @@ def test_the_document_rule_catches_a_string_key_lookup(tmp_path):
                      "def plan_from_json(obj):\n    return obj[\"steps\"]\n")
     assert [hit.split(": ", 1)[1] for hit in string_key_lookups(probe)] == [
         "doc['before']['watermark_ms']", "doc['before']", "doc.get('steps')"]
+
+
+@functools.cache
+def package_modules() -> frozenset[str]:
+    return frozenset(module_name(p) for p in package_files())
+
+
+def runtime_imports(path: Path) -> list[str]:
+    """The wmcheck modules ``path`` imports when it runs (function-level imports included, ``if TYPE_CHECKING:``
+    blocks left out), each named by the module it is (a name imported from a package is that package)."""
+    tree = ast.parse(path.read_text(), str(path))
+    typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+                   for inner in node.body for n in ast.walk(inner)}
+    lines = {n.lineno for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)) and id(n) not in typing_only}
+    modules = package_modules()
+    out = []
+    for line, target in imports(path):
+        while target and target not in modules:
+            target = target.rpartition(".")[0]
+        if line in lines and target and target != module_name(path):
+            out.append(target)
+    return out
+
+
+def import_cycles() -> list[list[str]]:
+    """Groups of wmcheck modules that import each other, directly or through others, when they run."""
+    graph = {module_name(p): set(runtime_imports(p)) for p in package_files()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles = []
+
+    def visit(module: str) -> None:  # Tarjan's strongly connected components
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for target in graph.get(module, ()):
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == module:
+                    break
+            if len(group) > 1:
+                cycles.append(sorted(group))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return cycles
+
+
+def test_no_import_cycles():
+    """No two modules import each other, not even through a function-level import."""
+    assert import_cycles() == []
+
+
+LOG_PATH = re.compile(r'f"\{(OFFSETS|COMMITS|SOURCES|SINK_LOG)\}/')
+COMPACTION_RULE = re.compile(r"%\s*interval\b")
+
+
+def test_spark_log_paths_and_the_compaction_rule_are_written_in_metadata_log_only():
+    """A metadata log's file paths come from its LogKind (``OFFSET_LOG.path(12)``), never built by hand, and Spark's
+    compaction rule ``(N + 1) % interval`` is written once."""
+    found = {(p.relative_to(ROOT).as_posix(), pattern.pattern) for p in package_files()
+             for pattern in (LOG_PATH, COMPACTION_RULE) for line in p.read_text().splitlines() if pattern.search(line)}
+    assert found == {("checkpoint/metadata_log.py", COMPACTION_RULE.pattern)}
+
+
+def test_one_function_opens_a_file_sink():
+    defined = [p.relative_to(ROOT).as_posix() for p in package_files()
+               for node in ast.walk(ast.parse(p.read_text())) if isinstance(node, ast.FunctionDef) and node.name == "open_file_sink"]
+    assert defined == ["checkpoint/locations.py"]

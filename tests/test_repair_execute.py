@@ -288,7 +288,7 @@ def test_undo_refuses_what_cannot_be_undone(tmp_path):
 
 def test_file_sink_must_be_a_file_sink_apart_from_the_checkpoint(tmp_path):
     root = copy_of("agg_window_hdfs", tmp_path)
-    with pytest.raises(CheckpointError, match="has no _spark_metadata/"):
+    with pytest.raises(CheckpointError, match="no _spark_metadata/ in .*: not the output directory of a file sink"):
         repair_doc(repair.run(str(root / "checkpoint"), repair.RewindRequest(to_batch=7, file_sink=str(root / "checkpoint" / "state")), repair.RunOptions(idle_ms=0)))
     with pytest.raises(CheckpointError, match="file sink not found"):
         repair_doc(repair.run(str(root / "checkpoint"), repair.RewindRequest(to_batch=7, file_sink=str(root / "nope")), repair.RunOptions(idle_ms=0)))

@@ -7,7 +7,8 @@ import stat
 from typing import Iterator
 
 from ..fs import local_path
-from ..layout import COMMITS, OFFSETS, SINK_LOG, SOURCES
+from ..layout import COMMITS, OFFSETS, SINK_LOG
+from ..metadata_log import FILE_SOURCE_LOG
 from .context import Context, Tree
 from .definition import ERROR, Instruction, Issue, check
 from .text import listed, plural
@@ -17,7 +18,7 @@ def written_dirs(ctx: Context) -> list[tuple[Tree, str]]:
     """The directories Spark creates files in: ``offsets/``, ``commits/``, each file source's log, every state
     store directory (and a RocksDB store's ``SSTs/``), the file sink and its log; those that exist."""
     tree, entries = ctx.tree, ctx.tree.entries
-    dirs = [d for d in (OFFSETS, COMMITS) if d in entries] + [f"{SOURCES}/{i}" for i in ctx.ckpt.source_dirs]
+    dirs = [d for d in (OFFSETS, COMMITS) if d in entries] + [FILE_SOURCE_LOG.folder(i) for i in ctx.ckpt.source_dirs]
     for op in ctx.ckpt.state_layout.operators:
         for part in op.partitions:
             dirs.append(part.directory)

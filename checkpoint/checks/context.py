@@ -11,10 +11,9 @@ from ..commits import CommitEntry
 from ..errors import CheckpointError
 from ..file_logs import FileLog, parse_file_log
 from ..fs import FileSystem
-from ..layout import COMMITS, OFFSETS, SINK_LOG, SOURCES, sidecars
-from ..metadata_log import MetadataLog
+from ..layout import COMMITS, OFFSETS, SINK_LOG, sidecars
+from ..metadata_log import COMMIT_LOG, FILE_SOURCE_LOG, OFFSET_LOG, LogKind, MetadataLog
 from ..model import Checkpoint, Operator
-from ..numbers import is_number
 from ..offsets import FAST_METADATA, BatchMetadata, OffsetSeq
 from ..progress import QueryProgress
 from ..repair.requests import RewindRequest
@@ -168,34 +167,36 @@ class Context:
             self.failures[path] = exc
             return None
 
+    def _parsed(self, kind: LogKind[T], files: Mapping[int, str]) -> dict[int, T]:
+        """A log's files parsed (once, by the checkpoint), those that do not parse recorded as failures."""
+        parsed, failed = self.ckpt.parse_log(kind, files)
+        self.failures.update(failed)
+        return parsed
+
     def _load(self) -> None:
         """Read every log file once, verifying the checksums of those Spark reads on restart, and parse them."""
         ckpt, tree = self.ckpt, self.tree
         root = tree.names("")
-        offsets = [f"{OFFSETS}/{n}" for n in tree.names(OFFSETS) if is_number(n)]
-        commits = [f"{COMMITS}/{n}" for n in tree.names(COMMITS) if is_number(n)]
-        sources = [(list(log.files.values()), log.restart_files)
-                   for log in (tree.log(f"{SOURCES}/{i}") for i in ckpt.source_dirs)]
+        tree.names(OFFSETS), tree.names(COMMITS)  # their files are known without another listing
+        offsets = {b: OFFSET_LOG.path(b) for b in ckpt.offset_ids}
+        commits = {b: COMMIT_LOG.path(b) for b in ckpt.commit_ids}
+        sources = [tree.log(FILE_SOURCE_LOG.folder(i)) for i in ckpt.source_dirs]
         layout = ckpt.state_layout
         tree.entries.update(state_paths(layout))
         state_meta = [f.path for op in layout.operators for f in op.metadata_files] + schema_paths(layout)
-        restart = (["metadata"] if "metadata" in root else []) + state_meta + [p for _, read in sources for p in read]
-        restart += [f"{OFFSETS}/{b}" for b in ckpt.offset_ids[-2:]] + [f"{COMMITS}/{b}" for b in ckpt.commit_ids[-1:]]
-        ckpt.remember(tree.read(offsets + commits + [p for files, _ in sources for p in files], restart))
+        restart = (["metadata"] if "metadata" in root else []) + state_meta + [p for log in sources for p in log.restart_files]
+        restart += [offsets[b] for b in ckpt.offset_ids[-2:]] + [commits[b] for b in ckpt.commit_ids[-1:]]
+        ckpt.remember(tree.read([*offsets.values(), *commits.values(), *(p for log in sources for p in log.files.values())],
+                                restart))
         self.query_metadata = self._attempt("metadata", lambda: ckpt.query_metadata) if "metadata" in root else None
         parsed_confs: dict[str, Mapping[str, Any]] = {}
-        for batch in ckpt.offset_ids:
-            seq = self._attempt(f"{OFFSETS}/{batch}", ckpt.offsets, batch)
-            conf = self._attempt(f"{OFFSETS}/{batch}", conf_of, seq.metadata, parsed_confs) if seq else None
-            if seq is not None and conf is not None:
+        for batch, seq in self._parsed(OFFSET_LOG, offsets).items():
+            conf = self._attempt(offsets[batch], conf_of, seq.metadata, parsed_confs)
+            if conf is not None:
                 self.offsets[batch], self.confs[batch] = seq, conf
-        for batch in ckpt.commit_ids:
-            entry = self._attempt(f"{COMMITS}/{batch}", ckpt.commit, batch)
-            if entry is not None:
-                self.commits[batch] = entry
-        for files, _ in sources:
-            for path in files:
-                self._attempt(path, ckpt.file_log, path)
+        self.commits.update(self._parsed(COMMIT_LOG, commits))
+        for log in sources:
+            self._parsed(FILE_SOURCE_LOG, log.files)
         parsed = {p: self._attempt(p, ckpt.parse, p, parse_state_schema) for p in schema_paths(layout)}
         self.schemas: dict[str, StateSchemaFile] = {p: v for p, v in parsed.items() if v is not None}
         self.operators = self._operators()
@@ -230,7 +231,7 @@ class Context:
     @property
     def unique_ids_known(self) -> bool:
         """Whether every commit parsed, so checkpoint v2 unique ids can be trusted."""
-        return not any(p.startswith(f"{COMMITS}/") for p in self.failures)
+        return not any(p.startswith(COMMIT_LOG.directory + "/") for p in self.failures)
 
     def conf(self, key: str) -> str | None:
         """A pinned conf as the last parsed offsets file with metadata records it."""

@@ -7,6 +7,7 @@ from typing import Iterator
 from ..activity import DEFAULT_IDLE_MS, newest_recent, now_ms
 from ..errors import CheckpointError
 from ..layout import COMMITS, OFFSETS, REPAIR_JOURNAL, SINK_LOG, SOURCES, log_file_batch, sidecar_target, sidecars
+from ..metadata_log import COMMIT_LOG, FILE_SOURCE_LOG, OFFSET_LOG
 from ..numbers import is_number
 from ..repair.requests import RewindRequest, UndoRequest
 from ..repair_records import find_interrupted, read_journal
@@ -24,7 +25,7 @@ CHECKPOINT_FORMAT = "spark.sql.streaming.stateStore.checkpointFormatVersion"
 @check("WM001", ERROR, "a file does not parse")
 def unparseable(ctx: Context) -> Iterator[Issue]:
     last = ctx.ckpt.last_batch
-    tail = {f"{OFFSETS}/{last}", f"{COMMITS}/{last}"} if last is not None and last - 1 in ctx.ckpt.commit_ids else set()
+    tail = {OFFSET_LOG.path(last), COMMIT_LOG.path(last)} if last is not None and last - 1 in ctx.ckpt.commit_ids else set()
     for path, exc in sorted(ctx.failures.items()):
         if last is not None and path in tail:
             yield Issue(path, error_text(exc) + f" (a file of the last batch: rewinding to batch {last - 1} drops it with "
@@ -36,7 +37,7 @@ def unparseable(ctx: Context) -> Iterator[Issue]:
 @check("WM002", ERROR, "gap in offsets/ ids")
 def offsets_gap(ctx: Context) -> Iterator[Issue]:
     for lo, hi in ctx.ckpt.gaps(ctx.ckpt.offset_ids):
-        yield Issue(f"{OFFSETS}/{lo}", (
+        yield Issue(OFFSET_LOG.path(lo), (
             f"offsets/{span(lo, hi)} missing between batches {lo - 1} and {hi + 1}: Spark cannot restart when the batch "
             f"before the last is missing ('batch {hi} doesn't exist') and no batch in the gap can be restored; a rewind "
             f"to before the gap drops the batches after it, and Spark plans them again"
@@ -46,7 +47,7 @@ def offsets_gap(ctx: Context) -> Iterator[Issue]:
 @check("WM003", WARNING, "gap in commits/ ids")
 def commits_gap(ctx: Context) -> Iterator[Issue]:
     for lo, hi in ctx.ckpt.gaps(ctx.ckpt.commit_ids):
-        yield Issue(f"{COMMITS}/{lo}", (
+        yield Issue(COMMIT_LOG.path(lo), (
             f"commits/{span(lo, hi)} missing although commits/{hi + 1} exists: the completion of batch {span(lo, hi)} "
             f"was never recorded (a lost file or logs of two runs mixed); Spark restarts from the last commit and does "
             f"not notice, but these batches cannot be rewound to"
@@ -62,7 +63,7 @@ def commit_without_offsets(ctx: Context) -> Iterator[Issue]:
     for batch in ckpt.commit_ids:
         if batch not in offsets and (first is None or batch >= first):
             last = ckpt.last_batch
-            yield Issue(f"{COMMITS}/{batch}", (
+            yield Issue(COMMIT_LOG.path(batch), (
                 f"commits/{batch} has no offsets/{batch}: Spark re-runs batch {last} and then fails to record its "
                 f"commit ('Concurrent update to the commit log')" if last is not None and batch > last else
                 f"commits/{batch} has no offsets/{batch}: the batch was committed but its plan is gone"
@@ -78,7 +79,7 @@ def uncommitted_batches(ctx: Context) -> Iterator[Issue]:
     pending = [b for b in ckpt.offset_ids if done is None or b > done]
     if len(pending) > 1:
         first, last = pending[0], pending[-1]
-        yield Issue(f"{OFFSETS}/{first}", (
+        yield Issue(OFFSET_LOG.path(first), (
             f"batches {span(first, last)} are planned but not committed: Spark re-runs only batch {last}, from the "
             f"offsets of batch {last - 1}, so the input of batch {span(first, last - 1)} is never processed; after a "
             f"rewind to the last committed batch Spark plans that input again"
@@ -106,7 +107,7 @@ def log_versions(ctx: Context) -> Iterator[Issue]:
         if wrong:
             got = ctx.commits[wrong[-1]].version
             later = wrong[0] > min(ctx.commits)
-            yield Issue(f"{COMMITS}/{wrong[0]}", (
+            yield Issue(COMMIT_LOG.path(wrong[0]), (
                 f"commits/{span(wrong[0], wrong[-1])}: {len(wrong)} commit file(s) are v{got} but the checkpoint uses "
                 f"state checkpoint format {fmt} ({source}): "
                 + ("Spark refuses to restart (tested with HDFS state: Spark 4.3 '[STATE_STORE_CHECKPOINT_IDS_NOT_SUPPORTED] "
@@ -119,7 +120,7 @@ def log_versions(ctx: Context) -> Iterator[Issue]:
     versions = sorted((b, s.version) for b, s in ctx.offsets.items())
     for (b1, v1), (b2, v2) in zip(versions, versions[1:]):
         if v2 < v1:
-            yield Issue(f"{OFFSETS}/{b2}", (
+            yield Issue(OFFSET_LOG.path(b2), (
                 f"offsets/{b2} is v{v2} after offsets/{b1} v{v1}: Spark never downgrades the offset log format, so "
                 f"the logs were mixed or edited"
             ), rewind_before(ctx, b2))
@@ -188,9 +189,9 @@ def upcoming_file(ctx: Context, tree: Tree, folder: str) -> str | None:
         log = tree.log(folder)
         return log.path(log.name_of(max(ckpt.next_batch, (-1 if log.latest is None else log.latest) + 1)))
     if folder == OFFSETS:
-        return f"{OFFSETS}/{(-1 if ckpt.last_batch is None else ckpt.last_batch) + 1}"
+        return OFFSET_LOG.path((-1 if ckpt.last_batch is None else ckpt.last_batch) + 1)
     if folder == COMMITS:
-        return f"{COMMITS}/{ckpt.next_batch}"
+        return COMMIT_LOG.path(ckpt.next_batch)
     head, _, source = folder.partition("/")
     if head == SOURCES and is_number(source):
         log = tree.log(folder)
@@ -222,7 +223,7 @@ def orphan_crc(ctx: Context) -> Iterator[Issue]:
 def upcoming_orphan_crc(ctx: Context) -> Iterator[Issue]:
     for tree, path, target in orphans(ctx)[0]:
         folder = target.rpartition("/")[0]
-        when = " (when the source finds new files)" if folder.startswith(f"{SOURCES}/") else ""
+        when = " (when the source finds new files)" if folder.startswith(FILE_SOURCE_LOG.directory + "/") else ""
         yield Issue(tree.shown(path), (
             f"checksum of {tree.shown(target)}, which does not exist but is the next file Spark writes to "
             f"{tree.shown(folder)}/{when}: Hadoop's checksummed rename refuses the existing sidecar and the query fails "

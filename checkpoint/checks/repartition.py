@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ..layout import OFFSETS, SINK_LOG
-from ..metadata_log import DEFAULT_COMPACT_INTERVAL, next_compaction
+from ..layout import SINK_LOG
+from ..metadata_log import DEFAULT_COMPACT_INTERVAL, FILE_SINK_LOG, OFFSET_LOG, next_compaction
 from ..repair.repartition import RepartitionRequest
 from ..repartitions import (
     PROVIDER,
@@ -38,7 +38,7 @@ def unfinished_repartition(ctx: Context) -> Iterator[Issue]:
     if stuck is None:
         return
     done = stuck.batch - 1
-    yield Issue(f"{OFFSETS}/{stuck.batch}", (
+    yield Issue(OFFSET_LOG.path(stuck.batch), (
         f"batch {stuck.batch} is a repartition of the state from {stuck.from_partitions} to {stuck.to_partitions} "
         f"partitions (the offsets of batch {done} with another spark.sql.shuffle.partitions) that was never committed: "
         f"Spark's offline repartition failed or was killed half way. Restarting the query fails: "
@@ -59,9 +59,9 @@ def sink_lacks_repartition(ctx: Context) -> Iterator[Issue]:
     for move in moves(ctx):
         if not move.committed or log.covered(move.batch):
             continue
-        interval, how = log.interval or (DEFAULT_COMPACT_INTERVAL, "Spark's default spark.sql.streaming.fileSink.log.compactInterval")
+        interval, how = log.interval or (DEFAULT_COMPACT_INTERVAL, f"Spark's default {FILE_SINK_LOG.interval_conf}")
         fails = next_compaction(move.batch, interval)
-        yield Issue(ctx.sink.shown(f"{SINK_LOG}/{move.batch}"), (
+        yield Issue(ctx.sink.shown(FILE_SINK_LOG.path(move.batch)), (
             f"batch {move.batch} repartitioned the state ({move.from_partitions} -> {move.to_partitions} partitions) "
             f"and wrote no file sink log entry: the query restarts, but the sink log's compaction at batch {fails} "
             f"(compact interval {interval}, {how}) needs every batch since the last compact file and fails "

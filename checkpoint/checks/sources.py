@@ -4,8 +4,14 @@ from __future__ import annotations
 import posixpath
 from typing import Iterator
 
-from ..layout import COMPACT_SUFFIX, SINK_LOG, SOURCES
-from ..metadata_log import DEFAULT_COMPACT_INTERVAL, is_compaction_batch, next_compaction
+from ..layout import COMPACT_SUFFIX, SINK_LOG
+from ..metadata_log import (
+    DEFAULT_COMPACT_INTERVAL,
+    FILE_SINK_LOG,
+    FILE_SOURCE_LOG,
+    is_compaction_batch,
+    next_compaction,
+)
 from ..numbers import is_number
 from .context import Context, Tree
 from .definition import ERROR, Instruction, Issue, check
@@ -26,7 +32,7 @@ def source_log_behind(ctx: Context) -> Iterator[Issue]:
         end = src.log_offset
         if end is None or not is_number(src.source_id) or int(src.source_id) not in ckpt.source_dirs:
             continue
-        folder = f"{SOURCES}/{src.source_id}"
+        folder = FILE_SOURCE_LOG.folder(src.source_id)
         log = ctx.tree.log(folder)
         start = log.compacts[-1] + 1 if log.compacts else min(log.files, default=0)
         if previous is not None:
@@ -67,7 +73,7 @@ def compaction_issues(tree: Tree, folder: str) -> Iterator[Issue]:
 @check("WM023", ERROR, "compaction files inconsistent with the interval")
 def compaction(ctx: Context) -> Iterator[Issue]:
     for source in ctx.ckpt.source_dirs:
-        yield from compaction_issues(ctx.tree, f"{SOURCES}/{source}")
+        yield from compaction_issues(ctx.tree, FILE_SOURCE_LOG.folder(source))
     if ctx.sink is not None:
         yield from compaction_issues(ctx.sink, SINK_LOG)
 
@@ -86,7 +92,7 @@ def sink_ahead(ctx: Context) -> Iterator[Issue]:
     if latest is not None and (allowed is None or latest > allowed):
         name = f"{latest}{COMPACT_SUFFIX}" if True in sink.log(SINK_LOG).forms[latest] else str(latest)
         done = ckpt.last_committed_batch
-        yield Issue(sink.shown(f"{SINK_LOG}/{name}"), (
+        yield Issue(sink.shown(sink.log(SINK_LOG).path(name)), (
             f"the file sink has committed batch {latest} but the checkpoint's last committed batch is {done}"
             f"{f' (planned: {ckpt.last_batch})' if ckpt.pending_batch is not None else ''}: on restart Spark runs "
             f"batch {span(0 if done is None else done + 1, latest)} and the sink skips it as already committed, "
@@ -127,7 +133,7 @@ def sink_log_gap(ctx: Context) -> Iterator[Issue]:
     if not gone:
         return
     fails_at = next_compaction(max(files), (log.interval or (DEFAULT_COMPACT_INTERVAL, ""))[0])
-    yield Issue(sink.shown(f"{SINK_LOG}/{gone[0]}"), (
+    yield Issue(sink.shown(FILE_SINK_LOG.path(gone[0])), (
         f"the file sink's log has no batch {span(gone[0], gone[-1]) if len(gone) == gone[-1] - gone[0] + 1 else gone[0]} "
         f"although it holds batches up to {max(files)}: Spark's readers of the sink fail now (FileNotFoundException: "
         f".../{SINK_LOG}/{gone[0]} doesn't exist), and the query fails at batch {fails_at}, its next compaction "

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from ..errors import CheckpointError
-from ..layout import OFFSETS
+from ..metadata_log import OFFSET_LOG
 from ..stall import HELD, watermark_stall
 from .context import Context
 from .definition import WARNING, Instruction, Issue, check
@@ -18,7 +18,7 @@ def held_watermark(ctx: Context) -> Iterator[Issue]:
         return  # a file that does not parse is reported as WM001
     if stall is None or stall.reason != HELD or stall.batches < ctx.stall_batches:
         return
-    yield Issue(f"{OFFSETS}/{stall.since_batch}", (
+    yield Issue(OFFSET_LOG.path(stall.since_batch), (
         f"{stall.explanation}. State is not evicted and append-mode output stops until it moves"
     ), Instruction("send data (or heartbeat rows) to that input, or, if it is gone for good, restart without it (a new "
                    "checkpoint) or with spark.sql.streaming.multipleWatermarkPolicy=max on a new query"))

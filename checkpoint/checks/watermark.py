@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from ..layout import COMMITS, OFFSETS
+from ..layout import COMMITS
+from ..metadata_log import COMMIT_LOG, OFFSET_LOG
 from ..model import PINNED_CONFS, WATERMARK_POLICY
 from ..repair.requests import SetWatermarkRequest
 from ..repartitions import SHUFFLE_PARTITIONS
@@ -45,7 +46,7 @@ def decreasing(ctx: Context) -> Iterator[Issue]:
         if w2 < w1:  # the highest watermark Spark had reached: batch b1's, or what batch b1 (or one before) computed
             peak = max([w1, *(c.next_batch_watermark_ms or 0 for b, c in ctx.commits.items() if b < b2)])
             held = upcoming is not None and upcoming < peak
-            yield Issue(f"{OFFSETS}/{b2}", (
+            yield Issue(OFFSET_LOG.path(b2), (
                 f"batchWatermarkMs {w2} ({format_ms(w2, ctx.tz)}) is below batch {b1}'s {w1} ({format_ms(w1, ctx.tz)}): "
                 f"Spark never lowers the watermark; a lower one re-opens windows that were already emitted and evicted "
                 f"(duplicate or partial output in append mode). "
@@ -66,7 +67,7 @@ def commit_vs_next(ctx: Context) -> Iterator[Issue]:
             continue  # the last batch is what wmcheck set-watermark rewrites (offsets/L with commits/L)
         planned = nxt.metadata.batch_watermark_ms
         if entry.next_batch_watermark_ms != planned:
-            yield Issue(f"{COMMITS}/{batch}", (
+            yield Issue(COMMIT_LOG.path(batch), (
                 f"nextBatchWatermarkMs {entry.next_batch_watermark_ms} differs from offsets/{batch + 1} batchWatermarkMs "
                 f"{planned}: Spark writes both from the same value, so one of them was edited. A restart reads only "
                 f"the last batch's pair, but after a rewind to batch {batch} Spark restarts from the larger of the two"
@@ -76,9 +77,9 @@ def commit_vs_next(ctx: Context) -> Iterator[Issue]:
 
 @check("WM013", ERROR, "watermark far ahead of the batch's processing time")
 def future_watermark(ctx: Context) -> Iterator[Issue]:
-    rows = [(f"{OFFSETS}/{b}", b, w, t) for b, w, t in watermarks(ctx)]
+    rows = [(OFFSET_LOG.path(b), b, w, t) for b, w, t in watermarks(ctx)]
     stamps = {b: t for b, _, t in watermarks(ctx)}
-    rows += [(f"{COMMITS}/{b}", b, c.next_batch_watermark_ms, stamps[b]) for b, c in ctx.commits.items()
+    rows += [(COMMIT_LOG.path(b), b, c.next_batch_watermark_ms, stamps[b]) for b, c in ctx.commits.items()
              if c.next_batch_watermark_ms is not None and b in stamps]  # the watermark a rewind to batch b keeps
     rows.sort(key=lambda r: (r[1], r[0].startswith(COMMITS)))
     ahead = [r for r in rows if r[3] > 0 and r[2] - r[3] > FUTURE_TOLERANCE_MS]
@@ -111,7 +112,7 @@ def stuck_watermark(ctx: Context) -> Iterator[Issue]:
     with_data += rows[0][0] == 0  # the first batch of a query always has input
     if with_data >= STUCK_AFTER_BATCHES and has_event_time_column(ctx):
         policy = ctx.conf(WATERMARK_POLICY) or "min"
-        yield Issue(f"{OFFSETS}/{rows[-1][0]}", (
+        yield Issue(OFFSET_LOG.path(rows[-1][0]), (
             f"the watermark is still 0 after {with_data} batches with new input although the state has an event-time "
             f"column: under the {policy} policy ({WATERMARK_POLICY}) a watermarked input that never receives data holds "
             f"the watermark at 0, so state is never evicted and append-mode output is never emitted"
@@ -137,7 +138,7 @@ def conf_drift(ctx: Context) -> Iterator[Issue]:
             first = seen.setdefault(key, (value, batch))
             if first[0] != value:
                 reported.add(key)
-                yield Issue(f"{OFFSETS}/{batch}", (
+                yield Issue(OFFSET_LOG.path(batch), (
                     f"{key} is {value!r} at batch {batch} but {first[0]!r} from batch {first[1]}: Spark pins it for the "
                     f"life of a query, so state written under one value is read under the other (a failed or wrong "
                     f"restart); the logs come from two runs or were edited (wmcheck undo restores them if a repair "

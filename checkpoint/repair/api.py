@@ -20,7 +20,7 @@ from .lock import Lock, acquire
 from .manifest import Manifest, read_manifest
 from .plan import Plan, dumps, load_plan
 from .registry import REQUESTS
-from .requests import FsOptions, RepairRequest, RunOptions, open_file_sink
+from .requests import FsOptions, RepairRequest, RunOptions, repair_sink
 from .results import BackupRow, RepairResult, Restored, Resumed, UndoResult
 from .strategy import Execution, Run
 
@@ -175,7 +175,7 @@ def _undo_sink(ckpt: Checkpoint, plan: Plan, file_sink: str | None, fs_options: 
         raise RefusedError(f"the repair was made at {plan.checkpoint}, this checkpoint is at {ckpt.location}: undo "
                            f"would restore the file sink of the original location, {plan.file_sink}",
                            hint=f"pass {arg('file_sink', 'PATH')} naming this copy's sink", param="file_sink")
-    sink = open_file_sink(file_sink or plan.file_sink, ckpt, fs_options)
+    sink = repair_sink(file_sink or plan.file_sink, ckpt, fs_options)
     assert sink is not None
     return sink.location
 
@@ -216,7 +216,7 @@ def _roots(ckpt: Checkpoint, file_sink: str | None, fs_options: FsOptions) -> di
 def _same_sink(plan: Plan, request: RepairRequest, ckpt: Checkpoint, fs_options: FsOptions) -> None:
     """A saved plan may not widen what the command changes: its file sink must be the one the command names."""
     given = getattr(request, "file_sink", None)
-    sink = open_file_sink(given, ckpt, fs_options) if given else None
+    sink = repair_sink(given, ckpt, fs_options) if given else None
     if plan.file_sink == (sink.location if sink else None):
         return
     if plan.file_sink is None:
@@ -331,7 +331,7 @@ def _resume(ckpt: Checkpoint, pending: Interrupted, request: RepairRequest, exec
     if plan.file_sink and plan.checkpoint != ckpt.location:
         raise RefusedError(f"the interrupted repair was made at {plan.checkpoint}, this checkpoint is at {ckpt.location}",
                            hint=f"finish or undo it there, or 'wmcheck undo {ckpt.location} --file-sink PATH' here")
-    sink = open_file_sink(plan.file_sink, ckpt, options.fs_options)
+    sink = repair_sink(plan.file_sink, ckpt, options.fs_options)
     roots = _roots(ckpt, sink.location if sink else None, options.fs_options)
     backup = _trusted_backup(ckpt, manifest, roots, plan.file_sink, options.fs_options)
     done_steps = sum(1 for s in plan.steps if step_done(s, backup))

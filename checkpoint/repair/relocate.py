@@ -20,9 +20,9 @@ from typing import Mapping
 from ..errors import RefusedError, arg
 from ..file_logs import FileLog, FileLogEntry, parse_file_log, serialize_file_log
 from ..fs import FileSystem, local_path
-from ..layout import SINK_LOG, SOURCES
+from ..layout import SINK_LOG
 from ..locations import map_location, spark_location, suggest_path_map
-from ..metadata_log import MetadataLog
+from ..metadata_log import FILE_SOURCE_LOG, MetadataLog
 from ..model import Checkpoint
 from ..relocation import foreign_references, home_location, relocated_metadata
 from .plan import Plan, Root, Step, rewrite_step
@@ -86,7 +86,7 @@ def _logged_files(fs: FileSystem, directory: str) -> set[str]:
 def _missing_files(ckpt: Checkpoint, sink: FileSink | None, path_map: Mapping[str, str]) -> tuple[list[str], int]:
     """The local files the file-source and sink logs name (``path_map`` applied) that are not there, and how
     many local files they name. Files on other stores are not looked up (one request each)."""
-    named = {uri for i in ckpt.source_dirs for uri in _logged_files(ckpt.fs, f"{SOURCES}/{i}")}
+    named = {uri for i in ckpt.source_dirs for uri in _logged_files(ckpt.fs, FILE_SOURCE_LOG.folder(i))}
     if sink is not None:
         named |= {uri for uri in _logged_files(sink.fs, SINK_LOG)}
     local = {path for uri in named if (path := local_path(spark_location(relocate_uri(uri, path_map)))) is not None}
@@ -117,7 +117,7 @@ def plan_relocate(ckpt: Checkpoint, *, path_map: Mapping[str, str] | None = None
              f"the same files under {home_location(ckpt, moved[0])}"] if moved else []
     warnings = []
     if path_map:
-        logs: list[tuple[FileSystem, str, Root, str]] = [(ckpt.fs, f"{SOURCES}/{i}", "checkpoint", "sources")
+        logs: list[tuple[FileSystem, str, Root, str]] = [(ckpt.fs, FILE_SOURCE_LOG.folder(i), "checkpoint", "sources")
                                                           for i in ckpt.source_dirs]
         logs += [(sink.fs, SINK_LOG, "sink", "sink")] if sink else []
         mapped = 0

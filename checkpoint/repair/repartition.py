@@ -16,6 +16,7 @@ from typing import ClassVar, Protocol
 
 from ..errors import CheckpointError, RefusedError, arg
 from ..layout import SINK_LOG
+from ..metadata_log import FILE_SINK_LOG
 from ..model import COMMITS, OFFSETS, Checkpoint, open_checkpoint
 from ..repair_records import UNDONE
 from ..repartitions import (
@@ -32,7 +33,7 @@ from .execute import apply, apply_step
 from .logs import remove_steps
 from .plan import Plan, Step
 from .plan_params import Position, RepartitionParams
-from .requests import FsOptions, RepairRequest, open_file_sink
+from .requests import FsOptions, RepairRequest, repair_sink
 from .results import Restored, Verification
 from .rewind import FileSink, plan_rewind
 from .strategy import Execution, Run
@@ -81,7 +82,7 @@ class RepartitionRequest(RepairRequest):
     runner: Repartitioner | None = field(default=None, compare=False)
 
     def plan(self, ckpt: Checkpoint, now: int, fs_options: FsOptions) -> Plan:
-        return plan_repartition(ckpt, self.partitions, sink=open_file_sink(self.file_sink, ckpt, fs_options),
+        return plan_repartition(ckpt, self.partitions, sink=repair_sink(self.file_sink, ckpt, fs_options),
                                 created_ms=now)
 
     @classmethod
@@ -197,7 +198,7 @@ def refusals(ckpt: Checkpoint, partitions: int) -> list[str]:
 
 def sink_entry_step(sink: FileSink, batch: int) -> Step:
     """Write the empty log entry of ``batch`` (and its Hadoop checksum) into the sink's ``_spark_metadata``."""
-    return Step("write", "sink", f"{SINK_LOG}/{batch}", "sink", f"batch {batch} repartitioned the state and wrote no "
+    return Step("write", "sink", FILE_SINK_LOG.path(batch), "sink", f"batch {batch} repartitioned the state and wrote no "
                 "output: compaction of the sink log needs its entry", None, None, None, EMPTY_SINK_ENTRY, True, None)
 
 

@@ -10,9 +10,8 @@ from dataclasses import dataclass
 from typing import ClassVar, Mapping
 
 from ..activity import DEFAULT_IDLE_MS
-from ..errors import CheckpointError, MissingFileError, arg
-from ..fs import open_fs, require_dir
-from ..layout import SINK_LOG
+from ..errors import CheckpointError, arg
+from ..locations import open_file_sink
 from ..model import Checkpoint
 from ..timeutil import parse_duration_ms, parse_time_ms
 from .backup import Backup
@@ -87,7 +86,7 @@ class RewindRequest(RepairRequest):
     def plan(self, ckpt: Checkpoint, now: int, fs_options: FsOptions) -> Plan:
         target = resolve_target(ckpt, to_batch=self.to_batch, to_watermark=self.to_watermark, to_time=self.to_time,
                                 shift=self.shift, now=now)
-        return plan_rewind(ckpt, target.batch, sink=open_file_sink(self.file_sink, ckpt, fs_options),
+        return plan_rewind(ckpt, target.batch, sink=repair_sink(self.file_sink, ckpt, fs_options),
                            keep_next_offsets=self.keep_next_offsets, keep_source_log=self.keep_source_log,
                            how=target.how, created_ms=now)
 
@@ -138,7 +137,7 @@ class RelocateRequest(RepairRequest):
     file_sink: str | None = None
 
     def plan(self, ckpt: Checkpoint, now: int, fs_options: FsOptions) -> Plan:
-        return plan_relocate(ckpt, path_map=self.path_map, sink=open_file_sink(self.file_sink, ckpt, fs_options),
+        return plan_relocate(ckpt, path_map=self.path_map, sink=repair_sink(self.file_sink, ckpt, fs_options),
                              created_ms=now)
 
     @classmethod
@@ -159,19 +158,13 @@ def inside(path: str, parent: str) -> bool:
     return path == parent or path.startswith(parent.rstrip("/") + "/")
 
 
-def open_file_sink(location: str | None, ckpt: Checkpoint, fs_options: FsOptions) -> FileSink | None:
-    """The file sink directory at ``location`` (None: no sink); refused unless it holds a sink log
-    and lies apart from the checkpoint."""
+def repair_sink(location: str | None, ckpt: Checkpoint, fs_options: FsOptions) -> FileSink | None:
+    """The file sink directory a repair changes at ``location`` (None: no sink): a file sink
+    (:func:`~..locations.open_file_sink`) that lies apart from the checkpoint."""
     if location is None:
         return None
-    fs = open_fs(location, fs_options)
-    require_dir(fs, "file sink")
-    if fs.info(SINK_LOG) is None:
-        raise MissingFileError(f"{fs.uri()} has no {SINK_LOG}/: it is not a file sink directory",
-                               hint="pass the path the query writes to (its 'path' option)")
-    sink_at, ckpt_at = fs.resolved(), ckpt.fs.resolved()
-    if inside(fs.uri(), ckpt.location) or inside(ckpt.location, fs.uri()) or inside(sink_at, ckpt_at) or \
-            inside(ckpt_at, sink_at):
+    fs = open_file_sink(location, fs_options)
+    if inside(fs.uri(), ckpt.location) or inside(ckpt.location, fs.uri()):
         raise CheckpointError(f"the file sink {fs.uri()} and the checkpoint {ckpt.location} overlap",
                               hint="pass the sink directory, not the checkpoint")
-    return FileSink(fs.pinned(), fs.uri())
+    return FileSink(fs, fs.uri())

@@ -16,7 +16,7 @@ from ..errors import CheckpointError, RefusedError, arg
 from ..fs import FileInfo, FileSystem
 from ..layout import COMMITS, OFFSETS, SINK_LOG, SOURCES, sidecar_target
 from ..locations import SinkFiles
-from ..metadata_log import MetadataLog
+from ..metadata_log import COMMIT_LOG, FILE_SOURCE_LOG, OFFSET_LOG, MetadataLog
 from ..model import Checkpoint, loadable
 from ..numbers import is_number
 from ..repartitions import partitions_of
@@ -82,7 +82,7 @@ class RewindView:
         return ()
 
     def source_log(self, name: str) -> MetadataLog:
-        return self.ckpt.metadata_log(f"{SOURCES}/{name}")
+        return self.ckpt.metadata_log(FILE_SOURCE_LOG.folder(name))
 
     def file_sources(self, batch: int) -> list[tuple[str, int]]:
         """(``sources/`` directory, log batch to keep) of each file source, as of offsets/``batch``.
@@ -225,10 +225,10 @@ def _log_steps(view: RewindView, batch: int, opts: Options) -> list[Step]:
     steps: list[Step] = []
     for b in sorted(commits | offsets, reverse=True):
         if b in commits:
-            steps += remove_steps("checkpoint", view.commits[f"{COMMITS}/{b}"], view.commits.get, "commits",
+            steps += remove_steps("checkpoint", view.commits[COMMIT_LOG.path(b)], view.commits.get, "commits",
                                   f"batch {b} > {batch}")
         if b in offsets:
-            steps += remove_steps("checkpoint", view.offsets[f"{OFFSETS}/{b}"], view.offsets.get, "offsets",
+            steps += remove_steps("checkpoint", view.offsets[OFFSET_LOG.path(b)], view.offsets.get, "offsets",
                                   f"batch {b} > {last}")
     for folder, listing, after in ((COMMITS, view.commits, batch), (OFFSETS, view.offsets, last)):
         for info in sorted(listing.values(), key=lambda i: i.path):

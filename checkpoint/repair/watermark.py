@@ -10,7 +10,7 @@ import dataclasses
 
 from ..commits import serialize_commit
 from ..errors import RefusedError, arg
-from ..layout import COMMITS, OFFSETS
+from ..metadata_log import COMMIT_LOG, OFFSET_LOG
 from ..model import Checkpoint
 from ..offsets import serialize_offsets
 from ..timeutil import format_duration, format_ms
@@ -35,7 +35,7 @@ def plan_set_watermark(
                            hint="start the query once; set the initial watermark with withWatermark instead")
     meta = ckpt.offsets(last).metadata
     if meta is None:
-        raise RefusedError(f"offsets/{last} has no batch metadata line to hold a watermark", path=f"{OFFSETS}/{last}",
+        raise RefusedError(f"offsets/{last} has no batch metadata line to hold a watermark", path=OFFSET_LOG.path(last),
                            hint="rewind past this batch first")
     if watermark_ms < 0:
         raise RefusedError(f"a watermark cannot be negative ({watermark_ms})", hint="use 0 to accept every row")
@@ -48,10 +48,10 @@ def plan_set_watermark(
     steps = []
     if meta.batch_watermark_ms != watermark_ms:
         seq = dataclasses.replace(ckpt.offsets(last), metadata=meta.with_watermark(watermark_ms))
-        steps.append(rewrite_step(ckpt.fs, f"{OFFSETS}/{last}", serialize_offsets(seq), "offsets", "batchWatermarkMs set"))
+        steps.append(rewrite_step(ckpt.fs, OFFSET_LOG.path(last), serialize_offsets(seq), "offsets", "batchWatermarkMs set"))
     committed = last in ckpt.commit_ids
     if committed and ckpt.commit(last).next_batch_watermark_ms not in (None, watermark_ms):
-        steps.append(rewrite_step(ckpt.fs, f"{COMMITS}/{last}", serialize_commit(ckpt.commit(last).with_watermark(watermark_ms)),
+        steps.append(rewrite_step(ckpt.fs, COMMIT_LOG.path(last), serialize_commit(ckpt.commit(last).with_watermark(watermark_ms)),
                                   "commits", "nextBatchWatermarkMs set"))
     warnings = _lowering_warnings(ckpt, current, watermark_ms, window_ms) if watermark_ms < current else []
     if watermark_ms > current:
