@@ -375,9 +375,9 @@ CASES = [
          lambda r: shutil.copy2(r / "output/_spark_metadata/.12.crc", r / "output/_spark_metadata/.13.crc"),
          FAILS, r"Multiple streaming queries are concurrently using .*/_spark_metadata", repair=True),
     Case("source-log-read-only", "WM037", AGG, lambda r: None, FAILS, r"sources/0.*Read-only file system",
-         read_only=(f"{C}/sources/0",), fix=lambda r: None),  # the fixed copy is writable: what its instruction does
+         read_only=(f"{C}/sources/0",)),  # writable (what its instruction asks), it is the reference copy
     Case("state-partition-read-only", "WM037", AGG, lambda r: None, FAILS, r"state/0/1.*Read-only file system",
-         read_only=(f"{C}/state/0/1",), fix=lambda r: None),
+         read_only=(f"{C}/state/0/1",)),
 ]
 
 SPARK35 = {
