@@ -236,5 +236,5 @@ def timeline(checkpoint: str | Checkpoint, *, output: str | None = None, progres
     facts = drawing.timeline(ckpt, _progress(ckpt, progress, fs_options), tz)
     fig = drawing.figure(facts, tz)
     if output is not None:
-        drawing.save(facts, fig, output)
+        drawing.save(facts, fig, output, tz=tz)
     return facts, fig

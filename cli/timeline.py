@@ -29,6 +29,6 @@ def timeline_command(checkpoint: str, output: str, progress: str | None, fmt: st
     tl = timeline(ckpt, checkpoint_progress(ckpt, progress, options), tz)
     out = make_output(fmt)
     out.warning(broken_tail_warning(ckpt))
-    save(tl, figure(tl, tz), output, cli_spelling)
+    save(tl, figure(tl, tz), output, cli_spelling, tz)
     doc = {"output": output, "batches": len(tl.batches), "stall": stall_label(tl)}
     out.document(doc, [("wrote", output), ("batches", doc["batches"]), ("stall", doc["stall"] or "none")], [])

@@ -8,6 +8,7 @@ import shutil
 import struct
 import subprocess
 import sys
+from datetime import datetime, timezone
 
 import pytest
 
@@ -61,10 +62,9 @@ def test_html_renders_in_headless_chromium(tmp_path):
     browser = chromium()
     page = draw(tmp_path, ".html", "--progress", str(FIXTURES / "union_stall_min" / "progress.jsonl"))
     html = open(page, encoding="utf-8").read()
-    assert "<script" not in html and "<link" not in html and "@import" not in html
+    assert "<script src" not in html and "<link" not in html and "@import" not in html
     assert re.findall(r"url\((?!#)", html) == []
     assert re.findall(r'(?:src|href)="(?!#)', html) == []  # nothing loaded from elsewhere (offline)
-    assert STALL_LABEL in html
     shot = tmp_path / "shot.png"
     subprocess.run([browser, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1300,1000",
                     "--hide-scrollbars", f"--screenshot={shot}", f"file://{page}"],
@@ -107,3 +107,55 @@ def test_show_and_help_import_no_plotting_library():
             "print(sorted(m for m in ('matplotlib', 'PIL', 'numpy', 'pyspark') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "[]"
+
+
+def test_time_axes_are_ticked_by_their_span():
+    """Batches seconds apart: no time label twice (the batch-time axis repeated 'MM-DD HH:MM'), precise to the
+    span; the day, when all ticks share it, once in the axis label."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from wmcheck.checkpoint.model import open_checkpoint
+    from wmcheck.checkpoint.timeline import figure, timeline
+
+    for name in ("union_stall_min", "agg_window_hdfs"):
+        fig = figure(timeline(open_checkpoint(str(fixture_checkpoint(name)))))
+        FigureCanvasAgg(fig).draw()
+        event, clock = fig.axes[0], fig.axes[-1]
+        for axis in (event.yaxis, clock.yaxis):
+            labels = [t.get_text() for t in axis.get_ticklabels() if t.get_text()]
+            assert len(labels) >= 3 and len(set(labels)) == len(labels), (name, labels)
+        assert all(re.fullmatch(r"\d\d:\d\d:\d\d", t.get_text()) for t in clock.yaxis.get_ticklabels()), name
+        stamp = json.loads((fixture_checkpoint(name) / "offsets" / "0").read_text().split("\n")[1])["batchTimestampMs"]
+        day = datetime.fromtimestamp(stamp / 1000, timezone.utc).strftime("%Y-%m-%d")
+        assert clock.get_ylabel() == f"batch time ({day}, UTC)"
+    assert event.get_ylabel() == "event time (2024-01-01, UTC)"  # agg_window_hdfs: every tick on that day
+    assert [t.get_text() for t in event.yaxis.get_ticklabels()][:2] == ["00:00:00", "00:00:10"]
+
+
+def test_the_title_names_the_query_and_the_checkpoint(tmp_path):
+    ckpt = fixture_checkpoint("union_stall_min")
+    query = json.loads((ckpt / "metadata").read_text())["id"]
+    text = open(draw(tmp_path, ".svg"), encoding="utf-8").read()
+    assert f"wmcheck timeline: query {query}: {ckpt}" in text
+
+
+def test_html_says_the_title_and_the_stall_once_and_shows_a_batch_on_hover(tmp_path):
+    """Hovering batch 5 (the page's link #batch=5 hovers it, with a real mouseover event on its region) shows its
+    watermark, batch time, sources' offsets, rows and late rows; read back from headless Chromium's DOM."""
+    browser = chromium()
+    ckpt = fixture_checkpoint("union_stall_min")
+    page = draw(tmp_path, ".html", "--progress", str(FIXTURES / "union_stall_min" / "progress.jsonl"))
+    html = open(page, encoding="utf-8").read()
+    explanation = json.loads(run_cli("show", ckpt, "--format", "json").stdout)["watermark_stall"]["explanation"]
+    assert html.count(f"query {json.loads((ckpt / 'metadata').read_text())['id']}: {ckpt}") == 2  # <title> and <h1>
+    assert html.count(explanation.split(":")[0]) == 1 and STALL_LABEL not in html
+    done = subprocess.run([browser, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom",
+                           f"file://{page}#batch=5"], check=True, capture_output=True, text=True, timeout=120)
+    tip = re.search(r'<div id="tip" data-batch="5"[^>]*>(.*?)</div></div>', done.stdout)
+    assert tip, done.stdout[-2000:]
+    lines = re.findall(r"<div>(?:<b>)?(.*?)</div>", tip[1].replace("</b>", "") + "</div>")
+    assert re.search(r'<div class="head">batch 5 \(data\)</div>', tip[1])
+    assert lines[1:] == ["watermark: 2024-01-01T00:00:08.000Z", "max event time (progress): 2024-01-01T00:00:30.000Z",
+                         "source 0 file …/input/left: file log batch 4 (new data)",
+                         "source 1 file …/input/right: file log batch 3 (no new data)", "input rows: 2", "late rows: 0"]
+    assert lines[0].startswith("batch time: ") and 'class="hovered"' in done.stdout
