@@ -74,3 +74,24 @@ def test_other_repairs_only_when_the_errors_agree_and_never_for_warnings_or_inst
     assert recommended_repair([error(relocate, "WM032"), error(RelocateRequest(), "WM027")]) is None
     assert recommended_repair([error(Instruction("restore it"), "WM018")]) is None
     assert recommended_repair([error(RewindRequest(to_batch=12), "WM017", "warning")]) is None
+
+
+def test_a_findings_fix_runs_as_it_is_and_an_instruction_does_not(copy_fixture):
+    """The fix of an interrupted rewind (WM026) is an undo, run through run_fix as check gives it: the checkpoint is
+    as it was; an instruction is refused in one line."""
+    from wmcheck.checkpoint import repair
+    from wmcheck.checkpoint.errors import CheckpointError
+    from wmcheck.checkpoint.repair._hooks import injected
+    from wmcheck.checkpoint.validate import check_location
+
+    ckpt = str(copy_fixture("agg_window_hdfs") / "checkpoint")
+    with pytest.raises(repair.InjectedFailure), injected(fail_after=3):
+        repair.run(ckpt, RewindRequest(to_batch=9), repair.RunOptions(execute=True, idle_ms=0))
+    found = check_location(ckpt)
+    fix = next(f.fix for f in found if f.code == "WM026")
+    assert fix == UndoRequest() == recommended_repair(found)
+    done = repair.run_fix(ckpt, fix, repair.RunOptions(idle_ms=0))
+    assert isinstance(done, repair.UndoResult) and done.restored and check_location(ckpt) == []
+    with pytest.raises(CheckpointError, match="no wmcheck repair"):
+        repair.run_fix(ckpt, Instruction("restore metadata from a backup"))  # type: ignore[arg-type]
+

@@ -3,7 +3,7 @@
 
 ``run(location, RewindRequest(to_batch=7), RunOptions(execute=True))`` plans (and applies) a repair.
 """
-from .api import list_backups, run, undo_repair
+from .api import list_backups, run, run_fix, undo_repair
 from .execute import InjectedFailure
 from .repartition import RepartitionRequest
 from .requests import RelocateRequest, RepairRequest, RewindRequest, RunOptions, SetWatermarkRequest, UndoRequest
@@ -11,4 +11,4 @@ from .results import BackupRow, RepairResult, Restored, Resumed, StoreCount, Und
 
 __all__ = ["BackupRow", "InjectedFailure", "RelocateRequest", "RepairRequest", "RepairResult", "RepartitionRequest",
            "Restored", "Resumed", "RewindRequest", "RunOptions", "SetWatermarkRequest", "StoreCount", "UndoRequest", "UndoResult",
-           "Verification", "list_backups", "run", "undo_repair"]
+           "Verification", "list_backups", "run", "run_fix", "undo_repair"]

@@ -20,7 +20,7 @@ from .lock import Lock, acquire
 from .manifest import Manifest, read_manifest
 from .plan import Plan, dumps, load_plan
 from .registry import REQUESTS
-from .requests import FsOptions, RepairRequest, RunOptions, repair_sink
+from .requests import FsOptions, RepairRequest, RunOptions, UndoRequest, repair_sink
 from .results import BackupRow, RepairResult, Restored, Resumed, UndoResult
 from .strategy import Execution, Run
 
@@ -345,4 +345,16 @@ def _resume(ckpt: Checkpoint, pending: Interrupted, request: RepairRequest, exec
     return RepairResult(plan, True, plan.warnings, backup_id, backup.files_location, resumed)
 
 
-__all__ = ["list_backups", "run", "undo_repair"]
+def run_fix(location: str, fix: RepairRequest | UndoRequest, options: RunOptions | None = None) -> RepairResult | UndoResult:
+    """Run a finding's fix as ``wmcheck check`` prints it: a repair's request through :func:`run` (a dry run unless
+    ``options.execute``), an :class:`UndoRequest` through :func:`undo_repair` (which has no dry run). An instruction
+    is no request: it is done by hand."""
+    options = options or RunOptions()
+    if isinstance(fix, UndoRequest):
+        return undo_repair(location, idle_ms=options.idle_ms, force=options.force, fs_options=options.fs_options)
+    if not isinstance(fix, RepairRequest):
+        raise CheckpointError(f"{fix!r} is no wmcheck repair", hint="an instruction is carried out by hand")
+    return run(location, fix, options)
+
+
+__all__ = ["list_backups", "run", "run_fix", "undo_repair"]
