@@ -16,6 +16,7 @@ from pyarrow.lib import ArrowException
 
 from ..errors import CheckpointError, MissingFileError, arg
 from .base import TEMP_SUFFIX, FileInfo, FileSystem, clean_relative
+from .uri import Location
 
 T = TypeVar("T")
 READ_THREADS = 16
@@ -75,6 +76,11 @@ class StoreUri:
     def __call__(self, path: str) -> str:
         rel = path.lstrip("/")
         return self.prefix + (rel.partition("/")[2] if self.drop_first else rel)
+
+
+def bucket_store(fs: Any, loc: Location, timeout: float, hint: str) -> "ArrowFileSystem":
+    """A store whose paths start with a bucket (S3, GCS), rooted at ``loc``: ``scheme://BUCKET/PATH``."""
+    return ArrowFileSystem(fs, f"{loc.authority}/{loc.path}", StoreUri(f"{loc.scheme}://"), timeout, hint)
 
 
 class ArrowFileSystem(FileSystem):

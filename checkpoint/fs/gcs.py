@@ -4,10 +4,10 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Mapping
 
-from ..errors import CheckpointError, arg
-from .arrow import ArrowFileSystem, StoreUri, bounded
+from ..errors import arg
+from .arrow import ArrowFileSystem, bounded, bucket_store
 from .options import Option, store_options
-from .uri import split_uri
+from .uri import bucket_location
 
 SCHEMES = ("gs", "gcs")
 OPTIONS = (
@@ -28,10 +28,8 @@ def open_store(location: str, given: Mapping[str, str]) -> ArrowFileSystem:
     """The bucket and path of ``location``."""
     from pyarrow import fs as pafs
 
-    loc = split_uri(location)
+    loc = bucket_location(location)
     kwargs, timeout = store_options(given, OPTIONS, "GCS")
     kwargs.setdefault("retry_time_limit", timedelta(seconds=timeout / 2))  # its own error, before the deadline
-    if not loc.authority:
-        raise CheckpointError(f"no bucket in {location}", hint="write gs://BUCKET/PATH")
     fs = bounded(lambda: pafs.GcsFileSystem(**kwargs), timeout, "GCS")
-    return ArrowFileSystem(fs, f"{loc.authority}/{loc.path}", StoreUri(f"{loc.scheme}://"), timeout, HINT)
+    return bucket_store(fs, loc, timeout, HINT)

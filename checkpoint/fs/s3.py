@@ -4,9 +4,9 @@ from __future__ import annotations
 from typing import Mapping
 
 from ..errors import CheckpointError, arg
-from .arrow import ArrowFileSystem, StoreUri, bounded, one_line
+from .arrow import ArrowFileSystem, bounded, bucket_store, one_line
 from .options import Option, store_options
-from .uri import split_uri
+from .uri import bucket_location
 
 SCHEMES = ("s3", "s3a")
 OPTIONS = (
@@ -35,12 +35,10 @@ def open_store(location: str, given: Mapping[str, str]) -> ArrowFileSystem:
     """The bucket and path of ``location``."""
     from pyarrow import fs as pafs
 
-    loc = split_uri(location)
+    loc = bucket_location(location)
     kwargs, timeout = store_options(given, OPTIONS, "S3")
     kwargs.setdefault("connect_timeout", timeout)
     kwargs.setdefault("request_timeout", timeout)
-    if not loc.authority:
-        raise CheckpointError(f"no bucket in {location}", hint="write s3://BUCKET/PATH")
     if "region" not in kwargs and "endpoint_override" not in kwargs:  # as pyarrow's from_uri: ask S3
         try:
             kwargs["region"] = bounded(lambda: pafs.resolve_s3_region(loc.authority), timeout, f"S3 (the region of bucket {loc.authority})")
@@ -48,4 +46,4 @@ def open_store(location: str, given: Mapping[str, str]) -> ArrowFileSystem:
             raise CheckpointError(f"cannot find the region of bucket {loc.authority}: {one_line(exc)}",
                                   hint=f"pass {arg('fs_options', 'region=REGION')}, or " + HINT) from None
     fs = bounded(lambda: pafs.S3FileSystem(**kwargs), timeout, "S3")
-    return ArrowFileSystem(fs, f"{loc.authority}/{loc.path}", StoreUri(f"{loc.scheme}://"), timeout, HINT)
+    return bucket_store(fs, loc, timeout, HINT)

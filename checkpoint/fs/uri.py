@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import unquote
 
+from ..errors import CheckpointError
+
 
 def scheme_of(location: str) -> str | None:
     """The URI scheme of ``location``, or None for a plain local path."""
@@ -43,6 +45,14 @@ def split_uri(location: str) -> Location:
     rest = location.split("://", 1)[1] if scheme else location
     authority, _, path = rest.partition("/")
     return Location(scheme, unquote(authority), unquote(path).rstrip("/"))
+
+
+def bucket_location(location: str) -> Location:
+    """``scheme://BUCKET/PATH`` of an object store (S3, GCS), split; one without a bucket is refused."""
+    loc = split_uri(location)
+    if not loc.authority:
+        raise CheckpointError(f"no bucket in {location}", hint=f"write {loc.scheme}://BUCKET/PATH")
+    return loc
 
 
 def file_uri_path(location: str) -> str | None:
