@@ -55,6 +55,6 @@ def unwritable(ctx: Context) -> Iterator[Issue]:
     yield Issue(denied[0][0], (
         f"uid {uid}, the user this check ran as, cannot create files in {plural(len(denied), 'directory', 'directories')} "
         f"Spark writes into: {listed(shown)}. A query running as this user fails at the first batch that writes "
-        f"there ('.../{denied[0][0]}/.<batch>.<uuid>.tmp (Permission denied)', or 'Read-only file system')"
+        f"there, on the temporary file it creates there ('Permission denied', or 'Read-only file system')"
     ), Instruction(f"run the query as a user that can write there, or give uid {uid} write access (chown or chmod; "
                    f"remount a read-only file system read-write); a query running as another user: check as that user"))
