@@ -113,9 +113,9 @@ def reader_batches(ckpt: Checkpoint, plan: StorePlan, tgt: Target) -> Iterator["
 
 @dataclass(frozen=True)
 class PythonStoreRead:
-    """One store to read at a target with the python engine, and its eviction rule. Rows are read
-    partition by partition on each call, so :meth:`older` and the summary hold one partition's rows
-    (plus what they keep) at a time."""
+    """One store to read at a target with the python engine, and its eviction rule. Rows are read on each
+    call, partition by partition and chunk by chunk (this process; :class:`.python_jobs.PythonEngine` spreads
+    the partitions over worker processes)."""
 
     store: Store
     rule: Eviction
@@ -126,11 +126,11 @@ class PythonStoreRead:
     """Rows decoded column-wise where possible (else row by row only)."""
 
     def batches(self) -> Iterator["pa.Table"]:
-        """The reader's rows, one table per partition."""
+        """The reader's rows, a table per chunk of a partition."""
         return reader_batches(self.ckpt, self.plan, self.target)
 
     def row_batches(self) -> Iterator["pa.Table"]:
-        """:func:`state_rows` of each partition (one empty table when there is no partition)."""
+        """:func:`state_rows` of each chunk (one empty table when there is no partition)."""
         empty = True
         for raw in self.batches():
             empty = False
