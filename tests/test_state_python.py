@@ -313,3 +313,43 @@ def _crc32c_reference(data: bytes) -> int:
             crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
     crc ^= 0xFFFFFFFF
     return crc - (1 << 32) if crc >= 1 << 31 else crc
+
+
+CHANGES = [("put", b"a", b"9"), ("delete", b"b", None), ("merge", b"c", b"x"), ("merge", b"e", b"y"), ("delete", b"e", None),
+           ("merge", b"e", b"z"), ("put", b"f", b"6"), ("merge", b"f", b"7"), ("delete", b"g", None), ("merge", b"d", b"p"),
+           ("merge", b"d", b"q"), ("merge", b"h", b"1"), ("merge", b"h", b"2")]
+
+
+@pytest.mark.parametrize("rows", [1, 2, 64])
+def test_increments_over_a_streamed_full_copy_give_the_state_a_whole_load_gives(monkeypatch, rows):
+    """Puts, deletes and merges of changelogs applied over a full copy read in chunks: the state of applying
+    them in order to the whole copy (a merge appends ',' and the value, onto nothing the value alone)."""
+    from types import SimpleNamespace
+
+    from wmcheck.statestore import store_files
+
+    base = {b"a": b"1", b"b": b"2", b"c": b"3", b"d": b"4", b"i": b"5"}
+    want = dict(base)
+    for kind, key, value in CHANGES:
+        if kind == "delete":
+            want.pop(key, None)
+        elif kind == "merge" and key in want:
+            want[key] = want[key] + b"," + value
+        else:
+            want[key] = value
+    items = list(base.items())
+    monkeypatch.setattr(store_files, "decompress", lambda data, codec, path: data)
+    monkeypatch.setattr(store_files, "changelog_records", lambda data, path: iter(CHANGES))
+    monkeypatch.setattr(store_files.PartitionStream, "_full_copy", lambda self, f, n: iter(
+        ([k for k, _ in items[i:i + n]], [v for _, v in items[i:i + n]]) for i in range(0, len(items), n)))
+    stream = object.__new__(store_files.PartitionStream)
+    stream.fs = SimpleNamespace(read_many=lambda paths: {p: b"" for p in paths})
+    stream.part = SimpleNamespace(operator_id=0, store="default", partition=0, directory="state/0/0", provider="rocksdb")
+    stream.version, stream.codec, stream.checksums, stream.meta = 2, "lz4", False, None
+    stream.chain = [SimpleNamespace(format=SimpleNamespace(role="base", decoder="rocksdb-zip"), path="1.zip", version=1),
+                    SimpleNamespace(format=SimpleNamespace(role="increment", decoder="rocksdb-changelog"), path="2.changelog", version=2)]
+    got: dict[bytes, bytes] = {}
+    for keys, values in stream.chunks(rows):
+        assert len(keys) <= rows and not set(keys) & set(got) and all(type(v) is bytes for v in values)
+        got.update(zip(keys, values))
+    assert got == want == {b"a": b"9", b"c": b"3,x", b"d": b"4,p,q", b"e": b"z", b"f": b"6,7", b"h": b"1,2", b"i": b"5"}
