@@ -14,6 +14,7 @@ naming the budget, rather than letting the machine swap.
 """
 from __future__ import annotations
 
+import importlib
 import multiprocessing
 import os
 import pickle
@@ -140,9 +141,18 @@ def _stop(workers: list[Any]) -> None:
             process.join()
 
 
+PRELOAD = ("numpy", "pyarrow", "pyarrow.compute")
+"""What every worker imports: imported here before the workers are forked (or by the fork server), once."""
+
+
 def _parallel(work: Callable[[Any, Any], Generator[Any, None, None]], job: Any, tasks: Sequence[Any], jobs: int, fork: bool,
               workers: list[Any], guard: _Guard | None) -> Iterator[Any]:
     ctx: Any = multiprocessing.get_context("fork" if fork else "forkserver")
+    if fork:
+        for module in PRELOAD:
+            importlib.import_module(module)
+    else:
+        ctx.set_forkserver_preload([*PRELOAD, work.__module__])
     todo: Any = ctx.Queue()
     for task in tasks:
         todo.put(task)
