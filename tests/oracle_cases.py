@@ -378,6 +378,13 @@ CASES = [
          read_only=(f"{C}/sources/0",)),  # writable (what its instruction asks), it is the reference copy
     Case("state-partition-read-only", "WM037", AGG, lambda r: None, FAILS, r"state/0/1.*Read-only file system",
          read_only=(f"{C}/state/0/1",)),
+    Case("state-metadata-removed-sidecars-kept", "WM029", AGG,  # Spark writes both again when they are missing
+         lambda r: unlink(r, f"{C}/state/0/_metadata/metadata", f"{C}/state/0/0/_metadata/schema"), FAILS,
+         r"Rename destination .*/state/0/(0/)?_metadata/\.(metadata|schema)\.crc already exists",
+         fix=lambda r: unlink(r, f"{C}/state/0/_metadata/.metadata.crc", f"{C}/state/0/0/_metadata/.schema.crc")),
+    Case("operator-metadata-v2-next-sidecar", "WM029", TWS,
+         lambda r: shutil.copy2(r / C / "state/0/_metadata/v2/.4.crc", r / C / "state/0/_metadata/v2/.9.crc"), FAILS,
+         r"Rename destination .*/state/0/_metadata/v2/\.9\.crc already exists", repair=True),
 ]
 
 SPARK35 = {

@@ -21,7 +21,7 @@ from wmcheck.checkpoint.model import open_checkpoint, store_unique_ids
 from wmcheck.checkpoint.offsets import parse_offsets
 from wmcheck.checkpoint.validate import CHECKS, check_checkpoint
 
-from conftest import fixture_facts, run_cli, sink_at_home
+from conftest import fixture_facts, names_own_schemas, run_cli, sink_at_home
 
 DAY_MS = 86_400_000
 
@@ -371,6 +371,20 @@ def b_sink_log_sidecar(root: Path, facts: dict) -> str:
     return f"../output/_spark_metadata/.{facts['last_batch'] + 1}.crc"
 
 
+def b_operator_metadata_sidecar(root: Path, facts: dict) -> str:
+    """The v1 operator metadata deleted by hand, its sidecar left: Spark writes the file again when the query starts."""
+    (root / "checkpoint" / "state" / "0" / "_metadata" / "metadata").unlink()
+    return "state/0/_metadata/.metadata.crc"
+
+
+def b_operator_metadata_v2_sidecar(root: Path, facts: dict) -> str:
+    """A checksum file of the v2 operator metadata of the batch Spark runs next, without its file (in a copy that names
+    its own schema files)."""
+    v2 = names_own_schemas(root / "checkpoint") / "state" / "0" / "_metadata" / "v2"
+    shutil.copyfile(v2 / ".0.crc", v2 / f".{facts['last_batch'] + 1}.crc")
+    return f"state/0/_metadata/v2/.{facts['last_batch'] + 1}.crc"
+
+
 def b_sink_log_gap(root: Path, facts: dict) -> str:
     drop(log_file(root / "output" / "_spark_metadata", facts["last_batch"] - 2))
     return f"../output/_spark_metadata/{facts['last_batch'] - 2}"
@@ -432,6 +446,8 @@ BREAKS = {
     "WM029": Break("WM029", "agg_window_hdfs", b_upcoming_orphan_crc),
     "WM029-source": Break("WM029", "agg_window_hdfs", b_source_log_sidecar, also=("WM022",)),
     "WM029-sink": Break("WM029", "agg_window_hdfs", b_sink_log_sidecar, sink=True),
+    "WM029-operator-metadata": Break("WM029", "agg_window_hdfs", b_operator_metadata_sidecar),
+    "WM029-operator-metadata-v2": Break("WM029", "tws_pandas", b_operator_metadata_v2_sidecar),
     "WM031": Break("WM031", "agg_window_hdfs", b_sink_log_gap, also=("WM034",), sink=True),
     "WM032": Break("WM032", "agg_window_hdfs", b_sink_moved, sink=True),
     "WM033": Break("WM033", "agg_window_hdfs", b_sink_names_elsewhere, sink=True),

@@ -1,12 +1,23 @@
 """Checks of the metadata logs: ``offsets/``, ``commits/``, ``metadata``, temp files and sidecars."""
 from __future__ import annotations
 
+import posixpath
 import re
 from typing import Iterator
 
 from ..activity import DEFAULT_IDLE_MS, newest_recent, now_ms
 from ..errors import CheckpointError
-from ..layout import COMMITS, OFFSETS, REPAIR_JOURNAL, SINK_LOG, SOURCES, log_file_batch, sidecar_target, sidecars
+from ..layout import (
+    COMMITS,
+    OFFSETS,
+    REPAIR_JOURNAL,
+    SINK_LOG,
+    SOURCES,
+    STATE,
+    log_file_batch,
+    sidecar_target,
+    sidecars,
+)
 from ..metadata_log import COMMIT_LOG, FILE_SOURCE_LOG, OFFSET_LOG
 from ..numbers import is_number
 from ..repair.requests import RewindRequest, UndoRequest
@@ -196,6 +207,28 @@ def upcoming_file(ctx: Context, tree: Tree, folder: str) -> str | None:
     if head == SOURCES and is_number(source):
         log = tree.log(folder)
         return log.path(log.name_of((-1 if log.latest is None else log.latest) + 1))
+    if head == STATE:
+        return upcoming_state_metadata(ctx, folder)
+    return None
+
+
+def upcoming_state_metadata(ctx: Context, folder: str) -> str | None:
+    """The operator metadata or state schema file Spark writes to ``folder`` (under ``state/<op>/``) when the query
+    starts: ``_metadata/v2/<batch>`` of the batch it runs first (an operator with v2 metadata, transformWithState),
+    else ``_metadata/metadata`` (v1), and each store's ``0/[<store>/]_metadata/schema`` when there are none
+    (``StateSchemaCompatibilityChecker`` keeps the schema in partition 0), the schema of an operator without
+    ``_stateSchema/`` files."""
+    parts = folder.split("/")
+    op = next((o for o in ctx.ckpt.state_layout.operators if [STATE, str(o.operator_id)] == parts[:2]), None)
+    if op is None:
+        return None
+    v2 = any(posixpath.basename(posixpath.dirname(f.path)) == "v2" for f in op.metadata_files)
+    if parts[2:] == ["_metadata", "v2"]:
+        return f"{folder}/{ctx.ckpt.next_batch}"
+    if parts[2:] == ["_metadata"] and not v2:
+        return f"{folder}/metadata"
+    if parts[2:3] == ["0"] and parts[-1] == "_metadata" and len(parts) in (4, 5) and not op.schema_files:
+        return f"{folder}/schema"
     return None
 
 
@@ -212,11 +245,15 @@ def orphans(ctx: Context) -> tuple[list[tuple[Tree, str, str]], list[tuple[Tree,
 @check("WM010", WARNING, "orphaned checksum sidecar")
 def orphan_crc(ctx: Context) -> Iterator[Issue]:
     for tree, path, target in orphans(ctx)[1]:
-        yield Issue(tree.shown(path), (
-            f"checksum of {target.rpartition('/')[2]}, which does not exist: the restart works, but when Spark or a "
-            f"rewind writes a file of that name again, Hadoop's checksummed rename refuses the existing sidecar (as "
-            f"WM029 shows for the next file)"
-        ), Instruction(f"delete {tree.shown(path)} while the query is stopped"))
+        name = target.rpartition("/")[2]
+        if tree is ctx.tree and target.startswith(f"{STATE}/") and name.endswith((".delta", ".snapshot")):
+            then = ("; Spark writes HDFS state files over existing ones, checksum files included, so it is only a "
+                    "leftover that hides what happened")
+        else:
+            then = (", but when Spark or a rewind writes a file of that name again, Hadoop's checksummed rename refuses "
+                    "the existing sidecar (as WM029 shows for the next file)")
+        yield Issue(tree.shown(path), f"checksum of {name}, which does not exist: the restart works{then}",
+                    Instruction(f"delete {tree.shown(path)} while the query is stopped"))
 
 
 @check("WM029", ERROR, "orphaned checksum sidecar of a file Spark writes next")
@@ -224,18 +261,25 @@ def upcoming_orphan_crc(ctx: Context) -> Iterator[Issue]:
     for tree, path, target in orphans(ctx)[0]:
         folder = target.rpartition("/")[0]
         when = " (when the source finds new files)" if folder.startswith(FILE_SOURCE_LOG.directory + "/") else ""
+        fix = sidecar_fix(ctx, tree.shown(path), target)
+        if folder.startswith(f"{STATE}/"):  # operator metadata and schemas go through CheckpointFileManager.createAtomic
+            fails = f"'Rename destination .../{posixpath.basename(path)} already exists'"
+        else:  # the metadata logs report a failed rename as a concurrent writer
+            fails = f"'Multiple streaming queries are concurrently using .../{folder}'"
         yield Issue(tree.shown(path), (
             f"checksum of {tree.shown(target)}, which does not exist but is the next file Spark writes to "
             f"{tree.shown(folder)}/{when}: Hadoop's checksummed rename refuses the existing sidecar and the query fails "
-            f"('Multiple streaming queries are concurrently using .../{folder}'); a rewind removes it, with every "
-            f"orphaned sidecar after the batch it keeps in every log it rewinds"
-        ), sidecar_fix(ctx, tree.shown(path), target))
+            f"({fails}); " + ("a rewind removes it, with every orphaned sidecar after the batch it keeps in every log it "
+                              "rewinds" if isinstance(fix, RewindRequest) else
+                              f"once it is deleted Spark writes {posixpath.basename(target)} again, as for a new query")
+        ), fix)
 
 
 def sidecar_fix(ctx: Context, shown: str, target: str) -> Fix:
     """The rewind that removes the orphaned sidecar of ``target`` (a rewind removes those after the batch it keeps in
     each log): to the last committed batch (keeping a pending batch's offsets), for a file-source log to the newest
-    committed batch that had not read that log batch yet."""
+    committed batch that had not read that log batch yet; the sidecar of an operator metadata or state schema file
+    that no batch names (v1 metadata, a schema) is deleted by hand."""
     done, by_hand = ctx.ckpt.last_committed_batch, Instruction(f"delete {shown} while the query is stopped")
     folder, _, name = target.rpartition("/")
     head, _, source = folder.partition("/")
@@ -244,7 +288,7 @@ def sidecar_fix(ctx: Context, shown: str, target: str) -> Fix:
         ok = [b for b, seq in ctx.offsets.items() if b in ctx.commits and all(
             o.log_offset is None or o.source_id != source or o.log_offset < parsed[0] for o in seq.sources)]
         return ctx.rewind(ok[-1]) if ok else by_hand
-    if done is None:
+    if done is None or (head == STATE and posixpath.basename(folder) != "v2"):  # no batch names them: by hand
         return by_hand
     return RewindRequest(to_batch=done, file_sink=ctx.sink_location, keep_next_offsets=ctx.ckpt.pending_batch is not None)
 

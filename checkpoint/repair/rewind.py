@@ -243,7 +243,8 @@ def _log_steps(view: RewindView, batch: int, opts: Options) -> list[Step]:
 
 
 def _state_steps(view: RewindView, batch: int, warnings: list[str]) -> list[Step]:
-    """State files of versions > batch + 1 (highest first), then orphaned SSTs, then later metadata."""
+    """State files of versions > batch + 1 (highest first), then orphaned SSTs, then later metadata and the orphaned
+    checksum files of later operator metadata."""
     version = batch + 1
     layout = view.ckpt.state_layout
     doomed = sorted(((f.version, f) for op in layout.operators for p in op.partitions for f in p.files
@@ -266,6 +267,14 @@ def _state_steps(view: RewindView, batch: int, warnings: list[str]) -> list[Step
             if "_" in info.name and is_number(head) and int(head) > batch:
                 steps += remove_steps("checkpoint", info, view.state_crc.get, "metadata",
                                       f"state schema written by batch {head} > {batch}")
+    present = {info.path for op in layout.operators for info in op.metadata_files}
+    for info in sorted(layout.crc_files, key=lambda i: i.path):
+        folder, name = posixpath.split((sidecar_target(info.path) or ("", ""))[1])
+        if (posixpath.basename(folder) == "v2" and is_number(name) and int(name) > batch
+                and posixpath.join(folder, name) not in present):
+            steps.append(Step("remove", "checkpoint", info.path, "metadata", f"orphaned checksum of operator metadata "
+                              f"{folder}/{name} (batch {name} > {batch}): Spark's rename refuses it when it writes {name} "
+                              "again", info.size, info.mtime_ms))
     return steps
 
 
