@@ -51,12 +51,13 @@ class ParquetSink:
              .partitionBy("batch_id").parquet(self.path))
 
 
-def load_function(spec: str) -> Sink:
-    """``module:function`` or ``path/to/file.py:function`` -> the function (called as ``function(df, batch_id)``)."""
+def load_callable(spec: str, param: str, example: str) -> Callable:
+    """``module:function`` or ``path/to/file.py:function`` -> the function; ``param`` names the parameter that
+    gave ``spec`` in errors, ``example`` is one such spec (``mypackage.sinks:write_batch``)."""
     module_name, sep, attr = spec.rpartition(":")
     if not sep or not module_name or not attr.isidentifier():
-        raise CheckpointError(f"{arg('foreach_batch')} expects module:function, got {spec!r}", param="foreach_batch",
-                              hint="e.g. mypackage.sinks:write_batch or ./sinks.py:write_batch")
+        raise CheckpointError(f"{arg(param)} expects module:function, got {spec!r}", param=param,
+                              hint=f"e.g. {example} or ./{example.rpartition('.')[2].replace(':', '.py:')}")
     try:
         if module_name.endswith(".py") or os.sep in module_name:
             location = importlib.util.spec_from_file_location(os.path.basename(module_name)[:-3] or "sink", module_name)
@@ -69,12 +70,18 @@ def load_function(spec: str) -> Sink:
         else:
             module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise CheckpointError(f"{arg('foreach_batch')}: cannot import {module_name}: {exc}", param="foreach_batch",
+        raise CheckpointError(f"{arg(param)}: cannot import {module_name}: {exc}", param=param,
                               hint="the module must be importable from the current directory or PYTHONPATH") from None
     fn = getattr(module, attr, None)
     if not callable(fn):
-        raise CheckpointError(f"{arg('foreach_batch')}: {module_name} has no function {attr}", hint="check the name after ':'",
-                              param="foreach_batch")
+        raise CheckpointError(f"{arg(param)}: {module_name} has no function {attr}", hint="check the name after ':'",
+                              param=param)
+    return fn
+
+
+def load_function(spec: str) -> Sink:
+    """``module:function`` or ``path/to/file.py:function`` -> the function (called as ``function(df, batch_id)``)."""
+    fn = load_callable(spec, "foreach_batch", "mypackage.sinks:write_batch")
 
     def call(df: "DataFrame", batch_id: int) -> None:
         try:

@@ -1,0 +1,199 @@
+"""``compat``: will new query code restart on this checkpoint, and what will it change?
+
+The checkpoint is only read. A scratch copy of what re-running one batch needs (:mod:`.scratch`) is rewound
+by that batch and the new query runs it with Spark (:mod:`.query`), reading the batch's recorded input; its
+failure is translated (:mod:`.explain`), its output, state and schemas compared with the old code's
+(:mod:`.compare`), its watermark with the old one (:mod:`.watermark`).
+"""
+from __future__ import annotations
+
+import posixpath
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Callable, Mapping
+
+from wmcheck.checkpoint import repair
+from wmcheck.checkpoint.batch_inputs import plan_batch
+from wmcheck.checkpoint.errors import CheckpointError, MissingFileError, UnsupportedError, arg
+from wmcheck.checkpoint.fs import FileSystem, open_fs, require_dir
+from wmcheck.checkpoint.layout import SINK_LOG
+from wmcheck.checkpoint.model import Checkpoint, open_checkpoint
+
+from ..sinks import load_callable
+from ..spark_errors import spark_errors
+from .compare import diff_output, read_files, schema_changes, schemas_of, sink_batch_files, state_changes
+from .explain import explain
+from .query import CAPTURED, CAPTURED_SCHEMA, DEFAULT_TIMEOUT_S, BatchRun, NewQuery, build, run_batch
+from .results import REFUSED, RESTARTS, CompatReport, OutputChange, SourceNote
+from .scratch import Scratch, make_scratch, rerun_batch, sink_format
+from .watermark import POLICY, watermark_change, with_late_rows
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+QUERY_EXAMPLE = "jobs.orders:new_query"
+REPLAYABLE = ("file", "none", "long")
+"""Source kinds a re-run reads again by itself: logged files, nothing, or a deterministic long offset (rate)."""
+
+
+@dataclass(frozen=True)
+class CompatOptions:
+    """How ``compat`` runs: ``file_sink`` the old query's sink directory (default: the new writer's path),
+    ``batch`` the batch to re-run (default: the last committed one that read input), ``inputs`` where a file
+    source's logged files are now (source id -> directory), ``scratch_dir`` where the scratch copy goes (a
+    new temporary directory under it, removed after unless ``keep_scratch``)."""
+
+    file_sink: str | None = None
+    batch: int | None = None
+    inputs: Mapping[str, str] = field(default_factory=dict)
+    scratch_dir: str | None = None
+    keep_scratch: bool = False
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    fs_options: Mapping[str, str] = field(default_factory=dict)
+
+
+def _open_sink(location: str, fs_options: Mapping[str, str]) -> FileSystem:
+    fs = open_fs(location, fs_options)
+    require_dir(fs, "file sink")
+    if fs.info(SINK_LOG) is None:
+        raise MissingFileError(f"{fs.uri()} has no {SINK_LOG}/: it is not a file sink directory", param="file_sink",
+                               hint="pass the directory the old query wrote to (its 'path' option)")
+    return fs
+
+
+def _common_dir(paths: list[str]) -> str:
+    return posixpath.commonpath([posixpath.dirname(p) for p in paths]) if paths else ""
+
+
+def source_notes(ckpt: Checkpoint, batch: int, inputs: Mapping[str, str],
+                 fs_options: Mapping[str, str]) -> tuple[tuple[SourceNote, ...], dict[str, str]]:
+    """What each source of ``batch`` re-reads, and the path map that points logged files at ``inputs``; refuses
+    (before any Spark work) a source whose input cannot be read again."""
+    planned = plan_batch(ckpt, batch, sizes=False)
+    notes, path_map = [], {}
+    for src in planned.sources:
+        moved = inputs.get(src.source_id)
+        if src.kind == "file":
+            logged = [f.path for f in src.files]
+            if moved is not None:
+                path_map[_common_dir(logged)] = moved.rstrip("/")
+            notes.append(SourceNote(src.source_id, "file", True, f"{len(src.files)} logged file(s)" +
+                                    (f", read from {moved}" if moved else "")))
+        elif src.kind in REPLAYABLE:
+            notes.append(SourceNote(src.source_id, src.kind, True, src.note))
+        else:
+            raise UnsupportedError(
+                f"source {src.source_id} ({src.kind}) is not replayable: {src.note or 'its input cannot be read again'}; "
+                f"compat re-runs batch {batch} from its recorded input", path=f"offsets/{batch}",
+                hint=f"run compat on a checkpoint of file sources (a fixture written by the old code), or pass "
+                     f"{arg('inputs', src.source_id + '=DIR')} for a file source whose files moved")
+    unknown = sorted(set(inputs) - {s.source_id for s in planned.sources})
+    if unknown:
+        raise CheckpointError(f"{arg('inputs')} names source {unknown[0]}, which batch {batch} does not have",
+                              param="inputs", hint="source ids as `wmcheck batches` lists them (0, 1, ...)")
+    return tuple(notes), path_map
+
+
+def _missing_files(ckpt: Checkpoint, batch: int, path_map: Mapping[str, str], fs_options: Mapping[str, str]) -> None:
+    planned = plan_batch(ckpt, batch, path_map=path_map, sizes=True, fs_options=fs_options)
+    for src in planned.sources:
+        gone = src.missing
+        if gone:
+            raise MissingFileError(
+                f"{len(gone)} of the {len(src.files)} input file(s) source {src.source_id} read in batch {batch} no longer "
+                f"exist, e.g. {gone[0].location}", path=f"sources/{src.source_id}/{gone[0].log_batch}",
+                hint=f"{arg('inputs', src.source_id + '=DIR')} if they moved, or another {arg('batch')}")
+
+
+def _source_changes(ckpt: Checkpoint, batch: int, query: NewQuery) -> tuple[str, ...]:
+    """Notes on file sources the new query reads from another directory than the one its log names."""
+    planned = plan_batch(ckpt, batch, sizes=False)
+    out = []
+    for src, new in zip(planned.sources, query.sources):
+        if src.kind != "file" or not new.paths or not src.files:
+            continue
+        logged = _common_dir([f.location for f in src.files]).rstrip("/")
+        wanted = new.paths[0].rstrip("/")
+        if not (logged.endswith(wanted) or wanted.endswith(logged.split(":", 1)[-1])):
+            out.append(f"source {src.source_id} now reads {wanted}, but its log names files under {logged}: the batches "
+                       f"after a restart read every file under {wanted} that the log does not name (the log keeps the "
+                       "old files seen). Spark's guide: changes to subscribed topics/files are generally not allowed")
+    return tuple(out)
+
+
+def _output(spark: "SparkSession", query: NewQuery, scratch: Scratch, run: BatchRun,
+            sink: FileSystem | None) -> OutputChange:
+    batch = scratch.batch
+    if run.captured is not None:
+        import os
+
+        folder = os.path.join(run.captured, CAPTURED)
+        if not os.path.exists(os.path.join(run.captured, CAPTURED_SCHEMA)):
+            return OutputChange("captured", 0, None, None, None, note="the batch handed nothing to the sink")
+        new = spark.read.parquet(folder)
+        why = f"the {query.sink.format} sink's output of batch {batch} is not recorded in the checkpoint"
+        return diff_output("captured", None, new, note=f"old output not compared: {why}")
+    assert scratch.sink is not None
+    fmt = query.sink.format.lower()
+    new_files = sink_batch_files(open_fs(scratch.sink), batch) or []
+    new = read_files(spark, fmt, new_files, query.df)
+    old_files = sink_batch_files(sink, batch) if sink is not None else None
+    if old_files is None:
+        return diff_output("file", None, new, note=f"the old sink log has no entry for batch {batch}")
+    return diff_output("file", read_files(spark, fmt, old_files, query.df), new)
+
+
+def compat(spark: "SparkSession", checkpoint: Checkpoint | str, query: str | Callable,
+           options: CompatOptions = CompatOptions()) -> CompatReport:
+    """Run the new ``query`` (``module:function`` or the function itself, called as ``function(spark)`` and
+    returning the new query's streaming DataFrame or DataStreamWriter) for one batch on a scratch copy of
+    ``checkpoint``; see :class:`CompatReport`. The checkpoint and the old sink are only read."""
+    started = time.monotonic()
+    ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else open_checkpoint(str(checkpoint), options.fs_options)
+    batch = rerun_batch(ckpt, options.batch)
+    spec = query if isinstance(query, str) else getattr(query, "__qualname__", repr(query))
+    fn = load_callable(query, "query", QUERY_EXAMPLE) if isinstance(query, str) else query
+    sources, path_map = source_notes(ckpt, batch, options.inputs, options.fs_options)
+    _missing_files(ckpt, batch, path_map, options.fs_options)
+    sink = _open_sink(options.file_sink, options.fs_options) if options.file_sink else None
+    new = build(spark, fn, spec, sink_format(sink) if sink is not None else None)
+    if sink is None and new.sink.is_file and new.sink.path:
+        try:
+            sink = _open_sink(new.sink.path, options.fs_options)
+        except CheckpointError:
+            sink = None
+    notes = _source_changes(ckpt, batch, new)
+    if new.sink.is_file and sink is None:
+        notes += (f"the old sink's log was not found: pass {arg('file_sink')} to compare the output",)
+    root = tempfile.mkdtemp(prefix="wmcheck-compat-", dir=options.scratch_dir)
+    try:
+        scratch = make_scratch(ckpt, batch, root, sink if new.sink.is_file else None)
+        if path_map:
+            repair.run(scratch.checkpoint, repair.RelocateRequest(path_map=path_map),
+                       repair.RunOptions(execute=True, idle_ms=0))
+            shutil.rmtree(f"{scratch.checkpoint}/_wmcheck", ignore_errors=True)
+        before = schemas_of(open_checkpoint(scratch.checkpoint))
+        run = run_batch(new, scratch.checkpoint, scratch.sink, root, options.timeout_s)
+        if options.keep_scratch:
+            notes += (f"scratch copy kept at {root}",)
+        if run.failure is not None:
+            return CompatReport(ckpt.location, spec, batch, REFUSED, refusal=explain(ckpt, run.failure), sources=sources,
+                                notes=notes, seconds=time.monotonic() - started)
+        if batch not in run.batches:
+            notes += (f"Spark ran batches {list(run.batches)} instead of batch {batch}",)
+        copy = open_checkpoint(scratch.checkpoint)
+        with spark_errors("reading the re-run batch's output"):
+            output = _output(spark, new, scratch, run, sink)
+        session = spark.conf.get(POLICY, None)
+        change = watermark_change(ckpt, copy, batch, new, session)
+        with spark_errors("replaying the recorded input for late rows"):
+            change = with_late_rows(spark, ckpt, batch, new, change, dict(options.fs_options))
+        report = CompatReport(ckpt.location, spec, batch, RESTARTS, output=output, state=state_changes(ckpt, copy, batch),
+                              schemas=schema_changes(before, schemas_of(copy)), watermark=change, sources=sources,
+                              notes=notes, seconds=0.0)
+        return replace(report, seconds=time.monotonic() - started)
+    finally:
+        if not options.keep_scratch:
+            shutil.rmtree(root, ignore_errors=True)
