@@ -35,4 +35,6 @@ COMMANDS = {
     "replay": Command("wmcheck.cli.replay", "replay", "Rebuild and reprocess the input of recorded batches (needs Spark; "
                       "--plan does not).", "yes (not for `--plan`)"),
     "timeline": Command("wmcheck.cli.timeline", "timeline_command", "Draw a query over its batches (HTML, PNG or SVG).", "no"),
+    "compat": Command("wmcheck.cli.compat", "compat", "Will new query code restart on a checkpoint, and what will it change? "
+                      "(needs Spark)", "yes"),
 }

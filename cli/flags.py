@@ -19,6 +19,7 @@ FLAGS = {
     "fs_options": "--fs-option",
     "idle_ms": "--idle",
     "include_pending": "--include-pending",
+    "inputs": "--input",
     "jars": "--jars",
     "jobs": "--jobs",
     "join_side": "--join-side",

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from wmcheck.checkpoint.batch_inputs import BatchInput, ReplayPlan, SourceInput
     from wmcheck.checkpoint.repair.results import BackupRow, RepairResult, UndoResult
     from wmcheck.checkpoint.summary import BatchRow, CheckpointSummary
+    from wmcheck.statestore.compat import CompatReport
     from wmcheck.statestore.engines import StoreReadLike
     from wmcheck.statestore.summary import StateSummary
     from wmcheck.statestore.targets import Target
@@ -188,6 +189,13 @@ class Output:
         """A warning for people in every format, on stderr (stdout stays one valid document); None: nothing."""
         if text:
             click.echo(f"warning: {printable(for_cli(text))}", err=True)
+
+    def compat(self, report: CompatReport, allow_output_change: bool) -> None:
+        """``wmcheck compat``: the verdict, what changes, and (machine forms) ``changes`` and ``exit_code``."""
+        doc = {**plain(report), "changes": report.changes, "exit_code": report.exit_code(allow_output_change)}
+        self.document(doc, *views.compat_report(report))
+        self.note("")
+        self.note(views.compat_summary(report, allow_output_change))
 
     def state_rows(self, rows: Sequence[Mapping[str, Any]], targets: Mapping[tuple[int, str], Target],
                    notes: Sequence[str]) -> None:
@@ -361,25 +369,35 @@ def output_to(fmt: str, path: str | None, tz: tzinfo = timezone.utc) -> Iterator
 
 
 class GithubOutput(Output):
-    """``--format github`` (``wmcheck check``): annotations for GitHub Actions."""
+    """``--format github`` (``wmcheck check``, ``wmcheck compat``): annotations for GitHub Actions."""
 
     def findings(self, results, strict):
         from .reports import github  # the checks' registry, only for check
 
         self.write(github(results, strict))
 
+    def compat(self, report, allow_output_change):
+        from .compat_reports import compat_github
+
+        self.write(compat_github(report, allow_output_change))
+
 
 class JunitOutput(Output):
-    """``--format junit`` (``wmcheck check``): JUnit XML."""
+    """``--format junit`` (``wmcheck check``, ``wmcheck compat``): JUnit XML."""
 
     def findings(self, results, strict):
         from .reports import junit
 
         self.write(junit(results, strict))
 
+    def compat(self, report, allow_output_change):
+        from .compat_reports import compat_junit
+
+        self.write(compat_junit(report, allow_output_change))
+
 
 REPORT_OUTPUTS: dict[str, type[Output]] = {"github": GithubOutput, "junit": JunitOutput}
-"""The formats for CI systems that ``wmcheck check`` has besides :data:`FORMATS`."""
+"""The formats for CI systems that ``wmcheck check`` and ``wmcheck compat`` have besides :data:`FORMATS`."""
 
 
 def make_output(fmt: str, stream: TextIO | None = None, tz: tzinfo = timezone.utc) -> Output:

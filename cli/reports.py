@@ -10,6 +10,7 @@ from wmcheck.checkpoint.fs import scheme_of
 from wmcheck.checkpoint.validate import CHECKS, OPEN_FAILED, Check, Finding, fails
 
 from .fixes import fix_text
+from .text import workflow_escape
 
 
 @dataclass(frozen=True)
@@ -51,23 +52,17 @@ def finding_file(finding: Finding) -> str | None:
     return posixpath.normpath(posixpath.join(finding.checkpoint, finding.path)) if finding.path else finding.checkpoint
 
 
-def _escape(text: str, prop: bool = False) -> str:
-    """GitHub workflow-command escaping (properties also escape ``:`` and ``,``)."""
-    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-    return text.replace(":", "%3A").replace(",", "%2C") if prop else text
-
-
 def github(results: Sequence[Result], strict: bool) -> str:
     """``::error``/``::warning`` annotations, then one summary line per checkpoint."""
     lines = []
     for result in results:
         for f in result.findings:
             level = "error" if f.severity == "error" else "warning"
-            props = [f"title={_escape(f'{f.code} {CHECKS[f.code].title}', True)}"]
+            props = [f"title={workflow_escape(f'{f.code} {CHECKS[f.code].title}', True)}"]
             where = finding_file(f)
             if where:
-                props.insert(0, f"file={_escape(where, True)}")
-            lines.append(f"::{level} {','.join(props)}::{_escape(f'{f.message}. Fix: {fix_text(f.fix, f.checkpoint)}')}")
+                props.insert(0, f"file={workflow_escape(where, True)}")
+            lines.append(f"::{level} {','.join(props)}::{workflow_escape(f'{f.message}. Fix: {fix_text(f.fix, f.checkpoint)}')}")
     lines += [r.summary(strict) for r in results]
     return "\n".join(lines)
 

@@ -14,3 +14,9 @@ def printable(text: str) -> str:
 def _escaped(ch: str) -> str:
     code = ord(ch)
     return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else ascii(ch)[1:-1]
+
+
+def workflow_escape(text: str, prop: bool = False) -> str:
+    """GitHub Actions workflow-command escaping of a message (a property, ``prop``, also escapes ``:`` and ``,``)."""
+    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return text.replace(":", "%3A").replace(",", "%2C") if prop else text

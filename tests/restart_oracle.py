@@ -146,11 +146,12 @@ def _message(exc: BaseException) -> str:
     return text
 
 
-def _run(session, name: str, root: Path, result: dict) -> None:
-    """Start the fixture's query on ``root`` once and wait for it; what it did goes into ``result``."""
+def _run(session, name: str, root: Path, result: dict, query=None) -> None:
+    """Start the fixture's query (or ``query``, of the same signature) on ``root`` once and wait for it; what it did
+    goes into ``result``."""
     try:
-        handle = QUERIES.FIXTURES[name]["query"](session, str(root / "input"), str(root / "checkpoint"),
-                                                 str(root / "output")).start()
+        handle = (query or QUERIES.FIXTURES[name]["query"])(session, str(root / "input"), str(root / "checkpoint"),
+                                                             str(root / "output")).start()
         handle.awaitTermination(300)
         if handle.isActive:
             handle.stop()
@@ -164,10 +165,13 @@ def _run(session, name: str, root: Path, result: dict) -> None:
         result["error"] = _message(exc)
 
 
-def _restart(spark, name: str, root: Path) -> dict:
+def _restart(spark, name: str, root: Path, query=None, conf=None) -> dict:
+    """Restart fixture ``name``'s query (or ``query``, in a session with the SQL ``conf`` too) at ``root``."""
     session = QUERIES.session_for(spark, name)
+    for key, value in (conf or {}).items():
+        session.conf.set(key, value)
     result: dict = {"error": None, "batches": [], "watermarks": [], "rows": None, "read_error": None}
-    _run(session, name, root, result)
+    _run(session, name, root, result, query)
     held = sorted((root / HELD).iterdir(), key=lambda p: int(p.name)) if (root / HELD).is_dir() else []
     for later in held:
         if result["error"] is not None:
@@ -175,7 +179,7 @@ def _restart(spark, name: str, root: Path) -> dict:
         for path in later.iterdir():
             shutil.move(str(path), input_folder(name, root) / path.name)
         later.rmdir()
-        _run(session, name, root, result)
+        _run(session, name, root, result, query)
     try:
         fmt = QUERIES.FIXTURES[name]["sink_format"]
         rows = session.read.format(fmt).load(str(root / "output")).collect()

@@ -145,12 +145,23 @@ def _output(spark: "SparkSession", query: NewQuery, scratch: Scratch, run: Batch
     return diff_output("file", read_files(spark, fmt, old_files, query.df), new)
 
 
-def compat(spark: "SparkSession", checkpoint: Checkpoint | str, query: str | Callable,
-           options: CompatOptions = CompatOptions()) -> CompatReport:
-    """Run the new ``query`` (``module:function`` or the function itself, called as ``function(spark)`` and
-    returning the new query's streaming DataFrame or DataStreamWriter) for one batch on a scratch copy of
-    ``checkpoint``; see :class:`CompatReport`. The checkpoint and the old sink are only read."""
-    started = time.monotonic()
+@dataclass(frozen=True)
+class Prepared:
+    """Everything checked before Spark starts: the checkpoint, the batch to re-run, the user's function, what the
+    sources re-read, where logged input files moved, and the old sink."""
+
+    ckpt: Checkpoint
+    batch: int
+    spec: str
+    fn: Callable
+    sources: tuple[SourceNote, ...]
+    path_map: Mapping[str, str]
+    sink: FileSystem | None
+    options: CompatOptions
+
+
+def prepare(checkpoint: Checkpoint | str, query: str | Callable, options: CompatOptions = CompatOptions()) -> Prepared:
+    """Check what can be checked without Spark (the checkpoint, the batch, the query function, the input)."""
     ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else open_checkpoint(str(checkpoint), options.fs_options)
     batch = rerun_batch(ckpt, options.batch)
     spec = query if isinstance(query, str) else getattr(query, "__qualname__", repr(query))
@@ -158,7 +169,14 @@ def compat(spark: "SparkSession", checkpoint: Checkpoint | str, query: str | Cal
     sources, path_map = source_notes(ckpt, batch, options.inputs, options.fs_options)
     _missing_files(ckpt, batch, path_map, options.fs_options)
     sink = _open_sink(options.file_sink, options.fs_options) if options.file_sink else None
-    new = build(spark, fn, spec, sink_format(sink) if sink is not None else None)
+    return Prepared(ckpt, batch, spec, fn, sources, path_map, sink, options)
+
+
+def run(spark: "SparkSession", prepared: Prepared) -> CompatReport:
+    """Build the new query, run its batch on a scratch copy, and compare; see :func:`compat`."""
+    started = time.monotonic()
+    ckpt, batch, spec, options, sink = prepared.ckpt, prepared.batch, prepared.spec, prepared.options, prepared.sink
+    new = build(spark, prepared.fn, spec, sink_format(sink) if sink is not None else None)
     if sink is None and new.sink.is_file and new.sink.path:
         try:
             sink = _open_sink(new.sink.path, options.fs_options)
@@ -170,30 +188,37 @@ def compat(spark: "SparkSession", checkpoint: Checkpoint | str, query: str | Cal
     root = tempfile.mkdtemp(prefix="wmcheck-compat-", dir=options.scratch_dir)
     try:
         scratch = make_scratch(ckpt, batch, root, sink if new.sink.is_file else None)
-        if path_map:
-            repair.run(scratch.checkpoint, repair.RelocateRequest(path_map=path_map),
+        if prepared.path_map:
+            repair.run(scratch.checkpoint, repair.RelocateRequest(path_map=prepared.path_map),
                        repair.RunOptions(execute=True, idle_ms=0))
             shutil.rmtree(f"{scratch.checkpoint}/_wmcheck", ignore_errors=True)
         before = schemas_of(open_checkpoint(scratch.checkpoint))
-        run = run_batch(new, scratch.checkpoint, scratch.sink, root, options.timeout_s)
+        attempt = run_batch(new, scratch.checkpoint, scratch.sink, root, options.timeout_s)
         if options.keep_scratch:
             notes += (f"scratch copy kept at {root}",)
-        if run.failure is not None:
-            return CompatReport(ckpt.location, spec, batch, REFUSED, refusal=explain(ckpt, run.failure), sources=sources,
-                                notes=notes, seconds=time.monotonic() - started)
-        if batch not in run.batches:
-            notes += (f"Spark ran batches {list(run.batches)} instead of batch {batch}",)
+        if attempt.failure is not None:
+            return CompatReport(ckpt.location, spec, batch, REFUSED, refusal=explain(ckpt, attempt.failure),
+                                sources=prepared.sources, notes=notes, seconds=time.monotonic() - started)
+        if batch not in attempt.batches:
+            notes += (f"Spark ran batches {list(attempt.batches)} instead of batch {batch}",)
         copy = open_checkpoint(scratch.checkpoint)
         with spark_errors("reading the re-run batch's output"):
-            output = _output(spark, new, scratch, run, sink)
-        session = spark.conf.get(POLICY, None)
-        change = watermark_change(ckpt, copy, batch, new, session)
+            output = _output(spark, new, scratch, attempt, sink)
+        change = watermark_change(ckpt, copy, batch, new, spark.conf.get(POLICY, None))
         with spark_errors("replaying the recorded input for late rows"):
             change = with_late_rows(spark, ckpt, batch, new, change, dict(options.fs_options))
         report = CompatReport(ckpt.location, spec, batch, RESTARTS, output=output, state=state_changes(ckpt, copy, batch),
-                              schemas=schema_changes(before, schemas_of(copy)), watermark=change, sources=sources,
-                              notes=notes, seconds=0.0)
+                              schemas=schema_changes(before, schemas_of(copy)), watermark=change,
+                              sources=prepared.sources, notes=notes)
         return replace(report, seconds=time.monotonic() - started)
     finally:
         if not options.keep_scratch:
             shutil.rmtree(root, ignore_errors=True)
+
+
+def compat(spark: "SparkSession", checkpoint: Checkpoint | str, query: str | Callable,
+           options: CompatOptions = CompatOptions()) -> CompatReport:
+    """Run the new ``query`` (``module:function`` or the function itself, called as ``function(spark)`` and
+    returning the new query's streaming DataFrame or DataStreamWriter) for one batch on a scratch copy of
+    ``checkpoint``; see :class:`CompatReport`. The checkpoint and the old sink are only read."""
+    return run(spark, prepare(checkpoint, query, options))

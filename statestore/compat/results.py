@@ -193,9 +193,11 @@ class CompatReport:
 
     @property
     def changes(self) -> bool:
-        """The new code restarts but computes something else: output rows, state rows, or schemas."""
+        """The new code restarts but computes something else: output rows, state rows, state schemas, or the
+        watermark (the one after the batch, or a delay)."""
         return self.verdict == RESTARTS and (
-            (self.output is not None and self.output.differs) or any(s.differs for s in self.state) or bool(self.schemas))
+            (self.output is not None and self.output.differs) or any(s.differs for s in self.state) or bool(self.schemas)
+            or (self.watermark is not None and self.watermark.differs))
 
     def exit_code(self, allow_output_change: bool = False) -> int:
         """0 compatible and the same output, 1 compatible but changes (0 with ``allow_output_change``), 2 refused."""

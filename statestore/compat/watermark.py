@@ -11,6 +11,7 @@ from wmcheck.checkpoint.batch_inputs import oldest_replayable
 from wmcheck.checkpoint.errors import CheckpointError
 from wmcheck.checkpoint.model import Checkpoint
 from wmcheck.checkpoint.state_schema import event_time_field
+from wmcheck.checkpoint.timeutil import format_duration
 
 from ..late_rows import window_from_bounds, window_key
 from .explain import store_schemas
@@ -63,8 +64,8 @@ def watermark_change(ckpt: Checkpoint, copy: Checkpoint | None, batch: int, quer
                            pinned, session_policy, None, tuple(notes))
 
 
-def _window(ckpt: Checkpoint) -> str | None:
-    """The windowed aggregation's window (``DURATION,SLIDE``) from its stored windows, read without a JVM."""
+def _window(ckpt: Checkpoint) -> tuple[int, int] | None:
+    """The windowed aggregation's window (size, slide in ms) from its stored windows, read without a JVM."""
     from datetime import datetime, timezone
 
     from ..python_engine import read_stores
@@ -80,8 +81,7 @@ def _window(ckpt: Checkpoint) -> str | None:
             ms = [int(v.replace(tzinfo=timezone.utc).timestamp() * 1000) if isinstance(v, datetime) else int(v) // 1000
                   for v in (window["start"], window["end"])]
             bounds.add((ms[0], ms[1]))
-    found = window_from_bounds(sorted(bounds))
-    return f"{found[0]} milliseconds,{found[1]} milliseconds" if found else None
+    return window_from_bounds(sorted(bounds))
 
 
 def _ddl(schema_json: str | None) -> str | None:
@@ -106,8 +106,10 @@ def late_rows(spark: "SparkSession", ckpt: Checkpoint, batch: int, source: Sourc
     from ..replay import ReplayOptions, prepare, read_batches
 
     first = max(oldest_replayable(ckpt) or 0, batch - LATE_BATCHES + 1)
+    window = _window(ckpt)
     opts = ReplayOptions(source=source.source_id, source_format=source.format, schema=_ddl(source.schema),
-                         options=dict(source.options), event_time=column, window=_window(ckpt),
+                         options=dict(source.options), event_time=column,
+                         window=f"{window[0]} milliseconds,{window[1]} milliseconds" if window else None,
                          fs_options=fs_options or {})
     batches = list(read_batches(spark, prepare(ckpt, first, batch, opts), opts))
     maxima = {}
@@ -152,9 +154,10 @@ def late_rows(spark: "SparkSession", ckpt: Checkpoint, batch: int, source: Sourc
     flipped = union_rows.filter(F.col("old_late") != F.col("new_late")).limit(2 * SAMPLES).collect()
     samples = tuple(RowSample("old" if r["old_late"] else "new", {"batch": r["batch"], **json.loads(r["row"])})
                     for r in flipped)
+    size = f", by the end of its {format_duration(window[0])} window" if window and window[0] == window[1] else \
+        f", by the end of its {format_duration(window[0])} window every {format_duration(window[1])}" if window else ""
     return LateRows((first, batch), totals["n"] or 0, totals["o"] or 0, totals["w"] or 0, samples,
-                    note="global watermark over the recorded input of source " + source.source_id +
-                         (f", window {opts.window}" if opts.window else ""))
+                    note=f"the global watermark over the recorded input of source {source.source_id}{size}")
 
 
 def with_late_rows(spark: "SparkSession", ckpt: Checkpoint, batch: int, query: NewQuery, change: WatermarkChange,

@@ -1,0 +1,59 @@
+"""``wmcheck compat``."""
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from datetime import tzinfo
+
+import click
+
+from .options import common_options, parse_pairs
+from .output import REPORT_OUTPUTS, make_output
+
+
+@click.command()
+@click.argument("checkpoint", metavar="CKPT")
+@click.option("--query", required=True, metavar="MODULE:FUNCTION",
+              help="The new code: FUNCTION(spark) returns its streaming DataFrame or DataStreamWriter.")
+@click.option("--input", "inputs", multiple=True, metavar="SOURCE=PATH",
+              help="Where a file source's logged input files are now (source id as `wmcheck batches` lists it; repeatable).")
+@click.option("--file-sink", metavar="PATH", help="The old query's file sink directory (default: the new writer's path).")
+@click.option("--batch", type=click.IntRange(min=0),
+              help="The committed batch to re-run (default: the last one that read input).")
+@click.option("--allow-output-change", is_flag=True, help="Output or state that differs is a warning (exit 0), not a failure.")
+@click.option("--output", "output", type=click.Path(dir_okay=False), help="Write the report to FILE instead of stdout.")
+@click.option("--scratch-dir", metavar="DIR", help="Where the scratch copy goes (default: the system's temporary directory).")
+@click.option("--keep-scratch", is_flag=True, help="Keep the scratch copy (its path is printed).")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=600, show_default=True,
+              help="Seconds the batch may take.")
+@click.option("--master", help="Spark master (default local[*]).")
+@click.option("--conf", "confs", multiple=True, metavar="KEY=VALUE", help="Spark conf (repeatable).")
+@click.option("--packages", multiple=True, metavar="COORDS", help="Maven packages for Spark (repeatable).")
+@click.option("--jars", multiple=True, metavar="JARS", help="Jars for Spark (repeatable).")
+@common_options(("table", "json") + tuple(REPORT_OUTPUTS))
+def compat(checkpoint: str, query: str, inputs: tuple[str, ...], file_sink: str | None, batch: int | None,
+           allow_output_change: bool, output: str | None, scratch_dir: str | None, keep_scratch: bool, timeout_s: float,
+           master: str | None, confs: tuple[str, ...], packages: tuple[str, ...], jars: tuple[str, ...], fmt: str,
+           tz: tzinfo, fs_options: tuple[str, ...]) -> None:
+    """Will the new query code restart on CKPT, and what will it change? (docs/compat.md)
+
+    Re-runs CKPT's last data batch with the new code on a scratch copy (CKPT is only read). Exit 0: it restarts
+    with the same output and state; 1: it restarts but changes them (0 with --allow-output-change); 2: Spark
+    refuses it, or the input cannot be used.
+    """
+    from wmcheck.statestore.compat import CompatOptions, prepare, run
+    from wmcheck.statestore.session import get_session
+
+    opts = CompatOptions(file_sink=file_sink, batch=batch, inputs=parse_pairs(inputs, "--input"), scratch_dir=scratch_dir,
+                         keep_scratch=keep_scratch, timeout_s=timeout_s, fs_options=parse_pairs(fs_options, "--fs-option"))
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())  # --query MODULE:FUNCTION: MODULE may be in the current directory
+    prepared = prepare(checkpoint, query, opts)  # everything that can fail before Spark starts
+    spark, _created = get_session(master, parse_pairs(confs, "--conf"), None, packages, jars)
+    report = run(spark, prepared)
+    with open(output, "w", encoding="utf-8") if output else contextlib.nullcontext() as stream:
+        make_output(fmt, stream, tz).compat(report, allow_output_change)
+    code = report.exit_code(allow_output_change)
+    if code:
+        raise click.exceptions.Exit(code)

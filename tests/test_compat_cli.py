@@ -1,0 +1,101 @@
+"""``wmcheck compat`` on the command line: every exit code (0 the same, 1 changes, 2 refused or unusable input)
+and every format, with real Spark (the session of the test run, which the command reuses), and the user's own
+errors as one line."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from xml.etree import ElementTree as ET
+
+import pytest
+from compat_oracle import MODULE, digest
+
+from conftest import ROOT, run_cli
+from restart_oracle import prepare
+
+pytestmark = pytest.mark.spark
+TESTS = ROOT / "tests"
+
+
+@pytest.fixture(scope="module")
+def fixture_copy(tmp_path_factory):
+    return prepare("agg_window_hdfs", tmp_path_factory.mktemp("compat-cli") / "agg", extra=0)
+
+
+def new_code(tmp_path: Path, root: Path, case: str) -> str:
+    module = tmp_path / f"{case}_code.py"
+    module.write_text(MODULE.format(tests=str(TESTS), name=case, input=str(root / "input"),
+                                    checkpoint=str(root / "checkpoint"), output=str(root / "output")))
+    return f"{module}:new_query"
+
+
+def test_the_same_code_restarts_with_the_same_output(spark, fixture_copy, tmp_path):
+    before = digest(fixture_copy)
+    out = run_cli("compat", fixture_copy / "checkpoint", "--query", new_code(tmp_path, fixture_copy, "same_code")).stdout
+    assert "verdict:                 restarts" in out or "verdict:" in out and "restarts" in out
+    assert "result:" in out and out.rstrip().endswith("restarts: batch 11 gives the same output and state (exit 0)")
+    assert "output:                  file sink: 3 row(s) before, 3 after; 0 only before, 0 only after" in out
+    assert digest(fixture_copy) == before
+
+
+def test_a_refused_change_exits_2_with_the_field_side_by_side(spark, fixture_copy, tmp_path):
+    query = new_code(tmp_path, fixture_copy, "add_aggregate")
+    doc = json.loads(run_cli("compat", fixture_copy / "checkpoint", "--query", query, "--format", "json",
+                             exit_code=2).stdout)
+    assert (doc["verdict"], doc["exit_code"], doc["changes"], doc["batch"]) == ("refused", 2, False, 11)
+    refusal = doc["refusal"]
+    assert refusal["error_class"] == "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE"
+    assert (refusal["operator_id"], refusal["operator"], refusal["store"]) == (0, "stateStoreSave", "default")
+    assert (refusal["schema"]["old"], refusal["schema"]["new"]) == ("count: bigint, sum: bigint",
+                                                                   "count: bigint, sum: bigint, max: int")
+    assert refusal["explanation"].startswith("operator 0 (stateStoreSave, aggregation) stores per key (count: bigint, "
+                                             "sum: bigint); the new query's is (count: bigint, sum: bigint, max: int): "
+                                             "added max int.")
+    table = run_cli("compat", fixture_copy / "checkpoint", "--query", query, exit_code=2).stdout
+    assert "Operator 0 default value schema: checkpoint -> new query" in table
+    assert [line.split() for line in table.splitlines() if line.startswith("max ")] == [["max", "int", "added"]]
+    assert "rule:" in table and "Streaming aggregation: any change in number or type of grouping keys" in table
+
+
+def test_changes_exit_1_unless_allowed(spark, fixture_copy, tmp_path):
+    query = new_code(tmp_path, fixture_copy, "add_filter")
+    github = run_cli("compat", fixture_copy / "checkpoint", "--query", query, "--format", "github", exit_code=1).stdout
+    first, summary = github.rstrip("\n").split("\n")
+    assert first.startswith(f"::error file={str(fixture_copy / 'checkpoint').replace(':', '%3A')},title=wmcheck compat%3A restarts::")
+    assert summary.startswith("restarts, with changes: state of operator 0 default: 0 added, 1 removed, 1 changed;")
+    assert summary.endswith("(exit 1)")
+    report = tmp_path / "compat.xml"
+    run_cli("compat", fixture_copy / "checkpoint", "--query", query, "--format", "junit", "--allow-output-change",
+            "--output", report)
+    suite = ET.parse(report).getroot().find("testsuite")
+    assert suite is not None and (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("3", "0", "0")
+    cases = {c.get("name"): c for c in suite.iter("testcase")}
+    assert sorted(cases) == ["output of batch 11", "restart of batch 11", "state of batch 11"]
+    state_out = cases["state of batch 11"].find("system-out")
+    assert state_out is not None and state_out.text.startswith("allowed: restarts, with changes, allowed by --allow-output-change")
+
+
+def test_the_users_exception_is_one_line_with_its_location(spark, fixture_copy, tmp_path):
+    module = tmp_path / "broken_code.py"
+    module.write_text("def new_query(spark):\n    raise ValueError('no such table: orders')\n")
+    out = run_cli("compat", fixture_copy / "checkpoint", "--query", f"{module}:new_query", exit_code=2).output
+    assert out == (f"Error: --query {module}:new_query raised ValueError: no such table: orders (at {module}:2) "
+                   "(hint: --debug shows the traceback)\n")
+
+
+@pytest.mark.parametrize("body, message", [
+    ("x = 1\n", "has no function new_query"),
+    ("def new_query(spark):\n    return spark.range(3)\n", "returned a DataFrame that is not streaming"),
+    ("def new_query(spark):\n    return 42\n", "returned int"),
+])
+def test_unusable_queries_exit_2(spark, fixture_copy, tmp_path, body, message):
+    module = tmp_path / "odd_code.py"
+    module.write_text(body)
+    out = run_cli("compat", fixture_copy / "checkpoint", "--query", f"{module}:new_query", exit_code=2).output
+    assert out.startswith("Error: --query") and message in out and "\n" not in out.rstrip("\n")
+
+
+def test_a_module_that_does_not_import_exits_2(spark, fixture_copy):
+    out = run_cli("compat", fixture_copy / "checkpoint", "--query", "no_such_module_here:new_query", exit_code=2).output
+    assert out == ("Error: --query: cannot import no_such_module_here: No module named 'no_such_module_here' "
+                   "(hint: the module must be importable from the current directory or PYTHONPATH)\n")

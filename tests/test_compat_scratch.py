@@ -1,0 +1,94 @@
+"""compat's scratch copy, without Spark: which batch it re-runs, the files it copies, and that the copy is the
+checkpoint rewound by one batch (what ``wmcheck rewind --keep-next-offsets --keep-source-log`` makes), while the
+checkpoint itself stays as it was."""
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+
+import pytest
+
+from wmcheck.checkpoint.errors import CheckpointError, MissingFileError
+from wmcheck.checkpoint.fs import open_fs
+from wmcheck.checkpoint.model import open_checkpoint
+from wmcheck.checkpoint.relocation import foreign_references
+from wmcheck.statestore.compat.scratch import make_scratch, needed_files, rerun_batch, sink_format
+
+from conftest import FIXTURES, fixture_checkpoint
+
+
+def digest(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_the_rerun_batch_is_the_last_one_that_read_input():
+    ckpt = open_checkpoint(str(fixture_checkpoint("agg_window_hdfs")))
+    assert (ckpt.last_committed_batch, rerun_batch(ckpt)) == (12, 11)  # 12 is the run's closing no-data batch
+    assert rerun_batch(ckpt, 12) == 12 and rerun_batch(ckpt, 0) == 0
+
+
+def test_a_batch_that_cannot_be_rerun_is_refused():
+    ckpt = open_checkpoint(str(fixture_checkpoint("agg_window_hdfs")))
+    with pytest.raises(CheckpointError, match="batch 13 is not a committed batch") as err:
+        rerun_batch(ckpt, 13)
+    assert err.value.param == "batch"
+    compacted = open_checkpoint(str(fixture_checkpoint("compaction")))
+    first = min(compacted.offset_ids)
+    with pytest.raises(MissingFileError, match=f"batch {first - 1} it starts from was purged"):
+        rerun_batch(compacted, first)
+
+
+def test_only_what_the_batch_reads_is_copied():
+    ckpt = open_checkpoint(str(fixture_checkpoint("agg_window_hdfs")))
+    files = needed_files(ckpt, 11)
+    logs = sorted(p for p in files if p.startswith(("offsets/", "commits/")) and not p.endswith(".crc"))
+    assert logs == ["commits/10", "offsets/10", "offsets/11"]
+    deltas = sorted({int(p.rsplit("/", 1)[1].split(".")[0]) for p in files if p.startswith("state/0/") and p.endswith(".delta")})
+    assert deltas == list(range(1, 12))  # HDFS: no snapshot, so every delta up to version 11
+    assert not [p for p in files if "/12.delta" in p or "/13.delta" in p]
+    assert "state/0/0/_metadata/schema" in files and "metadata" in files
+
+
+def test_the_scratch_copy_is_the_checkpoint_rewound_by_one_batch(tmp_path):
+    src = tmp_path / "fixture"
+    shutil.copytree(FIXTURES / "agg_window_hdfs", src)
+    before = digest(src)
+    scratch = make_scratch(open_checkpoint(str(src / "checkpoint")), 11, str(tmp_path / "scratch"),
+                           open_fs(str(src / "output")))
+    assert digest(src) == before
+    copy = open_checkpoint(scratch.checkpoint)
+    assert (copy.last_committed_batch, copy.last_batch, copy.next_batch) == (10, 11, 11)
+    assert sorted(p.name for p in Path(scratch.checkpoint, "offsets").iterdir() if not p.name.startswith(".")) == ["10", "11"]
+    assert not Path(scratch.checkpoint, "_wmcheck").exists()
+    sink_log = sorted(int(p.name) for p in Path(scratch.sink, "_spark_metadata").iterdir() if p.name.isdigit())
+    assert sink_log[-1] == 10
+    assert not [p for p in Path(scratch.sink).iterdir() if p.name != "_spark_metadata"]  # no data file is copied
+    assert scratch.files == len(needed_files(open_checkpoint(str(src / "checkpoint")), 11)) + len(
+        list((src / "output" / "_spark_metadata").iterdir()))
+
+
+@pytest.mark.parametrize("name", ["agg_window_rocksdb", "checkpoint_v2"])
+def test_rocksdb_and_checkpoint_v2_copies_load_the_batch_state(tmp_path, name):
+    ckpt = open_checkpoint(str(fixture_checkpoint(name)))
+    batch = rerun_batch(ckpt)
+    scratch = make_scratch(ckpt, batch, str(tmp_path / "scratch"))
+    copy = open_checkpoint(scratch.checkpoint)
+    assert copy.last_committed_batch == batch - 1
+    assert all(copy.operators[0].partitions[i].can_load(batch, None if name != "checkpoint_v2" else
+               copy.unique_ids_for(0, copy.operators[0].partitions[i].partition, 0))
+               for i in range(len(copy.operators[0].partitions)))
+    later = [f for op in ckpt.operators for p in op.partitions for f in p.files if f.version > batch]
+    assert later and not [f for op in copy.operators for p in op.partitions for f in p.files if f.version > batch]
+
+
+def test_a_transform_with_state_copy_names_its_own_schema_files(tmp_path):
+    ckpt = open_checkpoint(str(fixture_checkpoint("tws_pandas")))
+    assert foreign_references(ckpt)  # the fixture names schema files where it was generated
+    scratch = make_scratch(ckpt, rerun_batch(ckpt), str(tmp_path / "scratch"))
+    assert foreign_references(open_checkpoint(scratch.checkpoint)) == []
+
+
+def test_the_sink_format_comes_from_its_data_files():
+    assert sink_format(open_fs(str(FIXTURES / "agg_window_hdfs" / "output"))) == "parquet"
+    assert sink_format(open_fs(str(FIXTURES / "chained_aggs" / "output"))) == "json"
