@@ -88,9 +88,9 @@ def needed_files(ckpt: Checkpoint, batch: int) -> list[str]:
                 raise MissingFileError(f"state version {batch} of {part.directory} cannot be rebuilt (version {missing} "
                                        "is missing)", path=part.directory, hint="pick a later batch", param="batch")
             paths += _with_sidecars(fs, [f.path for f in chain], present)
-            zips = [f for f in chain if f.kind == "zip"]
-            if zips and part.sst_files:
-                wanted = zip_sst_files(fs.read(zips[0].path)) or {i.name for i in part.sst_files}
+            bases = [f for f in chain if f.format.shared_dir]  # a RocksDB zip names the SSTs it needs
+            if bases and part.sst_files:
+                wanted = zip_sst_files(fs.read(bases[0].path), bases[0].path) or {i.name for i in part.sst_files}
                 paths += _with_sidecars(fs, [i.path for i in part.sst_files if i.name in wanted], present)
             paths += [i.path for i in part.other_files]
     for files in layout.operators:
