@@ -371,7 +371,9 @@ def _samples(samples: Sequence[Any]) -> list[dict[str, Any]]:
 
 def compat_report(report: "CompatReport") -> tuple[Fields, list[Table]]:
     """``wmcheck compat``."""
-    fields: Fields = [("checkpoint", report.checkpoint), ("query", report.query), ("batch re-run", report.batch),
+    how = {"rerun": "a committed batch, re-run", "pending": "the planned batch a restart re-runs",
+           "next": "the batch a restart plans next"}.get(report.how, report.how)
+    fields: Fields = [("checkpoint", report.checkpoint), ("query", report.query), ("batch", f"{report.batch} ({how})"),
                       ("verdict", report.verdict)]
     tables: list[Table] = []
     refusal = report.refusal

@@ -28,6 +28,9 @@ class Case:
     """Whether compat reports changes (output, state, schemas, watermark) for the re-run batch."""
     conf: dict[str, str] = field(default_factory=dict)
     """SQL confs of the new code's session, on top of the fixture's."""
+    pending: bool = False
+    """Start from the fixture with its last commit gone (a crash after the offsets, before the commit), so that
+    a restart re-runs the last batch."""
 
 
 def _events(spark, input_dir, delay="10 seconds", files=1):
@@ -247,6 +250,8 @@ CASES: dict[str, Case] = {
     "add_stateful_operator": Case("agg_window_hdfs", add_stateful_operator, REFUSED, OPERATORS),
     "remove_stateful_operator": Case("agg_window_hdfs", remove_stateful_operator, REFUSED, OPERATORS),
     "swap_source_path": Case("agg_window_hdfs", swap_source_path, RESTARTS, changes=False),
+    "swap_source_path_pending": Case("agg_window_hdfs", swap_source_path, REFUSED, "java.lang.IllegalArgumentException",
+                                     pending=True),
     "more_files_per_trigger": Case("agg_window_hdfs", more_files_per_trigger, RESTARTS, changes=False),
     "add_source": Case("agg_window_hdfs", add_source, REFUSED, "java.lang.AssertionError"),
     "update_output_mode": Case("agg_window_hdfs", update_output_mode, REFUSED, "STREAMING_OUTPUT_MODE.UNSUPPORTED_DATASOURCE"),

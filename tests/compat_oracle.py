@@ -8,7 +8,8 @@ Per case of tests/compat_cases.py, on copies of its fixture (tests/restart_oracl
   (checkpoint, input, output) is byte for byte what it was.
 * ``restart``: the new code restarted for real on a copy with one new input file: Spark's error, or the batches.
 * ``rewound``: when it restarts, the new code restarted on a copy rewound (``wmcheck rewind``, keeping the next
-  offsets and the source log) to the batch before the one compat re-ran: that batch's rows as Spark wrote them.
+  offsets and the source log) to the batch before the one compat re-ran (not rewound when compat ran the batch a
+  restart plans next): that batch's rows as Spark wrote them.
 * ``old``: the rows the fixture's old code wrote for that batch.
 
 Rows are JSON strings (``to_json`` of each row), sorted.
@@ -87,6 +88,23 @@ def _rows(spark, root: Path, fixture: str, batch: int, like, spec) -> list[str] 
     return sink_rows(spark, root / "output", batch, spec["sink_format"], like)
 
 
+def uncommit_last(root: Path) -> None:
+    """Remove the last commit (and its checksums): the checkpoint a crash before the commit leaves."""
+    last = max(int(p.name) for p in (root / "checkpoint" / "commits").iterdir() if p.name.isdigit())
+    for path in (root / "checkpoint" / "commits").iterdir():
+        if path.name in (str(last), f".{last}.crc", f"{last}.crc"):
+            path.unlink()
+
+
+def _copy(case, path: Path, extra: int) -> Path:
+    from restart_oracle import prepare
+
+    root = prepare(case.fixture, path, extra=extra)
+    if case.pending:
+        uncommit_last(root)
+    return root
+
+
 def _case(spark, name: str, work: Path) -> dict:
     from compat_cases import CASES
 
@@ -94,12 +112,12 @@ def _case(spark, name: str, work: Path) -> dict:
     from wmcheck.statestore.compat import CompatOptions, compat
 
     import restart_oracle
-    from restart_oracle import QUERIES, prepare
+    from restart_oracle import QUERIES
 
     case = CASES[name]
     spec = QUERIES.FIXTURES[case.fixture]
     base = work / name
-    a = prepare(case.fixture, base / "a", extra=0)
+    a = _copy(case, base / "a", extra=0)
     before = digest(a)
     module = base / "new_code.py"
     module.write_text(MODULE.format(tests=str(HERE), name=name, input=str(a / "input"), checkpoint=str(a / "checkpoint"),
@@ -133,15 +151,16 @@ def _case(spark, name: str, work: Path) -> dict:
             out["compat_rows"] = _json_rows(session.read.parquet(str(captured))) if captured.exists() else []
         out["old"] = _rows(session, a, case.fixture, batch, like, spec)
     started = time.monotonic()
-    b = prepare(case.fixture, base / "b", extra=1)
+    b = _copy(case, base / "b", extra=1)
     out["restart"] = restart_oracle._restart(spark, case.fixture, b, case.query, case.conf)
     out["restart"].pop("rows", None)
     if out["restart"]["error"] is None and batch is not None:
-        c = prepare(case.fixture, base / "c", extra=0)
+        c = _copy(case, base / "c", extra=0)
         sink = str(c / "output") if spec["sink"] != "foreachBatch" else None
-        repair.run(str(c / "checkpoint"), repair.RewindRequest(to_batch=batch - 1, keep_next_offsets=True,
-                                                                 keep_source_log=True, file_sink=sink),
-                   repair.RunOptions(execute=True, idle_ms=0))
+        if out["compat"]["how"] != "next":  # else the copy restarts as it is: the batch a restart plans next
+            repair.run(str(c / "checkpoint"), repair.RewindRequest(to_batch=batch - 1, keep_next_offsets=True,
+                                                                     keep_source_log=True, file_sink=sink),
+                       repair.RunOptions(execute=True, idle_ms=0))
         if spec["sink"] == "foreachBatch":
             for stale in (c / "output").glob("batch-*.json"):
                 if int(stale.stem.split("-")[1]) >= batch:

@@ -24,8 +24,15 @@ def digest(root: Path) -> dict[str, str]:
 
 def test_the_rerun_batch_is_the_last_one_that_read_input():
     ckpt = open_checkpoint(str(fixture_checkpoint("agg_window_hdfs")))
-    assert (ckpt.last_committed_batch, rerun_batch(ckpt)) == (12, 11)  # 12 is the run's closing no-data batch
-    assert rerun_batch(ckpt, 12) == 12 and rerun_batch(ckpt, 0) == 0
+    assert (ckpt.last_committed_batch, rerun_batch(ckpt)) == (12, (11, "rerun"))  # 12: the run's closing no-data batch
+    assert rerun_batch(ckpt, 12) == (12, "rerun") and rerun_batch(ckpt, 0) == (0, "rerun")
+
+
+def test_a_pending_batch_is_the_one_a_restart_reruns(tmp_path):
+    shutil.copytree(fixture_checkpoint("agg_window_hdfs"), tmp_path / "ckpt")
+    for name in ("12", ".12.crc"):
+        (tmp_path / "ckpt" / "commits" / name).unlink()
+    assert rerun_batch(open_checkpoint(str(tmp_path / "ckpt"))) == (12, "pending")
 
 
 def test_a_batch_that_cannot_be_rerun_is_refused():
@@ -71,7 +78,7 @@ def test_the_scratch_copy_is_the_checkpoint_rewound_by_one_batch(tmp_path):
 @pytest.mark.parametrize("name", ["agg_window_rocksdb", "checkpoint_v2"])
 def test_rocksdb_and_checkpoint_v2_copies_load_the_batch_state(tmp_path, name):
     ckpt = open_checkpoint(str(fixture_checkpoint(name)))
-    batch = rerun_batch(ckpt)
+    batch, _ = rerun_batch(ckpt)
     scratch = make_scratch(ckpt, batch, str(tmp_path / "scratch"))
     copy = open_checkpoint(scratch.checkpoint)
     assert copy.last_committed_batch == batch - 1
@@ -85,7 +92,7 @@ def test_rocksdb_and_checkpoint_v2_copies_load_the_batch_state(tmp_path, name):
 def test_a_transform_with_state_copy_names_its_own_schema_files(tmp_path):
     ckpt = open_checkpoint(str(fixture_checkpoint("tws_pandas")))
     assert foreign_references(ckpt)  # the fixture names schema files where it was generated
-    scratch = make_scratch(ckpt, rerun_batch(ckpt), str(tmp_path / "scratch"))
+    scratch = make_scratch(ckpt, rerun_batch(ckpt)[0], str(tmp_path / "scratch"))
     assert foreign_references(open_checkpoint(scratch.checkpoint)) == []
 
 

@@ -19,6 +19,7 @@ from wmcheck.checkpoint.batch_inputs import plan_batch
 from wmcheck.checkpoint.errors import CheckpointError, MissingFileError, UnsupportedError, arg
 from wmcheck.checkpoint.fs import FileSystem, open_fs, require_dir
 from wmcheck.checkpoint.layout import SINK_LOG
+from wmcheck.checkpoint.locations import spark_location
 from wmcheck.checkpoint.model import Checkpoint, open_checkpoint
 
 from ..sinks import load_callable
@@ -27,7 +28,7 @@ from .compare import diff_output, read_files, schema_changes, schemas_of, sink_b
 from .explain import explain
 from .query import CAPTURED, CAPTURED_SCHEMA, DEFAULT_TIMEOUT_S, BatchRun, NewQuery, build, run_batch
 from .results import REFUSED, RESTARTS, CompatReport, OutputChange, SourceNote
-from .scratch import Scratch, make_scratch, rerun_batch, sink_format
+from .scratch import NEXT, RERUN, Scratch, make_scratch, rerun_batch, sink_format
 from .watermark import POLICY, watermark_change, with_late_rows
 
 if TYPE_CHECKING:
@@ -107,20 +108,19 @@ def _missing_files(ckpt: Checkpoint, batch: int, path_map: Mapping[str, str], fs
                 hint=f"{arg('inputs', src.source_id + '=DIR')} if they moved, or another {arg('batch')}")
 
 
-def _source_changes(ckpt: Checkpoint, batch: int, query: NewQuery) -> tuple[str, ...]:
-    """Notes on file sources the new query reads from another directory than the one its log names."""
+def _moved_sources(ckpt: Checkpoint, batch: int, query: NewQuery) -> list[tuple[str, str, str]]:
+    """(source id, the new query's path, the directory its log names) of every file source the new query reads from
+    another directory than the one holding the files it logged for ``batch``."""
     planned = plan_batch(ckpt, batch, sizes=False)
     out = []
     for src, new in zip(planned.sources, query.sources):
         if src.kind != "file" or not new.paths or not src.files:
             continue
-        logged = _common_dir([f.location for f in src.files]).rstrip("/")
-        wanted = new.paths[0].rstrip("/")
-        if not (logged.endswith(wanted) or wanted.endswith(logged.split(":", 1)[-1])):
-            out.append(f"source {src.source_id} now reads {wanted}, but its log names files under {logged}: the batches "
-                       f"after a restart read every file under {wanted} that the log does not name (the log keeps the "
-                       "old files seen). Spark's guide: changes to subscribed topics/files are generally not allowed")
-    return tuple(out)
+        logged = _common_dir([spark_location(f.location) for f in src.files]).rstrip("/")
+        wanted = spark_location(new.paths[0]).rstrip("/")
+        if not (logged + "/").startswith(wanted + "/"):
+            out.append((src.source_id, wanted, logged))
+    return out
 
 
 def _output(spark: "SparkSession", query: NewQuery, scratch: Scratch, run: BatchRun,
@@ -152,6 +152,7 @@ class Prepared:
 
     ckpt: Checkpoint
     batch: int
+    how: str
     spec: str
     fn: Callable
     sources: tuple[SourceNote, ...]
@@ -163,13 +164,13 @@ class Prepared:
 def prepare(checkpoint: Checkpoint | str, query: str | Callable, options: CompatOptions = CompatOptions()) -> Prepared:
     """Check what can be checked without Spark (the checkpoint, the batch, the query function, the input)."""
     ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else open_checkpoint(str(checkpoint), options.fs_options)
-    batch = rerun_batch(ckpt, options.batch)
+    batch, how = rerun_batch(ckpt, options.batch)
     spec = query if isinstance(query, str) else getattr(query, "__qualname__", repr(query))
     fn = load_callable(query, "query", QUERY_EXAMPLE) if isinstance(query, str) else query
     sources, path_map = source_notes(ckpt, batch, options.inputs, options.fs_options)
     _missing_files(ckpt, batch, path_map, options.fs_options)
     sink = _open_sink(options.file_sink, options.fs_options) if options.file_sink else None
-    return Prepared(ckpt, batch, spec, fn, sources, path_map, sink, options)
+    return Prepared(ckpt, batch, how, spec, fn, sources, path_map, sink, options)
 
 
 def run(spark: "SparkSession", prepared: Prepared) -> CompatReport:
@@ -182,12 +183,20 @@ def run(spark: "SparkSession", prepared: Prepared) -> CompatReport:
             sink = _open_sink(new.sink.path, options.fs_options)
         except CheckpointError:
             sink = None
-    notes = _source_changes(ckpt, batch, new)
+    notes: tuple[str, ...] = tuple(
+        f"source {sid} now reads {wanted}, but its log names files under {logged}: after a restart it reads every "
+        f"file under {wanted} that the log does not name (the log keeps the old files it saw)"
+        for sid, wanted, logged in _moved_sources(ckpt, batch, new))
+    how = prepared.how
+    if notes and how == RERUN:
+        batch, how = (ckpt.last_committed_batch or 0) + 1, NEXT
+        notes += (f"Spark refuses to re-run a recorded batch whose files are not under the source's new path, so compat "
+                  f"runs batch {batch}, the one a restart plans next",)
     if new.sink.is_file and sink is None:
         notes += (f"the old sink's log was not found: pass {arg('file_sink')} to compare the output",)
     root = tempfile.mkdtemp(prefix="wmcheck-compat-", dir=options.scratch_dir)
     try:
-        scratch = make_scratch(ckpt, batch, root, sink if new.sink.is_file else None)
+        scratch = make_scratch(ckpt, batch, root, sink if new.sink.is_file else None, rewind=how != NEXT)
         if prepared.path_map:
             repair.run(scratch.checkpoint, repair.RelocateRequest(path_map=prepared.path_map),
                        repair.RunOptions(execute=True, idle_ms=0))
@@ -197,17 +206,27 @@ def run(spark: "SparkSession", prepared: Prepared) -> CompatReport:
         if options.keep_scratch:
             notes += (f"scratch copy kept at {root}",)
         if attempt.failure is not None:
-            return CompatReport(ckpt.location, spec, batch, REFUSED, refusal=explain(ckpt, attempt.failure),
+            return CompatReport(ckpt.location, spec, batch, how, REFUSED, refusal=explain(ckpt, attempt.failure),
                                 sources=prepared.sources, notes=notes, seconds=time.monotonic() - started)
         if batch not in attempt.batches:
-            notes += (f"Spark ran batches {list(attempt.batches)} instead of batch {batch}",)
+            ran = ", ".join(map(str, attempt.batches)) or "none"
+            notes += (f"Spark ran batch(es) {ran}, not batch {batch}" + (": no new input" if how == NEXT else ""),)
+            if how == NEXT:
+                batch = attempt.batches[0] if attempt.batches else batch
         copy = open_checkpoint(scratch.checkpoint)
-        with spark_errors("reading the re-run batch's output"):
-            output = _output(spark, new, scratch, attempt, sink)
-        change = watermark_change(ckpt, copy, batch, new, spark.conf.get(POLICY, None))
+        ran_batch = batch in attempt.batches
+        with spark_errors("reading the batch's output"):
+            output = _output(spark, new, scratch, attempt, sink if how != NEXT else None) if ran_batch else None
+        recorded = min(batch, ckpt.last_committed_batch or 0)
+        change = watermark_change(ckpt if how != NEXT else copy, copy, batch, new, spark.conf.get(POLICY, None))
+        if how == NEXT:
+            change = replace(change, old_next_ms=None)
         with spark_errors("replaying the recorded input for late rows"):
-            change = with_late_rows(spark, ckpt, batch, new, change, dict(options.fs_options))
-        report = CompatReport(ckpt.location, spec, batch, RESTARTS, output=output, state=state_changes(ckpt, copy, batch),
+            change = with_late_rows(spark, ckpt, recorded, new, change, dict(options.fs_options))
+        state = state_changes(ckpt, copy, batch) if how != NEXT else ()
+        if how == NEXT:
+            notes += (f"batch {batch} is new: the old code never ran it, so its output and state are not compared",)
+        report = CompatReport(ckpt.location, spec, batch, how, RESTARTS, output=output, state=state,
                               schemas=schema_changes(before, schemas_of(copy)), watermark=change,
                               sources=prepared.sources, notes=notes)
         return replace(report, seconds=time.monotonic() - started)

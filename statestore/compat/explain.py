@@ -23,6 +23,8 @@ TWS_GUIDE = ("https://spark.apache.org/docs/latest/streaming/structured-streamin
              "#state-schema-evolution")
 STATEFUL_RULE = Rule("Changes in stateful operations: any change (addition, deletion, or schema modification) to the "
                      "stateful operations of a streaming query is not allowed between restarts.", GUIDE)
+FILES_RULE = Rule("Changes in the parameters of input sources: changes to subscribed topics/files are generally not "
+                  "allowed as the results are unpredictable.", GUIDE)
 SOURCES_RULE = Rule("Changes in the number or type (i.e. different source) of input sources: not allowed.", GUIDE)
 TWS_RULE = Rule("transformWithState evolves only the value side of a state variable, and only with "
                 "spark.sql.streaming.stateStore.encodingFormat=avro: adding, removing, widening or reordering fields "
@@ -41,9 +43,12 @@ KINDS = {"stateStoreSave": "aggregation", "sessionWindowStateStoreSaveExec": "ag
          "dedupeWithinWatermark": "deduplication", "symmetricHashJoin": "join",
          "flatMapGroupsWithState": "arbitrary", "applyInPandasWithState": "arbitrary"}
 STREAM_FAILED = "STREAM_FAILED"
+INTERNAL_FAMILY = "$"
+"""transformWithState's own column families start with it (``$rowCounter_<var>``, ``$ttl_<var>``, timers)."""
 _PLAN_DUMP = "\n=== Streaming Query ==="
 _SCHEMA_ERROR = re.compile(r"(Existing|new|old) (key|value)_schema=")
 _OPERATOR = re.compile(r"\(OperatorId: (\d+) -> OperatorName: ([^)]+)\)")
+_BASE_PATH = re.compile(r"Wrong basePath (\S+) for the root path: (\S+)")
 _SOURCES = re.compile(r"There are \[(\d+)\] sources in the checkpoint offsets and now there are \[(\d+)\] sources")
 
 
@@ -138,8 +143,11 @@ def _schema_refusal(ckpt: Checkpoint, failure: SparkFailure, message: str) -> Re
     if found is None:
         return None
     part, old, new = found
-    match = next(((op_id, name, store, cf) for op_id, name, store, cf in store_schemas(ckpt)
-                  if struct_fields(cf.key_schema if part == "key" else cf.value_schema) == old), None)
+    found_in = [(op_id, name, store, cf) for op_id, name, store, cf in store_schemas(ckpt)
+                if struct_fields(cf.key_schema if part == "key" else cf.value_schema) == old]
+    # Spark's own column families ($rowCounter_..., $ttl_..., timers) never change with user code: prefer the user's
+    found_in.sort(key=lambda m: m[3].name.startswith(INTERNAL_FAMILY))
+    match = found_in[0] if found_in else None
     op_id, name, store, family = match if match else (None, None, None, None)
     where = part if family is None or family.name == "default" else f"{part} of {family.name}"
     change = SchemaChange(op_id, store, where, side_by_side(old, new), render(old), render(new))
@@ -186,11 +194,21 @@ def _sources_refusal(failure: SparkFailure, message: str) -> Refusal | None:
     return Refusal(failure.error_class, message, explanation, sources=(old, new), rule=SOURCES_RULE)
 
 
+def _path_refusal(failure: SparkFailure, message: str) -> Refusal | None:
+    match = _BASE_PATH.search(message)
+    if match is None:
+        return None
+    explanation = (f"a file source now reads {match[1]}, but the batch Spark re-runs reads the files its log recorded, "
+                   f"such as {match[2]}, which are not under it: Spark reads a batch's files relative to the source "
+                   "path and refuses others")
+    return Refusal(failure.error_class, message, explanation, rule=FILES_RULE)
+
+
 def explain(ckpt: Checkpoint, failure: SparkFailure) -> Refusal:
     """Spark's failure as a :class:`Refusal`, translated where wmcheck knows the error."""
     message = clean_message(failure.message)
     for translate in (lambda: _schema_refusal(ckpt, failure, message), lambda: _operator_refusal(failure, message),
-                      lambda: _sources_refusal(failure, message)):
+                      lambda: _sources_refusal(failure, message), lambda: _path_refusal(failure, message)):
         found = translate()
         if found is not None:
             return found

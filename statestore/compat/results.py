@@ -178,7 +178,10 @@ class CompatReport:
     checkpoint: str
     query: str
     batch: int
-    """The batch re-run with the new code (the copy was rewound to the batch before it)."""
+    """The batch run with the new code."""
+    how: str
+    """``rerun``: a committed batch re-run (the copy rewound to the batch before it); ``pending``: the planned batch
+    a restart re-runs; ``next``: the batch a restart plans next (the copy as it is)."""
     verdict: str
     """``restarts`` or ``refused``."""
     refusal: Refusal | None = None

@@ -25,6 +25,9 @@ from wmcheck.checkpoint.repair.rewind import zip_sst_files
 from wmcheck.checkpoint.stall import batch_activity
 
 CHECKPOINT_DIR, SINK_DIR = "checkpoint", "sink"
+RERUN, PENDING, NEXT = "rerun", "pending", "next"
+"""How the batch is chosen: a committed batch re-run with the new code, the planned batch a restart re-runs,
+or the batch a restart plans next (when re-running a recorded one cannot say what a restart does)."""
 
 
 @dataclass(frozen=True)
@@ -39,28 +42,38 @@ class Scratch:
     bytes: int
 
 
-def rerun_batch(ckpt: Checkpoint, batch: int | None = None) -> int:
-    """The batch to re-run: ``batch`` when given (checked), else the last committed batch that read new input
-    (a no-data batch only evicts, so it shows little of what new code does), else the last committed one."""
+def rerun_batch(ckpt: Checkpoint, batch: int | None = None) -> tuple[int, str]:
+    """The batch to run and how it is chosen: ``batch`` when given (checked); else the planned batch a restart
+    re-runs (``pending``); else the last committed batch that read new input (``rerun``: a no-data batch only
+    evicts, so it shows little of what new code does), else the last committed one."""
+    committed = set(ckpt.commit_ids)
+    offsets = ckpt.offset_id_set
     done = ckpt.last_committed_batch
+    pending = ckpt.pending_batch
+
+    def starts(b: int) -> bool:
+        return b == 0 or (b - 1 in committed and b - 1 in offsets)
+
+    if batch is not None:
+        if batch == pending and starts(batch):
+            return batch, PENDING
+        if batch not in committed or batch not in offsets:
+            raise CheckpointError(f"batch {batch} is not a committed batch with its offsets file", param="batch",
+                                  hint=f"pick one of the retained committed batches (the last is {done})")
+        if not starts(batch):
+            raise MissingFileError(f"batch {batch} cannot be re-run: batch {batch - 1} it starts from was purged",
+                                   path=f"{COMMITS}/{batch - 1}", hint="pick a later batch", param="batch")
+        return batch, RERUN
+    if pending is not None and starts(pending):
+        return pending, PENDING
     if done is None:
         raise MissingFileError("the checkpoint has no committed batch: there is nothing to restart from",
                                path=COMMITS, hint="run the old query for at least one batch first")
-    committed = set(ckpt.commit_ids)
-    offsets = ckpt.offset_id_set
-    if batch is not None:
-        if batch not in committed or batch not in offsets:
-            raise CheckpointError(f"batch {batch} is not a committed batch with its offsets file",
-                                  hint=f"pick one of the retained committed batches (the last is {done})", param="batch")
-        if batch > 0 and (batch - 1 not in committed or batch - 1 not in offsets):
-            raise MissingFileError(f"batch {batch} cannot be re-run: batch {batch - 1} it starts from was purged",
-                                   path=f"{COMMITS}/{batch - 1}", hint="pick a later batch", param="batch")
-        return batch
-    candidates = [b for b in sorted(committed & offsets, reverse=True) if b == 0 or (b - 1 in committed and b - 1 in offsets)]
+    candidates = [b for b in sorted(committed & offsets, reverse=True) if starts(b)]
     if not candidates:
         raise MissingFileError(f"no committed batch can be re-run: the batches before {done} were purged",
                                path=OFFSETS, hint="Spark keeps spark.sql.streaming.minBatchesToRetain batches")
-    return next((b for b in candidates if batch_activity(ckpt, b).data_batch), candidates[0])
+    return next((b for b in candidates if batch_activity(ckpt, b).data_batch), candidates[0]), RERUN
 
 
 def _with_sidecars(fs: FileSystem, paths: list[str], present: set[str] | None = None) -> list[str]:
@@ -72,7 +85,8 @@ def _with_sidecars(fs: FileSystem, paths: list[str], present: set[str] | None = 
 
 
 def needed_files(ckpt: Checkpoint, batch: int) -> list[str]:
-    """Every checkpoint file (relative path) Spark reads to re-run ``batch`` after a rewind to ``batch - 1``."""
+    """Every checkpoint file (relative path) Spark reads to run ``batch`` after ``batch - 1`` (its offsets file
+    when it has one: a re-run)."""
     fs = ckpt.fs
     logs = [METADATA, f"{OFFSETS}/{batch}"] + ([f"{OFFSETS}/{batch - 1}", f"{COMMITS}/{batch - 1}"] if batch > 0 else [])
     paths = _with_sidecars(fs, [p for p in logs if fs.exists(p)])
@@ -112,8 +126,9 @@ def _copy(fs: FileSystem, paths: list[str], target: str) -> int:
     return total
 
 
-def make_scratch(ckpt: Checkpoint, batch: int, root: str, sink: FileSystem | None = None) -> Scratch:
-    """Copy what re-running ``batch`` needs into ``root`` (an empty local directory) and rewind the copy."""
+def make_scratch(ckpt: Checkpoint, batch: int, root: str, sink: FileSystem | None = None, rewind: bool = True) -> Scratch:
+    """Copy what running ``batch`` needs into ``root`` (an empty local directory) and, with ``rewind``, rewind
+    the copy so that the recorded ``batch`` runs again (else ``batch`` is the one after the last committed)."""
     files = needed_files(ckpt, batch)
     target = os.path.join(root, CHECKPOINT_DIR)
     size = _copy(ckpt.fs, files, target)
@@ -127,14 +142,14 @@ def make_scratch(ckpt: Checkpoint, batch: int, root: str, sink: FileSystem | Non
     copy = Checkpoint.open(target)
     if foreign_references(copy):
         repair.run(target, repair.RelocateRequest(), repair.RunOptions(execute=True, idle_ms=0))
-    if batch > 0:
+    if rewind and batch > 0:
         try:
             repair.run(target, repair.RewindRequest(to_batch=batch - 1, file_sink=sink_dir, keep_next_offsets=True,
                                                     keep_source_log=True), repair.RunOptions(execute=True, idle_ms=0))
         except RefusedError as exc:
             raise RefusedError(f"batch {batch} cannot be re-run: {exc.message}", hint=f"pick another {arg('batch')}",
                                param="batch") from None
-    elif sink_dir is not None:
+    elif rewind and sink_dir is not None:
         for name in os.listdir(os.path.join(sink_dir, SINK_LOG)):
             os.remove(os.path.join(sink_dir, SINK_LOG, name))  # batch 0 starts a sink without a log
     shutil.rmtree(os.path.join(target, OWN_DIR), ignore_errors=True)
