@@ -29,8 +29,8 @@ class Case:
     conf: dict[str, str] = field(default_factory=dict)
     """SQL confs of the new code's session, on top of the fixture's."""
     pending: bool = False
-    """Start from the fixture with its last commit gone (a crash after the offsets, before the commit), so that
-    a restart re-runs the last batch."""
+    """Start from the fixture as a crash in its last data batch leaves it (planned, not committed), so that a
+    restart re-runs that batch."""
 
 
 def _events(spark, input_dir, delay="10 seconds", files=1):

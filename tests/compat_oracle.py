@@ -88,20 +88,26 @@ def _rows(spark, root: Path, fixture: str, batch: int, like, spec) -> list[str] 
     return sink_rows(spark, root / "output", batch, spec["sink_format"], like)
 
 
-def uncommit_last(root: Path) -> None:
-    """Remove the last commit (and its checksums): the checkpoint a crash before the commit leaves."""
-    last = max(int(p.name) for p in (root / "checkpoint" / "commits").iterdir() if p.name.isdigit())
-    for path in (root / "checkpoint" / "commits").iterdir():
-        if path.name in (str(last), f".{last}.crc", f"{last}.crc"):
-            path.unlink()
+def crash_in_last_data_batch(root: Path, sink: bool) -> None:
+    """Make the last batch that read input planned but not committed, as a crash in it leaves the checkpoint:
+    ``wmcheck rewind`` to the batch before, keeping its offsets file."""
+    from wmcheck.checkpoint import repair
+    from wmcheck.checkpoint.model import open_checkpoint
+    from wmcheck.statestore.compat.scratch import rerun_batch
+
+    batch, _ = rerun_batch(open_checkpoint(str(root / "checkpoint")))
+    repair.run(str(root / "checkpoint"), repair.RewindRequest(to_batch=batch - 1, keep_next_offsets=True,
+                                                              file_sink=str(root / "output") if sink else None),
+               repair.RunOptions(execute=True, idle_ms=0))
+    shutil.rmtree(root / "checkpoint" / "_wmcheck")
 
 
 def _copy(case, path: Path, extra: int) -> Path:
-    from restart_oracle import prepare
+    from restart_oracle import QUERIES, prepare
 
     root = prepare(case.fixture, path, extra=extra)
     if case.pending:
-        uncommit_last(root)
+        crash_in_last_data_batch(root, QUERIES.FIXTURES[case.fixture]["sink"] != "foreachBatch")
     return root
 
 

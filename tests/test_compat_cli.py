@@ -32,9 +32,10 @@ def new_code(tmp_path: Path, root: Path, case: str) -> str:
 def test_the_same_code_restarts_with_the_same_output(spark, fixture_copy, tmp_path):
     before = digest(fixture_copy)
     out = run_cli("compat", fixture_copy / "checkpoint", "--query", new_code(tmp_path, fixture_copy, "same_code")).stdout
-    assert "verdict:                 restarts" in out or "verdict:" in out and "restarts" in out
-    assert "result:" in out and out.rstrip().endswith("restarts: batch 11 gives the same output and state (exit 0)")
-    assert "output:                  file sink: 3 row(s) before, 3 after; 0 only before, 0 only after" in out
+    lines = out.splitlines()
+    assert "batch:                  11 (a committed batch, re-run)" in lines and "verdict:                restarts" in lines
+    assert "output:                 file sink: 3 row(s) before, 3 after; 0 only before, 0 only after" in lines
+    assert lines[-1] == "restarts: batch 11 gives the same output and state (exit 0)"
     assert digest(fixture_copy) == before
 
 
@@ -78,7 +79,9 @@ def test_changes_exit_1_unless_allowed(spark, fixture_copy, tmp_path):
 def test_the_users_exception_is_one_line_with_its_location(spark, fixture_copy, tmp_path):
     module = tmp_path / "broken_code.py"
     module.write_text("def new_query(spark):\n    raise ValueError('no such table: orders')\n")
+    before = digest(fixture_copy)
     out = run_cli("compat", fixture_copy / "checkpoint", "--query", f"{module}:new_query", exit_code=2).output
+    assert digest(fixture_copy) == before
     assert out == (f"Error: --query {module}:new_query raised ValueError: no such table: orders (at {module}:2) "
                    "(hint: --debug shows the traceback)\n")
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Callable, Mapping
 from wmcheck.checkpoint import repair
 from wmcheck.checkpoint.batch_inputs import plan_batch
 from wmcheck.checkpoint.errors import CheckpointError, MissingFileError, UnsupportedError, arg
-from wmcheck.checkpoint.fs import FileSystem, open_fs, require_dir
+from wmcheck.checkpoint.fs import FileSystem, local_path, open_fs, require_dir
 from wmcheck.checkpoint.layout import SINK_LOG
 from wmcheck.checkpoint.locations import spark_location
 from wmcheck.checkpoint.model import Checkpoint, open_checkpoint
@@ -108,6 +108,12 @@ def _missing_files(ckpt: Checkpoint, batch: int, path_map: Mapping[str, str], fs
                 hint=f"{arg('inputs', src.source_id + '=DIR')} if they moved, or another {arg('batch')}")
 
 
+def _canonical(location: str) -> str:
+    """A location as Spark reads it, local ones as plain paths (``file:/a%20b`` -> ``/a b``)."""
+    read = spark_location(location)
+    return local_path(read) or read
+
+
 def _moved_sources(ckpt: Checkpoint, batch: int, query: NewQuery) -> list[tuple[str, str, str]]:
     """(source id, the new query's path, the directory its log names) of every file source the new query reads from
     another directory than the one holding the files it logged for ``batch``."""
@@ -116,8 +122,8 @@ def _moved_sources(ckpt: Checkpoint, batch: int, query: NewQuery) -> list[tuple[
     for src, new in zip(planned.sources, query.sources):
         if src.kind != "file" or not new.paths or not src.files:
             continue
-        logged = _common_dir([spark_location(f.location) for f in src.files]).rstrip("/")
-        wanted = spark_location(new.paths[0]).rstrip("/")
+        logged = _common_dir([_canonical(f.location) for f in src.files]).rstrip("/")
+        wanted = _canonical(new.paths[0]).rstrip("/")
         if not (logged + "/").startswith(wanted + "/"):
             out.append((src.source_id, wanted, logged))
     return out
@@ -208,20 +214,18 @@ def run(spark: "SparkSession", prepared: Prepared) -> CompatReport:
         if attempt.failure is not None:
             return CompatReport(ckpt.location, spec, batch, how, REFUSED, refusal=explain(ckpt, attempt.failure),
                                 sources=prepared.sources, notes=notes, seconds=time.monotonic() - started)
-        if batch not in attempt.batches:
-            ran = ", ".join(map(str, attempt.batches)) or "none"
-            notes += (f"Spark ran batch(es) {ran}, not batch {batch}" + (": no new input" if how == NEXT else ""),)
-            if how == NEXT:
-                batch = attempt.batches[0] if attempt.batches else batch
         copy = open_checkpoint(scratch.checkpoint)
-        ran_batch = batch in attempt.batches
+        if batch not in copy.commit_ids:  # a progress report names the batch even when there was nothing to run
+            notes += (f"Spark did not run batch {batch}" + (": there is no new input" if how == NEXT else ""),)
+            report = CompatReport(ckpt.location, spec, batch, how, RESTARTS, sources=prepared.sources, notes=notes)
+            return replace(report, seconds=time.monotonic() - started)
         with spark_errors("reading the batch's output"):
-            output = _output(spark, new, scratch, attempt, sink if how != NEXT else None) if ran_batch else None
-        recorded = min(batch, ckpt.last_committed_batch or 0)
+            output = _output(spark, new, scratch, attempt, sink if how != NEXT else None)
         change = watermark_change(ckpt if how != NEXT else copy, copy, batch, new, spark.conf.get(POLICY, None))
         if how == NEXT:
             change = replace(change, old_next_ms=None)
         with spark_errors("replaying the recorded input for late rows"):
+            recorded = min(batch, ckpt.last_committed_batch or 0)
             change = with_late_rows(spark, ckpt, recorded, new, change, dict(options.fs_options))
         state = state_changes(ckpt, copy, batch) if how != NEXT else ()
         if how == NEXT:

@@ -53,26 +53,37 @@ class _Text:
     def data_type(self) -> str:
         if self.text.startswith("StructType(", self.at):
             return "struct<" + ",".join(f"{n}:{t}" for n, t, _ in self.struct()) + ">"
-        for name in ("ArrayType(", "MapType(", "DecimalType(", "DayTimeIntervalType(", "YearMonthIntervalType(",
-                     "CharType(", "VarcharType(", "StringType("):
-            if self.text.startswith(name, self.at):
-                self.at += len(name)
-                args = []
-                while True:
-                    args.append(self.data_type() if name in ("ArrayType(", "MapType(") else self.until(",)"))
-                    if self.text[self.at] == ")":
-                        self.at += 1
-                        break
-                    self.expect(",")
-                if name == "ArrayType(":
-                    return f"array<{args[0]}>"
-                if name == "MapType(":
-                    return f"map<{args[0]},{args[1]}>"
-                if name == "StringType(":
-                    return "string"
-                return name[:-len("Type(")].lower() + "(" + ",".join(args) + ")"
-        word = self.until(",)")
-        return _CLASS_ATOMS.get(word, word[:-4].lower() if word.endswith("Type") else word)
+        if self.text.startswith("ArrayType(", self.at):
+            self.expect("ArrayType(")
+            element = self.data_type()
+            self.expect(",")
+            self.flag()
+            self.expect(")")
+            return f"array<{element}>"
+        if self.text.startswith("MapType(", self.at):
+            self.expect("MapType(")
+            key = self.data_type()
+            self.expect(",")
+            value = self.data_type()
+            self.expect(",")
+            self.flag()
+            self.expect(")")
+            return f"map<{key},{value}>"
+        word = self.until(",)(")
+        if not word.endswith("Type"):
+            raise ValueError(f"not a type: {word!r}")
+        if self.text.startswith("(", self.at):  # DecimalType(10,2), DayTimeIntervalType(0,3), CharType(5), ...
+            self.expect("(")
+            args = self.until(")")
+            self.expect(")")
+            return "string" if word == "StringType" else f"{word[:-4].lower()}({args})"
+        return _CLASS_ATOMS.get(word, word[:-4].lower())
+
+    def flag(self) -> bool:
+        flag = self.until(",)")
+        if flag not in ("true", "false"):
+            raise ValueError(f"not a nullable flag: {flag!r}")
+        return flag == "true"
 
     def struct(self) -> Fields:
         self.expect("StructType(")
@@ -83,7 +94,7 @@ class _Text:
             self.expect(",")
             data_type = self.data_type()
             self.expect(",")
-            nullable = self.until(")") == "true"
+            nullable = self.flag()
             self.expect(")")
             fields.append((name, data_type, nullable))
             if self.text.startswith(",", self.at):

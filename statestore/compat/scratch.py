@@ -89,6 +89,8 @@ def needed_files(ckpt: Checkpoint, batch: int) -> list[str]:
     when it has one: a re-run)."""
     fs = ckpt.fs
     logs = [METADATA, f"{OFFSETS}/{batch}"] + ([f"{OFFSETS}/{batch - 1}", f"{COMMITS}/{batch - 1}"] if batch > 0 else [])
+    if batch > 1 and not fs.exists(f"{OFFSETS}/{batch}"):  # the next batch: a restart reads the offsets before the last
+        logs.append(f"{OFFSETS}/{batch - 2}")
     paths = _with_sidecars(fs, [p for p in logs if fs.exists(p)])
     paths += [i.path for i in fs.walk(SOURCES)] if fs.exists(SOURCES) else []
     if batch == 0:
