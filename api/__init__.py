@@ -13,12 +13,12 @@ Every command of the command line is a function here first, taking a checkpoint'
 
 Errors are :class:`CheckpointError` subclasses naming the parameter at fault (``error.param``). Importing this
 package loads nothing else: each function imports what it needs when called (pyspark only for ``engine="spark"``,
-``replay_batches`` and ``repartition``).
+``replay_batches``, ``repartition`` and ``compat``).
 """
 from __future__ import annotations
 
 from datetime import timezone, tzinfo
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 
 from wmcheck.checkpoint.errors import (
     CheckpointError,
@@ -41,13 +41,14 @@ if TYPE_CHECKING:
     from wmcheck.checkpoint.repair import BackupRow, RepairRequest, RepairResult, RunOptions, UndoResult
     from wmcheck.checkpoint.summary import BatchRow, CheckpointSummary
     from wmcheck.checkpoint.timeline import Timeline
+    from wmcheck.statestore.compat import CompatReport
     from wmcheck.statestore.engines import EngineChoice
     from wmcheck.statestore.summary import StateSummary
 
 FsOptions = Mapping[str, str] | None
 
 __all__ = ["CheckpointError", "MalformedFileError", "MissingFileError", "NewerVersionError", "NotACheckpointError",
-           "RefusedError", "SparkUnavailableError", "UnsupportedError", "backups", "batches", "check",
+           "RefusedError", "SparkUnavailableError", "UnsupportedError", "backups", "batches", "check", "compat",
            "older_than_watermark", "open_checkpoint", "relocate", "repartition", "replay_batches", "replay_plan",
            "rewind", "set_watermark", "show", "state", "timeline", "undo"]
 
@@ -238,3 +239,18 @@ def timeline(checkpoint: str | Checkpoint, *, output: str | None = None, progres
     if output is not None:
         drawing.save(facts, fig, output, tz=tz)
     return facts, fig
+
+
+def compat(spark: SparkSession, checkpoint: str | Checkpoint, query: str | Callable[[SparkSession], Any], *,
+           file_sink: str | None = None, batch: int | None = None, inputs: Mapping[str, str] | None = None,
+           scratch_dir: str | None = None, keep_scratch: bool = False, timeout_s: float = 600.0,
+           fs_options: FsOptions = None) -> CompatReport:
+    """``wmcheck compat``: will the new query code (``module:function``, or the function: ``function(spark)``
+    returns its streaming DataFrame or DataStreamWriter) restart on the checkpoint, and what will it change? One
+    batch runs with Spark on a scratch copy; the checkpoint is only read (docs/compat.md)."""
+    from wmcheck.statestore.compat import CompatOptions
+    from wmcheck.statestore.compat import compat as run
+
+    options = CompatOptions(file_sink=file_sink, batch=batch, inputs=dict(inputs or {}), scratch_dir=scratch_dir,
+                            keep_scratch=keep_scratch, timeout_s=timeout_s, fs_options=dict(fs_options or {}))
+    return run(spark, checkpoint, query, options)

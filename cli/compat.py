@@ -25,8 +25,8 @@ from .output import REPORT_OUTPUTS, make_output
 @click.option("--output", "output", type=click.Path(dir_okay=False), help="Write the report to FILE instead of stdout.")
 @click.option("--scratch-dir", metavar="DIR", help="Where the scratch copy goes (default: the system's temporary directory).")
 @click.option("--keep-scratch", is_flag=True, help="Keep the scratch copy (its path is printed).")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=1), default=600, show_default=True,
-              help="Seconds the batch may take.")
+@click.option("--batch-timeout", "timeout_s", type=click.FloatRange(min=1), default=600, show_default=True,
+              metavar="SECONDS", help="Seconds the batch may take before compat stops it.")
 @click.option("--master", help="Spark master (default local[*]).")
 @click.option("--conf", "confs", multiple=True, metavar="KEY=VALUE", help="Spark conf (repeatable).")
 @click.option("--packages", multiple=True, metavar="COORDS", help="Maven packages for Spark (repeatable).")

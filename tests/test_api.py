@@ -18,7 +18,7 @@ CKPT = str(fixture_checkpoint("agg_window_hdfs"))
 # the function of the top package behind each command
 FUNCTIONS = {"show": "show", "batches": "batches", "check": "check", "rewind": "rewind", "set-watermark": "set_watermark",
              "relocate": "relocate", "repartition": "repartition", "undo": "undo", "backups": "backups",
-             "state": "state", "replay": "replay_plan", "timeline": "timeline"}
+             "state": "state", "replay": "replay_plan", "timeline": "timeline", "compat": "compat"}
 
 
 def test_every_command_is_a_function_of_the_top_package():
