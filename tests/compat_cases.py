@@ -7,6 +7,8 @@ Like fixtures/queries.py, importing this module imports no pyspark: every query 
 """
 from __future__ import annotations
 
+import inspect
+import textwrap
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -148,91 +150,32 @@ def min_watermark_policy(spark, input_dir, checkpoint_dir, output_dir):
     return QUERIES.union_two_sources(spark, input_dir, checkpoint_dir, output_dir)
 
 
-def _sessions(count_schema):
-    """tws_pandas's query with the ValueState ``count`` declared as ``count_schema`` (its first field the count)."""
-
-    def query(spark, input_dir, checkpoint_dir, output_dir):
-        import pandas as pd
-        from pyspark.sql.streaming.stateful_processor import StatefulProcessor
-
-        width = len(count_schema.split(","))
-
-        class SessionProcessor(StatefulProcessor):
-            def init(self, handle):
-                self.handle = handle
-                self.count = handle.getValueState("count", count_schema)
-                self.events = handle.getListState("events", "ts TIMESTAMP, v INT")
-                self.last = handle.getMapState("last_by_v", "v INT", "ts TIMESTAMP")
-
-            def handleInputRows(self, key, rows, timerValues):
-                count = (self.count.get()[0] or 0) if self.count.exists() else 0
-                last_ms = 0
-                for pdf in rows:
-                    for ts, v in zip(pdf["ts"], pdf["v"]):
-                        ts = pd.Timestamp(ts)
-                        self.events.appendValue((ts.to_pydatetime(), int(v)))
-                        self.last.updateValue((int(v) % 2,), (ts.to_pydatetime(),))
-                        count += 1
-                        last_ms = max(last_ms, int(ts.value // 1_000_000))
-                self.count.update((count,) + (None,) * (width - 1))
-                for t in list(self.handle.listTimers()):
-                    self.handle.deleteTimer(t)
-                self.handle.registerTimer(max(last_ms, timerValues.getCurrentWatermarkInMs()) + 10_000)
-                return iter([])
-
-            def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
-                events = list(self.events.get())
-                count = (self.count.get()[0] or 0) if self.count.exists() else 0
-                self.count.clear()
-                self.events.clear()
-                self.last.clear()
-                yield pd.DataFrame({"id": [key[0]], "count": [count], "first_ts": [min(e[0] for e in events)],
-                                    "last_ts": [max(e[0] for e in events)],
-                                    "expired_at_ms": [expiredTimerInfo.getExpiryTimeInMs()]})
-
-        sessions = QUERIES.json_events(spark, input_dir).withWatermark("ts", "10 seconds").groupBy("id") \
-            .transformWithStateInPandas(statefulProcessor=SessionProcessor(),
-                                        outputStructType="id STRING, count LONG, first_ts TIMESTAMP, last_ts TIMESTAMP, "
-                                                         "expired_at_ms LONG",
-                                        outputMode="Append", timeMode="EventTime")
-        return QUERIES.file_sink(sessions, checkpoint_dir, output_dir)
-
-    return query
+def edited(fn: Callable[..., Any], *edits: tuple[str, str]) -> Callable[..., Any]:
+    """Fixture query ``fn`` with each ``(old, new)`` text replaced once: new code written as a change of the old."""
+    source = textwrap.dedent(inspect.getsource(fn))
+    for old, new in edits:
+        assert source.count(old) == 1, (fn.__name__, old)
+        source = source.replace(old, new)
+    namespace = {**vars(QUERIES), "__name__": f"new_{fn.__name__}"}  # not importable: pickled by value, like the fixtures'
+    exec(compile(source, f"<{fn.__name__}, edited>", "exec"), namespace)  # noqa: S102 - the test's own source
+    return namespace[fn.__name__]
 
 
-def later_session_timeout(spark, input_dir, checkpoint_dir, output_dir):
-    """pandas_state_timeout's query with sessions timing out 20 s (not 10 s) after their last row."""
-    import os
+def sessions(count_schema: str) -> Callable[..., Any]:
+    """tws_pandas's query with the ValueState ``count`` declared as ``count_schema`` (its first field the count;
+    a missing value, as after a rename, counts from 0)."""
+    width = len(count_schema.split(","))
+    return edited(QUERIES.tws_pandas,
+                  ('getValueState("count", "count LONG")', f'getValueState("count", {count_schema!r})'),
+                  ("count = self.count.get()[0] if self.count.exists() else 0\n            last_ms",
+                   "count = (self.count.get()[0] or 0) if self.count.exists() else 0\n            last_ms"),
+                  ("self.count.update((count,))", f"self.count.update((count,) + (None,) * {width - 1})"))
 
-    import pandas as pd
 
-    def track(key, pdfs, state):
-        if state.hasTimedOut:
-            count, last_ms = state.get
-            state.remove()
-            yield pd.DataFrame({"id": [key[0]], "count": [count], "last_ts": [pd.Timestamp(last_ms, unit="ms")],
-                                "timed_out": [True]})
-            return
-        count, last_ms = state.get if state.exists else (0, 0)
-        for pdf in pdfs:
-            count += len(pdf)
-            last_ms = max(last_ms, int(pd.Timestamp(pdf["ts"].max()).value // 1_000_000))
-        state.update((count, last_ms))
-        state.setTimeoutTimestamp(max(last_ms, state.getCurrentWatermarkMs()) + 20_000)
-        yield pd.DataFrame({"id": [key[0]], "count": [count], "last_ts": [pd.Timestamp(last_ms, unit="ms")],
-                            "timed_out": [False]})
-
-    def write_batch(df, batch_id):
-        lines = sorted(df.toJSON().collect())
-        os.makedirs(output_dir, exist_ok=True)
-        with open(os.path.join(output_dir, f"batch-{batch_id:06d}.json"), "w") as f:
-            f.writelines(line + "\n" for line in lines)
-
-    sessions = QUERIES.json_events(spark, input_dir).withWatermark("ts", "10 seconds").groupBy("id").applyInPandasWithState(
-        track, outputStructType="id STRING, count LONG, last_ts TIMESTAMP, timed_out BOOLEAN",
-        stateStructType="count LONG, last_ms LONG", outputMode="update", timeoutConf="EventTimeTimeout")
-    return (sessions.writeStream.foreachBatch(write_batch).outputMode("update")
-            .option("checkpointLocation", checkpoint_dir).trigger(availableNow=True))
+later_session_timeout = edited(QUERIES.pandas_state_timeout, (
+    "state.setTimeoutTimestamp(max(last_ms, state.getCurrentWatermarkMs()) + 10_000)",
+    "state.setTimeoutTimestamp(max(last_ms, state.getCurrentWatermarkMs()) + 20_000)"))
+"""pandas_state_timeout's query with sessions timing out 20 s (not 10 s) after their last row."""
 
 
 KEY_SCHEMA = "STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE"
@@ -260,9 +203,9 @@ CASES: dict[str, Case] = {
     "wider_join_condition": Case("join_stream_stream", wider_join_condition, RESTARTS),
     "min_watermark_policy": Case("union_stall_max", min_watermark_policy, RESTARTS, changes=False,
                                  conf={"spark.sql.streaming.multipleWatermarkPolicy": "min"}),
-    "avro_state_add_field": Case("avro_tws", _sessions("count LONG, note STRING"), RESTARTS, changes=True),
-    "avro_state_rename_field": Case("avro_tws", _sessions("total LONG"), RESTARTS, changes=True),
-    "avro_state_narrow_type": Case("avro_tws", _sessions("count INT"), REFUSED, "STATE_STORE_INVALID_VALUE_SCHEMA_EVOLUTION"),
-    "unsafe_row_state_add_field": Case("tws_pandas", _sessions("count LONG, note STRING"), REFUSED, VALUE_SCHEMA),
+    "avro_state_add_field": Case("avro_tws", sessions("count LONG, note STRING"), RESTARTS, changes=True),
+    "avro_state_rename_field": Case("avro_tws", sessions("total LONG"), RESTARTS, changes=True),
+    "avro_state_narrow_type": Case("avro_tws", sessions("count INT"), REFUSED, "STATE_STORE_INVALID_VALUE_SCHEMA_EVOLUTION"),
+    "unsafe_row_state_add_field": Case("tws_pandas", sessions("count LONG, note STRING"), REFUSED, VALUE_SCHEMA),
     "later_session_timeout": Case("pandas_state_timeout", later_session_timeout, RESTARTS),
 }
