@@ -7,6 +7,7 @@ from wmcheck.checkpoint.errors import spelled
 FLAGS = {
     "allow_raise": "--allow-raise",
     "backup_dir": "--backup-dir",
+    "batch": "--batch",
     "debug": "--debug",
     "end": "--to",
     "engine": "--engine",
@@ -39,6 +40,7 @@ FLAGS = {
     "plan": "--plan",
     "plan_out": "--plan-out",
     "progress": "--progress",
+    "query": "--query",
     "remote": "--remote",
     "schema": "--schema",
     "shift": "--shift",

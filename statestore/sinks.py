@@ -51,12 +51,16 @@ class ParquetSink:
              .partitionBy("batch_id").parquet(self.path))
 
 
+NAMED = {"foreach_batch": arg("foreach_batch"), "query": arg("query")}
+"""The parameters that name a ``module:function``, as messages name them."""
+
+
 def load_callable(spec: str, param: str, example: str) -> Callable:
     """``module:function`` or ``path/to/file.py:function`` -> the function; ``param`` names the parameter that
     gave ``spec`` in errors, ``example`` is one such spec (``mypackage.sinks:write_batch``)."""
     module_name, sep, attr = spec.rpartition(":")
     if not sep or not module_name or not attr.isidentifier():
-        raise CheckpointError(f"{arg(param)} expects module:function, got {spec!r}", param=param,
+        raise CheckpointError(f"{NAMED[param]} expects module:function, got {spec!r}", param=param,
                               hint=f"e.g. {example} or ./{example.rpartition('.')[2].replace(':', '.py:')}")
     try:
         if module_name.endswith(".py") or os.sep in module_name:
@@ -70,11 +74,11 @@ def load_callable(spec: str, param: str, example: str) -> Callable:
         else:
             module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise CheckpointError(f"{arg(param)}: cannot import {module_name}: {exc}", param=param,
+        raise CheckpointError(f"{NAMED[param]}: cannot import {module_name}: {exc}", param=param,
                               hint="the module must be importable from the current directory or PYTHONPATH") from None
     fn = getattr(module, attr, None)
     if not callable(fn):
-        raise CheckpointError(f"{arg(param)}: {module_name} has no function {attr}", hint="check the name after ':'",
+        raise CheckpointError(f"{NAMED[param]}: {module_name} has no function {attr}", hint="check the name after ':'",
                               param=param)
     return fn
 

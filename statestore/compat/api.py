@@ -17,9 +17,8 @@ from typing import TYPE_CHECKING, Callable, Mapping
 from wmcheck.checkpoint import repair
 from wmcheck.checkpoint.batch_inputs import plan_batch
 from wmcheck.checkpoint.errors import CheckpointError, MissingFileError, UnsupportedError, arg
-from wmcheck.checkpoint.fs import FileSystem, local_path, open_fs, require_dir
-from wmcheck.checkpoint.layout import SINK_LOG
-from wmcheck.checkpoint.locations import spark_location
+from wmcheck.checkpoint.fs import FileSystem, local_path, open_fs
+from wmcheck.checkpoint.locations import open_file_sink, spark_location
 from wmcheck.checkpoint.model import Checkpoint, open_checkpoint
 
 from ..sinks import load_callable
@@ -53,15 +52,6 @@ class CompatOptions:
     keep_scratch: bool = False
     timeout_s: float = DEFAULT_TIMEOUT_S
     fs_options: Mapping[str, str] = field(default_factory=dict)
-
-
-def _open_sink(location: str, fs_options: Mapping[str, str]) -> FileSystem:
-    fs = open_fs(location, fs_options)
-    require_dir(fs, "file sink")
-    if fs.info(SINK_LOG) is None:
-        raise MissingFileError(f"{fs.uri()} has no {SINK_LOG}/: it is not a file sink directory", param="file_sink",
-                               hint="pass the directory the old query wrote to (its 'path' option)")
-    return fs
 
 
 def _common_dir(paths: list[str]) -> str:
@@ -175,7 +165,7 @@ def prepare(checkpoint: Checkpoint | str, query: str | Callable, options: Compat
     fn = load_callable(query, "query", QUERY_EXAMPLE) if isinstance(query, str) else query
     sources, path_map = source_notes(ckpt, batch, options.inputs, options.fs_options)
     _missing_files(ckpt, batch, path_map, options.fs_options)
-    sink = _open_sink(options.file_sink, options.fs_options) if options.file_sink else None
+    sink = open_file_sink(options.file_sink, options.fs_options) if options.file_sink else None
     return Prepared(ckpt, batch, how, spec, fn, sources, path_map, sink, options)
 
 
@@ -186,7 +176,7 @@ def run(spark: "SparkSession", prepared: Prepared) -> CompatReport:
     new = build(spark, prepared.fn, spec, sink_format(sink) if sink is not None else None)
     if sink is None and new.sink.is_file and new.sink.path:
         try:
-            sink = _open_sink(new.sink.path, options.fs_options)
+            sink = open_file_sink(new.sink.path, options.fs_options)
         except CheckpointError:
             sink = None
     notes: tuple[str, ...] = tuple(

@@ -19,6 +19,7 @@ from wmcheck.checkpoint import repair
 from wmcheck.checkpoint.errors import CheckpointError, MissingFileError, RefusedError, arg
 from wmcheck.checkpoint.fs import FileSystem, LocalFileSystem
 from wmcheck.checkpoint.layout import COMMITS, METADATA, OFFSETS, OWN_DIR, SINK_LOG, SOURCES, all_sidecars
+from wmcheck.checkpoint.metadata_log import COMMIT_LOG, OFFSET_LOG
 from wmcheck.checkpoint.model import Checkpoint, store_unique_ids
 from wmcheck.checkpoint.relocation import foreign_references
 from wmcheck.checkpoint.repair.rewind import zip_sst_files
@@ -62,7 +63,7 @@ def rerun_batch(ckpt: Checkpoint, batch: int | None = None) -> tuple[int, str]:
                                   hint=f"pick one of the retained committed batches (the last is {done})")
         if not starts(batch):
             raise MissingFileError(f"batch {batch} cannot be re-run: batch {batch - 1} it starts from was purged",
-                                   path=f"{COMMITS}/{batch - 1}", hint="pick a later batch", param="batch")
+                                   path=COMMIT_LOG.path(batch - 1), hint="pick a later batch", param="batch")
         return batch, RERUN
     if pending is not None and starts(pending):
         return pending, PENDING
@@ -88,9 +89,9 @@ def needed_files(ckpt: Checkpoint, batch: int) -> list[str]:
     """Every checkpoint file (relative path) Spark reads to run ``batch`` after ``batch - 1`` (its offsets file
     when it has one: a re-run)."""
     fs = ckpt.fs
-    logs = [METADATA, f"{OFFSETS}/{batch}"] + ([f"{OFFSETS}/{batch - 1}", f"{COMMITS}/{batch - 1}"] if batch > 0 else [])
-    if batch > 1 and not fs.exists(f"{OFFSETS}/{batch}"):  # the next batch: a restart reads the offsets before the last
-        logs.append(f"{OFFSETS}/{batch - 2}")
+    logs = [METADATA, OFFSET_LOG.path(batch)] + ([OFFSET_LOG.path(batch - 1), COMMIT_LOG.path(batch - 1)] if batch > 0 else [])
+    if batch > 1 and not fs.exists(OFFSET_LOG.path(batch)):  # the next batch: a restart reads the offsets before the last
+        logs.append(OFFSET_LOG.path(batch - 2))
     paths = _with_sidecars(fs, [p for p in logs if fs.exists(p)])
     paths += [i.path for i in fs.walk(SOURCES)] if fs.exists(SOURCES) else []
     if batch == 0:
