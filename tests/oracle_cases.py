@@ -180,6 +180,24 @@ def set_watermark(root: Path, batch: int, ms: int) -> None:
 C = "checkpoint"
 
 
+ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+
+def edit_line(root: Path, path: str, line: int, text: str) -> None:
+    """Replace line ``line`` (0-based) of a checkpoint file, leaving its checksum sidecar as it was."""
+    target = root / C / path
+    lines = target.read_text().split("\n")
+    lines[line] = text
+    target.write_text("\n".join(lines))
+
+
+def edit_conf(root: Path, batch: int, change: Callable[[dict], object]) -> None:
+    """Change the pinned conf of ``offsets/<batch>`` by hand (its sidecar left stale)."""
+    meta = json.loads((root / C / "offsets" / str(batch)).read_text().split("\n")[1])
+    change(meta["conf"])
+    edit_line(root, f"offsets/{batch}", 1, json.dumps(meta, separators=(",", ":")))
+
+
 def crashed_writing_offsets(root: Path) -> None:
     """The crash leftover: Spark was writing offsets/12 when it died (the file truncated), so batch 12 never ran:
     no commit, no state version 13, nothing in the sink."""
@@ -378,6 +396,17 @@ CASES = [
          read_only=(f"{C}/sources/0",)),  # writable (what its instruction asks), it is the reference copy
     Case("state-partition-read-only", "WM037", AGG, lambda r: None, FAILS, r"state/0/1.*Read-only file system",
          read_only=(f"{C}/state/0/1",)),
+    Case("conf-missing-from-last-offsets", "WM015", AGG,  # Spark's default for an unrecorded one is format 1
+         lambda r: edit_conf(r, 12, lambda c: c.pop("spark.sql.streaming.aggregation.stateFormatVersion")), FAILS,
+         "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE", repair=True),
+    Case("conf-changes-the-restart-does-not-use", "WM044", AGG, both(  # in an older batch; a conf no operator uses
+        lambda r: edit_conf(r, 5, lambda c: c.update({"spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER})),
+        lambda r: edit_conf(r, 12, lambda c: c.update({"spark.sql.streaming.join.stateFormatVersion": "1"}))), OK),
+    Case("offsets-without-metadata", "WM001", AGG, lambda r: edit_line(r, "offsets/12", 1, ""), FAILS,
+         "watermarkTracker", repair=True),
+    Case("offsets-blank-source-line", "WM043", AGG, lambda r: (r / C / "offsets/12").write_text(
+        (r / C / "offsets/12").read_text() + "\n\n"), FAILS, r"There are \[2\] sources in the checkpoint offsets",
+         repair=True),
     Case("state-metadata-removed-sidecars-kept", "WM029", AGG,  # Spark writes both again when they are missing
          lambda r: unlink(r, f"{C}/state/0/_metadata/metadata", f"{C}/state/0/0/_metadata/schema"), FAILS,
          r"Rename destination .*/state/0/(0/)?_metadata/\.(metadata|schema)\.crc already exists",

@@ -193,6 +193,29 @@ def b_conf_drift(root: Path, facts: dict) -> str:
     return f"offsets/{last}"
 
 
+def b_conf_missing(root: Path, facts: dict) -> str:
+    """The aggregation state format removed from the last offsets file: Spark's default for it is 1, not 2."""
+    last = facts["last_batch"]
+    edit_json(root / "checkpoint" / "offsets" / str(last), 1,
+              lambda o: o["conf"].pop("spark.sql.streaming.aggregation.stateFormatVersion"))
+    return f"offsets/{last}"
+
+
+def b_conf_drift_unused(root: Path, facts: dict) -> str:
+    """The join state format changed in the last offsets file of an aggregation: no operator uses it."""
+    last = facts["last_batch"]
+    edit_json(root / "checkpoint" / "offsets" / str(last), 1,
+              lambda o: o["conf"].update({"spark.sql.streaming.join.stateFormatVersion": "1"}))
+    return f"offsets/{last}"
+
+
+def b_source_count(root: Path, facts: dict) -> str:
+    """A blank line after the last offsets file's source offset: Spark reads it as a second source's offset."""
+    path = root / "checkpoint" / "offsets" / str(facts["last_batch"])
+    hand_edit(path, path.read_bytes() + b"\n\n")
+    return f"offsets/{facts['last_batch']}"
+
+
 def b_unloadable(root: Path, facts: dict) -> str:
     drop(root / "checkpoint" / "state" / "0" / "1" / f"{facts['last_batch'] + 1}.delta")
     return "state/0/1"
@@ -428,6 +451,9 @@ BREAKS = {
     "WM013": Break("WM013", "agg_window_hdfs", b_future),
     "WM014": Break("WM014", "agg_window_hdfs", b_stuck),
     "WM015": Break("WM015", "agg_window_hdfs", b_conf_drift),
+    "WM015-missing": Break("WM015", "agg_window_hdfs", b_conf_missing),
+    "WM043": Break("WM043", "agg_window_hdfs", b_source_count),
+    "WM044": Break("WM044", "agg_window_hdfs", b_conf_drift_unused),
     "WM016": Break("WM016", "agg_window_hdfs", b_unloadable),
     "WM017": Break("WM017", "agg_window_hdfs", b_leftovers),
     "WM018": Break("WM018", "agg_window_hdfs", b_missing_partition),

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+from collections import Counter
 from typing import Iterator
 
 from ..activity import DEFAULT_IDLE_MS, newest_recent, now_ms
@@ -23,11 +24,12 @@ from ..numbers import is_number
 from ..repair.requests import RewindRequest, UndoRequest
 from ..repair_records import find_interrupted, read_journal
 from ..state_files import is_crc, is_temp
+from ..state_formats import version_file
 from ..timeutil import format_duration
 from .context import Context, Tree, error_text
 from .definition import ERROR, WARNING, Fix, Instruction, Issue, check
 from .remedies import NEW_CHECKPOINT, RESTORE, rewind_before
-from .text import span
+from .text import plural, span
 
 JAVA_UUID = re.compile(r"^[0-9a-fA-F]{1,8}-[0-9a-fA-F]{1,4}-[0-9a-fA-F]{1,4}-[0-9a-fA-F]{1,4}-[0-9a-fA-F]{1,12}$")
 CHECKPOINT_FORMAT = "spark.sql.streaming.stateStore.checkpointFormatVersion"
@@ -37,12 +39,19 @@ CHECKPOINT_FORMAT = "spark.sql.streaming.stateStore.checkpointFormatVersion"
 def unparseable(ctx: Context) -> Iterator[Issue]:
     last = ctx.ckpt.last_batch
     tail = {OFFSET_LOG.path(last), COMMIT_LOG.path(last)} if last is not None and last - 1 in ctx.ckpt.commit_ids else set()
-    for path, exc in sorted(ctx.failures.items()):
+    problems = {path: error_text(exc) for path, exc in ctx.failures.items()}
+    seq = ctx.offsets.get(last) if last is not None else None
+    if last is not None and seq is not None and seq.metadata is None:
+        problems[OFFSET_LOG.path(last)] = (
+            "line 2 is empty: the offsets file Spark restarts from has no batch metadata (watermark, timestamp, conf), "
+            f"and Spark 4.3 cannot restart without it ('Batch {last} metadata not found' when the batch is pending, a "
+            "NullPointerException on the watermark tracker when it is committed)")
+    for path, text in sorted(problems.items()):
         if last is not None and path in tail:
-            yield Issue(path, error_text(exc) + f" (a file of the last batch: rewinding to batch {last - 1} drops it with "
+            yield Issue(path, text + f" (a file of the last batch: rewinding to batch {last - 1} drops it with "
                         f"its checksum files, and Spark plans batch {last} again)", ctx.rewind(last - 1))
         else:
-            yield Issue(path, error_text(exc), RESTORE)
+            yield Issue(path, text, RESTORE)
 
 
 @check("WM002", ERROR, "gap in offsets/ ids")
@@ -53,6 +62,27 @@ def offsets_gap(ctx: Context) -> Iterator[Issue]:
             f"before the last is missing ('batch {hi} doesn't exist') and no batch in the gap can be restored; a rewind "
             f"to before the gap drops the batches after it, and Spark plans them again"
         ), rewind_before(ctx, lo))
+
+
+@check("WM043", ERROR, "offsets name another number of sources than the query has")
+def source_count(ctx: Context) -> Iterator[Issue]:
+    counts = {b: len(seq.sources) for b, seq in ctx.offsets.items()}
+    if len(set(counts.values())) < 2:
+        return
+    tally = Counter(counts.values())
+    usual = max(tally, key=lambda n: (tally[n], -min(b for b, c in counts.items() if c == n)))
+    read = sorted(counts)[-2:]  # Spark matches the last two offsets files with the query's sources on restart
+    odd = [b for b in read if counts[b] != usual]
+    if not odd:
+        return
+    first = odd[0]
+    yield Issue(OFFSET_LOG.path(first), (
+        f"offsets/{first} lists {plural(counts[first], 'source offset')} but the other batches list {usual} (every "
+        f"line after the batch metadata is one source's offset, a blank line too): Spark matches the offsets of the "
+        f"last two batches with the query's sources when it restarts and fails ('There are [{counts[first]}] sources "
+        f"in the checkpoint offsets and now there are [{usual}] sources requested by the query'); the file was edited "
+        f"or comes from another query, and a rewind to before batch {first} drops it"
+    ), rewind_before(ctx, first))
 
 
 @check("WM003", WARNING, "gap in commits/ ids")
@@ -246,7 +276,8 @@ def orphans(ctx: Context) -> tuple[list[tuple[Tree, str, str]], list[tuple[Tree,
 def orphan_crc(ctx: Context) -> Iterator[Issue]:
     for tree, path, target in orphans(ctx)[1]:
         name = target.rpartition("/")[2]
-        if tree is ctx.tree and target.startswith(f"{STATE}/") and name.endswith((".delta", ".snapshot")):
+        written = version_file(name)
+        if tree is ctx.tree and target.startswith(f"{STATE}/") and written and written[0].provider == "hdfs":
             then = ("; Spark writes HDFS state files over existing ones, checksum files included, so it is only a "
                     "leftover that hides what happened")
         else:

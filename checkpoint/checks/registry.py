@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Mapping
 
-from . import access, logs, operators, repartition, sink_files, sources, stall, state, watermark
+from . import access, conf, logs, operators, repartition, sink_files, sources, stall, state, watermark
 from .definition import ERROR, WARNING, Check, Finding
 
 __all__ = ["CHECKS", "ERROR", "OPEN_FAILED", "WARNING", "Check", "Finding"]
@@ -17,7 +17,7 @@ LISTED: tuple[Check, ...] = (
     logs.unparseable, logs.offsets_gap, logs.commits_gap, logs.commit_without_offsets, logs.uncommitted_batches,
     logs.log_versions, logs.metadata_missing, logs.metadata_invalid, logs.temp_files, logs.orphan_crc,
     watermark.decreasing, watermark.commit_vs_next, watermark.future_watermark, watermark.stuck_watermark,
-    watermark.conf_drift,
+    conf.conf_changed,
     state.unloadable, state.leftovers, state.missing_partitions, state.extra_partitions, state.unmatched_unique_ids,
     state.checksums,
     sources.source_log_behind, sources.compaction, sources.sink_ahead, sources.sink_behind,
@@ -31,6 +31,7 @@ LISTED: tuple[Check, ...] = (
     access.unwritable,
     stall.held_watermark,
     state.damaged, state.skipped, state.future_snapshots,
+    logs.source_count, conf.conf_changed_harmlessly,
     operators.operator_watermark,
 )
 

@@ -1,19 +1,17 @@
-"""Checks of the watermark across batches, and of the confs Spark pins for the life of a query."""
+"""Checks of the watermark across batches."""
 from __future__ import annotations
 
 from typing import Iterator
 
 from ..layout import COMMITS
 from ..metadata_log import COMMIT_LOG, OFFSET_LOG
-from ..model import PINNED_CONFS, WATERMARK_POLICY
+from ..model import WATERMARK_POLICY
 from ..repair.requests import SetWatermarkRequest
-from ..repartitions import SHUFFLE_PARTITIONS
 from ..state_schema import event_time_field
 from ..timeutil import format_duration, format_ms
 from .context import Context
 from .definition import ERROR, WARNING, Instruction, Issue, check
 from .remedies import rewind_before
-from .repartition import repartition_batches
 from .text import listed
 
 FUTURE_TOLERANCE_MS = 86_400_000
@@ -117,30 +115,3 @@ def stuck_watermark(ctx: Context) -> Iterator[Issue]:
             f"column: under the {policy} policy ({WATERMARK_POLICY}) a watermarked input that never receives data holds "
             f"the watermark at 0, so state is never evicted and append-mode output is never emitted"
         ), Instruction("send data (or heartbeat rows) to every input, or check the event-time column for nulls"))
-
-
-@check("WM015", ERROR, "pinned conf changes between batches")
-def conf_drift(ctx: Context) -> Iterator[Issue]:
-    seen: dict[str, tuple[str, int]] = {}
-    reported: set[str] = set()
-    previous = None
-    moved = repartition_batches(ctx)  # Spark's repartition changes the partition count on purpose (WM035 if unfinished)
-    for batch, conf in ctx.confs.items():
-        if conf is previous:
-            continue  # the same conf text as the batch before (parsed once)
-        previous = conf
-        for key in PINNED_CONFS.values():
-            if key not in conf or key in reported:
-                continue
-            value = str(conf[key])
-            if key == SHUFFLE_PARTITIONS and batch in moved:
-                seen[key] = (value, batch)
-            first = seen.setdefault(key, (value, batch))
-            if first[0] != value:
-                reported.add(key)
-                yield Issue(OFFSET_LOG.path(batch), (
-                    f"{key} is {value!r} at batch {batch} but {first[0]!r} from batch {first[1]}: Spark pins it for the "
-                    f"life of a query, so state written under one value is read under the other (a failed or wrong "
-                    f"restart); the logs come from two runs or were edited (wmcheck undo restores them if a repair "
-                    f"did it), and a rewind to before batch {batch} drops them"
-                ), rewind_before(ctx, batch))
