@@ -239,6 +239,7 @@ def repair_result(result: RepairResult, tz: tzinfo) -> tuple[Fields, list[Table]
         fields += [
             ("verified", "yes: check finds no error and every store has as many rows as before" if check.ok else "NO"),
             ("partitions now", check.partitions),
+            *([("state unreadable", check.unreadable)] if check.unreadable else []),
             *[("check error", f) for f in check.errors],
             *[("check warning", f) for f in check.warnings],
         ]

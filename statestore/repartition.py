@@ -82,13 +82,17 @@ class SparkRepartitioner:
         from ..checkpoint.validate import check_location
 
         findings = check_location(location, plan.file_sink, fs_options=fs_options)
-        after = row_counts(self._session(), location)
-        counts = tuple(StoreCount(op, store, before.get((op, store), 0), after.get((op, store), 0))
-                       for op, store in sorted(set(before) | set(after)))
+        try:
+            after, unreadable = row_counts(self._session(), location), None
+        except CheckpointError as exc:  # the repair is applied: the result says what is wrong, undo reverts it
+            after, unreadable = {}, exc.message
+        counts = () if unreadable else tuple(
+            StoreCount(op, store, before.get((op, store), 0), after.get((op, store), 0))
+            for op, store in sorted(set(before) | set(after)))
         ckpt = open_checkpoint(location, fs_options)
         return Verification(tuple(f"{f.code} {f.path}" for f in findings if f.severity == ERROR),
                             tuple(f"{f.code} {f.path}" for f in findings if f.severity != ERROR), counts,
-                            partitions_of(ckpt, ckpt.last_batch or 0))
+                            partitions_of(ckpt, ckpt.last_batch or 0), unreadable)
 
 
 SETTLE_S = 300

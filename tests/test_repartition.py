@@ -73,9 +73,13 @@ def test_spark_confs_carry_the_checkpoint_format():
      "(3 -> 5); run wmcheck rewind CKPT --to-batch 8 --execute first (wmcheck check: WM035)"),
     (V2, ["--partitions", "3"], "cannot repartition to 3: the checkpoint already has 3 partitions "
      "(Spark: SHUFFLE_PARTITIONS_ALREADY_MATCH)"),
-    ("tws_pandas", ["--partitions", "5"], "cannot repartition to 5: operator 0 is transformWithStateInPandasExec: "
-     "wmcheck has proven Spark's repartition for stateStoreSave, dedupe only"),
     (V2, [], "nothing to do without --partitions N or --file-sink PATH"),
+    ("join_v4_p3", ["--partitions", "5"], "cannot repartition to 5: operator 0 is a stream-stream join in state format "
+     "4: Spark 4.3 repartitions it but places the rows of its keyWithTsToValues and tsWithKey stores by their whole "
+     "state key"),
+    ("streamline_agg_p3", ["--partitions", "5"], "cannot repartition to 5: operator 0 is StatefulStreamlineAggregate: "
+     "Spark's repartition does not move its state (Spark 4.3 writes the repartition batch's offsets, then fails: "
+     "[STDS_FAILED_TO_READ_STATE_SCHEMA]"),
 ])
 def test_refusals_are_one_line_exit_2(name, args, message):
     out = run_cli("repartition", fixture_checkpoint(name), *args, exit_code=2).output

@@ -38,8 +38,36 @@ from .results import Restored, Verification
 from .rewind import FileSink, plan_rewind
 from .strategy import Execution, Run
 
-SUPPORTED_OPERATORS = ("stateStoreSave", "dedupe")
-"""Operators whose repartition wmcheck has proven against Spark (aggregation, deduplication)."""
+REPARTITIONED_OPERATORS = (
+    "stateStoreSave", "dedupe", "dedupeWithinWatermark", "sessionWindowStateStoreSaveExec", "symmetricHashJoin",
+    "flatMapGroupsWithState", "applyInPandasWithState", "transformWithStateExec", "transformWithStateInPandasExec",
+    "transformWithStateInPySparkExec",
+)
+"""The operators Spark's offline repartition moves (StatePartitionKeyExtractorFactory, Spark 4.3); it refuses any
+other (aggregation, deduplication with and without a watermark, session windows, stream-stream joins of every
+state format, (flat)MapGroupsWithState and applyInPandasWithState, transformWithState in Scala, pandas and Python)."""
+UNSUPPORTED_OPERATOR = ("[STATE_REPARTITION_INVALID_CHECKPOINT.UNSUPPORTED_STATEFUL_OPERATOR] ... Unsupported stateful "
+                        "operator {name}. Please use a checkpoint with supported stateful operators.")
+"""What Spark 4.3 fails with for an operator it has no partition key for, once it reads the state."""
+SPARK_FAILS_SOONER = {
+    "StatefulStreamlineAggregate": "[STDS_FAILED_TO_READ_STATE_SCHEMA] Failed to read the state schema. Either the "
+                                   "file does not exist, or the file is corrupted.",
+}
+"""Operators Spark 4.3's repartition fails on before it gets to the operator check: what it says instead."""
+
+
+def unsupported(name: str | None) -> str:
+    """Why Spark does not repartition operator ``name``, in its words (after it wrote offsets/L+1)."""
+    said = SPARK_FAILS_SOONER.get(name or "", UNSUPPORTED_OPERATOR.format(name=name))
+    return f"Spark's repartition does not move its state (Spark 4.3 writes the repartition batch's offsets, then fails: {said})"
+
+
+JOIN_STATE_FORMAT = "spark.sql.streaming.join.stateFormatVersion"
+JOIN_V4_MISPLACED = (
+    "Spark 4.3 repartitions it but places the rows of its keyWithTsToValues and tsWithKey stores by their whole state "
+    "key (join key and event time), not by the join key: the restarted query misses the rows placed elsewhere and "
+    "loses join output, and Spark's state reader fails on the result. Keep the partition count")
+"""Why wmcheck refuses a stream-stream join in state format 4 (proven by tests/test_repartition_kinds.py)."""
 CHECKPOINT_FORMAT = "spark.sql.streaming.stateStore.checkpointFormatVersion"
 EMPTY_SINK_ENTRY = b"v1"
 """A file sink log entry that adds no file (the version line, no entries)."""
@@ -64,7 +92,7 @@ class Repartitioner(Protocol):
 
     def repartition(self, location: str, partitions: int, confs: Mapping[str, str]) -> str | None:
         """Run Spark's repartition with these session confs; Spark's error in one line when it failed (once no
-        task of it runs any more), None when it succeeded."""
+        task of it runs any more: else a CheckpointError, leaving the repair interrupted), None when it succeeded."""
 
     def verify(self, location: str, plan: Plan, before: StateRows, fs_options: FsOptions) -> Verification:
         """What the repartitioned checkpoint looks like: ``wmcheck check`` and the state rows against ``before``."""
@@ -188,9 +216,10 @@ def refusals(ckpt: Checkpoint, partitions: int) -> list[str]:
         if op.metadata is None:
             out.append(f"operator {op.operator_id} has no operator metadata (written by Spark 4.0+): Spark cannot "
                        "repartition it; run the query once with Spark 4.2+ first")
-        elif op.name not in SUPPORTED_OPERATORS:
-            out.append(f"operator {op.operator_id} is {op.name}: wmcheck has proven Spark's repartition for "
-                       f"{', '.join(SUPPORTED_OPERATORS)} only")
+        elif op.name not in REPARTITIONED_OPERATORS:
+            out.append(f"operator {op.operator_id} is {op.name}: {unsupported(op.name)}")
+        elif op.name == "symmetricHashJoin" and str(ckpt.conf.get(JOIN_STATE_FORMAT, "")) == "4":
+            out.append(f"operator {op.operator_id} is a stream-stream join in state format 4: {JOIN_V4_MISPLACED}")
     if partitions == partitions_of(ckpt, done):
         out.append(f"the checkpoint already has {partitions} partitions (Spark: SHUFFLE_PARTITIONS_ALREADY_MATCH)")
     return out

@@ -36,10 +36,12 @@ class Verification:
     counts: tuple[StoreCount, ...]
     partitions: int | None
     """The partition count the next batch runs with."""
+    unreadable: str | None = None
+    """Spark's state reader's error on the repartitioned state (then ``counts`` is empty)."""
 
     @property
     def ok(self) -> bool:
-        return not self.errors and all(c.before == c.after for c in self.counts)
+        return not self.errors and self.unreadable is None and all(c.before == c.after for c in self.counts)
 
 
 @dataclass(frozen=True)
