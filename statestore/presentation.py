@@ -102,6 +102,7 @@ def plan_store(ckpt: Checkpoint, store: Store, fast: bool = True) -> StorePlan:
     if tws:
         plan = _tws_plan(ckpt, store, rocksdb, codec, encoding == "avro")
     elif "joinSide" in store.options:
+        _require_join_stores(ckpt, store.operator_id)
         plan = _join_side_plan(ckpt, store, rocksdb, codec, store.options["joinSide"])
     else:
         plan = _store_plan(ckpt, store, rocksdb, codec, fast)
@@ -146,6 +147,15 @@ def _num_prefix_cols(ckpt: Checkpoint, op: int) -> int | None:
     operator = next((o for o in ckpt.operators if o.operator_id == op), None)
     stores = getattr(operator.metadata, "stores", ()) if operator else ()
     return max((s.num_cols_prefix_key or 0 for s in stores), default=None)
+
+
+def _require_join_stores(ckpt: Checkpoint, op: int) -> None:
+    """Join state formats 3 and 4 keep both sides in one store, by column family: not read here."""
+    stores = next((o.stores for o in ckpt.operators if o.operator_id == op), ())
+    if tuple(stores) == ("default",):
+        version = ckpt.conf.get("spark.sql.streaming.join.stateFormatVersion")
+        raise UnsupportedError(f"operator {op}: a stream-stream join in state format {version} (both sides in one store, "
+                               "by column family) is not read by the python engine", hint=f"use {arg('engine', 'spark')}")
 
 
 def _join_side_plan(ckpt: Checkpoint, store: Store, rocksdb: bool, codec: str, side: str) -> StorePlan:

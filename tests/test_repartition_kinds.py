@@ -98,7 +98,7 @@ def test_an_operator_spark_does_not_repartition_is_refused_with_sparks_words(spa
     with fixture_conf(spark, name), pytest.raises(Exception) as failed:
         spark._streamingCheckpointManager.repartition(str(root / "checkpoint"), 5)
     assert str(failed.value).startswith(quoted)
-    assert [(f.code, f.path) for f in check_location(str(root / "checkpoint"))] == [("WM035", "offsets/3")]
+    assert [(f.code, f.path) for f in check_location(str(root / "checkpoint"))] == [("WM035", "offsets/4")]
 
 
 def test_a_join_in_state_format_4_is_refused_because_sparks_repartition_loses_matches(spark, tmp_path):

@@ -12,6 +12,7 @@ from ..timeutil import format_duration, format_ms
 from .context import Context
 from .definition import ERROR, WARNING, Instruction, Issue, check
 from .remedies import rewind_before
+from .repartition import repartition_batches
 from .text import listed
 
 FUTURE_TOLERANCE_MS = 86_400_000
