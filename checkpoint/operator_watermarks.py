@@ -115,9 +115,10 @@ class OperatorWatermarks:
     def link(self, operator_id: int) -> OperatorLink | None:
         return next((o for o in self.operators if o.operator_id == operator_id), None)
 
-    def upstream(self, operator_id: int) -> tuple[OperatorLink, ...]:
-        """Every operator whose output watermark reaches ``operator_id`` (not through a withWatermark), nearest first."""
-        return tuple(_upstream_of({o.operator_id: o for o in self.operators}, operator_id))
+    def upstream(self, operator_id: int, rows: bool = False) -> tuple[OperatorLink, ...]:
+        """Every operator whose output watermark reaches ``operator_id`` (not through a withWatermark), nearest first;
+        with ``rows``, every operator whose output rows reach it (through a withWatermark too)."""
+        return tuple(_upstream_of({o.operator_id: o for o in self.operators}, operator_id, rows))
 
     def evicting(self, watermark_ms: int) -> tuple[OperatorWatermark, ...]:
         """Each operator's eviction watermark if the global watermark were ``watermark_ms`` (a what-if); ``late_ms``
@@ -233,14 +234,18 @@ class _Context:
     allow_multiple: bool
 
 
-def _upstream_of(links: Mapping[int, OperatorLink], operator_id: int) -> list[OperatorLink]:
-    """Every stateful operator whose output watermark reaches ``operator_id``, nearest first."""
-    out, todo = [], list(links[operator_id].watermark_from) if operator_id in links else []
+def _upstream_of(links: Mapping[int, OperatorLink], operator_id: int, rows: bool = False) -> list[OperatorLink]:
+    """Every stateful operator whose output watermark (with ``rows``: whose output) reaches ``operator_id``, nearest
+    first."""
+    def feeding(link: OperatorLink) -> tuple[int, ...]:
+        return link.upstream if rows else link.watermark_from
+
+    out, todo = [], list(feeding(links[operator_id])) if operator_id in links else []
     while todo:
         op = links.get(todo.pop(0))
         if op is not None and op not in out:
             out.append(op)
-            todo += op.watermark_from
+            todo += feeding(op)
     return out
 
 

@@ -11,9 +11,10 @@ import click
 
 from wmcheck.checkpoint.batch_inputs import LATE_RULES, plan, replay_plan
 from wmcheck.checkpoint.model import open_checkpoint
+from wmcheck.checkpoint.operator_watermarks import operator_watermarks
 from wmcheck.checkpoint.timeutil import format_duration
 
-from .options import common_options, parse_pairs
+from .options import checkpoint_progress, common_options, parse_pairs, progress_option
 from .output import Output, make_output
 from .process import own_interrupts
 from .progress import progress_for, quiet_option, spark_progress
@@ -51,8 +52,9 @@ def _print_lateness(out: Output, found: "Lateness") -> None:
               help="The query's window(): a row is late by its window's end (default: inferred from a window state key).")
 @click.option("--group-by", metavar="COLS",
               help="Also count distinct late groups (window + COLS, comma-separated; default: the state key's columns).")
-@click.option("--late-watermark", type=click.Choice(LATE_RULES), default="previous", show_default=True,
-              help="previous: Spark >= 3.4; current: Spark < 3.4 or statefulOperator.allowMultiple=false.")
+@click.option("--late-watermark", type=click.Choice(LATE_RULES),
+              help="previous: Spark >= 3.4; current: Spark < 3.4 or statefulOperator.allowMultiple=false (default: "
+                   "previous, or what --progress's event log shows).")
 @click.option("--source-format", metavar="FORMAT", help="The format the query read: json, csv, parquet, text, ...")
 @click.option("--schema", metavar="DDL", help="The schema the query read with, e.g. 'id STRING, ts TIMESTAMP'.")
 @click.option("--option", "reader_options", multiple=True, metavar="KEY=VALUE", help="A reader option the query used (repeatable).")
@@ -63,14 +65,16 @@ def _print_lateness(out: Output, found: "Lateness") -> None:
 @click.option("--packages", multiple=True, metavar="COORDS", help="Maven packages for Spark, e.g. the Kafka connector (repeatable).")
 @click.option("--jars", multiple=True, metavar="JARS", help="Jars for Spark (repeatable).")
 @quiet_option()
+@progress_option()
 @common_options()
 def replay(checkpoint: str, start: int, end: int | None, source: str | None, show_plan: bool, output: str | None,
            overwrite: bool, foreach: str | None, count_only: bool, show_lateness: bool, include_pending: bool,
            late_only: bool, on_time_only: bool,
-           event_time: str | None, window: str | None, group_by: str | None, late_watermark: str,
+           event_time: str | None, window: str | None, group_by: str | None, late_watermark: str | None,
            source_format: str | None, schema: str | None, reader_options: tuple[str, ...], path_maps: tuple[str, ...],
            skip_missing: bool, master: str | None, confs: tuple[str, ...], packages: tuple[str, ...],
-           jars: tuple[str, ...], quiet: bool, fmt: str, tz: tzinfo, fs_options: tuple[str, ...]) -> None:
+           jars: tuple[str, ...], quiet: bool, progress: str | None, fmt: str, tz: tzinfo,
+           fs_options: tuple[str, ...]) -> None:
     """Rebuild the exact input of batches --from N --to M of CHECKPOINT and reprocess it (see docs/replay.md)."""
     if sum(map(bool, (show_plan, output, foreach, count_only, show_lateness))) != 1:
         raise click.UsageError("pass exactly one of --plan, --output DIR, --foreach-batch MODULE:FUNCTION, --count or --lateness")
@@ -81,6 +85,9 @@ def replay(checkpoint: str, start: int, end: int | None, source: str | None, sho
     fs_opts = parse_pairs(fs_options, "--fs-option")
     path_map = parse_pairs(path_maps, "--path-map")
     ckpt = open_checkpoint(checkpoint, fs_opts)
+    reports = checkpoint_progress(ckpt, progress, fs_opts)
+    if late_watermark is None:  # the batches' plans say whether the operators had watermarks of their own
+        late_watermark = "previous" if operator_watermarks(ckpt, reports, []).allow_multiple else "current"
     if show_plan:
         batches = plan(ckpt, start, end, source=source, include_pending=include_pending, path_map=path_map,
                        late_rule=late_watermark, fs_options=fs_opts)
@@ -102,13 +109,13 @@ def replay(checkpoint: str, start: int, end: int | None, source: str | None, sho
     if foreach and os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())  # --foreach-batch MODULE:FUNCTION: MODULE may be in the current directory
     sink = ParquetSink(output, overwrite, fs_opts) if output else load_function(foreach) if foreach else None
-    with spark_progress(progress_for(quiet)) as progress:
+    with spark_progress(progress_for(quiet)) as meter:
         spark, _created = get_session(master, parse_pairs(confs, "--conf"), None, packages, jars)
         own_interrupts()  # pyspark installed its own Ctrl-C handler with the session
-        progress.phase(f"reading {len(batches)} batch(es)")
+        meter.phase(f"reading {len(batches)} batch(es)")
         keys = tuple(c.strip() for c in group_by.split(",") if c.strip()) if group_by else ()
         out = make_output(fmt, tz=tz)
-        stored = window_key(ckpt) if event_time and not window else None
+        stored = window_key(ckpt, reports) if event_time and not window else None
         if stored is not None:
             inferred = infer_window(spark, ckpt, stored)
             opts = dataclasses.replace(opts, window=inferred.spec)
@@ -117,10 +124,10 @@ def replay(checkpoint: str, start: int, end: int | None, source: str | None, sho
                      f"grouped by {', '.join(inferred.group_by) or 'nothing else'} (inferred from state/{stored.operator_id})")
         if show_lateness:
             found = lateness(list(read_batches(spark, batches, opts)), str(event_time))
-            progress.clear()
+            meter.clear()
             _print_lateness(out, found)
             return
         rows = run_replay(spark, batches, opts, sink or (lambda _df, _batch: None), keys,
-                          lambda done, total, batch: progress.phase(f"batch {batch}: {done} of {total}"))
-        progress.clear()
+                          lambda done, total, batch: meter.phase(f"batch {batch}: {done} of {total}"), ckpt, reports)
+        meter.clear()
     out.replay_rows(rows)

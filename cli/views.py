@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from wmcheck.checkpoint.stall import SourceActivity
     from wmcheck.checkpoint.summary import BatchRow, CheckpointSummary
     from wmcheck.statestore.compat import CompatReport
+    from wmcheck.statestore.operator_late import OperatorLate
     from wmcheck.statestore.summary import StateSummary
     from wmcheck.statestore.targets import Target
 
@@ -274,7 +275,7 @@ PLAN_CSV_COLUMNS = ["batch_id", "committed", "watermark_ms", "late_watermark_ms"
                     "replayable", "note", "files"]
 FILE_COLUMNS = ["batch", "source", "log batch", "location", "size", "exists"]
 REPLAY_COLUMNS = ["batch", "committed", "watermark_ms", "late_watermark_ms", "source_id", "files", "missing_files",
-                  "rows", "late_rows", "on_time_rows", "late_groups", "kept_rows"]
+                  "rows", "late_rows", "on_time_rows", "late_groups", "kept_rows", "operators"]
 
 
 def _input_text(src: SourceInput) -> str | None:
@@ -319,10 +320,18 @@ REPLAY_HEADERS = {"watermark_ms": "watermark", "late_watermark_ms": "late waterm
 """The table's headers in words (as ``batches`` has them); JSON and CSV keep the keys."""
 
 
+def _operator_late(o: OperatorLate) -> str:
+    """``operator 0: 0 late (Spark: 0)``: the replay's late rows of one operator beside Spark's."""
+    late = "?" if o.late_rows is None else str(o.late_rows)
+    return f"operator {o.operator_id}: {late} late" + (f" (Spark: {o.spark_late_rows})" if o.spark_late_rows is not None else "")
+
+
 def replay_rows(tz: tzinfo) -> RowView:
     """``wmcheck replay``: one row per batch and source, watermarks with their time, headers in words."""
     def row(r: Mapping[str, Any]) -> dict[str, Any]:
         shown = {**r, **{key: f"{r[key]} ({format_ms(r[key], tz)})" for key in ("watermark_ms", "late_watermark_ms")}}
+        if r.get("operators"):
+            shown["operators"] = "; ".join(_operator_late(o) for o in r["operators"])
         return {REPLAY_HEADERS.get(key, key): value for key, value in shown.items()}
 
     return RowView([REPLAY_HEADERS.get(c, c) for c in REPLAY_COLUMNS], row)

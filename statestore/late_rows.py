@@ -21,6 +21,8 @@ from wmcheck.checkpoint.state_schema import StructType
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from wmcheck.checkpoint.progress import QueryProgress
+
     from .replay import ReplayBatch
 
 WINDOW = "window"
@@ -58,9 +60,14 @@ def _is_window(key: StructType) -> bool:
         {f.name for f in field.data_type.fields} >= {"start", "end"}
 
 
-def window_key(ckpt: Checkpoint) -> WindowKey | None:
-    """The first operator whose state key holds a ``window`` struct (from the schema files, no Spark)."""
-    for op in ckpt.operators:
+def window_key(ckpt: Checkpoint, progress: "QueryProgress | None" = None) -> WindowKey | None:
+    """The operator reading the raw input whose state key holds a ``window`` struct (from the schema files, no Spark):
+    the replayed rows enter the operators with no stateful operator upstream (the plan's order from ``progress``,
+    else the checkpoint's operators as one chain, the last one first); a window further down the query is not theirs."""
+    from wmcheck.checkpoint.operator_watermarks import operator_watermarks
+
+    entries = {link.operator_id for link in operator_watermarks(ckpt, progress, []).operators if not link.upstream}
+    for op in (o for o in ckpt.operators if o.operator_id in entries):
         schema = ckpt.store_schema(op.operator_id, DEFAULT_STORE)
         if schema is not None and _is_window(schema.key_schema):
             return WindowKey(op.operator_id, tuple(f.name for f in schema.key_schema.fields if f.name != WINDOW))
@@ -96,8 +103,8 @@ def infer_window(spark: "SparkSession", ckpt: Checkpoint, key: WindowKey) -> Inf
             .distinct().collect())
     found = window_from_bounds([(r["s"], r["e"]) for r in rows])
     if found is None:
-        stored = f"{len(rows)} stored window{'s' if len(rows) != 1 else ''}"
-        raise CheckpointError(f"the state of operator {key.operator_id} is keyed by a window, but its {stored} do not "
+        stored = f"{len(rows)} stored window{'s do' if len(rows) != 1 else ' does'}"
+        raise CheckpointError(f"the state of operator {key.operator_id} is keyed by a window, but its {stored} not "
                               "tell its size and slide", hint=WINDOW_HINT)
     return InferredWindow(key.operator_id, found[0], found[1], key.group_by)
 

@@ -28,6 +28,8 @@ from .spark_errors import condition, spark_errors
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
+    from wmcheck.checkpoint.progress import QueryProgress
+
 KEEP = ("all", "late", "on_time")
 KAFKA_PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13:<your Spark version>"
 SHOWN_MISSING = 5
@@ -274,13 +276,16 @@ def count_batches(batches: list[ReplayBatch], group_by: tuple[str, ...] = ()) ->
 
 
 def replay(spark: "SparkSession", prepared: list[BatchInput], opts: ReplayOptions, sink: Sink,
-           group_by: tuple[str, ...] = (), on_batch: Callable[[int, int, int], None] | None = None) -> list[dict[str, Any]]:
+           group_by: tuple[str, ...] = (), on_batch: Callable[[int, int, int], None] | None = None,
+           ckpt: Checkpoint | None = None, progress: "QueryProgress | None" = None) -> list[dict[str, Any]]:
     """Hand each prepared batch's kept rows to ``sink(df, batch_id)`` in batch order (then ``sink.close()``
-    if it has one); one summary row per batch. ``on_batch(k, n, batch_id)`` is called as the k-th of n starts."""
+    if it has one); one summary row per batch, with ``ckpt`` each stateful operator's late rows (``operators``,
+    :mod:`.operator_late`; Spark's own counts from ``progress``). ``on_batch(k, n, batch_id)`` is called as the k-th
+    of n starts."""
     batches = list(read_batches(spark, prepared, opts))
     with spark_errors("counting the rows of the batches"):
         counts = count_batches(batches, group_by)
-    out = []
+    out: list[dict[str, Any]] = []
     for index, rb in enumerate(batches, start=1):
         if on_batch is not None:
             on_batch(index, len(batches), rb.batch_id)
@@ -305,4 +310,9 @@ def replay(spark: "SparkSession", prepared: list[BatchInput], opts: ReplayOption
     close = getattr(sink, "close", None)
     if close is not None:
         close()
+    if ckpt is not None and ckpt.operators:
+        from .operator_late import operator_late_rows
+
+        for row, ops in zip(out, operator_late_rows(ckpt, out, progress)):
+            row["operators"] = ops
     return out

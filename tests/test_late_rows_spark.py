@@ -33,11 +33,27 @@ def test_count_table_names_the_inferred_window(spark):
     assert table.splitlines()[0] == "window: 10s every 5s, grouped by id (inferred from state/0)"
 
 
-def test_window_that_cannot_be_inferred_is_one_line(spark):
-    # chained_aggs' operator 0 (the 20 s windows over window_time) holds no window at its last batch
-    out = run_cli("replay", fixture_checkpoint("chained_aggs"), "--from", "0", "--count", "--late-only", *READ,
-                  "--path-map", root_map("chained_aggs"), exit_code=2).output
-    assert out.strip() == ("Error: the state of operator 0 is keyed by a window, but its 0 stored windows do not tell its "
+def test_the_window_comes_from_the_operator_reading_the_input(spark):
+    """chained_aggs: operator 1 (10 s windows) reads the input; operator 0 (20 s windows over window_time, empty at the
+    last batch) is further down the query, so its windows are not the replayed rows'."""
+    table = count("chained_aggs", "--late-only", fmt="table").splitlines()
+    assert table[0] == "window: 10s every 10s, grouped by id (inferred from state/1)"
+    rows = json.loads(count("chained_aggs", "--late-only"))
+    spark_dropped = {b["batch"]: b["state_operators"][1]["num_rows_dropped_by_watermark"]
+                     for b in fixture_facts("chained_aggs")["batches"]}
+    assert {r["batch"]: r["late_groups"] for r in rows} == spark_dropped and sum(spark_dropped.values()) == 4
+
+
+def test_window_that_cannot_be_inferred_is_one_line(spark, tmp_path):
+    """agg_window_hdfs rewound to batch 0 (a real rewind): its state holds one window, which tells no size and slide."""
+    import shutil
+
+    root = tmp_path / "agg"
+    shutil.copytree(fixture_checkpoint("agg_window_hdfs").parent, root)
+    run_cli("rewind", str(root / "checkpoint"), "--to-batch", "0", "--execute", "--idle", "0")
+    out = run_cli("replay", root / "checkpoint", "--from", "0", "--count", "--late-only", *READ,
+                  "--path-map", f"{fixture_facts('agg_window_hdfs')['root']}={root}", exit_code=2).output
+    assert out.strip() == ("Error: the state of operator 0 is keyed by a window, but its 1 stored window does not tell its "
                            "size and slide (hint: pass --window DURATION[,SLIDE] (the query's window(), e.g. --window "
                            "'10 seconds,5 seconds'))")
 
