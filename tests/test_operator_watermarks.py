@@ -320,9 +320,10 @@ def test_replayed_late_rows_per_operator_equal_sparks(spark, name):
     """Every operator's late rows in every batch: the replay's for the operator reading the input (late groups for an
     aggregation; a join's sources summed), 0 after operators that pass their watermark on (or with a late-events
     watermark of 0); after applyInPandasWithState's function re-watermarked (fmgws_then_agg) the replay cannot tell."""
-    from conftest import root_map
     from wmcheck.statestore.late_rows import infer_window, window_key
     from wmcheck.statestore.replay import ReplayOptions, prepare, replay
+
+    from conftest import root_map
 
     ckpt = open_checkpoint(str(fixture_checkpoint(name)))
     facts = fixture_facts(name)
