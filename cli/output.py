@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from wmcheck.checkpoint.summary import BatchRow, CheckpointSummary
     from wmcheck.statestore.compat import CompatReport
     from wmcheck.statestore.engines import StoreReadLike
+    from wmcheck.statestore.replay import ReplaySummary
     from wmcheck.statestore.summary import StateSummary
     from wmcheck.statestore.targets import Target
 
@@ -179,7 +180,7 @@ class Output:
         """``wmcheck replay --plan`` (its JSON form: :func:`replay_plan_doc`)."""
         self.document(replay_plan_doc(plan, self.tz), *views.replay_plan(plan, self.tz))
 
-    def replay_rows(self, rows: Sequence[Mapping[str, Any]]) -> None:
+    def replay_rows(self, rows: Sequence[ReplaySummary]) -> None:
         self.rows(rows, views.REPLAY_COLUMNS, view=views.replay_rows(self.tz))
 
     def note(self, text: str) -> None:

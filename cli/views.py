@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from wmcheck.checkpoint.summary import BatchRow, CheckpointSummary
     from wmcheck.statestore.compat import CompatReport
     from wmcheck.statestore.operator_late import OperatorLate
+    from wmcheck.statestore.replay import ReplaySummary
     from wmcheck.statestore.summary import StateSummary
     from wmcheck.statestore.targets import Target
 
@@ -328,10 +329,11 @@ def _operator_late(o: OperatorLate) -> str:
 
 def replay_rows(tz: tzinfo) -> RowView:
     """``wmcheck replay``: one row per batch and source, watermarks with their time, headers in words."""
-    def row(r: Mapping[str, Any]) -> dict[str, Any]:
-        shown = {**r, **{key: f"{r[key]} ({format_ms(r[key], tz)})" for key in ("watermark_ms", "late_watermark_ms")}}
-        if r.get("operators"):
-            shown["operators"] = "; ".join(_operator_late(o) for o in r["operators"])
+    def row(r: ReplaySummary) -> dict[str, Any]:
+        shown = {c: getattr(r, c) for c in REPLAY_COLUMNS}
+        shown.update(watermark_ms=f"{r.watermark_ms} ({format_ms(r.watermark_ms, tz)})",
+                     late_watermark_ms=f"{r.late_watermark_ms} ({format_ms(r.late_watermark_ms, tz)})",
+                     operators="; ".join(_operator_late(o) for o in r.operators) or None)
         return {REPLAY_HEADERS.get(key, key): value for key, value in shown.items()}
 
     return RowView([REPLAY_HEADERS.get(c, c) for c in REPLAY_COLUMNS], row)

@@ -11,13 +11,15 @@ replay cannot tell. Spark's own counts (``numRowsDroppedByWatermark`` of its pro
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from wmcheck.checkpoint.operator_watermarks import NONE, OperatorLink, OperatorWatermarks, operator_watermarks
 
 if TYPE_CHECKING:
     from wmcheck.checkpoint.model import Checkpoint
     from wmcheck.checkpoint.progress import QueryProgress
+
+    from .replay import ReplaySummary
 
 GROUPED = ("stateStoreSave", "sessionWindowStateStoreSaveExec")
 """Operators Spark judges late after a partial aggregation: one late row per group."""
@@ -59,15 +61,15 @@ def _sources(ckpt: "Checkpoint", batch: int) -> int:
     return len(seq.sources) if seq else 0
 
 
-def operator_late_rows(ckpt: "Checkpoint", rows: Sequence[Mapping[str, Any]],
+def operator_late_rows(ckpt: "Checkpoint", rows: Sequence["ReplaySummary"],
                        progress: "QueryProgress | None" = None) -> list[tuple[OperatorLate, ...]]:
-    """For each replay summary row (``batch``, ``late_rows``, ``late_groups``), every operator's late rows."""
-    model = operator_watermarks(ckpt, progress, [r["batch"] for r in rows])
+    """For each replayed batch, every operator's late rows."""
+    model = operator_watermarks(ckpt, progress, [r.batch for r in rows])
     entries = entry_operators(model)
     out = []
     for row in rows:
-        batch = model.batch(row["batch"])
-        spark = _spark_counts(progress, row["batch"])
+        batch = model.batch(row.batch)
+        spark = _spark_counts(progress, row.batch)
         ops = []
         for link in model.operators:
             own = batch.of(link.operator_id) if batch else None
@@ -78,13 +80,13 @@ def operator_late_rows(ckpt: "Checkpoint", rows: Sequence[Mapping[str, Any]],
                 if len(entries) > 1:
                     late, how = None, "several operators read the raw input: the replay cannot tell which rows each got"
                 elif link.name in GROUPED:
-                    late, how = row.get("late_groups"), "late groups of the replayed input (Spark counts one per group)"
+                    late, how = row.late_groups, "late groups of the replayed input (Spark counts one per group)"
                 else:
-                    late, how = row.get("late_rows"), "late rows of the replayed input"
+                    late, how = row.late_rows, "late rows of the replayed input"
                 if late is None and len(entries) == 1:
                     how += ": pass the event-time column" + (" and the window" if link.name in GROUPED else "")
-                elif _sources(ckpt, row["batch"]) > 1:
-                    how += f" of source {row.get('source_id')} (Spark's count covers every input)"
+                elif _sources(ckpt, row.batch) > 1:
+                    how += f" of source {row.source_id} (Spark's count covers every input)"
             elif late_ms == 0:
                 late, how = 0, "0: its late-events watermark is 0, so nothing it receives is behind it"
             elif blocked is not None:

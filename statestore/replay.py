@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 
     from wmcheck.checkpoint.progress import QueryProgress
 
+    from .operator_late import OperatorLate
+
 KEEP = ("all", "late", "on_time")
 KAFKA_PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13:<your Spark version>"
 SHOWN_MISSING = 5
@@ -275,9 +277,29 @@ def count_batches(batches: list[ReplayBatch], group_by: tuple[str, ...] = ()) ->
     return out
 
 
+@dataclass(frozen=True)
+class ReplaySummary:
+    """One replayed batch: its watermarks, what it read, its late and on-time rows (with an event time), the rows
+    handed on, and each stateful operator's late rows (:mod:`.operator_late`)."""
+
+    batch: int
+    committed: bool
+    watermark_ms: int
+    late_watermark_ms: int | None
+    source_id: str | None
+    files: int | None
+    missing_files: int
+    rows: int | None
+    late_rows: int | None
+    on_time_rows: int | None
+    late_groups: int | None
+    kept_rows: int | None
+    operators: "tuple[OperatorLate, ...]" = ()
+
+
 def replay(spark: "SparkSession", prepared: list[BatchInput], opts: ReplayOptions, sink: Sink,
            group_by: tuple[str, ...] = (), on_batch: Callable[[int, int, int], None] | None = None,
-           ckpt: Checkpoint | None = None, progress: "QueryProgress | None" = None) -> list[dict[str, Any]]:
+           ckpt: Checkpoint | None = None, progress: "QueryProgress | None" = None) -> list[ReplaySummary]:
     """Hand each prepared batch's kept rows to ``sink(df, batch_id)`` in batch order (then ``sink.close()``
     if it has one); one summary row per batch, with ``ckpt`` each stateful operator's late rows (``operators``,
     :mod:`.operator_late`; Spark's own counts from ``progress``). ``on_batch(k, n, batch_id)`` is called as the k-th
@@ -285,7 +307,7 @@ def replay(spark: "SparkSession", prepared: list[BatchInput], opts: ReplayOption
     batches = list(read_batches(spark, prepared, opts))
     with spark_errors("counting the rows of the batches"):
         counts = count_batches(batches, group_by)
-    out: list[dict[str, Any]] = []
+    out: list[ReplaySummary] = []
     for index, rb in enumerate(batches, start=1):
         if on_batch is not None:
             on_batch(index, len(batches), rb.batch_id)
@@ -296,23 +318,22 @@ def replay(spark: "SparkSession", prepared: list[BatchInput], opts: ReplayOption
         windowed = None if late is None or on_time is None else late + on_time
         kept = {"all": got["rows"] if windowed is None else windowed, "late": got["late_rows"],
                 "on_time": got["on_time_rows"]}[opts.keep]
-        out.append({
-            "batch": rb.batch_id,
-            "committed": rb.plan.committed,
-            "watermark_ms": rb.plan.watermark_ms,
-            "late_watermark_ms": rb.plan.late_watermark_ms,
-            "source_id": src.source_id if src else None,
-            "files": len(src.files) - len(rb.missing) if src and src.kind == "file" else None,
-            "missing_files": len(rb.missing),
-            **got,
-            "kept_rows": kept,
-        })
+        out.append(ReplaySummary(
+            batch=rb.batch_id,
+            committed=rb.plan.committed,
+            watermark_ms=rb.plan.watermark_ms,
+            late_watermark_ms=rb.plan.late_watermark_ms,
+            source_id=src.source_id if src else None,
+            files=len(src.files) - len(rb.missing) if src and src.kind == "file" else None,
+            missing_files=len(rb.missing),
+            rows=got["rows"], late_rows=got["late_rows"], on_time_rows=got["on_time_rows"], late_groups=got["late_groups"],
+            kept_rows=kept,
+        ))
     close = getattr(sink, "close", None)
     if close is not None:
         close()
     if ckpt is not None and ckpt.operators:
         from .operator_late import operator_late_rows
 
-        for row, ops in zip(out, operator_late_rows(ckpt, out, progress)):
-            row["operators"] = ops
+        out = [replace(row, operators=ops) for row, ops in zip(out, operator_late_rows(ckpt, out, progress))]
     return out

@@ -340,10 +340,10 @@ def test_replayed_late_rows_per_operator_equal_sparks(spark, name):
             opts = ReplayOptions(**{**opts.__dict__, "window": inferred.spec})
             keys = inferred.group_by
         for row in replay(spark, prepare(ckpt, 0, None, opts), opts, lambda _df, _b: None, keys, ckpt, prog):
-            for op in row["operators"]:
-                before = got.setdefault(row["batch"], {}).get(op.operator_id)
+            for op in row.operators:
+                before = got.setdefault(row.batch, {}).get(op.operator_id)
                 add = op.late_rows
-                got[row["batch"]][op.operator_id] = None if add is None else (before or 0) + add
+                got[row.batch][op.operator_id] = None if add is None else (before or 0) + add
     spark_counts = {b["batch"]: {i: o["num_rows_dropped_by_watermark"] for i, o in enumerate(b["state_operators"])}
                     for b in facts["batches"]}
     unknown = {(b, op) for b, ops in got.items() for op, n in ops.items() if n is None}
