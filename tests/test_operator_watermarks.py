@@ -339,7 +339,7 @@ def test_replayed_late_rows_per_operator_equal_sparks(spark, name):
             inferred = infer_window(spark, ckpt, stored)
             opts = ReplayOptions(**{**opts.__dict__, "window": inferred.spec})
             keys = inferred.group_by
-        for row in replay(spark, prepare(ckpt, 0, None, opts), opts, lambda _df, _b: None, keys, ckpt, prog):
+        for row in replay(spark, prepare(ckpt, 0, None, opts), opts, lambda _df, _b: None, keys, ckpt=ckpt, progress=prog):
             for op in row.operators:
                 before = got.setdefault(row.batch, {}).get(op.operator_id)
                 add = op.late_rows
