@@ -1,7 +1,8 @@
 """Real SIGKILLs at every step of ``wmcheck repartition --execute`` and of its undo, each recovered both ways.
 
 ``repartition`` is two processes: wmcheck (Python) and the Spark driver JVM it starts (py4j), which writes
-Spark's repartition batch. Points, on a relocated copy of the fixture ``dedup_rocksdb_p3`` (3 -> 5 partitions):
+Spark's repartition batch. Points, on a relocated copy of the fixture ``dedup_rocksdb_p3`` (and with the full sweep ``join_v3_p3``) (3 -> 5
+partitions):
 
 - *python*: every rename, fsync and unlink of the wmcheck process itself (its main thread: strace without
   ``-f`` does not trace the JVM), killed by strace's fault injection. The JVM must then exit by itself
@@ -57,7 +58,10 @@ from wmcheck.statestore.repartition import SparkRepartitioner
 pytestmark = [pytest.mark.spark,
               pytest.mark.skipif(STRACE is None and not os.environ.get("CI"), reason="strace is not installed")]
 
-NAME, PARTITIONS = "dedup_rocksdb_p3", 5
+PARTITIONS = 5
+NAMES = ["dedup_rocksdb_p3", *(["join_v3_p3"] if FULL else [])]
+"""The full sweep also kills the repartition of a stream-stream join (state format 3: four column families in one
+store)."""
 RENAMES = ("rename", "renameat", "renameat2")
 DELAY_US = 300_000
 """How long strace holds each rename on entry: the time the test has to kill the run before it happens."""
@@ -131,13 +135,19 @@ def spark_free(root: Path, original: tuple[dict, dict]) -> tuple[list, dict]:
                   for k, v in ckpt.items()), sink
 
 
-def state_rows(root: Path) -> list[str]:
-    return sorted(map(repr, engines.read_state(str(root / "checkpoint"), operator=0).to_pylist()))
+def state_rows(root: Path, spark) -> list[str]:
+    """The state rows (a join's both sides, read with Spark: the python engine does not read join state formats 3-4)."""
+    ckpt = str(root / "checkpoint")
+    if root.name.startswith("join"):
+        return sorted(repr(r.asDict(recursive=True)) for side in ("left", "right")
+                      for r in engines.read_state(ckpt, operator=0, store=side, engine="spark", spark=spark).collect())
+    return sorted(map(repr, engines.read_state(ckpt, operator=0).to_pylist()))
 
 
-def test_a_real_kill_at_any_step_of_a_repartition_is_recovered_both_ways(spark, tmp_path):
-    work = tmp_path / NAME
-    base = restartable(NAME, tmp_path).rename(tmp_path / "base")  # relocated to ``work``, where every run happens
+@pytest.mark.parametrize("name", NAMES)
+def test_a_real_kill_at_any_step_of_a_repartition_is_recovered_both_ways(spark, tmp_path, name):
+    work = tmp_path / name
+    base = restartable(name, tmp_path).rename(tmp_path / "base")  # relocated to ``work``, where every run happens
     original = trees(base)
     link_copy(base, work)
     log = strace_log(args(work), timeout=TIMEOUT)
@@ -145,7 +155,7 @@ def test_a_real_kill_at_any_step_of_a_repartition_is_recovered_both_ways(spark, 
     assert len(ours) == 1, ours
     python_points = counted(log, ours.pop())
     jvm_points = range(1, len(spark_renames(log, work)) + 1)
-    repaired, rows = spark_free(work, original), state_rows(work)
+    repaired, rows = spark_free(work, original), state_rows(work, spark)
     assert rows and repaired != spark_free(base, original)
     repaired_copy = link_copy(work, tmp_path / "repaired")
     undo_points = counted(strace_log(["undo", str(work / "checkpoint")]))
@@ -158,7 +168,7 @@ def test_a_real_kill_at_any_step_of_a_repartition_is_recovered_both_ways(spark, 
         f"repartition-kill-{kind}").sample(every, 2 if kind == "undo" else 1))]
 
     def is_repaired(root: Path) -> bool:
-        return spark_free(root, original) == repaired and state_rows(root) == rows
+        return spark_free(root, original) == repaired and state_rows(root, spark) == rows
 
     def rerun() -> None:
         """The same repartition again (another target is refused while a killed one is pending)."""
@@ -192,5 +202,5 @@ def test_a_real_kill_at_any_step_of_a_repartition_is_recovered_both_ways(spark, 
             kill_at(["undo", str(work / "checkpoint")], syscall, k)
         recovered_both_ways(work, label, original, is_repaired, rerun if what != "undo" else None)
         print(f"{label}: recovered both ways ({time.monotonic() - started:.0f} s)", flush=True)
-    print(f"repartition: {len(chosen)} of {sum(map(len, kinds.values()))} kill points recovered both ways "
+    print(f"repartition of {name}: {len(chosen)} of {sum(map(len, kinds.values()))} kill points recovered both ways "
           f"({', '.join(f'{kind} {len(every)}' for kind, every in kinds.items())}) in {time.monotonic() - started:.0f} s")
