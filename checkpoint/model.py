@@ -69,6 +69,8 @@ class Operator:
     """``name`` was inferred from the stores and schemas: no operator metadata (Spark < 4.0)."""
     metadata_lag: str | None = None
     """Why ``num_partitions`` is not the metadata's: v1 metadata still names the count before a repartition."""
+    metadata_conflict: str | None = None
+    """Why ``num_partitions`` is not the metadata's when nothing Spark did explains it: the pinned count wins."""
 
     @property
     def live_partitions(self) -> tuple[StorePartition, ...]:
@@ -319,19 +321,31 @@ class Checkpoint:
             name = meta.operator_name if meta else infer_operator_name(stores, self.store_schema(op.operator_id, DEFAULT_STORE))
             num = nums.pop() if len(nums) == 1 else (len(op.partition_ids) or None)
             lag = self._repartitioned_since(num) if meta is not None and meta.version == 1 else None
+            pinned = self._pinned_partitions() if meta is not None and lag is None else None
+            conflict = pinned is not None and num is not None and pinned != num
             out.append(
                 Operator(
                     op.operator_id,
                     name,
                     stores,
-                    lag[0] if lag else num,
+                    lag[0] if lag else pinned if conflict else num,
                     op.partitions,
                     meta,
                     name_inferred=meta is None and name is not None,
                     metadata_lag=lag[1] if lag else None,
+                    metadata_conflict=(
+                        f"its operator metadata says {num} partitions, but the offsets pin spark.sql.shuffle.partitions="
+                        f"{pinned}, the count Spark runs its stateful operators with (the metadata was edited or comes "
+                        "from another query)") if conflict else None,
                 )
             )
         return out
+
+    def _pinned_partitions(self) -> int | None:
+        """The shuffle partition count the last committed batch pins (else the last batch's): the number of state
+        partitions Spark runs every stateful operator with."""
+        batch = self.last_committed_batch if self.last_committed_batch is not None else self.last_batch
+        return partitions_of(self, batch) if batch is not None else None
 
     def _repartitioned_since(self, recorded: int | None) -> tuple[int, str] | None:
         """The partition count of the last committed batch and why, when a committed repartition batch

@@ -27,7 +27,7 @@ from wmcheck.checkpoint.checks.definition import Fix, Instruction
 from wmcheck.cli.fixes import fix_text
 
 from conftest import run_cli
-from restart_oracle import Outcome, add_input, prepare, read_only, restart_all
+from restart_oracle import FIXTURES, Outcome, add_input, prepare, read_only, restart_all
 
 FAILS, WRONG, OK = "fails", "wrong", "ok"  # restart_oracle.observed's words
 AGG, COMPACTION, V2, TWS, STALL = "agg_window_hdfs", "compaction", "checkpoint_v2", "tws_pandas", "union_stall_min"
@@ -181,6 +181,9 @@ C = "checkpoint"
 
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+OPERATOR_FILES = tuple(f"{C}/state/0/{p}" for p in ("_metadata/metadata", "_metadata/.metadata.crc", "0/_metadata/schema",
+                                                    "0/_metadata/.schema.crc"))
+"""Operator 0's metadata and state schema, with their sidecars: Spark writes them again when they are missing."""
 
 
 def edit_line(root: Path, path: str, line: int, text: str) -> None:
@@ -407,6 +410,15 @@ CASES = [
     Case("offsets-blank-source-line", "WM043", AGG, lambda r: (r / C / "offsets/12").write_text(
         (r / C / "offsets/12").read_text() + "\n\n"), FAILS, r"There are \[2\] sources in the checkpoint offsets",
          repair=True),
+    Case("operator-metadata-of-another-operator", "WM046", AGG,
+         lambda r: edit(r, f"{C}/state/0/_metadata/metadata", '"stateStoreSave"', '"dedupe"'), FAILS,
+         "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA", fix=lambda r: unlink(r, *OPERATOR_FILES)),
+    Case("state-schema-of-another-query", "WM046", AGG, lambda r: shutil.copy2(
+        FIXTURES / "dedup_watermark" / C / "state/0/0/_metadata/schema", r / C / "state/0/0/_metadata/schema"), FAILS,
+         "STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE", fix=lambda r: unlink(r, *OPERATOR_FILES)),
+    Case("operator-metadata-unreadable", "WM045", AGG, cut("state/0/_metadata/metadata", 12), OK),
+    Case("operator-metadata-partition-count", "WM045", AGG,
+         lambda r: edit(r, f"{C}/state/0/_metadata/metadata", '"numPartitions":3', '"numPartitions":4'), OK),
     Case("state-metadata-removed-sidecars-kept", "WM029", AGG,  # Spark writes both again when they are missing
          lambda r: unlink(r, f"{C}/state/0/_metadata/metadata", f"{C}/state/0/0/_metadata/schema"), FAILS,
          r"Rename destination .*/state/0/(0/)?_metadata/\.(metadata|schema)\.crc already exists",

@@ -216,6 +216,21 @@ def b_source_count(root: Path, facts: dict) -> str:
     return f"offsets/{facts['last_batch']}"
 
 
+def edit_operator_metadata(root: Path, change: Callable[[dict], None]) -> str:
+    edit_json(root / "checkpoint" / "state" / "0" / "_metadata" / "metadata", 1, change)
+    return "state/0/_metadata/metadata"
+
+
+def b_metadata_partition_count(root: Path, facts: dict) -> str:
+    """The operator metadata says 4 partitions; the offsets pin 3, which Spark runs with."""
+    return edit_operator_metadata(root, lambda m: m["stateStoreInfo"][0].update(numPartitions=4))
+
+
+def b_metadata_of_another_operator(root: Path, facts: dict) -> str:
+    """The operator metadata names a deduplication; the state is an aggregation's."""
+    return edit_operator_metadata(root, lambda m: m["operatorInfo"].update(operatorName="dedupe"))
+
+
 def b_unloadable(root: Path, facts: dict) -> str:
     drop(root / "checkpoint" / "state" / "0" / "1" / f"{facts['last_batch'] + 1}.delta")
     return "state/0/1"
@@ -454,6 +469,8 @@ BREAKS = {
     "WM015-missing": Break("WM015", "agg_window_hdfs", b_conf_missing),
     "WM043": Break("WM043", "agg_window_hdfs", b_source_count),
     "WM044": Break("WM044", "agg_window_hdfs", b_conf_drift_unused),
+    "WM045": Break("WM045", "agg_window_hdfs", b_metadata_partition_count),
+    "WM046": Break("WM046", "agg_window_hdfs", b_metadata_of_another_operator),
     "WM016": Break("WM016", "agg_window_hdfs", b_unloadable),
     "WM017": Break("WM017", "agg_window_hdfs", b_leftovers),
     "WM018": Break("WM018", "agg_window_hdfs", b_missing_partition),

@@ -21,6 +21,8 @@ from ..state_files import StateFile, StateLayout
 from ..state_schema import StateSchemaFile, parse_state_schema
 
 T = TypeVar("T")
+V1_METADATA = "/_metadata/metadata"
+"""How a v1 operator metadata file's path ends (``state/<op>/_metadata/metadata``)."""
 STALL_BATCHES = 5
 """Data batches a stalled watermark may span before WM038 warns (``--stall-batches``)."""
 
@@ -151,6 +153,8 @@ class Context:
         self.sink = Tree(sink, lambda p: posixpath.join(sink_shown, p)) if sink is not None else None
         self.sink_location = sink.uri() if sink is not None else None
         self.failures: dict[str, CheckpointError] = {}
+        self.unread_metadata: dict[str, CheckpointError] = {}
+        """v1 operator metadata files that do not parse (Spark skips its operator check then: WM045)."""
         self.offsets: dict[int, OffsetSeq] = {}  # parsed ones, by batch in order (so are confs and commits)
         self.confs: dict[int, Mapping[str, Any]] = {}
         self.commits: dict[int, CommitEntry] = {}
@@ -218,11 +222,13 @@ class Context:
         return [self.tree] + ([self.sink] if self.sink is not None else [])
 
     def _operators(self) -> list[Operator]:
-        """The stateful operators; without their metadata when it does not parse (reported as WM001)."""
+        """The stateful operators; without their metadata when it does not parse (reported as WM001, or as WM045 for
+        v1 metadata, which Spark reads only for a check it skips when it cannot)."""
         try:
             return self.ckpt.operators
         except CheckpointError as exc:
-            self.failures.setdefault(exc.path or "state", exc)
+            path = exc.path or "state"
+            (self.unread_metadata if path.endswith(V1_METADATA) else self.failures).setdefault(path, exc)
         return [
             Operator(op.operator_id, None, tuple(op.stores), None, op.partitions, None)
             for op in self.ckpt.state_layout.operators

@@ -22,7 +22,7 @@ def _label(link: OperatorLink) -> str:
 def _by_watermark(ctx: Context, operator_id: int) -> bool:
     """Whether the operator evicts (or fires timers, times keys out) by its watermark: an event-time column in its
     state, or transformWithState / (flat)MapGroupsWithState, whose timers and timeouts follow the watermark."""
-    op = next(o for o in ctx.ckpt.operators if o.operator_id == operator_id)
+    op = next(o for o in ctx.operators if o.operator_id == operator_id)
     if is_transform_with_state(op.name) or op.name in TIMER_OPERATORS:
         return True
     for store in op.stores:
@@ -35,7 +35,7 @@ def _by_watermark(ctx: Context, operator_id: int) -> bool:
 def delay_ms(ctx: Context) -> int | None:
     """The query's longest withWatermark delay, as its state schemas record it (``spark.watermarkDelayMs``)."""
     delays = []
-    for op in ctx.ckpt.operators:
+    for op in ctx.operators:
         for store in op.stores:
             schema = ctx.ckpt.store_schema(op.operator_id, store)
             for part in (schema.key_schema, schema.value_schema) if schema is not None else ():
@@ -47,7 +47,7 @@ def delay_ms(ctx: Context) -> int | None:
 
 @check("WM042", WARNING, "stateful operator never evicts, or evicts far behind the global watermark")
 def operator_watermark(ctx: Context) -> Iterator[Issue]:
-    if len(ctx.ckpt.operators) < 2 or ctx.ckpt.last_batch is None:
+    if len(ctx.operators) < 2 or ctx.ckpt.last_batch is None:
         return
     try:
         model = operator_watermarks(ctx.ckpt, ctx.progress, [ctx.ckpt.next_batch])

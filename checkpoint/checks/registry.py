@@ -5,7 +5,19 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Mapping
 
-from . import access, conf, logs, operators, repartition, sink_files, sources, stall, state, watermark
+from . import (
+    access,
+    conf,
+    logs,
+    operator_metadata,
+    operators,
+    repartition,
+    sink_files,
+    sources,
+    stall,
+    state,
+    watermark,
+)
 from .definition import ERROR, WARNING, Check, Finding
 
 __all__ = ["CHECKS", "ERROR", "OPEN_FAILED", "WARNING", "Check", "Finding"]
@@ -32,6 +44,7 @@ LISTED: tuple[Check, ...] = (
     stall.held_watermark,
     state.damaged, state.skipped, state.future_snapshots,
     logs.source_count, conf.conf_changed_harmlessly,
+    operator_metadata.ignored_metadata, operator_metadata.foreign_metadata,
     operators.operator_watermark,
 )
 

@@ -238,6 +238,8 @@ def leftovers(ctx: Context) -> Iterator[Issue]:
 
 def expected_partitions(ctx: Context, op: Operator) -> tuple[int | None, str]:
     """The operator's partition count and where it comes from."""
+    if op.metadata_conflict and op.num_partitions:
+        return op.num_partitions, f"{SHUFFLE_PARTITIONS}={op.num_partitions} pinned in the offsets, not its operator metadata's"
     if op.metadata is not None and op.num_partitions:
         return op.num_partitions, "numPartitions in its operator metadata"
     pinned = ctx.conf(SHUFFLE_PARTITIONS)

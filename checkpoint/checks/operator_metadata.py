@@ -1,0 +1,89 @@
+"""Checks of the operator metadata (``state/<op>/_metadata/``) against the checkpoint it sits in.
+
+On the first batch of a run Spark reads the operator names in the metadata and compares them with the query's
+stateful operators (``IncrementalExecution.checkOperatorValidWithMetadata``): a difference fails the query
+(``STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA``), v1 metadata it cannot read skips the check with a
+warning in its log, and a missing one is written again. The number of state partitions is the pinned
+``spark.sql.shuffle.partitions``, whatever the metadata says."""
+from __future__ import annotations
+
+from typing import Iterator
+
+from ..layout import DEFAULT_STORE
+from ..model import Operator
+from ..operator_kinds import infer_operator_name, is_transform_with_state
+from ..operator_metadata import OperatorMetadata
+from .context import Context, error_text
+from .definition import ERROR, WARNING, Instruction, Issue, check
+from .text import listed
+
+TOLD_BY_SHAPE = frozenset({"symmetricHashJoin", "flatMapGroupsWithState", "dedupe", "dedupeWithinWatermark"})
+"""Operators whose state shape (store names, the default store's schema) names them: a schema inferred as one of
+these is that operator's."""
+SAME_STATE = {"applyInPandasWithState": "flatMapGroupsWithState"}
+"""Operators that keep their state like another one."""
+SHAPED = frozenset({"symmetricHashJoin", "dedupe", "dedupeWithinWatermark"})
+"""Operators whose state always has their shape (a flatMapGroupsWithState of state format 1 has no ``groupState``
+column, so a schema inferred as an aggregation does not rule it out)."""
+
+
+def v1_metadata(operator_id: int) -> str:
+    return f"state/{operator_id}/_metadata/metadata"
+
+
+def rewrite_fix(*paths: str) -> Instruction:
+    """Delete files Spark writes again from the query when it starts (v1 operator metadata, state schemas)."""
+    files, them = (f"{' and '.join(paths)} with their checksum files", "them") if len(paths) > 1 else (
+        f"{paths[0]} with its checksum file", "it")
+    return Instruction(f"while the query is stopped, delete {files}: Spark writes {them} again from the query when it "
+                       "starts")
+
+
+@check("WM045", WARNING, "operator metadata Spark skips or overrides")
+def ignored_metadata(ctx: Context) -> Iterator[Issue]:
+    for path, exc in sorted(ctx.unread_metadata.items()):
+        yield Issue(path, (
+            f"{error_text(exc)}: Spark reads v1 operator metadata only to compare the operator names with the query's "
+            "when it starts, and skips that check when it cannot read the file, so the restart works; readers of the "
+            "state (the state-metadata source, wmcheck) lose the operator's name and partition count"
+        ), rewrite_fix(path))
+    for op in ctx.operators:
+        if op.metadata_conflict:
+            path = metadata_path(op)
+            yield Issue(path, (
+                f"{op.metadata_conflict}: Spark ignores the count and runs operator {op.operator_id} with "
+                f"{op.num_partitions} state partitions, so the restart works; readers of the state that go by the "
+                "metadata (the state-metadata source) report the wrong count"
+            ), rewrite_fix(path) if path == v1_metadata(op.operator_id) else Instruction(
+                f"restore {path} from a backup"))
+
+
+def metadata_path(op: Operator) -> str:
+    """The operator's metadata: its v1 file, or its v2 directory (a file per batch that wrote one)."""
+    if isinstance(op.metadata, OperatorMetadata) and op.metadata.version >= 2:
+        return f"state/{op.operator_id}/_metadata/v2"
+    return v1_metadata(op.operator_id)
+
+
+@check("WM046", ERROR, "operator metadata and state schema describe different operators")
+def foreign_metadata(ctx: Context) -> Iterator[Issue]:
+    layout = {o.operator_id: o for o in ctx.ckpt.state_layout.operators}
+    for op in ctx.operators:
+        if op.metadata is None or op.name is None or is_transform_with_state(op.name) or op.operator_id not in layout:
+            continue
+        stores = tuple(layout[op.operator_id].stores)
+        inferred = infer_operator_name(stores, ctx.ckpt.store_schema(op.operator_id, DEFAULT_STORE))
+        if inferred is None or SAME_STATE.get(op.name, op.name) == SAME_STATE.get(inferred, inferred):
+            continue
+        if inferred not in TOLD_BY_SHAPE and op.name not in SHAPED:
+            continue
+        schemas = [p for store in stores for p in ctx.ckpt.schema_file_paths(op.operator_id, store)]
+        path = metadata_path(op)
+        yield Issue(path, (
+            f"the operator metadata names operator {op.operator_id} {op.name}, but its state is a {inferred}'s (its "
+            f"store names{' and ' + listed(schemas) if schemas else ''}): one of them comes from another query. Spark "
+            f"compares the "
+            f"metadata with the query's operators and its state schema with the query's state when it starts, and "
+            f"fails on either ('[STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA]', "
+            f"'[STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE]')"
+        ), rewrite_fix(path, *schemas))
