@@ -368,3 +368,47 @@ def _global(ckpt: "Checkpoint", batch: int, committed_only: bool = True) -> int 
     if batch == ckpt.next_batch and committed_only:
         return ckpt.watermark_ms
     return None
+
+
+@dataclass(frozen=True)
+class OperatorStall:
+    """A stateful operator whose own eviction watermark has not moved while the global watermark did."""
+
+    operator_id: int
+    watermark_ms: int
+    since_batch: int
+    global_watermark_ms: int
+    explanation: str
+
+
+def operator_stalls(ckpt: "Checkpoint", progress: "QueryProgress | None" = None) -> tuple[OperatorStall, ...]:
+    """Operators held still while the global watermark moved on (only where their values are known): the last batches
+    each one's eviction watermark stayed the same over, from the first of them to the next batch."""
+    if len(ckpt.operators) < 2:
+        return ()
+    model = operator_watermarks(ckpt, progress)
+    if not model.batches:
+        return ()
+    last = model.batches[-1]
+    out = []
+    for own in last.operators:
+        if own.evict_ms is None:
+            continue
+        since = last.batch
+        for b in reversed(model.batches[:-1]):
+            value = b.of(own.operator_id)
+            if value is None or value.evict_ms != own.evict_ms:
+                break
+            since = b.batch
+        start = model.batch(since)
+        if start is None or start.watermark_ms >= last.watermark_ms:
+            continue  # the global watermark did not move either (the global stall diagnosis says why)
+        link = model.link(own.operator_id)
+        assert link is not None
+        blocked = next((u for u in model.upstream(own.operator_id) if u.output == NONE), None)
+        cause = (f"{_label(blocked)} upstream passes no watermark on" if blocked is not None
+                 else f"the operators upstream hold it back ({own.note})")
+        out.append(OperatorStall(own.operator_id, own.evict_ms, since, last.watermark_ms,
+                                 f"{_label(link)}'s own watermark has stayed at {own.evict_ms} since batch {since} while "
+                                 f"the global watermark moved on to {last.watermark_ms}: {cause}"))
+    return tuple(out)

@@ -8,7 +8,13 @@ from typing import Callable, Mapping
 from .errors import CheckpointError, arg
 from .layout import OWN_DIR
 from .model import PINNED_CONFS, Checkpoint, Operator, check_span, store_unique_ids
-from .operator_watermarks import OperatorWatermark, OperatorWatermarks, operator_watermarks
+from .operator_watermarks import (
+    OperatorStall,
+    OperatorWatermark,
+    OperatorWatermarks,
+    operator_stalls,
+    operator_watermarks,
+)
 from .progress import BatchProgress, QueryProgress
 from .relocation import foreign_references
 from .repair_records import find_interrupted
@@ -112,6 +118,8 @@ class CheckpointSummary:
     warnings: tuple[str, ...]
     watermark_stall: WatermarkStall | None
     """The watermark has not moved over the last data batches (see :mod:`.stall`); None when healthy."""
+    operator_stalls: tuple[OperatorStall, ...] = ()
+    """Stateful operators whose own watermark stayed put while the global one moved on (Spark 3.5+)."""
 
 
 @dataclass(frozen=True)
@@ -324,6 +332,7 @@ def describe(ckpt: Checkpoint, tz: tzinfo = timezone.utc, progress: QueryProgres
         operators=tuple(operator_summary(ckpt, op, own) for op in ckpt.operators),
         warnings=tuple(warnings(ckpt)),
         watermark_stall=watermark_stall(ckpt, progress, tz),
+        operator_stalls=operator_stalls(ckpt, progress),
     )
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from .errors import CheckpointError, Spelling, UnsupportedError, arg, python_spelling, spelled
 from .model import Checkpoint
+from .operator_watermarks import operator_watermarks
 from .progress import QueryProgress
 from .repartitions import repartitions
 from .source_labels import SourceLabel, source_labels
@@ -60,6 +61,8 @@ class Timeline:
     with_progress: bool
     unreadable: tuple[int, ...] = ()
     """Batches whose offsets files do not parse (left out of the picture)."""
+    operators: tuple["OperatorLine", ...] = ()
+    """With several stateful operators, each one's own eviction watermark per batch (Spark 3.5+)."""
 
     @property
     def title(self) -> str:
@@ -82,10 +85,53 @@ class Line:
     """A step function (the watermark holds from a batch to the next), else points joined as given."""
 
 
+@dataclass(frozen=True)
+class OperatorLine:
+    """One stateful operator's own eviction watermark in every batch (None: unknown), and where it parts from the
+    global watermark."""
+
+    operator_id: int
+    label: str
+    values: tuple[int | None, ...]
+    """One per ``Timeline.batches``."""
+    parts_at: int | None
+    """The first batch whose value differs from the global watermark (None: it never does)."""
+    stuck_at_zero: bool
+    """0 wherever the global watermark has moved: the operator never evicts."""
+
+
+OPERATOR_COLORS = ("tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:gray")
+
+
+def operator_lines(ckpt: Checkpoint, batches: tuple[TimelineBatch, ...], progress: QueryProgress | None) -> tuple[OperatorLine, ...]:
+    """Each stateful operator's eviction watermark per batch, when the query has several (else none to tell apart)."""
+    if len(ckpt.operators) < 2:
+        return ()
+    model = operator_watermarks(ckpt, progress, [b.batch for b in batches])
+    out = []
+    for link in model.operators:
+        values = []
+        for b in batches:
+            found = model.of(b.batch, link.operator_id)
+            values.append(found.evict_ms if found else None)
+        parts = next((b.batch for b, v in zip(batches, values) if v is not None and v != b.watermark_ms), None)
+        moved = [v for b, v in zip(batches, values) if b.watermark_ms > 0]
+        label = f"operator {link.operator_id} ({link.name or link.node or '?'})"
+        out.append(OperatorLine(link.operator_id, label, tuple(values), parts,
+                                bool(moved) and all(v == 0 for v in moved)))
+    return tuple(out)
+
+
 def event_time_lines(tl: Timeline) -> list[Line]:
-    """The event-time panel's lines: the global watermark each batch ran with and, from progress, max event time."""
+    """The event-time panel's lines: the global watermark each batch ran with, each stateful operator's own eviction
+    watermark (several operators) and, from progress, max event time."""
     lines = [Line("watermark", tuple(b.watermark_ms or None for b in tl.batches),
                   {"color": "tab:blue", "linewidth": 2}, step=True)]
+    for i, op in enumerate(tl.operators):
+        label = f"{op.label} eviction watermark" + (": 0, never evicts" if op.stuck_at_zero else "")
+        lines.append(Line(label, tuple(v or None for v in op.values),
+                          {"color": OPERATOR_COLORS[i % len(OPERATOR_COLORS)], "linewidth": 1.3, "linestyle": "--"},
+                          step=True))
     if any(b.event_time_max_ms is not None for b in tl.batches):
         lines.append(Line("max event time (progress)", tuple(b.event_time_max_ms for b in tl.batches),
                           {"color": "tab:green", "marker": "o", "markersize": 5, "linestyle": "none"}))
@@ -113,7 +159,8 @@ def timeline(ckpt: Checkpoint, progress: QueryProgress | None = None, tz: tzinfo
         ))
     meta = ckpt.query_metadata
     return Timeline(meta.query_id if meta else None, ckpt.location, tuple(out), tuple(labels.values()),
-                    watermark_stall(ckpt, progress, tz), progress is not None, unreadable)
+                    watermark_stall(ckpt, progress, tz), progress is not None, unreadable,
+                    operator_lines(ckpt, tuple(out), progress))
 
 
 def _date(ms: int, tz: tzinfo) -> datetime:
@@ -153,6 +200,17 @@ def figure(tl: Timeline, tz: tzinfo = timezone.utc, titled: bool = True) -> "Fig
             xs, ys = [x for x, _ in points], [y for _, y in points]
             (times.step(xs, ys, where="post", label=line.label, **line.style) if line.step
              else times.plot(xs, ys, label=line.label, **line.style))
+        elif line.label.endswith("never evicts"):  # an operator whose watermark stays 0: in the legend, off the chart
+            times.plot([], [], label=line.label, **line.style)
+    parting: dict[int, list[str]] = {}  # where an operator's own watermark parts from the global one
+    for op in tl.operators:
+        if op.parts_at is not None:
+            parting.setdefault(op.parts_at, []).append(f"{op.operator_id}" + (" (0)" if op.stuck_at_zero else ""))
+    for at, names in parting.items():
+        times.axvline(at, color="0.5", linestyle=":", linewidth=1)
+        times.annotate(f"operator{'s' if len(names) > 1 else ''} {', '.join(names)} part{'' if len(names) > 1 else 's'}",
+                       (at, 0.02), xycoords=("data", "axes fraction"), fontsize=7, color="0.3", rotation=90, va="bottom",
+                       ha="right")
     _time_axis(times, "y", "event time", tz)
     clock = times.twinx()
     stamped = [(b.batch, _date(b.timestamp_ms, tz)) for b in tl.batches if b.timestamp_ms]

@@ -59,6 +59,7 @@ def checkpoint_summary(s: CheckpointSummary) -> tuple[Fields, list[Table]]:
         *[("note", f"operator {op.operator_id}: {op.metadata_lag}") for op in s.operators if op.metadata_lag],
         *[("warning", w) for w in s.warnings],
         ("watermark stall", s.watermark_stall.explanation if s.watermark_stall else "none"),
+        *[("operator stall", stall.explanation) for stall in s.operator_stalls],
     ]
     operators = [{**op.files, "name": op.label, **{c: getattr(op, c) for c in OPERATOR_COLUMNS if c not in op.files and c != "name"}}
                  for op in s.operators]

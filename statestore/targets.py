@@ -67,13 +67,17 @@ def target(ckpt: Checkpoint, batch: int | None = None, watermark_ms: int | None 
 
 def store_target(tgt: Target, store: "Store", model: OperatorWatermarks) -> Target:
     """``tgt`` for one store: its operator's own eviction watermark at the batch (or, for a what-if watermark, the one
-    the operator would get from it); a join side's state watermark when the event log shows the join's condition."""
+    the operator would get from it, or the what-if watermark itself where that is unknown); a join side's state
+    watermark when the event log shows the join's condition."""
     what_if = tgt.watermark_from == arg("watermark_ms")
     own = next((o for o in model.evicting(tgt.watermark_ms) if o.operator_id == store.operator_id), None) if what_if \
         else model.of(tgt.batch, store.operator_id)
     if own is None:
         return tgt
     whose = f"operator {store.operator_id}'s eviction watermark"
+    if own.evict_ms is None and what_if:  # what the global one gives it is unknown: the chosen one is taken as its own
+        return replace(tgt, watermark_from=f"{tgt.watermark_from}, taken as {whose} (what the global watermark gives it "
+                                           "is unknown)", operator_id=store.operator_id)
     if own.evict_ms is None:
         return replace(tgt, watermark_from=f"{tgt.watermark_from}: {whose} is unknown", unknown=own.note,
                        operator_id=store.operator_id)

@@ -351,3 +351,63 @@ def test_replayed_late_rows_per_operator_equal_sparks(spark, name):
         {(b, op): n for b, ops in spark_counts.items() for op, n in ops.items() if (b, op) not in unknown}
     assert sum(n for ops in spark_counts.values() for n in ops.values()) > 0
     assert unknown == ({(b, 0) for b in got if b >= 2} if name == "fmgws_then_agg" else set())
+
+
+# -- timeline and the stall diagnosis ---------------------------------------------------------------------------------
+
+
+def test_timeline_draws_each_operators_watermark_and_where_it_parts(tmp_path):
+    from wmcheck.checkpoint.timeline import event_time_lines, figure, save, timeline
+
+    ckpt = open_checkpoint(str(fixture_checkpoint("join_then_agg")))
+    tl = timeline(ckpt, progress("join_then_agg"))
+    agg, join = tl.operators
+    assert (agg.label, agg.parts_at, agg.stuck_at_zero) == ("operator 0 (stateStoreSave)", 1, False)
+    assert agg.values == tuple(v[0][1] for _, v in sorted(printed("join_then_agg").items()))
+    assert (join.parts_at, join.values) == (None, tuple(b.watermark_ms for b in tl.batches))
+    assert [line.label for line in event_time_lines(tl)] == [
+        "watermark", "operator 0 (stateStoreSave) eviction watermark", "operator 1 (symmetricHashJoin) eviction watermark",
+        "max event time (progress)"]
+    fig = figure(tl)
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert "operator 0 parts" in texts
+    save(tl, fig, str(tmp_path / "t.png"))
+    assert (tmp_path / "t.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    stuck = timeline(open_checkpoint(str(fixture_checkpoint("fmgws_tws_agg"))), progress("fmgws_tws_agg"))
+    assert [(o.operator_id, o.stuck_at_zero, o.parts_at) for o in stuck.operators] == [(0, True, 1), (1, True, 1), (2, False, None)]
+    assert "operators 0 (0), 1 (0) part" in [t.get_text() for t in figure(stuck).axes[0].texts]
+    single = timeline(open_checkpoint(str(fixture_checkpoint("agg_window_hdfs"))))
+    assert single.operators == ()
+
+
+def test_show_names_operators_held_still_while_the_global_watermark_moves():
+    from conftest import run_cli
+
+    ckpt, log = str(fixture_checkpoint("fmgws_tws_agg")), str(FIXTURES / "fmgws_tws_agg" / "eventlog")
+    doc = json.loads(run_cli("show", ckpt, "--progress", log, "--format", "json").stdout)
+    assert [(s["operator_id"], s["watermark_ms"], s["since_batch"]) for s in doc["operator_stalls"]] == [(0, 0, 0), (1, 0, 0)]
+    assert doc["operator_stalls"][0]["explanation"] == (
+        "stateStoreSave (operator 0)'s own watermark has stayed at 0 since batch 0 while the global watermark moved on "
+        f"to {doc['watermark_ms']}: applyInPandasWithState (operator 2) upstream passes no watermark on")
+    assert "operator stall:" in run_cli("show", ckpt, "--progress", log).stdout
+    for name in ("join_then_agg", "agg_then_agg", "fmgws_tws_agg"):  # moving with the global one, or unknown: silent
+        shown = run_cli("show", str(fixture_checkpoint(name)), "--format", "json").stdout
+        assert json.loads(shown)["operator_stalls"] == []
+    assert json.loads(run_cli("show", str(fixture_checkpoint("join_then_agg")), "--progress",
+                              str(FIXTURES / "join_then_agg" / "eventlog"), "--format", "json").stdout)["operator_stalls"] == []
+
+
+def test_a_chosen_watermark_judges_an_operator_whose_own_is_unknown():
+    """What the hint of the refusal says: --watermark TIME is taken as the operator's own where the global watermark
+    does not tell it; with the event log it is a global what-if, from which the operator's own follows."""
+    from conftest import run_cli
+
+    ckpt, log = str(fixture_checkpoint("join_then_agg")), str(FIXTURES / "join_then_agg" / "eventlog")
+    chosen = run_cli("state", ckpt, "--operator", "0", "--older-than-watermark", "--watermark", str(BASE + 44000)).stdout
+    assert chosen.splitlines()[0] == ("watermark 1704067244000 (2024-01-01T00:00:44.000Z, --watermark, taken as operator 0's "
+                                      "eviction watermark (what the global watermark gives it is unknown))")
+    assert chosen.count('"end":"2024-01-01T00:00:40.000000Z"') == 1  # [30 s, 40 s): what the global watermark would evict
+    what_if = run_cli("state", ckpt, "--operator", "0", "--older-than-watermark", "--watermark", str(BASE + 44000),
+                      "--progress", log, "--format", "json").stdout
+    assert json.loads(what_if) == []  # the aggregation gets 33.999 s from it: Spark keeps [30 s, 40 s)
