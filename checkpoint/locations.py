@@ -136,13 +136,20 @@ class SinkFiles:
         return None
 
 
-def open_file_sink(location: str, fs_options: Mapping[str, str] | None = None) -> FileSystem:
-    """The output directory of a file sink (it holds ``_spark_metadata/``)."""
+def open_file_sink(location: str, fs_options: Mapping[str, str] | None = None, lost_log: bool = False) -> FileSystem:
+    """The output directory of a file sink (it holds ``_spark_metadata/``); with ``lost_log``, also one whose log is
+    gone but which holds the sink's data files (``part-*``, or ``key=value`` partition directories), for ``check``
+    to report."""
     fs = open_fs(location, fs_options)
     require_dir(fs, "file sink")
-    if not fs.exists(SINK_LOG):
+    if not fs.exists(SINK_LOG) and not (lost_log and holds_sink_data(fs)):
         raise MissingFileError(
             f"no {SINK_LOG}/ in {fs.uri()}: not the output directory of a file sink",
             hint=f"pass the path the query writes to (option 'path' of writeStream), or omit {arg('file_sink')}", param="file_sink",
         )
     return fs
+
+
+def holds_sink_data(fs: FileSystem) -> bool:
+    """Whether a directory holds what a file sink writes: ``part-*`` data files or ``key=value`` partition directories."""
+    return any(name.startswith("part-") or ("=" in name and not name.startswith((".", "_"))) for name in fs.names(""))

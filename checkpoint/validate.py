@@ -87,7 +87,7 @@ def check_checkpoint(
     warns (default: the query's watermark delay). ``content``: decode the state files the next batch loads as Spark
     reads them (else their names only), calling ``state_progress(done, total)`` per store partition; ``notes``
     receives what could not be checked."""
-    sink = open_file_sink(file_sink) if isinstance(file_sink, str) else file_sink
+    sink = open_file_sink(file_sink, lost_log=True) if isinstance(file_sink, str) else file_sink
     label = name or ckpt.location
     ctx = Context(ckpt, sink, shown_relative(sink.uri(), ckpt.location) if sink else "", tz, stall_batches, progress,
                   content, state_progress, operator_lag_ms)
@@ -128,7 +128,7 @@ def check_location(
     """Open ``location`` and check it; a checkpoint that cannot be read at all is one ``WM000`` finding.
     ``progress`` and ``plans``: Spark's progress reports and batch plans
     (:func:`~wmcheck.checkpoint.progress_files.read_records`), any query's; those of this checkpoint's query are used."""
-    sink = open_file_sink(file_sink, fs_options) if isinstance(file_sink, str) else file_sink
+    sink = open_file_sink(file_sink, fs_options, lost_log=True) if isinstance(file_sink, str) else file_sink
     try:
         ckpt = open_checkpoint(location, fs_options)
         reports = query_progress(ckpt.query_metadata.query_id, progress, plans) \

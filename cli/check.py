@@ -85,7 +85,7 @@ def check(checkpoints: tuple[str, ...], file_sink: str | None, strict: bool, out
         raise click.UsageError("--file-sink belongs to one checkpoint: pass exactly one CKPT with it")
     options = parse_pairs(fs_options, "--fs-option")
     chosen = select_checks(codes(select), codes(ignore) or ())
-    sink = open_file_sink(file_sink, options) if file_sink else None
+    sink = open_file_sink(file_sink, options, lost_log=True) if file_sink else None
     records = read_records(progress, options) if progress else None
     lag_ms = parse_duration_ms(operator_lag) if operator_lag is not None else None
     notes: list[str] = []

@@ -419,6 +419,8 @@ CASES = [
     Case("operator-metadata-unreadable", "WM045", AGG, cut("state/0/_metadata/metadata", 12), OK),
     Case("operator-metadata-partition-count", "WM045", AGG,
          lambda r: edit(r, f"{C}/state/0/_metadata/metadata", '"numPartitions":3', '"numPartitions":4'), OK),
+    Case("sink-log-gone", "WM025", AGG, lambda r: shutil.rmtree(r / "output/_spark_metadata"), WRONG,
+         fix=restore("output/_spark_metadata")),  # a cleanup of '_' directories: Spark starts a new log at batch 13
     Case("state-metadata-removed-sidecars-kept", "WM029", AGG,  # Spark writes both again when they are missing
          lambda r: unlink(r, f"{C}/state/0/_metadata/metadata", f"{C}/state/0/0/_metadata/schema"), FAILS,
          r"Rename destination .*/state/0/(0/)?_metadata/\.(metadata|schema)\.crc already exists",

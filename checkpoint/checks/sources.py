@@ -110,14 +110,30 @@ def sink_behind(ctx: Context) -> Iterator[Issue]:
     lacking = set(sink_entry_batches(ctx))  # its own check (WM036): batches that wrote no output
     if latest is not None and done is not None and lacking >= set(range(latest + 1, done + 1)):
         return
-    if done is not None and (latest is None or latest < done):
-        first = 0 if latest is None else latest + 1
+    if done is not None and latest is None:
+        gone = "is gone" if SINK_LOG not in sink.names("") else "is empty"
+        yield Issue(sink.shown(SINK_LOG), (
+            f"the checkpoint has committed batch {span(0, done)} but the file sink's log {sink.shown(SINK_LOG)}/ {gone} "
+            f"while the sink holds data files (a cleanup of '_' directories, or a copy without it): on restart Spark "
+            f"writes a new log from batch {done + 1} on, and readers of the sink then read only through it and fail "
+            f"('.../{SINK_LOG}/{sink_restart_reads(done + 1)} doesn't exist'): the output of batch {span(0, done)} is "
+            f"lost to them. Without a backup of the log, a new checkpoint and an empty output directory reprocess the "
+            f"input (with other batch boundaries)"
+        ), Instruction(f"restore {sink.shown(SINK_LOG)}/ from a backup before restarting the query"))
+    elif done is not None and latest is not None and latest < done:
+        first = latest + 1
         yield Issue(sink.shown(SINK_LOG), (
             f"the checkpoint has committed batch {span(first, done)} but the file sink's log "
-            + ("is empty" if latest is None else f"ends at batch {latest}")
-            + ": the output of these batches is missing from the sink (a rewound or replaced sink, or another output path), and "
-            + "Spark will not write it again"
-        ), ctx.rewind(latest) if latest is not None else NEW_CHECKPOINT)
+            + f"ends at batch {latest}: the output of these batches is missing from the sink (a rewound or replaced "
+            + "sink, or another output path), and Spark will not write it again"
+        ), ctx.rewind(latest))
+
+
+def sink_restart_reads(batch: int) -> str:
+    """The first file readers of a sink whose log restarts at ``batch`` look for and miss: the compact file of the
+    latest compaction batch at or below it (default interval), else log batch 0."""
+    compaction = next((b for b in range(batch, -1, -1) if is_compaction_batch(b, DEFAULT_COMPACT_INTERVAL)), None)
+    return f"{compaction}{COMPACT_SUFFIX}" if compaction is not None else "0"
 
 
 @check("WM031", ERROR, "gap in the file sink log after its last compact file", needs_sink=True)
