@@ -117,8 +117,7 @@ def _undo(ckpt: Checkpoint, manifest: Manifest, lock: Lock, force: bool, idle_ms
         restored: list[Restored] = []
     else:
         safety.refuse_links(roots, plan)
-        trust.check_saved(plan, backup)
-        preflight.survey_undo(plan, backup)
+        preflight.survey_undo(plan, backup, trust.check_saved(plan, backup))
         safety.check_idle(ckpt, idle_ms, force, now, safety.written_paths(plan))
         request = REQUESTS.get(plan.command)
         unplanned = request.undo_unplanned(ckpt, plan, backup, now) if request else []

@@ -54,29 +54,28 @@ class Entry:
 def read_entry(fs: FileSystem, root: Root, path: str, content: bool = True) -> Entry | None:
     """``path`` of ``fs`` as an entry (None when absent); CheckpointError for a directory or a special file.
     ``content=False`` leaves the hash of a file empty (its size, kind and flags only)."""
-    info = fs.entry(path)
-    if info is None:
-        return None
-    if info.is_dir or info.special:
-        raise CheckpointError(f"expected a file, found {'a directory' if info.is_dir else 'a special file'}", path=path)
-    if info.is_link:
-        target = fs.read_link(path).encode("utf-8", "surrogateescape")
-        return Entry(root, path, "link", len(target), hashlib.sha256(target).hexdigest())
     real = fs.os_path(path)
     if real is None:
-        digest = hashlib.sha256(fs.read(path)).hexdigest() if content else ""
-        return Entry(root, path, "file", info.size, digest)
-    try:
+        info = fs.entry(path)
+        if info is None:
+            return None
+        if info.is_dir:
+            raise _not_a_file(path, True)
+        return Entry(root, path, "file", info.size, hashlib.sha256(fs.read(path)).hexdigest() if content else "")
+    try:  # one open, not following a link (ELOOP then), for the kind, size, flags and bytes
         fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:
+        if os.path.islink(real):
+            target = fs.read_link(path).encode("utf-8", "surrogateescape")
+            return Entry(root, path, "link", len(target), hashlib.sha256(target).hexdigest())
         raise CheckpointError(f"cannot read: {exc.strerror}", path=path) from None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise CheckpointError("expected a file, found something else in its place", path=path)
-        digest = _hash(fd) if content else ""
+            raise _not_a_file(path, stat.S_ISDIR(st.st_mode))
+        digest = _hash(fd, st.st_size) if content else ""
         return Entry(root, path, "file", st.st_size, digest, st.st_nlink, locked_flags(fd))
     except OSError as exc:
         raise CheckpointError(f"cannot read: {exc.strerror}", path=path) from None
@@ -84,10 +83,19 @@ def read_entry(fs: FileSystem, root: Root, path: str, content: bool = True) -> E
         os.close(fd)
 
 
-def _hash(fd: int) -> str:
+def _not_a_file(path: str, is_dir: bool) -> CheckpointError:
+    return CheckpointError(f"expected a file, found {'a directory' if is_dir else 'a special file'}", path=path)
+
+
+def _hash(fd: int, size: int) -> str:
+    """SHA-256 of the open file (of ``size`` bytes, as its fstat said: a small file takes one read)."""
     digest = hashlib.sha256()
-    while chunk := os.read(fd, CHUNK):
+    want = size + 1 if size < CHUNK else CHUNK
+    while chunk := os.read(fd, want):
         digest.update(chunk)
+        if len(chunk) < want and want != CHUNK:
+            break
+        want = CHUNK
     return digest.hexdigest()
 
 

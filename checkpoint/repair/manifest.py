@@ -68,11 +68,6 @@ class Manifest:
     def created_ms(self) -> int:
         return self.head.created_ms
 
-    @property
-    def checked(self) -> bool:
-        """Whether the manifest records its entries (version 2); else undo checks files against the plan only."""
-        return self.version >= 2 and self.entries_sha256 is not None
-
     def with_status(self, status: Status, applied_ms: int | None = None, undone_ms: int | None = None) -> Manifest:
         return dataclasses.replace(self, head=dataclasses.replace(self.head, status=status),
                                    applied_ms=applied_ms or self.applied_ms, undone_ms=undone_ms or self.undone_ms)

@@ -31,28 +31,35 @@ class Preflight:
     """Bytes copied onto another file system, by its device: (a directory there, bytes)."""
     _near: dict[str, tuple[str, int] | None] = field(default_factory=dict)
     _devices: dict[str, int | None] = field(default_factory=dict)
+    _paths: dict[tuple[int, str], str | None] = field(default_factory=dict)
+    """The operating system's path of each directory seen, by (file system, directory): a run has thousands of
+    files in few directories."""
 
     def leave(self, fs: FileSystem, path: str, entry: Entry | None) -> None:
         """The entry at ``path`` will be moved away or replaced."""
         if entry is not None and entry.locked:
             self._problem(fs.uri(path), f"the file is {entry.locked}")
-        self._dir(fs, posixpath.dirname(path))
+        directory = posixpath.dirname(path)
+        real = self._os_dir(fs, directory)
+        if real is not None and real not in self._dirs:
+            self._dir_real(real, fs, directory)
 
     def arrive(self, fs: FileSystem, path: str, size: int, source: tuple[FileSystem, str] | None = None) -> None:
         """An entry of ``size`` bytes will be created at ``path`` (moved there from ``source``, or written)."""
-        real = fs.os_path(posixpath.dirname(path))
+        directory = posixpath.dirname(path)
+        real = self._os_dir(fs, directory)
         if real is None:
             return
         if real not in self._near:
             existing = _nearest(real)
             self._near[real] = None if existing is None else (existing, os.stat(existing).st_dev)
-            if existing is not None:
-                self._dir_real(existing, fs.uri(posixpath.dirname(path)))
+            if existing is not None and existing not in self._dirs:
+                self._dir_real(existing, fs, directory)
         near = self._near[real]
         if near is None:
             return
         existing, device = near
-        src = source[0].os_path(posixpath.dirname(source[1])) if source else None
+        src = self._os_dir(source[0], posixpath.dirname(source[1])) if source else None
         if src is not None and src not in self._devices:
             self._devices[src] = _device(src)
         if src is None or self._devices[src] != device:
@@ -73,17 +80,16 @@ class Preflight:
         raise RefusedError(f"{doing} cannot make every change it needs: {shown}{more}; nothing was changed",
                            hint=_hint(self.problems[0][1]))
 
-    def _dir(self, fs: FileSystem, rel: str) -> None:
-        real = fs.os_path(rel)
-        if real is not None:
-            self._dir_real(real, fs.uri(rel))
+    def _os_dir(self, fs: FileSystem, directory: str) -> str | None:
+        key = (id(fs), directory)
+        if key not in self._paths:
+            self._paths[key] = fs.os_path(directory)
+        return self._paths[key]
 
-    def _dir_real(self, real: str, shown: str) -> None:
-        if real in self._dirs:
-            return
+    def _dir_real(self, real: str, fs: FileSystem, directory: str) -> None:
         why = self._dirs[real] = _dir_problem(real)
         if why:
-            self._problem(shown, why)
+            self._problem(fs.uri(directory) if real == fs.os_path(directory) else real, why)
 
     def _problem(self, where: str, why: str) -> None:
         self.problems.append((where, why))
@@ -165,19 +171,16 @@ def survey_repair(plan: Plan, backup: Backup) -> EntryRecord:
     return EntryRecord.of(saved)
 
 
-def survey_undo(plan: Plan, backup: Backup) -> None:
-    """Before the first change of an undo: every entry it moves back, replaces or puts aside can be."""
+def survey_undo(plan: Plan, backup: Backup, saved: list[Entry]) -> None:
+    """Before the first change of an undo: every entry it moves back (``saved``: as found in the backup), replaces
+    or puts aside can be."""
     check = Preflight()
+    for entry in saved:
+        saved_fs, saved_at = backup.where("files", entry.root, entry.path)
+        check.leave(saved_fs, saved_at, entry)
+        check.arrive(backup.roots[entry.root], entry.path, entry.size, (saved_fs, saved_at))
     for step in plan.steps:
-        fs = backup.roots[step.root]
-        live = read_entry(fs, step.root, step.path, content=False)
-        paths = (step.path,) if step.action == "remove" else (step.path, step.sidecar)
-        for path in paths:
-            saved_fs, saved_at = backup.where("files", step.root, path)
-            saved = read_entry(saved_fs, step.root, saved_at, content=False)
-            if saved is not None:
-                check.leave(saved_fs, saved_at, saved)
-                check.arrive(fs, path, saved.size, (saved_fs, saved_at))
+        live = read_entry(backup.roots[step.root], step.root, step.path, content=False)
         if live is not None:
-            check.leave(fs, step.path, live)
+            check.leave(backup.roots[step.root], step.path, live)
     check.check("undo")

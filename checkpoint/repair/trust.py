@@ -17,6 +17,7 @@ Each refusal is one line naming the path.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 from ..errors import RefusedError
 from ..fs import FileSystem
@@ -69,14 +70,29 @@ def check_area(backup: Backup) -> None:
         got = fs.entry("/".join(parts[:i]))
         if got is not None and (got.is_link or not got.is_dir):
             raise _untrusted("/".join(parts[:i]), "a symbolic link" if got.is_link else "not a directory")
-    stack = [top]
+    for path in _links(fs, top):
+        if not _saved_link(backup, top, path):
+            raise _untrusted(path, "a symbolic link where the repair saved none")
+
+
+def _links(fs: FileSystem, top: str) -> Iterator[str]:
+    """Every symbolic link below ``top`` (never entered), as a path of ``fs``; none on stores without links."""
+    real = fs.os_path(top)
+    if real is None:
+        return
+    stack = [(real, top)]
     while stack:
-        for info in fs.list_dir(stack.pop()):
-            if info.is_link:
-                if not _saved_link(backup, top, info.path):
-                    raise _untrusted(info.path, "a symbolic link where the repair saved none")
-            elif info.is_dir:
-                stack.append(info.path)
+        here, rel = stack.pop()
+        try:
+            entries = list(os.scandir(here))
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        for entry in entries:  # the kinds come with the listing: no call per file
+            path = f"{rel}/{entry.name}" if rel else entry.name
+            if entry.is_symlink():
+                yield path
+            elif entry.is_dir(follow_symlinks=False):
+                stack.append((entry.path, path))
 
 
 def _saved_link(backup: Backup, top: str, path: str) -> bool:
@@ -89,25 +105,29 @@ def _saved_link(backup: Backup, top: str, path: str) -> bool:
     return area == "files" and saved is not None and saved.kind == "link"
 
 
-def check_saved(plan: Plan, backup: Backup) -> None:
+def check_saved(plan: Plan, backup: Backup) -> list[Entry]:
     """Refuse unless every entry undo would restore from the backup is the one that was saved, and every file the
-    repair removed is in the backup or still in place."""
+    repair removed is in the backup or still in place; returns the entries found in the backup."""
+    found: list[Entry] = []
     for step in plan.steps:
         if step.action == "remove":
-            if not _check(backup, step.root, step.path, step.size, None) and \
+            if not _check(backup, step.root, step.path, step.size, None, found) and \
                     backup.roots[step.root].entry(step.path) is None:
                 raise _untrusted(backup.where("files", step.root, step.path)[1], "nothing where the repair moved "
                                  f"{step.path} (and it is not in place either)")
         else:
-            _check(backup, step.root, step.path, step.size, step.sha256)
-            _check(backup, step.root, step.sidecar, None, step.crc_sha256)
+            _check(backup, step.root, step.path, step.size, step.sha256, found)
+            _check(backup, step.root, step.sidecar, None, step.crc_sha256, found)
+    return found
 
 
-def _check(backup: Backup, root: Root, path: str, size: int | None, sha256: str | None) -> bool:
-    """Whether the backup holds ``path`` of ``root``; refused when what it holds is not what was saved."""
+def _check(backup: Backup, root: Root, path: str, size: int | None, sha256: str | None, found_so_far: list[Entry]) -> bool:
+    """Whether the backup holds ``path`` of ``root`` (added to ``found_so_far``); refused when what it holds is not
+    what was saved."""
     found = backup.saved(root, path)
     if found is None:
         return False
+    found_so_far.append(found)
     where = backup.where("files", root, path)[1]
     record = backup.record
     if record is not None:
