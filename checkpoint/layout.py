@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import posixpath
 
-from .numbers import is_number
+from .numbers import is_canonical, is_number, java_long
 
 METADATA, OFFSETS, COMMITS, SOURCES, STATE = "metadata", "offsets", "commits", "sources", "state"
 SINK_LOG = "_spark_metadata"
@@ -18,8 +18,14 @@ DEFAULT_STORE = "default"
 
 
 def batch_ids(names: list[str]) -> list[int]:
-    """Batch ids of a metadata log directory (files named by a bare number), sorted."""
-    return sorted(int(name) for name in names if is_number(name))
+    """Batch ids of a metadata log directory (files named by a bare number, as Spark names them), sorted."""
+    return sorted(int(name) for name in names if is_canonical(name))
+
+
+def odd_batch_names(names: list[str]) -> dict[str, int]:
+    """Names Spark also lists as batch files that it never writes (``013``, ``+13``): name -> the batch id Spark reads
+    them as (``HDFSMetadataLog`` takes any name ``toLong`` parses, then reads the file of that id's own name)."""
+    return {n: i for n in names if not is_canonical(n) and (i := java_long(n)) is not None}
 
 
 def log_file_batch(name: str) -> tuple[int, bool] | None:

@@ -9,3 +9,18 @@ MAX_DIGITS = 19
 def is_number(text: str) -> bool:
     """Whether ``text`` is a non-negative decimal a Java long can hold the digits of (``0``-``9`` only)."""
     return 0 < len(text) <= MAX_DIGITS and text.isascii() and text.isdigit()
+
+
+def java_long(text: str) -> int | None:
+    """``text`` as Spark's ``String.toLong`` (Java's ``Long.parseLong``) reads it, which is how ``HDFSMetadataLog`` tells
+    batch files: an optional sign, then ASCII digits, in a long's range (``013`` and ``+13`` are 13); None if it fails."""
+    digits = text[1:] if text[:1] in "+-" else text
+    if not digits or not (digits.isascii() and digits.isdigit()):
+        return None
+    value = int(text)
+    return value if LONG_MIN <= value <= LONG_MAX else None
+
+
+def is_canonical(text: str) -> bool:
+    """Whether ``text`` is the name Spark gives a batch file: the id in plain decimal (``13``, not ``013`` or ``+13``)."""
+    return is_number(text) and str(int(text)) == text

@@ -419,6 +419,8 @@ CASES = [
     Case("operator-metadata-unreadable", "WM045", AGG, cut("state/0/_metadata/metadata", 12), OK),
     Case("operator-metadata-partition-count", "WM045", AGG,
          lambda r: edit(r, f"{C}/state/0/_metadata/metadata", '"numPartitions":3', '"numPartitions":4'), OK),
+    Case("offsets-zero-padded-name", "WM001", AGG, lambda r: shutil.copy2(r / C / "offsets/12", r / C / "offsets/013"),
+         FAILS, r"offsets/13 does not exist", fix=lambda r: unlink(r, f"{C}/offsets/013")),
     Case("sink-log-gone", "WM025", AGG, lambda r: shutil.rmtree(r / "output/_spark_metadata"), WRONG,
          fix=restore("output/_spark_metadata")),  # a cleanup of '_' directories: Spark starts a new log at batch 13
     Case("state-metadata-removed-sidecars-kept", "WM029", AGG,  # Spark writes both again when they are missing

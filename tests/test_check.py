@@ -423,6 +423,14 @@ def b_operator_metadata_v2_sidecar(root: Path, facts: dict) -> str:
     return f"state/0/_metadata/v2/.{facts['last_batch'] + 1}.crc"
 
 
+def b_zero_padded_offsets(root: Path, facts: dict) -> str:
+    """A copy of the last offsets file named with a leading zero: Spark lists it as the next batch."""
+    offsets = root / "checkpoint" / "offsets"
+    name = f"0{facts['last_batch'] + 1}"
+    shutil.copyfile(offsets / str(facts["last_batch"]), offsets / name)
+    return f"offsets/{name}"
+
+
 def b_sink_log_gone(root: Path, facts: dict) -> str:
     """The sink's log directory deleted (a cleanup of '_' directories): its data files stay."""
     shutil.rmtree(root / "output" / "_spark_metadata")
@@ -489,6 +497,7 @@ BREAKS = {
     "WM023": Break("WM023", "compaction", b_compaction),
     "WM024": Break("WM024", "agg_window_hdfs", b_sink_ahead, sink=True),
     "WM025": Break("WM025", "agg_window_hdfs", b_sink_behind, also=("WM034",), sink=True),
+    "WM001-odd-name": Break("WM001", "agg_window_hdfs", b_zero_padded_offsets),
     "WM025-log-gone": Break("WM025", "agg_window_hdfs", b_sink_log_gone, sink=True),
     "WM026": Break("WM026", "agg_window_hdfs", b_interrupted_repair, also=("WM017", "WM029")),  # half rewound
     "WM027": Break("WM027", "tws_pandas", b_schema_gone),

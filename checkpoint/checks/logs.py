@@ -16,6 +16,7 @@ from ..layout import (
     SOURCES,
     STATE,
     log_file_batch,
+    odd_batch_names,
     sidecar_target,
     sidecars,
 )
@@ -39,15 +40,26 @@ CHECKPOINT_FORMAT = "spark.sql.streaming.stateStore.checkpointFormatVersion"
 def unparseable(ctx: Context) -> Iterator[Issue]:
     last = ctx.ckpt.last_batch
     tail = {OFFSET_LOG.path(last), COMMIT_LOG.path(last)} if last is not None and last - 1 in ctx.ckpt.commit_ids else set()
-    problems = {path: error_text(exc) for path, exc in ctx.failures.items()}
+    problems: dict[str, tuple[str, Fix | None]] = {path: (error_text(exc), None) for path, exc in ctx.failures.items()}
     seq = ctx.offsets.get(last) if last is not None else None
     if last is not None and seq is not None and seq.metadata is None:
         problems[OFFSET_LOG.path(last)] = (
             "line 2 is empty: the offsets file Spark restarts from has no batch metadata (watermark, timestamp, conf), "
             f"and Spark 4.3 cannot restart without it ('Batch {last} metadata not found' when the batch is pending, a "
-            "NullPointerException on the watermark tracker when it is committed)")
-    for path, text in sorted(problems.items()):
-        if last is not None and path in tail:
+            "NullPointerException on the watermark tracker when it is committed)", None)
+    for folder, ids in ((OFFSETS, ctx.ckpt.offset_id_set), (COMMITS, frozenset(ctx.ckpt.commit_ids))):
+        for name, batch in odd_batch_names(ctx.tree.names(folder)).items():
+            if batch >= 0 and batch not in ids:
+                problems[f"{folder}/{name}"] = (
+                    f"Spark lists this file as batch {batch} (it takes any name Long.parseLong reads, leading zeros "
+                    f"or a sign included) and then reads {folder}/{batch}, which does not exist: the restart fails "
+                    f"('File .../{folder}/{batch} does not exist')", Instruction(
+                        f"delete {folder}/{name} while the query is stopped (rename it to {folder}/{batch} instead if it "
+                        f"is that batch's file)"))
+    for path, (text, fix) in sorted(problems.items()):
+        if fix is not None:
+            yield Issue(path, text, fix)
+        elif last is not None and path in tail:
             yield Issue(path, text + f" (a file of the last batch: rewinding to batch {last - 1} drops it with "
                         f"its checksum files, and Spark plans batch {last} again)", ctx.rewind(last - 1))
         else:
