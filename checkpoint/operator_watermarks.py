@@ -56,6 +56,11 @@ class OperatorLink:
     """For such a join: per side (``left``/``right``), its state watermark minus its eviction watermark (the side's
     rows at or before it are removed; 0 for a key predicate)."""
 
+    @property
+    def label(self) -> str:
+        """``stateStoreSave (operator 0)``: its name and id."""
+        return f"{self.name or self.node or 'operator'} (operator {self.operator_id})"
+
 
 @dataclass(frozen=True)
 class OperatorWatermark:
@@ -249,10 +254,6 @@ def _upstream_of(links: Mapping[int, OperatorLink], operator_id: int, rows: bool
     return out
 
 
-def _label(link: OperatorLink) -> str:
-    return f"{link.name or link.node or 'operator'} (operator {link.operator_id})"
-
-
 def _derived(ctx: _Context, operator_id: int, late: int | None, evict: int | None, origin: int,
              purged: bool) -> OperatorWatermark:
     """An operator's watermarks worked out from the checkpoint's global ones, with the reason."""
@@ -265,27 +266,27 @@ def _derived(ctx: _Context, operator_id: int, late: int | None, evict: int | Non
         return OperatorWatermark(operator_id, 0, 0, CHECKPOINT, "0: the global watermark is 0, which Spark gives every "
                                                                 "operator as it is")
     if evict is None and held is not None:
-        why = (f"a stream-stream join upstream, {_label(held)}, holds its output watermark back by its time-range "
+        why = (f"a stream-stream join upstream, {held.label}, holds its output watermark back by its time-range "
                "condition, which only the plan records: " + (PASS_EVENT_LOG if not ctx.has_plans else
                                                             "the event log shows no state cleanup of it past watermark 0"))
         return OperatorWatermark(operator_id, late, evict, UNKNOWN, why)
     if late is None:
         reason = "offsets/N-1 was purged, so the late-events watermark is unknown" if purged else \
-            f"the late-events watermark depends on {_label(held) if held else 'a join'} upstream, unknown here"
+            f"the late-events watermark depends on {held.label if held else 'a join'} upstream, unknown here"
         return OperatorWatermark(operator_id, late, evict, UNKNOWN, reason)
     if blocked is not None and not ctx.has_plans:
         return OperatorWatermark(operator_id, None, None, UNKNOWN,
-                                 f"{_label(blocked)} upstream passes no watermark on: this operator gets 0 (it never evicts "
+                                 f"{blocked.label} upstream passes no watermark on: this operator gets 0 (it never evicts "
                                  "and never drops late rows) unless the query calls withWatermark again after it, which "
                                  f"only the plan shows: {PASS_EVENT_LOG}")
     if blocked is not None and late == 0 and evict == 0:
         return OperatorWatermark(operator_id, 0, 0, CHECKPOINT,
-                                 f"0: {_label(blocked)} upstream passes no watermark on (its function may emit any event "
+                                 f"0: {blocked.label} upstream passes no watermark on (its function may emit any event "
                                  "time), so this operator never evicts and never drops late rows" + shape)
     if joins:
         lag = sum(j.join_offset_ms or 0 for j in joins)
         return OperatorWatermark(operator_id, late, evict, JOIN_CONDITION,
-                                 f"the global watermark {lag / 1000:+.3f} s: the condition of {', '.join(map(_label, joins))} "
+                                 f"the global watermark {lag / 1000:+.3f} s: the condition of {', '.join(j.label for j in joins)} "
                                  "upstream (its state cleanup in the event log)" + shape)
     return OperatorWatermark(operator_id, late, evict, CHECKPOINT,
                              "the global watermark (offsets/N for eviction, offsets/N-1 for late rows), which every "
@@ -406,9 +407,9 @@ def operator_stalls(ckpt: "Checkpoint", progress: "QueryProgress | None" = None)
         link = model.link(own.operator_id)
         assert link is not None
         blocked = next((u for u in model.upstream(own.operator_id) if u.output == NONE), None)
-        cause = (f"{_label(blocked)} upstream passes no watermark on" if blocked is not None
+        cause = (f"{blocked.label} upstream passes no watermark on" if blocked is not None
                  else f"the operators upstream hold it back ({own.note})")
         out.append(OperatorStall(own.operator_id, own.evict_ms, since, last.watermark_ms,
-                                 f"{_label(link)}'s own watermark has stayed at {own.evict_ms} since batch {since} while "
+                                 f"{link.label}'s own watermark has stayed at {own.evict_ms} since batch {since} while "
                                  f"the global watermark moved on to {last.watermark_ms}: {cause}"))
     return tuple(out)

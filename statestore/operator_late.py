@@ -45,10 +45,6 @@ def entry_operators(model: OperatorWatermarks) -> tuple[OperatorLink, ...]:
     return tuple(link for link in model.operators if not link.upstream)
 
 
-def _label(link: OperatorLink) -> str:
-    return f"{link.name or link.node or 'operator'} (operator {link.operator_id})"
-
-
 def _spark_counts(progress: "QueryProgress | None", batch: int) -> Mapping[int, int]:
     """Spark's per-operator late rows of ``batch``; its report lists the stateful operators in plan order, as Spark
     numbers them (operator id = position)."""
@@ -90,10 +86,10 @@ def operator_late_rows(ckpt: "Checkpoint", rows: Sequence["ReplaySummary"],
             elif late_ms == 0:
                 late, how = 0, "0: its late-events watermark is 0, so nothing it receives is behind it"
             elif blocked is not None:
-                late, how = None, (f"its input comes from {_label(blocked)}'s function, which may emit any event time: "
+                late, how = None, (f"its input comes from {blocked.label}'s function, which may emit any event time: "
                                    "the replay cannot tell")
             else:
-                late, how = 0, (f"0: {', '.join(map(_label, upstream)) or 'the operators upstream'} emit nothing at or "
+                late, how = 0, (f"0: {', '.join(j.label for j in upstream) or 'the operators upstream'} emit nothing at or "
                                 "before the watermark they pass on")
             ops.append(OperatorLate(link.operator_id, link.name, late_ms, late, how, spark.get(link.operator_id)))
         out.append(tuple(ops))

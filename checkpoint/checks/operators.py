@@ -15,10 +15,6 @@ from .definition import WARNING, Instruction, Issue, check
 TIMER_OPERATORS = ("flatMapGroupsWithState", "applyInPandasWithState")
 
 
-def _label(link: OperatorLink) -> str:
-    return f"{link.name or link.node or 'operator'} (operator {link.operator_id})"
-
-
 def _by_watermark(ctx: Context, operator_id: int) -> bool:
     """Whether the operator evicts (or fires timers, times keys out) by its watermark: an event-time column in its
     state, or transformWithState / (flat)MapGroupsWithState, whose timers and timeouts follow the watermark."""
@@ -71,10 +67,10 @@ def operator_watermark(ctx: Context) -> Iterator[Issue]:
         if lag is None or threshold is None or lag <= threshold:
             continue
         joins = [u for u in upstream if u.output == JOIN]
-        cause = (f"the time-range condition of {', '.join(map(_label, joins))} upstream holds its output watermark back"
+        cause = (f"the time-range condition of {', '.join(j.label for j in joins)} upstream holds its output watermark back"
                  if joins else "an operator upstream holds its output watermark back")
         yield Issue(f"{STATE}/{own.operator_id}", (
-            f"{_label(link)} evicts by its own watermark {format_ms(own.evict_ms, ctx.tz)}, {format_duration(lag)} behind "
+            f"{link.label} evicts by its own watermark {format_ms(own.evict_ms, ctx.tz)}, {format_duration(lag)} behind "
             f"the global watermark {shown} (more than {format_duration(threshold)}): {cause} (Spark 3.5+ gives each "
             f"stateful operator its own watermark), so its state is evicted and, in append mode, its output emitted "
             f"that much later than the global watermark suggests; {arg('operator_lag')} sets when this warns"
@@ -83,13 +79,13 @@ def operator_watermark(ctx: Context) -> Iterator[Issue]:
         blocked = model.link(blocked_id)
         assert blocked is not None
         sure = all(known for _, known in after)
-        names = ", ".join(_label(link) for link, _ in after)
+        names = ", ".join(link.label for link, _ in after)
         yield Issue(f"{STATE}/{blocked_id}", (
-            f"{_label(blocked)} passes no watermark on (Spark 3.5+ gives each stateful operator its own, and "
+            f"{blocked.label} passes no watermark on (Spark 3.5+ gives each stateful operator its own, and "
             f"(flat)MapGroupsWithState's function may emit any event time), so {names} after it "
             + ("run with watermark 0" if sure else "run with watermark 0 unless the query calls withWatermark again "
                f"after it (the checkpoint does not record the plan: pass {arg('progress', 'EVENTLOG')} to know)")
             + f" while the global watermark is {shown}: they never evict, their state grows with every key, their "
               "timers and timeouts never fire and in append mode they never emit"
-        ), Instruction(f"call withWatermark again on the event-time column {_label(blocked)} emits, or put those "
+        ), Instruction(f"call withWatermark again on the event-time column {blocked.label} emits, or put those "
                        "operators before it (the query changes)"))
