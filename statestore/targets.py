@@ -87,7 +87,7 @@ def store_target(tgt: Target, store: "Store", model: OperatorWatermarks) -> Targ
     if link is not None and link.join_sides and side in link.join_sides:
         value, whose = value + link.join_sides[side], f"operator {store.operator_id}'s {side} state watermark"
         source = "the join condition in the event log"
-    if value == tgt.watermark_ms and not what_if and len(model.operators) == 1:
+    if value == tgt.watermark_ms and len(model.operators) == 1:  # the global watermark, nothing to tell apart
         return replace(tgt, operator_id=store.operator_id)
     return replace(tgt, watermark_ms=value, watermark_from=f"{tgt.watermark_from}, {whose} ({source})",
                    operator_id=store.operator_id)

@@ -93,6 +93,12 @@ def copy_fixture(tmp_path):
     return copy
 
 
+def age(root: Path, when: int = 1_000_000_000) -> None:
+    """Give every entry under ``root`` an old modification time, as a query stopped long ago left them."""
+    for path in root.rglob("*"):
+        os.utime(path, (when, when), follow_symlinks=False)
+
+
 def run_cli(*args: str, exit_code: int | None = 0) -> Result:
     """Run ``wmcheck`` in-process; assert the exit code (any when None) and that no traceback escaped."""
     from wmcheck.cli.main import cli

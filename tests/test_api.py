@@ -12,7 +12,7 @@ import wmcheck
 from wmcheck.cli.commands import COMMANDS
 from wmcheck.cli.output import plain, repair_doc
 
-from conftest import ROOT, fixture_checkpoint, run_cli
+from conftest import ROOT, age, fixture_checkpoint, run_cli
 
 CKPT = str(fixture_checkpoint("agg_window_hdfs"))
 # the function of the top package behind each command
@@ -51,7 +51,9 @@ def test_each_function_returns_what_its_command_prints(function, args, kwargs, c
 
 
 def test_repairs_are_dry_runs_unless_executed(copy_fixture):
-    ckpt = str(copy_fixture("agg_window_hdfs") / "checkpoint")
+    root = copy_fixture("agg_window_hdfs")
+    age(root)  # a stopped query: the default idle_ms lets the repair run however recently the repo was checked out
+    ckpt = str(root / "checkpoint")
     planned = wmcheck.rewind(ckpt, to_batch=5)
     shown = json.loads(run_cli("rewind", ckpt, "--to-batch", "5", "--format", "json").stdout)
     assert not planned.executed and repair_doc(planned)["steps"] == shown["steps"]

@@ -25,12 +25,11 @@ from wmcheck.checkpoint.offsets import parse_offsets
 from wmcheck.checkpoint.source_offsets import SourceOffset
 from wmcheck.checkpoint.validate import check_location
 
-from conftest import fixture_facts, run_cli, sink_at_home
+from conftest import age, fixture_facts, run_cli, sink_at_home
 
 HDFS = "agg_window_hdfs"
 LOWER = fixture_facts(HDFS)["next_watermark_ms"] - 60_000
 needs_strace = pytest.mark.skipif(STRACE is None and not os.environ.get("CI"), reason="strace is not installed")
-OLD = 1_000_000_000
 
 
 def executed(ckpt: Path, request: repair.RepairRequest, **options) -> repair.RepairResult:
@@ -52,11 +51,6 @@ def killed_at(args: list[str], syscall: str, k: int) -> None:
 
 def set_watermark_args(root: Path) -> list[str]:
     return ["set-watermark", str(root / "checkpoint"), f"--watermark={LOWER}"]
-
-
-def age(root: Path) -> None:
-    for path in root.rglob("*"):
-        os.utime(path, (OLD, OLD), follow_symlinks=False)
 
 
 # -- D: data loss and stuck repairs -----------------------------------------------------------------

@@ -186,9 +186,13 @@ def test_missing_input_files_are_listed_or_skipped(copy_fixture, spark):
     (copy / gone).unlink()
     args = ["replay", copy / "checkpoint", "--from", "1", "--to", "3", "--foreach-batch", "test_replay_spark:collect",
             *query_args(facts, copy)]
-    result = run_cli(*args, exit_code=2)
-    assert f"sources/0/2: 1 input file(s) of batches 2..2 no longer exist: file:{copy / gone}" in result.output
-    assert "--skip-missing" in result.output and len(result.output.strip().splitlines()) == 1
+    error = json.loads(run_cli(*args, exit_code=2).output)  # --format json: the error is a JSON object too
+    assert (error["where"], error["param"], error["exit_code"]) == ("sources/0/2", None, 2)
+    assert error["error"] == f"1 input file(s) of batches 2..2 no longer exist: file:{copy / gone}"
+    assert error["hint"].endswith("or --skip-missing to replay without them")
+    text = run_cli(*args[:8], *query_args(facts, copy, "table"), exit_code=2).output
+    assert text.startswith(f"Error: sources/0/2: 1 input file(s) of batches 2..2 no longer exist: file:{copy / gone}")
+    assert "--skip-missing" in text and len(text.strip().splitlines()) == 1
     CALLS.clear()
     rows = json.loads(run_cli(*args, "--skip-missing").stdout)
     assert [(r["batch"], r["files"], r["missing_files"], r["rows"]) for r in rows] == [(1, 1, 0, 3), (2, 0, 1, 0), (3, 1, 0, 3)]
