@@ -7,9 +7,9 @@ row checksums included, and say where Spark's reader would fail (file, byte, Spa
 * RocksDB ``V.changelog`` (``replayChangelog``): the stream, its version header and lineage, every record, and
   with row checksums every record's checksum.
 * RocksDB ``V.zip`` (``loadCheckpointFromDfs``): the archive entry by entry, its ``metadata``, and every file it
-  names under ``SSTs/`` present with the size it records (Spark copies them and fails on another size) and
-  ending in a RocksDB table's magic number (RocksDB checks it when it opens the snapshot). The blocks inside an
-  SST file are RocksDB's to read, when a row is read.
+  names under ``SSTs/`` present with the size it records (Spark copies them and fails on another size), ending
+  in a RocksDB table's magic number, and block by block as RocksDB reads it (:mod:`.rocksdb_sst`): the footer,
+  index and meta blocks when Spark opens the snapshot, the data blocks when a batch reads their rows.
 
 Which decoder a format uses is its :attr:`~.state_formats.StateFormat.decoder`.
 """
@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from .errors import CheckpointError, UnsupportedError
+from .rocksdb_sst import sst_damage
 from .rocksdb_zip import read_snapshot_zip, sst_footer_ok
 from .row_checksums import RowPlace, verified_key, verified_value, verified_values
 from .state_codecs import codec_name, decompress, require_codec, require_module
@@ -39,6 +40,10 @@ class Damage:
     problem: str
     version: int | None = None
     """The state version of the file whose load fails (a snapshot's, for the SST files it names)."""
+    on_read: bool = False
+    """Spark loads the file, and what the batch reads of it is wrong (a RocksDB data block: a scan of the state
+    ends there without an error, and the rows from there on are never evicted or emitted): snapshot repair, which
+    retries failed loads only, does not skip it."""
 
     def describe(self) -> str:
         return (f"byte {self.byte}: " if self.byte is not None else "") + self.problem
@@ -109,13 +114,17 @@ def damage(data: bytes, fmt: StateFormat, decoding: Decoding, path: str, place: 
 
 
 def shared_damage(data: bytes, path: str, shared_dir: str, present: Mapping[str, int],
-                  tail: Callable[[str], bytes]) -> Damage | None:
-    """The first file a snapshot zip names that is missing from ``present`` (path -> size), has another size, or
-    does not end as a RocksDB table (``tail(path)``: its last bytes)."""
+                  read: Callable[[str], bytes], sidecar: Callable[[str, bytes], str | None] = lambda p, d: None,
+                  ) -> Damage | None:
+    """The first file a snapshot zip names that is missing from ``present`` (path -> size), has another size, does
+    not match its Hadoop checksum sidecar (``sidecar(path, bytes)``: why not; Spark copies SST files through Hadoop's
+    checksummed file system), does not end as a RocksDB table, or holds a block RocksDB fails on when it opens the
+    snapshot (``read(path)``: its bytes); else a damaged data block, which Spark's scans stop at silently."""
     try:
         _, meta = read_snapshot_zip(data, path)
     except CheckpointError:
         return None  # the zip itself is damage()'s
+    later: Damage | None = None
     for sst in meta.sst_files:
         where = f"{shared_dir}/{sst.dfs_name}"
         size = present.get(where)
@@ -125,7 +134,18 @@ def shared_damage(data: bytes, path: str, shared_dir: str, present: Mapping[str,
         if sst.size >= 0 and size != sst.size:
             return Damage(where, None, f"{size} bytes, but {path.rsplit('/', 1)[-1]} records {sst.size} "
                                        f"({LOAD_ERROR}.UNEXPECTED_FILE_SIZE)")
-        if not sst_footer_ok(tail(where)):
+        table = read(where)
+        mismatch = sidecar(where, table)
+        if mismatch is not None:
+            return Damage(where, None, f"{mismatch} (Spark copies the snapshot's SST files through Hadoop's checksummed "
+                                       "file system: ChecksumException)")
+        if not sst_footer_ok(table):
             return Damage(where, max(size - 8, 0), "expected a RocksDB table's magic number in the last 8 bytes "
                                                    "(RocksDB opening the snapshot: Corruption: Bad table magic number)")
-    return None
+        found = sst_damage(table)
+        if found is not None and found.at_open:
+            return Damage(where, found.byte, f"{found.problem}, read when RocksDB opens the snapshot")
+        if found is not None and later is None:
+            later = Damage(where, found.byte, f"{found.problem}, read when a batch reads its rows (RocksDB's "
+                                              "iterator ends there without an error)", on_read=True)
+    return later

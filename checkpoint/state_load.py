@@ -13,10 +13,12 @@ that fails to load fails the query (``CANNOT_LOAD_STATE_STORE``).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Collection, Iterable, Sequence
 
+from .checksums import verify_hadoop_crc
 from .errors import CheckpointError
 from .fs import FileSystem
+from .layout import hadoop_sidecar
 from .row_checksums import RowPlace
 from .state_content import Damage, Decoding, damage, shared_damage
 from .state_files import StateFile, StorePartition
@@ -82,8 +84,10 @@ class ContentCheck:
 
     def __init__(self, fs: FileSystem, decoding: Decoding,
                  read: Callable[[list[str]], dict[str, bytes]] | None = None,
-                 checksum: Callable[[str], str | None] | None = None) -> None:
+                 checksum: Callable[[str], str | None] | None = None, sidecars: Collection[str] = ()) -> None:
         self.fs = fs
+        self.sidecars = sidecars
+        """The Hadoop checksum sidecars listed (``.name.crc``): those of SST files are verified as Spark copies them."""
         self.decoding = decoding
         self.read_many = read or fs.read_many
         self.checksum = checksum
@@ -122,50 +126,67 @@ class ContentCheck:
             else damage(data, f.format, self.decoding, f.path, place)
         if found is None and f.format.shared_dir:
             present = {f"{part.directory}/{f.format.shared_dir}/{i.name}": i.size for i in part.sst_files}
-            found = shared_damage(data, f.path, f"{part.directory}/{f.format.shared_dir}", present,
-                                  lambda path: self.fs.read_tail(path, 8))
+            found = shared_damage(data, f.path, f"{part.directory}/{f.format.shared_dir}", present, self.fs.read,
+                                  self._sidecar)
         return None if found is None else replace(found, version=f.version)
+
+    def _sidecar(self, path: str, data: bytes) -> str | None:
+        """Why ``data`` does not match the Hadoop checksum sidecar of ``path`` (None: it does, or there is none)."""
+        crc = hadoop_sidecar(path)
+        if crc not in self.sidecars:
+            return None
+        try:
+            found = verify_hadoop_crc(self.fs.read(crc), data, crc)
+        except CheckpointError as exc:
+            return f"its checksum sidecar {crc.rsplit('/', 1)[-1]} cannot be read: {exc.message}"
+        return None if found.ok else f"{found.problem} ({crc.rsplit('/', 1)[-1]})"
 
     def verify(self, load: StoreLoad) -> StoreLoad:
         """``load`` with what Spark does with its files' contents."""
         if load.missing is not None or not load.chain:
             return load
         part, chain, skipped, fallback = load.part, list(load.chain), [], None
+        later: Damage | None = None  # a data block the batch reads wrong, in the full copy that loads
         if chain[0].format.role == "base":
             bad = self.file_damage(part, chain[0])
-            if bad is not None:
+            if bad is not None and bad.on_read:
+                later = bad
+            elif bad is not None:
                 if not auto_repair(part):
                     return replace(load, failure=bad)
                 found = self._fall_back(load, chain[0].version)
                 if found is None:
                     return replace(load, failure=bad)
-                skipped, (fallback, chain) = [bad], found
+                skipped, (fallback, chain, later) = [bad], found
         for f in chain[1:] if chain and chain[0].format.role == "base" else chain:
             bad = self.file_damage(part, f)
             if bad is not None:
                 return replace(load, chain=tuple(chain), failure=bad, skipped=tuple(skipped), fallback=fallback)
-        return replace(load, chain=tuple(chain), skipped=tuple(skipped), fallback=fallback)
+        return replace(load, chain=tuple(chain), skipped=tuple(skipped), fallback=fallback, failure=later)
 
-    def _fall_back(self, load: StoreLoad, below: int) -> tuple[int, list[StateFile]] | None:
-        """(version, chain) of the older full copy Spark's snapshot repair loads instead (0: the empty state)."""
+    def _fall_back(self, load: StoreLoad, below: int) -> tuple[int, list[StateFile], Damage | None] | None:
+        """(version, chain, a data block the batch reads wrong) of the older full copy Spark's snapshot repair loads
+        instead (0: the empty state)."""
         for base in _older_bases(load, below):
-            if self.file_damage(load.part, base) is None:
+            bad = self.file_damage(load.part, base)
+            if bad is None or bad.on_read:
                 steps = _increments(load, base.version)
-                return None if steps is None else (base.version, [base, *steps])
+                return None if steps is None else (base.version, [base, *steps], bad)
         if load.version > MAX_CHANGE_FILE_REPLAY:
             return None
         steps = _increments(load, 0)
-        return None if steps is None else (0, steps)
+        return None if steps is None else (0, steps, None)
 
 
 def verify_loads(fs: FileSystem, loads: Sequence[StoreLoad], decoding: Decoding,
                  progress: Callable[[int, int], None] | None = None,
                  read: Callable[[list[str]], dict[str, bytes]] | None = None,
-                 checksum: Callable[[str], str | None] | None = None) -> list[StoreLoad]:
+                 checksum: Callable[[str], str | None] | None = None,
+                 sidecars: Collection[str] = ()) -> list[StoreLoad]:
     """Every load with its files' contents decoded (read in rounds, in parallel, by ``read``: default the file
-    system's ``read_many``; ``checksum(path)``: why a file read does not match its Spark checksum file);
-    ``progress(done, total)`` after each store partition."""
-    check = ContentCheck(fs, decoding, read, checksum)
+    system's ``read_many``; ``checksum(path)``: why a file read does not match its Spark checksum file;
+    ``sidecars``: the Hadoop checksum sidecars listed); ``progress(done, total)`` after each store partition."""
+    check = ContentCheck(fs, decoding, read, checksum, sidecars)
     out = []
     for start in range(0, len(loads), 64):
         group = loads[start:start + 64]

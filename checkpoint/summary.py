@@ -155,7 +155,8 @@ def next_loads(ckpt: Checkpoint, op: Operator, version: int) -> list[StoreLoad]:
     has the packages to (else by file names)."""
     loads = [resolve(p, version, store_unique_ids(ckpt, op, p)) for p in op.live_partitions]
     decoding = Decoding.of(ckpt.conf.get)
-    return loads if decoding.missing_module() else verify_loads(ckpt.fs, loads, decoding)
+    return loads if decoding.missing_module() else verify_loads(
+        ckpt.fs, loads, decoding, sidecars={f.path for f in ckpt.state_layout.crc_files})
 
 
 def operator_summary(ckpt: Checkpoint, op: Operator, watermarks: OperatorWatermarks | None = None) -> OperatorSummary:

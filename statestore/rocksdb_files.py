@@ -17,6 +17,7 @@ from typing import Any, Iterator
 
 from wmcheck.checkpoint.errors import MalformedFileError
 from wmcheck.checkpoint.fs import FileSystem
+from wmcheck.checkpoint.rocksdb_sst import sst_damage
 from wmcheck.checkpoint.rocksdb_zip import HINT, ZipMetadata, read_snapshot_zip
 from wmcheck.checkpoint.state_files import StateFile
 
@@ -32,6 +33,11 @@ def open_snapshot(fs: FileSystem, zip_file: StateFile, directory: str) -> Iterat
             with open(posixpath.join(tmp, posixpath.basename(name)), "wb") as fh:
                 fh.write(data)
         fs.fetch({path: posixpath.join(tmp, local) for path, local in ssts.items()})
+        for path, local in ssts.items():  # RocksDB's iterators end at a damaged block without an error
+            with open(posixpath.join(tmp, local), "rb") as fh:
+                damaged = sst_damage(fh.read())
+            if damaged is not None:
+                raise MalformedFileError(damaged.problem, path=path, byte=damaged.byte, hint=HINT)
         db = _open_db(tmp, zip_file.path)
         try:
             yield Snapshot(meta, db)

@@ -233,22 +233,68 @@ def garbled(path: str, seed: int = 17) -> Callable[[Path], None]:
     return lambda r: (r / C / path).write_bytes(random.Random(seed).randbytes((r / C / path).stat().st_size))
 
 
+def sst_named_only_by(root: Path, zip_path: str) -> Path:
+    """An SST file that the snapshot ``zip_path`` names and no older snapshot of its partition does (else one it
+    names)."""
+    from wmcheck.checkpoint.rocksdb_zip import read_snapshot_zip
+
+    folder = (root / C / zip_path).parent
+    named = {z.name: {f.dfs_name for f in read_snapshot_zip(z.read_bytes(), z.name)[1].sst_files}
+             for z in folder.glob("*.zip")}
+    mine = named.pop((root / C / zip_path).name)
+    return folder / "SSTs" / sorted(mine - set().union(*named.values()) or mine)[0]
+
+
 def sst_only_in(zip_path: str) -> Callable[[Path], None]:
     """Delete an SST file that the snapshot ``zip_path`` names and no older snapshot of its partition does."""
 
     def run(root: Path) -> None:
-        from wmcheck.checkpoint.rocksdb_zip import read_snapshot_zip
-
-        folder = (root / C / zip_path).parent
-        named = {z.name: {f.dfs_name for f in read_snapshot_zip(z.read_bytes(), z.name)[1].sst_files}
-                 for z in folder.glob("*.zip")}
-        mine = named.pop((root / C / zip_path).name)
-        older = set().union(*named.values())
-        victim = sorted(mine - older or mine)[0]
-        (folder / "SSTs" / victim).unlink()
-        (folder / "SSTs" / f".{victim}.crc").unlink(missing_ok=True)
+        victim = sst_named_only_by(root, zip_path)
+        victim.unlink()
+        (victim.parent / f".{victim.name}.crc").unlink(missing_ok=True)
 
     return run
+
+
+def flipped(path: str, at: int = 1) -> Callable[[Path], None]:
+    """Flip every bit of the byte at ``at`` (a storage error inside a block: the first block's, by default)."""
+
+    def run(root: Path) -> None:
+        data = bytearray((root / C / path).read_bytes())
+        data[at] ^= 0xFF
+        (root / C / path).write_bytes(bytes(data))
+
+    return run
+
+
+def sst_block_flipped(zip_path: str, block: str, sidecar: bool = True) -> Callable[[Path], None]:
+    """Flip a byte of the ``data`` block (the first) or the ``index`` block of an SST file that the snapshot
+    ``zip_path`` names and no older snapshot of its partition does; without its Hadoop ``sidecar`` (as on an object
+    store, which keeps none)."""
+
+    def run(root: Path) -> None:
+        victim = sst_named_only_by(root, zip_path)
+        at = 1 if block == "data" else index_offset(victim.read_bytes()) + 1
+        flipped(str(victim.relative_to(root / C)), at)(root)
+        if not sidecar:
+            (victim.parent / f".{victim.name}.crc").unlink()
+
+    return run
+
+
+def index_offset(sst: bytes) -> int:
+    """Where an SST file's index block starts (the footer's second block handle, after the metaindex's)."""
+    footer, pos, handles = sst[-53:], 1, []
+    for _ in range(4):
+        value = shift = 0
+        while True:
+            value |= (footer[pos] & 0x7F) << shift
+            pos += 1
+            shift += 7
+            if not footer[pos - 1] & 0x80:
+                break
+        handles.append(value)
+    return handles[2]
 
 
 V2_LAST = "state/0/0/13_9b7b7248-b867-4b17-9676-2e2e76cddb65.changelog"
@@ -353,6 +399,12 @@ CASES = [
     Case("rocksdb-zip-zeroed", "WM040", ROCKS, zeroed("state/0/0/12.zip"), OK),
     Case("rocksdb-zip-truncated", "WM040", ROCKS, cut("state/0/1/12.zip", 200), OK),
     Case("rocksdb-sst-missing", "WM040", ROCKS, sst_only_in("state/0/0/12.zip"), OK),
+    Case("rocksdb-sst-data-block-flipped", "WM040", ROCKS, sst_block_flipped("state/0/0/12.zip", "data"), OK),
+    # its Hadoop sidecar left: Spark's copy of the SST fails its checksum (ChecksumException), the zip is skipped
+    Case("rocksdb-sst-data-block-flipped-no-sidecar", "WM048", ROCKS,  # as on an object store: RocksDB opens it
+         sst_block_flipped("state/0/0/12.zip", "data", sidecar=False), WRONG, repair=True),  # and scans stop there
+    Case("rocksdb-sst-index-block-flipped-no-sidecar", "WM040", ROCKS,  # RocksDB fails to open the snapshot
+         sst_block_flipped("state/0/0/12.zip", "index", sidecar=False), OK),
     Case("v2-changelog-truncated", "WM039", V2, cut(V2_LAST), FAILS, "CANNOT_LOAD_STATE_STORE", repair=True),
     Case("state-partition-missing", "WM018", AGG, lambda r: shutil.rmtree(r / C / "state/0/2"), FAILS, "",
          fix=restore(f"{C}/state/0/2")),

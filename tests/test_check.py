@@ -299,6 +299,16 @@ def b_skipped(root: Path, facts: dict) -> str:
     return chain[0].path
 
 
+def b_skipped_rows(root: Path, facts: dict) -> str:
+    """A byte flipped in the first data block of an SST file the newest snapshot of partition 0 names, without its
+    Hadoop sidecar (as on an object store)."""
+    from oracle_cases import sst_block_flipped, sst_named_only_by
+
+    victim = sst_named_only_by(root, "state/0/0/12.zip")
+    sst_block_flipped("state/0/0/12.zip", "data", sidecar=False)(root)
+    return str(victim.relative_to(root / "checkpoint"))
+
+
 def b_future_snapshot(root: Path, facts: dict) -> str:
     """A snapshot four versions ahead (the first delta of a store is a full copy of its state: a valid snapshot)."""
     path = f"state/0/2/{facts['last_batch'] + 5}.snapshot"
@@ -518,6 +528,7 @@ BREAKS = {
     "WM039": Break("WM039", "agg_window_hdfs", b_damaged, also=("WM030",)),
     "WM040": Break("WM040", "agg_window_rocksdb", b_skipped, also=("WM030",)),
     "WM041": Break("WM041", "agg_window_hdfs", b_future_snapshot),
+    "WM048": Break("WM048", "agg_window_rocksdb", b_skipped_rows),
     "WM042": Break("WM042", "fmgws_tws_agg", lambda root, facts: "state/2", also=("WM028",)),  # as Spark left it (a copy)
 }
 

@@ -34,9 +34,25 @@ SWEEP = sweep()
 pytestmark = [pytest.mark.spark, pytest.mark.oracle]
 
 
+def selected(items: list) -> list:
+    """The cases the selected tests of this module need (``-k`` on a case restarts only it and the cases of its code
+    and fixture; a test marked ``oracle_cases(KEY, ...)`` those; any other test of the table every case of CASES;
+    a damage test only its own)."""
+    mine = [i for i in items if i.module.__name__ == __name__ and "oracle" in getattr(i, "fixturenames", ())]
+    wanted = {id(i.callspec.params["case"]) for i in mine if hasattr(i, "callspec") and "case" in i.callspec.params}
+    for item in mine:
+        if hasattr(item, "callspec"):
+            continue
+        marker = item.get_closest_marker("oracle_cases")
+        wanted |= {id(c) for c in CASES if marker is None or c.key in marker.args}
+    chosen = [c for c in CASES + SWEEP if id(c) in wanted]
+    related = {(c.code, c.fixture) for c in chosen if c in CASES}
+    return [c for c in CASES + SWEEP if id(c) in wanted or c in CASES and (c.code, c.fixture) in related]
+
+
 @pytest.fixture(scope="session")
-def oracle(tmp_path_factory):
-    return run_oracle(CASES + SWEEP, tmp_path_factory.mktemp("oracle"))
+def oracle(request, tmp_path_factory):
+    return run_oracle(selected(request.session.items), tmp_path_factory.mktemp("oracle"))
 
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{c.code}-{c.key}" for c in CASES])
@@ -124,6 +140,7 @@ def after(roots: dict, key: str) -> list:
     return findings(next(c for c in CASES if c.key == key.split(":")[0]), roots[key])
 
 
+@pytest.mark.oracle_cases("schemas-of-another-copy")
 def test_a_copy_naming_another_checkpoints_schemas_keeps_naming_them_after_a_restart(oracle):
     """WM028: Spark restarts the copy from the other checkpoint's schema files and names them again in the operator
     metadata of the batch it ran, so the copy goes on depending on that location (removed: WM027, Spark fails to
@@ -138,6 +155,7 @@ def test_a_copy_naming_another_checkpoints_schemas_keeps_naming_them_after_a_res
 HELD_AT = "2024-01-01T00:00:08.000Z"  # union_stall_min's watermark since batch 5
 
 
+@pytest.mark.oracle_cases("input-without-new-data")
 def test_restart_alone_keeps_the_watermark_held_and_data_on_the_idle_input_moves_it(oracle):
     """WM038: restarted with new data on the other input only, the batch runs at the held watermark and no window
     is emitted; with data on the idle input too (the message's advice) the watermark moves and windows come out."""
@@ -167,6 +185,7 @@ def test_the_sweep_covers_every_state_format():
     assert {c.fixture for c in SWEEP} == set(FORMAT_FIXTURES)
 
 
+@pytest.mark.oracle_cases("operators-after-applyinpandaswithstate")
 def test_operators_after_applyinpandaswithstate_keep_watermark_0_after_a_restart(oracle):
     """WM042: restarted with new data, the aggregation after applyInPandasWithState and transformWithState still runs
     with watermark 0: the global watermark moves, nothing is emitted, and the finding stays."""
@@ -176,6 +195,7 @@ def test_operators_after_applyinpandaswithstate_keep_watermark_0_after_a_restart
     assert [(f.code, f.path) for f in after(roots, "operators-after-applyinpandaswithstate:broken")] == [("WM042", "state/2")]
 
 
+@pytest.mark.oracle_cases("source-log-last-file-deleted")
 def test_the_last_source_log_file_deleted_by_hand_is_fixed_by_one_rewind_that_removes_its_sidecar(oracle):
     """sources/0/9.compact deleted, its sidecar left: the log does not reach the offsets (WM022) and the sidecar is
     the next file Spark writes there (WM029); the one recommended rewind removes the sidecar with what it rewinds,
@@ -186,4 +206,3 @@ def test_the_last_source_log_file_deleted_by_hand_is_fixed_by_one_rewind_that_re
         ("WM022", "sources/0/9"), ("WM029", "sources/0/.9.compact.crc")}
     assert recommended_repair(broken) == finding_fix(broken, "WM022") == finding_fix(broken, "WM029")
     assert outcomes["source-log-last-file-deleted:fixed"].batches == (11, 12, 13)
-

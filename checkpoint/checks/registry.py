@@ -42,7 +42,7 @@ LISTED: tuple[Check, ...] = (
     repartition.unfinished_repartition, repartition.sink_lacks_repartition,
     access.unwritable,
     stall.held_watermark,
-    state.damaged, state.skipped, state.future_snapshots,
+    state.damaged, state.skipped, state.future_snapshots, state.skipped_rows,
     logs.source_count, conf.conf_changed_harmlessly,
     operator_metadata.ignored_metadata, operator_metadata.foreign_metadata,
     operators.operator_watermark,

@@ -85,7 +85,7 @@ def content_loads(ctx: Context) -> list[StoreLoad]:
         todo = [resolve(p.part, load_version(ctx), p.ids) for p in plans(ctx) if p.missing is None]
         verify = ctx.content and not missing and bool(todo)
         ctx.memo["loads"] = verify_loads(ctx.ckpt.fs, todo, decoding, ctx.state_progress, ctx.read_state,
-                                         ctx.spark_checksum_problem) if verify else []
+                                         ctx.spark_checksum_problem, ctx.tree.entries) if verify else []
         if verify:
             ctx.memo["verified"] = True  # the checksum sidecars of every file read were verified on the way
     return ctx.memo["loads"]
@@ -104,7 +104,8 @@ def content_rewind_fix(ctx: Context, load: StoreLoad) -> tuple[str, Fix]:
             if newest != target:
                 target, ok = newest, False
                 break
-            checked = verify_loads(ctx.ckpt.fs, [resolve(p.part, target, p.ids)], decoding)[0]
+            checked = verify_loads(ctx.ckpt.fs, [resolve(p.part, target, p.ids)], decoding,
+                                   sidecars=ctx.tree.entries)[0]
             if not checked.loadable:
                 bad = checked.failure.version if checked.failure and checked.failure.version is not None else target
                 target, ok = min(target, bad) - 1, False
@@ -123,7 +124,7 @@ def content_rewind_fix(ctx: Context, load: StoreLoad) -> tuple[str, Fix]:
 def damaged(ctx: Context) -> Iterator[Issue]:
     for load in content_loads(ctx):
         failed = load.failure
-        if failed is None:
+        if failed is None or failed.on_read:
             continue
         base, step = file_kinds(load.part)
         fallback = (f" (its newest {base} could not be loaded either, and {'the empty state' if not load.fallback else f'version {load.fallback}'}"
@@ -132,6 +133,22 @@ def damaged(ctx: Context) -> Iterator[Issue]:
         yield Issue(failed.path, (
             f"{failed.describe()}: Spark fails to load state version {load.version} of {load.part.directory}, which the "
             f"next batch loads, reading this file ({LOAD_ERROR}){fallback}; {why}"
+        ), fix)
+
+
+@check("WM048", ERROR, "state rows Spark loads without an error but never reads")
+def skipped_rows(ctx: Context) -> Iterator[Issue]:
+    for load in content_loads(ctx):
+        failed = load.failure
+        if failed is None or not failed.on_read:
+            continue
+        why, fix = content_rewind_fix(ctx, load)
+        yield Issue(failed.path, (
+            f"{failed.describe()}: Spark loads state version {load.version} of {load.part.directory}, which the next "
+            f"batch loads, without an error, but its scans of the state stop at this block, silently: the rows in it "
+            f"and after it are never evicted or emitted (tested: windows lost against a control run; where the file "
+            f"has its Hadoop checksum sidecar, Spark's copy of it fails instead and the snapshot is skipped, WM040); "
+            f"{why}"
         ), fix)
 
 
