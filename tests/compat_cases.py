@@ -30,6 +30,9 @@ class Case:
     """Whether compat reports changes (output, state, schemas, watermark) for the re-run batch."""
     conf: dict[str, str] = field(default_factory=dict)
     """SQL confs of the new code's session, on top of the fixture's."""
+    inputs: dict[str, str] = field(default_factory=dict)
+    """Source id -> a glob (relative to the fixture) of the files holding the rows that source read in the re-run
+    batch, for a source compat cannot read again (``--input``)."""
     pending: bool = False
     """Start from the fixture as a crash in its last data batch leaves it (planned, not committed), so that a
     restart re-runs that batch."""
@@ -208,4 +211,10 @@ CASES: dict[str, Case] = {
     "avro_state_narrow_type": Case("avro_tws", sessions("count INT"), REFUSED, "STATE_STORE_INVALID_VALUE_SCHEMA_EVOLUTION"),
     "unsafe_row_state_add_field": Case("tws_pandas", sessions("count LONG, note STRING"), REFUSED, VALUE_SCHEMA),
     "later_session_timeout": Case("pandas_state_timeout", later_session_timeout, RESTARTS),
+    "python_source_given_input": Case("python_source", QUERIES.python_source_count, RESTARTS, changes=False,
+                                      inputs={"0": "input/run2-*.json"}),
+    "python_source_add_aggregate": Case("python_source", edited(QUERIES.python_source_count, (
+        '.agg(F.count("*").alias("n"), F.sum("v").alias("v_sum"))',
+        '.agg(F.count("*").alias("n"), F.sum("v").alias("v_sum"), F.max("v").alias("v_max"))')), REFUSED, VALUE_SCHEMA,
+        inputs={"0": "input/run2-*.json"}),
 }

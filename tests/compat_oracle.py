@@ -133,11 +133,17 @@ def _case(spark, name: str, work: Path) -> dict:
         session.conf.set(key, value)
     scratch = base / "scratch"
     scratch.mkdir()
+    inputs = {}
+    for sid, pattern in case.inputs.items():  # the rows a source read in the batch, as files
+        inputs[sid] = str(base / "inputs" / sid)
+        os.makedirs(inputs[sid])
+        for path in sorted(a.glob(pattern)):
+            shutil.copy(path, inputs[sid])
     out: dict = {"compat": None, "compat_error": None}
     started = time.monotonic()
     try:
         report = compat(session, str(a / "checkpoint"), f"{module}:new_query",
-                        CompatOptions(scratch_dir=str(scratch), keep_scratch=True))
+                        CompatOptions(scratch_dir=str(scratch), keep_scratch=True, inputs=inputs))
         out["compat"] = _plain(report)
         out["changes"] = report.changes
         out["exit_code"] = report.exit_code()

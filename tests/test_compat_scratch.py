@@ -99,3 +99,22 @@ def test_a_transform_with_state_copy_names_its_own_schema_files(tmp_path):
 def test_the_sink_format_comes_from_its_data_files():
     assert sink_format(open_fs(str(FIXTURES / "agg_window_hdfs" / "output"))) == "parquet"
     assert sink_format(open_fs(str(FIXTURES / "chained_aggs" / "output"))) == "json"
+
+
+def test_a_source_that_cannot_be_read_again_needs_its_rows(tmp_path):
+    """Before Spark starts: the Python data source's offsets name no files, so the batch's input must be given."""
+    from conftest import run_cli
+
+    module = tmp_path / "new_code.py"
+    module.write_text("def new_query(spark):\n    raise AssertionError('not called before the input is known')\n")
+    ckpt = fixture_checkpoint("python_source")
+    out = run_cli("compat", ckpt, "--query", f"{module}:new_query", exit_code=2).output
+    assert out == ("Error: offsets/2: source 0 (unknown) is not replayable: a unknown offset: wmcheck cannot rebuild this "
+                   "source's input; compat re-runs batch 2 from its recorded input (hint: pass --input 0=DIR: a directory "
+                   "of the rows it read in batch 2 (wmcheck replay CKPT --from 2 --to 2 --source 0 --output DIR writes a "
+                   "Kafka source's))\n")
+    (tmp_path / "empty").mkdir()
+    out = run_cli("compat", ckpt, "--query", f"{module}:new_query", "--input", f"0={tmp_path / 'empty'}", exit_code=2).output
+    assert out.startswith(f"Error: --input 0={tmp_path / 'empty'}: no data files there")
+    out = run_cli("compat", ckpt, "--query", f"{module}:new_query", "--input", f"3={tmp_path}", exit_code=2).output
+    assert out.startswith("Error: --input names source 3, which batch 2 does not have")

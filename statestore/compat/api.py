@@ -19,6 +19,7 @@ from wmcheck.checkpoint.batch_inputs import plan_batch
 from wmcheck.checkpoint.errors import CheckpointError, MissingFileError, UnsupportedError, arg
 from wmcheck.checkpoint.fs import FileSystem, local_path, open_fs
 from wmcheck.checkpoint.locations import open_file_sink, spark_location
+from wmcheck.checkpoint.metadata_log import OFFSET_LOG
 from wmcheck.checkpoint.model import Checkpoint, open_checkpoint
 
 from ..sinks import load_callable
@@ -28,6 +29,7 @@ from .explain import explain
 from .query import CAPTURED, CAPTURED_SCHEMA, DEFAULT_TIMEOUT_S, BatchRun, NewQuery, build, run_batch
 from .results import REFUSED, RESTARTS, CompatReport, OutputChange, SourceNote
 from .scratch import NEXT, RERUN, Scratch, make_scratch, rerun_batch, sink_format
+from .substitute import BatchRows, batch_rows, replace_in_copy
 from .watermark import POLICY, watermark_change, with_late_rows
 
 if TYPE_CHECKING:
@@ -58,33 +60,40 @@ def _common_dir(paths: list[str]) -> str:
     return posixpath.commonpath([posixpath.dirname(p) for p in paths]) if paths else ""
 
 
-def source_notes(ckpt: Checkpoint, batch: int, inputs: Mapping[str, str],
-                 fs_options: Mapping[str, str]) -> tuple[tuple[SourceNote, ...], dict[str, str]]:
-    """What each source of ``batch`` re-reads, and the path map that points logged files at ``inputs``; refuses
-    (before any Spark work) a source whose input cannot be read again."""
+def source_notes(ckpt: Checkpoint, batch: int, inputs: Mapping[str, str], fs_options: Mapping[str, str]
+                 ) -> tuple[tuple[SourceNote, ...], dict[str, str], dict[str, BatchRows]]:
+    """What each source of ``batch`` re-reads: the path map that points a file source's logged files at ``inputs``,
+    and the rows in ``inputs`` that replace another source's input. Refuses (before any Spark work) a source whose
+    input cannot be read again."""
     planned = plan_batch(ckpt, batch, sizes=False)
-    notes, path_map = [], {}
-    for src in planned.sources:
-        moved = inputs.get(src.source_id)
-        if src.kind == "file":
-            logged = [f.path for f in src.files]
-            if moved is not None:
-                path_map[_common_dir(logged)] = moved.rstrip("/")
-            notes.append(SourceNote(src.source_id, "file", True, f"{len(src.files)} logged file(s)" +
-                                    (f", read from {moved}" if moved else "")))
-        elif src.kind in REPLAYABLE:
-            notes.append(SourceNote(src.source_id, src.kind, True, src.note))
-        else:
-            raise UnsupportedError(
-                f"source {src.source_id} ({src.kind}) is not replayable: {src.note or 'its input cannot be read again'}; "
-                f"compat re-runs batch {batch} from its recorded input", path=f"offsets/{batch}",
-                hint=f"run compat on a checkpoint of file sources (a fixture written by the old code), or pass "
-                     f"{arg('inputs', src.source_id + '=DIR')} for a file source whose files moved")
     unknown = sorted(set(inputs) - {s.source_id for s in planned.sources})
     if unknown:
         raise CheckpointError(f"{arg('inputs')} names source {unknown[0]}, which batch {batch} does not have",
                               param="inputs", hint="source ids as `wmcheck batches` lists them (0, 1, ...)")
-    return tuple(notes), path_map
+    notes, path_map, rows = [], {}, {}
+    for src in planned.sources:
+        given = inputs.get(src.source_id)
+        if src.kind == "file":
+            logged = [f.path for f in src.files]
+            if given is not None:
+                path_map[_common_dir(logged)] = given.rstrip("/")
+            notes.append(SourceNote(src.source_id, "file", True, f"{len(src.files)} logged file(s)" +
+                                    (f", read from {given}" if given else "")))
+        elif src.kind in REPLAYABLE:
+            notes.append(SourceNote(src.source_id, src.kind, True, src.note))
+        elif given is not None:
+            found = batch_rows(src.source_id, given, batch, fs_options)
+            rows[src.source_id] = found
+            notes.append(SourceNote(src.source_id, src.kind, True, f"replaced by the {len(found.files)} {found.format} "
+                                    f"file(s) in {found.location} (the rows it read in batch {batch})"))
+        else:
+            raise UnsupportedError(
+                f"source {src.source_id} ({src.kind}) is not replayable: {src.note or 'its input cannot be read again'}; "
+                f"compat re-runs batch {batch} from its recorded input", path=OFFSET_LOG.path(batch),
+                hint=f"pass {arg('inputs', src.source_id + '=DIR')}: a directory of the rows it read in batch {batch} "
+                     f"(wmcheck replay CKPT --from {batch} --to {batch} --source {src.source_id} --output DIR writes a "
+                     "Kafka source's)")
+    return tuple(notes), path_map, rows
 
 
 def _missing_files(ckpt: Checkpoint, batch: int, path_map: Mapping[str, str], fs_options: Mapping[str, str]) -> None:
@@ -153,6 +162,7 @@ class Prepared:
     fn: Callable
     sources: tuple[SourceNote, ...]
     path_map: Mapping[str, str]
+    rows: Mapping[str, BatchRows]
     sink: FileSystem | None
     options: CompatOptions
 
@@ -163,17 +173,17 @@ def prepare(checkpoint: Checkpoint | str, query: str | Callable, options: Compat
     batch, how = rerun_batch(ckpt, options.batch)
     spec = query if isinstance(query, str) else getattr(query, "__qualname__", repr(query))
     fn = load_callable(query, "query", QUERY_EXAMPLE) if isinstance(query, str) else query
-    sources, path_map = source_notes(ckpt, batch, options.inputs, options.fs_options)
+    sources, path_map, rows = source_notes(ckpt, batch, options.inputs, options.fs_options)
     _missing_files(ckpt, batch, path_map, options.fs_options)
     sink = open_file_sink(options.file_sink, options.fs_options) if options.file_sink else None
-    return Prepared(ckpt, batch, how, spec, fn, sources, path_map, sink, options)
+    return Prepared(ckpt, batch, how, spec, fn, sources, path_map, rows, sink, options)
 
 
 def run(spark: "SparkSession", prepared: Prepared) -> CompatReport:
     """Build the new query, run its batch on a scratch copy, and compare; see :func:`compat`."""
     started = time.monotonic()
     ckpt, batch, spec, options, sink = prepared.ckpt, prepared.batch, prepared.spec, prepared.options, prepared.sink
-    new = build(spark, prepared.fn, spec, sink_format(sink) if sink is not None else None)
+    new = build(spark, prepared.fn, spec, sink_format(sink) if sink is not None else None, prepared.rows)
     if sink is None and new.sink.is_file and new.sink.path:
         try:
             sink = open_file_sink(new.sink.path, options.fs_options)
@@ -193,6 +203,8 @@ def run(spark: "SparkSession", prepared: Prepared) -> CompatReport:
     root = tempfile.mkdtemp(prefix="wmcheck-compat-", dir=options.scratch_dir)
     try:
         scratch = make_scratch(ckpt, batch, root, sink if new.sink.is_file else None, rewind=how != NEXT)
+        if prepared.rows and how != NEXT:
+            replace_in_copy(scratch.checkpoint, batch, prepared.rows)
         if prepared.path_map:
             repair.run(scratch.checkpoint, repair.RelocateRequest(path_map=prepared.path_map),
                        repair.RunOptions(execute=True, idle_ms=0))

@@ -13,7 +13,7 @@ import os
 import sys
 import traceback
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from wmcheck.checkpoint.errors import CheckpointError, UnsupportedError, arg
 
@@ -22,6 +22,8 @@ from .explain import STREAM_FAILED, SparkFailure, clean_message
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import DataStreamWriter
+
+    from .substitute import BatchRows
 
 FILE_FORMATS = ("parquet", "json", "csv", "orc", "text", "avro", "xml")
 WATERMARK_DELAY_KEY = "spark.watermarkDelayMs"
@@ -128,6 +130,14 @@ def _nodes(plan: Any) -> list[Any]:
     return out
 
 
+STREAMING_RELATIONS = ("StreamingRelation", "StreamingRelationV2", "StreamingExecutionRelation")
+
+
+def relations(plan: Any) -> list[str]:
+    """The output attributes of every streaming relation of a plan, in the order Spark numbers its sources."""
+    return [str(n.output().toString()) for n in _nodes(plan) if n.nodeName() in STREAMING_RELATIONS]
+
+
 def _sources(spark: "SparkSession", nodes: list[Any]) -> tuple[SourceSpec, ...]:
     out: list[SourceSpec] = []
     for node in nodes:
@@ -141,8 +151,8 @@ def _sources(spark: "SparkSession", nodes: list[Any]) -> tuple[SourceSpec, ...]:
             out.append(SourceSpec(str(len(out)), str(source.className()), tuple(found),
                                   tuple(sorted((k, v) for k, v in options.items() if k != "path")),
                                   str(given.get().json()) if given.isDefined() else None))
-        elif name.startswith("StreamingRelationV2") or name == "StreamingExecutionRelation":
-            out.append(SourceSpec(str(len(out)), str(node.sourceName()) if hasattr(node, "sourceName") else name, (), (), None))
+        elif name in STREAMING_RELATIONS:
+            out.append(SourceSpec(str(len(out)), name, (), (), None))
     return tuple(out)
 
 
@@ -158,13 +168,25 @@ def _watermarks(nodes: list[Any]) -> tuple[WatermarkSpec, ...]:
     return tuple(dict.fromkeys(out))
 
 
-def build(spark: "SparkSession", fn: Callable, spec: str, file_sink_format: str | None = None) -> NewQuery:
+def _frame(got: Any) -> Any:
+    return getattr(got, "_df", got)
+
+
+def build(spark: "SparkSession", fn: Callable, spec: str, file_sink_format: str | None = None,
+          rows: "Mapping[str, BatchRows] | None" = None) -> NewQuery:
     """Call the user's function and read its query: a streaming DataFrame (written to a file sink of
-    ``file_sink_format`` when given, else captured, in append mode) or a ``DataStreamWriter``."""
+    ``file_sink_format`` when given, else captured, in append mode) or a ``DataStreamWriter``; the sources of
+    ``rows`` read those rows instead (:mod:`.substitute`)."""
     from pyspark.sql import DataFrame
     from pyspark.sql.streaming import DataStreamWriter
 
-    got = call_query(spark, fn, spec)
+    from .substitute import build_with
+
+    if rows:
+        got = build_with(spark, lambda: call_query(spark, fn, spec), rows,
+                         lambda built: relations(_frame(built)._jdf.queryExecution().analyzed()))
+    else:
+        got = call_query(spark, fn, spec)
     if isinstance(got, DataFrame):
         if not got.isStreaming:
             raise CheckpointError(f"{arg('query', spec)} returned a DataFrame that is not streaming", param="query",
