@@ -10,6 +10,8 @@ import click
 
 from .options import common_options, parse_pairs
 from .output import REPORT_OUTPUTS, make_output
+from .process import own_interrupts
+from .progress import progress_for, quiet_option, spark_progress
 
 
 @click.command()
@@ -31,11 +33,12 @@ from .output import REPORT_OUTPUTS, make_output
 @click.option("--conf", "confs", multiple=True, metavar="KEY=VALUE", help="Spark conf (repeatable).")
 @click.option("--packages", multiple=True, metavar="COORDS", help="Maven packages for Spark (repeatable).")
 @click.option("--jars", multiple=True, metavar="JARS", help="Jars for Spark (repeatable).")
+@quiet_option()
 @common_options(("table", "json") + tuple(REPORT_OUTPUTS))
 def compat(checkpoint: str, query: str, inputs: tuple[str, ...], file_sink: str | None, batch: int | None,
            allow_output_change: bool, output: str | None, scratch_dir: str | None, keep_scratch: bool, timeout_s: float,
-           master: str | None, confs: tuple[str, ...], packages: tuple[str, ...], jars: tuple[str, ...], fmt: str,
-           tz: tzinfo, fs_options: tuple[str, ...]) -> None:
+           master: str | None, confs: tuple[str, ...], packages: tuple[str, ...], jars: tuple[str, ...], quiet: bool,
+           fmt: str, tz: tzinfo, fs_options: tuple[str, ...]) -> None:
     """Will the new query code restart on CKPT, and what will it change? (docs/compat.md)
 
     Re-runs CKPT's last data batch with the new code on a scratch copy (CKPT is only read). Exit 0: it restarts
@@ -50,8 +53,10 @@ def compat(checkpoint: str, query: str, inputs: tuple[str, ...], file_sink: str 
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())  # --query MODULE:FUNCTION: MODULE may be in the current directory
     prepared = prepare(checkpoint, query, opts)  # everything that can fail before Spark starts
-    spark, _created = get_session(master, parse_pairs(confs, "--conf"), None, packages, jars)
-    report = run(spark, prepared)
+    with spark_progress(progress_for(quiet)) as progress:
+        spark, _created = get_session(master, parse_pairs(confs, "--conf"), None, packages, jars)
+        own_interrupts()  # pyspark installed its own Ctrl-C handler with the session
+        report = run(spark, prepared, progress.phase)
     with open(output, "w", encoding="utf-8") if output else contextlib.nullcontext() as stream:
         make_output(fmt, stream, tz).compat(report, allow_output_change)
     code = report.exit_code(allow_output_change)

@@ -179,9 +179,11 @@ def prepare(checkpoint: Checkpoint | str, query: str | Callable, options: Compat
     return Prepared(ckpt, batch, how, spec, fn, sources, path_map, rows, sink, options)
 
 
-def run(spark: "SparkSession", prepared: Prepared) -> CompatReport:
-    """Build the new query, run its batch on a scratch copy, and compare; see :func:`compat`."""
+def run(spark: "SparkSession", prepared: Prepared, phase: Callable[[str], None] = lambda _text: None) -> CompatReport:
+    """Build the new query, run its batch on a scratch copy, and compare; see :func:`compat`. ``phase(text)`` hears
+    what runs now (a progress line)."""
     started = time.monotonic()
+    phase("building the new query")
     ckpt, batch, spec, options, sink = prepared.ckpt, prepared.batch, prepared.spec, prepared.options, prepared.sink
     new = build(spark, prepared.fn, spec, sink_format(sink) if sink is not None else None, prepared.rows)
     if sink is None and new.sink.is_file and new.sink.path:
@@ -202,6 +204,7 @@ def run(spark: "SparkSession", prepared: Prepared) -> CompatReport:
         notes += (f"the old sink's log was not found: pass {arg('file_sink')} to compare the output",)
     root = tempfile.mkdtemp(prefix="wmcheck-compat-", dir=options.scratch_dir)
     try:
+        phase(f"copying what batch {batch} needs")
         scratch = make_scratch(ckpt, batch, root, sink if new.sink.is_file else None, rewind=how != NEXT)
         if prepared.rows and how != NEXT:
             replace_in_copy(scratch.checkpoint, batch, prepared.rows)
@@ -210,6 +213,7 @@ def run(spark: "SparkSession", prepared: Prepared) -> CompatReport:
                        repair.RunOptions(execute=True, idle_ms=0))
             shutil.rmtree(f"{scratch.checkpoint}/_wmcheck", ignore_errors=True)
         before = schemas_of(open_checkpoint(scratch.checkpoint))
+        phase(f"running batch {batch} with the new code")
         attempt = run_batch(new, scratch.checkpoint, scratch.sink, root, options.timeout_s)
         if options.keep_scratch:
             notes += (f"scratch copy kept at {root}",)
@@ -221,14 +225,17 @@ def run(spark: "SparkSession", prepared: Prepared) -> CompatReport:
             notes += (f"Spark did not run batch {batch}" + (": there is no new input" if how == NEXT else ""),)
             report = CompatReport(ckpt.location, spec, batch, how, RESTARTS, sources=prepared.sources, notes=notes)
             return replace(report, seconds=time.monotonic() - started)
+        phase("comparing the output")
         with spark_errors("reading the batch's output"):
             output = _output(spark, new, scratch, attempt, sink if how != NEXT else None)
         change = watermark_change(ckpt if how != NEXT else copy, copy, batch, new, spark.conf.get(POLICY, None))
         if how == NEXT:
             change = replace(change, old_next_ms=None)
+        phase("comparing the watermark")
         with spark_errors("replaying the recorded input for late rows"):
             recorded = min(batch, ckpt.last_committed_batch or 0)
             change = with_late_rows(spark, ckpt, recorded, new, change, dict(options.fs_options))
+        phase("comparing the state")
         state = state_changes(ckpt, copy, batch) if how != NEXT else ()
         if how == NEXT:
             notes += (f"batch {batch} is new: the old code never ran it, so its output and state are not compared",)
