@@ -83,6 +83,11 @@ def test_moved_transform_with_state_checkpoint_shows_where_its_schemas_are(tmp_p
         "Spark reads them there on restart; run 'wmcheck relocate' (wmcheck check: WM027/WM028)"]
 
 
+def read_input(batch: dict) -> bool:
+    """Whether Spark's progress shows the batch reading input: files, or rows of a source that names no files."""
+    return bool(batch["input_files"] or batch["num_input_rows"])
+
+
 @pytest.mark.parametrize("name", FIXTURES)
 def test_batches_json_watermarks_match_progress_reports(name):
     facts = fixture_facts(name)
@@ -95,9 +100,9 @@ def test_batches_json_watermarks_match_progress_reports(name):
     moved = facts.get("repartition")
     if not (moved and moved["error"]):
         assert rows[-1]["next_batch_watermark_ms"] == facts["next_watermark_ms"]
-    for batch in facts["batches"]:  # Spark's progress: a batch without input files read no input
+    for batch in facts["batches"]:  # Spark's progress: a batch without input files or rows read no input
         if batch["batch"] in by_batch:
-            assert by_batch[batch["batch"]]["kind"] == ("data" if batch["input_files"] else "no-data"), batch["batch"]
+            assert by_batch[batch["batch"]]["kind"] == ("data" if read_input(batch) else "no-data"), batch["batch"]
     if moved:
         assert by_batch[moved["batch"]]["kind"] == "repartition"
         assert [r["batch"] for r in rows if r["kind"] == "repartition"] == [moved["batch"]]
@@ -140,13 +145,13 @@ def test_batches_table_csv_and_ranges(name):
     if moved:  # the repartition batch ran in no query: it has the watermark of the batch before
         assert table[-1].split()[1:4] == ["no" if moved["error"] else "yes", "repartition", str(progress[last - 1]["watermark_ms"])]
     else:
-        assert table[-1].split()[1:4] == ["yes", "data" if progress[last]["input_files"] else "no-data",
+        assert table[-1].split()[1:4] == ["yes", "data" if read_input(progress[last]) else "no-data",
                                           str(progress[last]["watermark_ms"])]
     rows = list(csv.DictReader(io.StringIO(run_cli("batches", ckpt, "--from", last - 1, "--to", last, "--format", "csv").stdout)))
     assert [r["batch"] for r in rows] == [str(last - 1), str(last)]
     assert rows[0]["batch_watermark_ms"] == str(progress[last - 1]["watermark_ms"])
     assert rows[0]["committed"] == "yes"
-    assert rows[-1]["kind"] == ("repartition" if moved else "data" if progress[last]["input_files"] else "no-data")
+    assert rows[-1]["kind"] == ("repartition" if moved else "data" if read_input(progress[last]) else "no-data")
 
 
 def test_tz_changes_displayed_times_only():

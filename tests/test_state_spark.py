@@ -29,7 +29,7 @@ REPARTITION_KINDS = {"dedup_within_wm_p3", "session_window_p3", "pandas_state_p3
 in tests/test_state_python.py; their operators' eviction rules are not written down here (event_ms)."""
 WINDOWED = {"agg_then_agg", "agg_then_agg_spark35", "state_types", "state_types_rocksdb", "agg_window_hdfs", "agg_window_rocksdb", "checkpoint_v2", "compaction", "multi_watermark_max", "agg_spark35", "chained_aggs",
             "repartition_rocksdb", "repartition_failed_hdfs", "agg_rocksdb_v2_p3", "union_stall_min", "union_stall_max",
-            "sliding_window", "no_new_input", "stalled_event_time", "row_checksum_hdfs", "interval_state"}
+            "sliding_window", "no_new_input", "stalled_event_time", "row_checksum_hdfs", "interval_state", "python_source"}
 DEDUPLICATED = {"dedup_watermark", "dedup_rocksdb_p3"}
 EVENT_TIME_TWS = {"tws_pandas", "row_checksum_tws", "avro_tws"}
 TIMERS = "$eventTimers_keyToTimestamp"
