@@ -53,14 +53,15 @@ def require_codec(name: str) -> None:
     require_module(MODULES[name], f"reading {name}-compressed state")
 
 
-def decompress(data: bytes, codec: str, path: str) -> bytes:
-    """The decompressed bytes of a whole state file."""
+def decompress(data: bytes, codec: str, path: str, limit: int | None = None) -> bytes:
+    """The decompressed bytes of a whole state file; with ``limit``, of its first blocks up to at least ``limit``
+    bytes (or all of them), as a reader of its header reads them."""
     require_codec(codec)
     if codec == "lz4":
-        return _lz4_blocks(data, path)
+        return _lz4_blocks(data, path, limit)
     if codec == "zstd":
-        return _zstd(data, path)
-    return _snappy(data, path)
+        return _zstd(data, path, limit)
+    return _snappy(data, path, limit)
 
 
 def _fail(path: str, at: int, message: str) -> MalformedFileError:
@@ -76,12 +77,12 @@ def _lz4_checksum():
     return lambda block: xxhash.xxh32_intdigest(block, LZ4_SEED) & 0xFFFFFFF
 
 
-def _lz4_blocks(data: bytes, path: str) -> bytes:
+def _lz4_blocks(data: bytes, path: str, limit: int | None = None) -> bytes:
     import lz4.block
 
     checksum = _lz4_checksum()
-    out, pos = [], 0
-    while pos < len(data):
+    out, pos, done = [], 0, 0
+    while pos < len(data) and (limit is None or done < limit):
         if data[pos:pos + 8] != LZ4_MAGIC:
             raise _fail(path, pos, f"expected an LZ4Block header, found {bytes(data[pos:pos + 8])!r}")
         if pos + LZ4_HEADER > len(data):
@@ -109,10 +110,11 @@ def _lz4_blocks(data: bytes, path: str) -> bytes:
                                                 "(Spark's reader: Stream is corrupted)")
         out.append(plain)
         pos += size
+        done += len(plain)
     return b"".join(out)
 
 
-def _zstd(data: bytes, path: str) -> bytes:
+def _zstd(data: bytes, path: str, limit: int | None = None) -> bytes:
     import io
 
     import zstandard
@@ -120,16 +122,17 @@ def _zstd(data: bytes, path: str) -> bytes:
     if data and not data.startswith(ZSTD_MAGIC):
         raise _fail(path, 0, f"expected a zstd frame, found {bytes(data[:4])!r}")
     try:
-        return zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data), read_across_frames=True).read()
+        return zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data), read_across_frames=True).read(
+            -1 if limit is None else limit)
     except zstandard.ZstdError as exc:
         raise _fail(path, 0, f"expected zstd frames, found bytes that do not decompress ({exc})") from None
 
 
-def _snappy(data: bytes, path: str) -> bytes:
+def _snappy(data: bytes, path: str, limit: int | None = None) -> bytes:
     import cramjam
 
-    out, pos = [], 0
-    while pos < len(data):
+    out, pos, done = [], 0, 0
+    while pos < len(data) and (limit is None or done < limit):
         if data[pos:pos + 8] == SNAPPY_MAGIC:
             pos += SNAPPY_HEADER
             continue
@@ -144,4 +147,5 @@ def _snappy(data: bytes, path: str) -> bytes:
         except Exception:  # cramjam raises its own DecompressionError
             raise _fail(path, pos, "expected a snappy chunk, found bytes that do not decompress") from None
         pos += 4 + size
+        done += len(out[-1])
     return b"".join(out)

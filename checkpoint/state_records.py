@@ -11,6 +11,7 @@
 """
 from __future__ import annotations
 
+import json
 import struct
 from typing import Iterator
 
@@ -21,6 +22,8 @@ _TYPES = {0x01: PUT, 0x10: DELETE, 0x11: MERGE}
 _INT = struct.Struct(">i").unpack_from
 _HINT = "the state file is truncated or damaged: wmcheck check CKPT"
 Record = tuple[str, bytes, "bytes | None"]
+LineageItem = tuple[int, str]
+"""(state version, checkpoint unique id) of one entry of a changelog's lineage."""
 
 
 def _fail(path: str, at: int, message: str) -> MalformedFileError:
@@ -100,23 +103,44 @@ def _utf(data: bytes, pos: int) -> tuple[str, int] | None:
         return None
 
 
-def changelog_records(data: bytes, path: str) -> Iterator[Record]:
-    """The records of a RocksDB changelog of any version (Spark's ``StateStoreChangelogReaderFactory``:
-    a first ``writeUTF`` that is not ``v<N>`` means version 1)."""
+def _header(data: bytes, path: str) -> tuple[int, str | None, int]:
+    """(changelog version, lineage JSON or None, where the records start)."""
     head = _utf(data, 0)
     version = 1
     if head and head[0].startswith("v") and head[0][1:].isdigit():
         version = int(head[0][1:])
     if version == 1:
-        return sized_records(data, path)
+        return 1, None, 0
     if version not in (2, 3, 4):
         raise MalformedFileError(f"changelog version v{version} is not known (Spark writes v1..v4)", path=path, byte=0,
                                  hint=f"upgrade wmcheck, or use {arg('engine', 'spark')}")
     assert head is not None
-    pos = head[1]
+    pos, lineage = head[1], None
     if version >= 3:
-        lineage = _utf(data, pos)
-        if lineage is None:
+        found = _utf(data, pos)
+        if found is None:
             raise _fail(path, pos, "expected the lineage JSON after the version")
-        pos = lineage[1]
+        lineage, pos = found
+    return version, lineage, pos
+
+
+def changelog_records(data: bytes, path: str) -> Iterator[Record]:
+    """The records of a RocksDB changelog of any version (Spark's ``StateStoreChangelogReaderFactory``:
+    a first ``writeUTF`` that is not ``v<N>`` means version 1)."""
+    version, _, pos = _header(data, path)
+    if version == 1:
+        return sized_records(data, path)
     return sized_records(data, path, pos) if version == 3 else typed_records(data, path, pos)
+
+
+def changelog_lineage(data: bytes, path: str) -> tuple[LineageItem, ...]:
+    """The lineage a v3/v4 changelog records (checkpoint format 2: the versions and unique ids from the full copy
+    its load started from up to the version before its own, ``[{"version":..,"checkpointUniqueId":..}]``); empty
+    for v1/v2. ``data``: the decompressed stream, at least its header."""
+    _, text, _ = _header(data, path)
+    if text is None:
+        return ()
+    try:
+        return tuple((int(i["version"]), str(i["checkpointUniqueId"])) for i in json.loads(text))
+    except (ValueError, KeyError, TypeError):
+        raise _fail(path, 2, "expected the lineage as JSON [{\"version\":..,\"checkpointUniqueId\":..}]") from None

@@ -23,7 +23,7 @@ from .source_labels import label, source_labels
 from .stall import SourceActivity, WatermarkStall, batch_activity, watermark_stall
 from .state_content import Decoding
 from .state_formats import FORMATS
-from .state_load import StoreLoad, resolve, verify_loads
+from .state_load import Lineages, StoreLoad, resolve, verify_loads
 from .timeutil import format_ms
 
 UNREADABLE = "unreadable"
@@ -153,10 +153,13 @@ class BatchRow:
 def next_loads(ckpt: Checkpoint, op: Operator, version: int) -> list[StoreLoad]:
     """The load of each store partition at ``version`` as Spark reads it, file contents decoded when this machine
     has the packages to (else by file names)."""
-    loads = [resolve(p, version, store_unique_ids(ckpt, op, p)) for p in op.live_partitions]
     decoding = Decoding.of(ckpt.conf.get)
-    return loads if decoding.missing_module() else verify_loads(
-        ckpt.fs, loads, decoding, sidecars={f.path for f in ckpt.state_layout.crc_files})
+    if decoding.missing_module():
+        return [resolve(p, version, store_unique_ids(ckpt, op, p)) for p in op.live_partitions]
+    lineages = Lineages(ckpt.fs, decoding.codec)
+    loads = [resolve(p, version, store_unique_ids(ckpt, op, p), lineages) for p in op.live_partitions]
+    return verify_loads(ckpt.fs, loads, decoding, lineages=lineages,
+                        sidecars={f.path for f in ckpt.state_layout.crc_files})
 
 
 def operator_summary(ckpt: Checkpoint, op: Operator, watermarks: OperatorWatermarks | None = None) -> OperatorSummary:

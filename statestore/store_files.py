@@ -1,9 +1,9 @@
 """One store partition's key/value bytes at a state version, from its files (HDFS or RocksDB provider),
 streamed in chunks.
 
-The files come from :meth:`StorePartition.restore_plan`: the newest full copy at or before the
+The files come from :func:`wmcheck.checkpoint.state_load.resolve`: the newest full copy at or before the
 version (HDFS ``V.snapshot``, RocksDB ``V.zip``) then every increment after it (``V.delta``,
-``V.changelog``), by unique id for checkpoint format v2. The increments are read first into an
+``V.changelog``); for checkpoint format v2 those of the lineage Spark follows. The increments are read first into an
 overlay (the keys they put, delete or merge); the full copy is then streamed chunk by chunk with the
 overlay applied, and the keys only the overlay holds come last. Memory holds the overlay and one
 chunk, not the state, whenever a full copy exists (always for RocksDB; for HDFS once Spark's
@@ -22,6 +22,7 @@ from wmcheck.checkpoint.fs import FileSystem
 from wmcheck.checkpoint.row_checksums import RowPlace, verified_key, verified_value, verified_values
 from wmcheck.checkpoint.state_codecs import decompress
 from wmcheck.checkpoint.state_files import StateFile, StorePartition
+from wmcheck.checkpoint.state_load import Lineages, resolve
 from wmcheck.checkpoint.state_records import DELETE, MERGE, changelog_records, sized_records
 
 from .rocksdb_files import ZipMetadata, open_snapshot
@@ -42,10 +43,14 @@ class PartitionStream:
 
     def __init__(self, fs: FileSystem, part: StorePartition, version: int, codec: str,
                  unique_ids: dict[int, str] | None = None, checksums: bool = False) -> None:
-        chain, missing = part.restore_plan(version, unique_ids)
+        load = resolve(part, version, unique_ids, Lineages(fs, codec) if unique_ids else None)
+        chain, missing = list(load.chain), load.missing
         if missing is not None:
             raise MissingFileError(f"state version {version} cannot be rebuilt: version {missing} has neither a snapshot "
                                    "nor an increment", path=part.directory, hint="wmcheck check CKPT explains which files are missing")
+        if load.failure is not None:  # checkpoint format 2: the lineage Spark follows cannot be read
+            raise MalformedFileError(f"state version {version} cannot be loaded: {load.failure.describe()}",
+                                     path=load.failure.path, hint="wmcheck check CKPT says what Spark does with it")
         self.fs, self.part, self.version, self.codec, self.checksums = fs, part, version, codec, checksums
         self.chain = chain
         self.meta: ZipMetadata | None = None

@@ -298,6 +298,8 @@ def index_offset(sst: bytes) -> int:
 
 
 V2_LAST = "state/0/0/13_9b7b7248-b867-4b17-9676-2e2e76cddb65.changelog"
+V2_12 = "12_a6ef36aa-ff8f-440b-9a05-481416f9e91e"
+"""Version 12 of ``checkpoint_v2``'s state/0/0: a snapshot and a changelog; 13's changelog names it in its lineage."""
 
 
 def interrupted_rewind(root: Path) -> None:
@@ -411,6 +413,10 @@ CASES = [
     Case("extra-state-partition", "WM019", AGG,
          lambda r: shutil.copytree(r / C / "state/0/2", r / C / "state/0/3"), OK),
     Case("unique-id-without-file", "WM020", V2, lambda r: unlink(r, f"{C}/{OLDER_STATE_V2}", f"{C}/{OLDER_STATE_V2}.crc"), OK),
+    Case("v2-commit-and-lineage-disagree", "WM020", V2,  # commits/11 names another id for version 12 of state/0/0
+         lambda r: edit(r, f"{C}/commits/11", V2_12.split("_")[1], "00000000-0000-4000-8000-000000000012"), OK),
+    Case("v2-lineage-snapshot-missing", "WM010", V2,  # 13's lineage names 12's zip only: snapshot repair follows the
+         lambda r: unlink(r, f"{C}/state/0/0/{V2_12}.zip", f"{C}/state/0/0/{V2_12}.zip.crc"), OK),  # older lineages
     Case("stale-hadoop-crc-offsets", "WM030", AGG,
          lambda r: edit(r, f"{C}/offsets/12", '"batchTimestampMs":', '"batchTimestampMs":1'), OK,
          fix=lambda r: unlink(r, f"{C}/offsets/.12.crc")),

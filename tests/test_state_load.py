@@ -11,20 +11,23 @@ from wmcheck.checkpoint.model import open_checkpoint, store_unique_ids
 from wmcheck.checkpoint.rocksdb_zip import read_snapshot_zip, sst_footer_ok, zip_entries
 from wmcheck.checkpoint.state_content import Decoding
 from wmcheck.checkpoint.state_formats import FORMATS, version_file
-from wmcheck.checkpoint.state_load import resolve, verify_loads
+from wmcheck.checkpoint.state_load import Lineages, resolve, verify_loads
 
 from conftest import FIXTURES
 
 ZIP = FIXTURES / "agg_window_rocksdb" / "checkpoint" / "state" / "0" / "0" / "12.zip"
 
 
-def loads(root, version=None):
-    """Each store partition's load of the next version (or ``version``) as check resolves it, its files decoded."""
+def loads(root, version=None, content=True):
+    """Each store partition's load of the next version (or ``version``) as check resolves it: checkpoint format 2
+    by lineage; its files decoded unless ``content`` is False."""
     ckpt = open_checkpoint(str(root))
-    todo = [resolve(p, ckpt.next_batch if version is None else version, store_unique_ids(ckpt, op, p))
+    decoding = Decoding.of(ckpt.conf.get)
+    lineages = Lineages(ckpt.fs, decoding.codec)
+    todo = [resolve(p, ckpt.next_batch if version is None else version, store_unique_ids(ckpt, op, p), lineages)
             for op in ckpt.operators for p in op.live_partitions]
     sidecars = {f.path for f in ckpt.state_layout.crc_files}
-    done = verify_loads(ckpt.fs, todo, Decoding.of(ckpt.conf.get), sidecars=sidecars)
+    done = verify_loads(ckpt.fs, todo, decoding, lineages=lineages, sidecars=sidecars) if content else todo
     return {load.part.directory: load for load in done}
 
 
@@ -112,6 +115,99 @@ def test_show_and_check_read_the_damaged_delta_check_no_content_does_not(tmp_pat
     assert (found[1]["fix"]["kind"], found[1]["fix"]["request"]) == ("rewind", {"to_batch": 11})
     found = json.loads(run_cli("check", root, "--no-content", "--format", "json").stdout)
     assert [f["code"] for f in found] == ["WM030"]
+
+
+V2 = FIXTURES / "checkpoint_v2" / "checkpoint"
+V2_IDS = {10: "d3d11077-8391-4faa-93aa-b98446db88d5", 11: "919e8e3b-955d-4321-b471-32e55e745d94",
+          12: "a6ef36aa-ff8f-440b-9a05-481416f9e91e", 13: "9b7b7248-b867-4b17-9676-2e2e76cddb65"}
+"""state/0/0 of checkpoint_v2: 13's changelog records the lineage [12], 12's [10, 11]; 10 and 12 have snapshots."""
+
+
+def names(load):
+    return [f.path.rsplit("/", 1)[1] for f in load.chain]
+
+
+def v2_copy(tmp_path):
+    root = tmp_path / "checkpoint"
+    shutil.copytree(V2, root)
+    return root
+
+
+def name(version, kind):
+    return f"{version}_{V2_IDS[version]}.{kind}"
+
+
+@pytest.mark.parametrize("content", [True, False])
+def test_checkpoint_v2_loads_what_the_version_s_lineage_names(content):
+    """Version 13's changelog records its lineage back to the snapshot of version 12: Spark loads 12's zip and
+    replays 13's changelog (RocksDB.loadWithCheckpointId), by names alone or with the contents decoded."""
+    load = loads(V2, content=content)["state/0/0"]
+    assert names(load) == [name(12, "zip"), name(13, "changelog")] and load.loadable
+    assert load.lineage == ((12, V2_IDS[12]), (13, V2_IDS[13]))
+
+
+def edit_commit(root, batch, old, new):
+    path = root / "commits" / str(batch)
+    path.write_text(path.read_text().replace(old, new))
+    (root / "commits" / f".{batch}.crc").unlink()
+
+
+def test_a_commit_naming_another_id_than_the_lineage_is_not_what_spark_reads(tmp_path):
+    """commits/11 names another unique id for version 12 (a file that does not exist): Spark still loads version 13
+    from the lineage its changelog records (tests/test_restart_oracle.py v2-commit-and-lineage-disagree: the restart
+    gives the control run's output); check says WM020 (that id has no file), not WM016."""
+    import json
+
+    from conftest import run_cli
+
+    root = v2_copy(tmp_path)
+    edit_commit(root, 11, V2_IDS[12], "00000000-0000-4000-8000-000000000012")
+    load = loads(root)["state/0/0"]
+    assert names(load) == [name(12, "zip"), name(13, "changelog")] and load.loadable
+    found = json.loads(run_cli("check", root, "--format", "json").stdout)
+    assert [(f["code"], f["path"]) for f in found] == [("WM020", "state/0/0")]
+    assert json.loads(run_cli("show", root, "--format", "json").stdout)["operators"][0]["next_version_loadable"]
+
+
+def test_the_snapshot_the_lineage_names_is_read_not_the_commit_s(tmp_path):
+    """commits/11 names for version 12 a garbled snapshot: Spark never reads it (the lineage names 12's own), so
+    nothing is skipped and nothing fails."""
+    root = v2_copy(tmp_path)
+    other = "00000000-0000-4000-8000-000000000012"
+    edit_commit(root, 11, V2_IDS[12], other)
+    (root / "state/0/0" / f"12_{other}.zip").write_bytes(bytes(500))
+    load = loads(root)["state/0/0"]
+    assert names(load) == [name(12, "zip"), name(13, "changelog")] and load.loadable and not load.skipped
+
+
+def test_without_the_lineage_s_snapshot_repair_follows_older_lineages(tmp_path):
+    """12's zip removed: 13's lineage names no snapshot and does not reach version 1, so the first attempt (the empty
+    state) fails and Spark 4.3's snapshot repair follows the lineages of older changelogs (getFullLineage) to 10's
+    zip, then replays 11, 12 and 13 (tests/test_restart_oracle.py v2-lineage-snapshot-missing: the restart gives the
+    control run's output)."""
+    root = v2_copy(tmp_path)
+    (root / "state/0/0" / name(12, "zip")).unlink()
+    for content in (False, True):
+        load = loads(root, content=content)["state/0/0"]
+        assert names(load) == [name(10, "zip"), name(11, "changelog"), name(12, "changelog"), name(13, "changelog")]
+        assert load.loadable and load.fallback == 10 and not load.skipped
+
+
+def test_a_changelog_the_lineage_needs_is_missing(tmp_path):
+    """Without 12's zip and 11's changelog: the repaired load starts at 10's zip and needs 11's changelog (WM016)."""
+    root = v2_copy(tmp_path)
+    (root / "state/0/0" / name(12, "zip")).unlink()
+    (root / "state/0/0" / name(11, "changelog")).unlink()
+    load = loads(root, content=False)["state/0/0"]
+    assert (load.missing, load.missing_id) == (11, V2_IDS[11])
+
+
+def test_a_head_changelog_whose_lineage_cannot_be_read_fails_the_load(tmp_path):
+    root = v2_copy(tmp_path)
+    head = root / "state/0/0" / name(13, "changelog")
+    head.write_bytes(head.read_bytes()[:15])
+    load = loads(root)["state/0/0"]
+    assert not load.loadable and load.failure is not None and load.failure.path == f"state/0/0/{name(13, 'changelog')}"
 
 
 SSTS = sorted(FIXTURES.glob("*/checkpoint/state/**/SSTs/*.sst"))

@@ -13,7 +13,7 @@ from ..repair.requests import RelocateRequest
 from ..state_content import LOAD_ERROR, Decoding
 from ..state_files import BASE_KINDS, StateFile, StorePartition
 from ..state_formats import formats_of
-from ..state_load import StoreLoad, resolve, verify_loads
+from ..state_load import Lineages, StoreLoad, resolve, verify_loads
 from .context import Context
 from .definition import ERROR, WARNING, Fix, Instruction, Issue, check
 from .repartition import moves
@@ -29,13 +29,29 @@ class Plan:
     op: Operator
     part: StorePartition
     ids: dict[int, str] | None
-    chain: list[StateFile]
-    missing: int | None
+    load: StoreLoad
+    """The load by file names (checkpoint format 2: following the lineage Spark reads)."""
+
+    @property
+    def chain(self) -> list[StateFile]:
+        return list(self.load.chain)
+
+    @property
+    def missing(self) -> int | None:
+        return self.load.missing
 
 
 def load_version(ctx: Context) -> int:
     """The state version the next batch loads: its batch id (last committed + 1, or the pending batch re-run)."""
     return ctx.ckpt.next_batch
+
+
+def lineages(ctx: Context) -> Lineages | None:
+    """The reader of checkpoint format 2 lineages (None when this machine cannot decompress the state files)."""
+    if "lineages" not in ctx.memo:
+        decoding = Decoding.of(ctx.conf)
+        ctx.memo["lineages"] = None if decoding.missing_module() else Lineages(ctx.ckpt.fs, decoding.codec)
+    return ctx.memo["lineages"]
 
 
 def plans(ctx: Context) -> list[Plan]:
@@ -48,7 +64,7 @@ def plans(ctx: Context) -> list[Plan]:
                 if any(f.unique_id for f in part.files) and not ctx.unique_ids_known:
                     continue
                 ids = store_unique_ids(ctx.ckpt, op, part)
-                out.append(Plan(op, part, ids, *part.restore_plan(version, ids)))
+                out.append(Plan(op, part, ids, resolve(part, version, ids, lineages(ctx))))
         ctx.memo["plans"] = out
     return ctx.memo["plans"]
 
@@ -82,10 +98,10 @@ def content_loads(ctx: Context) -> list[StoreLoad]:
         missing = decoding.missing_module() if ctx.content else None
         if missing:
             ctx.notes.append(f"state file contents not verified: {missing}")
-        todo = [resolve(p.part, load_version(ctx), p.ids) for p in plans(ctx) if p.missing is None]
+        todo = [p.load for p in plans(ctx) if p.missing is None]
         verify = ctx.content and not missing and bool(todo)
         ctx.memo["loads"] = verify_loads(ctx.ckpt.fs, todo, decoding, ctx.state_progress, ctx.read_state,
-                                         ctx.spark_checksum_problem, ctx.tree.entries) if verify else []
+                                         ctx.spark_checksum_problem, lineages(ctx), ctx.tree.entries) if verify else []
         if verify:
             ctx.memo["verified"] = True  # the checksum sidecars of every file read were verified on the way
     return ctx.memo["loads"]
@@ -104,8 +120,8 @@ def content_rewind_fix(ctx: Context, load: StoreLoad) -> tuple[str, Fix]:
             if newest != target:
                 target, ok = newest, False
                 break
-            checked = verify_loads(ctx.ckpt.fs, [resolve(p.part, target, p.ids)], decoding,
-                                   sidecars=ctx.tree.entries)[0]
+            checked = verify_loads(ctx.ckpt.fs, [resolve(p.part, target, p.ids, lineages(ctx))], decoding,
+                                   lineages=lineages(ctx), sidecars=ctx.tree.entries)[0]
             if not checked.loadable:
                 bad = checked.failure.version if checked.failure and checked.failure.version is not None else target
                 target, ok = min(target, bad) - 1, False
@@ -178,7 +194,8 @@ def unloadable(ctx: Context) -> Iterator[Issue]:
             continue
         first = mine[0]
         base, step = file_kinds(first.part)
-        uid = f"_{first.ids[first.missing]}" if first.ids and first.missing in first.ids else ""
+        uid = (f"_{first.load.missing_id}" if first.load.missing_id else
+               f"_{first.ids[first.missing]}" if first.ids and first.missing in first.ids else "")
         missing = first.missing if first.missing is not None else version  # set: ``first`` is broken
         earlier = any(f.kind in BASE_KINDS and f.version < missing for f in first.part.files)
         why, fix = rewind_fix(ctx)
@@ -335,7 +352,7 @@ def unmatched_unique_ids(ctx: Context) -> Iterator[Issue]:
                 f"commits/{v - 1} names unique id {uid} for state version {v}, but {part.directory} has no {v}_{uid} file "
                 f"({plural(len(lost), 'version')} in {plural(len({p.directory for p, _, _ in lost}), 'store partition')} "
                 f"of operator {op.operator_id}): the commit log and the state files come from different runs or files "
-                f"were lost. Spark 4.3 restarts fine (it loads only the version the next batch needs, tested), but a "
+                f"were lost. Spark 4.3 restarts fine (it loads the version the next batch needs along the lineage its state files record, not the ids older commits name; tested), but a "
                 f"rewind to those batches is impossible"
             ), Instruction("restore the files from a backup (wmcheck undo if a wmcheck repair removed them) if you "
                            "have them; otherwise do not rewind before the newest such batch"))

@@ -56,6 +56,10 @@ class FileSystem:
         """The last ``size`` bytes of a file (all of it when shorter)."""
         return self.read(path)[-size:]
 
+    def read_head(self, path: str, size: int) -> bytes:
+        """The first ``size`` bytes of a file (all of it when shorter)."""
+        return self.read(path)[:size]
+
     def list_dir(self, path: str) -> list[FileInfo]:
         """Immediate children of a directory; ``[]`` when it does not exist."""
         raise NotImplementedError

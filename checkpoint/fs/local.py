@@ -49,6 +49,15 @@ class LocalFileSystem(FileSystem):
         except OSError as exc:
             raise CheckpointError(f"cannot read: {exc.strerror}", path=path) from None
 
+    def read_head(self, path: str, size: int) -> bytes:
+        try:
+            with open(self._abs(path), "rb") as fh:
+                return fh.read(size)
+        except FileNotFoundError:
+            raise MissingFileError("file not found", path=path) from None
+        except OSError as exc:
+            raise CheckpointError(f"cannot read: {exc.strerror}", path=path) from None
+
     def list_dir(self, path: str) -> list[FileInfo]:
         rel = clean_relative(path)
         try:
