@@ -51,6 +51,7 @@ FLAGS = {
     "state_var": "--state-var",
     "store": "--store",
     "timeout": "--timeout",
+    "timeout_s": "--batch-timeout",
     "to_batch": "--to-batch",
     "to_time": "--to-time",
     "to_watermark": "--to-watermark",

@@ -4,11 +4,14 @@ errors as one line."""
 from __future__ import annotations
 
 import json
+import traceback
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
 import pytest
 from compat_oracle import MODULE, digest
+
+from wmcheck.checkpoint.errors import CheckpointError
 
 from conftest import ROOT, run_cli
 from restart_oracle import prepare
@@ -102,3 +105,102 @@ def test_a_module_that_does_not_import_exits_2(spark, fixture_copy):
     out = run_cli("compat", fixture_copy / "checkpoint", "--query", "no_such_module_here:new_query", exit_code=2).output
     assert out == ("Error: --query: cannot import no_such_module_here: No module named 'no_such_module_here' "
                    "(hint: the module must be importable from the current directory or PYTHONPATH)\n")
+
+
+def own_code(tmp_path: Path, root: Path, body: str) -> str:
+    """A module of new code over ``root``'s copy of agg_window_hdfs: ``body`` defines ``new_query(spark)`` with the
+    helpers of tests/compat_cases.py and INPUT, CHECKPOINT and OUTPUT at hand."""
+    module = tmp_path / "own_code.py"
+    module.write_text(f"import sys\nsys.path[:0] = [{str(TESTS)!r}]\n"
+                      "from compat_cases import QUERIES, _events, _windowed\n"
+                      f"INPUT, CHECKPOINT, OUTPUT = {str(root / 'input')!r}, {str(root / 'checkpoint')!r}, "
+                      f"{str(root / 'output')!r}\n\n" + body)
+    return f"{module}:new_query"
+
+
+
+def test_a_streaming_dataframe_is_written_to_a_sink_like_the_old_one(spark, fixture_copy, tmp_path):
+    """FUNCTION may return the streaming DataFrame: with --file-sink its batch goes to a file sink of the old sink's
+    format (and is compared with the old rows), without it the batch is captured."""
+    query = own_code(tmp_path, fixture_copy, "def new_query(spark):\n    return _windowed(_events(spark, INPUT))\n")
+    before = digest(fixture_copy)
+    lines = run_cli("compat", fixture_copy / "checkpoint", "--query", query, "--file-sink", fixture_copy / "output"
+                    ).stdout.splitlines()
+    assert "output:                 file sink: 3 row(s) before, 3 after; 0 only before, 0 only after" in lines
+    assert lines[-1] == "restarts: batch 11 gives the same output and state (exit 0)"
+    doc = json.loads(run_cli("compat", fixture_copy / "checkpoint", "--query", query, "--format", "json").stdout)
+    assert (doc["verdict"], doc["exit_code"], doc["output"]["sink"], doc["output"]["old_rows"], doc["output"]["new_rows"]) == (
+        "restarts", 0, "captured", None, 3)
+    assert digest(fixture_copy) == before
+
+
+UDF = """from pyspark.sql import functions as F
+
+
+@F.udf("int")
+def checked(v):
+    if v > 20:
+        raise ValueError(f"v out of range: {v}")
+    return v
+
+
+def new_query(spark):
+    return QUERIES.file_sink(_windowed(_events(spark, INPUT).withColumn("v", checked("v"))), CHECKPOINT, OUTPUT)
+"""
+
+
+def test_the_new_codes_exception_on_the_batchs_rows_is_one_line_in_every_format(spark, fixture_copy, tmp_path):
+    """A UDF of the new code that raises on a row of the batch: the restart would fail; exit 2 with the user's
+    exception and its location in one line, in every format, and the checkpoint unchanged."""
+    query = own_code(tmp_path, fixture_copy, UDF)
+    module = query.rsplit(":", 1)[0]
+    line = Path(module).read_text().splitlines().index('        raise ValueError(f"v out of range: {v}")') + 1
+    before = digest(fixture_copy)
+    raised = f"the new code raised ValueError: v out of range: 29 (at {module}:{line}, in checked)"
+    lines = run_cli("compat", fixture_copy / "checkpoint", "--query", query, exit_code=2).stdout.splitlines()
+    assert "spark error:   PYTHON_EXCEPTION" in lines
+    assert ("spark message: [PYTHON_EXCEPTION] An exception was thrown from the Python worker: ValueError: v out of "
+            f"range: 29 (at {module}:{line}, in checked)") in lines
+    assert lines[-1] == (f"refused: PYTHON_EXCEPTION: {raised} while Spark ran the batch: a restart fails the same way "
+                         "on these rows (exit 2)")
+    refusal = json.loads(run_cli("compat", fixture_copy / "checkpoint", "--query", query, "--format", "json",
+                                 exit_code=2).stdout)["refusal"]
+    assert (refusal["error_class"], refusal["rule"], refusal["operator_id"]) == ("PYTHON_EXCEPTION", None, None)
+    assert refusal["explanation"].startswith(raised) and "\n" not in refusal["message"]
+    github = run_cli("compat", fixture_copy / "checkpoint", "--query", query, "--format", "github", exit_code=2).stdout
+    first, summary = github.rstrip("\n").split("\n")
+    assert first.startswith(f"::error file={str(fixture_copy / 'checkpoint').replace(':', '%3A')},title=wmcheck compat%3A "
+                            "refused (PYTHON_EXCEPTION)::")
+    assert summary.startswith(f"refused: PYTHON_EXCEPTION: {raised}") and summary.endswith("(exit 2)")
+    junit = ET.fromstring(run_cli("compat", fixture_copy / "checkpoint", "--query", query, "--format", "junit",
+                                  exit_code=2).stdout)
+    suite = junit.find("testsuite")
+    assert suite is not None and (suite.get("tests"), suite.get("failures")) == ("3", "1")
+    failure = next(c for c in suite.iter("testcase") if c.get("name") == "restart of batch 11").find("failure")
+    assert failure is not None and failure.get("type") == "PYTHON_EXCEPTION" and raised in (failure.get("message") or "")
+    assert digest(fixture_copy) == before
+
+
+def test_a_batch_over_its_time_is_stopped_with_one_line(spark, fixture_copy, tmp_path):
+    slow = UDF.replace('raise ValueError(f"v out of range: {v}")', "__import__('time').sleep(60)")
+    query = own_code(tmp_path, fixture_copy, slow)
+    before = digest(fixture_copy)
+    out = run_cli("compat", fixture_copy / "checkpoint", "--query", query, "--batch-timeout", "2", exit_code=2).output
+    assert out == ("Error: the new code's batch did not finish within 2 s; compat stopped it (hint: give it longer with "
+                   "--batch-timeout SECONDS, or look for a stuck task or a slow function in the new code)\n")
+    assert digest(fixture_copy) == before
+
+
+def test_debug_shows_the_traceback_of_the_users_exception(spark, fixture_copy, tmp_path):
+    from click.testing import CliRunner
+
+    from wmcheck.cli.main import cli
+
+    module = tmp_path / "broken_code.py"
+    module.write_text("def new_query(spark):\n    raise ValueError('no such table: orders')\n")
+    result = CliRunner().invoke(cli, ["compat", str(fixture_copy / "checkpoint"), "--query", f"{module}:new_query",
+                                      "--debug"])
+    assert isinstance(result.exception, CheckpointError)
+    cause = result.exception.__cause__
+    assert isinstance(cause, ValueError) and str(cause) == "no such table: orders"
+    assert traceback.extract_tb(cause.__traceback__)[-1][:2] == (str(module), 2)

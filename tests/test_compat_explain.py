@@ -58,3 +58,21 @@ def test_operator_kinds():
     assert [kind_of(n) for n in ("stateStoreSave", "dedupe", "symmetricHashJoin", "applyInPandasWithState",
                                  "transformWithStateInPandasExec", "unknownOp")] == [
         "aggregation", "deduplication", "join", "arbitrary", "transformWithState", None]
+
+
+def test_the_new_codes_python_exception_is_one_line_at_its_own_frame():
+    """Spark's PYTHON_EXCEPTION carries the worker's traceback (its newlines escaped): the user's innermost frame and
+    the exception line are kept, pyspark's frames dropped."""
+    from wmcheck.statestore.compat.explain import SparkFailure, explain
+
+    message = ("[PYTHON_EXCEPTION] An exception was thrown from the Python worker: Traceback (most recent call last):\\n"
+               '  File "/opt/spark/python/pyspark/worker.py", line 1200, in main\\n    process()\\n'
+               '  File "/jobs/orders.py", line 11, in parse\\n    raise ValueError(f"bad {v}")\\n'
+               '  File "/opt/spark/python/pyspark/util.py", line 90, in wrapper\\n    return f(*args)\\n'
+               "ValueError: bad 29\\nSQLSTATE: 39000")
+    refusal = explain(open_checkpoint(str(fixture_checkpoint("agg_window_hdfs"))), SparkFailure("PYTHON_EXCEPTION", message))
+    assert refusal.message == ("[PYTHON_EXCEPTION] An exception was thrown from the Python worker: ValueError: bad 29 "
+                               "(at /jobs/orders.py:11, in parse)")
+    assert refusal.explanation == ("the new code raised ValueError: bad 29 (at /jobs/orders.py:11, in parse) while "
+                                   "Spark ran the batch: a restart fails the same way on these rows")
+    assert refusal.rule is None and refusal.schema is None

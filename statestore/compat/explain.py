@@ -1,5 +1,6 @@
 """Spark's refusal of a new query, translated: the operator, the store, the field that changed (old and new
-schema side by side), the source added or removed, and the rule of Spark's guide that applies.
+schema side by side), the source added or removed, the rule of Spark's guide that applies, or the new code's own
+exception on the batch's rows.
 
 Pure text work on Spark's error (its condition and message) and the checkpoint's own schema files.
 """
@@ -50,6 +51,9 @@ _SCHEMA_ERROR = re.compile(r"(Existing|new|old) (key|value)_schema=")
 _OPERATOR = re.compile(r"\(OperatorId: (\d+) -> OperatorName: ([^)]+)\)")
 _BASE_PATH = re.compile(r"Wrong basePath (\S+) for the root path: (\S+)")
 _SOURCES = re.compile(r"There are \[(\d+)\] sources in the checkpoint offsets and now there are \[(\d+)\] sources")
+_PYTHON_TRACEBACK = "Traceback (most recent call last):"
+_PYTHON_FRAME = re.compile(r'^ *File "([^"]+)", line (\d+), in (.+)$', re.M)
+_ENGINE_CODE = ("/pyspark/", "/py4j/")
 
 
 @dataclass(frozen=True)
@@ -194,6 +198,22 @@ def _sources_refusal(failure: SparkFailure, message: str) -> Refusal | None:
     return Refusal(failure.error_class, message, explanation, sources=(old, new), rule=SOURCES_RULE)
 
 
+def _python_refusal(failure: SparkFailure, message: str) -> Refusal | None:
+    """The new code's own Python function (a UDF, a stateful processor) raised on the batch's rows: the exception in
+    one line, with the innermost frame of the user's code."""
+    head, sep, trace = message.replace("\\n", "\n").partition(_PYTHON_TRACEBACK)
+    if not sep:
+        return None
+    frames = [m for m in _PYTHON_FRAME.finditer(trace) if not any(part in m[1] for part in _ENGINE_CODE)]
+    last = list(_PYTHON_FRAME.finditer(trace))
+    after = trace[last[-1].end():] if last else trace
+    raised = next((line.strip() for line in after.splitlines() if line.strip() and not line.startswith(" ")), "an exception")
+    where = f" (at {frames[-1][1]}:{frames[-1][2]}, in {frames[-1][3]})" if frames else ""
+    explanation = (f"the new code raised {raised}{where} while Spark ran the batch: a restart fails the same way on "
+                   "these rows")
+    return Refusal(failure.error_class, f"{head.strip()} {raised}{where}".strip(), explanation)
+
+
 def _path_refusal(failure: SparkFailure, message: str) -> Refusal | None:
     match = _BASE_PATH.search(message)
     if match is None:
@@ -207,7 +227,8 @@ def _path_refusal(failure: SparkFailure, message: str) -> Refusal | None:
 def explain(ckpt: Checkpoint, failure: SparkFailure) -> Refusal:
     """Spark's failure as a :class:`Refusal`, translated where wmcheck knows the error."""
     message = clean_message(failure.message)
-    for translate in (lambda: _schema_refusal(ckpt, failure, message), lambda: _operator_refusal(failure, message),
+    for translate in (lambda: _python_refusal(failure, message), lambda: _schema_refusal(ckpt, failure, message),
+                      lambda: _operator_refusal(failure, message),
                       lambda: _sources_refusal(failure, message), lambda: _path_refusal(failure, message)):
         found = translate()
         if found is not None:

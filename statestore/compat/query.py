@@ -249,7 +249,8 @@ def _capture(target: str) -> Callable[["DataFrame", int], None]:
 
 def run_batch(query: NewQuery, checkpoint: str, sink_dir: str | None, scratch_root: str,
               timeout_s: float = DEFAULT_TIMEOUT_S) -> BatchRun:
-    """Run the new query for exactly one batch on the scratch copy ``checkpoint``."""
+    """Run the new query for exactly one batch on the scratch copy ``checkpoint``; a batch that takes longer than
+    ``timeout_s`` is stopped, and is an error (not a verdict)."""
     writer = query.writer.option("checkpointLocation", checkpoint)
     captured = None
     if query.sink.is_file and sink_dir is not None:
@@ -263,7 +264,9 @@ def run_batch(query: NewQuery, checkpoint: str, sink_dir: str | None, scratch_ro
         handle = writer.start()
         if not handle.awaitTermination(int(timeout_s)):
             handle.stop()
-            return BatchRun((), SparkFailure("TIMEOUT", f"the batch did not finish within {timeout_s:.0f} s"), captured)
+            raise CheckpointError(f"the new code's batch did not finish within {timeout_s:g} s; compat stopped it",
+                                  param="timeout_s", hint=f"give it longer with {arg('timeout_s', 'SECONDS')}, or look "
+                                  "for a stuck task or a slow function in the new code")
         return BatchRun(_batches(handle), None, captured)
     except Exception as exc:  # noqa: BLE001 - whatever Spark raises is the verdict
         if isinstance(exc, CheckpointError):
