@@ -22,6 +22,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
+from urllib.parse import unquote, urlparse
 
 from wmcheck.checkpoint.checks.definition import Fix, Instruction
 from wmcheck.cli.fixes import fix_text
@@ -32,6 +33,7 @@ from restart_oracle import FIXTURES, Outcome, add_input, prepare, read_only, res
 FAILS, WRONG, OK = "fails", "wrong", "ok"  # restart_oracle.observed's words
 AGG, COMPACTION, V2, TWS, STALL = "agg_window_hdfs", "compaction", "checkpoint_v2", "tws_pandas", "union_stall_min"
 ROCKS = "agg_window_rocksdb"
+TTL = "tws_ttl"  # its last batch, 6, reads an input file (log batch 6) and writes rows
 NO_WATERMARK = "fmgws_tws_agg"  # applyInPandasWithState -> transformWithState -> aggregation
 AGG35 = "agg_spark35"
 
@@ -201,15 +203,51 @@ def edit_conf(root: Path, batch: int, change: Callable[[dict], object]) -> None:
     edit_line(root, f"offsets/{batch}", 1, json.dumps(meta, separators=(",", ":")))
 
 
+def data_files_of(root: Path, batch: int) -> list[Path]:
+    """The data files the sink's log file of ``batch`` adds."""
+    lines = (root / "output/_spark_metadata" / str(batch)).read_text().splitlines()[1:]
+    return [Path(unquote(urlparse(json.loads(line)["path"]).path)) for line in lines]
+
+
+def recompressed(path: Path) -> None:
+    """Rewrite a Parquet file with the same rows, compressed with gzip (another size)."""
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    pq.write_table(table, path, compression="gzip")
+
+
+def logged_input(root: Path, log_batch: int) -> Path:
+    """The input file the file-source log batch ``log_batch`` names (one file per batch in the fixtures)."""
+    entry = json.loads((root / C / "sources/0" / str(log_batch)).read_text().splitlines()[1])
+    return Path(unquote(urlparse(entry["path"]).path))
+
+
+def crashed_before_commits(batch: int) -> Callable[[Path], None]:
+    """The last batch, ``batch``, neither committed by the checkpoint nor by the sink (a crash while it ran, after
+    its state was written): Spark re-runs it on restart."""
+
+    def run(root: Path) -> None:
+        for path in data_files_of(root, batch):
+            path.unlink()
+        unlink(root, f"{C}/commits/{batch}", f"{C}/commits/.{batch}.crc", f"output/_spark_metadata/{batch}",
+               f"output/_spark_metadata/.{batch}.crc")
+
+    return run
+
+
+def logs_name_input_at(root: Path, old: Path) -> None:
+    """The logs name the input where the copy was before it moved here (``old``, gone)."""
+    from wmcheck.checkpoint import repair
+
+    repair.run(str(root / C), repair.RelocateRequest(path_map={str(root): str(old)}), repair.RunOptions(execute=True, idle_ms=0))
+    shutil.rmtree(root / C / "_wmcheck")
+
+
 def crashed_writing_offsets(root: Path) -> None:
     """The crash leftover: Spark was writing offsets/12 when it died (the file truncated), so batch 12 never ran:
     no commit, no state version 13, nothing in the sink."""
-    from urllib.parse import unquote, urlparse
-
-    log = root / "output/_spark_metadata/12"
-    for line in log.read_text().splitlines()[1:]:
-        Path(unquote(urlparse(json.loads(line)["path"]).path)).unlink()
-    unlink(root, "output/_spark_metadata/12", "output/_spark_metadata/.12.crc", f"{C}/commits/12", f"{C}/commits/.12.crc")
+    crashed_before_commits(12)(root)
     for delta in (root / C / "state/0").glob("*/13.delta"):
         unlink(root, str(delta.relative_to(root)), hadoop_crc(str(delta.relative_to(root))))
     offsets = root / C / "offsets/12"
@@ -479,6 +517,14 @@ CASES = [
          lambda r: edit(r, f"{C}/state/0/_metadata/metadata", '"numPartitions":3', '"numPartitions":4'), OK),
     Case("offsets-zero-padded-name", "WM001", AGG, lambda r: shutil.copy2(r / C / "offsets/12", r / C / "offsets/013"),
          FAILS, r"offsets/13 does not exist", fix=lambda r: unlink(r, f"{C}/offsets/013")),
+    Case("sink-data-file-missing", "WM047", AGG, lambda r: data_files_of(r, 11)[0].unlink(), WRONG, repair=True),
+    Case("sink-data-file-recompressed", "WM047", AGG, lambda r: recompressed(data_files_of(r, 11)[0]), WRONG,
+         repair=True),  # the same rows, gzip instead of snappy: another size than the log records
+    Case("pending-batch-input-deleted", "WM049", TTL, both(crashed_before_commits(6), lambda r: logged_input(r, 6).unlink()),
+         WRONG, fix=lambda r: restore(str(logged_input(r, 6).relative_to(r)))(r)),  # Spark skips it: one row lost
+    Case("pending-batch-input-moved", "WM050", TTL,  # checkpoint and input moved here from r-before
+         both(crashed_before_commits(6), lambda r: logs_name_input_at(r, r.parent / f"{r.name}-before")), FAILS,
+         r"Wrong basePath .*/input for the root path: .*-before/input/run1-003\.json", repair=True),
     Case("sink-log-gone", "WM025", AGG, lambda r: shutil.rmtree(r / "output/_spark_metadata"), WRONG,
          fix=restore("output/_spark_metadata")),  # a cleanup of '_' directories: Spark starts a new log at batch 13
     Case("state-metadata-removed-sidecars-kept", "WM029", AGG,  # Spark writes both again when they are missing

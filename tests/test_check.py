@@ -22,6 +22,7 @@ from wmcheck.checkpoint.offsets import parse_offsets
 from wmcheck.checkpoint.validate import CHECKS, check_checkpoint
 
 from conftest import fixture_facts, names_own_schemas, run_cli, sink_at_home
+from oracle_cases import data_files_of, logged_input
 
 DAY_MS = 86_400_000
 
@@ -441,6 +442,35 @@ def b_zero_padded_offsets(root: Path, facts: dict) -> str:
     return f"offsets/{name}"
 
 
+def b_sink_data_file_gone(root: Path, facts: dict) -> str:
+    """A data file the sink's log names deleted from the sink directory."""
+    data_files_of(root, facts["last_batch"] - 1)[0].unlink()
+    return "../output/_spark_metadata"
+
+
+def b_sink_data_file_rewritten(root: Path, facts: dict) -> str:
+    """A data file the sink's log names rewritten with one byte more than the log records."""
+    path = data_files_of(root, facts["last_batch"] - 1)[0]
+    path.write_bytes(path.read_bytes() + b"\0")
+    return "../output/_spark_metadata"
+
+
+def b_pending_input_gone(root: Path, facts: dict) -> str:
+    """The last batch not committed (a crash after the sink committed it), and the input file it read deleted."""
+    drop(root / "checkpoint" / "commits" / "9")
+    logged_input(root, 8).unlink()
+    return "offsets/9"
+
+
+def b_pending_input_moved(root: Path, facts: dict) -> str:
+    """The last batch not committed, and the logs naming the input where it was before the fixture moved here."""
+    drop(root / "checkpoint" / "commits" / "9")
+    repair.run(str(root / "checkpoint"), repair.RelocateRequest(path_map={str(root): str(root.parent / "before")}),
+               repair.RunOptions(execute=True, idle_ms=0))
+    shutil.rmtree(root / "checkpoint" / "_wmcheck")
+    return "offsets/9"
+
+
 def b_sink_log_gone(root: Path, facts: dict) -> str:
     """The sink's log directory deleted (a cleanup of '_' directories): its data files stay."""
     shutil.rmtree(root / "output" / "_spark_metadata")
@@ -507,6 +537,10 @@ BREAKS = {
     "WM023": Break("WM023", "compaction", b_compaction),
     "WM024": Break("WM024", "agg_window_hdfs", b_sink_ahead, sink=True),
     "WM025": Break("WM025", "agg_window_hdfs", b_sink_behind, also=("WM034",), sink=True),
+    "WM047": Break("WM047", "agg_window_hdfs", b_sink_data_file_gone, sink=True),
+    "WM047-rewritten": Break("WM047", "agg_window_hdfs", b_sink_data_file_rewritten, sink=True),
+    "WM049": Break("WM049", "stalled_event_time", b_pending_input_gone, sink=True),
+    "WM050": Break("WM050", "stalled_event_time", b_pending_input_moved, sink=True),
     "WM001-odd-name": Break("WM001", "agg_window_hdfs", b_zero_padded_offsets),
     "WM025-log-gone": Break("WM025", "agg_window_hdfs", b_sink_log_gone, sink=True),
     "WM026": Break("WM026", "agg_window_hdfs", b_interrupted_repair, also=("WM017", "WM029")),  # half rewound

@@ -1,10 +1,10 @@
-"""Checks of the data files a file sink's log names: outside the sink directory (a copied or moved sink), and
-files in the sink directory that the log does not name."""
+"""Checks of the data files a file sink's log names: outside the sink directory (a copied or moved sink), gone from
+it or changed, and files in the sink directory that the log does not name."""
 from __future__ import annotations
 
 import os
 import posixpath
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 from ..file_logs import FileLogEntry
 from ..fs import local_path
@@ -13,6 +13,7 @@ from ..locations import SinkFiles, entry_location
 from ..repair.requests import RelocateRequest
 from .context import SINK_LOG, Context, Tree
 from .definition import ERROR, WARNING, Instruction, Issue, check
+from .remedies import rewind_before
 from .text import plural
 
 
@@ -84,6 +85,69 @@ def sink_files_gone(ctx: Context) -> Iterator[Issue]:
             f"with Spark 4.3: with none left, '[UNABLE_TO_INFER_SCHEMA] Unable to infer schema'); relocating maps the "
             f"directory that moved (which covers input that moved with it)"
         ), path_map_fix(ctx, gone))
+
+
+class Changed(NamedTuple):
+    """A live entry naming a file inside the sink directory that is gone (``size`` None) or not the size the log
+    records, with the batch whose log file added it (None when only a compact file names it: which batch wrote
+    the file is not recorded)."""
+
+    path: str
+    batch: int | None
+    size: int | None
+    logged: int | None
+
+
+def changed_inside(ctx: Context) -> list[Changed]:
+    """The live entries inside the sink directory whose file is gone or another size than the log records (Spark's
+    readers of the sink take the file's length from the log: ``SinkFileStatus.toFileStatus``)."""
+    root = sink_of(ctx).fs.root.rstrip("/")
+    files = sink_files(ctx)
+    added: dict[str, int | None] = {}
+    for path in sorted(ctx.sink_logs, key=lambda p: log_file_batch(posixpath.basename(p)) or (-1, False)):
+        batch, compact = log_file_batch(posixpath.basename(path)) or (-1, True)
+        for entry in ctx.sink_logs[path].entries:
+            added.setdefault(entry.path, None if compact else batch)
+    out = []
+    for entry in live_entries(ctx):
+        if not entry_location(entry.path).startswith(root + "/"):
+            continue
+        found = files.find(entry.path)
+        logged = entry.fields.get("size")
+        logged = logged if isinstance(logged, int) and not isinstance(logged, bool) else None
+        if found is None or (logged is not None and not found.is_dir and found.size != logged):
+            out.append(Changed(entry.path, added.get(entry.path), None if found is None else found.size, logged))
+    return out
+
+
+@check("WM047", ERROR, "file sink log names data files that are gone or changed", needs_sink=True)
+def sink_files_changed(ctx: Context) -> Iterator[Issue]:
+    if any(p.startswith(sink_of(ctx).shown(SINK_LOG)) for p in ctx.failures):
+        return  # without every log file, which files it names is unknown (WM001 reports the file)
+    changed = changed_inside(ctx)
+    if not changed:
+        return
+    gone = [c for c in changed if c.size is None]
+    resized = [c for c in changed if c.size is not None]
+    batches = sorted({c.batch for c in changed if c.batch is not None})
+    fix = rewind_before(ctx, batches[0]) if batches and all(c.batch is not None for c in changed) else Instruction(
+        "restore the data files from a backup (the compact file that names them does not say which batch wrote "
+        "them, so no rewind writes them again)")
+    what = []
+    if gone:
+        what.append(f"{plural(len(gone), 'data file')} in the sink directory that {'is' if len(gone) == 1 else 'are'} "
+                    f"gone (e.g. {gone[0].path})")
+    if resized:
+        what.append(f"{plural(len(resized), 'data file')} of another size than it records (e.g. {resized[0].path}: "
+                    f"{resized[0].size} bytes, the log says {resized[0].logged}: rewritten after the sink wrote it)")
+    yield Issue(sink_of(ctx).shown(SINK_LOG), (
+        f"the sink's log names {' and '.join(what)}: the query restarts, but Spark's readers of the sink read every "
+        "file its log names, at the length the log records, and fail or read other rows than the query wrote "
+        "(tested with Spark 4.3: '[FAILED_READ_FILE.FILE_NOT_EXIST]' for a file that is gone, '[FAILED_READ_FILE.NO_HINT] "
+        "Encountered error while reading file' for a Parquet file rewritten with the same rows)"
+        + (f"; a rewind to before batch {batches[0]}, which wrote one of them, makes Spark write that output again"
+           if not isinstance(fix, Instruction) else "")
+    ), fix)
 
 
 @check("WM033", ERROR, "file sink log names files of another directory", needs_sink=True)

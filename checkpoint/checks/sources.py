@@ -1,10 +1,15 @@
 """Checks of the file-source logs (``sources/<i>/``) and of the file sink's log (``_spark_metadata/``)."""
 from __future__ import annotations
 
+import os
 import posixpath
 from typing import Iterator
 
+from ..batch_inputs import source_log_entries
+from ..errors import CheckpointError
+from ..fs import local_path
 from ..layout import COMPACT_SUFFIX, SINK_LOG
+from ..locations import spark_location, suggest_path_map
 from ..metadata_log import (
     DEFAULT_COMPACT_INTERVAL,
     FILE_SINK_LOG,
@@ -13,6 +18,7 @@ from ..metadata_log import (
     next_compaction,
 )
 from ..numbers import is_number
+from ..repair.requests import RelocateRequest
 from .context import Context, Tree
 from .definition import ERROR, Instruction, Issue, check
 from .remedies import NEW_CHECKPOINT, rewind_before
@@ -49,6 +55,69 @@ def source_log_behind(ctx: Context) -> Iterator[Issue]:
                 f"ids it already used; a rewind to the newest committed batch that read none of it works too, as does "
                 f"restoring {folder}/ from a backup"
             ), ctx.rewind(ok[-1]) if ok else NEW_CHECKPOINT)
+
+
+def pending_input(ctx: Context) -> list[tuple[str, str]]:
+    """The local input files the batch Spark re-runs on restart reads (its file sources' log batches after the
+    previous batch's ``logOffset``), as (logged path, local path); none without a planned, uncommitted batch."""
+    ckpt = ctx.ckpt
+    pending = ckpt.pending_batch
+    seq = ctx.offsets.get(pending) if pending is not None else None
+    before = ctx.offsets.get(pending - 1) if pending else None
+    if seq is None or (pending and before is None):
+        return []
+    out = []
+    for src in seq.sources:
+        end = src.log_offset
+        if end is None or not is_number(src.source_id) or int(src.source_id) not in ckpt.source_dirs:
+            continue
+        start = next((s.log_offset for s in before.sources if s.source_id == src.source_id), None) if before else -1
+        if start is None:
+            continue
+        try:
+            entries = source_log_entries(ckpt, src.source_id, range(start + 1, end + 1))
+        except CheckpointError:
+            continue  # a log batch missing or unreadable: WM022 or WM001
+        out += [(path, local) for _, path in entries if (local := local_path(spark_location(path))) is not None]
+    return out
+
+
+def pending_input_gone(ctx: Context) -> tuple[list[str], tuple[str, str] | None]:
+    """The logged paths of the files the batch Spark re-runs reads that are not there, and the path map under which
+    they are found below the checkpoint's parent (moved with it), if any."""
+    if "pending-input-gone" not in ctx.memo:
+        gone = [(path, local) for path, local in pending_input(ctx) if not os.path.exists(local)]
+        home = local_path(ctx.ckpt.location)
+        bases = [os.path.dirname(home), os.path.dirname(os.path.dirname(home))] if home else []
+        ctx.memo["pending-input-gone"] = [p for p, _ in gone], suggest_path_map([loc for _, loc in gone], bases)
+    return ctx.memo["pending-input-gone"]
+
+
+def pending_text(ctx: Context, gone: list[str]) -> str:
+    return (f"batch {ctx.ckpt.pending_batch} is planned but not committed, so Spark re-runs it on restart with the input "
+            f"files its file-source log names, and {len(gone)} of them {'is' if len(gone) == 1 else 'are'} not there, "
+            f"e.g. {gone[0]}")
+
+
+@check("WM049", ERROR, "input files of the batch Spark re-runs are gone")
+def pending_input_lost(ctx: Context) -> Iterator[Issue]:
+    gone, moved = pending_input_gone(ctx)
+    if gone and moved is None:
+        yield Issue(f"offsets/{ctx.ckpt.pending_batch}", pending_text(ctx, gone) + (
+            ": Spark reads each logged file as a path of its own and skips one that does not exist without an error, "
+            "so the batch runs without their rows, which are lost (tested with Spark 4.3)"
+        ), Instruction("restore the input files from a backup before restarting"))
+
+
+@check("WM050", ERROR, "input files of the batch Spark re-runs moved with the checkpoint")
+def pending_input_moved(ctx: Context) -> Iterator[Issue]:
+    gone, moved = pending_input_gone(ctx)
+    if gone and moved is not None:
+        yield Issue(f"offsets/{ctx.ckpt.pending_batch}", pending_text(ctx, gone) + (
+            f": they are under {moved[1]} (moved with the checkpoint), where the query reads its input now, and Spark "
+            f"fails reading logged files outside that directory ('Wrong basePath … for the root path …', tested with "
+            f"Spark 4.3); relocating maps the logs to them"
+        ), RelocateRequest(path_map={moved[0]: moved[1]}, file_sink=ctx.sink_location))
 
 
 def compaction_issues(tree: Tree, folder: str) -> Iterator[Issue]:
