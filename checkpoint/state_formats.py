@@ -51,12 +51,17 @@ class StateFormat:
     shared_dir: str | None = None
     """The directory of the immutable files a base names (RocksDB ``SSTs/``), removed by a rewind only when no
     kept base names them."""
+    each_commit_alone: bool = False
+    """In a store without increments the provider writes this full copy at every commit, over a stale file of that
+    version (RocksDB without changelog checkpointing uploads ``V.zip`` when it commits ``V``), so a stale one is
+    not read later (:attr:`read_later` holds for stores with increments only)."""
 
 
 FORMATS: tuple[StateFormat, ...] = (
     StateFormat("snapshot", "hdfs", "base", "records", "snapshots", read_later=True),
     StateFormat("delta", "hdfs", "increment", "records", "deltas", read_later=False),
-    StateFormat("zip", "rocksdb", "base", "rocksdb-zip", "zips", read_later=True, shared_dir="SSTs"),
+    StateFormat("zip", "rocksdb", "base", "rocksdb-zip", "zips", read_later=True, shared_dir="SSTs",
+                each_commit_alone=True),
     StateFormat("changelog", "rocksdb", "increment", "rocksdb-changelog", "changelogs", read_later=False),
 )
 BY_KIND: dict[str, StateFormat] = {f.kind: f for f in FORMATS}

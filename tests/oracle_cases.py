@@ -427,6 +427,8 @@ CASES = [
          FAILS, "", repair=True),
     Case("state-beyond-last-batch", "WM017", AGG,  # a stale delta: Spark writes its own over it at version 14
          lambda r: shutil.copy2(r / C / "state/0/1/5.delta", r / C / "state/0/1/14.delta"), OK, repair=True, rounds=2),
+    Case("rocksdb-zip-ahead-without-changelog", "WM017", TWS,  # every commit uploads its own zip over the stale one
+         lambda r: shutil.copy2(r / C / "state/0/0/2.zip", r / C / "state/0/0/11.zip"), OK, repair=True, rounds=2),
     Case("state-snapshot-ahead", "WM041", AGG,  # the first delta of a store is a full copy: a valid stale snapshot
          lambda r: shutil.copy2(r / C / "state/0/2/1.delta", r / C / "state/0/2/14.snapshot"), WRONG, repair=True,
          rounds=2),

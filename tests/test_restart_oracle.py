@@ -206,3 +206,16 @@ def test_the_last_source_log_file_deleted_by_hand_is_fixed_by_one_rewind_that_re
         ("WM022", "sources/0/9"), ("WM029", "sources/0/.9.compact.crc")}
     assert recommended_repair(broken) == finding_fix(broken, "WM022") == finding_fix(broken, "WM029")
     assert outcomes["source-log-last-file-deleted:fixed"].batches == (11, 12, 13)
+
+
+@pytest.mark.oracle_cases("rocksdb-zip-ahead-without-changelog")
+def test_a_stale_rocksdb_zip_without_changelogs_is_written_over_before_a_load_reads_it(oracle):
+    """WM017, not WM041: tws_pandas (RocksDB without changelog checkpointing, next version 9) with a stale 11.zip (a
+    copy of 2.zip, whose sessions and timers were long emitted): the first restart runs batches 9 and 10 and the
+    commit of version 11 uploads Spark's own 11.zip over the stale one; the second restart loads version 11 from it
+    and its output is the control run's."""
+    _, outcomes, roots = oracle
+    ran = outcomes["rocksdb-zip-ahead-without-changelog:broken"]
+    assert ran.error is None and ran.batches[:2] == (9, 10) and 11 in ran.batches, ran.batches
+    state = roots["rocksdb-zip-ahead-without-changelog:broken"] / "checkpoint/state/0/0"
+    assert (state / "11.zip").read_bytes() != (state / "2.zip").read_bytes()

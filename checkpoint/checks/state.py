@@ -215,10 +215,12 @@ def version_ceiling(ctx: Context) -> int:
     return max(ckpt.next_state_version, -1 if ckpt.last_batch is None else ckpt.last_batch + 1)
 
 
-def read_later(f: StateFile) -> bool:
+def read_later(part: StorePartition, f: StateFile) -> bool:
     """A file of a version the query has not reached that a later load reads instead of what Spark writes then:
-    a full copy named by version alone (checkpoint format 2 loads only the unique ids its lineage names)."""
-    return f.format.read_later and f.unique_id is None
+    a full copy named by version alone (checkpoint format 2 loads only the unique ids its lineage names), unless its
+    store writes one at every commit (RocksDB without changelog checkpointing)."""
+    alone = f.format.each_commit_alone and not any(g.format.role == "increment" for g in part.files)
+    return f.format.read_later and f.unique_id is None and not alone
 
 
 def beyond(ctx: Context, later: bool) -> Iterator[tuple[Operator, list[tuple[StorePartition, list[StateFile]]], list[StateFile]]]:
@@ -226,7 +228,7 @@ def beyond(ctx: Context, later: bool) -> Iterator[tuple[Operator, list[tuple[Sto
     wrote, that a later load reads (``later``) or not, and all of them."""
     ceiling = version_ceiling(ctx)
     for op in ctx.operators:
-        extra = [(p, [f for f in p.files if f.version > ceiling and read_later(f) == later]) for p in op.partitions]
+        extra = [(p, [f for f in p.files if f.version > ceiling and read_later(p, f) == later]) for p in op.partitions]
         extra = [(p, files) for p, files in extra if files]
         if extra:
             yield op, extra, [f for _, fs in extra for f in fs]
@@ -264,8 +266,9 @@ def leftovers(ctx: Context) -> Iterator[Issue]:
             f"{plural(len(extra), 'store partition')} of operator {op.operator_id} ({listed([p.directory for p, _ in extra])}): "
             f"newer than version {ceiling}, the last one this checkpoint's batches wrote: leftovers of a later run "
             f"or a hand rewind. Spark writes these versions again as it gets there and never reads these files "
-            f"(increments are written over; checkpoint format 2 reads only the unique ids its commits name), but "
-            f"they confuse rewinds and state readers asked for those versions; a rewind to the last committed batch "
+            f"(increments are written over, and so are RocksDB snapshots in a store without changelogs: each commit "
+            f"uploads its own, tested; checkpoint format 2 reads only the unique ids its lineage names), but they "
+            f"confuse rewinds and state readers asked for those versions; a rewind to the last committed batch "
             f"removes them"
         ), leftover_fix(ctx))
 
