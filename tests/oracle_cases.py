@@ -522,6 +522,9 @@ CASES = [
     Case("sink-data-file-missing", "WM047", AGG, lambda r: data_files_of(r, 11)[0].unlink(), WRONG, repair=True),
     Case("sink-data-file-recompressed", "WM047", AGG, lambda r: recompressed(data_files_of(r, 11)[0]), WRONG,
          repair=True),  # the same rows, gzip instead of snappy: another size than the log records
+    Case("state-schema-file-deleted", "WM027", TWS, lambda r: shutil.rmtree(r / C / "state/0/_stateSchema/default"), FAILS,
+         r"state/0/_stateSchema/default/0_ca8ba419-8489-44a9-a404-06186defde9d does not exist",
+         fix=restore(f"{C}/state/0/_stateSchema/default")),
     Case("pending-batch-input-deleted", "WM049", TTL, both(crashed_before_commits(6), lambda r: logged_input(r, 6).unlink()),
          WRONG, fix=lambda r: restore(str(logged_input(r, 6).relative_to(r)))(r)),  # Spark skips it: one row lost
     Case("pending-batch-input-moved", "WM050", TTL,  # checkpoint and input moved here from r-before

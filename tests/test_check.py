@@ -408,6 +408,12 @@ def b_never_evicts(root: Path, facts: dict) -> str:
     return "state/2"
 
 
+def b_own_schema_gone(root: Path, facts: dict) -> str:
+    """The checkpoint's own schema files deleted (a cleanup of '_' directories), the metadata naming them kept."""
+    shutil.rmtree(names_own_schemas(root / "checkpoint") / "state/0/_stateSchema/default")
+    return "state/0/_metadata/v2/4"
+
+
 def b_upcoming_orphan_crc(root: Path, facts: dict) -> str:
     """The last commit deleted by hand, its sidecar left behind."""
     (root / "checkpoint" / "commits" / str(facts["last_batch"])).unlink()
@@ -554,6 +560,7 @@ BREAKS = {
     "WM025-log-gone": Break("WM025", "agg_window_hdfs", b_sink_log_gone, sink=True),
     "WM026": Break("WM026", "agg_window_hdfs", b_interrupted_repair, also=("WM017", "WM029")),  # half rewound
     "WM027": Break("WM027", "tws_pandas", b_schema_gone),
+    "WM027-own-gone": Break("WM027", "tws_pandas", b_own_schema_gone),
     "WM028": Break("WM028", "tws_pandas", b_schema_elsewhere),
     "WM029": Break("WM029", "agg_window_hdfs", b_upcoming_orphan_crc),
     "WM029-source": Break("WM029", "agg_window_hdfs", b_source_log_sidecar, also=("WM022",)),

@@ -8,7 +8,7 @@ from ..errors import CheckpointError
 from ..layout import hadoop_sidecar, spark_sidecar, state_dir
 from ..model import Operator, store_unique_ids
 from ..numbers import is_number
-from ..relocation import SchemaReference, foreign_references, reachable
+from ..relocation import SchemaReference, foreign_references, reachable, schema_references
 from ..repair.requests import RelocateRequest
 from ..state_content import LOAD_ERROR, Decoding
 from ..state_files import BASE_KINDS, StateFile, StorePartition
@@ -426,6 +426,31 @@ def unreachable_schemas(ctx: Context) -> Iterator[Issue]:
     yield from _moved([r for r, ok in foreign_schemas(ctx) if ok is False],
                       "that file is gone or on another store: restarting the query and Spark's state reader "
                       "fail (FileNotFoundException)")
+    for ref in own_schemas_gone(ctx):
+        operator = ref.metadata_path.split("/_metadata/", 1)[0]  # state/<op>
+        yield Issue(ref.metadata_path, (
+            f"names the state schema file {ref.relative}, this checkpoint's own, which is gone: Spark reads the schema "
+            f"files the operator's newest metadata names and the restart fails ('File …/{ref.relative} does not "
+            "exist', tested with Spark 4.3)"
+        ), Instruction(f"restore {ref.relative} from a backup (deleting {operator}/_metadata/v2/ too does not help: "
+                       "Spark then fails to read the operator metadata); without one, start the query from a new "
+                       "checkpoint"))
+
+
+def own_schemas_gone(ctx: Context) -> list[SchemaReference]:
+    """This checkpoint's own schema files that an operator's newest metadata file (the one Spark reads on restart)
+    names and that are gone."""
+    try:
+        refs = schema_references(ctx.ckpt)
+    except CheckpointError:
+        return []  # metadata that does not parse: WM001
+    newest: dict[str, int] = {}
+    for ref in refs:
+        folder, name = ref.metadata_path.rsplit("/", 1)
+        if is_number(name):
+            newest[folder] = max(newest.get(folder, -1), int(name))
+    return [r for r in refs if r.here and r.relative is not None and r.metadata_path.rsplit("/", 1)[1] ==
+            str(newest.get(r.metadata_path.rsplit("/", 1)[0])) and not ctx.ckpt.fs.exists(r.relative)]
 
 
 @check("WM028", WARNING, "operator metadata names schema files of another checkpoint")
