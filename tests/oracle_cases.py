@@ -525,6 +525,12 @@ CASES = [
     Case("state-schema-file-deleted", "WM027", TWS, lambda r: shutil.rmtree(r / C / "state/0/_stateSchema/default"), FAILS,
          r"state/0/_stateSchema/default/0_ca8ba419-8489-44a9-a404-06186defde9d does not exist",
          fix=restore(f"{C}/state/0/_stateSchema/default")),
+    Case("operator-metadata-v2-deleted", "WM051", TWS, lambda r: shutil.rmtree(r / C / "state/0/_metadata/v2"), FAILS,
+         "STDS_FAILED_TO_READ_OPERATOR_METADATA", fix=both(restore(f"{C}/state/0/_metadata/v2"), lambda r: unlink(
+             r, f"{C}/state/0/_metadata/v2/4", f"{C}/state/0/_metadata/v2/.4.crc"))),  # an older file is enough
+    Case("join-operator-metadata-v2-deleted", "WM051", "join_v3_p3",
+         lambda r: shutil.rmtree(r / C / "state/0/_metadata/v2"), FAILS, "STDS_FAILED_TO_READ_OPERATOR_METADATA",
+         fix=restore(f"{C}/state/0/_metadata/v2")),
     Case("pending-batch-input-deleted", "WM049", TTL, both(crashed_before_commits(6), lambda r: logged_input(r, 6).unlink()),
          WRONG, fix=lambda r: restore(str(logged_input(r, 6).relative_to(r)))(r)),  # Spark skips it: one row lost
     Case("pending-batch-input-moved", "WM050", TTL,  # checkpoint and input moved here from r-before

@@ -414,6 +414,12 @@ def b_own_schema_gone(root: Path, facts: dict) -> str:
     return "state/0/_metadata/v2/4"
 
 
+def b_metadata_v2_gone(root: Path, facts: dict) -> str:
+    """A transformWithState operator's metadata directory deleted, its schema files kept."""
+    shutil.rmtree(root / "checkpoint" / "state/0/_metadata/v2")
+    return "state/0/_metadata/v2"
+
+
 def b_upcoming_orphan_crc(root: Path, facts: dict) -> str:
     """The last commit deleted by hand, its sidecar left behind."""
     (root / "checkpoint" / "commits" / str(facts["last_batch"])).unlink()
@@ -556,6 +562,7 @@ BREAKS = {
     "WM047-rewritten": Break("WM047", "agg_window_hdfs", b_sink_data_file_rewritten, sink=True),
     "WM049": Break("WM049", "stalled_event_time", b_pending_input_gone, sink=True),
     "WM050": Break("WM050", "stalled_event_time", b_pending_input_moved, sink=True),
+    "WM051": Break("WM051", "tws_pandas", b_metadata_v2_gone),
     "WM001-odd-name": Break("WM001", "agg_window_hdfs", b_zero_padded_offsets),
     "WM025-log-gone": Break("WM025", "agg_window_hdfs", b_sink_log_gone, sink=True),
     "WM026": Break("WM026", "agg_window_hdfs", b_interrupted_repair, also=("WM017", "WM029")),  # half rewound

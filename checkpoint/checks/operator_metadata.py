@@ -87,3 +87,22 @@ def foreign_metadata(ctx: Context) -> Iterator[Issue]:
             f"fails on either ('[STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA]', "
             f"'[STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE]')"
         ), rewrite_fix(path, *schemas))
+
+
+@check("WM051", ERROR, "operator metadata of an operator with schema files is gone")
+def schema_without_metadata(ctx: Context) -> Iterator[Issue]:
+    if ctx.ckpt.last_committed_batch is None:
+        return
+    for op in ctx.ckpt.state_layout.operators:
+        if not op.schema_files or any("/_metadata/v2/" in f.path for f in op.metadata_files):
+            continue
+        folder = f"state/{op.operator_id}"
+        yield Issue(f"{folder}/_metadata/v2", (
+            f"{folder}/_stateSchema/ holds the operator's state schema files, which Spark writes beside operator "
+            f"metadata v2 (transformWithState, stream-stream join state formats 3 and 4), but {folder}/_metadata/v2/ "
+            "holds no metadata file: on restart Spark reads the operator's newest metadata up to the batch it runs "
+            "and fails ('[STDS_FAILED_TO_READ_OPERATOR_METADATA] Failed to read the operator metadata', tested with "
+            "Spark 4.3)"
+        ), Instruction(f"restore {folder}/_metadata/v2/ from a backup (one of its files is enough: Spark reads the "
+                       "newest it finds and writes another with the batch it runs); without one, start the query from "
+                       "a new checkpoint"))
