@@ -175,6 +175,11 @@ def sessions(count_schema: str) -> Callable[..., Any]:
                   ("self.count.update((count,))", f"self.count.update((count,) + (None,) * {width - 1})"))
 
 
+remove_source = edited(QUERIES.union_two_sources, (
+    'events = source("left").unionByName(source("right"))', 'events = source("left")'))
+"""union_two_sources's query reading its left source only."""
+
+
 later_session_timeout = edited(QUERIES.pandas_state_timeout, (
     "state.setTimeoutTimestamp(max(last_ms, state.getCurrentWatermarkMs()) + 10_000)",
     "state.setTimeoutTimestamp(max(last_ms, state.getCurrentWatermarkMs()) + 20_000)"))
@@ -200,6 +205,7 @@ CASES: dict[str, Case] = {
                                      pending=True),
     "more_files_per_trigger": Case("agg_window_hdfs", more_files_per_trigger, RESTARTS, changes=False),
     "add_source": Case("agg_window_hdfs", add_source, REFUSED, "java.lang.AssertionError"),
+    "remove_source": Case("union_stall_max", remove_source, REFUSED, "java.lang.AssertionError"),
     "update_output_mode": Case("agg_window_hdfs", update_output_mode, REFUSED, "STREAMING_OUTPUT_MODE.UNSUPPORTED_DATASOURCE"),
     "change_dedup_columns": Case("dedup_watermark", change_dedup_columns, REFUSED, KEY_SCHEMA),
     "outer_join": Case("join_stream_stream", outer_join, RESTARTS),

@@ -77,6 +77,20 @@ def test_changes_exit_1_unless_allowed(spark, fixture_copy, tmp_path):
     assert sorted(cases) == ["output of batch 11", "restart of batch 11", "state of batch 11"]
     state_out = cases["state of batch 11"].find("system-out")
     assert state_out is not None and state_out.text.startswith("allowed: restarts, with changes, allowed by --allow-output-change")
+    table = run_cli("compat", fixture_copy / "checkpoint", "--query", query, exit_code=1).stdout.splitlines()
+    assert ("watermark after it:     old code 1704067285000 (2024-01-01T00:01:25.000Z), new code 1704067281000 "
+            "(2024-01-01T00:01:21.000Z)") in table
+    state = table[table.index("State after the batch: old code -> new code") + 3].split()
+    assert state == ["0", "default", "5", "4", "0", "1", "1"]  # rows before, after, added, removed, changed
+    at = table.index("State rows that differ") + 3
+    assert [(line.split()[2], json.loads(line.split(None, 3)[3])) for line in table[at:at + 3]] == [
+        ("before", {"key": {"id": "c", "window": {"end": "2024-01-01T00:01:40.000000Z", "start": "2024-01-01T00:01:30.000000Z"}},
+                    "value": {"count": 1, "sum": 29}}),
+        ("before", {"key": {"id": "b", "window": {"end": "2024-01-01T00:01:30.000000Z", "start": "2024-01-01T00:01:20.000000Z"}},
+                    "value": {"count": 2, "sum": 59}}),
+        ("after", {"key": {"id": "b", "window": {"end": "2024-01-01T00:01:30.000000Z", "start": "2024-01-01T00:01:20.000000Z"}},
+                   "value": {"count": 1, "sum": 28}})]  # the filter drops c's 29 and b's 31 of batch 11
+    assert table[at + 3] == "" and table[-1] == summary
 
 
 def test_the_users_exception_is_one_line_with_its_location(spark, fixture_copy, tmp_path):
@@ -204,3 +218,23 @@ def test_debug_shows_the_traceback_of_the_users_exception(spark, fixture_copy, t
     cause = result.exception.__cause__
     assert isinstance(cause, ValueError) and str(cause) == "no such table: orders"
     assert traceback.extract_tb(cause.__traceback__)[-1][:2] == (str(module), 2)
+
+
+def test_a_file_sources_moved_input_is_found_with_input(spark, tmp_path):
+    """The logged input files moved (input/ -> archive/) and the new code reads them there: without --input compat
+    stops before Spark with the files it misses; with --input 0=DIR it re-runs the batch from there."""
+    import shutil
+
+    root = prepare("agg_window_hdfs", tmp_path / "agg", extra=0)
+    shutil.move(root / "input", root / "archive")
+    query = own_code(tmp_path, root, "def new_query(spark):\n    return QUERIES.file_sink(_windowed(_events(spark, "
+                                     "INPUT.replace('input', 'archive'))), CHECKPOINT, OUTPUT)\n")
+    out = run_cli("compat", root / "checkpoint", "--query", query, exit_code=2).output
+    assert out.startswith("Error: sources/0/") and "input file(s) source 0 read in batch 11 no longer exist" in out
+    assert out.endswith("(hint: --input 0=DIR if they moved, or another --batch)\n")
+    before = digest(root)
+    lines = run_cli("compat", root / "checkpoint", "--query", query, "--input", f"0={root / 'archive'}").stdout.splitlines()
+    assert "batch:                  11 (a committed batch, re-run)" in lines
+    assert f"source 0:               file: 1 logged file(s), read from {root / 'archive'}" in lines
+    assert lines[-1] == "restarts: batch 11 gives the same output and state (exit 0)"
+    assert digest(root) == before

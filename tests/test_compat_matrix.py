@@ -58,6 +58,9 @@ def test_the_rerun_batch_writes_what_a_real_restart_writes(outcomes, name):
                     for rows in (got["old"], got["rewound_rows"]))
         assert (output["old_rows"], output["only_old"], output["only_new"]) == (
             len(got["old"]), sum((old - new).values()), sum((new - old).values()))
+        for side, only in (("old", old - new), ("new", new - old)):  # the diff's samples are rows of that side only
+            shown = Counter(json.dumps([s["row"].get(c) for c in common]) for s in output["samples"] if s["side"] == side)
+            assert sum(shown.values()) == min(5, sum(only.values())) and not shown - only, (side, output["samples"])
     if CASES[name].changes is not None:
         assert got["changes"] == CASES[name].changes, json.dumps(got["compat"], indent=1)
 
@@ -98,6 +101,10 @@ def test_operator_and_source_refusals_name_what_changed(outcomes):
     assert added["rule"]["text"].startswith("Changes in stateful operations")
     source = _refusal(outcomes, "add_source")
     assert source["sources"] == [1, 2] and source["rule"]["text"].startswith("Changes in the number or type")
+    assert "the new query reads 2: it adds 1 source(s)" in source["explanation"]
+    fewer = _refusal(outcomes, "remove_source")
+    assert fewer["sources"] == [2, 1] and fewer["rule"]["text"].startswith("Changes in the number or type")
+    assert "the new query reads 1: it removes 1 source(s)" in fewer["explanation"]
 
 
 def test_a_longer_watermark_delay_keeps_the_rows_the_old_one_dropped(outcomes):

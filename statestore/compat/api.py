@@ -113,10 +113,12 @@ def _canonical(location: str) -> str:
     return local_path(read) or read
 
 
-def _moved_sources(ckpt: Checkpoint, batch: int, query: NewQuery) -> list[tuple[str, str, str]]:
+def _moved_sources(ckpt: Checkpoint, batch: int, query: NewQuery, path_map: Mapping[str, str]
+                   ) -> list[tuple[str, str, str]]:
     """(source id, the new query's path, the directory its log names) of every file source the new query reads from
-    another directory than the one holding the files it logged for ``batch``."""
-    planned = plan_batch(ckpt, batch, sizes=False)
+    another directory than the one holding the files it logged for ``batch`` (where ``path_map``, the ``inputs``
+    given, says they are now)."""
+    planned = plan_batch(ckpt, batch, path_map=path_map, sizes=False)
     out = []
     for src, new in zip(planned.sources, query.sources):
         if src.kind != "file" or not new.paths or not src.files:
@@ -194,7 +196,7 @@ def run(spark: "SparkSession", prepared: Prepared, phase: Callable[[str], None] 
     notes: tuple[str, ...] = tuple(
         f"source {sid} now reads {wanted}, but its log names files under {logged}: after a restart it reads every "
         f"file under {wanted} that the log does not name (the log keeps the old files it saw)"
-        for sid, wanted, logged in _moved_sources(ckpt, batch, new))
+        for sid, wanted, logged in _moved_sources(ckpt, batch, new, prepared.path_map))
     how = prepared.how
     if notes and how == RERUN:
         batch, how = (ckpt.last_committed_batch or 0) + 1, NEXT
