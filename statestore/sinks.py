@@ -1,15 +1,13 @@
 """Where replayed batches go: Parquet partitioned by batch id (``--output``), or a function (``--foreach-batch``)."""
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import os
 from typing import TYPE_CHECKING, Callable, Mapping
 
 from wmcheck.checkpoint.errors import CheckpointError, RefusedError, arg
 from wmcheck.checkpoint.fs import open_fs
 
 from .spark_errors import first_line, spark_errors
+from .user_code import load_callable
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -49,38 +47,6 @@ class ParquetSink:
         with spark_errors(f"writing {self.path}"):
             (union.write.mode("overwrite").option("partitionOverwriteMode", "static")
              .partitionBy("batch_id").parquet(self.path))
-
-
-NAMED = {"foreach_batch": arg("foreach_batch"), "query": arg("query")}
-"""The parameters that name a ``module:function``, as messages name them."""
-
-
-def load_callable(spec: str, param: str, example: str) -> Callable:
-    """``module:function`` or ``path/to/file.py:function`` -> the function; ``param`` names the parameter that
-    gave ``spec`` in errors, ``example`` is one such spec (``mypackage.sinks:write_batch``)."""
-    module_name, sep, attr = spec.rpartition(":")
-    if not sep or not module_name or not attr.isidentifier():
-        raise CheckpointError(f"{NAMED[param]} expects module:function, got {spec!r}", param=param,
-                              hint=f"e.g. {example} or ./{example.rpartition('.')[2].replace(':', '.py:')}")
-    try:
-        if module_name.endswith(".py") or os.sep in module_name:
-            location = importlib.util.spec_from_file_location(os.path.basename(module_name)[:-3] or "sink", module_name)
-            if location is None or not os.path.isfile(module_name):
-                raise ImportError(f"no file {module_name}")
-            module = importlib.util.module_from_spec(location)
-            if location.loader is None:
-                raise ImportError(f"cannot load {module_name}")
-            location.loader.exec_module(module)
-        else:
-            module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise CheckpointError(f"{NAMED[param]}: cannot import {module_name}: {exc}", param=param,
-                              hint="the module must be importable from the current directory or PYTHONPATH") from None
-    fn = getattr(module, attr, None)
-    if not callable(fn):
-        raise CheckpointError(f"{NAMED[param]}: {module_name} has no function {attr}", hint="check the name after ':'",
-                              param=param)
-    return fn
 
 
 def load_function(spec: str) -> Sink:

@@ -107,6 +107,7 @@ def test_the_users_exception_is_one_line_with_its_location(spark, fixture_copy, 
     ("x = 1\n", "has no function new_query"),
     ("def new_query(spark):\n    return spark.range(3)\n", "returned a DataFrame that is not streaming"),
     ("def new_query(spark):\n    return 42\n", "returned int"),
+    ("import os\nEVENTS = os.environ['NO_SUCH_VARIABLE']\n", "odd_code.py raised KeyError: 'NO_SUCH_VARIABLE' (at "),
 ])
 def test_unusable_queries_exit_2(spark, fixture_copy, tmp_path, body, message):
     module = tmp_path / "odd_code.py"

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -73,18 +74,57 @@ def descendants(pid: int) -> set[int]:
 
 @pytest.mark.spark
 def test_a_spark_command_shows_its_progress_and_ends_at_once_on_ctrl_c():
+    interrupt(["state", CKPT, "--engine", "spark", "--format", "json"], b"reading state with Spark")
+
+
+SLOW_CODE = """import sys
+sys.path[:0] = [{tests!r}]
+from compat_cases import QUERIES, _events, _windowed
+from pyspark.sql import functions as F
+
+
+@F.udf("int")
+def slow(v):
+    __import__("time").sleep(60)
+    return v
+
+
+def new_query(spark):
+    return QUERIES.file_sink(_windowed(_events(spark, {root!r} + "/input").withColumn("v", slow("v"))),
+                             {root!r} + "/checkpoint", {root!r} + "/output")
+"""
+
+
+@pytest.mark.spark
+def test_compat_ends_at_once_on_ctrl_c_mid_batch_and_leaves_the_checkpoint_as_it_was(tmp_path):
+    from compat_oracle import digest
+
+    from restart_oracle import prepare
+
+    root = prepare("agg_window_hdfs", tmp_path / "agg", extra=0)
+    module = tmp_path / "slow_code.py"
+    module.write_text(SLOW_CODE.format(tests=str(Path(__file__).parent), root=str(root)))
+    before = digest(root)
+    interrupt(["compat", str(root / "checkpoint"), "--query", f"{module}:new_query", "--scratch-dir", str(tmp_path)],
+              b"running batch 11 with the new code")
+    assert digest(root) == before
+
+
+def interrupt(args: list[str], phase: bytes) -> None:
+    """Run ``wmcheck ARGS`` on a terminal until its progress line shows ``phase``, then Ctrl-C it: it ends within
+    5 s with exit 130 and nothing on stdout, and its JVM follows."""
     terminal, stderr = pty.openpty()
-    process = subprocess.Popen([sys.executable, "-m", "wmcheck.cli", "state", CKPT, "--engine", "spark", "--format", "json"],
-                               stdout=subprocess.PIPE, stderr=stderr, stdin=subprocess.DEVNULL)
+    process = subprocess.Popen([sys.executable, "-m", "wmcheck.cli", *args], stdout=subprocess.PIPE, stderr=stderr,
+                               stdin=subprocess.DEVNULL, env={**os.environ, "PYSPARK_PYTHON": sys.executable})
     os.close(stderr)
     seen, jvm = b"", set()
     deadline = time.monotonic() + 300
     try:
-        while b"reading state with Spark" not in seen and process.poll() is None and time.monotonic() < deadline:
+        while phase not in seen and process.poll() is None and time.monotonic() < deadline:
             if select.select([terminal], [], [], 0.5)[0]:
                 seen += os.read(terminal, 4096)
             jvm = descendants(process.pid) or jvm
-        assert b"starting Spark" in seen and b"reading state with Spark" in seen, seen
+        assert b"starting Spark" in seen and phase in seen, seen
         assert process.poll() is None and jvm, "the command ended before it could be interrupted"
         process.send_signal(signal.SIGINT)
         started = time.monotonic()

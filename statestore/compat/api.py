@@ -22,8 +22,8 @@ from wmcheck.checkpoint.locations import open_file_sink, spark_location
 from wmcheck.checkpoint.metadata_log import OFFSET_LOG
 from wmcheck.checkpoint.model import Checkpoint, open_checkpoint
 
-from ..sinks import load_callable
 from ..spark_errors import spark_errors
+from ..user_code import load_callable, locate_callable
 from .compare import diff_output, read_files, schema_changes, schemas_of, sink_batch_files, state_changes
 from .explain import explain
 from .query import CAPTURED, CAPTURED_SCHEMA, DEFAULT_TIMEOUT_S, BatchRun, NewQuery, build, run_batch
@@ -154,14 +154,15 @@ def _output(spark: "SparkSession", query: NewQuery, scratch: Scratch, run: Batch
 
 @dataclass(frozen=True)
 class Prepared:
-    """Everything checked before Spark starts: the checkpoint, the batch to re-run, the user's function, what the
-    sources re-read, where logged input files moved, and the old sink."""
+    """Everything checked before Spark starts: the checkpoint, the batch to re-run, that the user's module exists
+    (``query``: its ``module:function``, or the function), what the sources re-read, where logged input files moved,
+    and the old sink."""
 
     ckpt: Checkpoint
     batch: int
     how: str
     spec: str
-    fn: Callable
+    query: str | Callable
     sources: tuple[SourceNote, ...]
     path_map: Mapping[str, str]
     rows: Mapping[str, BatchRows]
@@ -170,15 +171,18 @@ class Prepared:
 
 
 def prepare(checkpoint: Checkpoint | str, query: str | Callable, options: CompatOptions = CompatOptions()) -> Prepared:
-    """Check what can be checked without Spark (the checkpoint, the batch, the query function, the input)."""
+    """Check what can be checked without Spark (the checkpoint, the batch, that the query's module exists, the
+    input). The module is imported by :func:`run`, with the session: a module may need one (a ``@udf`` at its top
+    level)."""
     ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else open_checkpoint(str(checkpoint), options.fs_options)
     batch, how = rerun_batch(ckpt, options.batch)
     spec = query if isinstance(query, str) else getattr(query, "__qualname__", repr(query))
-    fn = load_callable(query, "query", QUERY_EXAMPLE) if isinstance(query, str) else query
+    if isinstance(query, str):
+        locate_callable(query, "query", QUERY_EXAMPLE)
     sources, path_map, rows = source_notes(ckpt, batch, options.inputs, options.fs_options)
     _missing_files(ckpt, batch, path_map, options.fs_options)
     sink = open_file_sink(options.file_sink, options.fs_options) if options.file_sink else None
-    return Prepared(ckpt, batch, how, spec, fn, sources, path_map, rows, sink, options)
+    return Prepared(ckpt, batch, how, spec, query, sources, path_map, rows, sink, options)
 
 
 def run(spark: "SparkSession", prepared: Prepared, phase: Callable[[str], None] = lambda _text: None) -> CompatReport:
@@ -187,7 +191,8 @@ def run(spark: "SparkSession", prepared: Prepared, phase: Callable[[str], None] 
     started = time.monotonic()
     phase("building the new query")
     ckpt, batch, spec, options, sink = prepared.ckpt, prepared.batch, prepared.spec, prepared.options, prepared.sink
-    new = build(spark, prepared.fn, spec, sink_format(sink) if sink is not None else None, prepared.rows)
+    fn = load_callable(prepared.query, "query", QUERY_EXAMPLE) if isinstance(prepared.query, str) else prepared.query
+    new = build(spark, fn, spec, sink_format(sink) if sink is not None else None, prepared.rows)
     if sink is None and new.sink.is_file and new.sink.path:
         try:
             sink = open_file_sink(new.sink.path, options.fs_options)

@@ -11,13 +11,14 @@ from __future__ import annotations
 import json
 import os
 import sys
-import traceback
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from wmcheck.checkpoint.errors import CheckpointError, UnsupportedError, arg
 
+from ..user_code import user_frame
 from .explain import STREAM_FAILED, SparkFailure, clean_message
+from .plan import STREAMING_RELATIONS, plan_nodes, relations
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -87,14 +88,6 @@ class BatchRun:
     captured: str | None
 
 
-def _user_frame(exc: BaseException) -> str:
-    """``file:line`` of the innermost frame of the user's code (not pyspark's, py4j's or wmcheck's)."""
-    frames = [f for f in traceback.extract_tb(exc.__traceback__)
-              if not any(part in f.filename for part in (f"{os.sep}pyspark{os.sep}", f"{os.sep}py4j{os.sep}",
-                                                         f"{os.sep}wmcheck{os.sep}", f"{os.sep}statestore{os.sep}"))]
-    return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "?"
-
-
 def call_query(spark: "SparkSession", fn: Callable, spec: str) -> Any:
     """``fn(spark)``; what it raises becomes one line naming the exception and where in the user's code."""
     try:
@@ -104,7 +97,7 @@ def call_query(spark: "SparkSession", fn: Callable, spec: str) -> Any:
     except Exception as exc:
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         raise CheckpointError(f"{arg('query', spec)} raised {type(exc).__name__}{': ' + text if text else ''} "
-                              f"(at {_user_frame(exc)})", param="query", hint=f"{arg('debug')} shows the traceback") from exc
+                              f"(at {user_frame(exc)})", param="query", hint=f"{arg('debug')} shows the traceback") from exc
 
 
 def _private(obj: Any, name: str) -> Any:
@@ -117,25 +110,6 @@ def _private(obj: Any, name: str) -> Any:
 def _scala_map(spark: "SparkSession", value: Any) -> dict[str, str]:
     java = spark._jvm.scala.jdk.javaapi.CollectionConverters.asJava(value)  # type: ignore[union-attr]
     return {str(k): str(v) for k, v in dict(java).items()}
-
-
-def _nodes(plan: Any) -> list[Any]:
-    """Every node of a logical plan, pre-order, left to right (the order Spark numbers sources in)."""
-    out, stack = [], [plan]
-    while stack:
-        node = stack.pop()
-        out.append(node)
-        children = node.children()
-        stack += [children.apply(i) for i in reversed(range(children.size()))]
-    return out
-
-
-STREAMING_RELATIONS = ("StreamingRelation", "StreamingRelationV2", "StreamingExecutionRelation")
-
-
-def relations(plan: Any) -> list[str]:
-    """The output attributes of every streaming relation of a plan, in the order Spark numbers its sources."""
-    return [str(n.output().toString()) for n in _nodes(plan) if n.nodeName() in STREAMING_RELATIONS]
 
 
 def _sources(spark: "SparkSession", nodes: list[Any]) -> tuple[SourceSpec, ...]:
@@ -207,7 +181,7 @@ def build(spark: "SparkSession", fn: Callable, spec: str, file_sink_format: str 
     options = _scala_map(spark, _private(_private(jwrite, "extraOptions"), "originalMap"))
     mode = str(_private(jwrite, "outputMode").toString()).lower()
     sink = SinkSpec(str(_private(jwrite, "source")), options.get("path"), mode)
-    nodes = _nodes(df._jdf.queryExecution().analyzed())
+    nodes = plan_nodes(df._jdf.queryExecution().analyzed())
     return NewQuery(spec, df, writer, sink, _sources(spark, nodes), _watermarks(nodes))
 
 

@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 from wmcheck.checkpoint.errors import CheckpointError, MissingFileError, arg
 from wmcheck.checkpoint.fs import FileSystem, open_fs
-from wmcheck.checkpoint.layout import SOURCES
-from wmcheck.checkpoint.metadata_log import OFFSET_LOG
+from wmcheck.checkpoint.metadata_log import FILE_SOURCE_LOG, OFFSET_LOG
 from wmcheck.checkpoint.offsets import parse_offsets, serialize_offsets
 from wmcheck.checkpoint.source_offsets import SourceOffset
+
+from .plan import relations
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -85,16 +86,15 @@ def replace_in_copy(checkpoint: str, batch: int, rows: Mapping[str, BatchRows]) 
         if number >= 0 and fs.exists(path):
             _write(fs, path, _with_offset(path, fs.read(path), {sid: offset for sid in rows}))
     for sid, found in rows.items():
-        shutil.rmtree(fs.uri(f"{SOURCES}/{sid}"), ignore_errors=True)
-        _write(fs, f"{SOURCES}/{sid}/0", b"v1")
+        folder = FILE_SOURCE_LOG.folder(sid)
+        shutil.rmtree(fs.uri(folder), ignore_errors=True)
+        _write(fs, FILE_SOURCE_LOG.path(0, folder), b"v1")
         lines = [json.dumps({"path": uri, "timestamp": mtime, "batchId": 1}, separators=(",", ":")) for uri, mtime in found.files]
-        _write(fs, f"{SOURCES}/{sid}/1", "\n".join(["v1", *lines]).encode("utf-8"))
+        _write(fs, FILE_SOURCE_LOG.path(1, folder), "\n".join(["v1", *lines]).encode("utf-8"))
 
 
 def _relation(df: "DataFrame") -> str | None:
     """The output attributes of the streaming relation a reader call made (unique to that call)."""
-    from .query import relations
-
     found = relations(df._jdf.queryExecution().analyzed())
     return found[0] if found else None
 
