@@ -71,10 +71,27 @@ def sink_at_home(root: Path, name: str) -> Path:
     return root
 
 
+def last_batch_reads_input(ckpt: Path) -> bool:
+    """Whether the checkpoint's last batch read input files (its file sources' ``logOffset`` moved): Spark asks the
+    source for them again on restart, where they were logged."""
+    from wmcheck.checkpoint.model import open_checkpoint
+
+    opened = open_checkpoint(str(ckpt))
+    last = opened.last_batch
+    if not last:
+        return False
+    before = {s.source_id: s.log_offset for s in opened.offsets(last - 1).sources}
+    return any(s.log_offset is not None and s.log_offset != before.get(s.source_id) for s in opened.offsets(last).sources)
+
+
 def restartable_checkpoint(name: str, tmp_path: Path) -> Path:
     """The fixture's checkpoint as Spark can restart it wherever the repository is: in place, or for a
-    fixture whose operator metadata names schema files where it was generated, a relocated copy."""
+    fixture whose operator metadata names schema files where it was generated, a relocated copy; for one whose last
+    batch read input files, a copy of the fixture whose logs name its own files."""
     ckpt = fixture_checkpoint(name)
+    if last_batch_reads_input(ckpt):
+        shutil.copytree(FIXTURES / name, tmp_path / name)
+        return names_own_schemas(sink_at_home(tmp_path / name, name) / "checkpoint")
     if not any(ckpt.glob("state/*/_metadata/v2/*")):
         return ckpt
     shutil.copytree(ckpt, tmp_path / name / "checkpoint")

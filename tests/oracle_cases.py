@@ -536,6 +536,8 @@ CASES = [
     Case("pending-batch-input-moved", "WM050", TTL,  # checkpoint and input moved here from r-before
          both(crashed_before_commits(6), lambda r: logs_name_input_at(r, r.parent / f"{r.name}-before")), FAILS,
          r"Wrong basePath .*/input for the root path: .*-before/input/run1-003\.json", repair=True),
+    Case("last-batch-input-moved", "WM050", TTL, lambda r: logs_name_input_at(r, r.parent / f"{r.name}-before"), FAILS,
+         r"Wrong basePath .*/input for the root path: .*-before/input/run1-003\.json", repair=True),  # committed too
     Case("sink-log-gone", "WM025", AGG, lambda r: shutil.rmtree(r / "output/_spark_metadata"), WRONG,
          fix=restore("output/_spark_metadata")),  # a cleanup of '_' directories: Spark starts a new log at batch 13
     Case("state-metadata-removed-sidecars-kept", "WM029", AGG,  # Spark writes both again when they are missing

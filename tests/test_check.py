@@ -420,6 +420,13 @@ def b_metadata_v2_gone(root: Path, facts: dict) -> str:
     return "state/0/_metadata/v2"
 
 
+def b_as_left(root: Path, name: str, path: str) -> str:
+    """The fixture as Spark left it, its logs naming the copy's own files (its last batch read input files, which
+    Spark asks for again on restart where they were logged: WM050 in place)."""
+    sink_at_home(root, name)
+    return path
+
+
 def b_upcoming_orphan_crc(root: Path, facts: dict) -> str:
     """The last commit deleted by hand, its sidecar left behind."""
     (root / "checkpoint" / "commits" / str(facts["last_batch"])).unlink()
@@ -486,6 +493,11 @@ def b_pending_input_gone(root: Path, facts: dict) -> str:
 def b_pending_input_moved(root: Path, facts: dict) -> str:
     """The last batch not committed, and the logs naming the input where it was before the fixture moved here."""
     drop(root / "checkpoint" / "commits" / "9")
+    return b_input_moved(root, facts)
+
+
+def b_input_moved(root: Path, facts: dict) -> str:
+    """The logs naming the input where it was before the fixture moved here (its last batch read a file)."""
     repair.run(str(root / "checkpoint"), repair.RelocateRequest(path_map={str(root): str(root.parent / "before")}),
                repair.RunOptions(execute=True, idle_ms=0))
     shutil.rmtree(root / "checkpoint" / "_wmcheck")
@@ -562,6 +574,7 @@ BREAKS = {
     "WM047-rewritten": Break("WM047", "agg_window_hdfs", b_sink_data_file_rewritten, sink=True),
     "WM049": Break("WM049", "stalled_event_time", b_pending_input_gone, sink=True),
     "WM050": Break("WM050", "stalled_event_time", b_pending_input_moved, sink=True),
+    "WM050-committed": Break("WM050", "stalled_event_time", b_input_moved, sink=True),
     "WM051": Break("WM051", "tws_pandas", b_metadata_v2_gone),
     "WM001-odd-name": Break("WM001", "agg_window_hdfs", b_zero_padded_offsets),
     "WM025-log-gone": Break("WM025", "agg_window_hdfs", b_sink_log_gone, sink=True),
@@ -581,7 +594,7 @@ BREAKS = {
     "WM035": Break("WM035", "repartition_failed_hdfs", lambda root, facts: f"offsets/{facts['repartition']['batch']}"),
     "WM036": Break("WM036", "repartition_rocksdb",
                    lambda root, facts: f"../output/_spark_metadata/{facts['repartition']['batch']}", sink=True),
-    "WM038": Break("WM038", "union_stall_min", lambda root, facts: "offsets/5"),  # as Spark left it
+    "WM038": Break("WM038", "union_stall_min", lambda root, facts: b_as_left(root, "union_stall_min", "offsets/5")),
     "WM039": Break("WM039", "agg_window_hdfs", b_damaged, also=("WM030",)),
     "WM040": Break("WM040", "agg_window_rocksdb", b_skipped, also=("WM030",)),
     "WM041": Break("WM041", "agg_window_hdfs", b_future_snapshot),

@@ -45,7 +45,7 @@ LISTED: tuple[Check, ...] = (
     state.damaged, state.skipped, state.future_snapshots, state.skipped_rows,
     logs.source_count, conf.conf_changed_harmlessly,
     operator_metadata.ignored_metadata, operator_metadata.foreign_metadata,
-    sink_files.sink_files_changed, sources.pending_input_lost, sources.pending_input_moved,
+    sink_files.sink_files_changed, sources.pending_input_lost, sources.last_input_moved,
     operator_metadata.schema_without_metadata,
     operators.operator_watermark,
 )

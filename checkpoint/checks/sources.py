@@ -57,14 +57,16 @@ def source_log_behind(ctx: Context) -> Iterator[Issue]:
             ), ctx.rewind(ok[-1]) if ok else NEW_CHECKPOINT)
 
 
-def pending_input(ctx: Context) -> list[tuple[str, str]]:
-    """The local input files the batch Spark re-runs on restart reads (its file sources' log batches after the
-    previous batch's ``logOffset``), as (logged path, local path); none without a planned, uncommitted batch."""
+def last_input(ctx: Context) -> list[tuple[str, str]]:
+    """The local input files of the last batch (its file sources' log batches after the previous batch's
+    ``logOffset``), as (logged path, local path): Spark asks its sources for them again on restart, to re-run the
+    batch when it is not committed, and when it is (``getBatch`` of the last committed batch, which sources that
+    restore their position rely on)."""
     ckpt = ctx.ckpt
-    pending = ckpt.pending_batch
-    seq = ctx.offsets.get(pending) if pending is not None else None
-    before = ctx.offsets.get(pending - 1) if pending else None
-    if seq is None or (pending and before is None):
+    last = ckpt.last_batch
+    seq = ctx.offsets.get(last) if last is not None else None
+    before = ctx.offsets.get(last - 1) if last else None
+    if seq is None or (last and before is None):
         return []
     out = []
     for src in seq.sources:
@@ -82,41 +84,46 @@ def pending_input(ctx: Context) -> list[tuple[str, str]]:
     return out
 
 
-def pending_input_gone(ctx: Context) -> tuple[list[str], tuple[str, str] | None]:
-    """The logged paths of the files the batch Spark re-runs reads that are not there, and the path map under which
-    they are found below the checkpoint's parent (moved with it), if any."""
-    if "pending-input-gone" not in ctx.memo:
-        gone = [(path, local) for path, local in pending_input(ctx) if not os.path.exists(local)]
+def last_input_gone(ctx: Context) -> tuple[list[str], tuple[str, str] | None]:
+    """The logged paths of the last batch's input files that are not there, and the path map under which they are
+    found below the checkpoint's parent (moved with it), if any."""
+    if "last-input-gone" not in ctx.memo:
+        gone = [(path, local) for path, local in last_input(ctx) if not os.path.exists(local)]
         home = local_path(ctx.ckpt.location)
         bases = [os.path.dirname(home), os.path.dirname(os.path.dirname(home))] if home else []
-        ctx.memo["pending-input-gone"] = [p for p, _ in gone], suggest_path_map([loc for _, loc in gone], bases)
-    return ctx.memo["pending-input-gone"]
+        ctx.memo["last-input-gone"] = [p for p, _ in gone], suggest_path_map([loc for _, loc in gone], bases)
+    return ctx.memo["last-input-gone"]
 
 
-def pending_text(ctx: Context, gone: list[str]) -> str:
-    return (f"batch {ctx.ckpt.pending_batch} is planned but not committed, so Spark re-runs it on restart with the input "
-            f"files its file-source log names, and {len(gone)} of them {'is' if len(gone) == 1 else 'are'} not there, "
-            f"e.g. {gone[0]}")
+def gone_text(gone: list[str]) -> str:
+    return f"{len(gone)} of them {'is' if len(gone) == 1 else 'are'} not there, e.g. {gone[0]}"
 
 
 @check("WM049", ERROR, "input files of the batch Spark re-runs are gone")
 def pending_input_lost(ctx: Context) -> Iterator[Issue]:
-    gone, moved = pending_input_gone(ctx)
-    if gone and moved is None:
-        yield Issue(f"offsets/{ctx.ckpt.pending_batch}", pending_text(ctx, gone) + (
-            ": Spark reads each logged file as a path of its own and skips one that does not exist without an error, "
-            "so the batch runs without their rows, which are lost (tested with Spark 4.3)"
+    gone, moved = last_input_gone(ctx)
+    pending = ctx.ckpt.pending_batch
+    if gone and moved is None and pending is not None:
+        yield Issue(f"offsets/{pending}", (
+            f"batch {pending} is planned but not committed, so Spark re-runs it on restart with the input files its "
+            f"file-source log names, and {gone_text(gone)}: Spark reads each logged file as a path of its own and "
+            "skips one that does not exist without an error, so the batch runs without their rows, which are lost "
+            "(tested with Spark 4.3)"
         ), Instruction("restore the input files from a backup before restarting"))
 
 
-@check("WM050", ERROR, "input files of the batch Spark re-runs moved with the checkpoint")
-def pending_input_moved(ctx: Context) -> Iterator[Issue]:
-    gone, moved = pending_input_gone(ctx)
+@check("WM050", ERROR, "input files of the last batch moved with the checkpoint")
+def last_input_moved(ctx: Context) -> Iterator[Issue]:
+    gone, moved = last_input_gone(ctx)
+    last = ctx.ckpt.last_batch
     if gone and moved is not None:
-        yield Issue(f"offsets/{ctx.ckpt.pending_batch}", pending_text(ctx, gone) + (
-            f": they are under {moved[1]} (moved with the checkpoint), where the query reads its input now, and Spark "
-            f"fails reading logged files outside that directory ('Wrong basePath … for the root path …', tested with "
-            f"Spark 4.3); relocating maps the logs to them"
+        how = ("is planned but not committed, so Spark re-runs it on restart" if ctx.ckpt.pending_batch is not None else
+               "is the last batch, whose input Spark asks the file source for again on restart")
+        yield Issue(f"offsets/{last}", (
+            f"batch {last} {how}, reading the input files its file-source log names, and {gone_text(gone)}: they are "
+            f"under {moved[1]} (moved with the checkpoint), where the query reads its input now, and Spark fails on "
+            f"logged files outside that directory ('Wrong basePath … for the root path …', tested with Spark 4.3); "
+            f"relocating maps the logs to them"
         ), RelocateRequest(path_map={moved[0]: moved[1]}, file_sink=ctx.sink_location))
 
 
