@@ -101,6 +101,19 @@ def test_the_users_exception_is_one_line_with_its_location(spark, fixture_copy, 
     assert digest(fixture_copy) == before
     assert out == (f"Error: --query {module}:new_query raised ValueError: no such table: orders (at {module}:2) "
                    "(hint: --debug shows the traceback)\n")
+    doc = json.loads(run_cli("compat", fixture_copy / "checkpoint", "--query", f"{module}:new_query", "--format", "json",
+                             exit_code=2).stdout)
+    assert doc == {"error": f"--query {module}:new_query raised ValueError: no such table: orders (at {module}:2)",
+                   "hint": "--debug shows the traceback", "param": "--query", "where": None, "exit_code": 2}
+
+
+def test_a_module_is_imported_from_the_current_directory(spark, fixture_copy, tmp_path, monkeypatch):
+    (tmp_path / "jobs_in_cwd.py").write_text("def new_query(spark):\n    return 42\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.path", [p for p in __import__("sys").path if p not in ("", str(tmp_path))])
+    out = run_cli("compat", fixture_copy / "checkpoint", "--query", "jobs_in_cwd:new_query", exit_code=2).output
+    assert out == ("Error: --query jobs_in_cwd:new_query returned int (hint: return the new query's streaming DataFrame "
+                   "or its DataStreamWriter (not a started query))\n")
 
 
 @pytest.mark.parametrize("body, message", [
