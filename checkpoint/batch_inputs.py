@@ -251,8 +251,10 @@ def source_input(ckpt: Checkpoint, batch: int, src: SourceOffset, path_map: Mapp
                            note="Delta source: read versions/indexes after start up to end with delta-spark")
     if kind == "none":
         return SourceInput(src.source_id, kind, prev, src, note="no offset yet: the source read nothing")
+    shown = f" ({src.raw})" if kind == "unknown" and src.raw and len(src.raw) <= 80 else ""
     return SourceInput(src.source_id, kind, prev, src, replayable=False,
-                       note=f"a {kind} offset: wmcheck cannot rebuild this source's input")
+                       note=f"{'an' if kind[0] in 'aeiou' else 'a'} {kind} offset{shown}: wmcheck cannot rebuild this "
+                            "source's input")
 
 
 def plan_batch(ckpt: Checkpoint, batch: int, source: str | None = None, path_map: Mapping[str, str] | None = None,

@@ -109,8 +109,8 @@ def test_a_source_that_cannot_be_read_again_needs_its_rows(tmp_path):
     module.write_text("def new_query(spark):\n    raise AssertionError('not called before the input is known')\n")
     ckpt = fixture_checkpoint("python_source")
     out = run_cli("compat", ckpt, "--query", f"{module}:new_query", exit_code=2).output
-    assert out == ("Error: offsets/2: source 0 (unknown) is not replayable: a unknown offset: wmcheck cannot rebuild this "
-                   "source's input; compat re-runs batch 2 from its recorded input (hint: pass --input 0=DIR: a directory "
+    assert out == ("Error: offsets/2: source 0 (unknown) is not replayable: an unknown offset ({\"files\": 10}): wmcheck "
+                   "cannot rebuild this source's input; compat re-runs batch 2 from its recorded input (hint: pass --input 0=DIR: a directory "
                    "of the rows it read in batch 2 (wmcheck replay CKPT --from 2 --to 2 --source 0 --output DIR writes a "
                    "Kafka source's))\n")
     (tmp_path / "empty").mkdir()
