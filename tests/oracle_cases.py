@@ -531,6 +531,8 @@ CASES = [
     Case("join-operator-metadata-v2-deleted", "WM051", "join_v3_p3",
          lambda r: shutil.rmtree(r / C / "state/0/_metadata/v2"), FAILS, "STDS_FAILED_TO_READ_OPERATOR_METADATA",
          fix=restore(f"{C}/state/0/_metadata/v2")),
+    Case("file-source-offset-goes-back", "WM052", AGG,  # offsets/11 ends at log batch 9
+         lambda r: edit(r, f"{C}/offsets/12", '{"logOffset":9}', '{"logOffset":8}'), FAILS, "assertion failed", repair=True),
     Case("pending-batch-input-deleted", "WM049", TTL, both(crashed_before_commits(6), lambda r: logged_input(r, 6).unlink()),
          WRONG, fix=lambda r: restore(str(logged_input(r, 6).relative_to(r)))(r)),  # Spark skips it: one row lost
     Case("pending-batch-input-moved", "WM050", TTL,  # checkpoint and input moved here from r-before

@@ -427,6 +427,14 @@ def b_as_left(root: Path, name: str, path: str) -> str:
     return path
 
 
+def b_offset_goes_back(root: Path, facts: dict) -> str:
+    """The last offsets file's file-source offset edited to end before the batch before it."""
+    last = facts["last_batch"]
+    path = root / "checkpoint" / "offsets" / str(last)
+    hand_edit(path, path.read_bytes().replace(b'{"logOffset":9}', b'{"logOffset":8}'))
+    return f"offsets/{last}"
+
+
 def b_upcoming_orphan_crc(root: Path, facts: dict) -> str:
     """The last commit deleted by hand, its sidecar left behind."""
     (root / "checkpoint" / "commits" / str(facts["last_batch"])).unlink()
@@ -576,6 +584,7 @@ BREAKS = {
     "WM050": Break("WM050", "stalled_event_time", b_pending_input_moved, sink=True),
     "WM050-committed": Break("WM050", "stalled_event_time", b_input_moved, sink=True),
     "WM051": Break("WM051", "tws_pandas", b_metadata_v2_gone),
+    "WM052": Break("WM052", "agg_window_hdfs", b_offset_goes_back),
     "WM001-odd-name": Break("WM001", "agg_window_hdfs", b_zero_padded_offsets),
     "WM025-log-gone": Break("WM025", "agg_window_hdfs", b_sink_log_gone, sink=True),
     "WM026": Break("WM026", "agg_window_hdfs", b_interrupted_repair, also=("WM017", "WM029")),  # half rewound

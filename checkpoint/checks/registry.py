@@ -46,7 +46,7 @@ LISTED: tuple[Check, ...] = (
     logs.source_count, conf.conf_changed_harmlessly,
     operator_metadata.ignored_metadata, operator_metadata.foreign_metadata,
     sink_files.sink_files_changed, sources.pending_input_lost, sources.last_input_moved,
-    operator_metadata.schema_without_metadata,
+    operator_metadata.schema_without_metadata, sources.offset_goes_back,
     operators.operator_watermark,
 )
 

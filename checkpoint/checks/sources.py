@@ -5,7 +5,7 @@ import os
 import posixpath
 from typing import Iterator
 
-from ..batch_inputs import source_log_entries
+from ..batch_inputs import source_kind, source_log_entries
 from ..errors import CheckpointError
 from ..fs import local_path
 from ..layout import COMPACT_SUFFIX, SINK_LOG
@@ -125,6 +125,28 @@ def last_input_moved(ctx: Context) -> Iterator[Issue]:
             f"logged files outside that directory ('Wrong basePath … for the root path …', tested with Spark 4.3); "
             f"relocating maps the logs to them"
         ), RelocateRequest(path_map={moved[0]: moved[1]}, file_sink=ctx.sink_location))
+
+
+@check("WM052", ERROR, "a file source's offset goes back at the last batch")
+def offset_goes_back(ctx: Context) -> Iterator[Issue]:
+    last = ctx.ckpt.last_batch
+    if not last:
+        return
+    seq, before = ctx.offsets.get(last), ctx.offsets.get(last - 1)
+    if seq is None or before is None:
+        return
+    ended = {s.source_id: s.log_offset for s in before.sources}
+    for src in seq.sources:
+        end, start = src.log_offset, ended.get(src.source_id)
+        if end is None or start is None or end >= start or source_kind(ctx.ckpt, src) != "file":
+            continue
+        yield Issue(f"offsets/{last}", (
+            f"source {src.source_id} (a file source) ends batch {last} at log batch {end} but batch {last - 1} at "
+            f"{start}: on restart Spark asks the source for batch {last}'s files, from after {start} to {end}, and "
+            "fails ('assertion failed', FileStreamSource.getBatch asserts its start is not after its end; tested with "
+            f"Spark 4.3). offsets/{last} comes from another run or was edited; a rewind to before batch {last} drops "
+            "it and Spark plans the batch again"
+        ), rewind_before(ctx, last))
 
 
 def compaction_issues(tree: Tree, folder: str) -> Iterator[Issue]:
