@@ -175,6 +175,12 @@ def sessions(count_schema: str) -> Callable[..., Any]:
                   ("self.count.update((count,))", f"self.count.update((count,) + (None,) * {width - 1})"))
 
 
+swap_source_path_after_data = edited(QUERIES.windowed_count, (
+    "events = json_events(spark, input_dir)",
+    'moved = input_dir + "_v2"\n    __import__("os").makedirs(moved, exist_ok=True)\n    events = json_events(spark, moved)'))
+"""windowed_count's query reading its file source from another directory."""
+
+
 remove_source = edited(QUERIES.union_two_sources, (
     'events = source("left").unionByName(source("right"))', 'events = source("left")'))
 """union_two_sources's query reading its left source only."""
@@ -203,6 +209,8 @@ CASES: dict[str, Case] = {
     "swap_source_path": Case("agg_window_hdfs", swap_source_path, RESTARTS, changes=False),
     "swap_source_path_pending": Case("agg_window_hdfs", swap_source_path, REFUSED, "java.lang.IllegalArgumentException",
                                      pending=True),
+    "swap_source_path_after_data": Case("stalled_event_time", swap_source_path_after_data, REFUSED,
+                                        "java.lang.IllegalArgumentException"),
     "more_files_per_trigger": Case("agg_window_hdfs", more_files_per_trigger, RESTARTS, changes=False),
     "add_source": Case("agg_window_hdfs", add_source, REFUSED, "java.lang.AssertionError"),
     "remove_source": Case("union_stall_max", remove_source, REFUSED, "java.lang.AssertionError"),

@@ -136,3 +136,13 @@ def test_a_pinned_watermark_policy_is_noted(outcomes):
 def test_a_moved_source_path_is_noted(outcomes):
     notes = _outcome(outcomes, "swap_source_path")["compat"]["notes"]
     assert any("now reads" in n and "input_v2" in n for n in notes), notes
+
+
+@pytest.mark.parametrize("name", ["swap_source_path_pending", "swap_source_path_after_data"])
+def test_a_moved_source_path_is_refused_where_spark_reads_its_logged_files(outcomes, name):
+    """A planned batch re-run, or the last committed batch's files read back on restart: under the old path."""
+    refusal = _refusal(outcomes, name)
+    assert refusal["rule"]["text"].startswith("Changes in the parameters of input sources")
+    assert refusal["explanation"].startswith("a file source now reads ") and "/input_v2, but on restart Spark reads " \
+        "files its log recorded" in refusal["explanation"]
+    assert "/input/run" in refusal["explanation"]

@@ -218,9 +218,10 @@ def _path_refusal(failure: SparkFailure, message: str) -> Refusal | None:
     match = _BASE_PATH.search(message)
     if match is None:
         return None
-    explanation = (f"a file source now reads {match[1]}, but the batch Spark re-runs reads the files its log recorded, "
-                   f"such as {match[2]}, which are not under it: Spark reads a batch's files relative to the source "
-                   "path and refuses others")
+    explanation = (f"a file source now reads {match[1]}, but on restart Spark reads files its log recorded (those of "
+                   f"the batch it re-runs, or of the last committed batch, which the source restores its position "
+                   f"from), such as {match[2]}, which are not under it: Spark reads a batch's files relative to the "
+                   "source path and refuses others")
     return Refusal(failure.error_class, message, explanation, rule=FILES_RULE)
 
 
