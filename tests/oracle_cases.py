@@ -533,6 +533,9 @@ CASES = [
          fix=restore(f"{C}/state/0/_metadata/v2")),
     Case("file-source-offset-goes-back", "WM052", AGG,  # offsets/11 ends at log batch 9
          lambda r: edit(r, f"{C}/offsets/12", '{"logOffset":9}', '{"logOffset":8}'), FAILS, "assertion failed", repair=True),
+    Case("only-the-last-offsets-kept", "WM002", AGG, lambda r: unlink(r, *[f"{C}/{log}/{n}" for log in ("offsets", "commits")
+                                                                for b in range(12) for n in (b, f".{b}.crc")]),
+         FAILS, "batch 11 doesn't exist", fix=lambda r: shutil.copy2(r / C / "offsets/12", r / C / "offsets/11")),
     Case("pending-batch-input-deleted", "WM049", TTL, both(crashed_before_commits(6), lambda r: logged_input(r, 6).unlink()),
          WRONG, fix=lambda r: restore(str(logged_input(r, 6).relative_to(r)))(r)),  # Spark skips it: one row lost
     Case("pending-batch-input-moved", "WM050", TTL,  # checkpoint and input moved here from r-before

@@ -435,6 +435,15 @@ def b_offset_goes_back(root: Path, facts: dict) -> str:
     return f"offsets/{last}"
 
 
+def b_only_last_offsets(root: Path, facts: dict) -> str:
+    """Every offsets and commit file but the last batch's removed (a retention rule of the store)."""
+    last = facts["last_batch"]
+    for log in ("offsets", "commits"):
+        for batch in range(last):
+            drop(root / "checkpoint" / log / str(batch))
+    return f"offsets/{last - 1}"
+
+
 def b_upcoming_orphan_crc(root: Path, facts: dict) -> str:
     """The last commit deleted by hand, its sidecar left behind."""
     (root / "checkpoint" / "commits" / str(facts["last_batch"])).unlink()
@@ -585,6 +594,7 @@ BREAKS = {
     "WM050-committed": Break("WM050", "stalled_event_time", b_input_moved, sink=True),
     "WM051": Break("WM051", "tws_pandas", b_metadata_v2_gone),
     "WM052": Break("WM052", "agg_window_hdfs", b_offset_goes_back),
+    "WM002-only-last": Break("WM002", "agg_window_hdfs", b_only_last_offsets),
     "WM001-odd-name": Break("WM001", "agg_window_hdfs", b_zero_padded_offsets),
     "WM025-log-gone": Break("WM025", "agg_window_hdfs", b_sink_log_gone, sink=True),
     "WM026": Break("WM026", "agg_window_hdfs", b_interrupted_repair, also=("WM017", "WM029")),  # half rewound

@@ -74,6 +74,19 @@ def offsets_gap(ctx: Context) -> Iterator[Issue]:
             f"before the last is missing ('batch {hi} doesn't exist') and no batch in the gap can be restored; a rewind "
             f"to before the gap drops the batches after it, and Spark plans them again"
         ), rewind_before(ctx, lo))
+    ids = ctx.ckpt.offset_ids
+    if len(ids) == 1 and ids[0] > 0:
+        last = ids[0]
+        committed = last in set(ctx.ckpt.commit_ids)
+        yield Issue(OFFSET_LOG.path(last - 1), (
+            f"offsets/ holds only batch {last}: on restart Spark reads the offsets file before the last as where batch "
+            f"{last} started, and fails ('batch {last - 1} doesn't exist'); Spark keeps at least two "
+            "(spark.sql.streaming.minBatchesToRetain), so the others were removed by hand or by a retention rule of the "
+            "store" + (f"; batch {last} is committed, so offsets/{last} copied as offsets/{last - 1} restarts it "
+                       f"exactly: Spark reads that file only as where batch {last} started, and runs nothing again"
+                       if committed else "")
+        ), Instruction(f"copy offsets/{last} to offsets/{last - 1}" if committed else
+                       f"restore offsets/{last - 1} from a backup, or start the query from a new checkpoint"))
 
 
 @check("WM043", ERROR, "offsets name another number of sources than the query has")
