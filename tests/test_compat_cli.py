@@ -129,6 +129,18 @@ def test_unusable_queries_exit_2(spark, fixture_copy, tmp_path, body, message):
     assert out.startswith("Error: --query") and message in out and "\n" not in out.rstrip("\n")
 
 
+def test_a_query_started_by_the_users_function_is_refused_before_it_runs(spark, fixture_copy, tmp_path):
+    """Started, the query would run on the checkpoint itself: the start raises, nothing runs, the checkpoint stays."""
+    query = own_code(tmp_path, fixture_copy, "def new_query(spark):\n    return QUERIES.file_sink(_windowed(_events("
+                                             "spark, INPUT)), CHECKPOINT, OUTPUT).start()\n")
+    before = digest(fixture_copy)
+    out = run_cli("compat", fixture_copy / "checkpoint", "--query", query, exit_code=2).output
+    assert out == (f"Error: --query {query} called DataStreamWriter.start(): compat does not start the new query on the "
+                   "checkpoint; it runs the writer on a copy (hint: return the writer (or the streaming DataFrame) "
+                   "without starting it)\n")
+    assert spark.streams.active == [] and digest(fixture_copy) == before
+
+
 def test_a_module_that_does_not_import_exits_2(spark, fixture_copy):
     out = run_cli("compat", fixture_copy / "checkpoint", "--query", "no_such_module_here:new_query", exit_code=2).output
     assert out == ("Error: --query: cannot import no_such_module_here: No module named 'no_such_module_here' "

@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 import os
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 from wmcheck.checkpoint.errors import CheckpointError, UnsupportedError, arg
 
@@ -88,10 +89,41 @@ class BatchRun:
     captured: str | None
 
 
-def call_query(spark: "SparkSession", fn: Callable, spec: str) -> Any:
-    """``fn(spark)``; what it raises becomes one line naming the exception and where in the user's code."""
+WRITER_STARTS = ("start", "toTable")
+"""``DataStreamWriter`` methods that start a query (on the user's own checkpoint)."""
+
+
+@contextmanager
+def _starts_refused(spec: str) -> Iterator[None]:
+    """While the user's function runs, a writer that would start its query raises instead: started, it would run on
+    the checkpoint itself, which compat only reads."""
+    from pyspark.sql.streaming import DataStreamWriter
+
+    saved = {name: getattr(DataStreamWriter, name) for name in WRITER_STARTS if hasattr(DataStreamWriter, name)}
+
+    def refuse(name: str) -> Callable:
+        def call(*_args: Any, **_kwargs: Any) -> None:
+            raise CheckpointError(f"{arg('query', spec)} called DataStreamWriter.{name}(): compat does not start the "
+                                  "new query on the checkpoint; it runs the writer on a copy", param="query",
+                                  hint="return the writer (or the streaming DataFrame) without starting it")
+
+        return call
+
     try:
-        return fn(spark)
+        for name in saved:
+            setattr(DataStreamWriter, name, refuse(name))
+        yield
+    finally:
+        for name, original in saved.items():
+            setattr(DataStreamWriter, name, original)
+
+
+def call_query(spark: "SparkSession", fn: Callable, spec: str) -> Any:
+    """``fn(spark)``, its writer's starts refused; what it raises becomes one line naming the exception and where in
+    the user's code."""
+    try:
+        with _starts_refused(spec):
+            return fn(spark)
     except CheckpointError:
         raise
     except Exception as exc:
