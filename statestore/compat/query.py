@@ -11,14 +11,14 @@ from __future__ import annotations
 import json
 import os
 import sys
-from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Mapping
 
 from wmcheck.checkpoint.errors import CheckpointError, UnsupportedError, arg
 
 from ..user_code import user_frame
 from .explain import STREAM_FAILED, SparkFailure, clean_message
+from .methods import replaced
 from .plan import STREAMING_RELATIONS, plan_nodes, relations
 
 if TYPE_CHECKING:
@@ -93,13 +93,10 @@ WRITER_STARTS = ("start", "toTable")
 """``DataStreamWriter`` methods that start a query (on the user's own checkpoint)."""
 
 
-@contextmanager
-def _starts_refused(spec: str) -> Iterator[None]:
+def _starts_refused(spec: str) -> ContextManager[None]:
     """While the user's function runs, a writer that would start its query raises instead: started, it would run on
     the checkpoint itself, which compat only reads."""
     from pyspark.sql.streaming import DataStreamWriter
-
-    saved = {name: getattr(DataStreamWriter, name) for name in WRITER_STARTS if hasattr(DataStreamWriter, name)}
 
     def refuse(name: str) -> Callable:
         def call(*_args: Any, **_kwargs: Any) -> None:
@@ -109,13 +106,7 @@ def _starts_refused(spec: str) -> Iterator[None]:
 
         return call
 
-    try:
-        for name in saved:
-            setattr(DataStreamWriter, name, refuse(name))
-        yield
-    finally:
-        for name, original in saved.items():
-            setattr(DataStreamWriter, name, original)
+    return replaced(DataStreamWriter, WRITER_STARTS, refuse)
 
 
 def call_query(spark: "SparkSession", fn: Callable, spec: str) -> Any:

@@ -13,9 +13,8 @@ import json
 import os
 import posixpath
 import shutil
-from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Mapping
 
 from wmcheck.checkpoint.errors import CheckpointError, MissingFileError, arg
 from wmcheck.checkpoint.fs import FileSystem, open_fs
@@ -23,6 +22,7 @@ from wmcheck.checkpoint.metadata_log import FILE_SOURCE_LOG, OFFSET_LOG
 from wmcheck.checkpoint.offsets import parse_offsets, serialize_offsets
 from wmcheck.checkpoint.source_offsets import SourceOffset
 
+from .methods import replaced
 from .plan import relations
 
 if TYPE_CHECKING:
@@ -99,13 +99,11 @@ def _relation(df: "DataFrame") -> str | None:
     return found[0] if found else None
 
 
-@contextmanager
-def _reader_calls(answer: Callable[[int, Any, str, tuple, dict], "DataFrame"]) -> Iterator[None]:
+def _reader_calls(answer: Callable[[int, Any, str, tuple, dict], "DataFrame"]) -> ContextManager[None]:
     """Route every ``DataStreamReader`` call that returns a DataFrame through ``answer(index, reader, name, args,
     kwargs)`` (``index`` counts the calls) while the user's function builds its query."""
     from pyspark.sql.streaming.readwriter import DataStreamReader
 
-    saved = {name: getattr(DataStreamReader, name) for name in READER_CALLS if hasattr(DataStreamReader, name)}
     counter = iter(range(1 << 30))
 
     def routed(name: str) -> Callable:
@@ -114,13 +112,7 @@ def _reader_calls(answer: Callable[[int, Any, str, tuple, dict], "DataFrame"]) -
 
         return call
 
-    try:
-        for name in saved:
-            setattr(DataStreamReader, name, routed(name))
-        yield
-    finally:
-        for name, original in saved.items():
-            setattr(DataStreamReader, name, original)
+    return replaced(DataStreamReader, READER_CALLS, routed)
 
 
 def build_with(spark: Any, call: Callable[[], Any], rows: Mapping[str, BatchRows], plan_sources: Callable[[Any], list[str]]) -> Any:
