@@ -88,6 +88,21 @@ def longer_watermark_delay(spark, input_dir, checkpoint_dir, output_dir):
     return QUERIES.file_sink(_windowed(_events(spark, input_dir, "20 seconds")), checkpoint_dir, output_dir)
 
 
+def longer_windows(spark, input_dir, checkpoint_dir, output_dir):
+    from pyspark.sql import functions as F
+
+    counts = _events(spark, input_dir).groupBy(F.window("ts", "20 seconds"), "id").agg(
+        F.count("*").alias("n"), F.sum("v").alias("v_sum"))
+    return QUERIES.file_sink(counts, checkpoint_dir, output_dir)
+
+
+def rename_aggregate(spark, input_dir, checkpoint_dir, output_dir):
+    from pyspark.sql import functions as F
+
+    aggs = [F.count("*").alias("events"), F.sum("v").alias("v_sum")]
+    return QUERIES.file_sink(_windowed(_events(spark, input_dir), aggregates=aggs), checkpoint_dir, output_dir)
+
+
 def add_stateful_operator(spark, input_dir, checkpoint_dir, output_dir):
     events = _events(spark, input_dir).dropDuplicates(["id", "ts"])
     return QUERIES.file_sink(_windowed(events), checkpoint_dir, output_dir)
@@ -204,6 +219,8 @@ CASES: dict[str, Case] = {
     "add_aggregate": Case("agg_window_hdfs", add_aggregate, REFUSED, VALUE_SCHEMA),
     "change_aggregate_type": Case("agg_window_hdfs", change_aggregate_type, REFUSED, VALUE_SCHEMA),
     "longer_watermark_delay": Case("agg_window_hdfs", longer_watermark_delay, RESTARTS, changes=True),
+    "longer_windows": Case("agg_window_hdfs", longer_windows, RESTARTS, changes=True),
+    "rename_aggregate": Case("agg_window_hdfs", rename_aggregate, RESTARTS, changes=True),
     "add_stateful_operator": Case("agg_window_hdfs", add_stateful_operator, REFUSED, OPERATORS),
     "remove_stateful_operator": Case("agg_window_hdfs", remove_stateful_operator, REFUSED, OPERATORS),
     "swap_source_path": Case("agg_window_hdfs", swap_source_path, RESTARTS, changes=False),

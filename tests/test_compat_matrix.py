@@ -146,3 +146,20 @@ def test_a_moved_source_path_is_refused_where_spark_reads_its_logged_files(outco
     assert refusal["explanation"].startswith("a file source now reads ") and "/input_v2, but on restart Spark reads " \
         "files its log recorded" in refusal["explanation"]
     assert "/input/run" in refusal["explanation"]
+
+
+def test_longer_windows_restart_with_both_window_lengths_in_state(outcomes):
+    """The key schema (a window struct and the id) does not change, so Spark restarts: the state keeps the old
+    code's 10 s windows and adds 20 s ones; this batch's output is the same."""
+    report = _outcome(outcomes, "longer_windows")["compat"]
+    assert (report["output"]["only_old"], report["output"]["only_new"]) == (0, 0)
+    [state] = report["state"]
+    assert (state["old_rows"], state["new_rows"], state["added"], state["removed"], state["changed"]) == (5, 6, 3, 2, 1)
+    seconds = {(int(w["end"][17:19]) - int(w["start"][17:19])) % 60 for w in (s["row"]["key"]["window"] for s in state["samples"])}
+    assert seconds == {10, 20}
+
+
+def test_a_renamed_aggregate_changes_the_output_columns_not_the_state(outcomes):
+    report = _outcome(outcomes, "rename_aggregate")["compat"]
+    assert report["output"]["note"] == "new columns: events; dropped columns: n; rows compared on window, id, v_sum"
+    assert [(s["added"], s["removed"], s["changed"]) for s in report["state"]] == [(0, 0, 0)]
