@@ -118,3 +118,26 @@ def test_a_source_that_cannot_be_read_again_needs_its_rows(tmp_path):
     assert out.startswith(f"Error: --input 0={tmp_path / 'empty'}: no data files there")
     out = run_cli("compat", ckpt, "--query", f"{module}:new_query", "--input", f"3={tmp_path}", exit_code=2).output
     assert out.startswith("Error: --input names source 3, which batch 2 does not have")
+
+
+def test_the_rows_given_for_a_source_are_its_batchs_files(tmp_path):
+    """--input DIR: its data files, or those of DIR/batch_id=N as `wmcheck replay --output DIR` writes them;
+    Spark's and hidden files are not data; one format only."""
+    from wmcheck.cli.flags import cli_spelling
+    from wmcheck.statestore.compat.substitute import batch_rows
+
+    for batch in (2, 3):
+        (tmp_path / "replayed" / f"batch_id={batch}").mkdir(parents=True)
+        (tmp_path / "replayed" / f"batch_id={batch}" / f"part-0000{batch}.snappy.parquet").write_bytes(b"PAR1")
+    (tmp_path / "replayed" / "_SUCCESS").write_bytes(b"")
+    rows = batch_rows("0", str(tmp_path / "replayed"), 2)
+    assert (rows.source_id, rows.format, rows.location) == ("0", "parquet", str(tmp_path / "replayed" / "batch_id=2"))
+    assert [uri for uri, _ in rows.files] == [f"file://{tmp_path}/replayed/batch_id=2/part-00002.snappy.parquet"]
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    for name in ("a.json", "b.csv", ".a.json.crc", "_spark_metadata"):
+        (mixed / name).write_text("{}")
+    with pytest.raises(CheckpointError) as err:
+        batch_rows("1", str(mixed), 2)
+    assert err.value.text(cli_spelling) == (f"--input 1={mixed}: expected files of one format (avro, csv, json, orc, "
+                                            "parquet, txt), found csv, json")
