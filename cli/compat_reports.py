@@ -24,7 +24,9 @@ def compat_github(report: "CompatReport", allow_output_change: bool) -> str:
 
 
 def compat_junit(report: "CompatReport", allow_output_change: bool) -> str:
-    """A test suite with three cases: the restart, the output, the state (skipped when Spark refused)."""
+    """A test suite with four cases: the restart, the output, the state (its rows and schemas), the watermark after
+    the batch (its delays too); all but the restart skipped when Spark refused. A failure for each change that makes
+    the exit code 1."""
     root = ET.Element("testsuites", name="wmcheck compat")
     suite = ET.SubElement(root, "testsuite", name=report.checkpoint)
     counts = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
@@ -32,9 +34,10 @@ def compat_junit(report: "CompatReport", allow_output_change: bool) -> str:
     differs = {
         "output": output is not None and output.differs,
         "state": any(s.differs for s in report.state) or bool(report.schemas),
+        "watermark": report.watermark is not None and report.watermark.differs,
     }
     summary = compat_summary(report, allow_output_change)
-    for name in ("restart", "output", "state"):
+    for name in ("restart", "output", "state", "watermark"):
         case = ET.SubElement(suite, "testcase", classname=report.query, name=f"{name} of batch {report.batch}")
         counts["tests"] += 1
         if name == "restart":

@@ -39,6 +39,14 @@ def test_the_same_code_restarts_with_the_same_output(spark, fixture_copy, tmp_pa
     assert "batch:                  11 (a committed batch, re-run)" in lines and "verdict:                restarts" in lines
     assert "output:                 file sink: 3 row(s) before, 3 after; 0 only before, 0 only after" in lines
     assert lines[-1] == "restarts: batch 11 gives the same output and state (exit 0)"
+    github = run_cli("compat", fixture_copy / "checkpoint", "--query", new_code(tmp_path, fixture_copy, "same_code"),
+                     "--format", "github").stdout
+    assert github.startswith(f"::notice file={str(fixture_copy / 'checkpoint').replace(':', '%3A')},title=wmcheck "
+                             "compat%3A restarts::restarts: batch 11 gives the same output and state (exit 0)\n")
+    suite = ET.fromstring(run_cli("compat", fixture_copy / "checkpoint", "--query",
+                                  new_code(tmp_path, fixture_copy, "same_code"), "--format", "junit").stdout).find("testsuite")
+    assert suite is not None and (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("4", "0", "0")
+    assert not [c for c in suite.iter("testcase") if len(c)]  # no failure, no output
     assert digest(fixture_copy) == before
 
 
@@ -72,11 +80,13 @@ def test_changes_exit_1_unless_allowed(spark, fixture_copy, tmp_path):
     run_cli("compat", fixture_copy / "checkpoint", "--query", query, "--format", "junit", "--allow-output-change",
             "--output", report)
     suite = ET.parse(report).getroot().find("testsuite")
-    assert suite is not None and (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("3", "0", "0")
+    assert suite is not None and (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("4", "0", "0")
     cases = {c.get("name"): c for c in suite.iter("testcase")}
-    assert sorted(cases) == ["output of batch 11", "restart of batch 11", "state of batch 11"]
-    state_out = cases["state of batch 11"].find("system-out")
-    assert state_out is not None and state_out.text.startswith("allowed: restarts, with changes, allowed by --allow-output-change")
+    assert sorted(cases) == ["output of batch 11", "restart of batch 11", "state of batch 11", "watermark of batch 11"]
+    for name in ("state of batch 11", "watermark of batch 11"):  # the output of the batch is the same
+        out = cases[name].find("system-out")
+        assert out is not None and out.text.startswith("allowed: restarts, with changes, allowed by --allow-output-change")
+    assert cases["output of batch 11"].find("system-out") is None
     table = run_cli("compat", fixture_copy / "checkpoint", "--query", query, exit_code=1).stdout.splitlines()
     assert ("watermark after it:     old code 1704067285000 (2024-01-01T00:01:25.000Z), new code 1704067281000 "
             "(2024-01-01T00:01:21.000Z)") in table
@@ -215,7 +225,7 @@ def test_the_new_codes_exception_on_the_batchs_rows_is_one_line_in_every_format(
     junit = ET.fromstring(run_cli("compat", fixture_copy / "checkpoint", "--query", query, "--format", "junit",
                                   exit_code=2).stdout)
     suite = junit.find("testsuite")
-    assert suite is not None and (suite.get("tests"), suite.get("failures")) == ("3", "1")
+    assert suite is not None and (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("4", "1", "3")
     failure = next(c for c in suite.iter("testcase") if c.get("name") == "restart of batch 11").find("failure")
     assert failure is not None and failure.get("type") == "PYTHON_EXCEPTION" and raised in (failure.get("message") or "")
     assert digest(fixture_copy) == before
