@@ -218,6 +218,21 @@ def source_kind(ckpt: Checkpoint, src: SourceOffset) -> str:
     return kind
 
 
+KNOWN_KINDS = frozenset({"file", "kafka", "delta", "long"})
+"""The source offset kinds recognised by their shape (a source's own JSON may change shape from batch to batch)."""
+
+
+def changed_kind(ckpt: Checkpoint, before: SourceOffset, after: SourceOffset) -> bool:
+    """Whether one source's offsets of two batches are of two recognised kinds (the later one comes from another
+    source: Spark cannot read it as this source's offset)."""
+    kinds = {source_kind(ckpt, before), source_kind(ckpt, after)}
+    return len(kinds) == 2 and kinds <= KNOWN_KINDS
+
+
+def article(kind: str) -> str:
+    return f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
+
+
 def _file_input(ckpt: Checkpoint, src: SourceOffset, prev: SourceOffset | None, path_map: Mapping[str, str],
                 sizes: bool, fs_options: Mapping[str, str] | None) -> SourceInput:
     first = (prev.log_offset if prev is not None and prev.log_offset is not None else -1) + 1
@@ -242,6 +257,10 @@ def source_input(ckpt: Checkpoint, batch: int, src: SourceOffset, path_map: Mapp
         prev = next((s for s in ckpt.offsets(batch - 1).sources if s.source_id == src.source_id), None)
         prev = None if prev is not None and prev.raw is None else prev
     kind = source_kind(ckpt, src)
+    if prev is not None and changed_kind(ckpt, prev, src):
+        return SourceInput(src.source_id, kind, prev, src, replayable=False,
+                           note=f"the batch before ended this source with {article(source_kind(ckpt, prev))} offset: "
+                                f"wmcheck cannot rebuild this source's input")
     if kind == "file":
         return _file_input(ckpt, src, prev, path_map or {}, sizes, fs_options)
     if kind == "kafka":
@@ -253,7 +272,7 @@ def source_input(ckpt: Checkpoint, batch: int, src: SourceOffset, path_map: Mapp
         return SourceInput(src.source_id, kind, prev, src, note="no offset yet: the source read nothing")
     shown = f" ({src.raw})" if kind == "unknown" and src.raw and len(src.raw) <= 80 else ""
     return SourceInput(src.source_id, kind, prev, src, replayable=False,
-                       note=f"{'an' if kind[0] in 'aeiou' else 'a'} {kind} offset{shown}: wmcheck cannot rebuild this "
+                       note=f"{article(kind)} offset{shown}: wmcheck cannot rebuild this "
                             "source's input")
 
 

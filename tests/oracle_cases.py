@@ -549,6 +549,13 @@ CASES = [
          lambda r: unlink(r, f"{C}/state/0/_metadata/metadata", f"{C}/state/0/0/_metadata/schema"), FAILS,
          r"Rename destination .*/state/0/(0/)?_metadata/\.(metadata|schema)\.crc already exists",
          fix=lambda r: unlink(r, f"{C}/state/0/_metadata/.metadata.crc", f"{C}/state/0/0/_metadata/.schema.crc")),
+    Case("operator-state-directory-deleted", "WM053", "agg_then_agg", lambda r: shutil.rmtree(r / C / "state/0"), FAILS,
+         "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA", fix=restore(f"{C}/state/0")),
+    Case("state-directory-emptied", "WM053", AGG, lambda r: [shutil.rmtree(p) for p in (r / C / "state").iterdir()], FAILS,
+         "STREAMING_STATEFUL_OPERATOR_MISSING_STATE_DIRECTORY", fix=restore(f"{C}/state")),
+    Case("pending-offsets-of-another-source-kind", "WM054", AGG, both(  # a Kafka offset where the file source's was
+        crashed_before_commits(12), lambda r: edit(r, f"{C}/offsets/12", '{"logOffset":9}', '{"topic":{"0":5}}')),
+         FAILS, "No usable value for logOffset", repair=True),
     Case("operator-metadata-v2-next-sidecar", "WM029", TWS,
          lambda r: shutil.copy2(r / C / "state/0/_metadata/v2/.4.crc", r / C / "state/0/_metadata/v2/.9.crc"), FAILS,
          r"Rename destination .*/state/0/_metadata/v2/\.9\.crc already exists", repair=True),

@@ -435,6 +435,27 @@ def b_offset_goes_back(root: Path, facts: dict) -> str:
     return f"offsets/{last}"
 
 
+def b_operator_state_gone(root: Path, facts: dict) -> str:
+    """The first of two operators' state directory deleted."""
+    shutil.rmtree(root / "checkpoint" / "state" / "0")
+    return "state/0"
+
+
+def b_state_emptied(root: Path, facts: dict) -> str:
+    """Everything under state/ deleted, the directory kept."""
+    for path in (root / "checkpoint" / "state").iterdir():
+        shutil.rmtree(path)
+    return "state"
+
+
+def b_offset_of_another_kind(root: Path, facts: dict) -> str:
+    """The last offsets file's file-source offset replaced by a Kafka source's."""
+    last = facts["last_batch"]
+    path = root / "checkpoint" / "offsets" / str(last)
+    hand_edit(path, path.read_bytes().replace(b'{"logOffset":9}', b'{"topic":{"0":5}}'))
+    return f"offsets/{last}"
+
+
 def b_only_last_offsets(root: Path, facts: dict) -> str:
     """Every offsets and commit file but the last batch's removed (a retention rule of the store)."""
     last = facts["last_batch"]
@@ -594,6 +615,9 @@ BREAKS = {
     "WM050-committed": Break("WM050", "stalled_event_time", b_input_moved, sink=True),
     "WM051": Break("WM051", "tws_pandas", b_metadata_v2_gone),
     "WM052": Break("WM052", "agg_window_hdfs", b_offset_goes_back),
+    "WM053": Break("WM053", "agg_then_agg", b_operator_state_gone),
+    "WM053-emptied": Break("WM053", "agg_window_hdfs", b_state_emptied),
+    "WM054": Break("WM054", "agg_window_hdfs", b_offset_of_another_kind),
     "WM002-only-last": Break("WM002", "agg_window_hdfs", b_only_last_offsets),
     "WM001-odd-name": Break("WM001", "agg_window_hdfs", b_zero_padded_offsets),
     "WM025-log-gone": Break("WM025", "agg_window_hdfs", b_sink_log_gone, sink=True),

@@ -5,7 +5,7 @@ import os
 import posixpath
 from typing import Iterator
 
-from ..batch_inputs import source_kind, source_log_entries
+from ..batch_inputs import article, changed_kind, source_kind, source_log_entries
 from ..errors import CheckpointError
 from ..fs import local_path
 from ..layout import COMPACT_SUFFIX, SINK_LOG
@@ -147,6 +147,31 @@ def offset_goes_back(ctx: Context) -> Iterator[Issue]:
             f"Spark 4.3). offsets/{last} comes from another run or was edited; a rewind to before batch {last} drops "
             "it and Spark plans the batch again"
         ), rewind_before(ctx, last))
+
+
+@check("WM054", ERROR, "a source's offset changes kind at the last batches")
+def offset_of_another_kind(ctx: Context) -> Iterator[Issue]:
+    last = ctx.ckpt.last_batch
+    if not last:
+        return
+    for batch in (b for b in (last - 1, last) if b >= 1):
+        seq, before = ctx.offsets.get(batch), ctx.offsets.get(batch - 1)
+        if seq is None or before is None:
+            continue
+        was = {s.source_id: s for s in before.sources if s.raw is not None}
+        changed = [(was[s.source_id], s) for s in seq.sources if s.source_id in was and changed_kind(ctx.ckpt, was[s.source_id], s)]
+        if not changed:
+            continue
+        old, new = changed[0]
+        yield Issue(f"offsets/{batch}", (
+            f"source {new.source_id} ends batch {batch - 1} with {article(source_kind(ctx.ckpt, old))} offset "
+            f"({old.summary()}) but batch {batch} with {article(source_kind(ctx.ckpt, new))} offset ({new.summary()}): "
+            f"offsets/{batch} comes from another query or was edited. On restart Spark reads the source offsets of the "
+            f"last two offsets files with the query's own sources and fails on the one of the other kind (a file source "
+            f"given another kind's offset: 'No usable value for logOffset', tested with Spark 4.3); a rewind to before "
+            f"batch {batch} drops it and Spark plans the batch again"
+        ), rewind_before(ctx, batch))
+        return
 
 
 def compaction_issues(tree: Tree, folder: str) -> Iterator[Issue]:

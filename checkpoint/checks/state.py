@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from ..errors import CheckpointError
-from ..layout import hadoop_sidecar, spark_sidecar, state_dir
+from ..layout import STATE, hadoop_sidecar, spark_sidecar, state_dir
 from ..model import Operator, store_unique_ids
 from ..numbers import is_number
 from ..relocation import SchemaReference, foreign_references, reachable, schema_references
@@ -300,6 +300,34 @@ def missing_partitions(ctx: Context) -> Iterator[Issue]:
                 f"has {num} partitions ({source}): Spark fails to load state version {version} there"
             ), Instruction("restore them from a backup (wmcheck undo if a wmcheck repair removed them), or start the "
                            "query from a new checkpoint"))
+
+
+@check("WM053", ERROR, "state directory of a stateful operator missing")
+def missing_operators(ctx: Context) -> Iterator[Issue]:
+    version = load_version(ctx)
+    if version == 0:
+        return
+    fs = ctx.ckpt.fs
+    names = fs.names(STATE)
+    present = {int(n) for n in names if is_number(n)}
+    restore = Instruction("restore them from a backup (wmcheck undo if a wmcheck repair removed them), or start the query "
+                          "from a new checkpoint")
+    if not names and fs.info(STATE) is not None:
+        yield Issue(STATE, (
+            f"{STATE}/ is empty while the next batch, {version}, loads state version {version}: Spark creates {STATE}/ "
+            f"for stateful operators only, so the query's state was deleted, and Spark refuses to restart a query with "
+            f"stateful operators from it ([STREAMING_STATEFUL_OPERATOR_MISSING_STATE_DIRECTORY], tested with Spark 4.3)"
+        ), Instruction(f"restore {STATE}/ from a backup, or start the query from a new checkpoint"))
+        return
+    missing = [f"{STATE}/{op}" for op in range(max(present, default=-1)) if op not in present]
+    if missing:
+        yield Issue(missing[0], (
+            f"{plural(len(missing), 'operator state directory', 'operator state directories')} missing ({listed(missing)}) "
+            f"while {STATE}/{max(present)} exists: Spark numbers a query's stateful operators from 0, so "
+            f"{'that operator has' if len(missing) == 1 else 'those operators have'} lost all state, and the restart "
+            f"fails ([STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA] when another operator has operator "
+            f"metadata, else loading state version {version} fails; tested with Spark 4.3)"
+        ), restore)
 
 
 @check("WM019", WARNING, "more state partitions than the operator has")
