@@ -213,6 +213,8 @@ OPERATORS = "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA"
 
 CASES: dict[str, Case] = {
     "same_code": Case("agg_window_hdfs", same_code, RESTARTS, changes=False),
+    "same_code_rocksdb": Case("agg_window_rocksdb", same_code, RESTARTS, changes=False),
+    "same_code_checkpoint_v2": Case("checkpoint_v2", same_code, RESTARTS, changes=False),
     "add_filter": Case("agg_window_hdfs", add_filter, RESTARTS, changes=True),
     "add_projection": Case("agg_window_hdfs", add_projection, RESTARTS, changes=True),
     "change_grouping_keys": Case("agg_window_hdfs", change_grouping_keys, REFUSED, KEY_SCHEMA),
