@@ -108,25 +108,34 @@ class SinkFiles:
     """Finds the data file a sink log entry names inside the sink directory (and nowhere else).
 
     Entries hold absolute URIs; when the sink was copied or moved they point at the old place, so
-    a file is also found by the longest trailing part of its path that exists below the sink.
+    a file is also found by the longest trailing part of its path that exists below the sink. Files are found in
+    one recursive listing of the sink (one call to the store, not one per file: an object store answers each in
+    tens of milliseconds); only a name the listing lacks (gone, or a directory) is looked up on its own.
     """
 
     def __init__(self, fs: FileSystem, root_path: str) -> None:
         self.fs = fs
         self.root_path = root_path.rstrip("/")
         self._listing: dict[str, FileInfo] | None = None
+        self._unlisted: dict[str, FileInfo | None] = {}
 
     def listing(self) -> dict[str, FileInfo]:
         if self._listing is None:
             self._listing = {i.path: i for i in self.fs.walk("") if not i.path.startswith(SINK_LOG + "/")}
         return self._listing
 
+    def _look_up(self, rel: str) -> FileInfo | None:
+        """A name the listing lacks, looked up once."""
+        if rel not in self._unlisted:
+            self._unlisted[rel] = self.fs.info(rel)
+        return self._unlisted[rel]
+
     def find(self, entry_path: str) -> FileInfo | None:
         location = entry_location(entry_path)
         if location.startswith(self.root_path + "/"):
             rel = location[len(self.root_path) + 1:]
             if rel.split("/")[0] != SINK_LOG and ".." not in rel.split("/"):
-                return self.fs.info(rel)
+                return self.listing().get(rel) or self._look_up(rel)
         parts = location.strip("/").split("/")
         listing = self.listing()
         for start in range(1, len(parts)):

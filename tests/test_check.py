@@ -840,3 +840,27 @@ def test_decreasing_watermark_after_set_watermark_is_only_that_warning(copy_fixt
     last = facts["last_batch"]
     set_watermark(root / "checkpoint", last, offsets_ms=1000, commit_ms=1000)
     assert set(messages(root)) == {"WM011"}
+
+
+def test_sink_file_checks_share_one_listing_of_the_sink(copy_fixture):
+    """WM032, WM033, WM034 and WM047 find the sink's data files in one recursive listing of the sink directory, not
+    one look-up per file the log names (each a round trip on an object store): no data file is looked up on its own,
+    and a file that is gone is still found missing (one look-up, its own)."""
+    from wmcheck.checkpoint.fs import open_fs
+
+    root = copy_fixture("agg_window_hdfs")
+    sink_at_home(root, "agg_window_hdfs")
+    gone = data_files_of(root, 11)[0]
+    gone.unlink()
+    sink = open_fs(str(root / "output"))
+    looked_up: list[str] = []
+    walked: list[str] = []
+    info, walk = sink.info, sink.walk
+    sink.info = lambda path: looked_up.append(path) or info(path)  # type: ignore[method-assign]
+    sink.walk = lambda path: walked.append(path) or walk(path)  # type: ignore[method-assign]
+    codes = ("WM032", "WM033", "WM034", "WM047")
+    found = check_checkpoint(open_checkpoint(str(root / "checkpoint")), sink, checks=[CHECKS[c] for c in codes])
+    assert [(f.code, f.path) for f in found] == [("WM047", "../output/_spark_metadata")]
+    assert walked == [""]
+    assert [p for p in looked_up if not p.startswith("_spark_metadata")] == [gone.name]
+    assert len(data_files_of(root, 10)) + len(data_files_of(root, 12)) > 0  # the others were found by the listing
