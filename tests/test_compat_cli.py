@@ -50,6 +50,20 @@ def test_the_same_code_restarts_with_the_same_output(spark, fixture_copy, tmp_pa
     assert digest(fixture_copy) == before
 
 
+def test_an_older_batch_is_rerun_with_batch(spark, fixture_copy, tmp_path):
+    """--batch 6: the copy rewound to batch 5 re-runs batch 6, whose two rows (a and b in their windows) the old
+    code wrote too."""
+    query = new_code(tmp_path, fixture_copy, "same_code")
+    doc = json.loads(run_cli("compat", fixture_copy / "checkpoint", "--query", query, "--batch", "6", "--format",
+                             "json").stdout)
+    assert (doc["batch"], doc["how"], doc["verdict"], doc["exit_code"]) == (6, "rerun", "restarts", 0)
+    output = doc["output"]
+    assert (output["sink"], output["old_rows"], output["new_rows"], output["only_old"], output["only_new"]) == ("file", 2, 2, 0, 0)
+    assert [(s["operator_id"], s["store"], s["added"], s["removed"], s["changed"]) for s in doc["state"]] == [(0, "default", 0, 0, 0)]
+    wm = json.loads((fixture_copy / "checkpoint" / "commits" / "6").read_text().splitlines()[1])["nextBatchWatermarkMs"]
+    assert doc["watermark"]["old_next_ms"] == doc["watermark"]["new_next_ms"] == wm
+
+
 def test_a_refused_change_exits_2_with_the_field_side_by_side(spark, fixture_copy, tmp_path):
     query = new_code(tmp_path, fixture_copy, "add_aggregate")
     doc = json.loads(run_cli("compat", fixture_copy / "checkpoint", "--query", query, "--format", "json",
