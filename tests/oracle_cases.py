@@ -556,6 +556,13 @@ CASES = [
     Case("pending-offsets-of-another-source-kind", "WM054", AGG, both(  # a Kafka offset where the file source's was
         crashed_before_commits(12), lambda r: edit(r, f"{C}/offsets/12", '{"logOffset":9}', '{"topic":{"0":5}}')),
          FAILS, "No usable value for logOffset", repair=True),
+    # files Spark does not read on restart, cut short: it restarts from the last two offsets files, the newest
+    # commit, and each file log's newest compact file (9.compact) and the last batch's source log batches (9)
+    Case("old-offsets-cut", "WM055", AGG, cut("offsets/5", 30), OK),
+    Case("old-commit-cut", "WM055", AGG, cut("commits/5", 5), OK),
+    Case("source-log-before-compact-cut", "WM055", AGG, cut("sources/0/5", 40), OK),
+    Case("sink-log-before-compact-cut", "WM055", AGG, lambda r: (r / "output/_spark_metadata/5").write_bytes(
+        (r / "output/_spark_metadata/5").read_bytes()[:60]), OK),
     Case("operator-metadata-v2-next-sidecar", "WM029", TWS,
          lambda r: shutil.copy2(r / C / "state/0/_metadata/v2/.4.crc", r / C / "state/0/_metadata/v2/.9.crc"), FAILS,
          r"Rename destination .*/state/0/_metadata/v2/\.9\.crc already exists", repair=True),

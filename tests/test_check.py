@@ -102,6 +102,18 @@ def b_unparseable(root: Path, facts: dict) -> str:
     return f"offsets/{last}"
 
 
+def b_old_file_cut(folder: str, name: str) -> Callable[[Path, dict], str]:
+    """A file Spark does not read on restart (an old offsets or commit file, a log file before its newest compact
+    file) cut short."""
+
+    def run(root: Path, facts: dict) -> str:
+        path = root / folder / name
+        hand_edit(path, path.read_bytes()[:30])
+        return str(Path(folder).relative_to("checkpoint") / name) if folder.startswith("checkpoint") else f"../{folder}/{name}"
+
+    return run
+
+
 def b_offsets_gap(root: Path, facts: dict) -> str:
     drop(root / "checkpoint" / "offsets" / "5")
     drop(root / "checkpoint" / "commits" / "5")
@@ -618,6 +630,10 @@ BREAKS = {
     "WM053": Break("WM053", "agg_then_agg", b_operator_state_gone),
     "WM053-emptied": Break("WM053", "agg_window_hdfs", b_state_emptied),
     "WM054": Break("WM054", "agg_window_hdfs", b_offset_of_another_kind),
+    "WM055": Break("WM055", "agg_window_hdfs", b_old_file_cut("checkpoint/offsets", "5")),
+    "WM055-commit": Break("WM055", "agg_window_hdfs", b_old_file_cut("checkpoint/commits", "5")),
+    "WM055-source-log": Break("WM055", "agg_window_hdfs", b_old_file_cut("checkpoint/sources/0", "5")),
+    "WM055-sink-log": Break("WM055", "agg_window_hdfs", b_old_file_cut("output/_spark_metadata", "5"), sink=True),
     "WM002-only-last": Break("WM002", "agg_window_hdfs", b_only_last_offsets),
     "WM001-odd-name": Break("WM001", "agg_window_hdfs", b_zero_padded_offsets),
     "WM025-log-gone": Break("WM025", "agg_window_hdfs", b_sink_log_gone, sink=True),

@@ -16,10 +16,15 @@ CKPT = fixture_checkpoint(NAME)
 
 
 def test_a_damaged_file_in_a_readable_checkpoint_is_a_finding_for_check_and_a_warning_for_the_rest(copy_fixture):
-    """Exit 2 is for what cannot be read at all; offsets/5 garbled is WM001 (exit 1) for check, a warning elsewhere."""
+    """Exit 2 is for what cannot be read at all; offsets/5 garbled is a finding for check (WM055: Spark does not read
+    it on restart; the last offsets file garbled is WM001, exit 1), a warning elsewhere."""
     ckpt = copy_fixture(NAME) / "checkpoint"
     (ckpt / "offsets" / "5").write_bytes(b"garbage\n")
-    assert [f["code"] for f in json.loads(run_cli("check", ckpt, "--select", "WM001", "--format", "json", exit_code=1).stdout)] == ["WM001"]
+    assert [f["code"] for f in json.loads(run_cli("check", ckpt, "--select", "WM001,WM055", "--format", "json").stdout)] == ["WM055"]
+    (ckpt / "offsets" / "12").write_bytes(b"garbage\n")
+    assert [(f["code"], f["path"]) for f in json.loads(run_cli("check", ckpt, "--select", "WM001,WM055", "--format", "json",
+                                                              exit_code=1).stdout)] == [("WM001", "offsets/12"), ("WM055", "offsets/5")]
+    (ckpt / "offsets" / "12").unlink()
     assert any(w.startswith("offsets/5 does not parse") for w in json.loads(run_cli("show", ckpt, "--format", "json").stdout)["warnings"])
     rows = json.loads(run_cli("batches", ckpt, "--format", "json").stdout)
     assert (rows[5]["kind"], rows[6]["kind"]) == ("unreadable", "data")

@@ -56,7 +56,10 @@ def unparseable(ctx: Context) -> Iterator[Issue]:
                     f"('File .../{folder}/{batch} does not exist')", Instruction(
                         f"delete {folder}/{name} while the query is stopped (rename it to {folder}/{batch} instead if it "
                         f"is that batch's file)"))
+    unread = unread_on_restart(ctx)
     for path, (text, fix) in sorted(problems.items()):
+        if path in unread:
+            continue
         if fix is not None:
             yield Issue(path, text, fix)
         elif last is not None and path in tail:
@@ -64,6 +67,49 @@ def unparseable(ctx: Context) -> Iterator[Issue]:
                         f"its checksum files, and Spark plans batch {last} again)", ctx.rewind(last - 1))
         else:
             yield Issue(path, text, RESTORE)
+
+
+def unread_on_restart(ctx: Context) -> dict[str, str]:
+    """The files that do not parse and that Spark 4.3 never reads on restart, with why: offsets files before the last
+    two (``populateStartOffsets`` reads those), commit files before the newest (``commitLog.getLatest``), and file-log
+    files before the log's newest compact file (its readers and its next compaction start there), except a file-source
+    log batch that the last batch read (Spark asks the source for that batch's files again)."""
+    last = ctx.ckpt.last_batch
+    if last is None:
+        return {}
+    done = max(ctx.ckpt.commit_ids, default=None)
+    before = ctx.offsets.get(last - 1)
+    started = {s.source_id: s.log_offset for s in before.sources} if before is not None else {}
+    logs: dict[str, tuple[Tree, str, int | None]] = {  # shown folder -> (tree, folder in it, first log batch read again)
+        FILE_SOURCE_LOG.folder(i): (ctx.tree, FILE_SOURCE_LOG.folder(i), None if before is None else
+                                    (started.get(str(i)) or -1) + 1) for i in ctx.ckpt.source_dirs}
+    if ctx.sink is not None:
+        logs[ctx.sink.shown(SINK_LOG)] = (ctx.sink, SINK_LOG, None)
+    out = {}
+    for path in ctx.failures:
+        folder, _, name = path.rpartition("/")
+        if folder == OFFSETS and is_number(name) and int(name) < last - 1:
+            out[path] = f"Spark reads only the last two offsets files, {last - 1} and {last}, on restart"
+        elif folder == COMMITS and is_number(name) and done is not None and int(name) < done:
+            out[path] = f"Spark reads only the newest commit file, {done}, on restart"
+        elif folder in logs and (batch := log_file_batch(name)) is not None:
+            tree, log, read_from = logs[folder]
+            compacts = tree.log(log).compacts
+            source = tree is ctx.tree
+            if compacts and batch[0] < compacts[-1] and not (source and (read_from is None or batch[0] >= read_from)):
+                out[path] = (f"Spark reads this log from its newest compact file, {compacts[-1]}.compact, on restart"
+                             + (f" (and the last batch's files from log batch {read_from})" if source else ""))
+    return out
+
+
+@check("WM055", WARNING, "a file Spark does not read on restart does not parse")
+def unparseable_unread(ctx: Context) -> Iterator[Issue]:
+    for path, why in sorted(unread_on_restart(ctx).items()):
+        yield Issue(path, (
+            f"{error_text(ctx.failures[path])}; {why}, so the restart is not affected (tested with Spark 4.3: the "
+            "control run's output), but a rewind to a batch that needs this file cannot be made and tools reading "
+            "the whole log (wmcheck batches, replay) skip or stop at it"
+        ), RESTORE)
 
 
 @check("WM002", ERROR, "gap in offsets/ ids")
