@@ -30,6 +30,7 @@ from .row_checksums import RowPlace
 from .state_codecs import decompress
 from .state_content import Damage, Decoding, damage, shared_damage
 from .state_files import StateFile, StorePartition
+from .state_formats import Role
 from .state_records import LineageItem, changelog_lineage
 
 MAX_CHANGE_FILE_REPLAY = 500
@@ -138,11 +139,12 @@ class LineageLoad:
         self.part, self.version, self.uid, self.lineages = part, version, uid, lineages
         self.judge = damage or (lambda f: None)
         self.judged: dict[str, Damage | None] = {}
-        self.files: dict[tuple[int, str | None, str], StateFile] = {(f.version, f.unique_id, f.kind): f
-                                                                    for f in part.files}
+        self.files: dict[tuple[int, str | None, Role], StateFile] = {(f.version, f.unique_id, f.format.role): f
+                                                                     for f in part.files}
 
-    def _file(self, version: int, uid: str, kind: str) -> StateFile | None:
-        return self.files.get((version, uid, kind))
+    def _file(self, version: int, uid: str, role: Role) -> StateFile | None:
+        """The full copy (``base``) or the changelog (``increment``) of ``version`` with unique id ``uid``."""
+        return self.files.get((version, uid, role))
 
     def damage(self, f: StateFile) -> Damage | None:
         """What Spark does with ``f``'s contents, judged once."""
@@ -154,9 +156,9 @@ class LineageLoad:
         """version -> unique id Spark follows to load ``version``: the version alone when its full copy exists, else
         the lineage of its changelog and itself; None when neither file exists, Damage when the lineage cannot be
         read."""
-        if self._file(version, uid, "zip") is not None:
+        if self._file(version, uid, "base") is not None:
             return {version: uid}
-        log = self._file(version, uid, "changelog")
+        log = self._file(version, uid, "increment")
         if log is None:
             return None
         try:
@@ -171,7 +173,7 @@ class LineageLoad:
         start, found = max(1, self.version - MAX_CHANGE_FILE_REPLAY), {self.version: self.uid}
         earliest = self.version
         while earliest > start:
-            log = self._file(earliest, found[earliest], "changelog")
+            log = self._file(earliest, found[earliest], "increment")
             if log is None:
                 return None
             try:
@@ -187,21 +189,21 @@ class LineageLoad:
     def _bases(self, lineage: dict[int, str]) -> list[int]:
         """``getSnapshotVersionsAndUniqueIdsFromLineage``: the versions of the lineage whose full copy exists, newest
         first."""
-        return [v for v, i in sorted(lineage.items(), reverse=True) if self._file(v, i, "zip") is not None]
+        return [v for v, i in sorted(lineage.items(), reverse=True) if self._file(v, i, "base") is not None]
 
     def _gap(self, base: int, lineage: dict[int, str]) -> Damage | None:
         """Why the lineage cannot rebuild the version from ``base`` (0: the empty state): versions it does not name."""
         gaps = [v for v in range(base + 1, self.version + 1) if v not in lineage]
         if not gaps:
             return None
-        head = self._file(self.version, self.uid, "changelog")
+        head = self._file(self.version, self.uid, "increment")
         return Damage(head.path if head is not None else self.part.directory, None,
                       f"its lineage does not name version{f's {gaps[0]}..{gaps[-1]}' if len(gaps) > 1 else f' {gaps[0]}'}, "
                       f"which a load from {'the empty state' if base == 0 else f'the snapshot of version {base}'} "
                       f"replays (IllegalStateException)", self.version)
 
     def _zip(self, base: int, lineage: dict[int, str]) -> StateFile | None:
-        return self._file(base, lineage[base], "zip") if base else None
+        return self._file(base, lineage[base], "base") if base else None
 
     def _repair(self, candidates: list[int], lineage: dict[int, str], skipped: list[Damage]) -> int | None:
         """The first of ``candidates`` (full copies, newest first) within ``maxChangeFileReplay`` that loads; the
@@ -247,7 +249,7 @@ class LineageLoad:
         done = StoreLoad(self.part, self.version, unique_ids, (), None, skipped=tuple(skipped),
                          fallback=chosen if repaired else None, lineage=tuple(sorted(lineage.items())))
         for v in range(chosen + 1, self.version + 1):
-            log = self._file(v, lineage[v], "changelog")
+            log = self._file(v, lineage[v], "increment")
             if log is None:
                 return replace(done, chain=tuple(chain), missing=v, missing_id=lineage[v])
             chain.append(log)
