@@ -5,8 +5,9 @@ take tasks from a queue and put each output on a bounded queue (a worker waits w
 behind, so memory holds a few outputs, not a task's whole result); with one job and no budget the
 tasks run in this process instead. Workers are forked when the checkpoint is local (they share what
 this process has imported) and started by a fork server otherwise (a process that has not touched a
-remote file system's client threads). An error in a worker stops them all and is raised here; a
-stopped worker (SIGTERM, SIGINT) cleans up after itself (temporary files) and exits.
+remote file system's client threads). An error in a worker stops them all and is raised here: the error of
+the first task that fails in the order of ``tasks`` (the one a run in this process raises), once the tasks
+before it are done; a stopped worker (SIGTERM, SIGINT) cleans up after itself (temporary files) and exits.
 
 The memory budget (``max_memory`` bytes) is the memory of this process and its workers (proportional
 set sizes: pages a forked worker shares with this process count once), sampled every 100 ms: past it the workers are stopped and :func:`run` raises one CheckpointError
@@ -154,8 +155,8 @@ def _parallel(work: Callable[[Any, Any], Generator[Any, None, None]], job: Any, 
     else:
         ctx.set_forkserver_preload([*PRELOAD, work.__module__])
     todo: Any = ctx.Queue()
-    for task in tasks:
-        todo.put(task)
+    for index, task in enumerate(tasks):
+        todo.put((index, task))
     for _ in range(jobs):
         todo.put(None)
     results: Any = ctx.Queue(maxsize=2 * jobs)
@@ -165,8 +166,12 @@ def _parallel(work: Callable[[Any, Any], Generator[Any, None, None]], job: Any, 
         workers.append(process)
     if guard is not None:
         guard.pids = [p.pid for p in workers]
-    done = 0
-    while done < len(tasks):
+    done: set[int] = set()
+    failed: dict[int, BaseException] = {}
+    while len(done) < len(tasks):
+        first = min(failed, default=None)
+        if first is not None and done >= set(range(first)):
+            raise failed[first]
         if guard is not None and guard.exceeded is not None:
             raise guard.failure()
         try:
@@ -182,9 +187,9 @@ def _parallel(work: Callable[[Any, Any], Generator[Any, None, None]], job: Any, 
         if kind == _OUT:
             yield value
         elif kind == _DONE:
-            done += 1
+            done.add(value)
         else:
-            raise value
+            failed[value[0]] = value[1]
 
 
 def _worker(work: Callable[[Any, Any], Generator[Any, None, None]], job: Any, todo: Any, results: Any) -> None:
@@ -195,16 +200,17 @@ def _worker(work: Callable[[Any, Any], Generator[Any, None, None]], job: Any, to
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, stopped)
-    while (task := todo.get()) is not None:
+    while (taken := todo.get()) is not None:
+        index, task = taken
         try:
             for value in work(job, task):
                 results.put((_OUT, value))
         except SystemExit:
             raise
         except BaseException as exc:  # handed to the consumer, who raises it
-            results.put((_ERROR, exc if _picklable(exc) else RuntimeError(f"{type(exc).__name__}: {exc}")))
+            results.put((_ERROR, (index, exc if _picklable(exc) else RuntimeError(f"{type(exc).__name__}: {exc}"))))
             return
-        results.put((_DONE, None))
+        results.put((_DONE, index))
 
 
 def _picklable(exc: BaseException) -> bool:

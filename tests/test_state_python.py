@@ -194,6 +194,29 @@ def test_worker_processes_read_what_one_process_reads(name, args, tmp_path):
     assert tables[0].num_rows and tables[0].equals(tables[1])
 
 
+def _late_failure(job: float, task: int):
+    """Task 1 fails after ``job`` seconds, task 3 at once; the others yield their number."""
+    import time
+
+    if task == 1:
+        time.sleep(job)
+    if task in (1, 3):
+        raise ValueError(f"task {task}")
+    yield task
+
+
+def test_workers_raise_the_error_a_run_in_one_process_raises():
+    """Two workers, task 3 failing long before task 1: the error raised is task 1's, as with one process, after the
+    outputs of the tasks before it."""
+    from wmcheck.statestore.workers import run
+
+    for jobs in (1, 2):
+        seen: list[int] = []
+        with pytest.raises(ValueError, match="^task 1$"):
+            seen.extend(run(_late_failure, 0.5, [0, 1, 2, 3, 4], jobs=jobs))
+        assert 0 in seen and 1 not in seen and 3 not in seen
+
+
 def test_a_memory_budget_stops_the_read_with_one_line(tmp_path):
     out = tmp_path / "rows.parquet"
     done = _wmcheck(["state", str(fixture_checkpoint("dedup_rocksdb_p3")), "--older-than-watermark", "--format", "parquet",
