@@ -553,6 +553,8 @@ CASES = [
          "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA", fix=restore(f"{C}/state/0")),
     Case("state-directory-emptied", "WM053", AGG, lambda r: [shutil.rmtree(p) for p in (r / C / "state").iterdir()], FAILS,
          "STREAMING_STATEFUL_OPERATOR_MISSING_STATE_DIRECTORY", fix=restore(f"{C}/state")),
+    Case("v2-state-directory-removed", "WM053", V2, lambda r: shutil.rmtree(r / C / "state"), FAILS,  # commits name op 0
+         "STREAMING_STATEFUL_OPERATOR_MISSING_STATE_DIRECTORY", fix=restore(f"{C}/state")),
     Case("pending-offsets-of-another-source-kind", "WM054", AGG, both(  # a Kafka offset where the file source's was
         crashed_before_commits(12), lambda r: edit(r, f"{C}/offsets/12", '{"logOffset":9}', '{"topic":{"0":5}}')),
          FAILS, "No usable value for logOffset", repair=True),

@@ -460,6 +460,12 @@ def b_state_emptied(root: Path, facts: dict) -> str:
     return "state"
 
 
+def b_state_removed(root: Path, facts: dict) -> str:
+    """state/ deleted from a checkpoint of format 2 (its commits name the operators)."""
+    shutil.rmtree(root / "checkpoint" / "state")
+    return "state"
+
+
 def b_offset_of_another_kind(root: Path, facts: dict) -> str:
     """The last offsets file's file-source offset replaced by a Kafka source's."""
     last = facts["last_batch"]
@@ -629,6 +635,7 @@ BREAKS = {
     "WM052": Break("WM052", "agg_window_hdfs", b_offset_goes_back),
     "WM053": Break("WM053", "agg_then_agg", b_operator_state_gone),
     "WM053-emptied": Break("WM053", "agg_window_hdfs", b_state_emptied),
+    "WM053-removed": Break("WM053", "checkpoint_v2", b_state_removed),
     "WM054": Break("WM054", "agg_window_hdfs", b_offset_of_another_kind),
     "WM055": Break("WM055", "agg_window_hdfs", b_old_file_cut("checkpoint/offsets", "5")),
     "WM055-commit": Break("WM055", "agg_window_hdfs", b_old_file_cut("checkpoint/commits", "5")),

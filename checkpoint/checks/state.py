@@ -302,6 +302,13 @@ def missing_partitions(ctx: Context) -> Iterator[Issue]:
                            "query from a new checkpoint"))
 
 
+def committed_operators(ctx: Context) -> set[int]:
+    """The stateful operators the newest commit names (checkpoint format 2 records each one's state unique ids)."""
+    newest = ctx.commits.get(ctx.ckpt.commit_ids[-1]) if ctx.ckpt.commit_ids else None
+    ids = newest.state_unique_ids if newest is not None else None
+    return {int(op) for op in ids or {} if is_number(op)}
+
+
 @check("WM053", ERROR, "state directory of a stateful operator missing")
 def missing_operators(ctx: Context) -> Iterator[Issue]:
     version = load_version(ctx)
@@ -310,24 +317,28 @@ def missing_operators(ctx: Context) -> Iterator[Issue]:
     fs = ctx.ckpt.fs
     names = fs.names(STATE)
     present = {int(n) for n in names if is_number(n)}
-    restore = Instruction("restore them from a backup (wmcheck undo if a wmcheck repair removed them), or start the query "
-                          "from a new checkpoint")
-    if not names and fs.info(STATE) is not None:
+    named = committed_operators(ctx)
+    if not names and (named or fs.info(STATE) is not None):
+        how = "is empty" if fs.info(STATE) is not None else "is gone"
+        why = (f"the newest commit names the state of operator{'s' if len(named) > 1 else ''} "
+               f"{', '.join(map(str, sorted(named)))}" if named else f"Spark creates {STATE}/ for stateful operators only")
         yield Issue(STATE, (
-            f"{STATE}/ is empty while the next batch, {version}, loads state version {version}: Spark creates {STATE}/ "
-            f"for stateful operators only, so the query's state was deleted, and Spark refuses to restart a query with "
-            f"stateful operators from it ([STREAMING_STATEFUL_OPERATOR_MISSING_STATE_DIRECTORY], tested with Spark 4.3)"
+            f"{STATE}/ {how} while the next batch, {version}, loads state version {version} ({why}): the query's state "
+            f"was deleted, and Spark refuses to restart a query with stateful operators without it "
+            f"([STREAMING_STATEFUL_OPERATOR_MISSING_STATE_DIRECTORY], tested with Spark 4.3)"
         ), Instruction(f"restore {STATE}/ from a backup, or start the query from a new checkpoint"))
         return
-    missing = [f"{STATE}/{op}" for op in range(max(present, default=-1)) if op not in present]
+    missing = [f"{STATE}/{op}" for op in range(max(present | named, default=-1) + 1) if op not in present]
     if missing:
         yield Issue(missing[0], (
             f"{plural(len(missing), 'operator state directory', 'operator state directories')} missing ({listed(missing)}) "
-            f"while {STATE}/{max(present)} exists: Spark numbers a query's stateful operators from 0, so "
-            f"{'that operator has' if len(missing) == 1 else 'those operators have'} lost all state, and the restart "
-            f"fails ([STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA] when another operator has operator "
-            f"metadata, else loading state version {version} fails; tested with Spark 4.3)"
-        ), restore)
+            f"while {listed([f'{STATE}/{op}' for op in sorted(present)])} exist{'s' if len(present) == 1 else ''}"
+            f"{' and the newest commit names their state' if named - present else ''}: Spark numbers a query's stateful "
+            f"operators from 0, so {'that operator has' if len(missing) == 1 else 'those operators have'} lost all "
+            f"state, and the restart fails ([STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA] when another "
+            f"operator has operator metadata, else loading state version {version} fails; tested with Spark 4.3)"
+        ), Instruction("restore them from a backup (wmcheck undo if a wmcheck repair removed them), or start the query "
+                       "from a new checkpoint"))
 
 
 @check("WM019", WARNING, "more state partitions than the operator has")
