@@ -565,6 +565,8 @@ CASES = [
     Case("source-log-before-compact-cut", "WM055", AGG, cut("sources/0/5", 40), OK),
     Case("sink-log-before-compact-cut", "WM055", AGG, lambda r: (r / "output/_spark_metadata/5").write_bytes(
         (r / "output/_spark_metadata/5").read_bytes()[:60]), OK),
+    Case("sink-log-file-cut", "WM001", AGG, lambda r: (r / "output/_spark_metadata/11").write_bytes(
+        (r / "output/_spark_metadata/11").read_bytes()[:60]), WRONG, repair=True),  # the sink's readers fail
     Case("operator-metadata-v2-next-sidecar", "WM029", TWS,
          lambda r: shutil.copy2(r / C / "state/0/_metadata/v2/.4.crc", r / C / "state/0/_metadata/v2/.9.crc"), FAILS,
          r"Rename destination .*/state/0/_metadata/v2/\.9\.crc already exists", repair=True),

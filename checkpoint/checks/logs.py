@@ -65,8 +65,23 @@ def unparseable(ctx: Context) -> Iterator[Issue]:
         elif last is not None and path in tail:
             yield Issue(path, text + f" (a file of the last batch: rewinding to batch {last - 1} drops it with "
                         f"its checksum files, and Spark plans batch {last} again)", ctx.rewind(last - 1))
+        elif (written := sink_batch_written_again(ctx, path)) is not None:
+            yield Issue(path, text + f" (the sink's log file of batch {written}, after its newest compact file: the "
+                        "query restarts, but Spark's readers of the sink fail on it; a rewind to before batch "
+                        f"{written} removes it with the sink's later log files, and Spark runs those batches again and "
+                        "writes them anew)", rewind_before(ctx, written))
         else:
             yield Issue(path, text, RESTORE)
+
+
+def sink_batch_written_again(ctx: Context, path: str) -> int | None:
+    """The batch of a file sink's log file (not a compact one) after the log's newest compact file, which a rewind to
+    before it makes Spark write again; None for any other path."""
+    if ctx.sink is None or not path.startswith(ctx.sink.shown(SINK_LOG) + "/"):
+        return None
+    batch = log_file_batch(posixpath.basename(path))
+    compacts = ctx.sink.log(SINK_LOG).compacts
+    return batch[0] if batch is not None and not batch[1] and batch[0] > max(compacts, default=-1) else None
 
 
 def unread_on_restart(ctx: Context) -> dict[str, str]:

@@ -14,6 +14,7 @@ import posixpath
 from dataclasses import dataclass
 from typing import Callable
 
+from ..errors import CheckpointError
 from ..file_logs import FileLog, FileLogEntry, parse_file_log, serialize_file_log
 from ..fs import FileInfo, FileSystem
 from ..layout import all_sidecars
@@ -107,9 +108,16 @@ def read_parsed(fs: FileSystem) -> Callable[[str], FileLog]:
     return read
 
 
-def sink_orphans(rewind: LogRewind, read: Callable[[str], FileLog]) -> list[str]:
-    """Data files added only by the removed sink log files (deleted ones are not resurrected)."""
+def sink_orphans(rewind: LogRewind, read: Callable[[str], FileLog]) -> tuple[list[str], list[str]]:
+    """Data files added only by the removed sink log files (deleted ones are not resurrected), and the removed log
+    files that do not parse (what they name is unknown: removing them is what the rewind is for)."""
     kept = {e.path for p in rewind.kept for e in read(p).entries}
-    removed = {e.path for p in rewind.removed for e in read(p).entries if e.action == "add"}
-    return sorted(removed - kept)
+    removed: set[str] = set()
+    unreadable = []
+    for path in rewind.removed:
+        try:
+            removed |= {e.path for e in read(path).entries if e.action == "add"}
+        except CheckpointError:
+            unreadable.append(path)
+    return sorted(removed - kept), unreadable
 

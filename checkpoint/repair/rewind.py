@@ -330,7 +330,11 @@ def _sink_steps(view: RewindView, batch: int, warnings: list[str]) -> list[Step]
     steps = list(got.steps)
     files = SinkFiles(view.sink.fs, view.sink.fs.root)
     missing = []
-    for entry in sink_orphans(got, read):
+    orphans, unreadable = sink_orphans(got, read)
+    if unreadable:
+        warnings.append(f"{unreadable[0]} does not parse: the data files it names, if any, stay in the sink, which "
+                        "Spark's readers ignore (it reads the sink through its log)")
+    for entry in orphans:
         info = files.find(entry)
         if info is None:
             missing.append(entry)
