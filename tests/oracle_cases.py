@@ -469,6 +469,8 @@ CASES = [
          fix=lambda r: unlink(r, f"{C}/state/0/0/13_9b7b7248-b867-4b17-9676-2e2e76cddb65.changelog.crc")),
     Case("source-log-missing", "WM022", AGG, lambda r: unlink(r, f"{C}/sources/0/9.compact", f"{C}/sources/0/.9.compact.crc"),
          WRONG, repair=True),
+    Case("source-logs-deleted", "WM022", AGG, lambda r: shutil.rmtree(r / C / "sources"), FAILS, "assertion failed",
+         fix=restore(f"{C}/sources")),  # a new log starts at log batch 0, behind offsets/12's 9
     Case("source-log-other-interval", "WM023", COMPACTION,
          lambda r: shutil.copy2(r / C / "sources/0/9", r / C / "sources/0/10.compact"), FAILS, "",
          fix=restore(f"{C}/sources/0")),

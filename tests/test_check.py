@@ -623,6 +623,8 @@ BREAKS = {
     "WM030-log": Break("WM030", "agg_window_hdfs", b_checksum_log),
     "WM021-spark": Break("WM021", "checkpoint_v2", b_checksum_spark, also=("WM030", "WM039")),
     "WM022": Break("WM022", "agg_window_hdfs", b_source_log),
+    "WM022-gone": Break("WM022", "agg_window_hdfs", lambda root, facts: shutil.rmtree(root / "checkpoint" / "sources")
+                        or "sources/0"),
     "WM023": Break("WM023", "compaction", b_compaction),
     "WM024": Break("WM024", "agg_window_hdfs", b_sink_ahead, sink=True),
     "WM025": Break("WM025", "agg_window_hdfs", b_sink_behind, also=("WM034",), sink=True),
