@@ -244,6 +244,12 @@ def logs_name_input_at(root: Path, old: Path) -> None:
     shutil.rmtree(root / C / "_wmcheck")
 
 
+def sink_log_repeats(root: Path, batch: int, earlier: int) -> None:
+    """The sink's log file of ``batch`` also names the first data file of ``earlier``'s (an edited or mixed log)."""
+    path, other = root / "output/_spark_metadata" / str(batch), root / "output/_spark_metadata" / str(earlier)
+    path.write_text(path.read_text().rstrip("\n") + "\n" + other.read_text().split("\n")[1])
+
+
 def crashed_writing_offsets(root: Path) -> None:
     """The crash leftover: Spark was writing offsets/12 when it died (the file truncated), so batch 12 never ran:
     no commit, no state version 13, nothing in the sink."""
@@ -569,6 +575,7 @@ CASES = [
         (r / "output/_spark_metadata/5").read_bytes()[:60]), OK),
     Case("sink-log-file-cut", "WM001", AGG, lambda r: (r / "output/_spark_metadata/11").write_bytes(
         (r / "output/_spark_metadata/11").read_bytes()[:60]), WRONG, repair=True),  # the sink's readers fail
+    Case("sink-log-names-a-file-twice", "WM056", AGG, lambda r: sink_log_repeats(r, 12, 11), WRONG, repair=True),
     Case("operator-metadata-v2-next-sidecar", "WM029", TWS,
          lambda r: shutil.copy2(r / C / "state/0/_metadata/v2/.4.crc", r / C / "state/0/_metadata/v2/.9.crc"), FAILS,
          r"Rename destination .*/state/0/_metadata/v2/\.9\.crc already exists", repair=True),

@@ -474,6 +474,15 @@ def b_offset_of_another_kind(root: Path, facts: dict) -> str:
     return f"offsets/{last}"
 
 
+def b_sink_file_twice(root: Path, facts: dict) -> str:
+    """The sink's last log file also names a data file of the batch before it."""
+    last = facts["last_batch"]
+    log = root / "output" / "_spark_metadata"
+    hand_edit(log / str(last), (log / str(last)).read_bytes().rstrip(b"\n") + b"\n" +
+              (log / str(last - 1)).read_bytes().split(b"\n")[1])
+    return f"../output/_spark_metadata/{last}"
+
+
 def b_only_last_offsets(root: Path, facts: dict) -> str:
     """Every offsets and commit file but the last batch's removed (a retention rule of the store)."""
     last = facts["last_batch"]
@@ -640,6 +649,7 @@ BREAKS = {
     "WM053-removed": Break("WM053", "checkpoint_v2", b_state_removed),
     "WM054": Break("WM054", "agg_window_hdfs", b_offset_of_another_kind),
     "WM055": Break("WM055", "agg_window_hdfs", b_old_file_cut("checkpoint/offsets", "5")),
+    "WM056": Break("WM056", "agg_window_hdfs", b_sink_file_twice, sink=True),
     "WM055-commit": Break("WM055", "agg_window_hdfs", b_old_file_cut("checkpoint/commits", "5")),
     "WM055-source-log": Break("WM055", "agg_window_hdfs", b_old_file_cut("checkpoint/sources/0", "5")),
     "WM055-sink-log": Break("WM055", "agg_window_hdfs", b_old_file_cut("output/_spark_metadata", "5"), sink=True),

@@ -48,7 +48,7 @@ LISTED: tuple[Check, ...] = (
     sink_files.sink_files_changed, sources.pending_input_lost, sources.last_input_moved,
     operator_metadata.schema_without_metadata, sources.offset_goes_back,
     operators.operator_watermark,
-    state.missing_operators, sources.offset_of_another_kind, logs.unparseable_unread,
+    state.missing_operators, sources.offset_of_another_kind, logs.unparseable_unread, sink_files.sink_files_twice,
 )
 
 

@@ -150,6 +150,50 @@ def sink_files_changed(ctx: Context) -> Iterator[Issue]:
     ), fix)
 
 
+def read_entries(ctx: Context) -> list[tuple[int, FileLogEntry]]:
+    """The entries Spark's readers of the sink take from its log, with their log batch: its newest compact file's
+    and those of the files after it (``CompactibleFileStreamLog.allFiles``), in order."""
+    compacts = sink_of(ctx).log(SINK_LOG).compacts
+    first = compacts[-1] if compacts else 0
+    out = []
+    for path in sorted(ctx.sink_logs, key=lambda p: log_file_batch(posixpath.basename(p)) or (-1, False)):
+        batch = log_file_batch(posixpath.basename(path))
+        if batch is not None and batch[0] >= first and (batch[1] or batch[0] > first or not compacts):
+            out += [(batch[0], entry) for entry in ctx.sink_logs[path].entries]
+    return out
+
+
+@check("WM056", ERROR, "file sink log names a data file twice", needs_sink=True)
+def sink_files_twice(ctx: Context) -> Iterator[Issue]:
+    if any(p.startswith(sink_of(ctx).shown(SINK_LOG)) for p in ctx.failures):
+        return  # without every log file, which files it names is unknown (WM001 reports the file)
+    entries = read_entries(ctx)
+    deleted = {e.path for _, e in entries if e.action == "delete"}
+    first: dict[str, int] = {}
+    twice: list[tuple[str, int, int]] = []
+    for batch, entry in entries:
+        if entry.action != "add" or entry.path in deleted:
+            continue
+        if entry.path in first:
+            twice.append((entry.path, first[entry.path], batch))
+        else:
+            first[entry.path] = batch
+    if not twice:
+        return
+    path, was, again = twice[0]
+    compacts = sink_of(ctx).log(SINK_LOG).compacts
+    fix = rewind_before(ctx, again) if not compacts or again > compacts[-1] else Instruction(
+        f"remove the repeated entries from {sink_of(ctx).shown(SINK_LOG)}/{again}.compact (from a backup of it)")
+    name = f"{again}.compact" if isinstance(fix, Instruction) else str(again)
+    yield Issue(sink_of(ctx).shown(posixpath.join(SINK_LOG, name)), (
+        f"the sink's log names {plural(len(twice), 'data file')} twice (e.g. {path}, in log batch {was} and again in "
+        f"{again}): Spark's readers of the sink read every entry of its log, so they read those rows twice "
+        "(tested with Spark 4.3: duplicated output). The log was edited or its files mixed"
+        + (f"; a rewind to before batch {again} removes the repeating log file, keeps the data file the earlier "
+           "batch names, and Spark writes that batch again" if not isinstance(fix, Instruction) else "")
+    ), fix)
+
+
 @check("WM033", ERROR, "file sink log names files of another directory", needs_sink=True)
 def sink_files_elsewhere(ctx: Context) -> Iterator[Issue]:
     elsewhere = outside(ctx)[1]
