@@ -30,10 +30,21 @@ def sink_of(ctx: Context) -> Tree:
     return ctx.sink
 
 
+def log_unreadable(ctx: Context) -> bool:
+    """Whether a file of the sink's log does not parse: which files the log names is then unknown (WM001 reports
+    the file)."""
+    return any(p.startswith(sink_of(ctx).shown(SINK_LOG)) for p in ctx.failures)
+
+
+def log_files_in_order(ctx: Context) -> list[str]:
+    """The sink's log files by log batch."""
+    return sorted(ctx.sink_logs, key=lambda p: log_file_batch(posixpath.basename(p)) or (-1, False))
+
+
 def live_entries(ctx: Context) -> list[FileLogEntry]:
     """The files the sink's log holds now (added and not deleted), as Spark's readers of the sink see them."""
     live: dict[str, FileLogEntry] = {}
-    for path in sorted(ctx.sink_logs, key=lambda p: log_file_batch(posixpath.basename(p)) or (-1, False)):
+    for path in log_files_in_order(ctx):
         for entry in ctx.sink_logs[path].entries:
             if entry.action == "delete":
                 live.pop(entry.path, None)
@@ -104,7 +115,7 @@ def changed_inside(ctx: Context) -> list[Changed]:
     root = sink_of(ctx).fs.root.rstrip("/")
     files = sink_files(ctx)
     added: dict[str, int | None] = {}
-    for path in sorted(ctx.sink_logs, key=lambda p: log_file_batch(posixpath.basename(p)) or (-1, False)):
+    for path in log_files_in_order(ctx):
         batch, compact = log_file_batch(posixpath.basename(path)) or (-1, True)
         for entry in ctx.sink_logs[path].entries:
             added.setdefault(entry.path, None if compact else batch)
@@ -122,8 +133,8 @@ def changed_inside(ctx: Context) -> list[Changed]:
 
 @check("WM047", ERROR, "file sink log names data files that are gone or changed", needs_sink=True)
 def sink_files_changed(ctx: Context) -> Iterator[Issue]:
-    if any(p.startswith(sink_of(ctx).shown(SINK_LOG)) for p in ctx.failures):
-        return  # without every log file, which files it names is unknown (WM001 reports the file)
+    if log_unreadable(ctx):
+        return
     changed = changed_inside(ctx)
     if not changed:
         return
@@ -156,7 +167,7 @@ def read_entries(ctx: Context) -> list[tuple[int, FileLogEntry]]:
     compacts = sink_of(ctx).log(SINK_LOG).compacts
     first = compacts[-1] if compacts else 0
     out = []
-    for path in sorted(ctx.sink_logs, key=lambda p: log_file_batch(posixpath.basename(p)) or (-1, False)):
+    for path in log_files_in_order(ctx):
         batch = log_file_batch(posixpath.basename(path))
         if batch is not None and batch[0] >= first and (batch[1] or batch[0] > first or not compacts):
             out += [(batch[0], entry) for entry in ctx.sink_logs[path].entries]
@@ -165,8 +176,8 @@ def read_entries(ctx: Context) -> list[tuple[int, FileLogEntry]]:
 
 @check("WM056", ERROR, "file sink log names a data file twice", needs_sink=True)
 def sink_files_twice(ctx: Context) -> Iterator[Issue]:
-    if any(p.startswith(sink_of(ctx).shown(SINK_LOG)) for p in ctx.failures):
-        return  # without every log file, which files it names is unknown (WM001 reports the file)
+    if log_unreadable(ctx):
+        return
     entries = read_entries(ctx)
     deleted = {e.path for _, e in entries if e.action == "delete"}
     first: dict[str, int] = {}
@@ -208,8 +219,8 @@ def sink_files_elsewhere(ctx: Context) -> Iterator[Issue]:
 
 @check("WM034", WARNING, "data files in the sink directory that its log does not list", needs_sink=True)
 def unlisted_sink_files(ctx: Context) -> Iterator[Issue]:
-    if not ctx.sink_logs or any(p.startswith(sink_of(ctx).shown(SINK_LOG)) for p in ctx.failures):
-        return  # without every log file, which files it lists is unknown (WM001 reports the file)
+    if not ctx.sink_logs or log_unreadable(ctx):
+        return
     files = sink_files(ctx)
     listed = {found.path for entry in live_entries(ctx) if (found := files.find(entry.path)) is not None}
     extra = sorted(p for p in files.listing() if not any(part.startswith((".", "_")) for part in p.split("/"))
