@@ -483,6 +483,15 @@ def b_sink_file_twice(root: Path, facts: dict) -> str:
     return f"../output/_spark_metadata/{last}"
 
 
+def b_pending_offset_dropped(root: Path, facts: dict) -> str:
+    """The last batch not committed, its offsets file with no offset ('-') for the file source."""
+    last = facts["last_batch"]
+    drop(root / "checkpoint" / "commits" / str(last))
+    path = root / "checkpoint" / "offsets" / str(last)
+    hand_edit(path, path.read_bytes().replace(b'{"logOffset":9}', b"-"))
+    return f"offsets/{last}"
+
+
 def b_only_last_offsets(root: Path, facts: dict) -> str:
     """Every offsets and commit file but the last batch's removed (a retention rule of the store)."""
     last = facts["last_batch"]
@@ -648,6 +657,7 @@ BREAKS = {
     "WM053-emptied": Break("WM053", "agg_window_hdfs", b_state_emptied),
     "WM053-removed": Break("WM053", "checkpoint_v2", b_state_removed),
     "WM054": Break("WM054", "agg_window_hdfs", b_offset_of_another_kind),
+    "WM054-dropped": Break("WM054", "agg_window_hdfs", b_pending_offset_dropped),
     "WM055": Break("WM055", "agg_window_hdfs", b_old_file_cut("checkpoint/offsets", "5")),
     "WM056": Break("WM056", "agg_window_hdfs", b_sink_file_twice, sink=True),
     "WM055-commit": Break("WM055", "agg_window_hdfs", b_old_file_cut("checkpoint/commits", "5")),

@@ -166,6 +166,18 @@ def offset_of_another_kind(ctx: Context) -> Iterator[Issue]:
         if seq is None or before is None:
             continue
         was = {s.source_id: s for s in before.sources if s.raw is not None}
+        if batch == ctx.ckpt.pending_batch:
+            dropped = next((s for s in seq.sources if s.raw is None and s.source_id in was), None)
+            if dropped is not None:
+                old = was[dropped.source_id]
+                yield Issue(f"offsets/{batch}", (
+                    f"source {dropped.source_id} ends batch {batch - 1} at {old.summary()} but has no offset ('-') in "
+                    f"batch {batch}, which is planned but not committed: Spark re-runs it on restart from the previous "
+                    "batch's offsets to none, and a file source then reads its input again from the start (tested with "
+                    f"Spark 4.3: rows counted twice); a rewind to before batch {batch} drops the file and Spark plans "
+                    "the batch again"
+                ), rewind_before(ctx, batch))
+                return
         changed = [(was[s.source_id], s) for s in seq.sources if s.source_id in was and changed_kind(ctx.ckpt, was[s.source_id], s)]
         if not changed:
             continue
