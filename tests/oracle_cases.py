@@ -578,6 +578,8 @@ CASES = [
     Case("sink-log-names-a-file-twice", "WM056", AGG, lambda r: sink_log_repeats(r, 12, 11), WRONG, repair=True),
     Case("pending-offsets-without-the-source-offset", "WM054", TTL, both(crashed_before_commits(6), lambda r: edit(
         r, f"{C}/offsets/6", '{"logOffset":6}', "-")), WRONG, repair=True),  # re-run from no offset: input read again
+    Case("offsets-before-the-pending-batch-without-the-source-offset", "WM054", TTL, both(crashed_before_commits(6),
+         lambda r: edit(r, f"{C}/offsets/5", '{"logOffset":5}', "-")), WRONG, fix=restore(f"{C}/offsets/5")),
     Case("operator-metadata-v2-next-sidecar", "WM029", TWS,
          lambda r: shutil.copy2(r / C / "state/0/_metadata/v2/.4.crc", r / C / "state/0/_metadata/v2/.9.crc"), FAILS,
          r"Rename destination .*/state/0/_metadata/v2/\.9\.crc already exists", repair=True),

@@ -156,28 +156,54 @@ def offset_goes_back(ctx: Context) -> Iterator[Issue]:
         ), rewind_before(ctx, last))
 
 
+def rerun_from_none(ctx: Context) -> Issue | None:
+    """The batch planned but not committed, which Spark re-runs from the previous batch's offsets to its own, when
+    one of those ends is '-' (no offset) for a source that had one before: the re-run reads that source from the
+    start."""
+    pending = ctx.ckpt.pending_batch
+    seq, before = ctx.offsets.get(pending or 0), ctx.offsets.get((pending or 0) - 1)
+    if not pending or seq is None or before is None:
+        return None
+    started = {s.source_id: s for s in before.sources}
+    had = {s.source_id: s for b, o in sorted(ctx.offsets.items()) if b < pending - 1 for s in o.sources if s.raw is not None}
+    for src in seq.sources:
+        start = started.get(src.source_id)
+        if src.raw is None and start is not None and start.raw is not None:
+            where, what = pending, f"ends batch {pending - 1} at {start.summary()} but has no offset ('-') in batch {pending}"
+        elif (start is None or start.raw is None) and src.raw is not None and src.source_id in had:
+            where, what = pending - 1, (f"had an offset before ({had[src.source_id].summary()}) but none ('-') in "
+                                        f"batch {pending - 1}, where batch {pending} starts")
+        else:
+            continue
+        if where == pending:
+            how, fix = f"a rewind to before batch {pending} drops the file and Spark plans the batch again", \
+                rewind_before(ctx, pending)
+        else:
+            how, fix = (f"offsets/{where} must be restored: a rewind to before batch {where} re-plans batches {where} and "
+                        f"{pending} as one, and output that depends on batch boundaries changes (tested)"), Instruction(
+                f"restore offsets/{where} from a backup (wmcheck undo if a wmcheck repair changed it)")
+        return Issue(f"offsets/{where}", (
+            f"source {src.source_id} {what}; batch {pending} is planned but not committed, so Spark re-runs it on "
+            "restart between those offsets, and a file source given no offset reads its input from the start again "
+            f"(tested with Spark 4.3: rows counted twice); {how}"
+        ), fix)
+    return None
+
+
 @check("WM054", ERROR, "a source's offset changes kind at the last batches")
 def offset_of_another_kind(ctx: Context) -> Iterator[Issue]:
     last = ctx.ckpt.last_batch
     if not last:
+        return
+    dropped = rerun_from_none(ctx)
+    if dropped is not None:
+        yield dropped
         return
     for batch in (b for b in (last - 1, last) if b >= 1):
         seq, before = ctx.offsets.get(batch), ctx.offsets.get(batch - 1)
         if seq is None or before is None:
             continue
         was = {s.source_id: s for s in before.sources if s.raw is not None}
-        if batch == ctx.ckpt.pending_batch:
-            dropped = next((s for s in seq.sources if s.raw is None and s.source_id in was), None)
-            if dropped is not None:
-                old = was[dropped.source_id]
-                yield Issue(f"offsets/{batch}", (
-                    f"source {dropped.source_id} ends batch {batch - 1} at {old.summary()} but has no offset ('-') in "
-                    f"batch {batch}, which is planned but not committed: Spark re-runs it on restart from the previous "
-                    "batch's offsets to none, and a file source then reads its input again from the start (tested with "
-                    f"Spark 4.3: rows counted twice); a rewind to before batch {batch} drops the file and Spark plans "
-                    "the batch again"
-                ), rewind_before(ctx, batch))
-                return
         changed = [(was[s.source_id], s) for s in seq.sources if s.source_id in was and changed_kind(ctx.ckpt, was[s.source_id], s)]
         if not changed:
             continue
