@@ -431,6 +431,8 @@ CASES = [
          FAILS, "", repair=True),
     Case("state-delta-missing", "WM016", AGG, lambda r: unlink(r, f"{C}/state/0/1/13.delta", f"{C}/state/0/1/.13.delta.crc"),
          FAILS, "", repair=True),
+    Case("rocksdb-changelog-missing", "WM016", ROCKS,  # the last commit's state version, in one partition only
+         lambda r: unlink(r, f"{C}/state/0/1/13.changelog", f"{C}/state/0/1/.13.changelog.crc"), FAILS, "", repair=True),
     Case("state-beyond-last-batch", "WM017", AGG,  # a stale delta: Spark writes its own over it at version 14
          lambda r: shutil.copy2(r / C / "state/0/1/5.delta", r / C / "state/0/1/14.delta"), OK, repair=True, rounds=2),
     Case("rocksdb-zip-ahead-without-changelog", "WM017", TWS,  # every commit uploads its own zip over the stale one
