@@ -382,10 +382,12 @@ def b_sink_unparseable(root: Path, facts: dict) -> str:
 
 
 def b_interrupted_repair(root: Path, facts: dict) -> str:
-    """What a rewind killed part way leaves behind (its failure injected after a few steps)."""
+    """What a rewind killed part way leaves behind (its failure injected after a few steps), on a copy whose logs
+    name its own input (else, the generator's directory gone, its last batch's input looks moved: WM050)."""
     from wmcheck.checkpoint.repair._hooks import injected
     from wmcheck.checkpoint.repair.backup import JOURNAL
 
+    sink_at_home(root, "agg_window_hdfs")
     with pytest.raises(repair.InjectedFailure), injected(fail_after=3):
         repair.run(str(root / "checkpoint"), repair.RewindRequest(to_batch=facts["last_batch"] - 3),
                    repair.RunOptions(execute=True, idle_ms=0))
@@ -644,7 +646,7 @@ BREAKS = {
     "WM022-gone": Break("WM022", "agg_window_hdfs", lambda root, facts: shutil.rmtree(root / "checkpoint" / "sources")
                         or "sources/0"),
     "WM023": Break("WM023", "compaction", b_compaction),
-    "WM024": Break("WM024", "agg_window_hdfs", b_sink_ahead, sink=True),
+    "WM024": Break("WM024", "agg_window_hdfs", b_sink_ahead, sink=True, also=("WM056",)),  # its files named twice
     "WM025": Break("WM025", "agg_window_hdfs", b_sink_behind, also=("WM034",), sink=True),
     "WM047": Break("WM047", "agg_window_hdfs", b_sink_data_file_gone, sink=True),
     "WM047-rewritten": Break("WM047", "agg_window_hdfs", b_sink_data_file_rewritten, sink=True),
