@@ -364,9 +364,15 @@ def b_compaction(root: Path, facts: dict) -> str:
 
 
 def b_sink_ahead(root: Path, facts: dict) -> str:
+    """The sink committed one batch more than the checkpoint: a log file naming data files of its own (copies of the
+    last batch's, renamed)."""
     sink = root / "output" / "_spark_metadata"
     last = facts["last_batch"]
-    shutil.copyfile(log_file(sink, last), sink / str(last + 1))
+    text = log_file(sink, last).read_text()
+    for name in {Path(json.loads(line)["path"]).name for line in text.splitlines()[1:]}:
+        shutil.copyfile(root / "output" / name, root / "output" / f"ahead-{name}")
+        text = text.replace(f"/{name}", f"/ahead-{name}")
+    (sink / str(last + 1)).write_text(text)
     return f"../output/_spark_metadata/{last + 1}"
 
 
