@@ -35,7 +35,7 @@ from .plan import Plan, Step
 from .plan_params import Position, RepartitionParams
 from .requests import FsOptions, RepairRequest, repair_sink
 from .results import Restored, Verification
-from .rewind import FileSink, plan_rewind
+from .rewind import FileSink, RewindView, plan_rewind, state_steps
 from .strategy import Execution, Run
 
 REPARTITIONED_OPERATORS = (
@@ -310,13 +310,12 @@ def batch_steps(ckpt: Checkpoint, plan: Plan) -> list[Step]:
     crcs = {i.path: i for i in ckpt.state_layout.crc_files}
     if ckpt.last_batch is not None and ckpt.last_batch >= batch:
         steps = list(plan_rewind(ckpt, batch - 1, keep_source_log=True).steps) + steps
-    else:  # an undo killed after it removed the batch's logs: the state versions it wrote, and the logs' sidecars
+    else:  # an undo killed after it removed the batch's logs: the logs' sidecars, and what a rewind to the batch
+        # before removes from state/ (the state versions the batch wrote, their SSTs, its operator metadata v2)
         for folder in (COMMITS, OFFSETS):
             steps += [Step("remove", "checkpoint", i.path, folder, f"checksum of {folder}/{batch}", i.size, i.mtime_ms)
                       for i in ckpt.fs.list_dir(folder) if i.name == f".{batch}.crc"]
-        for f in sorted((f for op in ckpt.state_layout.operators for p in op.partitions for f in p.files
-                         if f.version > batch), key=lambda f: (-f.version, f.path)):
-            steps += remove_steps("checkpoint", f, crcs.get, "state", f"state version {f.version} written by batch {batch}")
+        steps += state_steps(RewindView(ckpt), batch - 1, [])
     planned = {s.path for s in steps}
     for info in sorted((i for op in ckpt.state_layout.operators for p in op.partitions for i in p.sst_files
                         if i.mtime_ms >= plan.created_ms and i.path not in planned), key=lambda i: i.path):

@@ -181,7 +181,7 @@ def plan_rewind(
     if batch is None or reasons:
         raise refuse(view, batch, reasons, opts, how)
     warnings: list[str] = []
-    steps = _log_steps(view, batch, opts) + _state_steps(view, batch, warnings)
+    steps = _log_steps(view, batch, opts) + state_steps(view, batch, warnings)
     steps += _source_steps(view, batch, opts, warnings)
     steps += _sink_steps(view, batch, warnings)
     last = opts.last_offsets(batch)
@@ -242,7 +242,7 @@ def _log_steps(view: RewindView, batch: int, opts: Options) -> list[Step]:
     return steps
 
 
-def _state_steps(view: RewindView, batch: int, warnings: list[str]) -> list[Step]:
+def state_steps(view: RewindView, batch: int, warnings: list[str]) -> list[Step]:
     """State files of versions > batch + 1 (highest first), then orphaned SSTs, then later metadata and the orphaned
     checksum files of later operator metadata."""
     version = batch + 1
