@@ -447,12 +447,14 @@ def b_as_left(root: Path, name: str, path: str) -> str:
     return path
 
 
-def b_offset_goes_back(root: Path, facts: dict) -> str:
-    """The last offsets file's file-source offset edited to end before the batch before it."""
-    last = facts["last_batch"]
-    path = root / "checkpoint" / "offsets" / str(last)
-    hand_edit(path, path.read_bytes().replace(b'{"logOffset":9}', b'{"logOffset":8}'))
-    return f"offsets/{last}"
+def b_last_source_offset(offset: bytes) -> Callable[[Path, dict], str]:
+    """The last offsets file's file-source offset (``{"logOffset":9}``) edited by hand to ``offset``."""
+    def apply(root: Path, facts: dict) -> str:
+        last = facts["last_batch"]
+        path = root / "checkpoint" / "offsets" / str(last)
+        hand_edit(path, path.read_bytes().replace(b'{"logOffset":9}', offset))
+        return f"offsets/{last}"
+    return apply
 
 
 def b_operator_state_gone(root: Path, facts: dict) -> str:
@@ -472,14 +474,6 @@ def b_state_removed(root: Path, facts: dict) -> str:
     """state/ deleted from a checkpoint of format 2 (its commits name the operators)."""
     shutil.rmtree(root / "checkpoint" / "state")
     return "state"
-
-
-def b_offset_of_another_kind(root: Path, facts: dict) -> str:
-    """The last offsets file's file-source offset replaced by a Kafka source's."""
-    last = facts["last_batch"]
-    path = root / "checkpoint" / "offsets" / str(last)
-    hand_edit(path, path.read_bytes().replace(b'{"logOffset":9}', b'{"topic":{"0":5}}'))
-    return f"offsets/{last}"
 
 
 def b_sink_file_twice(root: Path, facts: dict) -> str:
@@ -660,11 +654,11 @@ BREAKS = {
     "WM050": Break("WM050", "stalled_event_time", b_pending_input_moved, sink=True),
     "WM050-committed": Break("WM050", "stalled_event_time", b_input_moved, sink=True),
     "WM051": Break("WM051", "tws_pandas", b_metadata_v2_gone),
-    "WM052": Break("WM052", "agg_window_hdfs", b_offset_goes_back),
+    "WM052": Break("WM052", "agg_window_hdfs", b_last_source_offset(b'{"logOffset":8}')),  # goes back
     "WM053": Break("WM053", "agg_then_agg", b_operator_state_gone),
     "WM053-emptied": Break("WM053", "agg_window_hdfs", b_state_emptied),
     "WM053-removed": Break("WM053", "checkpoint_v2", b_state_removed),
-    "WM054": Break("WM054", "agg_window_hdfs", b_offset_of_another_kind),
+    "WM054": Break("WM054", "agg_window_hdfs", b_last_source_offset(b'{"topic":{"0":5}}')),  # a Kafka source's
     "WM054-dropped": Break("WM054", "agg_window_hdfs", b_pending_offset_dropped),
     "WM055": Break("WM055", "agg_window_hdfs", b_old_file_cut("checkpoint/offsets", "5")),
     "WM056": Break("WM056", "agg_window_hdfs", b_sink_file_twice, sink=True),
