@@ -13,8 +13,9 @@ index and filter blocks loaded then, ``ReadOptions.verify_checksums`` on):
 * when Spark opens the snapshot (its load): the footer, the metaindex block, the blocks it names (properties,
   filter, ...) and the index block;
 * when a batch reads a key, or scans the state (an aggregation's or deduplication's eviction reads every row):
-  the data block holding it. A damaged data block fails the batch after a load that succeeded
-  (``Corruption: block checksum mismatch``).
+  the data block holding it. The load succeeded, and a scan that meets a damaged data block ends there without
+  an error (Spark's iterator does not check RocksDB's status): the rows from there on are never evicted or
+  emitted (WM048; restart oracle case ``rocksdb-sst-data-block-flipped-no-sidecar``).
 
 Footers of format 6+ (checksummed footer, block checksums modified by their offset), plain tables, partitioned
 indexes and compression types without a decoder here are verified only as far as the magic number.
