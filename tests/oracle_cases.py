@@ -203,6 +203,17 @@ def edit_conf(root: Path, batch: int, change: Callable[[dict], object]) -> None:
     edit_line(root, f"offsets/{batch}", 1, json.dumps(meta, separators=(",", ":")))
 
 
+AGG_FORMAT, PROVIDER = "spark.sql.streaming.aggregation.stateFormatVersion", "spark.sql.streaming.stateStore.providerClass"
+HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+DATABRICKS_PROVIDER = "com.databricks.sql.streaming.state.RocksDBStateStoreProvider"
+
+
+def every_conf(key: str, value: str) -> Callable[[Path], None]:
+    """Pin ``key`` = ``value`` in every offsets file (a checkpoint another Spark or distribution wrote)."""
+    return lambda r: [edit_conf(r, int(p.name), lambda c: c.update({key: value}))
+                      for p in (r / C / "offsets").iterdir() if p.name.isdigit()]
+
+
 def data_files_of(root: Path, batch: int) -> list[Path]:
     """The data files the sink's log file of ``batch`` adds."""
     lines = (root / "output/_spark_metadata" / str(batch)).read_text().splitlines()[1:]
@@ -582,6 +593,15 @@ CASES = [
         r, f"{C}/offsets/6", '{"logOffset":6}', "-")), WRONG, repair=True),  # re-run from no offset: input read again
     Case("offsets-before-the-pending-batch-without-the-source-offset", "WM054", TTL, both(crashed_before_commits(6),
          lambda r: edit(r, f"{C}/offsets/5", '{"logOffset":5}', "-")), WRONG, fix=restore(f"{C}/offsets/5")),
+    Case("conf-value-refused-in-the-last-offsets", "WM057", AGG, lambda r: edit_conf(r, 12, lambda c: c.update(
+        {"spark.sql.streaming.join.stateFormatVersion": "5"})), FAILS,  # a conf no operator uses: refused all the same
+         r"INVALID_CONF_VALUE\.REQUIREMENT\] The value '5' in the config \"spark\.sql\.streaming\.join\.stateFormatVersion",
+         repair=True),
+    Case("conf-value-refused-in-every-offsets", "WM057", AGG, every_conf(AGG_FORMAT, "3"), FAILS,  # a newer Spark's
+         r"INVALID_CONF_VALUE\.REQUIREMENT\] The value '3' in the config \"spark\.sql\.streaming\.aggregation",
+         fix=every_conf(AGG_FORMAT, "2")),
+    Case("state-provider-of-another-distribution", "WM057", AGG, every_conf(PROVIDER, DATABRICKS_PROVIDER), FAILS,
+         r"com\.databricks\.sql\.streaming\.state\.RocksDBStateStoreProvider", fix=every_conf(PROVIDER, HDFS_PROVIDER)),
     Case("operator-metadata-v2-next-sidecar", "WM029", TWS,
          lambda r: shutil.copy2(r / C / "state/0/_metadata/v2/.4.crc", r / C / "state/0/_metadata/v2/.9.crc"), FAILS,
          r"Rename destination .*/state/0/_metadata/v2/\.9\.crc already exists", repair=True),

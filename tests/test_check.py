@@ -15,7 +15,7 @@ from xml.etree import ElementTree as ET
 import pytest
 
 from wmcheck.checkpoint import repair
-from wmcheck.checkpoint.checks.definition import Fix
+from wmcheck.checkpoint.checks.definition import Fix, Instruction
 from wmcheck.checkpoint.errors import CheckpointError
 from wmcheck.checkpoint.model import open_checkpoint, store_unique_ids
 from wmcheck.checkpoint.offsets import parse_offsets
@@ -220,6 +220,23 @@ def b_conf_drift_unused(root: Path, facts: dict) -> str:
     edit_json(root / "checkpoint" / "offsets" / str(last), 1,
               lambda o: o["conf"].update({"spark.sql.streaming.join.stateFormatVersion": "1"}))
     return f"offsets/{last}"
+
+
+def b_conf_refused(root: Path, facts: dict) -> str:
+    """The join state format of the last offsets file of an aggregation set to 5: no operator uses it, but Spark 4.3
+    refuses the value when it sets the conf on restart."""
+    last = facts["last_batch"]
+    edit_json(root / "checkpoint" / "offsets" / str(last), 1,
+              lambda o: o["conf"].update({"spark.sql.streaming.join.stateFormatVersion": "5"}))
+    return f"offsets/{last}"
+
+
+def b_conf_refused_everywhere(root: Path, facts: dict) -> str:
+    """A state store provider of another distribution in every offsets file (a checkpoint it wrote)."""
+    for batch in range(facts["last_batch"] + 1):
+        edit_json(root / "checkpoint" / "offsets" / str(batch), 1, lambda o: o["conf"].update(
+            {"spark.sql.streaming.stateStore.providerClass": "com.databricks.sql.streaming.state.RocksDBStateStoreProvider"}))
+    return f"offsets/{facts['last_batch']}"
 
 
 def b_source_count(root: Path, facts: dict) -> str:
@@ -632,6 +649,8 @@ BREAKS = {
     "WM015-missing": Break("WM015", "agg_window_hdfs", b_conf_missing),
     "WM043": Break("WM043", "agg_window_hdfs", b_source_count),
     "WM044": Break("WM044", "agg_window_hdfs", b_conf_drift_unused),
+    "WM057": Break("WM057", "agg_window_hdfs", b_conf_refused),
+    "WM057-everywhere": Break("WM057", "agg_window_hdfs", b_conf_refused_everywhere),
     "WM045": Break("WM045", "agg_window_hdfs", b_metadata_partition_count),
     "WM046": Break("WM046", "agg_window_hdfs", b_metadata_of_another_operator),
     "WM016": Break("WM016", "agg_window_hdfs", b_unloadable),
@@ -863,6 +882,83 @@ def test_future_watermark_message_carries_the_numbers(copy_fixture):
     b_future(root, facts)
     assert " is 2d 1.642s after the batch's processing time " in messages(root)["WM013"]
     assert fixes(root)["WM013"] == repair.RewindRequest(to_batch=facts["last_batch"] - 2)  # before commits/11
+
+
+def test_a_refused_conf_value_names_the_value_and_the_fix(copy_fixture, tmp_path):
+    """WM057 (not WM044's 'Spark restarts correctly'): the last offsets file's value is refused, an older file's is
+    taken, so the rewind to before it; in every file, an instruction."""
+    facts = fixture_facts("agg_window_hdfs")
+    last = facts["last_batch"]
+    root = copy_fixture("agg_window_hdfs")
+    everywhere = tmp_path / "everywhere"
+    shutil.copytree(root, everywhere)
+    b_conf_refused(root, facts)
+    assert messages(root) == {"WM057": (
+        f"offsets/{last}, the offsets file Spark restarts from, pins spark.sql.streaming.join.stateFormatVersion = '5', "
+        "which Spark 4.3 refuses (Spark accepts versions 1, 2, 3 and 4): it sets every pinned conf from that file on "
+        "restart and fails at once ([INVALID_CONF_VALUE], whether or not an operator uses the conf); batch "
+        f"{last - 1} pinned '2': the offsets files from batch {last} on come from another run or were edited, and a "
+        f"rewind to before batch {last} drops them")}
+    assert fixes(root)["WM057"] == repair.RewindRequest(to_batch=last - 1)
+    b_conf_refused_everywhere(everywhere, facts)
+    assert messages(everywhere) == {"WM057": (
+        f"offsets/{last}, the offsets file Spark restarts from, pins spark.sql.streaming.stateStore.providerClass = "
+        "'com.databricks.sql.streaming.state.RocksDBStateStoreProvider', which Spark 4.3 refuses (the class comes "
+        "with another distribution's runtime, not with Apache Spark): it sets every pinned conf from that file on "
+        "restart and fails when the first stateful operator opens its state store; every offsets file pins it, so "
+        "the checkpoint was written by another Spark or distribution, or edited")}
+    assert fixes(everywhere)["WM057"] == Instruction(
+        "restart it with the Spark that wrote it, or set spark.sql.streaming.stateStore.providerClass in every offsets "
+        "file to the value the query's state was written with, one Spark 4.3 accepts (offsets/12 decides the restart, "
+        "an older file a rewind to its batch)")
+
+
+def test_a_refused_partition_count_is_not_also_one_spark_overrides(copy_fixture):
+    """Spark fails on a refused spark.sql.shuffle.partitions before it runs any operator: WM057, not WM045's
+    'Spark runs the operator with that many partitions, so the restart works'."""
+    facts = fixture_facts("agg_window_hdfs")
+    root = copy_fixture("agg_window_hdfs")
+    for batch in range(facts["last_batch"] + 1):
+        edit_json(root / "checkpoint" / "offsets" / str(batch), 1,
+                  lambda o: o["conf"].update({"spark.sql.shuffle.partitions": "0"}))
+    assert set(messages(root)) == {"WM057"}
+
+
+@pytest.mark.parametrize(("key", "value", "refused"), [
+    ("spark.sql.shuffle.partitions", "0", "Spark accepts a positive number"),
+    ("spark.sql.shuffle.partitions", "three", "it is not an integer"),
+    ("spark.sql.streaming.multipleWatermarkPolicy", "foo", "Spark accepts 'min' or 'max'"),
+    ("spark.sql.streaming.multipleWatermarkPolicy", "MAX", None),
+    ("spark.sql.streaming.aggregation.stateFormatVersion", "3", "Spark accepts versions 1 and 2"),
+    ("spark.sql.streaming.join.stateFormatVersion", "4", None),
+    ("spark.sql.streaming.stateStore.rocksdb.formatVersion", "-1", "Spark accepts a number not negative"),
+    ("spark.sql.streaming.stateStore.rocksdb.mergeOperatorVersion", "3", "Spark accepts versions 1 and 2"),
+    ("spark.sql.streaming.stateStore.encodingFormat", "AVRO", None),
+    ("spark.sql.streaming.stateStore.encodingFormat", "json", "Spark accepts 'unsaferow' or 'avro'"),
+    ("spark.sql.streaming.stateStore.rowChecksum.enabled", "yes", "it is not true or false"),
+    ("spark.sql.streaming.stateStore.rowChecksum.enabled", "TRUE", None),
+    ("spark.sql.streaming.stateStore.compression.codec", "foo",
+     "no codec has that name; Spark knows lz4, lzf, snappy, zstd or a class name"),
+    ("spark.sql.streaming.stateStore.compression.codec", "ZSTD", None),
+    ("spark.sql.streaming.stateStore.compression.codec", "com.example.Codec", None),
+    ("spark.sql.streaming.stateStore.providerClass", "org.apache.spark.sql.execution.streaming.state.NoSuchProvider",
+     "Apache Spark has no such class"),
+    ("spark.sql.streaming.stateStore.providerClass", "com.example.MyProvider", None),  # may be on the class path
+    ("spark.sql.streaming.unknown", "x", None),  # a conf Spark does not restore
+])
+def test_which_pinned_values_spark_refuses(key, value, refused):
+    """As Spark 4.3's setConfString (and its store, for the provider and the codec) takes each pinned value."""
+    from wmcheck.checkpoint.conf_values import refusal
+
+    found = refusal(key, value, stateful=True)
+    assert (found and found.reason) == refused
+
+
+def test_a_stateless_query_restarts_with_any_codec_or_provider():
+    from wmcheck.checkpoint.conf_values import refusal
+
+    assert refusal("spark.sql.streaming.stateStore.compression.codec", "foo", stateful=False) is None
+    assert refusal("spark.sql.streaming.aggregation.stateFormatVersion", "3", stateful=False) is not None
 
 
 def test_sink_ahead_and_behind_name_the_batches(copy_fixture, tmp_path):

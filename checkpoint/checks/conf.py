@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Iterator, NamedTuple
 
+from ..conf_values import refusal
 from ..metadata_log import OFFSET_LOG
 from ..model import PINNED_CONFS
 from ..pinned_conf import PINNED, PinnedConf, Usage, effective, matters
@@ -13,6 +14,9 @@ from .definition import ERROR, WARNING, Instruction, Issue, check
 from .remedies import rewind_before
 from .repartition import repartition_batches
 from .text import listed, span
+
+STORE_CONFS = frozenset({PINNED_CONFS["state_provider"], PINNED_CONFS["compression_codec"]})
+"""The confs Spark takes as any string and first uses when a stateful operator opens its state store."""
 
 
 class Drift(NamedTuple):
@@ -49,6 +53,8 @@ def drifts(ctx: Context) -> list[Drift]:
         facts = usage(ctx)
         moved = repartition_batches(ctx)  # Spark's repartition changes the partition count on purpose (WM035 if unfinished)
         for conf in PINNED.values():
+            if rejected(ctx, conf.key) is not None:
+                continue  # WM057: Spark refuses the value the restart takes, whatever it was before
             rows = batches
             if conf.key == SHUFFLE_PARTITIONS and moved:
                 rows = [(b, c) for b, c in batches if b >= max((m for m in moved if m <= batches[-1][0]), default=0)]
@@ -119,3 +125,60 @@ def conf_changed(ctx: Context) -> Iterator[Issue]:
 @check("WM044", WARNING, "pinned conf changes that do not decide the restart")
 def conf_changed_harmlessly(ctx: Context) -> Iterator[Issue]:
     yield from (d.issue for d in drifts(ctx) if not d.error)
+
+
+def last_conf(ctx: Context) -> tuple[int, dict] | None:
+    """The last offsets file (the one Spark restarts from) and its pinned conf, when it parses with its metadata."""
+    last = ctx.ckpt.offset_ids[-1] if ctx.ckpt.offset_ids else None
+    if last is None or last not in ctx.confs or ctx.offsets[last].metadata is None:
+        return None
+    return last, dict(ctx.confs[last])
+
+
+def rejected(ctx: Context, key: str) -> str | None:
+    """Why Spark refuses the value of ``key`` in the last offsets file on restart; None when it takes it."""
+    found = last_conf(ctx)
+    if found is None:
+        return None
+    why = refusal(key, found[1].get(key), bool(ctx.operators))
+    return None if why is None else why.reason
+
+
+def before(value: object) -> str:
+    return "no value (Spark's default then)" if value is None else repr(str(value))
+
+
+@check("WM057", ERROR, "a pinned conf value Spark refuses on restart")
+def conf_refused(ctx: Context) -> Iterator[Issue]:
+    found = last_conf(ctx)
+    if found is None:
+        return
+    last, conf = found
+    for key in sorted(conf):
+        why = rejected(ctx, key)
+        if why is None:
+            continue
+        value = conf[key]
+        start = last
+        for batch in reversed([b for b in ctx.confs if b < last]):
+            if refusal(key, ctx.confs[batch].get(key), bool(ctx.operators)) is None:
+                break
+            start = batch
+        valid = max((b for b in ctx.confs if b < start), default=None)
+        text = (f"offsets/{last}, the offsets file Spark restarts from, pins {key} = {str(value)!r}, which Spark 4.3 refuses "
+                f"({why}): it sets every pinned conf from that file on restart and fails "
+                + ("when the first stateful operator opens its state store" if key in STORE_CONFS else
+                   "at once ([INVALID_CONF_VALUE], whether or not an operator uses the conf)"))
+        if valid is not None:
+            yield Issue(OFFSET_LOG.path(start), text + (
+                f"; batch {valid} pinned {before(ctx.confs[valid].get(key))}: the offsets files from batch {start} on "
+                f"come from another run or were edited, and a rewind to before batch {start} drops them"),
+                rewind_before(ctx, start))
+        else:
+            yield Issue(OFFSET_LOG.path(last), text + (
+                "; every offsets file pins it, so the checkpoint was written by another Spark or distribution, or "
+                "edited"), Instruction(
+                f"restart it with the Spark that wrote it, or set {key} in every offsets file to the value the "
+                f"query's state was written with, one Spark 4.3 accepts (offsets/{last} decides the restart, an older "
+                "file a rewind to its batch)"))
+

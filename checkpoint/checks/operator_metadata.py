@@ -13,6 +13,8 @@ from ..layout import DEFAULT_STORE
 from ..model import Operator
 from ..operator_kinds import infer_operator_name, is_transform_with_state
 from ..operator_metadata import OperatorMetadata
+from ..repartitions import SHUFFLE_PARTITIONS
+from .conf import rejected
 from .context import Context, error_text
 from .definition import ERROR, WARNING, Instruction, Issue, check
 from .text import listed
@@ -47,6 +49,8 @@ def ignored_metadata(ctx: Context) -> Iterator[Issue]:
             "when it starts, and skips that check when it cannot read the file, so the restart works; readers of the "
             "state (the state-metadata source, wmcheck) lose the operator's name and partition count"
         ), rewrite_fix(path))
+    if rejected(ctx, SHUFFLE_PARTITIONS) is not None:
+        return  # the restart fails on the pinned count itself (WM057)
     for op in ctx.operators:
         if op.metadata_conflict:
             path = metadata_path(op)
