@@ -349,10 +349,11 @@ class ParquetOutput(Output):
         pq.write_table(table, self.path)
         self.write(f"wrote {table.num_rows} rows to {self.path}")
 
-    def older_batches(self, reads, batches):
-        from wmcheck.statestore.rows import write_parquet
+    def older_parts(self, reads: Sequence[StoreReadLike], parts: Iterator[tuple[int, Any]]) -> None:
+        """The state rows older than the watermark as ``(index in reads, Parquet part)`` batches (either engine's)."""
+        from wmcheck.statestore.rows import write_parts
 
-        self.write(f"wrote {write_parquet(self.path, reads, batches)} rows to {self.path}")
+        self.write(f"wrote {write_parts(self.path, reads, parts)} rows to {self.path}")
 
 
 @contextlib.contextmanager

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from wmcheck.checkpoint.progress import QueryProgress
 
     from .eviction import Eviction
+    from .parquet_parts import ParquetPart
     from .summary import StateSummary
 
 EngineChoice = Literal["auto", "python", "spark"]
@@ -73,6 +74,9 @@ class StateEngine(Protocol):
     def older_batches(self, reads: Sequence[Any]) -> Iterator[tuple[int, "pa.Table"]]:
         """The evicted rows as ``(index in reads, Arrow table)`` batches, in any order, as they are read (each
         store's schema comes at least once, in a table that may be empty)."""
+
+    def older_parts(self, reads: Sequence[Any]) -> Iterator[tuple[int, "ParquetPart"]]:
+        """:meth:`older_batches` encoded as Parquet (:func:`.rows.write_parts` writes them as one file)."""
 
 
 def choose(ckpt: Checkpoint, operator: int | None, store: str | None, kind: str | None,

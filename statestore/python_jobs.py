@@ -1,7 +1,8 @@
 """The python engine as a :class:`~.engines.StateEngine`: its reads split in tasks, one store partition
 each, run by :mod:`.workers` in ``jobs`` processes (decoded, judged against the watermark and filtered
 where they are read), their outputs streamed back: the rows the watermark evicts as Arrow tables, or a
-summary's groups.
+summary's groups. For a Parquet file each chunk of evicted rows is encoded where it is read
+(:mod:`.parquet_parts`): the process writing the file only copies bytes.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Generator, Iterator, Sequence
 from wmcheck.checkpoint.fs import LocalFileSystem
 from wmcheck.checkpoint.model import Checkpoint
 
+from .parquet_parts import ParquetPart, encode_part
 from .python_engine import (
     PythonStoreRead,
     partition_groups,
@@ -30,7 +32,7 @@ if TYPE_CHECKING:
 
     from wmcheck.checkpoint.progress import QueryProgress
 
-OLDER, GROUPS = "older", "groups"
+OLDER, PARTS, GROUPS = "older", "parts", "groups"
 
 
 class _Job:
@@ -53,17 +55,23 @@ class _Job:
 
 
 def _work(job: _Job, task: tuple[str, int, int]) -> Generator[tuple[int, Any], None, None]:
-    """One store partition: ``(store index, evicted rows)`` per chunk, or ``(store index, its groups)``."""
+    """One store partition: ``(store index, evicted rows)`` per chunk (an Arrow table, or a Parquet part with
+    rows), or ``(store index, its groups)``."""
     mode, index, partition = task
     read = job.read(index)
     wm = read.target.watermark_ms
     with closing(partition_tables(read.ckpt, read.plan, partition, read.target.batch)) as tables:
         for raw in tables:
             rows = state_rows(raw, read.store, read.rule, wm)
+            if mode == GROUPS:
+                if rows.num_rows:
+                    yield index, partition_groups(rows, wm)
+                continue
+            older = rows.filter(rows.column("older")).drop_columns(["older"])
             if mode == OLDER:
-                yield index, rows.filter(rows.column("older")).drop_columns(["older"])
-            elif rows.num_rows:
-                yield index, partition_groups(rows, wm)
+                yield index, older
+            elif older.num_rows:
+                yield index, encode_part(older)
 
 
 class PythonEngine:
@@ -99,10 +107,13 @@ class PythonEngine:
 
     def older_batches(self, reads: Sequence[PythonStoreRead]) -> Iterator[tuple[int, "pa.Table"]]:
         """``(store index, evicted rows)`` as the workers read them; an empty table for each store first (its schema)."""
-        for index, read in enumerate(reads):
-            empty = reader_schema(read.plan).empty_table()
-            yield index, state_rows(empty, read.store, read.rule, read.target.watermark_ms).drop_columns(["older"])
+        yield from enumerate(_empty_older(r) for r in reads)
         yield from self._run(OLDER, reads)
+
+    def older_parts(self, reads: Sequence[PythonStoreRead]) -> Iterator[tuple[int, ParquetPart]]:
+        """:meth:`older_batches` encoded as Parquet by the workers."""
+        yield from ((i, encode_part(_empty_older(r))) for i, r in enumerate(reads))
+        yield from self._run(PARTS, reads)
 
     def older_tables(self, reads: Sequence[PythonStoreRead], limit: int | None = None) -> list["pa.Table"]:
         """The evicted rows of each store (the ``limit`` oldest of each when given), like :func:`.spark_engine.older_tables`."""
@@ -115,6 +126,12 @@ class PythonEngine:
                 parts[index] = [_oldest(pa.concat_tables(parts[index]), limit)]
         tables = [pa.concat_tables(p) for p in parts]
         return [_oldest(t, limit) for t in tables] if limit is not None else tables
+
+
+def _empty_older(read: PythonStoreRead) -> "pa.Table":
+    """No rows, in the columns of the evicted rows of ``read``."""
+    empty = reader_schema(read.plan).empty_table()
+    return state_rows(empty, read.store, read.rule, read.target.watermark_ms).drop_columns(["older"])
 
 
 def _oldest(table: "pa.Table", limit: int) -> "pa.Table":

@@ -3,12 +3,13 @@ JSON-ready records (oldest first)."""
 from __future__ import annotations
 
 import base64
-import os
 from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Any, Iterator, Sequence
 
 from wmcheck.checkpoint.errors import CheckpointError, arg
+
+from .parquet_parts import ParquetPart, PartsWriter
 
 
 def jsonable(value: Any) -> Any:
@@ -58,35 +59,17 @@ def _different_schemas(reads: Sequence[Any]) -> CheckpointError:
                            param="store")
 
 
-def write_parquet(path: str, reads: Sequence[Any], batches: Iterator[tuple[int, Any]]) -> int:
-    """Write ``(index in reads, table)`` batches of evicted rows to one Parquet file as they come (what
+def write_parts(path: str, reads: Sequence[Any], parts: Iterator[tuple[int, ParquetPart]]) -> int:
+    """Write ``(index in reads, part)`` encoded batches of evicted rows to one Parquet file as they come (what
     :func:`one_table` would hold, never all at once); their key/value schemas must agree. Returns the rows
     written; a failure leaves no file."""
-    import pyarrow.parquet as pq
-
-    writer, first, written, filled = None, None, 0, []
-    try:
-        for index, table in batches:
-            first = table if first is None else first
-            if not table.num_rows:
-                continue
-            filled.append(reads[index])
-            if writer is None:
-                writer = pq.ParquetWriter(path, table.schema)
-            elif not table.schema.equals(writer.schema):
-                raise _different_schemas(filled)
-            writer.write_table(table)
-            written += table.num_rows
-        if writer is None:
-            pq.write_table(first, path)
-        else:
-            writer.close()
-    except BaseException:
-        if writer is not None:
-            writer.close()
-            os.remove(path)
-        raise
-    return written
+    filled: list[Any] = []
+    with PartsWriter(path, lambda: _different_schemas(filled)) as writer:
+        for index, part in parts:
+            if part.rows:
+                filled.append(reads[index])
+            writer.add(part)
+    return writer.rows
 
 
 def _last_of_each_name(array: Any) -> Any:

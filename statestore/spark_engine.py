@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Iterator, Sequence
 
 from wmcheck.checkpoint.model import Checkpoint
 
+from .parquet_parts import ParquetPart, encode_part
 from .reader import StoreRead, read_stores, spark_errors
 from .summary import StateSummary, StoreSummary, state_summary, summary_of_groups
 from .targets import EDGES, as_checkpoint, target
@@ -89,3 +90,6 @@ class SparkEngine:
 
     def older_batches(self, reads: Sequence[StoreRead]) -> Iterator[tuple[int, "pa.Table"]]:
         return enumerate(older_tables(reads))
+
+    def older_parts(self, reads: Sequence[StoreRead]) -> Iterator[tuple[int, ParquetPart]]:
+        return ((index, encode_part(table)) for index, table in self.older_batches(reads))

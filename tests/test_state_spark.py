@@ -293,6 +293,10 @@ def test_listing_parquet(spark, tmp_path, engine):
     assert result.stdout == f"wrote {len(agg_listing())} rows to {target}\n"
     table = pq.read_table(target)
     assert table.column_names == ["operator_id", "store", "partition_id", "key", "value", "event_time_ms"]
+    # the file is written from parts (a row group per part with rows): Spark reads every row group
+    assert pq.ParquetFile(target).metadata.num_row_groups == (1 if engine == "spark" else len({r["partition_id"] for r in agg_listing()}))
+    assert sorted(spark.read.parquet(str(target)).select("partition_id", "event_time_ms").collect()) == \
+        sorted(zip(table.column("partition_id").to_pylist(), table.column("event_time_ms").to_pylist()))
     got = sorted(table.to_pylist(), key=lambda r: (r["event_time_ms"], r["partition_id"], json.dumps(r["key"], default=str, sort_keys=True)))
     assert [(r["partition_id"], r["key"]["id"], r["value"], r["event_time_ms"], int(r["key"]["window"]["end"].timestamp() * 1000))
             for r in got] == [(r["partition_id"], r["key"]["id"], r["value"], r["event_time_ms"], r["event_time_ms"]) for r in agg_listing()]
