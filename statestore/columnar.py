@@ -3,7 +3,7 @@ no dict per row): the fast path for a store's keys and values. Layout as in :mod
 whose decoders it reuses for arrays, maps and every atomic type."""
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from wmcheck.checkpoint.state_schema import StructType
 
@@ -70,19 +70,25 @@ class StructColumns:
         return pa.StructArray.from_arrays(arrays, fields=list(arrow_type(self.schema, raw)), mask=mask)
 
 
-def decode_rows(schema: StructType, rows: list[bytes], skip: int, fast: bool = True) -> Any:
+def decode_rows(schema: StructType, rows: Sequence[bytes], skip: int, fast: bool = True) -> Any:
     """The rows of ``schema`` in ``rows`` (each after ``skip`` bytes of prefix) as an Arrow struct array
     (timestamps and dates as integers): column-wise with NumPy when ``fast`` and :mod:`.unsafe_columns`
-    proves the batch, else row by row (:class:`StructColumns`, the reference)."""
+    proves the batch (:class:`.record_spans.ByteRows` where they lie, others joined), else row by row
+    (:class:`StructColumns`, the reference)."""
     if fast and rows:
         import numpy as np
 
+        from .record_spans import ByteRows
         from .unsafe_columns import decode
 
-        ends = np.cumsum(np.fromiter(map(len, rows), np.int64, len(rows)))
-        starts = np.empty_like(ends)
-        starts[0], starts[1:] = skip, ends[:-1] + skip
-        decoded = decode(schema, b"".join(rows), starts, ends)
+        if isinstance(rows, ByteRows):
+            buf, starts, ends = rows.buf, rows.starts + skip, rows.ends
+        else:
+            ends = np.cumsum(np.fromiter(map(len, rows), np.int64, len(rows)))
+            starts = np.empty_like(ends)
+            starts[0], starts[1:] = skip, ends[:-1] + skip
+            buf = b"".join(rows)
+        decoded = decode(schema, buf, starts, ends)
         if decoded is not None:
             return decoded
     columns = StructColumns(schema)

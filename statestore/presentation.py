@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import struct
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 from wmcheck.checkpoint.errors import UnsupportedError, arg
 from wmcheck.checkpoint.model import Checkpoint
@@ -61,11 +61,13 @@ class StorePlan:
     """The reader's columns besides ``partition_id`` (``key``, ``value``, ...)."""
     rows: Callable[[States, dict[str, int]], Rows]
     """``(store name -> key/value bytes, column family name -> id) -> reader rows``."""
-    columns_of: Callable[[list[bytes], list[bytes]], dict[str, Any]] | None = None
+    columns_of: Callable[[Sequence[bytes], Sequence[bytes]], dict[str, Any]] | None = None
     """Plain stores (one physical store, a row per key): ``(keys, values) -> Arrow arrays per column``,
     for a partition read in chunks."""
     checksums: bool = False
     """Rows were written with checksums (``rowChecksum.enabled``), taken off when loading."""
+    fast: bool = True
+    """State files read and rows decoded by the fast paths where they can (else by the references only)."""
 
 
 def _field(name: str, data_type: Any) -> StructField:
@@ -109,7 +111,7 @@ def plan_store(ckpt: Checkpoint, store: Store, fast: bool = True) -> StorePlan:
     checksums = (conf.get(ROW_CHECKSUM) or "false").lower() == "true"
     if checksums:
         require_module("google_crc32c", "verifying row checksums")
-    return replace(plan, checksums=checksums)
+    return replace(plan, checksums=checksums, fast=fast)
 
 
 def _store_plan(ckpt: Checkpoint, store: Store, rocksdb: bool, codec: str, fast: bool) -> StorePlan:
@@ -127,7 +129,7 @@ def _store_plan(ckpt: Checkpoint, store: Store, rocksdb: bool, codec: str, fast:
 
     skip = 1 if rocksdb else 0  # the RocksDB version byte
 
-    def columns_of(keys: list[bytes], values: list[bytes]) -> dict[str, Any]:
+    def columns_of(keys: Sequence[bytes], values: Sequence[bytes]) -> dict[str, Any]:
         if spec is not None:
             return {"key": pa_array([key(k) for k in keys], schema.key_schema),
                     "value": pa_array([value(v) for v in values], schema.value_schema)}

@@ -43,7 +43,7 @@ def _partition_states(ckpt: Checkpoint, plan: StorePlan, partition: int, version
             states[name] = {}
             continue
         states[name], meta = load_partition(ckpt.fs, part, version, plan.codec, store_unique_ids(ckpt, op, part),
-                                            plan.checksums)
+                                            plan.checksums, plan.fast)
         if meta is not None:
             families.update(meta.column_families)
     return states, families
@@ -64,7 +64,8 @@ def _column_chunks(ckpt: Checkpoint, plan: StorePlan, partition: int, version: i
         op, part = _partition(ckpt, plan, partition, plan.physical[0])
         if part is None:
             return
-        stream = PartitionStream(ckpt.fs, part, version, plan.codec, store_unique_ids(ckpt, op, part), plan.checksums)
+        stream = PartitionStream(ckpt.fs, part, version, plan.codec, store_unique_ids(ckpt, op, part), plan.checksums,
+                                 plan.fast)
         with closing(stream.chunks()) as chunks:  # a row that does not decode closes the files at once
             for keys, values in chunks:
                 yield plan.columns_of(keys, values)

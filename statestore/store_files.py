@@ -15,7 +15,7 @@ verified as Spark's reader does (:mod:`wmcheck.checkpoint.row_checksums`).
 from __future__ import annotations
 
 from contextlib import closing
-from typing import Any, Generator, Iterator
+from typing import Any, Generator, Iterator, Sequence
 
 from wmcheck.checkpoint.errors import MalformedFileError, MissingFileError
 from wmcheck.checkpoint.fs import FileSystem
@@ -25,12 +25,13 @@ from wmcheck.checkpoint.state_files import StateFile, StorePartition
 from wmcheck.checkpoint.state_load import Lineages, resolve
 from wmcheck.checkpoint.state_records import DELETE, MERGE, changelog_records, sized_records
 
+from .record_spans import resolved_state
 from .rocksdb_files import ZipMetadata, open_snapshot
 
 CHUNK_ROWS = 1 << 16
 """Keys and values per chunk: large enough for column-wise decoding, small enough to bound memory."""
 MERGE_DELIMITER = b","
-Chunk = tuple[list[bytes], list[bytes]]
+Chunk = tuple[Sequence[bytes], Sequence[bytes]]
 
 
 class _Merged(bytes):
@@ -38,11 +39,12 @@ class _Merged(bytes):
 
 
 class PartitionStream:
-    """The state of ``part`` at ``version``; ``checksums``: the files were written with row checksums.
-    A version that cannot be rebuilt raises MissingFileError here, before any file is read."""
+    """The state of ``part`` at ``version``; ``checksums``: the files were written with row checksums;
+    ``fast``: HDFS provider files without them are read by :mod:`.record_spans` where it can (else record by
+    record only). A version that cannot be rebuilt raises MissingFileError here, before any file is read."""
 
     def __init__(self, fs: FileSystem, part: StorePartition, version: int, codec: str,
-                 unique_ids: dict[int, str] | None = None, checksums: bool = False) -> None:
+                 unique_ids: dict[int, str] | None = None, checksums: bool = False, fast: bool = True) -> None:
         load = resolve(part, version, unique_ids, Lineages(fs, codec) if unique_ids else None)
         chain, missing = list(load.chain), load.missing
         if missing is not None:
@@ -52,6 +54,7 @@ class PartitionStream:
             raise MalformedFileError(f"state version {version} cannot be loaded: {load.failure.describe()}",
                                      path=load.failure.path, hint="wmcheck check CKPT says what Spark does with it")
         self.fs, self.part, self.version, self.codec, self.checksums = fs, part, version, codec, checksums
+        self.fast = fast and part.provider != "rocksdb" and not checksums
         self.chain = chain
         self.meta: ZipMetadata | None = None
         """The RocksDB snapshot's metadata, once :meth:`chunks` opened it."""
@@ -60,6 +63,12 @@ class PartitionStream:
         """``(keys, values)`` of up to ``rows`` entries at a time; every key once."""
         chain = self.chain
         base = chain[0] if chain and chain[0].format.role == "base" else None
+        state = self._resolved(base, chain[1:] if base else chain) if self.fast else None
+        if state is not None:
+            keys, values = state
+            for start in range(0, len(keys), rows):
+                yield keys[start:start + rows], values[start:start + rows]
+            return
         overlay = self._overlay(chain[1:] if base else chain)
         place = RowPlace(self.part.operator_id, self.part.store, self.part.partition, self.version,
                          chain[-1].path if chain else self.part.directory)
@@ -75,6 +84,14 @@ class PartitionStream:
         for start in range(0, len(rest_keys), rows):
             keys, values = rest_keys[start:start + rows], rest_values[start:start + rows]
             yield (keys, [verified_values(k, v, place) for k, v in zip(keys, values)]) if verify else (keys, values)
+
+    def _resolved(self, base: StateFile | None, increments: list[StateFile]) -> Chunk | None:
+        """The state the files make, read at once by :mod:`.record_spans`, or None when the reference must
+        read them (files read and decompressed in the reference's order, so that both fail alike)."""
+        contents = self.fs.read_many(f.path for f in increments)
+        deltas = [decompress(contents.pop(f.path), self.codec, f.path) for f in increments]
+        snapshot = decompress(self.fs.read(base.path), self.codec, base.path) if base is not None else None
+        return resolved_state(snapshot, deltas)
 
     def _overlay(self, increments: list[StateFile]) -> dict[bytes, bytes | None]:
         """What the increments do, in order: key -> value put, None (deleted) or a :class:`_Merged` suffix."""
@@ -146,10 +163,10 @@ class PartitionStream:
 
 def load_partition(fs: FileSystem, part: StorePartition, version: int, codec: str,
                    unique_ids: dict[int, str] | None = None,
-                   checksums: bool = False) -> tuple[dict[bytes, bytes], ZipMetadata | None]:
+                   checksums: bool = False, fast: bool = True) -> tuple[dict[bytes, bytes], ZipMetadata | None]:
     """The whole encoded state of ``part`` at ``version`` and, for RocksDB, the snapshot's metadata
-    (``checksums``: the files were written with row checksums)."""
-    stream = PartitionStream(fs, part, version, codec, unique_ids, checksums)
+    (``checksums``, ``fast``: as :class:`PartitionStream`)."""
+    stream = PartitionStream(fs, part, version, codec, unique_ids, checksums, fast)
     state: dict[bytes, bytes] = {}
     for keys, values in stream.chunks():
         state.update(zip(keys, values))

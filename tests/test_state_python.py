@@ -383,7 +383,7 @@ def test_increments_over_a_streamed_full_copy_give_the_state_a_whole_load_gives(
     stream = object.__new__(store_files.PartitionStream)
     stream.fs = SimpleNamespace(read_many=lambda paths: {p: b"" for p in paths})
     stream.part = SimpleNamespace(operator_id=0, store="default", partition=0, directory="state/0/0", provider="rocksdb")
-    stream.version, stream.codec, stream.checksums, stream.meta = 2, "lz4", False, None
+    stream.version, stream.codec, stream.checksums, stream.meta, stream.fast = 2, "lz4", False, None, False
     stream.chain = [SimpleNamespace(format=SimpleNamespace(role="base", decoder="rocksdb-zip"), path="1.zip", version=1),
                     SimpleNamespace(format=SimpleNamespace(role="increment", decoder="rocksdb-changelog"), path="2.changelog", version=2)]
     got: dict[bytes, bytes] = {}

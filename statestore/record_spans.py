@@ -1,0 +1,199 @@
+"""The state an HDFS provider partition's files make, found without a Python object per record: the fast
+path of :class:`.store_files.PartitionStream`.
+
+The records are those of :func:`~wmcheck.checkpoint.state_records.sized_records` (a 4-byte big-endian key
+size, the key, a value size, the value; a negative value size deletes the key, a key size of -1 ends the
+file). Spark writes ``UnsafeRow`` keys and values, whose sizes are multiples of 8, so every record starts
+at a multiple of 8: where the record starting at each 8-byte slot would end is computed for every slot
+at once (NumPy), and a loop follows those ends from the first record to the end mark. Keys equal across
+records are found by Arrow's dictionary encoding; the state keeps each key once, where it first appears,
+with the last record's value, and leaves out keys whose last record deletes them (the overlay of
+:class:`.store_files.PartitionStream`, exactly). Keys and values are left in the buffer the files were
+read into, as :class:`ByteRows`.
+
+Anything else (a size not a multiple of 8, a size out of bounds, no end mark, a delete in a snapshot,
+a key twice in a snapshot with increments over it) gives None: the caller reads the files with
+``sized_records``, the reference, which reads them or raises its error.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterator, Sequence, overload
+
+if TYPE_CHECKING:
+    import numpy as np
+
+@dataclass(frozen=True, eq=False)
+class ByteRows(Sequence[bytes]):
+    """Byte strings lying in one buffer: row ``i`` is ``buf[starts[i]:ends[i]]`` (int64 offsets), sliced
+    out only when iterated or indexed; :func:`.columnar.decode_rows` decodes them where they lie."""
+
+    buf: bytes
+    starts: "np.ndarray"
+    ends: "np.ndarray"
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    @overload
+    def __getitem__(self, index: int) -> bytes: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> "ByteRows": ...
+
+    def __getitem__(self, index: int | slice) -> "bytes | ByteRows":
+        if isinstance(index, slice):
+            return ByteRows(self.buf, self.starts[index], self.ends[index])
+        return self.buf[int(self.starts[index]):int(self.ends[index])]
+
+    def __iter__(self) -> Iterator[bytes]:
+        buf = self.buf
+        return (buf[s:e] for s, e in zip(self.starts.tolist(), self.ends.tolist()))
+
+
+@dataclass(frozen=True, eq=False)
+class _Records:
+    """Records lying in one buffer, in order: key ``i`` is ``buf[starts[i] + 4:key_ends[i]]``, its value
+    ``buf[key_ends[i] + 4:value_ends[i]]`` (empty where ``deleted``)."""
+
+    starts: "np.ndarray"
+    key_ends: "np.ndarray"
+    value_ends: "np.ndarray"
+    deleted: "np.ndarray"
+
+
+def _records(data: bytes, offset: int) -> _Records | None:
+    """The records of one decompressed file that lies at ``offset`` of the buffer, or None when they are
+    not all where Spark's sizes put them (see the module docstring)."""
+    import numpy as np
+
+    n = len(data)
+    m = (n - 4) // 8 + 1 if n >= 4 else 0  # 8-byte slots whose key size can be read
+    if not m:
+        return None
+    kind = np.int32 if n < 1 << 31 else np.int64
+    words = np.frombuffer(data, ">i4", n // 4)
+    key_size = words[0::2][:m].astype(kind)
+    value_word = np.arange(1, 2 * m, 2, dtype=kind)  # where the value size is, in words
+    value_word += key_size >> 2
+    value_size = words.take(value_word, mode="clip").astype(kind)
+    kept = np.maximum(value_size, 0)
+    after = kept >> 3  # the slot where the next record starts
+    after += key_size >> 3
+    after += np.arange(1, m + 1, dtype=kind)
+    kept |= key_size
+    whole = kept & np.array(7 | np.iinfo(kind).min, kind) == 0  # sizes multiples of 8, the key's not negative
+    whole &= value_word < len(words)
+    whole &= after < m
+    end, bad = m, m + 1  # past the table: looking either up ends the walk
+    table = np.where(whole, after, bad)
+    table[key_size == -1] = end
+    found = [0]
+    try:  # found[i + 1] = table[found[i]], in C
+        found.extend(map(table.data.__getitem__, found))
+    except IndexError:
+        pass
+    if found.pop() != end:
+        return None
+    found.pop()  # the end mark's slot
+    slots = np.array(found, np.int64)
+    starts = slots * 8
+    key_ends = starts + 4 + key_size[slots]
+    sizes = value_size[slots]
+    deleted = sizes < 0
+    value_ends = key_ends + 4 + np.where(deleted, 0, sizes)
+    return _Records(starts + offset, key_ends + offset, value_ends + offset, deleted)
+
+
+def resolved_state(base: bytes | None, increments: Sequence[bytes]) -> tuple[ByteRows, ByteRows] | None:
+    """The keys and values the decompressed files make (``base``: a snapshot's, or None; then the deltas
+    over it, in order), or None when the reference must read them."""
+    import numpy as np
+
+    found: list[_Records] = []
+    held: list[bytes] = []  # the files with records, joined into one buffer unless there is one
+    offset = 0
+    for data in ([base] if base is not None else []) + list(increments):
+        records = _records(data, offset)
+        if records is None:
+            return None
+        if len(records.starts):
+            found.append(records)
+            held.append(data)
+            offset += len(data)
+        elif data is base:
+            base = None
+    buf = held[0] if len(held) == 1 else b"".join(held)
+    starts, key_ends, value_ends, deleted = (np.concatenate(a) if a else np.zeros(0, np.int64) for a in zip(
+        *((r.starts, r.key_ends, r.value_ends, r.deleted) for r in found)))
+    if base is not None and found[0].deleted.any():  # a snapshot holds no deletes: the reference raises Spark's error
+        return None
+    if increments:
+        keep = _last_puts(buf, starts + 4, key_ends, deleted, len(found[0].starts) if base is not None else 0)
+        if keep is None:
+            return None
+        starts, key_ends, value_ends = starts[keep], key_ends[keep], value_ends[keep]
+    return ByteRows(buf, starts + 4, key_ends), ByteRows(buf, key_ends + 4, value_ends)
+
+
+def _last_puts(buf: bytes, key_starts: "np.ndarray", key_ends: "np.ndarray", deleted: "np.ndarray",
+               based: int) -> "np.ndarray | None":
+    """Which records hold the state: each key's last record unless it deletes, in the order keys first
+    appear; None when the first ``based`` records (a snapshot's) hold a key twice, or two keys share a
+    fingerprint (:func:`_fingerprints`) without being equal."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = len(key_starts)
+    if not n:
+        return key_starts
+    words = np.ndarray((max(len(buf) - 7, 0),), "<u8", buf, 0, (1,))  # the 8 bytes at every offset, not copied
+    sizes = (key_ends - key_starts) >> 3
+    encoded = pc.dictionary_encode(pa.array(_fingerprints(words, key_starts, sizes)))
+    if len(encoded.dictionary) == n:  # no fingerprint twice: no key twice
+        return np.flatnonzero(~deleted)
+    ids = encoded.indices.to_numpy()
+    at = np.arange(n)
+    first, last = np.full(len(encoded.dictionary), n), np.full(len(encoded.dictionary), -1)
+    np.minimum.at(first, ids, at)
+    np.maximum.at(last, ids, at)
+    same = np.flatnonzero(first[ids] != at)  # records whose fingerprint an earlier one has
+    if not _equal(words, key_starts[same], sizes[same], key_starts[first[ids[same]]], sizes[first[ids[same]]]):
+        return None
+    if based and (same < based).any():
+        return None
+    keep = last if (first[1:] > first[:-1]).all() else last[np.argsort(first)]
+    return keep[~deleted[keep]]
+
+
+_PRIME = 0x100000001B3
+_SEED = 0xCBF29CE484222325
+
+
+def _fingerprints(words: "np.ndarray", starts: "np.ndarray", sizes: "np.ndarray") -> "np.ndarray":
+    """A 64-bit hash of each key (``sizes`` 8-byte words from ``starts``; FNV-style over the words, seeded with
+    the size): equal keys have equal fingerprints."""
+    import numpy as np
+
+    prime = np.uint64(_PRIME)
+    hashes = (sizes.astype(np.uint64) ^ np.uint64(_SEED)) * prime
+    last = len(words) - 1
+    with np.errstate(over="ignore"):
+        for j in range(int(sizes.max(initial=0))):
+            word = words[np.minimum(starts + 8 * j, last)]
+            hashes = np.where(sizes > j, (hashes ^ word) * prime, hashes)
+    return hashes
+
+
+def _equal(words: "np.ndarray", starts: "np.ndarray", sizes: "np.ndarray", others: "np.ndarray",
+           other_sizes: "np.ndarray") -> bool:
+    """Whether every key equals its other (sizes in 8-byte words)."""
+
+    if not (sizes == other_sizes).all():
+        return False
+    for j in range(int(sizes.max(initial=0))):
+        inside = sizes > j
+        if (words[starts[inside] + 8 * j] != words[others[inside] + 8 * j]).any():
+            return False
+    return True
