@@ -113,7 +113,8 @@ def resolved_state(base: bytes | None, increments: Sequence[bytes]) -> tuple[Byt
     found: list[_Records] = []
     held: list[bytes] = []  # the files with records, joined into one buffer unless there is one
     offset = 0
-    for data in ([base] if base is not None else []) + list(increments):
+    files = ([base] if base is not None else []) + list(increments)
+    for i, data in enumerate(files):
         records = _records(data, offset)
         if records is None:
             return None
@@ -121,10 +122,13 @@ def resolved_state(base: bytes | None, increments: Sequence[bytes]) -> tuple[Byt
             found.append(records)
             held.append(data)
             offset += len(data)
-        elif data is base:
+        elif i == 0:  # an empty snapshot: the deltas alone
             base = None
+    if not found:
+        nothing = ByteRows(b"", np.zeros(0, np.int64), np.zeros(0, np.int64))
+        return nothing, nothing
     buf = held[0] if len(held) == 1 else b"".join(held)
-    starts, key_ends, value_ends, deleted = (np.concatenate(a) if a else np.zeros(0, np.int64) for a in zip(
+    starts, key_ends, value_ends, deleted = (np.concatenate(a) for a in zip(
         *((r.starts, r.key_ends, r.value_ends, r.deleted) for r in found)))
     if base is not None and found[0].deleted.any():  # a snapshot holds no deletes: the reference raises Spark's error
         return None
