@@ -62,44 +62,66 @@ class _Records:
     deleted: "np.ndarray"
 
 
-def _records(data: bytes, offset: int) -> _Records | None:
-    """The records of one decompressed file that lies at ``offset`` of the buffer, or None when they are
-    not all where Spark's sizes put them (see the module docstring)."""
+_BLOCK = 1 << 20
+"""8-byte slots whose records' ends are computed at once (about 30 bytes of arrays a slot)."""
+_END, _BAD = 1 << 62, (1 << 62) + 1  # past any table: looking either up ends a walk
+
+
+def _slots(data: bytes) -> "np.ndarray | None":
+    """The 8-byte slot of every record of ``data``, in order, or None when the records are not all where
+    Spark's sizes put them (see the module docstring)."""
     import numpy as np
 
     n = len(data)
-    m = (n - 4) // 8 + 1 if n >= 4 else 0  # 8-byte slots whose key size can be read
-    if not m:
-        return None
+    m = (n - 4) // 8 + 1 if n >= 4 else 0  # slots whose key size can be read
     kind = np.int32 if n < 1 << 31 else np.int64
     words = np.frombuffer(data, ">i4", n // 4)
-    key_size = words[0::2][:m].astype(kind)
-    value_word = np.arange(1, 2 * m, 2, dtype=kind)  # where the value size is, in words
-    value_word += key_size >> 2
-    value_size = words.take(value_word, mode="clip").astype(kind)
-    kept = np.maximum(value_size, 0)
-    after = kept >> 3  # the slot where the next record starts
-    after += key_size >> 3
-    after += np.arange(1, m + 1, dtype=kind)
-    kept |= key_size
-    whole = kept & np.array(7 | np.iinfo(kind).min, kind) == 0  # sizes multiples of 8, the key's not negative
-    whole &= value_word < len(words)
-    whole &= after < m
-    end, bad = m, m + 1  # past the table: looking either up ends the walk
-    table = np.where(whole, after, bad)
-    table[key_size == -1] = end
-    found = [0]
-    try:  # found[i + 1] = table[found[i]], in C
-        found.extend(map(table.data.__getitem__, found))
-    except IndexError:
-        pass
-    if found.pop() != end:
+    parts, low = [], 0
+    while low < m:  # the slots from the record at ``low`` on, a block at a time
+        high = min(low + _BLOCK, m)
+        key_size = words[2 * low:2 * high:2].astype(kind)
+        value_word = np.arange(2 * low + 1, 2 * high, 2, dtype=kind)  # where the value size is, in words
+        value_word += key_size >> 2
+        value_size = words.take(value_word, mode="clip").astype(kind)
+        kept = np.maximum(value_size, 0)
+        after = kept >> 3  # the slot where the next record starts
+        after += key_size >> 3
+        after += np.arange(low + 1, high + 1, dtype=kind)
+        kept |= key_size
+        whole = kept & np.array(7 | np.iinfo(kind).min, kind) == 0  # sizes multiples of 8, the key's not negative
+        whole &= value_word < len(words)
+        whole &= after < m
+        table = np.where(whole, after - low, np.int64(_BAD))
+        table[key_size == -1] = _END
+        found = [0]
+        try:  # found[i + 1] = table[found[i]], in C, until it leaves the block
+            found.extend(map(table.data.__getitem__, found))
+        except IndexError:
+            pass
+        last = found.pop()
+        if last == _BAD:
+            return None
+        if last == _END:
+            found.pop()  # the end mark's slot
+        parts.append(np.array(found, np.int64) + low)
+        if last == _END:
+            return np.concatenate(parts)
+        low += last
+    return None
+
+
+def _records(data: bytes, offset: int) -> _Records | None:
+    """The records of one decompressed file that lies at ``offset`` of the buffer, or None when they are
+    not all where Spark's sizes put them."""
+    import numpy as np
+
+    slots = _slots(data)
+    if slots is None:
         return None
-    found.pop()  # the end mark's slot
-    slots = np.array(found, np.int64)
+    words = np.frombuffer(data, ">i4", len(data) // 4)
     starts = slots * 8
-    key_ends = starts + 4 + key_size[slots]
-    sizes = value_size[slots]
+    key_ends = starts + 4 + words[slots * 2]
+    sizes = words[key_ends >> 2].astype(np.int64)
     deleted = sizes < 0
     value_ends = key_ends + 4 + np.where(deleted, 0, sizes)
     return _Records(starts + offset, key_ends + offset, value_ends + offset, deleted)

@@ -75,9 +75,11 @@ def test_every_fixture_has_hdfs_partitions():
 
 
 @pytest.mark.parametrize("path,index,version", FIXTURE_CASES, ids=[f"{Path(c[0]).parent.name}-{c[1]}-v{c[2]}" for c in FIXTURE_CASES])
-def test_fixture_partitions_read_alike_by_both_paths(path, index, version, monkeypatch):
+@pytest.mark.parametrize("block", [64, record_spans._BLOCK])
+def test_fixture_partitions_read_alike_by_both_paths(path, index, version, block, monkeypatch):
     """Every version of every HDFS partition of the fixtures: the fast path reads it (row checksums aside)
-    and gives the reference's pairs."""
+    and gives the reference's pairs (also with the slots looked at 64 at a time)."""
+    monkeypatch.setattr(record_spans, "_BLOCK", block)
     taken, checksums = _both_paths(path, index, version, monkeypatch)
     assert taken == ([] if checksums else [True, True])
 
@@ -149,10 +151,13 @@ DAMAGED = {  # name: (snapshot, deltas)
 }
 
 
+@pytest.mark.parametrize("block", [1, 3, record_spans._BLOCK])
 @pytest.mark.parametrize("name", CASES)
-def test_hand_made_files_read_alike_by_both_paths(name, monkeypatch):
+def test_hand_made_files_read_alike_by_both_paths(name, block, monkeypatch):
+    """Also with the slots looked at a few at a time (records spanning blocks)."""
     snapshot, deltas, fast_reads, state = CASES[name]
     monkeypatch.setattr(store_files, "decompress", lambda data, codec, path: data)
+    monkeypatch.setattr(record_spans, "_BLOCK", block)
     taken = _spied(monkeypatch)
     for rows in (1, 2, 100):
         fast, reference = _outcome(_stream(snapshot, deltas, True), rows), _outcome(_stream(snapshot, deltas, False), rows)
@@ -160,10 +165,12 @@ def test_hand_made_files_read_alike_by_both_paths(name, monkeypatch):
     assert taken == [fast_reads] * 3
 
 
+@pytest.mark.parametrize("block", [1, record_spans._BLOCK])
 @pytest.mark.parametrize("name", DAMAGED)
-def test_damaged_files_raise_the_reference_error(name, monkeypatch):
+def test_damaged_files_raise_the_reference_error(name, block, monkeypatch):
     snapshot, deltas = DAMAGED[name]
     monkeypatch.setattr(store_files, "decompress", lambda data, codec, path: data)
+    monkeypatch.setattr(record_spans, "_BLOCK", block)
     taken = _spied(monkeypatch)
     fast, reference = _outcome(_stream(snapshot, deltas, True), 2), _outcome(_stream(snapshot, deltas, False), 2)
     assert isinstance(reference, tuple) and fast == reference
