@@ -24,7 +24,10 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:
+    import numpy as np
 
 BLOCK_BASED_MAGIC = 0x88E241B785F4CFF7
 FOOTER = 53
@@ -162,6 +165,45 @@ def _inflate(block: bytes, kind: int) -> bytes | None:
     return None
 
 
+def _block_handles(index: bytes, delta: bool) -> list[tuple[int, int]]:
+    """The data block handles of an uncompressed index block: read at once (NumPy) where every entry is a restart
+    point (RocksDB's default ``index_block_restart_interval`` of 1), else entry by entry."""
+    import numpy as np
+
+    restarts = struct.unpack_from("<I", index, len(index) - 4)[0] & 0x7FFFFFFF
+    end = len(index) - 4 - 4 * restarts
+    if end > 0:
+        u8 = np.frombuffer(index + bytes(24), np.uint8)  # varints read past an entry stay inside
+        at = np.frombuffer(index, "<u4", restarts, end).astype(np.int64)
+        shared, pos = _varints(u8, at)
+        own, pos = _varints(u8, pos)
+        value_end = None
+        if not delta:
+            size, pos = _varints(u8, pos)
+            value_end = pos + own + size
+        offset, after = _varints(u8, pos + own)
+        length, after = _varints(u8, after)
+        following = np.append(at[1:], end)
+        if not shared.any() and ((after == following) if value_end is None else (value_end == following) & (after <= value_end)).all():
+            return list(zip(offset.tolist(), length.tolist()))
+    return [_handle(value) for _, value in _entries(index, delta)]
+
+
+def _varints(u8: "np.ndarray", at: "np.ndarray") -> tuple["np.ndarray", "np.ndarray"]:
+    """The varints at ``at`` of ``u8`` (up to 64 bits) and the offsets after them."""
+    import numpy as np
+
+    byte = u8[at].astype(np.int64)
+    value, more, after, shift = byte & 0x7F, byte >= 0x80, at + 1, 7
+    while more.any() and shift < 64:
+        byte = u8[after[more]].astype(np.int64)
+        value[more] |= (byte & 0x7F) << shift
+        after[more] += 1
+        more[more] = byte >= 0x80
+        shift += 7
+    return value, after
+
+
 def _handle(value: bytes) -> tuple[int, int]:
     offset, pos = _varint(value, 0, len(value))
     return offset, _varint(value, pos, len(value))[0]
@@ -198,8 +240,7 @@ def sst_damage(data: bytes) -> SstDamage | None:
             return None
         delta = _property(props, "rocksdb.index.value.is.delta.encoded") == 1
         at_open = False
-        for _, value in _entries(plain, delta):
-            offset, size = _handle(value)
+        for offset, size in _block_handles(plain, delta):
             table.block(offset, size, "data block")
     except _Bad as bad:
         return SstDamage(bad.byte, bad.problem, at_open)
