@@ -220,6 +220,42 @@ def test_every_fixture_sst_file_reads_block_by_block():
     assert len(SSTS) > 100 and all(sst_damage(p.read_bytes()) is None for p in SSTS)
 
 
+def test_index_blocks_read_at_once_give_the_handles_read_entry_by_entry():
+    """The data block handles of every fixture SST's index block, read with NumPy (every entry a restart point),
+    are those of the entry-by-entry reader; an index with fewer restart points is read entry by entry."""
+    from wmcheck.checkpoint import rocksdb_sst as sst
+
+    checked = 0
+    for path in SSTS:
+        table = sst._Table(path.read_bytes())
+        meta, _ = table.block(table.meta[0], table.meta[1], "metaindex block")
+        blocks = {name: table.block(*sst._handle(value), name.decode())[0] for name, value in sst._entries(meta, False)}
+        props = dict(sst._entries(blocks[b"rocksdb.properties"], False))
+        plain = sst._inflate(*table.block(table.index[0], table.index[1], "index block"))
+        assert plain is not None
+        delta = sst._property(props, "rocksdb.index.value.is.delta.encoded") == 1
+        handles = sst._block_handles(plain, delta)
+        assert handles == [sst._handle(v) for _, v in sst._entries(plain, delta)]
+        checked += 1
+    assert checked == len(SSTS) > 100
+
+    def varint(n: int) -> bytes:
+        return bytes([(n >> s & 0x7F) | (0x80 if n >> s + 7 else 0) for s in range(0, max(n.bit_length(), 1), 7)])
+
+    handles = [(0, 4013), (4018, 300), (4323, 127), (10 ** 7, 2 ** 20), (2 ** 35, 1)]
+    for delta in (True, False):
+        body, starts = b"", []
+        for i, (offset, size) in enumerate(handles):
+            starts.append(len(body))
+            handle, key = varint(offset) + varint(size), f"key-{i}".encode()
+            body += varint(0) + varint(len(key)) + (b"" if delta else varint(len(handle))) + key + handle
+        index = body + b"".join(s.to_bytes(4, "little") for s in starts) + len(starts).to_bytes(4, "little")
+        assert sst._block_handles(index, delta) == [sst._handle(v) for _, v in sst._entries(index, delta)] == handles
+    # two entries, one restart point (an index_block_restart_interval of 2): (0, 100) and (105, 50)
+    two = bytes([0, 1]) + b"a" + bytes([0, 100]) + bytes([1, 1]) + b"b" + bytes([105, 50]) + (0).to_bytes(4, "little") + (1).to_bytes(4, "little")
+    assert sst._block_handles(two, True) == [(0, 100), (105, 50)]
+
+
 @pytest.mark.parametrize("block", ["data", "index"])
 @pytest.mark.parametrize("sidecar", [True, False])
 def test_a_flipped_sst_block_is_found_where_spark_or_rocksdb_reads_it(tmp_path, block, sidecar):
