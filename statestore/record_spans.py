@@ -63,8 +63,7 @@ class _Records:
 
 
 _BLOCK = 1 << 20
-"""8-byte slots whose records' ends are computed at once (about 30 bytes of arrays a slot)."""
-_END, _BAD = 1 << 62, (1 << 62) + 1  # past any table: looking either up ends a walk
+"""8-byte slots whose records' ends are computed at once (about 25 bytes of arrays a slot)."""
 
 
 def _slots(data: bytes) -> "np.ndarray | None":
@@ -75,6 +74,7 @@ def _slots(data: bytes) -> "np.ndarray | None":
     n = len(data)
     m = (n - 4) // 8 + 1 if n >= 4 else 0  # slots whose key size can be read
     kind = np.int32 if n < 1 << 31 else np.int64
+    end, bad = np.iinfo(kind).max, np.iinfo(kind).max - 1  # past any block: looking either up ends a walk
     words = np.frombuffer(data, ">i4", n // 4)
     parts, low = [], 0
     while low < m:  # the slots from the record at ``low`` on, a block at a time
@@ -84,27 +84,27 @@ def _slots(data: bytes) -> "np.ndarray | None":
         value_word += key_size >> 2
         value_size = words.take(value_word, mode="clip").astype(kind)
         kept = np.maximum(value_size, 0)
-        after = kept >> 3  # the slot where the next record starts
+        after = kept >> 3  # the slot where the next record starts, from ``low``
         after += key_size >> 3
-        after += np.arange(low + 1, high + 1, dtype=kind)
+        after += np.arange(1, high - low + 1, dtype=kind)
         kept |= key_size
         whole = kept & np.array(7 | np.iinfo(kind).min, kind) == 0  # sizes multiples of 8, the key's not negative
         whole &= value_word < len(words)
-        whole &= after < m
-        table = np.where(whole, after - low, np.int64(_BAD))
-        table[key_size == -1] = _END
+        whole &= after < m - low
+        table = np.where(whole, after, bad)
+        table[key_size == -1] = end
         found = [0]
         try:  # found[i + 1] = table[found[i]], in C, until it leaves the block
             found.extend(map(table.data.__getitem__, found))
         except IndexError:
             pass
         last = found.pop()
-        if last == _BAD:
+        if last == bad:
             return None
-        if last == _END:
+        if last == end:
             found.pop()  # the end mark's slot
         parts.append(np.array(found, np.int64) + low)
-        if last == _END:
+        if last == end:
             return np.concatenate(parts)
         low += last
     return None
@@ -204,11 +204,15 @@ def _fingerprints(words: "np.ndarray", starts: "np.ndarray", sizes: "np.ndarray"
 
     prime = np.uint64(_PRIME)
     hashes = (sizes.astype(np.uint64) ^ np.uint64(_SEED)) * prime
-    last = len(words) - 1
+    last, uniform = len(words) - 1, sizes.min(initial=0) == sizes.max(initial=0)
     with np.errstate(over="ignore"):
         for j in range(int(sizes.max(initial=0))):
-            word = words[np.minimum(starts + 8 * j, last)]
-            hashes = np.where(sizes > j, (hashes ^ word) * prime, hashes)
+            if uniform:  # every key has word j
+                hashes ^= words[starts + 8 * j]
+                hashes *= prime
+            else:
+                word = words[np.minimum(starts + 8 * j, last)]
+                hashes = np.where(sizes > j, (hashes ^ word) * prime, hashes)
     return hashes
 
 
