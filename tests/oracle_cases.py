@@ -214,6 +214,22 @@ def every_conf(key: str, value: str) -> Callable[[Path], None]:
                       for p in (r / C / "offsets").iterdir() if p.name.isdigit()]
 
 
+def partition_files_of(source: int, target: int) -> Callable[[Path], None]:
+    """Replace the state files of operator 0's partition ``target`` with partition ``source``'s (a restore that
+    mixed partitions up), sidecars included."""
+
+    def run(root: Path) -> None:
+        old, new = root / C / "state/0" / str(source), root / C / "state/0" / str(target)
+        for path in new.iterdir():
+            if path.is_file():
+                path.unlink()
+        for path in old.iterdir():
+            if path.is_file():
+                shutil.copy2(path, new / path.name)
+
+    return run
+
+
 def data_files_of(root: Path, batch: int) -> list[Path]:
     """The data files the sink's log file of ``batch`` adds."""
     lines = (root / "output/_spark_metadata" / str(batch)).read_text().splitlines()[1:]
@@ -602,6 +618,8 @@ CASES = [
          fix=every_conf(AGG_FORMAT, "2")),
     Case("state-provider-of-another-distribution", "WM057", AGG, every_conf(PROVIDER, DATABRICKS_PROVIDER), FAILS,
          r"com\.databricks\.sql\.streaming\.state\.RocksDBStateStoreProvider", fix=every_conf(PROVIDER, HDFS_PROVIDER)),
+    Case("state-partition-restored-from-another", "WM058", AGG, partition_files_of(1, 0), WRONG,  # a window lost
+         fix=restore(f"{C}/state/0/0")),
     Case("operator-metadata-v2-next-sidecar", "WM029", TWS,
          lambda r: shutil.copy2(r / C / "state/0/_metadata/v2/.4.crc", r / C / "state/0/_metadata/v2/.9.crc"), FAILS,
          r"Rename destination .*/state/0/_metadata/v2/\.9\.crc already exists", repair=True),

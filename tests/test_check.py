@@ -22,7 +22,7 @@ from wmcheck.checkpoint.offsets import parse_offsets
 from wmcheck.checkpoint.validate import CHECKS, check_checkpoint
 
 from conftest import fixture_facts, names_own_schemas, run_cli, sink_at_home
-from oracle_cases import data_files_of, logged_input
+from oracle_cases import data_files_of, logged_input, partition_files_of
 
 DAY_MS = 86_400_000
 
@@ -237,6 +237,12 @@ def b_conf_refused_everywhere(root: Path, facts: dict) -> str:
         edit_json(root / "checkpoint" / "offsets" / str(batch), 1, lambda o: o["conf"].update(
             {"spark.sql.streaming.stateStore.providerClass": "com.databricks.sql.streaming.state.RocksDBStateStoreProvider"}))
     return f"offsets/{facts['last_batch']}"
+
+
+def b_foreign_partition(root: Path, facts: dict) -> str:
+    """Partition 0's state files replaced by partition 1's (a restore that mixed partitions up)."""
+    partition_files_of(1, 0)(root)
+    return "state/0/0/2.delta"  # 1.delta holds no row
 
 
 def b_source_count(root: Path, facts: dict) -> str:
@@ -650,6 +656,7 @@ BREAKS = {
     "WM043": Break("WM043", "agg_window_hdfs", b_source_count),
     "WM044": Break("WM044", "agg_window_hdfs", b_conf_drift_unused),
     "WM057": Break("WM057", "agg_window_hdfs", b_conf_refused),
+    "WM058": Break("WM058", "agg_window_hdfs", b_foreign_partition),
     "WM057-everywhere": Break("WM057", "agg_window_hdfs", b_conf_refused_everywhere),
     "WM045": Break("WM045", "agg_window_hdfs", b_metadata_partition_count),
     "WM046": Break("WM046", "agg_window_hdfs", b_metadata_of_another_operator),
@@ -911,6 +918,36 @@ def test_a_refused_conf_value_names_the_value_and_the_fix(copy_fixture, tmp_path
         "restart it with the Spark that wrote it, or set spark.sql.streaming.stateStore.providerClass in every offsets "
         "file to the value the query's state was written with, one Spark 4.3 accepts (offsets/12 decides the restart, "
         "an older file a rewind to its batch)")
+
+
+def test_state_files_of_another_partition_are_named_with_the_partition_their_keys_go_to(copy_fixture):
+    root = copy_fixture("agg_window_hdfs")
+    b_foreign_partition(root, fixture_facts("agg_window_hdfs"))
+    assert messages(root) == {"WM058": (
+        "state/0/0 holds keys of another partition in 2.delta, 3.delta, 4.delta, 5.delta, 6.delta, 7.delta, 9.delta (a "
+        "key of 2.delta hashes to partition 1 of 3, as Spark partitions operator 0's input): the file comes from "
+        "another partition's directory (a restore or copy mixed partitions up); Spark loads it without an error, and "
+        "those keys sit where no batch sends their rows, while this partition's own are gone: rows are emitted twice "
+        "or lost (tested: the restart's output differs from a control run); a file without a key of another partition "
+        "may come from there too (one with no rows), so no rewind can tell which versions to keep")}
+    assert fixes(root)["WM058"] == Instruction("restore state/0/0 from a backup of this checkpoint (every file of it)")
+
+
+def test_every_key_of_every_fixture_is_in_the_partition_spark_sends_it_to():
+    """Spark's hash partitioning, as key_partitions computes it, on every state key of the fixtures' load chains:
+    aggregations, deduplications, (flat)MapGroupsWithState and applyInPandasWithState, HDFS and RocksDB."""
+    from wmcheck.checkpoint.checks.context import Context
+    from wmcheck.checkpoint.checks.partitioning import foreign_partition_files
+    from wmcheck.checkpoint.checks.state import plans
+    from wmcheck.checkpoint.key_partitions import KEYED_BY_PARTITIONING
+
+    checked = set()
+    for path in sorted((Path(__file__).resolve().parents[1] / "fixtures").glob("*/checkpoint")):
+        ctx = Context(open_checkpoint(str(path)))
+        assert list(foreign_partition_files.run(ctx)) == [], path
+        checked |= {(p.op.name, p.chain[-1].kind) for p in plans(ctx) if p.op.name in KEYED_BY_PARTITIONING and p.chain}
+    assert checked >= {("stateStoreSave", "delta"), ("stateStoreSave", "changelog"), ("dedupe", "delta"),
+                       ("flatMapGroupsWithState", "delta"), ("applyInPandasWithState", "delta")}, checked
 
 
 def test_a_refused_partition_count_is_not_also_one_spark_overrides(copy_fixture):

@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator
 
 from ..errors import CheckpointError
-from ..layout import STATE, hadoop_sidecar, spark_sidecar, state_dir
+from ..key_partitions import KEYED_BY_PARTITIONING, Partitioner, foreign_key, key_partitioner
+from ..layout import DEFAULT_STORE, STATE, hadoop_sidecar, spark_sidecar, state_dir
 from ..model import Operator, store_unique_ids
 from ..numbers import is_number
 from ..relocation import SchemaReference, foreign_references, reachable, schema_references
@@ -100,11 +101,52 @@ def content_loads(ctx: Context) -> list[StoreLoad]:
             ctx.notes.append(f"state file contents not verified: {missing}")
         todo = [p.load for p in plans(ctx) if p.missing is None]
         verify = ctx.content and not missing and bool(todo)
-        ctx.memo["loads"] = verify_loads(ctx.ckpt.fs, todo, decoding, ctx.state_progress, ctx.read_state,
+        ctx.memo["loads"] = verify_loads(ctx.ckpt.fs, todo, decoding, ctx.state_progress, keys_checked(ctx, decoding),
                                          ctx.spark_checksum_problem, lineages(ctx), ctx.tree.entries) if verify else []
         if verify:
             ctx.memo["verified"] = True  # the checksum sidecars of every file read were verified on the way
     return ctx.memo["loads"]
+
+
+def partitioners(ctx: Context) -> dict[str, tuple[int, Partitioner, bool]]:
+    """Each HDFS or RocksDB changelog file of a load whose keys are its operator's partitioning keys (of types
+    :mod:`..key_partitions` hashes): its partition, how Spark partitions its keys, whether it is a changelog."""
+    out: dict[str, tuple[int, Partitioner, bool]] = {}
+    for plan in plans(ctx):
+        op, part = plan.op, plan.part
+        if op.name not in KEYED_BY_PARTITIONING or part.store != DEFAULT_STORE or not op.num_partitions:
+            continue
+        schema = ctx.ckpt.store_schema(op.operator_id, part.store)
+        partitioner = key_partitioner(schema.key_schema, op.num_partitions) if schema else None
+        if partitioner is not None:
+            out.update((f.path, (part.partition, partitioner, f.format.decoder == CHANGELOG_DECODER))
+                       for f in plan.chain if f.format.decoder in ROWS_DECODERS)
+    return out
+
+
+CHANGELOG_DECODER = "rocksdb-changelog"
+ROWS_DECODERS = ("records", CHANGELOG_DECODER)
+
+
+def keys_checked(ctx: Context, decoding: Decoding) -> Callable[[list[str]], dict[str, bytes]]:
+    """``ctx.read_state`` that also samples the keys of each file :func:`partitioners` knows as it is read (each file
+    is read once), the partition a foreign one hashes to going into ``ctx.memo["foreign-keys"]`` by path."""
+    known, found = partitioners(ctx), ctx.memo.setdefault("foreign-keys", {})
+
+    def read(paths: list[str]) -> dict[str, bytes]:
+        data = ctx.read_state(paths)
+        for path in set(data) & set(known):
+            partition, partitioner, changelog = known[path]
+            try:
+                owner = foreign_key(data[path], path, changelog, partition, partitioner, decoding.codec,
+                                    decoding.row_checksums)
+            except CheckpointError:
+                continue  # a damaged file is WM039's
+            if owner is not None:
+                found[path] = owner
+        return data
+
+    return read
 
 
 def content_rewind_fix(ctx: Context, load: StoreLoad) -> tuple[str, Fix]:

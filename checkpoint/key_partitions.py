@@ -1,0 +1,176 @@
+"""Which state partition Spark sends a state key to: ``HashPartitioning`` of a stateful operator's keys, i.e.
+``pmod(Murmur3Hash(key columns, seed 42), partitions)``, computed from the key's ``UnsafeRow`` bytes.
+
+Spark's ``Murmur3HashFunction`` folds the key's columns left to right, each hashed with the previous hash as its
+seed (``Murmur3_x86_32``): integers, dates and booleans (0/1) with ``hashInt``, longs and timestamps with
+``hashLong``, floats and doubles by their bits (-0.0 as 0.0), strings and binaries with ``hashUnsafeBytes`` (whole
+4-byte little-endian words, then each remaining byte as a signed int), a struct's fields folded the same way, a
+null column leaving the hash as it was. A key of any other type: None (not known here).
+"""
+from __future__ import annotations
+
+import struct
+from itertools import islice
+from typing import Callable
+
+from .row_checksums import CHECKSUM_BYTES
+from .state_codecs import decompress
+from .state_records import DELETE, changelog_records, sized_records
+from .state_schema import DataType, StructType
+
+SEED = 42
+C1, C2, MASK = 0xCC9E2D51, 0x1B873593, 0xFFFFFFFF
+
+
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & MASK
+
+
+def _mix_k1(k1: int) -> int:
+    return (_rotl((k1 * C1) & MASK, 15) * C2) & MASK
+
+
+def _mix_h1(h1: int, k1: int) -> int:
+    return (_rotl(h1 ^ k1, 13) * 5 + 0xE6546B64) & MASK
+
+
+def _fmix(h1: int, length: int) -> int:
+    h1 ^= length
+    h1 ^= h1 >> 16
+    h1 = (h1 * 0x85EBCA6B) & MASK
+    h1 ^= h1 >> 13
+    h1 = (h1 * 0xC2B2AE35) & MASK
+    return h1 ^ (h1 >> 16)
+
+
+def hash_int(value: int, seed: int) -> int:
+    return _fmix(_mix_h1(seed, _mix_k1(value & MASK)), 4)
+
+
+def hash_long(value: int, seed: int) -> int:
+    h1 = _mix_h1(seed, _mix_k1(value & MASK))
+    return _fmix(_mix_h1(h1, _mix_k1((value >> 32) & MASK)), 8)
+
+
+def hash_bytes(data: bytes, seed: int) -> int:
+    aligned = len(data) - len(data) % 4
+    h1 = seed
+    for (word,) in struct.iter_unpack("<I", data[:aligned]):
+        h1 = _mix_h1(h1, _mix_k1(word))
+    for byte in data[aligned:]:
+        h1 = _mix_h1(h1, _mix_k1((byte - 256 if byte > 127 else byte) & MASK))
+    return _fmix(h1, len(data))
+
+
+Slot = Callable[[bytes, int, int, int], int]
+"""hash of a non-null column: (row bytes, row start, slot offset, seed) -> hash."""
+
+
+def _fixed(fmt: str, hasher: Callable[[int, int], int]) -> Slot:
+    return lambda buf, base, at, seed: hasher(struct.unpack_from(fmt, buf, at)[0], seed)
+
+
+def _floating(fmt: str, bits: str, nan: int, hasher: Callable[[int, int], int]) -> Slot:
+    """A float or double hashed by its bits as Java's floatToIntBits/doubleToLongBits give them: -0.0 as 0.0, every
+    NaN as the canonical one."""
+
+    def run(buf: bytes, base: int, at: int, seed: int) -> int:
+        (value,) = struct.unpack_from(fmt, buf, at)
+        if value != value:
+            return hasher(nan, seed)
+        return hasher(struct.unpack(bits, struct.pack(fmt, value + 0.0))[0], seed)
+
+    return run
+
+
+def _variable(buf: bytes, base: int, at: int) -> tuple[int, int]:
+    (word,) = struct.unpack_from("<q", buf, at)
+    return base + (word >> 32), word & MASK
+
+
+def _bytes_slot(buf: bytes, base: int, at: int, seed: int) -> int:
+    start, size = _variable(buf, base, at)
+    return hash_bytes(buf[start:start + size], seed)
+
+
+ATOMIC: dict[str, Slot] = {
+    "boolean": lambda buf, base, at, seed: hash_int(buf[at], seed),
+    "byte": _fixed("<b", hash_int),
+    "short": _fixed("<h", hash_int),
+    "integer": _fixed("<i", hash_int),
+    "date": _fixed("<i", hash_int),
+    "long": _fixed("<q", hash_long),
+    "timestamp": _fixed("<q", hash_long),
+    "timestamp_ntz": _fixed("<q", hash_long),
+    "float": _floating("<f", "<i", 0x7FC00000, hash_int),
+    "double": _floating("<d", "<q", 0x7FF8000000000000, hash_long),
+    "string": _bytes_slot,
+    "binary": _bytes_slot,
+}
+
+
+def _slot(data_type: DataType) -> Slot | None:
+    if isinstance(data_type, StructType):
+        fold = row_hasher(data_type)
+        if fold is None:
+            return None
+        nested = fold
+
+        def struct_slot(buf: bytes, base: int, at: int, seed: int) -> int:
+            start, _ = _variable(buf, base, at)
+            return nested(buf, start, seed)
+
+        return struct_slot
+    return ATOMIC.get(data_type) if isinstance(data_type, str) else None
+
+
+def row_hasher(schema: StructType) -> Callable[[bytes, int, int], int] | None:
+    """``(row bytes, row start, seed) -> hash`` of an ``UnsafeRow`` of ``schema``; None for a type not known here."""
+    slots = [_slot(f.data_type) for f in schema.fields]
+    if not slots or any(s is None for s in slots):
+        return None
+    width = (len(slots) + 63) // 64 * 8
+
+    def run(buf: bytes, base: int, seed: int) -> int:
+        for i, slot in enumerate(slots):
+            if buf[base + i // 8] >> (i % 8) & 1:
+                continue  # null: the hash stays
+            assert slot is not None
+            seed = slot(buf, base, base + width + 8 * i, seed)
+        return seed
+
+    return run
+
+
+def key_partitioner(schema: StructType, partitions: int) -> "Partitioner | None":
+    """``(key bytes, row start) -> the partition Spark sends the key to``; None for a key type not known here."""
+    hasher = row_hasher(schema)
+    if hasher is None or partitions < 1:
+        return None
+    return lambda buf, start: _signed(hasher(buf, start, SEED)) % partitions  # Python's % is Spark's pmod here
+
+
+def _signed(value: int) -> int:
+    return value - (1 << 32) if value > 0x7FFFFFFF else value
+
+
+KEYED_BY_PARTITIONING = frozenset({"stateStoreSave", "dedupe", "flatMapGroupsWithState", "applyInPandasWithState"})
+"""Operators whose default store's key is exactly the key Spark partitions their input by."""
+SAMPLE = 64
+"""Keys read per file: a file of another partition holds no key of this one, so each sampled key is foreign with
+probability 1 - 1/partitions."""
+Partitioner = Callable[[bytes, int], int]
+
+
+def foreign_key(data: bytes, path: str, changelog: bool, partition: int, partitioner: Partitioner, codec: str,
+                row_checksums: bool) -> int | None:
+    """The partition a sampled key of a state file (a RocksDB ``changelog``, else HDFS records) hashes to when it is
+    not ``partition``; None when every sampled key is the partition's."""
+    rows = decompress(data, codec, path)
+    records = changelog_records(rows, path) if changelog else sized_records(rows, path)
+    for kind, key, _ in islice(records, SAMPLE):
+        start = 1 if changelog else (CHECKSUM_BYTES if kind == DELETE and row_checksums else 0)  # version byte, checksum
+        owner = partitioner(key, start)
+        if owner != partition:
+            return owner
+    return None
