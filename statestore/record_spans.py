@@ -52,10 +52,11 @@ class ByteRows(Sequence[bytes]):
 
 
 @dataclass(frozen=True, eq=False)
-class _Records:
-    """Records lying in one buffer, in order: key ``i`` is ``buf[starts[i] + 4:key_ends[i]]``, its value
-    ``buf[key_ends[i] + 4:value_ends[i]]`` (empty where ``deleted``)."""
+class FileRecords:
+    """The records of one decompressed file, in order: key ``i`` is ``data[starts[i] + 4:key_ends[i]]``, its
+    value ``data[key_ends[i] + 4:value_ends[i]]`` (empty where ``deleted``)."""
 
+    data: bytes
     starts: "np.ndarray"
     key_ends: "np.ndarray"
     value_ends: "np.ndarray"
@@ -110,9 +111,9 @@ def _slots(data: bytes) -> "np.ndarray | None":
     return None
 
 
-def _records(data: bytes, offset: int) -> _Records | None:
-    """The records of one decompressed file that lies at ``offset`` of the buffer, or None when they are
-    not all where Spark's sizes put them."""
+def file_records(data: bytes) -> FileRecords | None:
+    """The records of a decompressed delta or snapshot, or None when they are not all where Spark's sizes
+    put them (the reference reads the file)."""
     import numpy as np
 
     slots = _slots(data)
@@ -123,39 +124,29 @@ def _records(data: bytes, offset: int) -> _Records | None:
     key_ends = starts + 4 + words[slots * 2]
     sizes = words[key_ends >> 2].astype(np.int64)
     deleted = sizes < 0
-    value_ends = key_ends + 4 + np.where(deleted, 0, sizes)
-    return _Records(starts + offset, key_ends + offset, value_ends + offset, deleted)
+    return FileRecords(data, starts, key_ends, key_ends + 4 + np.where(deleted, 0, sizes), deleted)
 
 
-def resolved_state(base: bytes | None, increments: Sequence[bytes]) -> tuple[ByteRows, ByteRows] | None:
-    """The keys and values the decompressed files make (``base``: a snapshot's, or None; then the deltas
-    over it, in order), or None when the reference must read them."""
+def resolved_state(base: FileRecords | None, increments: Sequence[FileRecords]) -> tuple[ByteRows, ByteRows] | None:
+    """The keys and values the files make (``base``: a snapshot's, or None; then the deltas over it, in
+    order), or None when the reference must read them."""
     import numpy as np
 
-    found: list[_Records] = []
-    held: list[bytes] = []  # the files with records, joined into one buffer unless there is one
-    offset = 0
-    files = ([base] if base is not None else []) + list(increments)
-    for i, data in enumerate(files):
-        records = _records(data, offset)
-        if records is None:
-            return None
-        if len(records.starts):
-            found.append(records)
-            held.append(data)
-            offset += len(data)
-        elif i == 0:  # an empty snapshot: the deltas alone
-            base = None
+    if base is not None and not len(base.starts):  # an empty snapshot: the deltas alone
+        base = None
+    found = [r for r in ([base] if base is not None else []) + list(increments) if len(r.starts)]
     if not found:
         nothing = ByteRows(b"", np.zeros(0, np.int64), np.zeros(0, np.int64))
         return nothing, nothing
-    buf = held[0] if len(held) == 1 else b"".join(held)
-    starts, key_ends, value_ends, deleted = (np.concatenate(a) for a in zip(
-        *((r.starts, r.key_ends, r.value_ends, r.deleted) for r in found)))
-    if base is not None and found[0].deleted.any():  # a snapshot holds no deletes: the reference raises Spark's error
+    if base is not None and base.deleted.any():  # a snapshot holds no deletes: the reference raises Spark's error
         return None
+    offsets = np.cumsum([0] + [len(r.data) for r in found[:-1]])  # where each file lies in the one buffer
+    buf = found[0].data if len(found) == 1 else b"".join(r.data for r in found)
+    starts, key_ends, value_ends = (np.concatenate([a + at for a, at in zip(arrays, offsets)]) for arrays in zip(
+        *((r.starts, r.key_ends, r.value_ends) for r in found)))
     if increments:
-        keep = _last_puts(buf, starts + 4, key_ends, deleted, len(found[0].starts) if base is not None else 0)
+        deleted = np.concatenate([r.deleted for r in found])
+        keep = _last_puts(buf, starts + 4, key_ends, deleted, len(base.starts) if base is not None else 0)
         if keep is None:
             return None
         starts, key_ends, value_ends = starts[keep], key_ends[keep], value_ends[keep]

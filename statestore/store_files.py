@@ -3,8 +3,9 @@ streamed in chunks.
 
 The files come from :func:`wmcheck.checkpoint.state_load.resolve`: the newest full copy at or before the
 version (HDFS ``V.snapshot``, RocksDB ``V.zip``) then every increment after it (``V.delta``,
-``V.changelog``); for checkpoint format v2 those of the lineage Spark follows. The increments are read first into an
-overlay (the keys they put, delete or merge); the full copy is then streamed chunk by chunk with the
+``V.changelog``); for checkpoint format v2 those of the lineage Spark follows. HDFS provider files without row
+checksums are read at once by :mod:`.record_spans` where it can. Otherwise (the reference) the increments are read
+first into an overlay (the keys they put, delete or merge); the full copy is then streamed chunk by chunk with the
 overlay applied, and the keys only the overlay holds come last. Memory holds the overlay and one
 chunk, not the state, whenever a full copy exists (always for RocksDB; for HDFS once Spark's
 maintenance wrote a snapshot; before that every delta is an increment over the empty state).
@@ -25,7 +26,7 @@ from wmcheck.checkpoint.state_files import StateFile, StorePartition
 from wmcheck.checkpoint.state_load import Lineages, resolve
 from wmcheck.checkpoint.state_records import DELETE, MERGE, changelog_records, sized_records
 
-from .record_spans import resolved_state
+from .record_spans import file_records, resolved_state
 from .rocksdb_files import ZipMetadata, open_snapshot
 
 CHUNK_ROWS = 1 << 16
@@ -87,10 +88,18 @@ class PartitionStream:
 
     def _resolved(self, base: StateFile | None, increments: list[StateFile]) -> Chunk | None:
         """The state the files make, read at once by :mod:`.record_spans`, or None when the reference must
-        read them (files read and decompressed in the reference's order, so that both fail alike)."""
+        read them (each file read, decompressed and its records found in the reference's order, so that
+        both fail alike)."""
         contents = self.fs.read_many(f.path for f in increments)
-        deltas = [decompress(contents.pop(f.path), self.codec, f.path) for f in increments]
-        snapshot = decompress(self.fs.read(base.path), self.codec, base.path) if base is not None else None
+        deltas = []
+        for f in increments:
+            records = file_records(decompress(contents.pop(f.path), self.codec, f.path))
+            if records is None:
+                return None
+            deltas.append(records)
+        snapshot = file_records(decompress(self.fs.read(base.path), self.codec, base.path)) if base is not None else None
+        if base is not None and snapshot is None:
+            return None
         return resolved_state(snapshot, deltas)
 
     def _overlay(self, increments: list[StateFile]) -> dict[bytes, bytes | None]:

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from wmcheck.checkpoint.errors import CheckpointError
+from wmcheck.checkpoint.errors import CheckpointError, MalformedFileError
 from wmcheck.checkpoint.model import store_unique_ids
 from wmcheck.checkpoint.state_codecs import codec_name
 from wmcheck.statestore import record_spans, store_files
@@ -28,11 +28,24 @@ def _outcome(stream: store_files.PartitionStream, rows: int) -> object:
 
 
 def _spied(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
-    """Whether each call of the fast path gave a state (else the reference read the files)."""
+    """Whether each read by the fast path gave a state (else the reference read the files)."""
     taken: list[bool] = []
-    real = store_files.resolved_state
-    monkeypatch.setattr(store_files, "resolved_state", lambda *args: taken.append(real(*args) is not None) or real(*args))
+    real = store_files.PartitionStream._resolved
+
+    def spy(self, base, increments):
+        state = real(self, base, increments)
+        taken.append(state is not None)
+        return state
+
+    monkeypatch.setattr(store_files.PartitionStream, "_resolved", spy)
     return taken
+
+
+def _decompressed(data: bytes, codec: str, path: str) -> bytes:
+    """The files as they are, but ``UNREADABLE`` fails as a damaged compressed file does."""
+    if data == UNREADABLE:
+        raise MalformedFileError("expected an lz4 block", path=path, byte=0)
+    return data
 
 
 def _hdfs_partitions() -> list[tuple[str, int, int]]:
@@ -93,6 +106,7 @@ def delete(key: bytes, size: int = -1) -> bytes:
 
 
 END = struct.pack(">i", -1)
+UNREADABLE = b"not compressed as the codec says"
 A, B, C, D = (bytes([i]) * 8 for i in b"abcd")
 V1, V2, V3 = (bytes([i]) * 16 for i in b"123")
 ODD = b"odd-sized"
@@ -148,6 +162,12 @@ DAMAGED = {  # name: (snapshot, deltas)
     "a damaged later delta": (None, [put(A, V1) + END, put(B, V1)[:-1]]),
     "a delete in a snapshot": (put(A, V1) + delete(B) + END, []),
     "a damaged snapshot": (put(A, V1) + struct.pack(">i", 9999), [put(B, V1) + END]),
+    "a damaged delta before one that does not decompress": (None, [put(A, V1) + END, put(B, V1)[:-1], UNREADABLE]),
+    "a damaged delta before a snapshot that does not decompress": (UNREADABLE, [put(B, V1)[:-1]]),
+}
+UNREADABLE_FILES = {  # the fast path raises the reference's decompression error itself
+    "a snapshot that does not decompress": (UNREADABLE, [put(B, V1) + END]),
+    "a delta that does not decompress": (None, [put(A, V1) + END, UNREADABLE, put(B, V1)[:-1]]),
 }
 
 
@@ -156,7 +176,7 @@ DAMAGED = {  # name: (snapshot, deltas)
 def test_hand_made_files_read_alike_by_both_paths(name, block, monkeypatch):
     """Also with the slots looked at a few at a time (records spanning blocks)."""
     snapshot, deltas, fast_reads, state = CASES[name]
-    monkeypatch.setattr(store_files, "decompress", lambda data, codec, path: data)
+    monkeypatch.setattr(store_files, "decompress", _decompressed)
     monkeypatch.setattr(record_spans, "_BLOCK", block)
     taken = _spied(monkeypatch)
     for rows in (1, 2, 100):
@@ -166,22 +186,22 @@ def test_hand_made_files_read_alike_by_both_paths(name, block, monkeypatch):
 
 
 @pytest.mark.parametrize("block", [1, record_spans._BLOCK])
-@pytest.mark.parametrize("name", DAMAGED)
+@pytest.mark.parametrize("name", [*DAMAGED, *UNREADABLE_FILES])
 def test_damaged_files_raise_the_reference_error(name, block, monkeypatch):
-    snapshot, deltas = DAMAGED[name]
-    monkeypatch.setattr(store_files, "decompress", lambda data, codec, path: data)
+    snapshot, deltas = DAMAGED.get(name) or UNREADABLE_FILES[name]
+    monkeypatch.setattr(store_files, "decompress", _decompressed)
     monkeypatch.setattr(record_spans, "_BLOCK", block)
     taken = _spied(monkeypatch)
     fast, reference = _outcome(_stream(snapshot, deltas, True), 2), _outcome(_stream(snapshot, deltas, False), 2)
     assert isinstance(reference, tuple) and fast == reference
-    assert taken == [False]
+    assert taken == ([] if name in UNREADABLE_FILES else [False])
 
 
 def test_keys_sharing_a_fingerprint_are_told_apart(monkeypatch):
     """A fingerprint shared by different keys is caught by the byte comparison: the reference reads."""
     import numpy as np
 
-    monkeypatch.setattr(store_files, "decompress", lambda data, codec, path: data)
+    monkeypatch.setattr(store_files, "decompress", _decompressed)
     monkeypatch.setattr(record_spans, "_fingerprints", lambda words, starts, sizes: np.zeros(len(starts), np.uint64))
     taken = _spied(monkeypatch)
     deltas = [put(A, V1) + put(B, V2) + END]
