@@ -4,9 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Final, Iterable, Literal, NamedTuple, Union, get_args
 
-from ..repair.requests import RepairRequest, UndoRequest
-
 if TYPE_CHECKING:
+    from ..repair.requests import RepairRequest, UndoRequest
     from .context import Context
 
 Severity = Literal["error", "warning"]
@@ -22,7 +21,7 @@ class Instruction:
     text: str
 
 
-Fix = Union[RepairRequest, UndoRequest, Instruction]
+Fix = Union["RepairRequest", "UndoRequest", Instruction]
 """What a finding says to do: the request of the wmcheck repair that fixes it (``repair.run`` takes it, or
 ``repair.undo_repair`` an :class:`UndoRequest`), or an instruction, which says it is one."""
 
