@@ -5,8 +5,9 @@ from datetime import tzinfo
 
 import click
 
+from wmcheck.checkpoint.broken_tail import broken_tail_warning
 from wmcheck.checkpoint.model import open_checkpoint
-from wmcheck.checkpoint.summary import batch_range, batch_rows, broken_tail_warning
+from wmcheck.checkpoint.summary import batch_range, batch_rows
 
 from .options import checkpoint_progress, common_options, parse_pairs, progress_option
 from .output import make_output

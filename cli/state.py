@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Iterator
 
 import click
 
+from wmcheck.checkpoint.broken_tail import broken_tail_warning
 from wmcheck.checkpoint.model import Checkpoint, open_checkpoint
-from wmcheck.checkpoint.summary import broken_tail_warning
 from wmcheck.checkpoint.timeutil import parse_time_ms
 
 from .flags import for_cli

@@ -5,8 +5,8 @@ from datetime import tzinfo
 
 import click
 
+from wmcheck.checkpoint.broken_tail import broken_tail_warning
 from wmcheck.checkpoint.model import open_checkpoint
-from wmcheck.checkpoint.summary import broken_tail_warning
 from wmcheck.checkpoint.timeline import FORMATS, figure, save, stall_label, timeline
 
 from .flags import cli_spelling
