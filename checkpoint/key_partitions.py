@@ -10,6 +10,7 @@ null column leaving the hash as it was. A key of any other type: None (not known
 from __future__ import annotations
 
 import struct
+from dataclasses import dataclass
 from itertools import islice
 from typing import Callable
 
@@ -142,6 +143,51 @@ def row_hasher(schema: StructType) -> Callable[[bytes, int, int], int] | None:
     return run
 
 
+FIXED_TYPES = frozenset({"boolean", "byte", "short", "integer", "date", "long", "timestamp", "timestamp_ntz", "float",
+                         "double"})
+VARIABLE_TYPES = frozenset({"string", "binary"})
+Fit = Callable[[bytes, int, int], bool]
+"""Whether ``(row bytes, row start, row size)`` is an ``UnsafeRow`` of a schema, laid out as Spark writes one."""
+
+
+def row_fit(schema: StructType) -> Fit | None:
+    """Whether rows are laid out as ``UnsafeRowWriter`` writes a row of ``schema``: the null bits of the fields only,
+    each variable-length field inside the row after the fixed part, and those fields (8-byte aligned) filling the
+    row exactly; None for a type not known here. A row of another schema (another number or kind of fields) fails."""
+    kinds: list[str | Fit] = []
+    for field in schema.fields:
+        t = field.data_type
+        nested = row_fit(t) if isinstance(t, StructType) else None
+        if nested is not None:
+            kinds.append(nested)
+        elif isinstance(t, str) and (t in FIXED_TYPES or t in VARIABLE_TYPES):
+            kinds.append(t)
+        else:
+            return None
+    count = len(kinds)
+    width = (count + 63) // 64 * 8
+    fixed = width + 8 * count
+
+    def fits(buf: bytes, base: int, size: int) -> bool:
+        if size < fixed or base + size > len(buf):
+            return False
+        bits = int.from_bytes(buf[base:base + width], "little")
+        if bits >> count:
+            return False  # null bits beyond the fields
+        used = 0
+        for i, kind in enumerate(kinds):
+            if bits >> i & 1 or kind in FIXED_TYPES:
+                continue
+            (word,) = struct.unpack_from("<q", buf, base + width + 8 * i)
+            offset, length = word >> 32, word & MASK
+            if offset < fixed or offset + length > size or (callable(kind) and not kind(buf, base + offset, length)):
+                return False
+            used += (length + 7) // 8 * 8
+        return fixed + used == size
+
+    return fits
+
+
 def key_partitioner(schema: StructType, partitions: int) -> "Partitioner | None":
     """``(key bytes, row start) -> the partition Spark sends the key to``; None for a key type not known here."""
     hasher = row_hasher(schema)
@@ -157,20 +203,46 @@ def _signed(value: int) -> int:
 KEYED_BY_PARTITIONING = frozenset({"stateStoreSave", "dedupe", "flatMapGroupsWithState", "applyInPandasWithState"})
 """Operators whose default store's key is exactly the key Spark partitions their input by."""
 SAMPLE = 64
-"""Keys read per file: a file of another partition holds no key of this one, so each sampled key is foreign with
-probability 1 - 1/partitions."""
+"""Rows read per file: a file of another partition holds no key of this one, so each sampled key is foreign with
+probability 1 - 1/partitions; a schema that does not describe the rows fails on the first."""
 Partitioner = Callable[[bytes, int], int]
 
 
-def foreign_key(data: bytes, path: str, changelog: bool, partition: int, partitioner: Partitioner, codec: str,
-                row_checksums: bool) -> int | None:
-    """The partition a sampled key of a state file (a RocksDB ``changelog``, else HDFS records) hashes to when it is
-    not ``partition``; None when every sampled key is the partition's."""
-    rows = decompress(data, codec, path)
-    records = changelog_records(rows, path) if changelog else sized_records(rows, path)
-    for kind, key, _ in islice(records, SAMPLE):
-        start = 1 if changelog else (CHECKSUM_BYTES if kind == DELETE and row_checksums else 0)  # version byte, checksum
-        owner = partitioner(key, start)
-        if owner != partition:
-            return owner
-    return None
+@dataclass(frozen=True)
+class StoreRows:
+    """How a store's files are read here: its key and value rows' layouts, how Spark partitions its keys (None:
+    not by its whole key, or a type not hashed here), where rows start (RocksDB: after a version byte) and whether
+    values carry row checksums (their layout then not checked)."""
+
+    partition: int
+    key_fit: Fit | None
+    value_fit: Fit | None
+    partitioner: Partitioner | None
+    changelog: bool
+    row_checksums: bool
+
+
+@dataclass(frozen=True)
+class Sample:
+    """What the sampled rows of a state file show: a partition a key hashes to other than the file's, or the row
+    (``key``/``value``) its schema does not describe."""
+
+    owner: int | None = None
+    misfit: str | None = None
+
+
+def sample_rows(data: bytes, path: str, rows: StoreRows, codec: str) -> Sample:
+    """The first sampled row that does not fit the store's schema, else the first key of another partition."""
+    records = changelog_records(decompress(data, codec, path), path) if rows.changelog else sized_records(
+        decompress(data, codec, path), path)
+    owner = None
+    for kind, key, value in islice(records, SAMPLE):
+        start = 1 if rows.changelog else (CHECKSUM_BYTES if kind == DELETE and rows.row_checksums else 0)
+        if rows.key_fit is not None and not rows.key_fit(key, start, len(key) - start):
+            return Sample(misfit="key")
+        if value is not None and kind != DELETE and rows.value_fit is not None and not rows.row_checksums:
+            if not rows.value_fit(value, 1 if rows.changelog else 0, len(value) - (1 if rows.changelog else 0)):
+                return Sample(misfit="value")
+        if owner is None and rows.partitioner is not None and rows.partitioner(key, start) != rows.partition:
+            owner = rows.partitioner(key, start)
+    return Sample(owner=owner)

@@ -214,6 +214,11 @@ def every_conf(key: str, value: str) -> Callable[[Path], None]:
                       for p in (r / C / "offsets").iterdir() if p.name.isdigit()]
 
 
+def schema_of(fixture: str) -> Callable[[Path], None]:
+    """Operator 0's state schema file replaced by another fixture's (its sidecar left as it was)."""
+    return lambda r: shutil.copy2(FIXTURES / fixture / C / "state/0/0/_metadata/schema", r / C / "state/0/0/_metadata/schema")
+
+
 def partition_files_of(source: int, target: int) -> Callable[[Path], None]:
     """Replace the state files of operator 0's partition ``target`` with partition ``source``'s (a restore that
     mixed partitions up), sidecars included."""
@@ -620,6 +625,10 @@ CASES = [
          r"com\.databricks\.sql\.streaming\.state\.RocksDBStateStoreProvider", fix=every_conf(PROVIDER, HDFS_PROVIDER)),
     Case("state-partition-restored-from-another", "WM058", AGG, partition_files_of(1, 0), WRONG,  # a window lost
          fix=restore(f"{C}/state/0/0")),
+    Case("state-schema-of-another-aggregation", "WM059", AGG, schema_of("compaction"), FAILS,  # its key: window only
+         "STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE", fix=lambda r: unlink(r, *OPERATOR_FILES[2:])),
+    Case("state-value-schema-of-another-aggregation", "WM059", AGG, schema_of("sliding_window"), FAILS,  # count only
+         "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE", fix=lambda r: unlink(r, *OPERATOR_FILES[2:])),
     Case("operator-metadata-v2-next-sidecar", "WM029", TWS,
          lambda r: shutil.copy2(r / C / "state/0/_metadata/v2/.4.crc", r / C / "state/0/_metadata/v2/.9.crc"), FAILS,
          r"Rename destination .*/state/0/_metadata/v2/\.9\.crc already exists", repair=True),

@@ -23,6 +23,7 @@ from wmcheck.checkpoint.validate import CHECKS, check_checkpoint
 
 from conftest import fixture_facts, names_own_schemas, run_cli, sink_at_home
 from oracle_cases import data_files_of, logged_input, partition_files_of
+from restart_oracle import FIXTURES
 
 DAY_MS = 86_400_000
 
@@ -243,6 +244,13 @@ def b_foreign_partition(root: Path, facts: dict) -> str:
     """Partition 0's state files replaced by partition 1's (a restore that mixed partitions up)."""
     partition_files_of(1, 0)(root)
     return "state/0/0/2.delta"  # 1.delta holds no row
+
+
+def b_schema_of_another_aggregation(root: Path, facts: dict) -> str:
+    """Operator 0's state schema replaced by the compaction fixture's aggregation's (its key: the window only)."""
+    path = "state/0/0/_metadata/schema"
+    hand_edit(root / "checkpoint" / path, (FIXTURES / "compaction" / "checkpoint" / path).read_bytes())
+    return path
 
 
 def b_source_count(root: Path, facts: dict) -> str:
@@ -657,6 +665,7 @@ BREAKS = {
     "WM044": Break("WM044", "agg_window_hdfs", b_conf_drift_unused),
     "WM057": Break("WM057", "agg_window_hdfs", b_conf_refused),
     "WM058": Break("WM058", "agg_window_hdfs", b_foreign_partition),
+    "WM059": Break("WM059", "agg_window_hdfs", b_schema_of_another_aggregation),
     "WM057-everywhere": Break("WM057", "agg_window_hdfs", b_conf_refused_everywhere),
     "WM045": Break("WM045", "agg_window_hdfs", b_metadata_partition_count),
     "WM046": Break("WM046", "agg_window_hdfs", b_metadata_of_another_operator),
@@ -933,18 +942,32 @@ def test_state_files_of_another_partition_are_named_with_the_partition_their_key
     assert fixes(root)["WM058"] == Instruction("restore state/0/0 from a backup of this checkpoint (every file of it)")
 
 
+def test_a_schema_file_of_another_aggregation_is_named_with_the_rows_it_does_not_describe(copy_fixture):
+    """WM059, and no WM058: keys hashed by another schema's columns would seem to be another partition's."""
+    root = copy_fixture("agg_window_hdfs")
+    b_schema_of_another_aggregation(root, fixture_facts("agg_window_hdfs"))
+    assert messages(root) == {"WM059": (
+        "the key rows of state/0/0/2.delta are not rows of the key schema in state/0/0/_metadata/schema (another "
+        "number or kind of columns): the schema file comes from another query, or the state does; on restart Spark "
+        "compares the file with the query's own state schema and fails where they differ "
+        "(STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE; tested with a schema file of another aggregation). If the query "
+        "that restarts wrote this state, its schema file is the one to replace")}
+    assert fixes(root)["WM059"] == Instruction("while the query is stopped, delete state/0/0/_metadata/schema with its "
+                                                "checksum file: Spark writes it again from the query when it starts")
+
+
 def test_every_key_of_every_fixture_is_in_the_partition_spark_sends_it_to():
     """Spark's hash partitioning, as key_partitions computes it, on every state key of the fixtures' load chains:
     aggregations, deduplications, (flat)MapGroupsWithState and applyInPandasWithState, HDFS and RocksDB."""
     from wmcheck.checkpoint.checks.context import Context
-    from wmcheck.checkpoint.checks.partitioning import foreign_partition_files
+    from wmcheck.checkpoint.checks.partitioning import foreign_partition_files, misfit_schema
     from wmcheck.checkpoint.checks.state import plans
     from wmcheck.checkpoint.key_partitions import KEYED_BY_PARTITIONING
 
     checked = set()
     for path in sorted((Path(__file__).resolve().parents[1] / "fixtures").glob("*/checkpoint")):
         ctx = Context(open_checkpoint(str(path)))
-        assert list(foreign_partition_files.run(ctx)) == [], path
+        assert list(foreign_partition_files.run(ctx)) == list(misfit_schema.run(ctx)) == [], path
         checked |= {(p.op.name, p.chain[-1].kind) for p in plans(ctx) if p.op.name in KEYED_BY_PARTITIONING and p.chain}
     assert checked >= {("stateStoreSave", "delta"), ("stateStoreSave", "changelog"), ("dedupe", "delta"),
                        ("flatMapGroupsWithState", "delta"), ("applyInPandasWithState", "delta")}, checked

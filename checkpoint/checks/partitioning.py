@@ -1,27 +1,37 @@
-"""The check that each state file holds the keys of its own partition.
+"""The checks that each state file holds rows of its store's schema, with the keys of its own partition.
 
 A stateful operator's input is hash-partitioned by its keys (:mod:`..key_partitions`), and partition ``p`` of its
 state only ever holds keys that hash to ``p``. A file of another partition's directory (a restore or a copy that
 mixed partitions up) is loaded all the same: its keys sit where no batch sends their rows, so they are emitted
 again when the watermark passes them, while the partition's own keys are gone (rows lost or emitted twice).
+Rows that the store's schema file does not describe (a schema file of another query) are not hashed: Spark
+compares that file with the query's schema on restart.
 """
 from __future__ import annotations
 
 from typing import Iterator
 
+from ..key_partitions import Sample
 from .context import Context
 from .definition import ERROR, Instruction, Issue, check
+from .operator_metadata import rewrite_fix
 from .state import content_loads, plans
+
+
+def samples(ctx: Context) -> dict[str, Sample]:
+    """What the sampled rows of each state file the next batch loads show, by path."""
+    content_loads(ctx)  # samples the rows of each file it reads
+    return ctx.memo.get("row-samples", {})
 
 
 @check("WM058", ERROR, "state files holding another partition's keys")
 def foreign_partition_files(ctx: Context) -> Iterator[Issue]:
-    content_loads(ctx)  # samples the keys of each file it reads
-    owners = ctx.memo.get("foreign-keys", {})
+    found = samples(ctx)
     for plan in plans(ctx):
         op, part = plan.op, plan.part
-        foreign = [(f, owners[f.path]) for f in plan.chain if f.path in owners]
-        if not foreign:
+        seen = [(f, found[f.path]) for f in plan.chain if f.path in found]
+        foreign = [(f, s.owner) for f, s in seen if s.owner is not None]
+        if not foreign or any(s.misfit for _, s in seen):
             continue
         first, owner = foreign[0]
         names = ", ".join(f.path.rsplit("/", 1)[-1] for f, _ in foreign)
@@ -34,3 +44,25 @@ def foreign_partition_files(ctx: Context) -> Iterator[Issue]:
             f"control run); a file without a key of another partition may come from there too (one with no rows), so no "
             f"rewind can tell which versions to keep"
         ), Instruction(f"restore {part.directory} from a backup of this checkpoint (every file of it)"))
+
+
+@check("WM059", ERROR, "state schema file that does not describe the state's rows")
+def misfit_schema(ctx: Context) -> Iterator[Issue]:
+    found = samples(ctx)
+    reported: set[int] = set()
+    for plan in plans(ctx):
+        op = plan.op
+        bad = next(((f, found[f.path].misfit) for f in plan.chain if f.path in found and found[f.path].misfit), None)
+        if bad is None or op.operator_id in reported:
+            continue
+        reported.add(op.operator_id)
+        f, misfit = bad
+        row = misfit or "key"
+        schemas = ctx.ckpt.schema_file_paths(op.operator_id, plan.part.store)
+        yield Issue(schemas[0] if schemas else f.path, (
+            f"the {row} rows of {f.path} are not rows of the {row} schema in {', '.join(schemas) or 'the schema file'} "
+            f"(another number or kind of columns): the schema file comes from another query, or the state does; on "
+            f"restart Spark compares the file with the query's own state schema and fails where they differ "
+            f"(STATE_STORE_{row.upper()}_SCHEMA_NOT_COMPATIBLE; tested with a schema file of another aggregation). "
+            f"If the query that restarts wrote this state, its schema file is the one to replace"
+        ), rewrite_fix(*schemas) if schemas else Instruction("restore the schema file from a backup"))

@@ -50,7 +50,7 @@ LISTED: tuple[Check, ...] = (
     operator_metadata.schema_without_metadata, sources.offset_goes_back,
     operators.operator_watermark,
     state.missing_operators, sources.offset_of_another_kind, logs.unparseable_unread, sink_files.sink_files_twice,
-    conf.conf_refused, partitioning.foreign_partition_files,
+    conf.conf_refused, partitioning.foreign_partition_files, partitioning.misfit_schema,
 )
 
 

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from ..errors import CheckpointError
-from ..key_partitions import KEYED_BY_PARTITIONING, Partitioner, foreign_key, key_partitioner
+from ..key_partitions import KEYED_BY_PARTITIONING, StoreRows, key_partitioner, row_fit, sample_rows
 from ..layout import DEFAULT_STORE, STATE, hadoop_sidecar, spark_sidecar, state_dir
 from ..model import Operator, store_unique_ids
 from ..numbers import is_number
@@ -101,26 +101,29 @@ def content_loads(ctx: Context) -> list[StoreLoad]:
             ctx.notes.append(f"state file contents not verified: {missing}")
         todo = [p.load for p in plans(ctx) if p.missing is None]
         verify = ctx.content and not missing and bool(todo)
-        ctx.memo["loads"] = verify_loads(ctx.ckpt.fs, todo, decoding, ctx.state_progress, keys_checked(ctx, decoding),
+        ctx.memo["loads"] = verify_loads(ctx.ckpt.fs, todo, decoding, ctx.state_progress, rows_sampled(ctx, decoding),
                                          ctx.spark_checksum_problem, lineages(ctx), ctx.tree.entries) if verify else []
         if verify:
             ctx.memo["verified"] = True  # the checksum sidecars of every file read were verified on the way
     return ctx.memo["loads"]
 
 
-def partitioners(ctx: Context) -> dict[str, tuple[int, Partitioner, bool]]:
-    """Each HDFS or RocksDB changelog file of a load whose keys are its operator's partitioning keys (of types
-    :mod:`..key_partitions` hashes): its partition, how Spark partitions its keys, whether it is a changelog."""
-    out: dict[str, tuple[int, Partitioner, bool]] = {}
+def store_rows(ctx: Context, decoding: Decoding) -> dict[str, StoreRows]:
+    """Each HDFS or RocksDB changelog file of a load of a store whose schema :mod:`..key_partitions` reads (the
+    default store of an operator keyed by its partitioning keys): how its rows are laid out and partitioned."""
+    out: dict[str, StoreRows] = {}
     for plan in plans(ctx):
         op, part = plan.op, plan.part
         if op.name not in KEYED_BY_PARTITIONING or part.store != DEFAULT_STORE or not op.num_partitions:
             continue
         schema = ctx.ckpt.store_schema(op.operator_id, part.store)
-        partitioner = key_partitioner(schema.key_schema, op.num_partitions) if schema else None
-        if partitioner is not None:
-            out.update((f.path, (part.partition, partitioner, f.format.decoder == CHANGELOG_DECODER))
-                       for f in plan.chain if f.format.decoder in ROWS_DECODERS)
+        if schema is None:
+            continue
+        for f in plan.chain:
+            if f.format.decoder in ROWS_DECODERS:
+                out[f.path] = StoreRows(part.partition, row_fit(schema.key_schema), row_fit(schema.value_schema),
+                                        key_partitioner(schema.key_schema, op.num_partitions),
+                                        f.format.decoder == CHANGELOG_DECODER, decoding.row_checksums)
     return out
 
 
@@ -128,22 +131,18 @@ CHANGELOG_DECODER = "rocksdb-changelog"
 ROWS_DECODERS = ("records", CHANGELOG_DECODER)
 
 
-def keys_checked(ctx: Context, decoding: Decoding) -> Callable[[list[str]], dict[str, bytes]]:
-    """``ctx.read_state`` that also samples the keys of each file :func:`partitioners` knows as it is read (each file
-    is read once), the partition a foreign one hashes to going into ``ctx.memo["foreign-keys"]`` by path."""
-    known, found = partitioners(ctx), ctx.memo.setdefault("foreign-keys", {})
+def rows_sampled(ctx: Context, decoding: Decoding) -> Callable[[list[str]], dict[str, bytes]]:
+    """``ctx.read_state`` that also samples the rows of each file :func:`store_rows` knows as it is read (each file
+    is read once): what they show goes into ``ctx.memo["row-samples"]`` by path."""
+    known, found = store_rows(ctx, decoding), ctx.memo.setdefault("row-samples", {})
 
     def read(paths: list[str]) -> dict[str, bytes]:
         data = ctx.read_state(paths)
         for path in set(data) & set(known):
-            partition, partitioner, changelog = known[path]
             try:
-                owner = foreign_key(data[path], path, changelog, partition, partitioner, decoding.codec,
-                                    decoding.row_checksums)
+                found[path] = sample_rows(data[path], path, known[path], decoding.codec)
             except CheckpointError:
                 continue  # a damaged file is WM039's
-            if owner is not None:
-                found[path] = owner
         return data
 
     return read
