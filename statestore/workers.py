@@ -2,16 +2,17 @@
 
 :func:`run` calls ``work(job, task)`` for every task and yields what it yields. ``jobs`` worker processes
 take tasks from a queue and put each output on a bounded queue (a worker waits while the consumer is
-behind, so memory holds a few outputs, not a task's whole result); with one job and no budget the
-tasks run in this process instead. Workers are forked when the checkpoint is local (they share what
+behind, so memory holds a few outputs, not a task's whole result); with one job the tasks run in this
+process instead (no fork, nothing sent between processes). Workers are forked when the checkpoint is local (they share what
 this process has imported) and started by a fork server otherwise (a process that has not touched a
 remote file system's client threads). An error in a worker stops them all and is raised here: the error of
 the first task that fails in the order of ``tasks`` (the one a run in this process raises), once the tasks
 before it are done; a stopped worker (SIGTERM, SIGINT) cleans up after itself (temporary files) and exits.
 
 The memory budget (``max_memory`` bytes) is the memory of this process and its workers (proportional
-set sizes: pages a forked worker shares with this process count once), sampled every 100 ms: past it the workers are stopped and :func:`run` raises one CheckpointError
-naming the budget, rather than letting the machine swap.
+set sizes: pages a forked worker shares with this process count once), sampled every 100 ms: past it the
+workers are stopped (with one job, this process is interrupted where it is) and :func:`run` raises one
+CheckpointError naming the budget, rather than letting the machine swap.
 """
 from __future__ import annotations
 
@@ -113,13 +114,11 @@ class _Guard:
 def run(work: Callable[[Any, Any], Generator[Any, None, None]], job: Any, tasks: Sequence[Any], jobs: int = 1,
         max_memory: int | None = None, fork: bool = True) -> Iterator[Any]:
     """Everything ``work(job, task)`` yields for each of ``tasks`` (in the order outputs arrive), using up to
-    ``jobs`` processes; ``work`` and ``job`` must be picklable unless ``fork``."""
+    ``jobs`` processes (one: this process); ``work`` and ``job`` must be picklable unless ``fork``."""
     if not tasks:
         return
-    if jobs <= 1 and max_memory is None:
-        for task in tasks:
-            with closing(work(job, task)) as outputs:
-                yield from outputs
+    if jobs <= 1:
+        yield from _here(work, job, tasks, max_memory)
         return
     workers: list[Any] = []
     guard = _Guard(max_memory, lambda: _stop(workers)) if max_memory is not None else None
@@ -128,6 +127,36 @@ def run(work: Callable[[Any, Any], Generator[Any, None, None]], job: Any, tasks:
             yield from _parallel(work, job, tasks, min(max(jobs, 1), len(tasks)), fork, workers, guard)
         finally:
             _stop(workers)
+
+
+def _here(work: Callable[[Any, Any], Generator[Any, None, None]], job: Any, tasks: Sequence[Any],
+          max_memory: int | None) -> Iterator[Any]:
+    """The tasks in this process. Under a budget the guard's thread interrupts the main thread past it (a
+    SIGUSR1 whose handler raises the budget's error wherever the main thread is); a caller in another thread
+    is stopped at its next output instead."""
+    if max_memory is None:
+        for task in tasks:
+            with closing(work(job, task)) as outputs:
+                yield from outputs
+        return
+    main = threading.current_thread() is threading.main_thread() and hasattr(signal, "SIGUSR1")
+    guard = _Guard(max_memory, lambda: os.kill(os.getpid(), signal.SIGUSR1) if main else None)
+
+    def over(_signum: int, _frame: Any) -> None:
+        raise guard.failure()
+
+    before = signal.signal(signal.SIGUSR1, over) if main else None
+    try:
+        with guard:
+            for task in tasks:
+                with closing(work(job, task)) as outputs:
+                    for output in outputs:
+                        if guard.exceeded is not None:
+                            raise guard.failure()
+                        yield output
+    finally:  # the guard's thread is stopped (it signals at most once) before the handler goes
+        if main:
+            signal.signal(signal.SIGUSR1, before)
 
 
 def _stop(workers: list[Any]) -> None:

@@ -217,6 +217,33 @@ def test_workers_raise_the_error_a_run_in_one_process_raises():
         assert 0 in seen and 1 not in seen and 3 not in seen
 
 
+def _growing(held: list, task: int):
+    """Holds 8 MiB more every 20 ms (written, so resident) and yields only after 4 s."""
+    import time
+
+    for _ in range(200):
+        held.append(b"x" * (8 << 20))
+        time.sleep(0.02)
+    yield task
+
+
+def test_one_job_past_its_budget_is_interrupted_where_it_is():
+    """With one job the tasks run in this process; past the budget the guard interrupts the task where it is (it
+    yields nothing for seconds), and the signal's handler is put back."""
+    import signal
+
+    from wmcheck.checkpoint.errors import CheckpointError
+    from wmcheck.statestore.workers import resident, run
+
+    held: list[bytes] = []
+    before = signal.getsignal(signal.SIGUSR1)
+    with pytest.raises(CheckpointError, match="of memory, over"):
+        list(run(_growing, held, [0], jobs=1, max_memory=resident(os.getpid()) + (64 << 20)))
+    assert 8 <= len(held) < 200
+    held.clear()
+    assert signal.getsignal(signal.SIGUSR1) == before
+
+
 def test_a_memory_budget_stops_the_read_with_one_line(tmp_path):
     out = tmp_path / "rows.parquet"
     done = _wmcheck(["state", str(fixture_checkpoint("dedup_rocksdb_p3")), "--older-than-watermark", "--format", "parquet",
