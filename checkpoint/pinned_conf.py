@@ -28,6 +28,8 @@ class PinnedConf:
 
 
 ROCKSDB_PROVIDER = "RocksDBStateStoreProvider"
+ROW_CHECKSUM = "spark.sql.streaming.stateStore.rowChecksum.enabled"
+"""Whether state rows carry checksums (Spark 4.1+): rows written one way fail to load the other way."""
 
 _TABLE = (
     PinnedConf(PINNED_CONFS["shuffle_partitions"], None, "state"),
@@ -41,6 +43,7 @@ _TABLE = (
     PinnedConf(PINNED_CONFS["rocksdb_format"], None, "rocksdb"),
     PinnedConf(PINNED_CONFS["compression_codec"], "lz4", "state"),
     PinnedConf(PINNED_CONFS["encoding_format"], "unsaferow", "state"),
+    PinnedConf(ROW_CHECKSUM, "false", "state"),
 )
 PINNED: Mapping[str, PinnedConf] = {c.key: c for c in _TABLE}
 

@@ -542,6 +542,8 @@ CASES = [
     Case("conf-missing-from-last-offsets", "WM015", AGG,  # Spark's default for an unrecorded one is format 1
          lambda r: edit_conf(r, 12, lambda c: c.pop("spark.sql.streaming.aggregation.stateFormatVersion")), FAILS,
          "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE", repair=True),
+    Case("row-checksums-turned-on-at-the-last-batch", "WM015", AGG, lambda r: edit_conf(r, 12, lambda c: c.update(
+        {"spark.sql.streaming.stateStore.rowChecksum.enabled": "true"})), FAILS, "CANNOT_LOAD_STATE_STORE"),
     Case("conf-changes-the-restart-does-not-use", "WM044", AGG, both(  # in an older batch; a conf no operator uses
         lambda r: edit_conf(r, 5, lambda c: c.update({"spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER})),
         lambda r: edit_conf(r, 12, lambda c: c.update({"spark.sql.streaming.join.stateFormatVersion": "1"}))), OK),

@@ -973,6 +973,19 @@ def test_every_key_of_every_fixture_is_in_the_partition_spark_sends_it_to():
                        ("flatMapGroupsWithState", "delta"), ("applyInPandasWithState", "delta")}, checked
 
 
+def test_row_checksums_turned_on_in_the_last_offsets_file_are_a_conf_change(copy_fixture):
+    """Spark then expects a checksum before every row of state written without (it fails to load it): WM015, and
+    the rows are not judged against their schema or partition (which way they were written is unknown)."""
+    facts = fixture_facts("agg_window_hdfs")
+    root = copy_fixture("agg_window_hdfs")
+    edit_json(root / "checkpoint" / "offsets" / str(facts["last_batch"]), 1,
+              lambda o: o["conf"].update({"spark.sql.streaming.stateStore.rowChecksum.enabled": "true"}))
+    found = check_checkpoint(open_checkpoint(str(root / "checkpoint")))
+    assert sorted((f.code, f.path) for f in found if f.code in ("WM015", "WM058", "WM059")) == [
+        ("WM015", f"offsets/{facts['last_batch']}")]
+    assert fixes(root)["WM015"] == repair.RewindRequest(to_batch=facts["last_batch"] - 1)
+
+
 def test_a_refused_partition_count_is_not_also_one_spark_overrides(copy_fixture):
     """Spark fails on a refused spark.sql.shuffle.partitions before it runs any operator: WM057, not WM045's
     'Spark runs the operator with that many partitions, so the restart works'."""

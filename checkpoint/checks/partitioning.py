@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from ..key_partitions import Sample
+from ..pinned_conf import ROW_CHECKSUM, effective
 from .context import Context
 from .definition import ERROR, Instruction, Issue, check
 from .operator_metadata import rewrite_fix
@@ -19,8 +20,11 @@ from .state import content_loads, plans
 
 
 def samples(ctx: Context) -> dict[str, Sample]:
-    """What the sampled rows of each state file the next batch loads show, by path."""
+    """What the sampled rows of each state file the next batch loads show, by path; none when the offsets files
+    disagree on whether rows carry checksums (which way the files were written is then unknown: WM015 or WM044)."""
     content_loads(ctx)  # samples the rows of each file it reads
+    if len({str(effective(conf, ROW_CHECKSUM)).lower() for conf in ctx.confs.values()}) > 1:
+        return {}
     return ctx.memo.get("row-samples", {})
 
 
