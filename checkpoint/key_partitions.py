@@ -12,11 +12,12 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 from itertools import islice
-from typing import Callable
+from typing import Callable, Iterable
 
+from .rocksdb_sst import table_rows
 from .row_checksums import CHECKSUM_BYTES
 from .state_codecs import decompress
-from .state_records import DELETE, changelog_records, sized_records
+from .state_records import DELETE, PUT, changelog_records, sized_records
 from .state_schema import DataType, StructType
 
 SEED = 42
@@ -219,6 +220,7 @@ class StoreRows:
     value_fit: Fit | None
     partitioner: Partitioner | None
     changelog: bool
+    """RocksDB rows (a version byte before each row), from a changelog or a snapshot's table files."""
     row_checksums: bool
 
 
@@ -232,17 +234,27 @@ class Sample:
 
 
 def sample_rows(data: bytes, path: str, rows: StoreRows, codec: str) -> Sample:
-    """The first sampled row that does not fit the store's schema, else the first key of another partition."""
-    records = changelog_records(decompress(data, codec, path), path) if rows.changelog else sized_records(
-        decompress(data, codec, path), path)
+    """The first sampled row of a state file that does not fit the store's schema, else the first key of another
+    partition."""
+    rows_of = changelog_records if rows.changelog else sized_records
+    return _sample(islice(rows_of(decompress(data, codec, path), path), SAMPLE), rows)
+
+
+def sample_table(data: bytes, rows: StoreRows) -> Sample:
+    """:func:`sample_rows` for a RocksDB table file of a snapshot (its rows: a version byte, then the row)."""
+    return _sample(((PUT, key, value) for key, value in table_rows(data, SAMPLE)), rows)
+
+
+def _sample(records: Iterable[tuple[str, bytes, bytes | None]], rows: StoreRows) -> Sample:
     owner = None
-    for kind, key, value in islice(records, SAMPLE):
+    for kind, key, value in records:
         start = 1 if rows.changelog else (CHECKSUM_BYTES if kind == DELETE and rows.row_checksums else 0)
         if rows.key_fit is not None and not rows.key_fit(key, start, len(key) - start):
             return Sample(misfit="key")
-        if value is not None and kind != DELETE and rows.value_fit is not None and not rows.row_checksums:
-            if not rows.value_fit(value, 1 if rows.changelog else 0, len(value) - (1 if rows.changelog else 0)):
-                return Sample(misfit="value")
+        skip = 1 if rows.changelog else 0
+        if value is not None and kind != DELETE and rows.value_fit is not None and not rows.row_checksums and \
+                not rows.value_fit(value, skip, len(value) - skip):
+            return Sample(misfit="value")
         if owner is None and rows.partitioner is not None and rows.partitioner(key, start) != rows.partition:
             owner = rows.partitioner(key, start)
     return Sample(owner=owner)

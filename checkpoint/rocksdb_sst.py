@@ -248,3 +248,32 @@ def sst_damage(data: bytes) -> SstDamage | None:
         return SstDamage(len(data) - FOOTER, f"expected a readable {'index or meta block' if at_open else 'data block'}"
                                              f" ({type(exc).__name__}; RocksDB: Corruption)", at_open)
     return None
+
+
+def table_rows(data: bytes, limit: int) -> list[tuple[bytes, bytes]]:
+    """The user keys and values of up to ``limit`` live entries (puts) of a table file's first data blocks, in key
+    order; none where the file is not read here (see the module's docstring) or does not parse (:func:`sst_damage`
+    says why)."""
+    out: list[tuple[bytes, bytes]] = []
+    try:
+        table = _Table(data)
+        if table.version > 5 or table.checksum is None:
+            return []
+        meta, _ = table.block(table.meta[0], table.meta[1], "metaindex block")
+        props = next((dict(_entries(table.block(*_handle(v), "properties")[0], False)) for n, v in _entries(meta, False)
+                      if n == b"rocksdb.properties"), {})
+        index = _inflate(*table.block(table.index[0], table.index[1], "index block"))
+        if index is None or _property(props, "rocksdb.block.based.table.index.type") not in (None, 0):
+            return []
+        for offset, size in _block_handles(index, _property(props, "rocksdb.index.value.is.delta.encoded") == 1):
+            block = _inflate(*table.block(offset, size, "data block"))
+            if block is None:
+                return out
+            for internal, value in _entries(block, False):
+                if len(internal) > 8 and internal[-8] == 1:  # the trailer's low byte: kTypeValue
+                    out.append((internal[:-8], value))
+                    if len(out) >= limit:
+                        return out
+    except Exception:  # noqa: BLE001 - a damaged table is sst_damage's
+        return out
+    return out

@@ -267,8 +267,10 @@ class ContentCheck:
     def __init__(self, fs: FileSystem, decoding: Decoding,
                  read: Callable[[list[str]], dict[str, bytes]] | None = None,
                  checksum: Callable[[str], str | None] | None = None, lineages: Lineages | None = None,
-                 sidecars: Collection[str] = ()) -> None:
+                 sidecars: Collection[str] = (), on_table: Callable[[str, bytes], None] | None = None) -> None:
         self.fs = fs
+        self.on_table = on_table
+        """Called with each snapshot table file (SST) read, and its bytes."""
         self.sidecars = sidecars
         """The Hadoop checksum sidecars listed (``.name.crc``): those of SST files are verified as Spark copies them."""
         self.decoding = decoding
@@ -310,9 +312,15 @@ class ContentCheck:
             else damage(data, f.format, self.decoding, f.path, place)
         if found is None and f.format.shared_dir:
             present = {f"{part.directory}/{f.format.shared_dir}/{i.name}": i.size for i in part.sst_files}
-            found = shared_damage(data, f.path, f"{part.directory}/{f.format.shared_dir}", present, self.fs.read,
+            found = shared_damage(data, f.path, f"{part.directory}/{f.format.shared_dir}", present, self._table,
                                   self._sidecar)
         return None if found is None else replace(found, version=f.version)
+
+    def _table(self, path: str) -> bytes:
+        data = self.fs.read(path)
+        if self.on_table is not None:
+            self.on_table(path, data)
+        return data
 
     def _sidecar(self, path: str, data: bytes) -> str | None:
         """Why ``data`` does not match the Hadoop checksum sidecar of ``path`` (None: it does, or there is none)."""
@@ -370,12 +378,14 @@ def verify_loads(fs: FileSystem, loads: Sequence[StoreLoad], decoding: Decoding,
                  progress: Callable[[int, int], None] | None = None,
                  read: Callable[[list[str]], dict[str, bytes]] | None = None,
                  checksum: Callable[[str], str | None] | None = None,
-                 lineages: Lineages | None = None, sidecars: Collection[str] = ()) -> list[StoreLoad]:
+                 lineages: Lineages | None = None, sidecars: Collection[str] = (),
+                 on_table: Callable[[str, bytes], None] | None = None) -> list[StoreLoad]:
     """Every load with its files' contents decoded (read in rounds, in parallel, by ``read``: default the file
     system's ``read_many``; ``checksum(path)``: why a file read does not match its Spark checksum file;
     ``lineages``: the checkpoint format 2 lineages already read; ``sidecars``: the Hadoop checksum sidecars listed);
-    ``progress(done, total)`` after each store partition."""
-    check = ContentCheck(fs, decoding, read, checksum, lineages, sidecars)
+    ``progress(done, total)`` after each store partition; ``on_table(path, bytes)`` for each snapshot table file
+    read."""
+    check = ContentCheck(fs, decoding, read, checksum, lineages, sidecars, on_table)
     out = []
     for start in range(0, len(loads), 64):
         group = loads[start:start + 64]

@@ -221,16 +221,21 @@ def schema_of(fixture: str) -> Callable[[Path], None]:
 
 def partition_files_of(source: int, target: int) -> Callable[[Path], None]:
     """Replace the state files of operator 0's partition ``target`` with partition ``source``'s (a restore that
-    mixed partitions up), sidecars included."""
+    mixed partitions up), sidecars and RocksDB table files included (``_metadata/`` kept: the schema is partition
+    0's)."""
 
     def run(root: Path) -> None:
         old, new = root / C / "state/0" / str(source), root / C / "state/0" / str(target)
         for path in new.iterdir():
             if path.is_file():
                 path.unlink()
+            elif path.name == "SSTs":
+                shutil.rmtree(path)
         for path in old.iterdir():
             if path.is_file():
                 shutil.copy2(path, new / path.name)
+            elif path.name == "SSTs":
+                shutil.copytree(path, new / path.name)
 
     return run
 
@@ -626,6 +631,8 @@ CASES = [
     Case("state-provider-of-another-distribution", "WM057", AGG, every_conf(PROVIDER, DATABRICKS_PROVIDER), FAILS,
          r"com\.databricks\.sql\.streaming\.state\.RocksDBStateStoreProvider", fix=every_conf(PROVIDER, HDFS_PROVIDER)),
     Case("state-partition-restored-from-another", "WM058", AGG, partition_files_of(1, 0), WRONG,  # a window lost
+         fix=restore(f"{C}/state/0/0")),
+    Case("rocksdb-partition-restored-from-another", "WM058", ROCKS, partition_files_of(1, 0), WRONG,
          fix=restore(f"{C}/state/0/0")),
     Case("state-schema-of-another-aggregation", "WM059", AGG, schema_of("compaction"), FAILS,  # its key: window only
          "STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE", fix=lambda r: unlink(r, *OPERATOR_FILES[2:])),

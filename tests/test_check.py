@@ -958,19 +958,20 @@ def test_a_schema_file_of_another_aggregation_is_named_with_the_rows_it_does_not
 
 def test_every_key_of_every_fixture_is_in_the_partition_spark_sends_it_to():
     """Spark's hash partitioning, as key_partitions computes it, on every state key of the fixtures' load chains:
-    aggregations, deduplications, (flat)MapGroupsWithState and applyInPandasWithState, HDFS and RocksDB."""
+    aggregations, deduplications, (flat)MapGroupsWithState and applyInPandasWithState, HDFS and RocksDB (changelogs
+    and snapshots' table files), and every row fits its schema."""
     from wmcheck.checkpoint.checks.context import Context
-    from wmcheck.checkpoint.checks.partitioning import foreign_partition_files, misfit_schema
-    from wmcheck.checkpoint.checks.state import plans
-    from wmcheck.checkpoint.key_partitions import KEYED_BY_PARTITIONING
+    from wmcheck.checkpoint.checks.partitioning import foreign_partition_files, misfit_schema, samples
 
     checked = set()
     for path in sorted((Path(__file__).resolve().parents[1] / "fixtures").glob("*/checkpoint")):
         ctx = Context(open_checkpoint(str(path)))
         assert list(foreign_partition_files.run(ctx)) == list(misfit_schema.run(ctx)) == [], path
-        checked |= {(p.op.name, p.chain[-1].kind) for p in plans(ctx) if p.op.name in KEYED_BY_PARTITIONING and p.chain}
-    assert checked >= {("stateStoreSave", "delta"), ("stateStoreSave", "changelog"), ("dedupe", "delta"),
-                       ("flatMapGroupsWithState", "delta"), ("applyInPandasWithState", "delta")}, checked
+        names = {op.operator_id: op.name for op in ctx.operators}
+        checked |= {(names[int(p.split("/")[1])], p.rsplit(".", 1)[-1]) for p in samples(ctx)}
+    assert checked >= {("stateStoreSave", "delta"), ("stateStoreSave", "changelog"), ("stateStoreSave", "sst"),
+                       ("dedupe", "delta"), ("dedupe", "sst"), ("flatMapGroupsWithState", "delta"),
+                       ("applyInPandasWithState", "delta")}, checked
 
 
 def test_row_checksums_turned_on_in_the_last_offsets_file_are_a_conf_change(copy_fixture):

@@ -16,7 +16,7 @@ from ..pinned_conf import ROW_CHECKSUM, effective
 from .context import Context
 from .definition import ERROR, Instruction, Issue, check
 from .operator_metadata import rewrite_fix
-from .state import content_loads, plans
+from .state import Plan, content_loads, plans
 
 
 def samples(ctx: Context) -> dict[str, Sample]:
@@ -28,19 +28,26 @@ def samples(ctx: Context) -> dict[str, Sample]:
     return ctx.memo.get("row-samples", {})
 
 
+def sampled(found: dict[str, Sample], plan: Plan) -> list[tuple[str, Sample]]:
+    """The samples of the files a store partition's load reads: its chain, and its snapshot's table files."""
+    tables = f"{plan.part.directory}/SSTs/"
+    return [(f.path, found[f.path]) for f in plan.chain if f.path in found] + sorted(
+        (p, s) for p, s in found.items() if p.startswith(tables))
+
+
 @check("WM058", ERROR, "state files holding another partition's keys")
 def foreign_partition_files(ctx: Context) -> Iterator[Issue]:
     found = samples(ctx)
     for plan in plans(ctx):
         op, part = plan.op, plan.part
-        seen = [(f, found[f.path]) for f in plan.chain if f.path in found]
-        foreign = [(f, s.owner) for f, s in seen if s.owner is not None]
+        seen = sampled(found, plan)
+        foreign = [(path, s.owner) for path, s in seen if s.owner is not None]
         if not foreign or any(s.misfit for _, s in seen):
             continue
         first, owner = foreign[0]
-        names = ", ".join(f.path.rsplit("/", 1)[-1] for f, _ in foreign)
-        yield Issue(first.path, (
-            f"{part.directory} holds keys of another partition in {names} (a key of {first.path.rsplit('/', 1)[-1]} "
+        names = ", ".join(path.split(f"{part.directory}/", 1)[-1] for path, _ in foreign)
+        yield Issue(first, (
+            f"{part.directory} holds keys of another partition in {names} (a key of {names.split(', ')[0]} "
             f"hashes to partition {owner} of {op.num_partitions}, as Spark partitions operator {op.operator_id}'s "
             f"input): the file comes from another partition's directory (a restore or copy mixed partitions up); "
             f"Spark loads it without an error, and those keys sit where no batch sends their rows, while this "
@@ -56,15 +63,15 @@ def misfit_schema(ctx: Context) -> Iterator[Issue]:
     reported: set[int] = set()
     for plan in plans(ctx):
         op = plan.op
-        bad = next(((f, found[f.path].misfit) for f in plan.chain if f.path in found and found[f.path].misfit), None)
+        bad = next(((path, s.misfit) for path, s in sampled(found, plan) if s.misfit), None)
         if bad is None or op.operator_id in reported:
             continue
         reported.add(op.operator_id)
-        f, misfit = bad
+        path, misfit = bad
         row = misfit or "key"
         schemas = ctx.ckpt.schema_file_paths(op.operator_id, plan.part.store)
-        yield Issue(schemas[0] if schemas else f.path, (
-            f"the {row} rows of {f.path} are not rows of the {row} schema in {', '.join(schemas) or 'the schema file'} "
+        yield Issue(schemas[0] if schemas else path, (
+            f"the {row} rows of {path} are not rows of the {row} schema in {', '.join(schemas) or 'the schema file'} "
             f"(another number or kind of columns): the schema file comes from another query, or the state does; on "
             f"restart Spark compares the file with the query's own state schema and fails where they differ "
             f"(STATE_STORE_{row.upper()}_SCHEMA_NOT_COMPATIBLE; tested with a schema file of another aggregation). "

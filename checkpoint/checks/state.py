@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Iterator
 
 from ..errors import CheckpointError
-from ..key_partitions import KEYED_BY_PARTITIONING, StoreRows, key_partitioner, row_fit, sample_rows
+from ..key_partitions import KEYED_BY_PARTITIONING, StoreRows, key_partitioner, row_fit, sample_rows, sample_table
 from ..layout import DEFAULT_STORE, STATE, hadoop_sidecar, spark_sidecar, state_dir
 from ..model import Operator, store_unique_ids
 from ..numbers import is_number
@@ -101,16 +101,19 @@ def content_loads(ctx: Context) -> list[StoreLoad]:
             ctx.notes.append(f"state file contents not verified: {missing}")
         todo = [p.load for p in plans(ctx) if p.missing is None]
         verify = ctx.content and not missing and bool(todo)
-        ctx.memo["loads"] = verify_loads(ctx.ckpt.fs, todo, decoding, ctx.state_progress, rows_sampled(ctx, decoding),
-                                         ctx.spark_checksum_problem, lineages(ctx), ctx.tree.entries) if verify else []
+        sampler = RowSampler(ctx, decoding)
+        ctx.memo["loads"] = verify_loads(ctx.ckpt.fs, todo, decoding, ctx.state_progress, sampler.read,
+                                         ctx.spark_checksum_problem, lineages(ctx), ctx.tree.entries,
+                                         sampler.table) if verify else []
         if verify:
             ctx.memo["verified"] = True  # the checksum sidecars of every file read were verified on the way
     return ctx.memo["loads"]
 
 
 def store_rows(ctx: Context, decoding: Decoding) -> dict[str, StoreRows]:
-    """Each HDFS or RocksDB changelog file of a load of a store whose schema :mod:`..key_partitions` reads (the
-    default store of an operator keyed by its partitioning keys): how its rows are laid out and partitioned."""
+    """Each HDFS or RocksDB changelog file of a load, and each RocksDB snapshot's table folder (``…/SSTs/``), of a
+    store whose schema :mod:`..key_partitions` reads (the default store of an operator keyed by its partitioning
+    keys): how its rows are laid out and partitioned."""
     out: dict[str, StoreRows] = {}
     for plan in plans(ctx):
         op, part = plan.op, plan.part
@@ -120,32 +123,41 @@ def store_rows(ctx: Context, decoding: Decoding) -> dict[str, StoreRows]:
         if schema is None:
             continue
         for f in plan.chain:
-            if f.format.decoder in ROWS_DECODERS:
-                out[f.path] = StoreRows(part.partition, row_fit(schema.key_schema), row_fit(schema.value_schema),
-                                        key_partitioner(schema.key_schema, op.num_partitions),
-                                        f.format.decoder == CHANGELOG_DECODER, decoding.row_checksums)
+            if f.format.decoder in ROWS_DECODERS or f.format.decoder == ZIP_DECODER:
+                rocksdb = f.format.decoder != "records"
+                out[f"{part.directory}/{SST_DIR}/" if f.format.decoder == ZIP_DECODER else f.path] = StoreRows(
+                    part.partition, row_fit(schema.key_schema), row_fit(schema.value_schema),
+                    key_partitioner(schema.key_schema, op.num_partitions), rocksdb, decoding.row_checksums)
     return out
 
 
-CHANGELOG_DECODER = "rocksdb-changelog"
+CHANGELOG_DECODER, ZIP_DECODER, SST_DIR = "rocksdb-changelog", "rocksdb-zip", "SSTs"
 ROWS_DECODERS = ("records", CHANGELOG_DECODER)
 
 
-def rows_sampled(ctx: Context, decoding: Decoding) -> Callable[[list[str]], dict[str, bytes]]:
-    """``ctx.read_state`` that also samples the rows of each file :func:`store_rows` knows as it is read (each file
-    is read once): what they show goes into ``ctx.memo["row-samples"]`` by path."""
-    known, found = store_rows(ctx, decoding), ctx.memo.setdefault("row-samples", {})
+class RowSampler:
+    """Samples the rows of each file :func:`store_rows` knows as the content check reads it (each file is read
+    once): what they show goes into ``ctx.memo["row-samples"]`` by path."""
 
-    def read(paths: list[str]) -> dict[str, bytes]:
-        data = ctx.read_state(paths)
-        for path in set(data) & set(known):
+    def __init__(self, ctx: Context, decoding: Decoding) -> None:
+        self.ctx, self.codec = ctx, decoding.codec
+        self.known, self.found = store_rows(ctx, decoding), ctx.memo.setdefault("row-samples", {})
+
+    def read(self, paths: list[str]) -> dict[str, bytes]:
+        """``ctx.read_state``, sampling what it reads."""
+        data = self.ctx.read_state(paths)
+        for path in set(data) & set(self.known):
             try:
-                found[path] = sample_rows(data[path], path, known[path], decoding.codec)
+                self.found[path] = sample_rows(data[path], path, self.known[path], self.codec)
             except CheckpointError:
                 continue  # a damaged file is WM039's
         return data
 
-    return read
+    def table(self, path: str, data: bytes) -> None:
+        """Sample a snapshot's table file as it is read."""
+        rows = self.known.get(path.rsplit("/", 1)[0] + "/")
+        if rows is not None:
+            self.found[path] = sample_table(data, rows)
 
 
 def content_rewind_fix(ctx: Context, load: StoreLoad) -> tuple[str, Fix]:
