@@ -12,8 +12,9 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 from itertools import islice
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
+from .errors import CheckpointError
 from .rocksdb_sst import table_rows
 from .row_checksums import CHECKSUM_BYTES
 from .state_codecs import decompress
@@ -237,7 +238,19 @@ def sample_rows(data: bytes, path: str, rows: StoreRows, codec: str) -> Sample:
     """The first sampled row of a state file that does not fit the store's schema, else the first key of another
     partition."""
     rows_of = changelog_records if rows.changelog else sized_records
-    return _sample(islice(rows_of(decompress(data, codec, path), path), SAMPLE), rows)
+    return _sample(_until_cut(rows_of(decompress(data, codec, path, PREFIX), path)), rows)
+
+
+PREFIX = 1 << 20
+"""Bytes of a state file decompressed to sample its first rows (the content check reads it all)."""
+
+
+def _until_cut(records: Iterator[tuple[str, bytes, bytes | None]]) -> Iterator[tuple[str, bytes, bytes | None]]:
+    """The first :data:`SAMPLE` records, ending quietly where the decompressed prefix cuts one."""
+    try:
+        yield from islice(records, SAMPLE)
+    except CheckpointError:
+        return
 
 
 def sample_table(data: bytes, rows: StoreRows) -> Sample:
