@@ -421,6 +421,8 @@ def schemas_of_another_copy(root: Path) -> None:
         shutil.copy2(path, root / C / "state/0/_metadata/v2" / path.name)
 
 
+V2_COMMIT_IDS = ',"stateUniqueIds":{"0":[["9b7b7248-b867-4b17-9676-2e2e76cddb65"],["5956177d-f9c8-47c9-809a-f0b62045e025"]]}'
+"""What ``checkpoint_v2``'s commits/12 names: version 13's unique id in each of operator 0's two partitions."""
 OLDER_STATE_V2 = "state/0/0/11_919e8e3b-955d-4321-b471-32e55e745d94.changelog"
 # batches 11 and 12 planned, not committed, and not in the sink
 UNCOMMITTED_11_12 = [f"{C}/commits/{n}" for n in (11, 12, ".11.crc", ".12.crc")] + [
@@ -638,6 +640,10 @@ CASES = [
          "STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE", fix=lambda r: unlink(r, *OPERATOR_FILES[2:])),
     Case("state-value-schema-of-another-aggregation", "WM059", AGG, schema_of("sliding_window"), FAILS,  # count only
          "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE", fix=lambda r: unlink(r, *OPERATOR_FILES[2:])),
+    Case("v2-commit-without-unique-ids", "WM060", V2, lambda r: edit(r, f"{C}/commits/12", V2_COMMIT_IDS, ""), FAILS,
+         "CANNOT_LOAD_STATE_STORE", repair=True),
+    Case("v2-commit-naming-one-partition", "WM060", V2, lambda r: edit(r, f"{C}/commits/12", V2_COMMIT_IDS,
+         ',"stateUniqueIds":{"0":[["9b7b7248-b867-4b17-9676-2e2e76cddb65"]]}'), FAILS, "ArrayIndexOutOfBoundsException"),
     Case("operator-metadata-v2-next-sidecar", "WM029", TWS,
          lambda r: shutil.copy2(r / C / "state/0/_metadata/v2/.4.crc", r / C / "state/0/_metadata/v2/.9.crc"), FAILS,
          r"Rename destination .*/state/0/_metadata/v2/\.9\.crc already exists", repair=True),

@@ -253,6 +253,13 @@ def b_schema_of_another_aggregation(root: Path, facts: dict) -> str:
     return path
 
 
+def b_commit_without_unique_ids(root: Path, facts: dict) -> str:
+    """The newest commit of a checkpoint of format 2 without its stateUniqueIds (edited)."""
+    last = facts["last_committed_batch"]
+    edit_json(root / "checkpoint" / "commits" / str(last), 1, lambda o: o.pop("stateUniqueIds"))
+    return f"commits/{last}"
+
+
 def b_source_count(root: Path, facts: dict) -> str:
     """A blank line after the last offsets file's source offset: Spark reads it as a second source's offset."""
     path = root / "checkpoint" / "offsets" / str(facts["last_batch"])
@@ -666,6 +673,7 @@ BREAKS = {
     "WM057": Break("WM057", "agg_window_hdfs", b_conf_refused),
     "WM058": Break("WM058", "agg_window_hdfs", b_foreign_partition),
     "WM059": Break("WM059", "agg_window_hdfs", b_schema_of_another_aggregation),
+    "WM060": Break("WM060", "checkpoint_v2", b_commit_without_unique_ids),
     "WM057-everywhere": Break("WM057", "agg_window_hdfs", b_conf_refused_everywhere),
     "WM045": Break("WM045", "agg_window_hdfs", b_metadata_partition_count),
     "WM046": Break("WM046", "agg_window_hdfs", b_metadata_of_another_operator),
@@ -954,6 +962,20 @@ def test_a_schema_file_of_another_aggregation_is_named_with_the_rows_it_does_not
         "that restarts wrote this state, its schema file is the one to replace")}
     assert fixes(root)["WM059"] == Instruction("while the query is stopped, delete state/0/0/_metadata/schema with its "
                                                 "checksum file: Spark writes it again from the query when it starts")
+
+
+def test_a_format_2_commit_without_unique_ids_names_the_partitions_and_the_rewind(copy_fixture):
+    facts = fixture_facts("checkpoint_v2")
+    last = facts["last_committed_batch"]
+    root = copy_fixture("checkpoint_v2")
+    b_commit_without_unique_ids(root, facts)
+    assert messages(root) == {"WM060": (
+        f"commits/{last}, the newest commit, names no state unique id for state/0/0, state/0/1 (operator 0): with "
+        f"checkpoint format 2 Spark loads state version {last + 1} by the ids the newest commit names, and fails "
+        "(CANNOT_LOAD_STATE_STORE; with some partitions named: an ArrayIndexOutOfBoundsException; tested); the "
+        "commit was edited or written by a run without checkpoint format 2, and a rewind to before batch "
+        f"{last} drops it, Spark re-running the batch from the ids the commit before names")}
+    assert fixes(root)["WM060"] == repair.RewindRequest(to_batch=last - 1)
 
 
 def test_every_key_of_every_fixture_is_in_the_partition_spark_sends_it_to():

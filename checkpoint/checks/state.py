@@ -17,6 +17,7 @@ from ..state_formats import formats_of
 from ..state_load import Lineages, StoreLoad, resolve, verify_loads
 from .context import Context
 from .definition import ERROR, WARNING, Fix, Instruction, Issue, check
+from .remedies import rewind_before
 from .repartition import moves
 from .text import listed, plural, span
 
@@ -451,6 +452,34 @@ def unmatched_unique_ids(ctx: Context) -> Iterator[Issue]:
                 f"rewind to those batches is impossible"
             ), Instruction("restore the files from a backup (wmcheck undo if a wmcheck repair removed them) if you "
                            "have them; otherwise do not rewind before the newest such batch"))
+
+
+@check("WM060", ERROR, "the newest commit names no state unique id for state the next batch loads")
+def commit_without_unique_ids(ctx: Context) -> Iterator[Issue]:
+    if not ctx.unique_ids_known or not ctx.commits:
+        return
+    newest = max(ctx.commits)
+    named = ctx.commits[newest].state_unique_ids or {}
+    for op in ctx.operators:
+        per_partition = named.get(str(op.operator_id), ())
+        lacking = []
+        for part in op.live_partitions:
+            if not any(f.unique_id for f in part.files):
+                continue  # checkpoint format 1 files
+            index = op.stores.index(part.store) if part.store in op.stores else 0
+            ids = per_partition[part.partition] if part.partition < len(per_partition) else ()
+            if index >= len(ids) or not ids[index]:
+                lacking.append(part.directory)
+        if not lacking:
+            continue
+        yield Issue(f"commits/{newest}", (
+            f"commits/{newest}, the newest commit, names no state unique id for {listed(lacking)} (operator "
+            f"{op.operator_id}): with checkpoint format 2 Spark loads state version {newest + 1} by the ids the newest "
+            f"commit names, and fails (CANNOT_LOAD_STATE_STORE; with some partitions named: an "
+            f"ArrayIndexOutOfBoundsException; tested); the commit was edited or written by a run without checkpoint "
+            f"format 2, and a rewind to before batch {newest} drops it, Spark re-running the batch from the ids the "
+            f"commit before names"
+        ), rewind_before(ctx, newest))
 
 
 def mismatches(ctx: Context, kind: str) -> Iterator[tuple[str, str]]:
