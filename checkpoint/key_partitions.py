@@ -232,6 +232,8 @@ class Sample:
 
     owner: int | None = None
     misfit: str | None = None
+    rows: int = 0
+    """Rows sampled (up to the first that does not fit)."""
 
 
 def sample_rows(data: bytes, path: str, rows: StoreRows, codec: str) -> Sample:
@@ -259,15 +261,16 @@ def sample_table(data: bytes, rows: StoreRows) -> Sample:
 
 
 def _sample(records: Iterable[tuple[str, bytes, bytes | None]], rows: StoreRows) -> Sample:
-    owner = None
+    owner, count = None, 0
     for kind, key, value in records:
+        count += 1
         start = 1 if rows.changelog else (CHECKSUM_BYTES if kind == DELETE and rows.row_checksums else 0)
         if rows.key_fit is not None and not rows.key_fit(key, start, len(key) - start):
-            return Sample(misfit="key")
+            return Sample(misfit="key", rows=count)
         skip = 1 if rows.changelog else 0
         if value is not None and kind != DELETE and rows.value_fit is not None and not rows.row_checksums and \
                 not rows.value_fit(value, skip, len(value) - skip):
-            return Sample(misfit="value")
+            return Sample(misfit="value", rows=count)
         if owner is None and rows.partitioner is not None and rows.partitioner(key, start) != rows.partition:
             owner = rows.partitioner(key, start)
-    return Sample(owner=owner)
+    return Sample(owner=owner, rows=count)

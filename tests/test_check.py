@@ -978,6 +978,23 @@ def test_a_format_2_commit_without_unique_ids_names_the_partitions_and_the_rewin
     assert fixes(root)["WM060"] == repair.RewindRequest(to_batch=last - 1)
 
 
+def test_rows_of_one_file_that_do_not_fit_while_others_do_are_not_the_schema_files_fault():
+    """WM059 needs every file with rows to misfit (a schema file of another query); one file alone is damage."""
+    from wmcheck.checkpoint.checks.context import Context
+    from wmcheck.checkpoint.checks.partitioning import misfit_schema
+    from wmcheck.checkpoint.checks.state import content_loads
+    from wmcheck.checkpoint.key_partitions import Sample
+
+    ctx = Context(open_checkpoint(str(Path(__file__).resolve().parents[1] / "fixtures/agg_window_hdfs/checkpoint")))
+    content_loads(ctx)
+    found = ctx.memo["row-samples"]
+    with_rows = sorted(p for p, sample in found.items() if sample.rows)
+    found[with_rows[0]] = Sample(misfit="key", rows=1)
+    assert list(misfit_schema.run(ctx)) == []
+    found.update({p: Sample(misfit="key", rows=1) for p in with_rows})
+    assert [issue.path for issue in misfit_schema.run(ctx)] == ["state/0/0/_metadata/schema"]
+
+
 def test_every_key_of_every_fixture_is_in_the_partition_spark_sends_it_to():
     """Spark's hash partitioning, as key_partitions computes it, on every state key of the fixtures' load chains:
     aggregations, deduplications, (flat)MapGroupsWithState and applyInPandasWithState, HDFS and RocksDB (changelogs

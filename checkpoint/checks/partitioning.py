@@ -63,9 +63,10 @@ def misfit_schema(ctx: Context) -> Iterator[Issue]:
     reported: set[int] = set()
     for plan in plans(ctx):
         op = plan.op
-        bad = next(((path, s.misfit) for path, s in sampled(found, plan) if s.misfit), None)
-        if bad is None or op.operator_id in reported:
-            continue
+        read = [(path, s) for path, s in sampled(found, plan) if s.rows]
+        bad = next(((path, s.misfit) for path, s in read if s.misfit), None)
+        if bad is None or op.operator_id in reported or not all(s.misfit for _, s in read):
+            continue  # rows of one file that do not fit while others do: that file is damaged, not the schema
         reported.add(op.operator_id)
         path, misfit = bad
         row = misfit or "key"
