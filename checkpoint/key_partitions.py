@@ -234,6 +234,8 @@ class Sample:
     misfit: str | None = None
     rows: int = 0
     """Rows sampled (up to the first that does not fit)."""
+    values: int = 0
+    """Values among them checked against the value schema (not deletes)."""
 
 
 def sample_rows(data: bytes, path: str, rows: StoreRows, codec: str) -> Sample:
@@ -261,16 +263,17 @@ def sample_table(data: bytes, rows: StoreRows) -> Sample:
 
 
 def _sample(records: Iterable[tuple[str, bytes, bytes | None]], rows: StoreRows) -> Sample:
-    owner, count = None, 0
+    owner, count, values = None, 0, 0
     for kind, key, value in records:
         count += 1
         start = 1 if rows.changelog else (CHECKSUM_BYTES if kind == DELETE and rows.row_checksums else 0)
         if rows.key_fit is not None and not rows.key_fit(key, start, len(key) - start):
-            return Sample(misfit="key", rows=count)
+            return Sample(misfit="key", rows=count, values=values)
         skip = 1 if rows.changelog else 0
-        if value is not None and kind != DELETE and rows.value_fit is not None and not rows.row_checksums and \
-                not rows.value_fit(value, skip, len(value) - skip):
-            return Sample(misfit="value", rows=count)
+        if value is not None and kind != DELETE and rows.value_fit is not None and not rows.row_checksums:
+            values += 1
+            if not rows.value_fit(value, skip, len(value) - skip):
+                return Sample(misfit="value", rows=count, values=values)
         if owner is None and rows.partitioner is not None and rows.partitioner(key, start) != rows.partition:
             owner = rows.partitioner(key, start)
-    return Sample(owner=owner, rows=count)
+    return Sample(owner=owner, rows=count, values=values)

@@ -978,6 +978,17 @@ def test_a_format_2_commit_without_unique_ids_names_the_partitions_and_the_rewin
     assert fixes(root)["WM060"] == repair.RewindRequest(to_batch=last - 1)
 
 
+def test_a_schema_file_with_another_value_schema_is_named_by_its_value_rows(copy_fixture):
+    """The sliding_window fixture's aggregation counts only: agg_window_hdfs's value rows (count, sum) do not fit it,
+    though its deletes (no value) and keys do."""
+    root = copy_fixture("agg_window_hdfs")
+    path = "state/0/0/_metadata/schema"
+    hand_edit(root / "checkpoint" / path, (FIXTURES / "sliding_window" / "checkpoint" / path).read_bytes())
+    [(code, text)] = messages(root).items()
+    assert code == "WM059" and text.startswith("the value rows of state/0/0/2.delta are not rows of the value schema in "
+                                               "state/0/0/_metadata/schema"), text
+
+
 def test_rows_of_one_file_that_do_not_fit_while_others_do_are_not_the_schema_files_fault():
     """WM059 needs every file with rows to misfit (a schema file of another query); one file alone is damage."""
     from wmcheck.checkpoint.checks.context import Context

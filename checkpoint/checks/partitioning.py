@@ -57,15 +57,20 @@ def foreign_partition_files(ctx: Context) -> Iterator[Issue]:
         ), Instruction(f"restore {part.directory} from a backup of this checkpoint (every file of it)"))
 
 
+def fits(sample: Sample, row: str | None) -> bool:
+    """Whether a file's sampled rows fit the schema where another file's ``row`` (key or value) does not."""
+    return not sample.misfit and (sample.rows if row == "key" else sample.values) > 0
+
+
 @check("WM059", ERROR, "state schema file that does not describe the state's rows")
 def misfit_schema(ctx: Context) -> Iterator[Issue]:
     found = samples(ctx)
     reported: set[int] = set()
     for plan in plans(ctx):
         op = plan.op
-        read = [(path, s) for path, s in sampled(found, plan) if s.rows]
-        bad = next(((path, s.misfit) for path, s in read if s.misfit), None)
-        if bad is None or op.operator_id in reported or not all(s.misfit for _, s in read):
+        seen = sampled(found, plan)
+        bad = next(((path, s.misfit) for path, s in seen if s.misfit), None)
+        if bad is None or op.operator_id in reported or any(fits(s, bad[1]) for _, s in seen):
             continue  # rows of one file that do not fit while others do: that file is damaged, not the schema
         reported.add(op.operator_id)
         path, misfit = bad
