@@ -229,6 +229,17 @@ def changed_kind(ckpt: Checkpoint, before: SourceOffset, after: SourceOffset) ->
     return len(kinds) == 2 and kinds <= KNOWN_KINDS
 
 
+def unreadable_file_offset(ckpt: Checkpoint, before: SourceOffset, after: SourceOffset) -> bool:
+    """Whether a file source's later offset is one Spark cannot read as ``FileStreamSourceOffset``: not a JSON
+    object with a number as ``logOffset`` (json4s takes 9.0 as 9; ``null``, ``{}`` or ``"9"`` fail), nor the
+    legacy bare long."""
+    if source_kind(ckpt, before) != "file" or after.raw is None or source_kind(ckpt, after) in KNOWN_KINDS:
+        return False
+    value = after.value
+    number = value.get("logOffset") if isinstance(value, dict) else None
+    return not (isinstance(number, (int, float)) and not isinstance(number, bool))
+
+
 def article(kind: str) -> str:
     return f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
 

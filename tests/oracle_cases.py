@@ -644,6 +644,8 @@ CASES = [
          "CANNOT_LOAD_STATE_STORE", repair=True),
     Case("v2-commit-naming-one-partition", "WM060", V2, lambda r: edit(r, f"{C}/commits/12", V2_COMMIT_IDS,
          ',"stateUniqueIds":{"0":[["9b7b7248-b867-4b17-9676-2e2e76cddb65"]]}'), FAILS, "ArrayIndexOutOfBoundsException"),
+    Case("file-source-offset-emptied", "WM054", AGG, lambda r: edit(r, f"{C}/offsets/12", '{"logOffset":9}', "{}"),
+         FAILS, "No usable value for logOffset"),  # committed; the same rewind as the pending Kafka offset's
     Case("operator-metadata-v2-next-sidecar", "WM029", TWS,
          lambda r: shutil.copy2(r / C / "state/0/_metadata/v2/.4.crc", r / C / "state/0/_metadata/v2/.9.crc"), FAILS,
          r"Rename destination .*/state/0/_metadata/v2/\.9\.crc already exists", repair=True),

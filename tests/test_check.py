@@ -1006,6 +1006,22 @@ def test_rows_of_one_file_that_do_not_fit_while_others_do_are_not_the_schema_fil
     assert [issue.path for issue in misfit_schema.run(ctx)] == ["state/0/0/_metadata/schema"]
 
 
+@pytest.mark.parametrize("offset", ["null", "{}", '{"logOffset":"9"}'])
+def test_a_file_source_offset_spark_cannot_read_is_named_with_the_rewind(copy_fixture, offset):
+    facts = fixture_facts("agg_window_hdfs")
+    last = facts["last_batch"]
+    root = copy_fixture("agg_window_hdfs")
+    path = root / "checkpoint" / "offsets" / str(last)
+    hand_edit(path, path.read_bytes().replace(b'{"logOffset":9}', offset.encode()))
+    assert messages(root) == {"WM054": (
+        f"source 0 (a file source) ends batch {last - 1} at file log batch 9 but batch {last} with {offset}, which Spark "
+        f"cannot read as a file source's offset (a JSON object with a number as logOffset): offsets/{last} was edited "
+        "or comes from another query. On restart Spark reads the source offsets of the last two offsets files and "
+        "fails ('No usable value for logOffset'; for null a NullPointerException; tested with Spark 4.3); a rewind to "
+        f"before batch {last} drops it and Spark plans the batch again")}
+    assert fixes(root)["WM054"] == repair.RewindRequest(to_batch=last - 1)
+
+
 def test_every_key_of_every_fixture_is_in_the_partition_spark_sends_it_to():
     """Spark's hash partitioning, as key_partitions computes it, on every state key of the fixtures' load chains:
     aggregations, deduplications, (flat)MapGroupsWithState and applyInPandasWithState, HDFS and RocksDB (changelogs

@@ -5,7 +5,7 @@ import os
 import posixpath
 from typing import Iterator
 
-from ..batch_inputs import article, changed_kind, source_kind, source_log_entries
+from ..batch_inputs import article, changed_kind, source_kind, source_log_entries, unreadable_file_offset
 from ..errors import CheckpointError
 from ..fs import local_path
 from ..layout import COMPACT_SUFFIX, SINK_LOG
@@ -204,6 +204,19 @@ def offset_of_another_kind(ctx: Context) -> Iterator[Issue]:
         if seq is None or before is None:
             continue
         was = {s.source_id: s for s in before.sources if s.raw is not None}
+        unreadable = [(was[s.source_id], s) for s in seq.sources
+                      if s.source_id in was and unreadable_file_offset(ctx.ckpt, was[s.source_id], s)]
+        if unreadable:
+            old, new = unreadable[0]
+            yield Issue(f"offsets/{batch}", (
+                f"source {new.source_id} (a file source) ends batch {batch - 1} at {old.summary()} but batch {batch} "
+                f"with {new.summary()}, which Spark cannot read as a file source's offset (a JSON object with a number "
+                f"as logOffset): offsets/{batch} was edited or comes from another query. On restart Spark reads the "
+                f"source offsets of the last two offsets files and fails ('No usable value for logOffset'; for null a "
+                f"NullPointerException; tested with Spark 4.3); a rewind to before batch {batch} drops it and Spark "
+                f"plans the batch again"
+            ), rewind_before(ctx, batch))
+            return
         changed = [(was[s.source_id], s) for s in seq.sources if s.source_id in was and changed_kind(ctx.ckpt, was[s.source_id], s)]
         if not changed:
             continue
