@@ -989,6 +989,21 @@ def test_a_schema_file_with_another_value_schema_is_named_by_its_value_rows(copy
                                                "state/0/0/_metadata/schema"), text
 
 
+def test_avro_encoded_state_rows_are_not_read_as_unsafe_rows(copy_fixture):
+    """With spark.sql.streaming.stateStore.encodingFormat=avro the rows are Avro records: WM058 and WM059 do not
+    judge them (every row would seem not to fit)."""
+    facts = fixture_facts("agg_window_rocksdb")
+    root = copy_fixture("agg_window_rocksdb")
+    for batch in range(facts["last_batch"] + 1):
+        edit_json(root / "checkpoint" / "offsets" / str(batch), 1,
+                  lambda o: o["conf"].update({"spark.sql.streaming.stateStore.encodingFormat": "avro"}))
+    assert not set(messages(root)) & {"WM058", "WM059"}
+    edit_json(root / "checkpoint" / "offsets" / str(facts["last_batch"]), 1,
+              lambda o: o["conf"].update({"spark.sql.streaming.stateStore.encodingFormat": "unsaferow"}))
+    partition_files_of(1, 0)(root)
+    assert "WM058" in messages(root)  # read again once the restart's encoding is unsaferow
+
+
 def test_rows_of_one_file_that_do_not_fit_while_others_do_are_not_the_schema_files_fault():
     """WM059 needs every file with rows to misfit (a schema file of another query); one file alone is damage."""
     from wmcheck.checkpoint.checks.context import Context

@@ -7,7 +7,7 @@ from typing import Iterator
 from ..errors import CheckpointError
 from ..key_partitions import KEYED_BY_PARTITIONING, StoreRows, key_partitioner, row_fit, sample_rows, sample_table
 from ..layout import DEFAULT_STORE, STATE, hadoop_sidecar, spark_sidecar, state_dir
-from ..model import Operator, store_unique_ids
+from ..model import PINNED_CONFS, Operator, store_unique_ids
 from ..numbers import is_number
 from ..relocation import SchemaReference, foreign_references, reachable, schema_references
 from ..repair.requests import RelocateRequest
@@ -116,6 +116,8 @@ def store_rows(ctx: Context, decoding: Decoding) -> dict[str, StoreRows]:
     store whose schema :mod:`..key_partitions` reads (the default store of an operator keyed by its partitioning
     keys): how its rows are laid out and partitioned."""
     out: dict[str, StoreRows] = {}
+    if (ctx.conf(PINNED_CONFS["encoding_format"]) or "unsaferow").lower() != "unsaferow":
+        return out  # Avro rows: not read here
     for plan in plans(ctx):
         op, part = plan.op, plan.part
         if op.name not in KEYED_BY_PARTITIONING or part.store != DEFAULT_STORE or not op.num_partitions:
