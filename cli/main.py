@@ -52,6 +52,13 @@ class WmcheckGroup(click.Group):
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: Any) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as exc:  # the group's own options
+            raise one_line(exc) from None
+
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
@@ -67,10 +74,7 @@ class WmcheckGroup(click.Group):
             silence_stdout()
             raise click.exceptions.Exit(EXIT_BROKEN_PIPE) from None
         except click.UsageError as exc:
-            if json_requested():
-                param = exc.param.opts[0] if isinstance(exc, click.BadParameter) and exc.param is not None and exc.param.opts else None
-                raise CommandError(exc.format_message(), exc.format_message(), None, param, None) from None
-            raise
+            raise one_line(exc) from None
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
         except OSError as exc:  # a file the command line names (an --output in a missing directory)
@@ -103,6 +107,17 @@ class CommandError(CliError):
             click.echo(json.dumps(self.doc, ensure_ascii=False, indent=2))
         else:
             super().show(file)
+
+
+def one_line(exc: click.UsageError) -> "CommandError":
+    """A usage error (an option's value, a missing argument, an unknown command) in one line with a hint, as every
+    other error; with ``--format json`` as an object without one."""
+    param = exc.param.opts[0] if isinstance(exc, click.BadParameter) and exc.param is not None and exc.param.opts else None
+    if json_requested():
+        return CommandError(exc.format_message(), exc.format_message(), None, param, None)
+    sub = exc.ctx.command_path.split(" ", 1)[1:] if exc.ctx is not None else []  # whatever the program is called
+    hint = f"see {' '.join(['wmcheck', *sub])} --help"
+    return CommandError(f"{exc.format_message()} (hint: {hint})", exc.format_message(), hint, param, None)
 
 
 FORMAT_KEY = "wmcheck.format"

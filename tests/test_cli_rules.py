@@ -130,3 +130,19 @@ def test_durations_keep_their_milliseconds():
     (row,) = json.loads(run_cli("batches", CKPT, "--from", "9", "--to", "9", "--format", "json").stdout)
     assert f"  {format_duration(row['lag_ms'])}  " in run_cli("batches", CKPT, "--from", "9", "--to", "9").stdout
     assert format_duration(row["lag_ms"]).endswith(f"{row['lag_ms'] % 60000 / 1000:.3f}s")
+
+
+@pytest.mark.parametrize(("args", "error"), [
+    (["state", str(CKPT), "--jobs", "0"], "Error: Invalid value for '--jobs': 0 is not in the range x>=1. (hint: see wmcheck state --help)"),
+    (["show", "--format", "bogus", str(CKPT)],
+     "Error: Invalid value for '--format': 'bogus' is not one of 'table', 'json', 'csv'. (hint: see wmcheck show --help)"),
+    (["show"], "Error: Missing argument 'CHECKPOINT'. (hint: see wmcheck show --help)"),
+    (["bogus"], "Error: No such command 'bogus'. (hint: see wmcheck --help)"),
+    (["--bogus"], "Error: No such option '--bogus'. (hint: see wmcheck --help)"),
+])
+def test_a_usage_error_is_one_line_with_a_hint(args, error):
+    """Click's usage errors (an option's value, a missing argument, an unknown command or option) read like every
+    other error: one line with a hint, exit 2 (with --format json: tests/test_api.py)."""
+    assert run_cli(*args, exit_code=2).output == error + "\n"
+    done = subprocess.run([sys.executable, "-m", "wmcheck.cli", *args], capture_output=True, text=True)
+    assert (done.returncode, done.stdout, done.stderr) == (2, "", error + "\n")
