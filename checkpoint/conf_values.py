@@ -4,8 +4,9 @@ On restart Spark sets every conf it pins from the last offsets file with ``SQLCo
 (``OffsetSeqMetadata.setSessionConf``), which converts and validates the value as the conf's definition says: a
 value it refuses fails the restart (``[INVALID_CONF_VALUE]``) whether or not an operator uses the conf. The state
 store's provider class and compression codec are taken as any string, and fail when the first stateful operator
-creates its store. Values as Spark 4.3's ``SQLConf`` defines them (its ``checkValue``/``checkValues``), verified
-by restarting a query from offsets files carrying them.
+creates its store. A JSON ``null`` fails any of them at once (``value cannot be null for key``); Spark ignores a
+null of a conf it does not restore. Values as Spark 4.3's ``SQLConf`` defines them (its ``checkValue``/
+``checkValues``), verified by restarting a query from offsets files carrying them.
 """
 from __future__ import annotations
 
@@ -98,9 +99,13 @@ RULES: Mapping[str, Rule] = {
 """The confs Spark 4.3 sets from the last offsets file on restart, each with what it refuses."""
 
 
-def refusal(key: str, value: object, stateful: bool) -> Refusal | None:
-    """Why a restart of a query (``stateful``: with stateful operators) fails on this pinned value; None: it does not
-    (a conf Spark does not restore, or a value it takes)."""
+def refusal(key: str, conf: Mapping[str, object], stateful: bool) -> Refusal | None:
+    """Why a restart of a query (``stateful``: with stateful operators) fails on the value ``conf`` pins for ``key``;
+    None: it does not (a conf Spark does not restore, one the file does not pin, or a value it takes). A JSON null
+    reaches ``setConfString`` as a null string, which it refuses for every conf it restores."""
     rule = RULES.get(key)
-    found = None if rule is None or value is None else rule(str(value))
+    if rule is None or key not in conf:
+        return None
+    value = conf[key]
+    found = Refusal("a restored conf needs a value") if value is None else rule(str(value))
     return found if found is not None and (stateful or not found.stateful) else None

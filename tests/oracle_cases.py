@@ -630,6 +630,9 @@ CASES = [
     Case("conf-value-refused-in-every-offsets", "WM057", AGG, every_conf(AGG_FORMAT, "3"), FAILS,  # a newer Spark's
          r"INVALID_CONF_VALUE\.REQUIREMENT\] The value '3' in the config \"spark\.sql\.streaming\.aggregation",
          fix=every_conf(AGG_FORMAT, "2")),
+    Case("conf-value-null-in-the-last-offsets", "WM057", AGG, lambda r: edit_conf(r, 12, lambda c: c.update(
+        {AGG_FORMAT: None})), FAILS, "value cannot be null for key: spark.sql.streaming.aggregation.stateFormatVersion",
+         repair=True),
     Case("state-provider-of-another-distribution", "WM057", AGG, every_conf(PROVIDER, DATABRICKS_PROVIDER), FAILS,
          r"com\.databricks\.sql\.streaming\.state\.RocksDBStateStoreProvider", fix=every_conf(PROVIDER, HDFS_PROVIDER)),
     Case("state-partition-restored-from-another", "WM058", AGG, partition_files_of(1, 0), WRONG,  # a window lost

@@ -937,6 +937,22 @@ def test_a_refused_conf_value_names_the_value_and_the_fix(copy_fixture, tmp_path
         "an older file a rewind to its batch)")
 
 
+def test_a_null_conf_value_is_refused_and_a_null_of_a_conf_spark_does_not_restore_is_not(copy_fixture):
+    """A JSON null reaches setConfString as a null string: refused for every conf Spark restores (even the codec,
+    before any store opens), ignored for any other key."""
+    last = fixture_facts("agg_window_hdfs")["last_batch"]
+    root = copy_fixture("agg_window_hdfs")
+    edit_json(root / "checkpoint" / "offsets" / str(last), 1, lambda o: o["conf"].update(
+        {"spark.sql.streaming.stateStore.compression.codec": None, "spark.sql.streaming.unknown": None}))
+    assert messages(root) == {"WM057": (
+        f"offsets/{last}, the offsets file Spark restarts from, pins spark.sql.streaming.stateStore.compression.codec = "
+        "null, which Spark 4.3 refuses (a restored conf needs a value): it sets every pinned conf from that file on "
+        "restart and fails at once ('requirement failed: value cannot be null for key', whether or not an operator "
+        f"uses the conf); batch {last - 1} pinned 'lz4': the offsets files from batch {last} on come from another run "
+        f"or were edited, and a rewind to before batch {last} drops them")}
+    assert fixes(root)["WM057"] == repair.RewindRequest(to_batch=last - 1)
+
+
 def test_state_files_of_another_partition_are_named_with_the_partition_their_keys_go_to(copy_fixture):
     root = copy_fixture("agg_window_hdfs")
     b_foreign_partition(root, fixture_facts("agg_window_hdfs"))
@@ -1100,20 +1116,26 @@ def test_a_refused_partition_count_is_not_also_one_spark_overrides(copy_fixture)
      "Apache Spark has no such class"),
     ("spark.sql.streaming.stateStore.providerClass", "com.example.MyProvider", None),  # may be on the class path
     ("spark.sql.streaming.unknown", "x", None),  # a conf Spark does not restore
+    ("spark.sql.streaming.aggregation.stateFormatVersion", None, "a restored conf needs a value"),
+    ("spark.sql.streaming.stateStore.compression.codec", None, "a restored conf needs a value"),
+    ("spark.sql.streaming.unknown", None, None),  # setSessionConf reads only the confs it restores
 ])
 def test_which_pinned_values_spark_refuses(key, value, refused):
     """As Spark 4.3's setConfString (and its store, for the provider and the codec) takes each pinned value."""
     from wmcheck.checkpoint.conf_values import refusal
 
-    found = refusal(key, value, stateful=True)
+    found = refusal(key, {key: value}, stateful=True)
     assert (found and found.reason) == refused
+    assert refusal(key, {}, stateful=True) is None  # not pinned: Spark's default
 
 
 def test_a_stateless_query_restarts_with_any_codec_or_provider():
     from wmcheck.checkpoint.conf_values import refusal
 
-    assert refusal("spark.sql.streaming.stateStore.compression.codec", "foo", stateful=False) is None
-    assert refusal("spark.sql.streaming.aggregation.stateFormatVersion", "3", stateful=False) is not None
+    codec, agg = "spark.sql.streaming.stateStore.compression.codec", "spark.sql.streaming.aggregation.stateFormatVersion"
+    assert refusal(codec, {codec: "foo"}, stateful=False) is None
+    assert refusal(agg, {agg: "3"}, stateful=False) is not None
+    assert refusal(codec, {codec: None}, stateful=False) is not None  # setConfString refuses a null at once
 
 
 def test_sink_ahead_and_behind_name_the_batches(copy_fixture, tmp_path):

@@ -140,7 +140,7 @@ def rejected(ctx: Context, key: str) -> str | None:
     found = last_conf(ctx)
     if found is None:
         return None
-    why = refusal(key, found[1].get(key), bool(ctx.operators))
+    why = refusal(key, found[1], bool(ctx.operators))
     return None if why is None else why.reason
 
 
@@ -161,14 +161,16 @@ def conf_refused(ctx: Context) -> Iterator[Issue]:
         value = conf[key]
         start = last
         for batch in reversed([b for b in ctx.confs if b < last]):
-            if refusal(key, ctx.confs[batch].get(key), bool(ctx.operators)) is None:
+            if refusal(key, ctx.confs[batch], bool(ctx.operators)) is None:
                 break
             start = batch
         valid = max((b for b in ctx.confs if b < start), default=None)
-        text = (f"offsets/{last}, the offsets file Spark restarts from, pins {key} = {str(value)!r}, which Spark 4.3 refuses "
-                f"({why}): it sets every pinned conf from that file on restart and fails "
-                + ("when the first stateful operator opens its state store" if key in STORE_CONFS else
-                   "at once ([INVALID_CONF_VALUE], whether or not an operator uses the conf)"))
+        text = (f"offsets/{last}, the offsets file Spark restarts from, pins {key} = "
+                f"{'null' if value is None else repr(str(value))}, which Spark 4.3 refuses ({why}): it sets every "
+                "pinned conf from that file on restart and fails "
+                + ("when the first stateful operator opens its state store" if key in STORE_CONFS and value is not None
+                   else "at once ('requirement failed: value cannot be null for key', whether or not an operator uses the conf)"
+                   if value is None else "at once ([INVALID_CONF_VALUE], whether or not an operator uses the conf)"))
         if valid is not None:
             yield Issue(OFFSET_LOG.path(start), text + (
                 f"; batch {valid} pinned {before(ctx.confs[valid].get(key))}: the offsets files from batch {start} on "
