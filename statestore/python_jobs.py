@@ -33,6 +33,9 @@ if TYPE_CHECKING:
     from wmcheck.checkpoint.progress import QueryProgress
 
 OLDER, PARTS, GROUPS = "older", "parts", "groups"
+PART_ROWS = 1 << 17
+"""Evicted rows a worker encodes as one Parquet part (a row group): few parts for the writing process to copy, row
+groups of the size Parquet readers prefer, a few chunks held."""
 
 
 class _Job:
@@ -55,11 +58,12 @@ class _Job:
 
 
 def _work(job: _Job, task: tuple[str, int, int]) -> Generator[tuple[int, Any], None, None]:
-    """One store partition: ``(store index, evicted rows)`` per chunk (an Arrow table, or a Parquet part with
-    rows), or ``(store index, its groups)``."""
+    """One store partition: ``(store index, evicted rows)`` per chunk (an Arrow table), per :data:`PART_ROWS`
+    of them (a Parquet part), or ``(store index, its groups)``."""
     mode, index, partition = task
     read = job.read(index)
     wm = read.target.watermark_ms
+    pending: list[pa.Table] = []
     with closing(partition_tables(read.ckpt, read.plan, partition, read.target.batch)) as tables:
         for raw in tables:
             rows = state_rows(raw, read.store, read.rule, wm)
@@ -71,7 +75,18 @@ def _work(job: _Job, task: tuple[str, int, int]) -> Generator[tuple[int, Any], N
             if mode == OLDER:
                 yield index, older
             elif older.num_rows:
-                yield index, encode_part(older)
+                pending.append(older)
+                if sum(t.num_rows for t in pending) >= PART_ROWS:
+                    yield index, _part(pending)
+                    pending = []
+    if pending:
+        yield index, _part(pending)
+
+
+def _part(tables: list["pa.Table"]) -> ParquetPart:
+    import pyarrow as pa
+
+    return encode_part(pa.concat_tables(tables))
 
 
 class PythonEngine:

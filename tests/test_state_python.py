@@ -418,3 +418,28 @@ def test_increments_over_a_streamed_full_copy_give_the_state_a_whole_load_gives(
         assert len(keys) <= rows and not set(keys) & set(got) and all(type(v) is bytes for v in values)
         got.update(zip(keys, values))
     assert got == want == {b"a": b"9", b"c": b"3,x", b"d": b"4,p,q", b"e": b"z", b"f": b"6,7", b"h": b"1,2", b"i": b"5"}
+
+
+@pytest.mark.parametrize(("part_rows", "groups"), [(1, [1] * 7), (3, [3, 2, 2]), (10 ** 6, [5, 2])])
+def test_parquet_parts_hold_the_evicted_rows_of_several_chunks(monkeypatch, tmp_path, part_rows, groups):
+    """A worker encodes the evicted rows of a partition ``PART_ROWS`` at a time: the file
+    holds every evicted row, in row groups of at least that many rows but a partition's last (chunks of 1 row here)."""
+    import pyarrow.parquet as pq
+
+    from wmcheck.statestore import python_jobs
+    from wmcheck.statestore.rows import write_parts
+    from wmcheck.statestore.store_files import PartitionStream
+
+    monkeypatch.setattr(PartitionStream.chunks, "__defaults__", (1,))
+    monkeypatch.setattr(python_jobs, "PART_ROWS", part_rows)
+    engine = python_jobs.PythonEngine(jobs=1)
+    ckpt = open_checkpoint(str(fixture_checkpoint("sliding_window")))
+    reads = engine.read_stores(ckpt, watermark_ms=10 ** 13)
+    out = tmp_path / "rows.parquet"
+    written = write_parts(str(out), reads, engine.older_parts(reads))
+    want = engine.older_tables(reads)[0]
+    assert written == want.num_rows == 7
+    order = [("partition_id", "ascending"), ("event_time_ms", "ascending")]
+    assert pq.read_table(out).sort_by(order).equals(want.sort_by(order))
+    meta = pq.ParquetFile(out).metadata  # 5 rows in one partition, 2 in another
+    assert [meta.row_group(i).num_rows for i in range(meta.num_row_groups)] == groups
