@@ -287,6 +287,13 @@ def sink_log_repeats(root: Path, batch: int, earlier: int) -> None:
     path.write_text(path.read_text().rstrip("\n") + "\n" + other.read_text().split("\n")[1])
 
 
+def sink_log_deletes(root: Path, batch: int, earlier: int) -> None:
+    """The sink's log file of ``batch`` also deletes the first data file of ``earlier``'s (an edited log)."""
+    path, other = root / "output/_spark_metadata" / str(batch), root / "output/_spark_metadata" / str(earlier)
+    entry = other.read_text().split("\n")[1].replace('"action":"add"', '"action":"delete"')
+    path.write_text(path.read_text().rstrip("\n") + "\n" + entry)
+
+
 def crashed_writing_offsets(root: Path) -> None:
     """The crash leftover: Spark was writing offsets/12 when it died (the file truncated), so batch 12 never ran:
     no commit, no state version 13, nothing in the sink."""
@@ -619,6 +626,7 @@ CASES = [
     Case("sink-log-file-cut", "WM001", AGG, lambda r: (r / "output/_spark_metadata/11").write_bytes(
         (r / "output/_spark_metadata/11").read_bytes()[:60]), WRONG, repair=True),  # the sink's readers fail
     Case("sink-log-names-a-file-twice", "WM056", AGG, lambda r: sink_log_repeats(r, 12, 11), WRONG, repair=True),
+    Case("sink-log-deletes-a-file", "WM061", AGG, lambda r: sink_log_deletes(r, 12, 11), WRONG, repair=True),
     Case("pending-offsets-without-the-source-offset", "WM054", TTL, both(crashed_before_commits(6), lambda r: edit(
         r, f"{C}/offsets/6", '{"logOffset":6}', "-")), WRONG, repair=True),  # re-run from no offset: input read again
     Case("offsets-before-the-pending-batch-without-the-source-offset", "WM054", TTL, both(crashed_before_commits(6),

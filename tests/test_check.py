@@ -514,6 +514,15 @@ def b_state_removed(root: Path, facts: dict) -> str:
     return "state"
 
 
+def b_sink_file_deleted(root: Path, facts: dict) -> str:
+    """The sink's last log file also deletes a data file of the batch before it (the file left in the sink)."""
+    last = facts["last_batch"]
+    log = root / "output" / "_spark_metadata"
+    hand_edit(log / str(last), (log / str(last)).read_bytes().rstrip(b"\n") + b"\n" +
+              (log / str(last - 1)).read_bytes().split(b"\n")[1].replace(b'"action":"add"', b'"action":"delete"'))
+    return f"../output/_spark_metadata/{last}"
+
+
 def b_sink_file_twice(root: Path, facts: dict) -> str:
     """The sink's last log file also names a data file of the batch before it."""
     last = facts["last_batch"]
@@ -705,6 +714,7 @@ BREAKS = {
     "WM054-dropped": Break("WM054", "agg_window_hdfs", b_pending_offset_dropped),
     "WM055": Break("WM055", "agg_window_hdfs", b_old_file_cut("checkpoint/offsets", "5")),
     "WM056": Break("WM056", "agg_window_hdfs", b_sink_file_twice, sink=True),
+    "WM061": Break("WM061", "agg_window_hdfs", b_sink_file_deleted, sink=True),
     "WM055-commit": Break("WM055", "agg_window_hdfs", b_old_file_cut("checkpoint/commits", "5")),
     "WM055-source-log": Break("WM055", "agg_window_hdfs", b_old_file_cut("checkpoint/sources/0", "5")),
     "WM055-sink-log": Break("WM055", "agg_window_hdfs", b_old_file_cut("output/_spark_metadata", "5"), sink=True),
@@ -951,6 +961,23 @@ def test_a_null_conf_value_is_refused_and_a_null_of_a_conf_spark_does_not_restor
         f"uses the conf); batch {last - 1} pinned 'lz4': the offsets files from batch {last} on come from another run "
         f"or were edited, and a rewind to before batch {last} drops them")}
     assert fixes(root)["WM057"] == repair.RewindRequest(to_batch=last - 1)
+
+
+def test_a_sink_log_delete_of_a_file_still_there_is_an_error_with_a_rewind_and_not_an_unlisted_file(copy_fixture):
+    """WM061: Spark's readers drop a file a delete entry names; WM034 does not also call the file a leftover to move
+    out (the rewind needs it: the earlier batch's log names it again)."""
+    facts = fixture_facts("agg_window_hdfs")
+    last = facts["last_batch"]
+    root = sink_at_home(copy_fixture("agg_window_hdfs"), "agg_window_hdfs")
+    b_sink_file_deleted(root, facts)
+    first = json.loads((root / "output/_spark_metadata" / str(last - 1)).read_text().split("\n")[1])["path"]
+    assert messages(root, sink=True) == {"WM061": (
+        f"the sink's log deletes 1 data file that the query wrote (e.g. {first}, in log batch {last}): Spark's file "
+        "sink never writes a delete, but its readers drop every file a delete names (CompactibleFileStreamLog."
+        "allFiles), so the query's output loses those rows (tested with Spark 4.3: rows missing, the restart itself "
+        f"runs). The log was edited; a rewind to before batch {last} removes the deleting log file and Spark writes "
+        "that batch again")}
+    assert fixes(root, sink=True)["WM061"] == repair.RewindRequest(to_batch=last - 1, file_sink=str(root / "output"))
 
 
 def test_state_files_of_another_partition_are_named_with_the_partition_their_keys_go_to(copy_fixture):

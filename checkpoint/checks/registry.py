@@ -51,7 +51,7 @@ LISTED: tuple[Check, ...] = (
     operators.operator_watermark,
     state.missing_operators, sources.offset_of_another_kind, logs.unparseable_unread, sink_files.sink_files_twice,
     conf.conf_refused, partitioning.foreign_partition_files, partitioning.misfit_schema,
-    state.commit_without_unique_ids,
+    state.commit_without_unique_ids, sink_files.sink_files_deleted,
 )
 
 

@@ -12,7 +12,7 @@ from ..layout import log_file_batch
 from ..locations import SinkFiles, entry_location
 from ..repair.requests import RelocateRequest
 from .context import SINK_LOG, Context, Tree
-from .definition import ERROR, WARNING, Instruction, Issue, check
+from .definition import ERROR, WARNING, Fix, Instruction, Issue, check
 from .remedies import rewind_before
 from .text import plural
 
@@ -174,6 +174,16 @@ def read_entries(ctx: Context) -> list[tuple[int, FileLogEntry]]:
     return out
 
 
+def edited_log_fix(ctx: Context, batch: int, entries: str) -> tuple[Fix, str]:
+    """The fix of entries of log batch ``batch`` Spark's sink never writes, and the log file to name: the rewind to
+    before it, or, in the newest compact file (no rewind removes it), an instruction to remove them."""
+    compacts = sink_of(ctx).log(SINK_LOG).compacts
+    if not compacts or batch > compacts[-1]:
+        return rewind_before(ctx, batch), sink_of(ctx).shown(posixpath.join(SINK_LOG, str(batch)))
+    return Instruction(f"remove the {entries} entries from {sink_of(ctx).shown(SINK_LOG)}/{batch}.compact (from a "
+                       "backup of it)"), sink_of(ctx).shown(posixpath.join(SINK_LOG, f"{batch}.compact"))
+
+
 @check("WM056", ERROR, "file sink log names a data file twice", needs_sink=True)
 def sink_files_twice(ctx: Context) -> Iterator[Issue]:
     if log_unreadable(ctx):
@@ -192,16 +202,39 @@ def sink_files_twice(ctx: Context) -> Iterator[Issue]:
     if not twice:
         return
     path, was, again = twice[0]
-    compacts = sink_of(ctx).log(SINK_LOG).compacts
-    fix = rewind_before(ctx, again) if not compacts or again > compacts[-1] else Instruction(
-        f"remove the repeated entries from {sink_of(ctx).shown(SINK_LOG)}/{again}.compact (from a backup of it)")
-    name = f"{again}.compact" if isinstance(fix, Instruction) else str(again)
-    yield Issue(sink_of(ctx).shown(posixpath.join(SINK_LOG, name)), (
+    fix, where = edited_log_fix(ctx, again, "repeated")
+    yield Issue(where, (
         f"the sink's log names {plural(len(twice), 'data file')} twice (e.g. {path}, in log batch {was} and again in "
         f"{again}): Spark's readers of the sink read every entry of its log, so they read those rows twice "
         "(tested with Spark 4.3: duplicated output). The log was edited or its files mixed"
         + (f"; a rewind to before batch {again} removes the repeating log file, keeps the data file the earlier "
            "batch names, and Spark writes that batch again" if not isinstance(fix, Instruction) else "")
+    ), fix)
+
+
+def deleted_entries(ctx: Context) -> list[tuple[int, str]]:
+    """The delete entries Spark's readers of the sink take (log batch, path) whose data file is still in the sink
+    directory: Spark's sink never writes one, so the log was edited and the file's rows are lost to the readers."""
+    files = sink_files(ctx)
+    return [(batch, e.path) for batch, e in read_entries(ctx) if e.action == "delete" and files.find(e.path) is not None]
+
+
+@check("WM061", ERROR, "file sink log deletes a data file that is still in the sink", needs_sink=True)
+def sink_files_deleted(ctx: Context) -> Iterator[Issue]:
+    if log_unreadable(ctx):
+        return
+    deleted = deleted_entries(ctx)
+    if not deleted:
+        return
+    again = min(batch for batch, _ in deleted)
+    fix, where = edited_log_fix(ctx, again, "delete")
+    yield Issue(where, (
+        f"the sink's log deletes {plural(len(deleted), 'data file')} that the query wrote (e.g. {deleted[0][1]}, in log "
+        f"batch {deleted[0][0]}): Spark's file sink never writes a delete, but its readers drop every file a delete "
+        "names (CompactibleFileStreamLog.allFiles), so the query's output loses those rows (tested with Spark 4.3: "
+        "rows missing, the restart itself runs). The log was edited"
+        + (f"; a rewind to before batch {again} removes the deleting log file and Spark writes that batch again"
+           if not isinstance(fix, Instruction) else "")
     ), fix)
 
 
@@ -222,7 +255,8 @@ def unlisted_sink_files(ctx: Context) -> Iterator[Issue]:
     if not ctx.sink_logs or log_unreadable(ctx):
         return
     files = sink_files(ctx)
-    listed = {found.path for entry in live_entries(ctx) if (found := files.find(entry.path)) is not None}
+    named = [entry.path for entry in live_entries(ctx)] + [path for _, path in deleted_entries(ctx)]  # WM061
+    listed = {found.path for path in named if (found := files.find(path)) is not None}
     extra = sorted(p for p in files.listing() if not any(part.startswith((".", "_")) for part in p.split("/"))
                    and p not in listed)
     if extra:
