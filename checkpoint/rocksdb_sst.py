@@ -217,30 +217,38 @@ def _property(props: dict[bytes, bytes], name: str) -> int | None:
         return None
 
 
+def _data_blocks(data: bytes) -> tuple[_Table, list[tuple[int, int]]] | None:
+    """The table file ``data`` opened, its metaindex, meta and index blocks verified, and its data block handles;
+    None where the format is not one read here (see the module's docstring). Raises where a block is damaged."""
+    if len(data) < FOOTER or struct.unpack_from("<Q", data, len(data) - 8)[0] != BLOCK_BASED_MAGIC:
+        return None  # the magic number is rocksdb_zip.sst_footer_ok's
+    table = _Table(data)
+    if table.version > 5 or table.checksum is None:
+        return None
+    meta, _ = table.block(table.meta[0], table.meta[1], "metaindex block")
+    props: dict[bytes, bytes] = {}
+    for name, value in _entries(meta, False):
+        offset, size = _handle(value)
+        block, kind = table.block(offset, size, f"meta block {name.decode('utf-8', 'replace')}")
+        if name == b"rocksdb.properties":
+            props = dict(_entries(block, False))
+    plain = _inflate(*table.block(table.index[0], table.index[1], "index block"))
+    if plain is None or _property(props, "rocksdb.block.based.table.index.type") not in (None, 0):
+        return None
+    return table, _block_handles(plain, _property(props, "rocksdb.index.value.is.delta.encoded") == 1)
+
+
 def sst_damage(data: bytes) -> SstDamage | None:
     """Where RocksDB fails on the table file ``data``, None where it reads every block (or where the format is not
     one verified here: see the module's docstring)."""
-    if len(data) < FOOTER or struct.unpack_from("<Q", data, len(data) - 8)[0] != BLOCK_BASED_MAGIC:
-        return None  # the magic number is rocksdb_zip.sst_footer_ok's
     at_open = True
     try:
-        table = _Table(data)
-        if table.version > 5 or table.checksum is None:
+        found = _data_blocks(data)
+        if found is None:
             return None
-        meta, _ = table.block(table.meta[0], table.meta[1], "metaindex block")
-        props: dict[bytes, bytes] = {}
-        for name, value in _entries(meta, False):
-            offset, size = _handle(value)
-            block, kind = table.block(offset, size, f"meta block {name.decode('utf-8', 'replace')}")
-            if name == b"rocksdb.properties":
-                props = dict(_entries(block, False))
-        index, kind = table.block(table.index[0], table.index[1], "index block")
-        plain = _inflate(index, kind)
-        if plain is None or _property(props, "rocksdb.block.based.table.index.type") not in (None, 0):
-            return None
-        delta = _property(props, "rocksdb.index.value.is.delta.encoded") == 1
+        table, handles = found
         at_open = False
-        for offset, size in _block_handles(plain, delta):
+        for offset, size in handles:
             table.block(offset, size, "data block")
     except _Bad as bad:
         return SstDamage(bad.byte, bad.problem, at_open)
@@ -256,16 +264,11 @@ def table_rows(data: bytes, limit: int) -> list[tuple[bytes, bytes]]:
     says why)."""
     out: list[tuple[bytes, bytes]] = []
     try:
-        table = _Table(data)
-        if table.version > 5 or table.checksum is None:
+        found = _data_blocks(data)
+        if found is None:
             return []
-        meta, _ = table.block(table.meta[0], table.meta[1], "metaindex block")
-        props = next((dict(_entries(table.block(*_handle(v), "properties")[0], False)) for n, v in _entries(meta, False)
-                      if n == b"rocksdb.properties"), {})
-        index = _inflate(*table.block(table.index[0], table.index[1], "index block"))
-        if index is None or _property(props, "rocksdb.block.based.table.index.type") not in (None, 0):
-            return []
-        for offset, size in _block_handles(index, _property(props, "rocksdb.index.value.is.delta.encoded") == 1):
+        table, handles = found
+        for offset, size in handles:
             block = _inflate(*table.block(offset, size, "data block"))
             if block is None:
                 return out
