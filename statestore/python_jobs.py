@@ -1,8 +1,8 @@
 """The python engine as a :class:`~.engines.StateEngine`: its reads split in tasks, one store partition
 each, run by :mod:`.workers` in ``jobs`` processes (decoded, judged against the watermark and filtered
 where they are read), their outputs streamed back: the rows the watermark evicts as Arrow tables, or a
-summary's groups. For a Parquet file each chunk of evicted rows is encoded where it is read
-(:mod:`.parquet_parts`): the process writing the file only copies bytes.
+summary's groups. For a Parquet file the evicted rows are encoded where they are read, a part per
+:data:`PART_ROWS` of a partition (:mod:`.parquet_parts`): the process writing the file only copies bytes.
 """
 from __future__ import annotations
 
@@ -91,8 +91,7 @@ def _part(tables: list["pa.Table"]) -> ParquetPart:
 
 class PythonEngine:
     """The :class:`~.engines.StateEngine` reading the state files in Python (no JVM), with ``jobs`` worker
-    processes (default: none, this process reads) under a ``max_memory`` budget in bytes (default: none;
-    a budget is kept by reading in worker processes)."""
+    processes (default and 1: none, this process reads) under a ``max_memory`` budget in bytes (default: none)."""
 
     name = "python"
 
