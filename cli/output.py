@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from wmcheck.checkpoint.repair.results import BackupRow, RepairResult, UndoResult
     from wmcheck.checkpoint.summary import BatchRow, CheckpointSummary
     from wmcheck.statestore.compat import CompatReport
-    from wmcheck.statestore.engines import StoreReadLike
+    from wmcheck.statestore.engines import StateEngine, StoreReadLike
     from wmcheck.statestore.replay import ReplaySummary
     from wmcheck.statestore.summary import StateSummary
     from wmcheck.statestore.targets import Target
@@ -212,12 +212,13 @@ class Output:
         notes = [f"operator {r.store.operator_id} {r.store.name}: {r.rule.rule}" for r in reads if not r.rule.evictable]
         self.state_rows(table_rows(tables, limit), {(r.store.operator_id, r.store.name): r.target for r in reads}, notes)
 
-    def older_batches(self, reads: Sequence[StoreReadLike], batches: Iterator[tuple[int, Any]]) -> None:
-        """The state rows older than the watermark as ``(index in reads, Arrow table)`` batches (either engine's)."""
+    def older_rows(self, reads: Sequence[StoreReadLike], engine: StateEngine) -> None:
+        """The state rows older than the watermark, read by ``engine`` (either) in the form this output writes:
+        ``(index in reads, Arrow table)`` batches here."""
         import pyarrow as pa
 
         parts: list[list[Any]] = [[] for _ in reads]
-        for index, table in batches:
+        for index, table in engine.older_batches(reads):
             parts[index].append(table)
         self.older_state(reads, [pa.concat_tables(p) for p in parts], None)
 
@@ -349,11 +350,12 @@ class ParquetOutput(Output):
         pq.write_table(table, self.path)
         self.write(f"wrote {table.num_rows} rows to {self.path}")
 
-    def older_parts(self, reads: Sequence[StoreReadLike], parts: Iterator[tuple[int, Any]]) -> None:
-        """The state rows older than the watermark as ``(index in reads, Parquet part)`` batches (either engine's)."""
+    def older_rows(self, reads: Sequence[StoreReadLike], engine: StateEngine) -> None:
+        """The state rows older than the watermark as ``(index in reads, Parquet part)`` batches, encoded where
+        ``engine`` reads them, copied into one file."""
         from wmcheck.statestore.rows import write_parts
 
-        self.write(f"wrote {write_parts(self.path, reads, parts)} rows to {self.path}")
+        self.write(f"wrote {write_parts(self.path, reads, engine.older_parts(reads))} rows to {self.path}")
 
 
 @contextlib.contextmanager

@@ -13,7 +13,7 @@ from wmcheck.checkpoint.timeutil import parse_time_ms
 
 from .flags import for_cli
 from .options import checkpoint_progress, common_options, parse_pairs, parse_size, progress_option
-from .output import FORMATS, ParquetOutput, make_output, output_to
+from .output import FORMATS, make_output, output_to
 from .process import lean_pyarrow
 from .progress import Progress, progress_for, quiet_option
 from .spark import command_session
@@ -87,10 +87,8 @@ def state(checkpoint: str, operator: int | None, store: str | None, join_side: s
             with output_to(fmt, output, tz) as out:
                 if limit is not None:
                     out.older_state(reads, eng.older_tables(reads, limit), limit)
-                elif isinstance(out, ParquetOutput):
-                    out.older_parts(reads, eng.older_parts(reads))
                 else:
-                    out.older_batches(reads, eng.older_batches(reads))
+                    out.older_rows(reads, eng)
             return
         summary = eng.summarize(ckpt, operator, selection, batch, watermark_ms, tz, reports)
     with output_to(fmt, output, tz) as out:

@@ -75,8 +75,8 @@ class _Guard:
     """Samples the resident memory of this process and ``pids`` in a thread; past the budget it stops the
     workers (``on_exceed``) and records by how much (:meth:`failure` explains)."""
 
-    def __init__(self, limit: int, on_exceed: Callable[[], None]) -> None:
-        self.limit, self.on_exceed = limit, on_exceed
+    def __init__(self, limit: int, on_exceed: Callable[[], None], alone: bool = False) -> None:
+        self.limit, self.on_exceed, self.alone = limit, on_exceed, alone
         self.pids: list[int] = []
         self.exceeded: int | None = None
         self.stop = threading.Event()
@@ -106,9 +106,11 @@ class _Guard:
 
     def failure(self) -> CheckpointError:
         assert self.exceeded is not None
-        return CheckpointError(f"stopped: wmcheck and its workers used {self.exceeded >> 20} MiB of memory, over "
-                               f"{arg('max_memory', self.limit >> 20)} MiB", param="max_memory",
-                               hint=f"raise {arg('max_memory')}, or use fewer {arg('jobs')} (each worker holds a chunk of a partition)")
+        who, hint = (("wmcheck", f"raise {arg('max_memory')} (the read holds a chunk of a partition at a time)")
+                     if self.alone else ("wmcheck and its workers", f"raise {arg('max_memory')}, or use fewer "
+                                         f"{arg('jobs')} (each worker holds a chunk of a partition)"))
+        return CheckpointError(f"stopped: {who} used {self.exceeded >> 20} MiB of memory, over "
+                               f"{arg('max_memory', self.limit >> 20)} MiB", param="max_memory", hint=hint)
 
 
 def run(work: Callable[[Any, Any], Generator[Any, None, None]], job: Any, tasks: Sequence[Any], jobs: int = 1,
@@ -140,7 +142,7 @@ def _here(work: Callable[[Any, Any], Generator[Any, None, None]], job: Any, task
                 yield from outputs
         return
     main = threading.current_thread() is threading.main_thread() and hasattr(signal, "SIGUSR1")
-    guard = _Guard(max_memory, lambda: os.kill(os.getpid(), signal.SIGUSR1) if main else None)
+    guard = _Guard(max_memory, lambda: os.kill(os.getpid(), signal.SIGUSR1) if main else None, alone=True)
 
     def over(_signum: int, _frame: Any) -> None:
         raise guard.failure()

@@ -245,14 +245,17 @@ def test_one_job_past_its_budget_is_interrupted_where_it_is():
 
 
 def test_a_memory_budget_stops_the_read_with_one_line(tmp_path):
+    """The error names who held the memory: with workers, fewer of them is a way out; with one job, not."""
     out = tmp_path / "rows.parquet"
-    done = _wmcheck(["state", str(fixture_checkpoint("dedup_rocksdb_p3")), "--older-than-watermark", "--format", "parquet",
-                     "--output", str(out), "--max-memory", "1M"], prelude="")
-    assert (done.returncode, done.stdout) == (2, "")
-    assert re.fullmatch(r"Error: stopped: wmcheck and its workers used \d+ MiB of memory, over --max-memory 1 MiB "
-                        r"\(hint: raise --max-memory, or use fewer --jobs \(each worker holds a chunk of a partition\)\)\n",
-                        done.stderr), done.stderr
-    assert not out.exists()
+    hints = {"2": ("wmcheck and its workers", r"raise --max-memory, or use fewer --jobs \(each worker holds a chunk of a partition\)"),
+             "1": ("wmcheck", r"raise --max-memory \(the read holds a chunk of a partition at a time\)")}
+    for jobs, (who, hint) in hints.items():
+        done = _wmcheck(["state", str(fixture_checkpoint("dedup_rocksdb_p3")), "--older-than-watermark", "--format", "parquet",
+                         "--output", str(out), "--max-memory", "1M", "--jobs", jobs], prelude="")
+        assert (done.returncode, done.stdout) == (2, "")
+        assert re.fullmatch(rf"Error: stopped: {who} used \d+ MiB of memory, over --max-memory 1 MiB \(hint: {hint}\)\n",
+                            done.stderr), done.stderr
+        assert not out.exists()
     bad = _wmcheck(["state", str(fixture_checkpoint("dedup_rocksdb_p3")), "--max-memory", "lots"], prelude="")
     assert (bad.returncode, bad.stderr) == (2, "Error: --max-memory expects a size such as 2G or 512M, got 'lots' (hint: e.g. --max-memory 4G)\n")
 
