@@ -7,7 +7,9 @@ process instead (no fork, nothing sent between processes). Workers are forked wh
 this process has imported) and started by a fork server otherwise (a process that has not touched a
 remote file system's client threads). An error in a worker stops them all and is raised here: the error of
 the first task that fails in the order of ``tasks`` (the one a run in this process raises), once the tasks
-before it are done; a stopped worker (SIGTERM, SIGINT) cleans up after itself (temporary files) and exits.
+before it are done; a stopped worker (SIGTERM, SIGINT) cleans up after itself and exits. Workers make their
+temporary files in one directory that :func:`run` removes once they have all ended, so a worker killed in the
+middle of anything (its own clean-up included) leaves nothing behind.
 
 The memory budget (``max_memory`` bytes) is the memory of this process and its workers (proportional
 set sizes: pages a forked worker shares with this process count once), sampled every 100 ms: past it the
@@ -23,6 +25,7 @@ import pickle
 import queue
 import signal
 import sys
+import tempfile
 import threading
 from contextlib import closing, nullcontext
 from typing import Any, Callable, Generator, Iterator, Sequence
@@ -124,9 +127,9 @@ def run(work: Callable[[Any, Any], Generator[Any, None, None]], job: Any, tasks:
         return
     workers: list[Any] = []
     guard = _Guard(max_memory, lambda: _stop(workers)) if max_memory is not None else None
-    with guard if guard is not None else nullcontext():
+    with tempfile.TemporaryDirectory(prefix="wmcheck-workers-") as scratch, guard if guard is not None else nullcontext():
         try:
-            yield from _parallel(work, job, tasks, min(max(jobs, 1), len(tasks)), fork, workers, guard)
+            yield from _parallel(work, job, tasks, min(max(jobs, 1), len(tasks)), fork, workers, guard, scratch)
         finally:
             _stop(workers)
 
@@ -178,7 +181,7 @@ PRELOAD = ("numpy", "pyarrow", "pyarrow.compute")
 
 
 def _parallel(work: Callable[[Any, Any], Generator[Any, None, None]], job: Any, tasks: Sequence[Any], jobs: int, fork: bool,
-              workers: list[Any], guard: _Guard | None) -> Iterator[Any]:
+              workers: list[Any], guard: _Guard | None, scratch: str) -> Iterator[Any]:
     ctx: Any = multiprocessing.get_context("fork" if fork else "forkserver")
     if fork:
         for module in PRELOAD:
@@ -192,7 +195,7 @@ def _parallel(work: Callable[[Any, Any], Generator[Any, None, None]], job: Any, 
         todo.put(None)
     results: Any = ctx.Queue(maxsize=2 * jobs)
     for _ in range(jobs):
-        process = ctx.Process(target=_worker, args=(work, job, todo, results), daemon=True)
+        process = ctx.Process(target=_worker, args=(work, job, todo, results, scratch), daemon=True)
         process.start()
         workers.append(process)
     if guard is not None:
@@ -223,8 +226,10 @@ def _parallel(work: Callable[[Any, Any], Generator[Any, None, None]], job: Any, 
             failed[value[0]] = value[1]
 
 
-def _worker(work: Callable[[Any, Any], Generator[Any, None, None]], job: Any, todo: Any, results: Any) -> None:
-    """A worker process: every task it takes, output by output, then ``done``; an error ends it."""
+def _worker(work: Callable[[Any, Any], Generator[Any, None, None]], job: Any, todo: Any, results: Any, scratch: str) -> None:
+    """A worker process: every task it takes, output by output, then ``done``; an error ends it. Its temporary
+    files go into ``scratch``."""
+    tempfile.tempdir = scratch
     def stopped(signum: int, _frame: Any) -> None:  # unwind (temporary files go) and exit, unflushed outputs dropped
         results.cancel_join_thread()
         sys.exit(128 + signum)

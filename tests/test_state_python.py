@@ -217,6 +217,37 @@ def test_workers_raise_the_error_a_run_in_one_process_raises():
         assert 0 in seen and 1 not in seen and 3 not in seen
 
 
+def _killed_holding_a_directory(where: str, task: int):
+    """Makes a temporary directory with a file in it, says where, and is killed (no clean-up runs)."""
+    import signal
+    import tempfile
+
+    made = tempfile.mkdtemp(prefix="wmcheck-rocksdb-")
+    with open(os.path.join(made, "CURRENT"), "w") as fh:
+        fh.write("x")
+    with open(where, "w") as fh:
+        fh.write(made)
+    os.kill(os.getpid(), signal.SIGKILL)
+    yield task
+
+
+def test_a_killed_worker_leaves_no_temporary_files(tmp_path):
+    """A worker killed at any instruction (here holding a directory it made) leaves nothing: the workers' temporary
+    files live in one directory removed once they have ended."""
+    import tempfile
+
+    from wmcheck.checkpoint.errors import CheckpointError
+    from wmcheck.statestore.workers import run
+
+    where = str(tmp_path / "made")
+    with pytest.raises(CheckpointError, match=r"a state worker process stopped \(exit code -9\)"):
+        list(run(_killed_holding_a_directory, where, [0], jobs=2))
+    made = open(where).read()
+    assert os.path.dirname(os.path.dirname(made)) == tempfile.gettempdir()
+    assert os.path.basename(os.path.dirname(made)).startswith("wmcheck-workers-")
+    assert not os.path.exists(os.path.dirname(made))
+
+
 def _growing(held: list, task: int):
     """Holds 8 MiB more every 20 ms (written, so resident) and yields only after 4 s."""
     import time
