@@ -224,6 +224,10 @@ class StoreRows:
     """RocksDB rows (a version byte before each row), from a changelog or a snapshot's table files."""
     row_checksums: bool
 
+    def key_start(self, kind: str) -> int:
+        """Where a record's key row starts: after RocksDB's version byte, after a deleted key's row checksum."""
+        return 1 if self.changelog else (CHECKSUM_BYTES if kind == DELETE and self.row_checksums else 0)
+
 
 @dataclass(frozen=True)
 class Sample:
@@ -266,7 +270,7 @@ def _sample(records: Iterable[tuple[str, bytes, bytes | None]], rows: StoreRows)
     owner, count, values = None, 0, 0
     for kind, key, value in records:
         count += 1
-        start = 1 if rows.changelog else (CHECKSUM_BYTES if kind == DELETE and rows.row_checksums else 0)
+        start = rows.key_start(kind)
         if rows.key_fit is not None and not rows.key_fit(key, start, len(key) - start):
             return Sample(misfit="key", rows=count, values=values)
         skip = 1 if rows.changelog else 0

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Iterator
 
 if TYPE_CHECKING:
     import numpy as np
@@ -258,25 +258,54 @@ def sst_damage(data: bytes) -> SstDamage | None:
     return None
 
 
+VALUE_TYPES = (1, 2)
+"""Entry types of a live key: ``kTypeValue`` and ``kTypeMerge`` (list state)."""
+DELETE_TYPES = (0, 7)
+"""Entry types of a removed key: ``kTypeDeletion`` and ``kTypeSingleDeletion``."""
+
+
+@dataclass(frozen=True)
+class TableEntry:
+    """One entry of a table file: the user key, its sequence number and type (the internal key's trailer), value."""
+
+    key: bytes
+    sequence: int
+    kind: int
+    value: bytes
+
+    @property
+    def live(self) -> bool:
+        return self.kind in VALUE_TYPES
+
+
+def table_entries(data: bytes) -> Iterator[TableEntry]:
+    """The entries of a table file's data blocks, in key order, read as they are taken; none where the file is not
+    read here (see the module's docstring); where it does not parse, those before (:func:`sst_damage` says why)."""
+    try:
+        found = _data_blocks(data)
+        if found is None:
+            return
+        table, handles = found
+        for offset, size in handles:
+            block = _inflate(*table.block(offset, size, "data block"))
+            if block is None:
+                return
+            for internal, value in _entries(block, False):
+                if len(internal) > 8:
+                    trailer = int.from_bytes(internal[-8:], "little")
+                    yield TableEntry(internal[:-8], trailer >> 8, trailer & 0xFF, value)
+    except Exception:  # noqa: BLE001 - a damaged table is sst_damage's
+        return
+
+
 def table_rows(data: bytes, limit: int) -> list[tuple[bytes, bytes]]:
     """The user keys and values of up to ``limit`` live entries (puts) of a table file's first data blocks, in key
     order; none where the file is not read here (see the module's docstring) or does not parse (:func:`sst_damage`
     says why)."""
     out: list[tuple[bytes, bytes]] = []
-    try:
-        found = _data_blocks(data)
-        if found is None:
-            return []
-        table, handles = found
-        for offset, size in handles:
-            block = _inflate(*table.block(offset, size, "data block"))
-            if block is None:
-                return out
-            for internal, value in _entries(block, False):
-                if len(internal) > 8 and internal[-8] == 1:  # the trailer's low byte: kTypeValue
-                    out.append((internal[:-8], value))
-                    if len(out) >= limit:
-                        return out
-    except Exception:  # noqa: BLE001 - a damaged table is sst_damage's
-        return out
+    for entry in table_entries(data):
+        if entry.kind == 1:  # kTypeValue
+            out.append((entry.key, entry.value))
+            if len(out) >= limit:
+                break
     return out

@@ -240,6 +240,18 @@ def partition_files_of(source: int, target: int) -> Callable[[Path], None]:
     return run
 
 
+def state_file_of(source: str, target: str) -> Callable[[Path], None]:
+    """Copy a state file (and its checksum sidecar) of operator 0 over another, both given as ``partition/name``
+    (a restore that took the wrong file)."""
+
+    def run(root: Path) -> None:
+        state = root / C / "state/0"
+        for old, new in ((source, target), (hadoop_crc(source), hadoop_crc(target))):
+            shutil.copy2(state / old, state / new)
+
+    return run
+
+
 def data_files_of(root: Path, batch: int) -> list[Path]:
     """The data files the sink's log file of ``batch`` adds."""
     lines = (root / "output/_spark_metadata" / str(batch)).read_text().splitlines()[1:]
@@ -647,6 +659,11 @@ CASES = [
          fix=restore(f"{C}/state/0/0")),
     Case("rocksdb-partition-restored-from-another", "WM058", ROCKS, partition_files_of(1, 0), WRONG,
          fix=restore(f"{C}/state/0/0")),
+    # partition 0's 13.changelog held only the removal of the window batch 12 evicted; partition 1's holds no row
+    Case("rocksdb-changelog-of-another-partition-without-rows", "WM062", ROCKS, state_file_of("1/13.changelog",
+         "0/13.changelog"), WRONG, repair=True),  # the window emitted again
+    Case("state-delta-replaced-by-the-version-before", "WM062", AGG, state_file_of("2/12.delta", "2/13.delta"), WRONG,
+         repair=True),  # 13.delta removed the window batch 12 evicted: emitted again
     Case("state-schema-of-another-aggregation", "WM059", AGG, schema_of("compaction"), FAILS,  # its key: window only
          "STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE", fix=lambda r: unlink(r, *OPERATOR_FILES[2:])),
     Case("state-value-schema-of-another-aggregation", "WM059", AGG, schema_of("sliding_window"), FAILS,  # count only

@@ -8,6 +8,7 @@ from typing import Mapping
 from . import (
     access,
     conf,
+    evicted,
     logs,
     operator_metadata,
     operators,
@@ -51,7 +52,7 @@ LISTED: tuple[Check, ...] = (
     operators.operator_watermark,
     state.missing_operators, sources.offset_of_another_kind, logs.unparseable_unread, sink_files.sink_files_twice,
     conf.conf_refused, partitioning.foreign_partition_files, partitioning.misfit_schema,
-    state.commit_without_unique_ids, sink_files.sink_files_deleted,
+    state.commit_without_unique_ids, sink_files.sink_files_deleted, evicted.evicted_keys_loaded,
 )
 
 

@@ -9,12 +9,18 @@ from ..key_partitions import KEYED_BY_PARTITIONING, StoreRows, key_partitioner, 
 from ..layout import DEFAULT_STORE, STATE, hadoop_sidecar, spark_sidecar, state_dir
 from ..model import PINNED_CONFS, Operator, store_unique_ids
 from ..numbers import is_number
+from ..operator_watermarks import CHECKPOINT, PLAN, operator_watermarks
 from ..relocation import SchemaReference, foreign_references, reachable, schema_references
 from ..repair.requests import RelocateRequest
+from ..rocksdb_sst import table_entries
+from ..stale_keys import EventTime, FileChanges, event_time_reader, record_changes, table_changes
+from ..state_codecs import decompress
 from ..state_content import LOAD_ERROR, Decoding
 from ..state_files import BASE_KINDS, StateFile, StorePartition
 from ..state_formats import formats_of
 from ..state_load import Lineages, StoreLoad, resolve, verify_loads
+from ..state_records import changelog_records, sized_records
+from ..state_schema import event_time_field
 from .context import Context
 from .definition import ERROR, WARNING, Fix, Instruction, Issue, check
 from .remedies import rewind_before
@@ -22,6 +28,7 @@ from .repartition import moves
 from .text import listed, plural, span
 
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+AGGREGATION = "stateStoreSave"
 
 
 @dataclass(frozen=True)
@@ -77,9 +84,10 @@ def file_kinds(part: StorePartition) -> tuple[str, str]:
     return base.kind, step.kind
 
 
-def rewind_fix(ctx: Context) -> tuple[str, Fix]:
-    """The rewind to the newest batch whose state every store partition can rebuild, and what it does."""
-    target = load_version(ctx)
+def rewind_fix(ctx: Context, version: int | None = None) -> tuple[str, Fix]:
+    """The rewind to the newest batch whose state every store partition can rebuild (loading ``version`` or an older
+    one; default: the version the next batch loads), and what it does."""
+    target = load_version(ctx) if version is None else version
     while True:
         newest = min((p.part.newest_loadable(target, p.ids) for p in plans(ctx)), default=target)
         if newest == target:
@@ -140,27 +148,96 @@ ROWS_DECODERS = ("records", CHANGELOG_DECODER)
 
 class RowSampler:
     """Samples the rows of each file :func:`store_rows` knows as the content check reads it (each file is read
-    once): what they show goes into ``ctx.memo["row-samples"]`` by path."""
+    once): what they show goes into ``ctx.memo["row-samples"]`` by path; the rows of each file of a partition
+    :func:`aging` knows, whose keys are at or before its bound, into ``ctx.memo["aged-changes"]`` by path (None:
+    not read whole)."""
 
     def __init__(self, ctx: Context, decoding: Decoding) -> None:
         self.ctx, self.codec = ctx, decoding.codec
         self.known, self.found = store_rows(ctx, decoding), ctx.memo.setdefault("row-samples", {})
+        self.aged, self.changes = aging(ctx), ctx.memo.setdefault("aged-changes", {})
 
     def read(self, paths: list[str]) -> dict[str, bytes]:
         """``ctx.read_state``, sampling what it reads."""
         data = self.ctx.read_state(paths)
         for path in set(data) & set(self.known):
+            rows = self.known[path]
             try:
-                self.found[path] = sample_rows(data[path], path, self.known[path], self.codec)
+                self.found[path] = sample_rows(data[path], path, rows, self.codec)
             except CheckpointError:
                 continue  # a damaged file is WM039's
+            bound = self.aged.get(path.rsplit("/", 1)[0])
+            if bound is not None:
+                self.changes[path] = self._changes(data[path], path, rows, bound)
         return data
+
+    def _changes(self, data: bytes, path: str, rows: StoreRows, bound: Bound) -> FileChanges | None:
+        try:
+            plain = decompress(data, self.codec, path, AGED_LIMIT + 1)
+            if len(plain) > AGED_LIMIT:
+                return None
+            records = (changelog_records if rows.changelog else sized_records)(plain, path)
+            return record_changes(records, rows.key_start, bound.event, bound.bound_us)
+        except CheckpointError:
+            return None
 
     def table(self, path: str, data: bytes) -> None:
         """Sample a snapshot's table file as it is read."""
-        rows = self.known.get(path.rsplit("/", 1)[0] + "/")
+        folder = path.rsplit("/", 1)[0]
+        rows = self.known.get(folder + "/")
         if rows is not None:
             self.found[path] = sample_table(data, rows)
+            bound = self.aged.get(folder.rsplit("/", 1)[0])
+            if bound is not None:
+                self.changes[path] = table_changes(table_entries(data), bound.event, bound.bound_us)
+
+
+AGED_LIMIT = 1 << 28
+"""Decompressed bytes of a state file read whole for :func:`aging` (a larger file leaves its partition unjudged)."""
+
+
+@dataclass(frozen=True)
+class Bound:
+    """How the keys of a store partition's files are judged: their event time (a window's end) and the eviction
+    watermark of the batch that wrote the version the next batch loads, in microseconds."""
+
+    event: EventTime
+    bound_us: int
+    batch: int
+    """That batch."""
+    column: str
+    """The key's event-time column (``window.end``)."""
+
+
+def aging(ctx: Context) -> dict[str, Bound]:
+    """By store partition directory: the :class:`Bound` of each streaming aggregation (``stateStoreSave``) whose key
+    holds the watermarked column, when the eviction watermark of the batch that wrote the version the next batch
+    loads is known (from the checkpoint or an event log's plan) and past 0."""
+    if "aging" in ctx.memo:
+        return ctx.memo["aging"]
+    out: dict[str, Bound] = {}
+    ctx.memo["aging"] = out
+    writer = load_version(ctx) - 1
+    aggregations = [op for op in ctx.operators if op.name == AGGREGATION]
+    if writer < 0 or not aggregations:
+        return out
+    try:
+        model = operator_watermarks(ctx.ckpt, ctx.progress, [writer])
+    except CheckpointError:
+        return out  # a file that does not parse: WM001
+    for op in aggregations:
+        own = model.of(writer, op.operator_id)
+        schema = ctx.ckpt.store_schema(op.operator_id, DEFAULT_STORE)
+        if own is None or not own.evict_ms or own.source not in (PLAN, CHECKPOINT) or schema is None:
+            continue
+        column = event_time_field(schema.key_schema)
+        event = event_time_reader(schema.key_schema, column.path) if column is not None else None
+        if event is None or column is None:
+            continue
+        for part in op.live_partitions:
+            if part.store == DEFAULT_STORE:
+                out[part.directory] = Bound(event, own.evict_ms * 1000, writer, ".".join(column.path))
+    return out
 
 
 def content_rewind_fix(ctx: Context, load: StoreLoad) -> tuple[str, Fix]:

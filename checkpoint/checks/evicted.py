@@ -1,0 +1,74 @@
+"""The check that the state the next batch loads holds no key the last committed batch's eviction removed.
+
+A streaming aggregation in append or update output mode removes, at the end of every batch, each key whose
+event-time column (a window's end) is at or before its eviction watermark (:mod:`..stale_keys`); the state
+version it writes holds none. Such keys in the version the next batch loads mean that a state file is not the one
+Spark wrote (another partition's, an older version's, an older backup): names, sizes and contents of each file alone
+cannot show it when the file holds no row at all. In complete mode Spark never removes a key: an operator none of
+whose files removes any key is not judged.
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+from ..repair.requests import RewindRequest
+from ..stale_keys import FileChanges, stale_keys
+from ..state_load import StoreLoad
+from ..timeutil import format_ms
+from .context import Context
+from .definition import ERROR, Issue, check
+from .state import ZIP_DECODER, Bound, aging, content_loads, rewind_fix
+from .text import plural
+
+
+def judged(ctx: Context, load: StoreLoad) -> tuple[list[FileChanges], list[FileChanges]] | None:
+    """(the snapshot's table files, the other files in load order) of a load as read, None when a file was not read
+    whole (or the load fails or skips a file: other checks' findings)."""
+    if load.failure is not None or load.skipped or not load.chain:
+        return None
+    found: dict[str, FileChanges | None] = ctx.memo.get("aged-changes", {})
+    first = load.chain[0]
+    tables_dir = f"{load.part.directory}/SSTs/"
+    tables = [c for p, c in sorted(found.items()) if p.startswith(tables_dir)] \
+        if first.format.decoder == ZIP_DECODER else []
+    files = [found.get(f.path) for f in load.chain if f.format.decoder != ZIP_DECODER]
+    if any(c is None for c in tables + files):
+        return None
+    return [c for c in tables if c is not None], [c for c in files if c is not None]
+
+
+@check("WM062", ERROR, "state holding keys the last batch's eviction removed")
+def evicted_keys_loaded(ctx: Context) -> Iterator[Issue]:
+    bounds = aging(ctx)
+    loads = [(load, bounds[load.part.directory]) for load in content_loads(ctx) if load.part.directory in bounds]
+    read = [(load, bound, judged(ctx, load)) for load, bound in loads]
+    evicting = {load.part.operator_id for load, _, seen in read
+                if seen is not None and any(c.removes for c in seen[0] + seen[1])}
+    for load, bound, seen in read:
+        if seen is None or load.part.operator_id not in evicting:
+            continue
+        held = stale_keys(*seen)
+        if held:
+            yield issue(ctx, load, bound, held)
+
+
+def issue(ctx: Context, load: StoreLoad, bound: Bound, held: dict[bytes, int]) -> Issue:
+    part, batch = load.part, bound.batch
+    oldest = format_ms(min(held.values()) // 1000, ctx.tz)
+    names = [f.path.rsplit("/", 1)[-1] for f in load.chain]
+    read = ", ".join(names) if len(names) <= 3 else f"{names[0]}, …, {names[-1]}"
+    why, fix = rewind_fix(ctx, batch)
+    if isinstance(fix, RewindRequest):
+        why = (f"rewinding to batch {fix.to_batch} makes Spark load state version {fix.to_batch + 1} and run the "
+               f"batches after it again, writing version {load.version} anew")
+    return Issue(part.directory, (
+        f"state version {load.version} of {part.directory}, which the next batch loads ({read}), holds "
+        f"{plural(len(held), 'key')} of operator {part.operator_id} whose {bound.column} is at or before "
+        f"{format_ms(bound.bound_us // 1000, ctx.tz)}, the eviction watermark of batch {batch} (e.g. {bound.column} "
+        f"{oldest}); batch {batch} removed every such key before it wrote that version, so a file of it is not the "
+        f"one Spark wrote (another partition's, an older version's, or a lost increment over an older snapshot: a "
+        f"file with no row of its own shows nothing else). Spark loads it without an error and removes those keys "
+        f"again in the next batch: in append mode it emits their rows a second time (duplicate output; tested: the "
+        f"restart's output differs from a control run), in update mode it drops them, and the changes the lost file "
+        f"held are gone in either; {why}"
+    ), fix)
