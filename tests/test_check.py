@@ -7,22 +7,26 @@ import json
 import os
 import shlex
 import shutil
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 from xml.etree import ElementTree as ET
 
 import pytest
+from test_row_checksums import _lz4_raw
 
 from wmcheck.checkpoint import repair
 from wmcheck.checkpoint.checks.definition import Fix, Instruction
 from wmcheck.checkpoint.errors import CheckpointError
 from wmcheck.checkpoint.model import open_checkpoint, store_unique_ids
 from wmcheck.checkpoint.offsets import parse_offsets
+from wmcheck.checkpoint.state_codecs import decompress
+from wmcheck.checkpoint.state_records import DELETE, sized_records
 from wmcheck.checkpoint.validate import CHECKS, check_checkpoint
 
 from conftest import fixture_facts, names_own_schemas, run_cli, sink_at_home
-from oracle_cases import data_files_of, logged_input, partition_files_of
+from oracle_cases import data_files_of, logged_input, partition_files_of, state_file_of
 from restart_oracle import FIXTURES
 
 DAY_MS = 86_400_000
@@ -244,6 +248,13 @@ def b_foreign_partition(root: Path, facts: dict) -> str:
     """Partition 0's state files replaced by partition 1's (a restore that mixed partitions up)."""
     partition_files_of(1, 0)(root)
     return "state/0/0/2.delta"  # 1.delta holds no row
+
+
+def b_evicted_keys_loaded(root: Path, facts: dict) -> str:
+    """Partition 0's 13.changelog (the removal of the window batch 12 evicted) replaced by partition 1's, which holds
+    no row."""
+    state_file_of("1/13.changelog", "0/13.changelog")(root)
+    return "state/0/0"
 
 
 def b_schema_of_another_aggregation(root: Path, facts: dict) -> str:
@@ -682,6 +693,7 @@ BREAKS = {
     "WM057": Break("WM057", "agg_window_hdfs", b_conf_refused),
     "WM058": Break("WM058", "agg_window_hdfs", b_foreign_partition),
     "WM059": Break("WM059", "agg_window_hdfs", b_schema_of_another_aggregation),
+    "WM062": Break("WM062", "agg_window_rocksdb", b_evicted_keys_loaded),
     "WM060": Break("WM060", "checkpoint_v2", b_commit_without_unique_ids),
     "WM057-everywhere": Break("WM057", "agg_window_hdfs", b_conf_refused_everywhere),
     "WM045": Break("WM045", "agg_window_hdfs", b_metadata_partition_count),
@@ -991,6 +1003,51 @@ def test_state_files_of_another_partition_are_named_with_the_partition_their_key
         "or lost (tested: the restart's output differs from a control run); a file without a key of another partition "
         "may come from there too (one with no rows), so no rewind can tell which versions to keep")}
     assert fixes(root)["WM058"] == Instruction("restore state/0/0 from a backup of this checkpoint (every file of it)")
+
+
+def evicted_message(directory: str, files: str) -> str:
+    return (
+        f"state version 13 of {directory}, which the next batch loads ({files}), holds 1 key of operator 0 whose "
+        "window.end is at or before 2024-01-01T00:01:25.000Z, the eviction watermark of batch 12 (e.g. window.end "
+        "2024-01-01T00:01:20.000Z); batch 12 removed every such key before it wrote that version, so a file of it is "
+        "not the one Spark wrote (another partition's, an older version's, or a lost increment over an older snapshot: "
+        "a file with no row of its own shows nothing else). Spark loads it without an error and removes those keys "
+        "again in the next batch: in append mode it emits their rows a second time (duplicate output; tested: the "
+        "restart's output differs from a control run), in update mode it drops them, and the changes the lost file "
+        "held are gone in either; rewinding to batch 11 makes Spark load state version 12 and run the batches after "
+        "it again, writing version 13 anew")
+
+
+def test_a_changelog_without_rows_of_another_partition_is_seen_by_the_keys_the_last_eviction_removed(copy_fixture):
+    """WM058 cannot see a changelog that holds no row; the window its own changelog removed is back in the load."""
+    root = copy_fixture("agg_window_rocksdb")
+    b_evicted_keys_loaded(root, fixture_facts("agg_window_rocksdb"))
+    assert messages(root) == {"WM062": evicted_message("state/0/0", "12.zip, 13.changelog")}
+    assert fixes(root, sink=True)["WM062"] == repair.RewindRequest(to_batch=11, file_sink=str(root / "output"))
+
+
+def test_a_delta_replaced_by_the_version_before_is_seen_by_the_keys_the_last_eviction_removed(copy_fixture):
+    root = copy_fixture("agg_window_hdfs")
+    state_file_of("2/12.delta", "2/13.delta")(root)
+    assert messages(root) == {"WM062": evicted_message("state/0/2", "1.delta, …, 13.delta")}
+    assert fixes(root)["WM062"] == repair.RewindRequest(to_batch=11)
+
+
+def test_keys_the_eviction_removed_are_not_judged_without_a_removal_in_the_operators_files(copy_fixture):
+    """Complete output mode never removes a key: state older than the watermark is its normal state. Without a
+    delete anywhere in the files the operator's next load reads, WM062 says nothing."""
+    root = copy_fixture("agg_window_hdfs")
+    state_file_of("2/12.delta", "2/13.delta")(root)
+    for delta in (root / "checkpoint/state/0").glob("*/*.delta"):
+        original = delta.read_bytes()
+        rows = b"".join(struct.pack(">i", len(key)) + key + struct.pack(">i", len(value)) + value
+                        for kind, key, value in sized_records(decompress(original, "lz4", delta.name), delta.name)
+                        if kind != DELETE and value is not None)
+        hand_edit(delta, _lz4_raw(rows + struct.pack(">i", -1), original))
+    assert "WM062" not in messages(root)
+    delta = "checkpoint/state/0/2/12.delta"
+    shutil.copy2(FIXTURES / "agg_window_hdfs" / delta, root / delta)  # its removals again
+    assert "WM062" in messages(root)
 
 
 def test_a_schema_file_of_another_aggregation_is_named_with_the_rows_it_does_not_describe(copy_fixture):
