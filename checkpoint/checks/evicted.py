@@ -58,7 +58,7 @@ def issue(ctx: Context, load: StoreLoad, bound: Bound, held: dict[bytes, int]) -
     names = [f.path.rsplit("/", 1)[-1] for f in load.chain]
     read = ", ".join(names) if len(names) <= 3 else f"{names[0]}, …, {names[-1]}"
     why, fix = rewind_fix(ctx, batch)
-    if isinstance(fix, RewindRequest):
+    if isinstance(fix, RewindRequest) and fix.to_batch is not None:
         why = (f"rewinding to batch {fix.to_batch} makes Spark load state version {fix.to_batch + 1} and run the "
                f"batches after it again, writing version {load.version} anew")
     return Issue(part.directory, (

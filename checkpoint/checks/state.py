@@ -26,6 +26,7 @@ from .definition import ERROR, WARNING, Fix, Instruction, Issue, check
 from .remedies import rewind_before
 from .repartition import moves
 from .text import listed, plural, span
+from .watermark import FUTURE_TOLERANCE_MS
 
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 AGGREGATION = "stateStoreSave"
@@ -209,6 +210,21 @@ class Bound:
     """The key's event-time column (``window.end``)."""
 
 
+def ran_with_recorded_watermark(ctx: Context, batch: int) -> bool:
+    """Whether ``offsets/<batch>`` records the watermark the batch ran with, as far as the checkpoint shows: the one
+    the batch before committed for it (else an edit, such as a raise by set-watermark: WM012), and not days ahead of
+    the batch's processing time (WM013's)."""
+    seq = ctx.offsets.get(batch)
+    if seq is None or seq.metadata is None:
+        return False
+    meta = seq.metadata
+    before = ctx.commits.get(batch - 1)
+    committed = before.next_batch_watermark_ms if before is not None else None
+    if committed is not None and committed != meta.batch_watermark_ms:
+        return False
+    return not (meta.batch_timestamp_ms > 0 and meta.batch_watermark_ms - meta.batch_timestamp_ms > FUTURE_TOLERANCE_MS)
+
+
 def aging(ctx: Context) -> dict[str, Bound]:
     """By store partition directory: the :class:`Bound` of each streaming aggregation (``stateStoreSave``) whose key
     holds the watermarked column, when the eviction watermark of the batch that wrote the version the next batch
@@ -219,7 +235,7 @@ def aging(ctx: Context) -> dict[str, Bound]:
     ctx.memo["aging"] = out
     writer = load_version(ctx) - 1
     aggregations = [op for op in ctx.operators if op.name == AGGREGATION]
-    if writer < 0 or not aggregations:
+    if writer < 0 or not aggregations or not ran_with_recorded_watermark(ctx, writer):
         return out
     try:
         model = operator_watermarks(ctx.ckpt, ctx.progress, [writer])
