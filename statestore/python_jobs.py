@@ -1,8 +1,8 @@
-"""The python engine as a :class:`~.engines.StateEngine`: its reads split in tasks, one store partition
-each, run by :mod:`.workers` in ``jobs`` processes (decoded, judged against the watermark and filtered
+"""The python engine as a :class:`~.engines.StateEngine`: its reads split in tasks, a range of a store's
+partitions each, run by :mod:`.workers` in ``jobs`` processes (decoded, judged against the watermark and filtered
 where they are read), their outputs streamed back: the rows the watermark evicts as Arrow tables, or a
 summary's groups. For a Parquet file the evicted rows are encoded where they are read, a part per
-:data:`PART_ROWS` of a partition (:mod:`.parquet_parts`): the process writing the file only copies bytes.
+:data:`PART_ROWS` of a task (:mod:`.parquet_parts`): the process writing the file only copies bytes.
 """
 from __future__ import annotations
 
@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     from wmcheck.checkpoint.progress import QueryProgress
 
 OLDER, PARTS, GROUPS = "older", "parts", "groups"
+TASKS_PER_JOB = 4
+"""Tasks per worker a store's partitions are split in: a worker that ends early finds more to do."""
 PART_ROWS = 1 << 17
 """Evicted rows a worker encodes as one Parquet part (a row group): few parts for the writing process to copy, row
 groups of the size Parquet readers prefer, a few chunks held."""
@@ -57,30 +59,44 @@ class _Job:
         return self.reads[index]
 
 
-def _work(job: _Job, task: tuple[str, int, int]) -> Generator[tuple[int, Any], None, None]:
-    """One store partition: ``(store index, evicted rows)`` per chunk (an Arrow table), per :data:`PART_ROWS`
-    of them (a Parquet part), or ``(store index, its groups)``."""
-    mode, index, partition = task
+def _work(job: _Job, task: tuple[str, int, range]) -> Generator[tuple[int, Any], None, None]:
+    """A range of one store's partitions, in order: ``(store index, evicted rows)`` per chunk (an Arrow table),
+    per :data:`PART_ROWS` of them (a Parquet part, whichever partitions they come from), or ``(store index, their
+    groups)``."""
+    mode, index, partitions = task
     read = job.read(index)
     wm = read.target.watermark_ms
     pending: list[pa.Table] = []
-    with closing(partition_tables(read.ckpt, read.plan, partition, read.target.batch)) as tables:
-        for raw in tables:
-            rows = state_rows(raw, read.store, read.rule, wm)
-            if mode == GROUPS:
-                if rows.num_rows:
-                    yield index, partition_groups(rows, wm)
-                continue
-            older = rows.filter(rows.column("older")).drop_columns(["older"])
-            if mode == OLDER:
-                yield index, older
-            elif older.num_rows:
-                pending.append(older)
-                if sum(t.num_rows for t in pending) >= PART_ROWS:
-                    yield index, _part(pending)
-                    pending = []
+    for partition in partitions:
+        with closing(partition_tables(read.ckpt, read.plan, partition, read.target.batch)) as tables:
+            for raw in tables:
+                rows = state_rows(raw, read.store, read.rule, wm)
+                if mode == GROUPS:
+                    if rows.num_rows:
+                        yield index, partition_groups(rows, wm)
+                    continue
+                older = rows.filter(rows.column("older")).drop_columns(["older"])
+                if mode == OLDER:
+                    yield index, older
+                elif older.num_rows:
+                    pending.append(older)
+                    if sum(t.num_rows for t in pending) >= PART_ROWS:
+                        yield index, _part(pending)
+                        pending = []
     if pending:
         yield index, _part(pending)
+
+
+def _tasks(mode: str, reads: Sequence[PythonStoreRead], jobs: int) -> list[tuple[str, int, range]]:
+    """Each store's partitions in consecutive ranges, :data:`TASKS_PER_JOB` of them per job at most (enough to
+    keep every worker busy to the end; one task per store with one job): a store of hundreds of small
+    partitions is read in a few tasks, its evicted rows in a few Parquet parts."""
+    tasks = []
+    for index, read in enumerate(reads):
+        count = read.store.num_partitions or 0
+        size = -(-count // (jobs * TASKS_PER_JOB)) if jobs > 1 else count
+        tasks += [(mode, index, range(first, min(first + size, count))) for first in range(0, count, max(size, 1))]
+    return tasks
 
 
 def _part(tables: list["pa.Table"]) -> ParquetPart:
@@ -100,7 +116,7 @@ class PythonEngine:
         self.max_memory = max_memory
 
     def _run(self, mode: str, reads: Sequence[PythonStoreRead]) -> Iterator[tuple[int, Any]]:
-        tasks = [(mode, i, p) for i, r in enumerate(reads) for p in range(r.store.num_partitions or 0)]
+        tasks = _tasks(mode, reads, self.jobs)
         local = bool(reads) and isinstance(reads[0].ckpt.fs, LocalFileSystem)
         return run(_work, _Job(reads), tasks, self.jobs, self.max_memory, fork=local)
 

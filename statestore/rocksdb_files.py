@@ -64,6 +64,7 @@ def _open_db(directory: str, path: str) -> Any:
     from rocksdict import AccessType, Options, Rdict
 
     options = Options(raw_mode=True)
+    options.set_max_file_opening_threads(1)  # RocksDB's 16 threads to open the tables cost more than the few tables
     try:
         return Rdict(directory, options, access_type=AccessType.read_only())
     except Exception as exc:  # rocksdict raises plain Exceptions carrying RocksDB's status

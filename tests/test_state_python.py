@@ -454,10 +454,10 @@ def test_increments_over_a_streamed_full_copy_give_the_state_a_whole_load_gives(
     assert got == want == {b"a": b"9", b"c": b"3,x", b"d": b"4,p,q", b"e": b"z", b"f": b"6,7", b"h": b"1,2", b"i": b"5"}
 
 
-@pytest.mark.parametrize(("part_rows", "groups"), [(1, [1] * 7), (3, [3, 2, 2]), (10 ** 6, [5, 2])])
+@pytest.mark.parametrize(("part_rows", "groups"), [(1, [1] * 7), (3, [3, 3, 1]), (10 ** 6, [7])])
 def test_parquet_parts_hold_the_evicted_rows_of_several_chunks(monkeypatch, tmp_path, part_rows, groups):
-    """A worker encodes the evicted rows of a partition ``PART_ROWS`` at a time: the file
-    holds every evicted row, in row groups of at least that many rows but a partition's last (chunks of 1 row here)."""
+    """A worker encodes the evicted rows of its task ``PART_ROWS`` at a time, across partitions: the file holds every
+    evicted row, in row groups of that many rows but the last (chunks of 1 row here; one job: one task)."""
     import pyarrow.parquet as pq
 
     from wmcheck.statestore import python_jobs
@@ -477,3 +477,17 @@ def test_parquet_parts_hold_the_evicted_rows_of_several_chunks(monkeypatch, tmp_
     assert pq.read_table(out).sort_by(order).equals(want.sort_by(order))
     meta = pq.ParquetFile(out).metadata  # 5 rows in one partition, 2 in another
     assert [meta.row_group(i).num_rows for i in range(meta.num_row_groups)] == groups
+
+
+def test_a_store_is_read_in_ranges_of_partitions_a_few_per_job():
+    """One job reads each store in one task; several split a store in up to 4 consecutive ranges per job."""
+    from types import SimpleNamespace
+
+    from wmcheck.statestore.python_jobs import _tasks
+
+    reads = [SimpleNamespace(store=SimpleNamespace(num_partitions=n)) for n in (200, 3, 0)]
+    assert _tasks("parts", reads, 1) == [("parts", 0, range(0, 200)), ("parts", 1, range(0, 3))]
+    two = _tasks("parts", reads, 2)
+    assert [t[2] for t in two if t[1] == 0] == [range(k, k + 25) for k in range(0, 200, 25)]
+    assert [t[2] for t in two if t[1] == 1] == [range(0, 1), range(1, 2), range(2, 3)]
+    assert [t[1] for t in two].count(2) == 0
