@@ -21,6 +21,8 @@ load from other processes hits both alike; the machine's load average is printed
   (target: within 10% of each other);
 * remote: the same command on a copy of the ``--keys`` RocksDB checkpoint in a local S3-compatible server
   (moto's, on loopback) against the local read (``--s3``; needs ``moto[server]``);
+* wide: the same comparison as large on a RocksDB state of ``--wide-keys`` keys in ``--wide-partitions`` partitions
+  (hundreds of small partitions: what each one costs), and its rows per CPU second with ``--jobs 1``;
 * ``wmcheck check`` of the ``--keys`` RocksDB checkpoint, which decodes every state file Spark loads for
   the next batch, against the PySpark script's time to load and read that store (target: faster).
 """
@@ -149,6 +151,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--keys", type=int, default=1_000_000)
     parser.add_argument("--big-keys", type=int, default=5_000_000)
+    parser.add_argument("--wide-keys", type=int, default=400_000)
+    parser.add_argument("--wide-partitions", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--s3", action="store_true", help="also read the RocksDB state from a local S3 server")
     parser.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "wmcheck-bench-state"))
@@ -173,6 +177,16 @@ def main() -> None:
 
     rows_ours, rows_base = pq.read_metadata(ours).num_rows, pq.read_metadata(base).num_rows
     assert rows_ours == rows_base, (rows_ours, rows_base)
+    wide_conf = {**CONF, "spark.sql.shuffle.partitions": str(args.wide_partitions)}
+    wide = state_of(py, work / f"wide-{args.wide_keys}-{args.wide_partitions}", args.wide_keys, wide_conf)
+    out, base = wide.parent / "python-engine.parquet", wide.parent / "baseline.parquet"
+    wides = compare("wide", {"python engine": engine_cmd(py, wide, out),
+                             "--jobs 1": engine_cmd(py, wide, out, "--jobs", "1"),
+                             "PySpark script": [py, "-c", BASELINE.format(conf=wide_conf), str(wide), str(base)]}, args.repeat)
+    assert pq.read_metadata(out).num_rows == pq.read_metadata(base).num_rows
+    report["wide"] = {"keys": args.wide_keys + 1, "partitions": args.wide_partitions,
+                      "ratio": round(wides["PySpark script"][0] / wides["python engine"][0], 1),
+                      "rows_per_cpu_s_one_core": round((args.wide_keys + 1) / wides["--jobs 1"][1])}
     start = compare("start-up", {"--jobs 1": engine_cmd(py, TINY, work / "tiny.parquet", "--jobs", "1")}, args.repeat)["--jobs 1"]
     report["start_up"] = {"wall_s": round(start[0], 3), "cpu_s": round(start[1], 3)}
     for name, ckpt in states.items():
