@@ -1050,6 +1050,16 @@ def test_keys_the_eviction_removed_are_not_judged_without_a_removal_in_the_opera
     assert "WM062" in messages(root)
 
 
+def test_keys_the_eviction_removed_are_not_judged_against_a_watermark_the_last_batch_did_not_run_with(copy_fixture):
+    """The last batch's watermark raised as set-watermark raises it (offsets/12 and commits/12): every window is at
+    or before it, but batch 12 evicted with the one commits/11 passed on; WM062 then says nothing."""
+    root = copy_fixture("agg_window_rocksdb")
+    set_watermark(root / "checkpoint", 12, offsets_ms=1_704_067_400_000, commit_ms=1_704_067_400_000)
+    assert "WM062" not in messages(root)
+    set_watermark(root / "checkpoint", 11, commit_ms=1_704_067_400_000)  # as if batch 12 had run with it
+    assert "WM062" in messages(root)
+
+
 def test_a_schema_file_of_another_aggregation_is_named_with_the_rows_it_does_not_describe(copy_fixture):
     """WM059, and no WM058: keys hashed by another schema's columns would seem to be another partition's."""
     root = copy_fixture("agg_window_hdfs")
