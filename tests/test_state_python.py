@@ -173,7 +173,7 @@ WORKER_CASES = [("agg_window_hdfs", []), ("dedup_rocksdb_p3", []), ("join_stream
 
 @pytest.mark.parametrize("name,args", WORKER_CASES)
 def test_worker_processes_read_what_one_process_reads(name, args, tmp_path):
-    """``--jobs 2`` (a store partition per task, in two forked workers streaming Arrow tables back) gives the
+    """``--jobs 2`` (ranges of a store's partitions per task, in two forked workers streaming Arrow tables back) gives the
     summary and the evicted rows ``--jobs 1`` gives; Parquet streamed from the workers holds the same rows."""
     ckpt = str(fixture_checkpoint(name))
     listing = ["--older-than-watermark", "--watermark", "watermark+1 hour"]
