@@ -54,6 +54,8 @@ class PlanOperator:
     output_watermark: str
     """What it passes downstream (``produceOutputWatermark``): ``input``, ``none`` or ``join``."""
     cleanup: tuple[JoinCleanup, ...] = ()
+    output_mode: str | None = None
+    """A streaming aggregation's output mode (``Append``, ``Update``, ``Complete``), where it prints one."""
 
 
 @dataclass(frozen=True)
@@ -182,8 +184,9 @@ def plan_operator(node: str, text: str) -> PlanOperator | None:
     if tokens and tokens[0].startswith("stateStoreCkptIds"):
         tokens = tokens[1:]
     late, evict = _watermarks(node, tokens)
+    mode = next((t for t in tokens if t in OUTPUT_MODES), None) if node == "StateStoreSave" else None
     return PlanOperator(int(match[1]), node, late, evict, _output_watermark(node, tokens),
-                        _cleanup(tokens) if node == JOIN_NODE else ())
+                        _cleanup(tokens) if node == JOIN_NODE else (), mode)
 
 
 def _reduce(info: Mapping[str, Any], seen: set[int]) -> list[PlanNode]:

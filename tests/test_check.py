@@ -21,6 +21,8 @@ from wmcheck.checkpoint.checks.definition import Fix, Instruction
 from wmcheck.checkpoint.errors import CheckpointError
 from wmcheck.checkpoint.model import open_checkpoint, store_unique_ids
 from wmcheck.checkpoint.offsets import parse_offsets
+from wmcheck.checkpoint.plans import PASSES, BatchPlan, PlanNode, PlanOperator
+from wmcheck.checkpoint.progress import QueryProgress
 from wmcheck.checkpoint.state_codecs import decompress
 from wmcheck.checkpoint.state_records import DELETE, sized_records
 from wmcheck.checkpoint.validate import CHECKS, check_checkpoint
@@ -1058,6 +1060,23 @@ def test_keys_the_eviction_removed_are_not_judged_against_a_watermark_the_last_b
     assert "WM062" not in messages(root)
     set_watermark(root / "checkpoint", 11, commit_ms=1_704_067_400_000)  # as if batch 12 had run with it
     assert "WM062" in messages(root)
+
+
+def printed_plan(mode: str) -> QueryProgress:
+    """An event log's plan of agg_window_rocksdb's batch 12 printing its aggregation in output mode ``mode``."""
+    aggregation = PlanOperator(0, "StateStoreSave", 1_704_067_274_000, 1_704_067_285_000, PASSES, (), mode)
+    root = PlanNode("operator", (PlanNode("watermark"),), aggregation)
+    return QueryProgress("q", (), {}, {12: BatchPlan("q", "r", 12, None, None, root)})
+
+
+def test_keys_the_eviction_removed_are_judged_in_append_mode_only_when_the_plan_prints_the_mode(copy_fixture):
+    """Update mode removes such a key without output (harmless alone: not reported); complete mode keeps them all."""
+    root = copy_fixture("agg_window_rocksdb")
+    b_evicted_keys_loaded(root, fixture_facts("agg_window_rocksdb"))
+    ckpt = open_checkpoint(str(root / "checkpoint"))
+    found = {mode: {f.code for f in check_checkpoint(ckpt, progress=printed_plan(mode))}
+             for mode in ("Append", "Update", "Complete")}
+    assert found == {"Append": {"WM062"}, "Update": set(), "Complete": set()}
 
 
 def test_a_schema_file_of_another_aggregation_is_named_with_the_rows_it_does_not_describe(copy_fixture):

@@ -225,6 +225,16 @@ def ran_with_recorded_watermark(ctx: Context, batch: int) -> bool:
     return not (meta.batch_timestamp_ms > 0 and meta.batch_watermark_ms - meta.batch_timestamp_ms > FUTURE_TOLERANCE_MS)
 
 
+APPEND = "Append"
+
+
+def printed_modes(ctx: Context, operator_id: int) -> set[str]:
+    """The output modes the event log's plans print for an aggregation (none without an event log)."""
+    plans = ctx.progress.plans if ctx.progress is not None else {}
+    return {o.output_mode for plan in plans.values() for o in plan.root.operators()
+            if o.operator_id == operator_id and o.output_mode is not None}
+
+
 def aging(ctx: Context) -> dict[str, Bound]:
     """By store partition directory: the :class:`Bound` of each streaming aggregation (``stateStoreSave``) whose key
     holds the watermarked column, when the eviction watermark of the batch that wrote the version the next batch
@@ -242,6 +252,8 @@ def aging(ctx: Context) -> dict[str, Bound]:
     except CheckpointError:
         return out  # a file that does not parse: WM001
     for op in aggregations:
+        if printed_modes(ctx, op.operator_id) - {APPEND}:
+            continue  # update mode (harmless alone, not tested) or complete mode (keeps every key)
         own = model.of(writer, op.operator_id)
         schema = ctx.ckpt.store_schema(op.operator_id, DEFAULT_STORE)
         if own is None or not own.evict_ms or own.source not in (PLAN, CHECKPOINT) or schema is None:
