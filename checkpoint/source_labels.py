@@ -5,6 +5,7 @@ import posixpath
 from dataclasses import dataclass
 
 from .batch_inputs import source_kind, spark_location
+from .fs import local_path
 from .metadata_log import FILE_SOURCE_LOG
 from .model import Checkpoint
 from .numbers import is_number
@@ -44,11 +45,11 @@ def file_source_dir(ckpt: Checkpoint, source_id: str) -> str | None:
     if not log.log_files:
         return None
     entries = ckpt.file_log(log.log_files[-1].path).entries
-    dirs = {posixpath.dirname(spark_location(e.path)) for e in entries}
-    if not dirs:
-        return None
-    common = dirs.pop() if len(dirs) == 1 else posixpath.commonpath(sorted(dirs))
-    return common[len("file:"):] if common.startswith("file:/") else common
+    dirs = {posixpath.dirname(local_path(spark_location(e.path)) or spark_location(e.path)) for e in entries}
+    if len(dirs) > 1 and len({d.startswith("/") for d in dirs}) > 1:
+        return None  # local paths beside URIs of another file system: no common directory
+    common = dirs.pop() if len(dirs) == 1 else posixpath.commonpath(sorted(dirs)) if dirs else None
+    return common[len("file:"):] if common is not None and common.startswith("file:/") else common
 
 
 def label(ckpt: Checkpoint, src: SourceOffset) -> SourceLabel:

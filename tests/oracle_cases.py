@@ -180,6 +180,8 @@ def set_watermark(root: Path, batch: int, ms: int) -> None:
 
 
 C = "checkpoint"
+SINK_LOG_12 = "output/_spark_metadata/12"
+SOURCE_COMPACT = "sources/0/9.compact"
 
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -304,6 +306,26 @@ def sink_log_deletes(root: Path, batch: int, earlier: int) -> None:
     path, other = root / "output/_spark_metadata" / str(batch), root / "output/_spark_metadata" / str(earlier)
     entry = other.read_text().split("\n")[1].replace('"action":"add"', '"action":"delete"')
     path.write_text(path.read_text().rstrip("\n") + "\n" + entry)
+
+
+def edit_entry(path: str, change: Callable[[dict], object], line: int = -1) -> Callable[[Path], None]:
+    """Change a JSON line of a log file by hand (by default the last: a file log's last entry), its sidecar left
+    stale."""
+
+    def run(root: Path) -> None:
+        target = root / path
+        lines = target.read_text().rstrip("\n").split("\n")
+        entry = json.loads(lines[line])
+        change(entry)
+        lines[line] = json.dumps(entry, separators=(",", ":"))
+        target.write_text("\n".join(lines))
+
+    return run
+
+
+def drop_last_entry(path: str) -> Callable[[Path], None]:
+    """Cut the last line of a log file (its sidecar left stale): a copy that lost a line at the end."""
+    return lambda root: (root / path).write_text("\n".join((root / path).read_text().rstrip("\n").split("\n")[:-1]))
 
 
 def crashed_writing_offsets(root: Path) -> None:
@@ -677,6 +699,18 @@ CASES = [
     Case("operator-metadata-v2-next-sidecar", "WM029", TWS,
          lambda r: shutil.copy2(r / C / "state/0/_metadata/v2/.4.crc", r / C / "state/0/_metadata/v2/.9.crc"), FAILS,
          r"Rename destination .*/state/0/_metadata/v2/\.9\.crc already exists", repair=True),
+    Case("sink-log-entry-size-a-string", "WM063", AGG, edit_entry(SINK_LOG_12, lambda e: e.update(
+        size=str(e["size"]))), WRONG, repair=True),  # every read of the sink fails: 'No usable value for size'
+    Case("sink-log-entry-marked-a-directory", "WM063", AGG, edit_entry(SINK_LOG_12, lambda e: e.update(isDir=True)),
+         WRONG, repair=True),  # the sink's readers skip it: its rows lost
+    Case("source-log-entry-timestamp-a-string", "WM063", AGG, edit_entry(f"{C}/{SOURCE_COMPACT}", lambda e: e.update(
+        timestamp=str(e["timestamp"]))), FAILS, "No usable value for timestamp", fix=restore(f"{C}/{SOURCE_COMPACT}")),
+    Case("source-log-loses-its-last-batch", "WM064", AGG, drop_last_entry(f"{C}/{SOURCE_COMPACT}"), WRONG,
+         fix=restore(f"{C}/{SOURCE_COMPACT}")),  # log batch 9's only file read again: its rows counted twice
+    Case("source-log-path-without-scheme", "WM064", AGG, edit_entry(f"{C}/{SOURCE_COMPACT}", lambda e: e.update(
+        path=e["path"].replace("file://", ""))), WRONG, fix=restore(f"{C}/{SOURCE_COMPACT}")),
+    Case("last-offsets-watermark-raised", "WM065", AGG, edit_entry(f"{C}/offsets/12", lambda m: m.update(
+        batchWatermarkMs=m["batchWatermarkMs"] + 3_600_000), line=1), WRONG, repair=True),  # the new rows dropped as late
 ]
 
 SPARK35 = {

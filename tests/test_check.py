@@ -536,6 +536,34 @@ def b_sink_file_deleted(root: Path, facts: dict) -> str:
     return f"../output/_spark_metadata/{last}"
 
 
+def b_log_entry(log: str, change: Callable[[dict], object]) -> Callable[[Path, dict], str]:
+    """The last entry of the newest file of a file log (``output/_spark_metadata`` or ``checkpoint/sources/0``)
+    changed by hand."""
+
+    def run(root: Path, facts: dict) -> str:
+        folder = root / log
+        newest = max((p for p in folder.iterdir() if p.name.split(".")[0].isdigit()), key=lambda p: int(p.name.split(".")[0]))
+        edit_json(newest, -1, change)
+        return str(newest.relative_to(root / "checkpoint")) if log.startswith("checkpoint") else \
+            f"../{newest.relative_to(root)}"
+
+    return run
+
+
+def b_source_log_line_lost(root: Path, facts: dict) -> str:
+    """The newest compact file of the file-source log without its last line (the only file of its last log batch)."""
+    compact = root / "checkpoint" / "sources" / "0" / "9.compact"
+    hand_edit(compact, b"\n".join(compact.read_bytes().rstrip(b"\n").split(b"\n")[:-1]))
+    return "sources/0/9.compact"
+
+
+def b_last_watermark_raised(root: Path, facts: dict) -> str:
+    """The last (committed) offsets file's watermark raised an hour above its commit's nextBatchWatermarkMs."""
+    last = facts["last_batch"]
+    edit_json(root / "checkpoint" / "offsets" / str(last), 1, lambda o: o.update(batchWatermarkMs=o["batchWatermarkMs"] + 3_600_000))
+    return f"offsets/{last}"
+
+
 def b_sink_file_twice(root: Path, facts: dict) -> str:
     """The sink's last log file also names a data file of the batch before it."""
     last = facts["last_batch"]
@@ -729,6 +757,15 @@ BREAKS = {
     "WM055": Break("WM055", "agg_window_hdfs", b_old_file_cut("checkpoint/offsets", "5")),
     "WM056": Break("WM056", "agg_window_hdfs", b_sink_file_twice, sink=True),
     "WM061": Break("WM061", "agg_window_hdfs", b_sink_file_deleted, sink=True),
+    "WM063": Break("WM063", "agg_window_hdfs", b_log_entry("output/_spark_metadata", lambda e: e.update(size=str(e["size"]))),
+                   sink=True),
+    "WM063-directory": Break("WM063", "agg_window_hdfs", b_log_entry("output/_spark_metadata", lambda e: e.update(isDir=True)),
+                             sink=True),
+    "WM063-source": Break("WM063", "agg_window_hdfs", b_log_entry("checkpoint/sources/0", lambda e: e.pop("timestamp"))),
+    "WM064": Break("WM064", "agg_window_hdfs", b_source_log_line_lost),
+    "WM064-bare-path": Break("WM064", "agg_window_hdfs", b_log_entry("checkpoint/sources/0", lambda e: e.update(
+        path=e["path"].replace("file://", ""))), sink=True),  # its logs naming the copy's own input: the file is there
+    "WM065": Break("WM065", "agg_window_hdfs", b_last_watermark_raised),
     "WM055-commit": Break("WM055", "agg_window_hdfs", b_old_file_cut("checkpoint/commits", "5")),
     "WM055-source-log": Break("WM055", "agg_window_hdfs", b_old_file_cut("checkpoint/sources/0", "5")),
     "WM055-sink-log": Break("WM055", "agg_window_hdfs", b_old_file_cut("output/_spark_metadata", "5"), sink=True),
@@ -992,6 +1029,105 @@ def test_a_sink_log_delete_of_a_file_still_there_is_an_error_with_a_rewind_and_n
         f"runs). The log was edited; a rewind to before batch {last} removes the deleting log file and Spark writes "
         "that batch again")}
     assert fixes(root, sink=True)["WM061"] == repair.RewindRequest(to_batch=last - 1, file_sink=str(root / "output"))
+
+
+def broken_copy(copy_fixture, key: str) -> tuple[Path, dict]:
+    """A copy of a case's fixture broken by BREAKS[key] (its logs naming the copy when the case checks the sink)."""
+    case = BREAKS[key]
+    root = copy_fixture(case.fixture)
+    if case.sink:
+        sink_at_home(root, case.fixture)
+    facts = fixture_facts(case.fixture)
+    case.apply(root, facts)
+    return root, facts
+
+
+def last_sink_entry(root: Path, batch: int) -> str:
+    return json.loads((root / "output/_spark_metadata" / str(batch)).read_text().split("\n")[-1])["path"]
+
+
+def test_a_sink_log_entry_spark_cannot_read_is_an_error_with_a_rewind(copy_fixture):
+    """WM063: json4s refuses a string where SinkFileStatus has a Long; every read of the sink fails."""
+    root, facts = broken_copy(copy_fixture, "WM063")
+    last = facts["last_batch"]
+    assert messages(root, sink=True) == {"WM063": (
+        f"the sink's log has 1 entry field Spark's readers cannot read (e.g. size of {last_sink_entry(root, last)}: "
+        "'1668', where Spark writes a number): every read of the sink fails (tested with Spark 4.3: 'No usable value "
+        f"for size'). The query itself restarts; the log was edited; a rewind to before batch {last} removes that log "
+        "file and Spark writes that batch again")}
+    assert fixes(root, sink=True)["WM063"] == repair.RewindRequest(to_batch=last - 1, file_sink=str(root / "output"))
+
+
+def test_a_sink_log_entry_marked_a_directory_is_an_error(copy_fixture):
+    root, facts = broken_copy(copy_fixture, "WM063-directory")
+    last = facts["last_batch"]
+    assert messages(root, sink=True) == {"WM063": (
+        f'the sink\'s log has 1 data file marked "isDir": true (e.g. {last_sink_entry(root, last)}): the sink\'s '
+        "readers skip directories, so those rows are lost to them (tested with Spark 4.3). The query itself restarts; "
+        f"the log was edited; a rewind to before batch {last} removes that log file and Spark writes that batch again")}
+
+
+def test_a_float_where_spark_writes_an_integer_is_read(copy_fixture):
+    """json4s reads 1668.0 as 1668 (a restart probe with Spark 4.3 gave the control run's output): no finding."""
+    root = sink_at_home(copy_fixture("agg_window_hdfs"), "agg_window_hdfs")
+    b_log_entry("output/_spark_metadata", lambda e: e.update(size=float(e["size"])))(root, {})
+    assert messages(root, sink=True) == {}
+
+
+def test_a_source_log_entry_spark_cannot_read_is_an_error_to_restore(copy_fixture):
+    root, _ = broken_copy(copy_fixture, "WM063-source")
+    entry = json.loads((root / "checkpoint/sources/0/9.compact").read_text().split("\n")[-1])["path"]
+    assert messages(root) == {"WM063": (
+        f"1 field of the file source's log entries Spark cannot read (e.g. timestamp of {entry}: nothing, where Spark "
+        "writes a number): Spark reads every entry of the newest compact file and the files after it when the query "
+        "starts, and fails (tested with Spark 4.3: 'No usable value for timestamp'). The log was edited")}
+    assert fixes(root)["WM063"] == Instruction("restore sources/0/9.compact from a backup")
+
+
+SEEN_AGAIN = ("On restart Spark takes the files it has read from this log, so it sees the input files these entries "
+              "stood for as new and reads them again in the next batch (tested with Spark 4.3: rows counted twice)")
+
+
+def test_a_source_log_batch_without_files_is_input_read_again(copy_fixture):
+    root, _ = broken_copy(copy_fixture, "WM064")
+    assert messages(root) == {"WM064": (
+        "sources/0: log batch 9 names no input file (Spark logs a batch only for new files: the lines of its files "
+        f"were lost). {SEEN_AGAIN}")}
+    assert fixes(root)["WM064"] == Instruction("restore sources/0/9.compact from a backup before restarting")
+
+
+def test_a_bare_logged_path_of_an_input_file_is_input_read_again(copy_fixture):
+    root, _ = broken_copy(copy_fixture, "WM064-bare-path")
+    assert messages(root, sink=True) == {"WM064": (
+        f"sources/0: 1 logged path without a scheme (e.g. {root}/input/run2-002.json; Spark logs and lists file: "
+        f"URIs). {SEEN_AGAIN}")}
+
+
+def test_a_bare_logged_path_of_a_file_that_is_gone_is_not_read_again(copy_fixture):
+    root, _ = broken_copy(copy_fixture, "WM064-bare-path")
+    (root / "input/run2-002.json").unlink()
+    assert "WM064" not in messages(root, sink=True)
+
+
+def test_the_last_offsets_watermark_above_its_commit_is_an_error_with_a_rewind(copy_fixture):
+    root, facts = broken_copy(copy_fixture, "WM065")
+    last = facts["last_batch"]
+    assert messages(root) == {"WM065": (
+        f"batchWatermarkMs 1704070885000 (2024-01-01T01:01:25.000Z) is 1h above the nextBatchWatermarkMs 1704067285000 "
+        f"(2024-01-01T00:01:25.000Z) of commits/{last}: Spark computes the next watermark from this batch's and never "
+        f"lowers it, and wmcheck set-watermark writes both, so offsets/{last} was edited. The next batch drops rows "
+        "older than 2024-01-01T01:01:25.000Z as late and evicts state by it (tested with Spark 4.3: raised by an hour, "
+        f"the new rows are dropped); a rewind to before batch {last} makes Spark plan it again with the watermark batch "
+        f"{last - 1} passed on")}
+    assert fixes(root)["WM065"] == repair.RewindRequest(to_batch=last - 1)
+
+
+def test_set_watermark_raising_the_last_batch_is_not_an_edit(copy_fixture):
+    """set-watermark writes offsets/L and commits/L alike, so WM065 stays silent after it."""
+    root = copy_fixture("agg_window_hdfs")
+    run_cli("set-watermark", str(root / "checkpoint"), "--watermark", "1704070885000", "--allow-raise", "--execute",
+            "--idle", "0")
+    assert "WM065" not in messages(root)
 
 
 def test_state_files_of_another_partition_are_named_with_the_partition_their_keys_go_to(copy_fixture):

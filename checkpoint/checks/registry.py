@@ -9,6 +9,7 @@ from . import (
     access,
     conf,
     evicted,
+    log_entries,
     logs,
     operator_metadata,
     operators,
@@ -53,6 +54,7 @@ LISTED: tuple[Check, ...] = (
     state.missing_operators, sources.offset_of_another_kind, logs.unparseable_unread, sink_files.sink_files_twice,
     conf.conf_refused, partitioning.foreign_partition_files, partitioning.misfit_schema,
     state.commit_without_unique_ids, sink_files.sink_files_deleted, evicted.evicted_keys_loaded,
+    log_entries.unreadable_log_entries, sources.source_log_misses_files, watermark.raised_last_watermark,
 )
 
 

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import os
 import posixpath
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 from ..batch_inputs import article, changed_kind, source_kind, source_log_entries, unreadable_file_offset
 from ..errors import CheckpointError
 from ..fs import local_path
-from ..layout import COMPACT_SUFFIX, SINK_LOG
+from ..layout import COMPACT_SUFFIX, SINK_LOG, log_file_batch
 from ..locations import spark_location, suggest_path_map
 from ..metadata_log import (
     DEFAULT_COMPACT_INTERVAL,
@@ -23,7 +23,7 @@ from .context import Context, Tree
 from .definition import ERROR, Instruction, Issue, check
 from .remedies import NEW_CHECKPOINT, rewind_before
 from .repartition import sink_entry_batches
-from .text import span
+from .text import listed, plural, span
 
 
 @check("WM022", ERROR, "file-source log does not reach the last offsets")
@@ -337,3 +337,58 @@ def sink_log_gap(ctx: Context) -> Iterator[Issue]:
         f"('[BATCH_METADATA_NOT_FOUND] Unable to find batch .../{SINK_LOG}/{gone[0]}'); after a rewind to the batch "
         f"before the gap Spark writes those batches again"
     ), rewind_before(ctx, gone[0]))
+
+
+
+class Unseen(NamedTuple):
+    """What a file source's log, as Spark restores its seen files from it, misses: log batches without an entry
+    (their files' lines lost) and logged paths without a scheme of files that are there (Spark lists ``file:``
+    URIs, so the bare path does not name the file it read)."""
+
+    empty: list[int]
+    bare: list[str]
+
+
+def unseen_input(ctx: Context, source_id: str) -> Unseen:
+    """The log batches of a file source's log that Spark restores its seen files from (the newest compact file and
+    the files after it: ``FileStreamSource``'s ``metadataLog.restore()``) without a single entry, and the logged bare
+    paths of files that exist. Spark writes a log batch only for new files, each as a URI."""
+    log = ctx.tree.log(FILE_SOURCE_LOG.folder(source_id))
+    if any(p in ctx.failures for p in log.restart_files):
+        return Unseen([], [])  # WM001 reports the file
+    empty, bare = [], []
+    for path in log.restart_files:
+        batch, compact = log_file_batch(posixpath.basename(path)) or (-1, False)
+        entries = ctx.ckpt.file_log(path).entries
+        held = {e.batch_id for e in entries} if compact else ({batch} if entries else set())
+        empty += [b for b in (range(batch + 1) if compact else [batch]) if b not in held]
+        bare += [e.path for e in entries if e.path.startswith("/") and os.path.exists(e.path)]
+    return Unseen(empty, bare)
+
+
+@check("WM064", ERROR, "a file-source log misses files the query read")
+def source_log_misses_files(ctx: Context) -> Iterator[Issue]:
+    last = ctx.ckpt.last_batch
+    seq = ctx.offsets.get(last) if last is not None else None
+    for src in seq.sources if seq is not None else ():
+        if src.kind != "file" or not is_number(src.source_id) or int(src.source_id) not in ctx.ckpt.source_dirs:
+            continue
+        unseen = unseen_input(ctx, src.source_id)
+        if not unseen.empty and not unseen.bare:
+            continue
+        folder = FILE_SOURCE_LOG.folder(src.source_id)
+        log = ctx.tree.log(folder)
+        where = log.holder(unseen.empty[0]) if unseen.empty else log.restart_files[0]
+        what = []
+        if unseen.empty:
+            what.append(f"{'log batch' if len(unseen.empty) == 1 else 'log batches'} "
+                        f"{listed([str(b) for b in unseen.empty])} {'names' if len(unseen.empty) == 1 else 'name'} no "
+                        "input file (Spark logs a batch only for new files: the lines of its files were lost)")
+        if unseen.bare:
+            what.append(f"{plural(len(unseen.bare), 'logged path')} without a scheme "
+                        f"(e.g. {unseen.bare[0]}; Spark logs and lists file: URIs)")
+        yield Issue(where or folder, (
+            f"{folder}: {' and '.join(what)}. On restart Spark takes the files it has read from this log, so it sees "
+            "the input files these entries stood for as new and reads them again in the next batch (tested with "
+            "Spark 4.3: rows counted twice)"
+        ), Instruction(f"restore {where or folder} from a backup before restarting"))

@@ -118,3 +118,22 @@ def stuck_watermark(ctx: Context) -> Iterator[Issue]:
             f"column: under the {policy} policy ({WATERMARK_POLICY}) a watermarked input that never receives data holds "
             f"the watermark at 0, so state is never evicted and append-mode output is never emitted"
         ), Instruction("send data (or heartbeat rows) to every input, or check the event-time column for nulls"))
+
+
+@check("WM065", ERROR, "the last batch's watermark is above the one its commit passes on")
+def raised_last_watermark(ctx: Context) -> Iterator[Issue]:
+    last = ctx.ckpt.last_batch
+    seq = ctx.offsets.get(last) if last is not None else None
+    commit = ctx.commits.get(last) if last is not None else None
+    if last is None or seq is None or seq.metadata is None or commit is None or commit.next_batch_watermark_ms is None:
+        return
+    planned, passed = seq.metadata.batch_watermark_ms, commit.next_batch_watermark_ms
+    if planned > passed:
+        yield Issue(OFFSET_LOG.path(last), (
+            f"batchWatermarkMs {planned} ({format_ms(planned, ctx.tz)}) is {format_duration(planned - passed)} above the "
+            f"nextBatchWatermarkMs {passed} ({format_ms(passed, ctx.tz)}) of commits/{last}: Spark computes the next "
+            "watermark from this batch's and never lowers it, and wmcheck set-watermark writes both, so offsets/"
+            f"{last} was edited. The next batch drops rows older than {format_ms(planned, ctx.tz)} as late and evicts "
+            "state by it (tested with Spark 4.3: raised by an hour, the new rows are dropped); a rewind to before batch "
+            f"{last} makes Spark plan it again with the watermark batch {last - 1} passed on"
+        ), rewind_before(ctx, last))
