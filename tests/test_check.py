@@ -1046,25 +1046,21 @@ def last_sink_entry(root: Path, batch: int) -> str:
     return json.loads((root / "output/_spark_metadata" / str(batch)).read_text().split("\n")[-1])["path"]
 
 
-def test_a_sink_log_entry_spark_cannot_read_is_an_error_with_a_rewind(copy_fixture):
-    """WM063: json4s refuses a string where SinkFileStatus has a Long; every read of the sink fails."""
-    root, facts = broken_copy(copy_fixture, "WM063")
+@pytest.mark.parametrize("key, what", [
+    ("WM063", "1 entry field Spark's readers cannot read (e.g. size of {entry}: '1668', where Spark writes a number): "
+              "every read of the sink fails (tested with Spark 4.3: 'No usable value for size')"),
+    ("WM063-directory", '1 data file marked "isDir": true (e.g. {entry}): the sink\'s readers skip directories, so '
+                        "those rows are lost to them (tested with Spark 4.3)"),
+])
+def test_a_sink_log_entry_spark_cannot_read_or_skips_is_an_error_with_a_rewind(copy_fixture, key, what):
+    """WM063: json4s refuses a string where SinkFileStatus has a Long (every read of the sink fails); the readers skip
+    an entry marked a directory."""
+    root, facts = broken_copy(copy_fixture, key)
     last = facts["last_batch"]
     assert messages(root, sink=True) == {"WM063": (
-        f"the sink's log has 1 entry field Spark's readers cannot read (e.g. size of {last_sink_entry(root, last)}: "
-        "'1668', where Spark writes a number): every read of the sink fails (tested with Spark 4.3: 'No usable value "
-        f"for size'). The query itself restarts; the log was edited; a rewind to before batch {last} removes that log "
-        "file and Spark writes that batch again")}
+        f"the sink's log has {what.format(entry=last_sink_entry(root, last))}. The query itself restarts; the log was "
+        f"edited; a rewind to before batch {last} removes that log file and Spark writes that batch again")}
     assert fixes(root, sink=True)["WM063"] == repair.RewindRequest(to_batch=last - 1, file_sink=str(root / "output"))
-
-
-def test_a_sink_log_entry_marked_a_directory_is_an_error(copy_fixture):
-    root, facts = broken_copy(copy_fixture, "WM063-directory")
-    last = facts["last_batch"]
-    assert messages(root, sink=True) == {"WM063": (
-        f'the sink\'s log has 1 data file marked "isDir": true (e.g. {last_sink_entry(root, last)}): the sink\'s '
-        "readers skip directories, so those rows are lost to them (tested with Spark 4.3). The query itself restarts; "
-        f"the log was edited; a rewind to before batch {last} removes that log file and Spark writes that batch again")}
 
 
 def test_a_float_where_spark_writes_an_integer_is_read(copy_fixture):
