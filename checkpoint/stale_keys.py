@@ -63,7 +63,7 @@ def _long(buf: bytes, base: int, width: int, index: int) -> int | None:
     return struct.unpack_from("<q", buf, base + width + 8 * index)[0]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Change:
     """What a file does to a key at or before the bound: puts it (``live``) or removes it."""
 
@@ -83,9 +83,15 @@ class FileChanges:
     removes: bool
 
 
+MAX_CHANGES = 1_000_000
+"""Rows at or before the bound kept per file: a file with more (an operator that never removes a key, complete
+mode, holds every key it ever saw) is not judged, not held in memory."""
+
+
 def record_changes(records: Iterable[tuple[str, bytes, bytes | None]], start: Callable[[str], int], event: EventTime,
-                   bound_us: int) -> FileChanges:
-    """:class:`FileChanges` of a delta, snapshot or changelog's records; ``start(kind)``: where a key row starts."""
+                   bound_us: int, limit: int = MAX_CHANGES) -> FileChanges | None:
+    """:class:`FileChanges` of a delta, snapshot or changelog's records (``start(kind)``: where a key row starts);
+    None past ``limit`` of them."""
     out, removes = [], False
     for kind, key, _ in records:
         gone = kind == DELETE
@@ -94,11 +100,15 @@ def record_changes(records: Iterable[tuple[str, bytes, bytes | None]], start: Ca
         when = event(key, at)
         if when is not None and when <= bound_us:
             out.append(Change(key[at:], when, not gone))
+            if len(out) > limit:
+                return None
     return FileChanges(tuple(out), removes)
 
 
-def table_changes(entries: Iterable[TableEntry], event: EventTime, bound_us: int, start: int = 1) -> FileChanges:
-    """:class:`FileChanges` of a snapshot's table file (its rows: a version byte, then the row)."""
+def table_changes(entries: Iterable[TableEntry], event: EventTime, bound_us: int, start: int = 1,
+                  limit: int = MAX_CHANGES) -> FileChanges | None:
+    """:class:`FileChanges` of a snapshot's table file (its rows: a version byte, then the row); None past
+    ``limit``."""
     out, removes = [], False
     for entry in entries:
         if entry.kind in DELETE_TYPES:
@@ -108,6 +118,8 @@ def table_changes(entries: Iterable[TableEntry], event: EventTime, bound_us: int
         when = event(entry.key, start)
         if when is not None and when <= bound_us:
             out.append(Change(entry.key[start:], when, entry.live, entry.sequence))
+            if len(out) > limit:
+                return None
     return FileChanges(tuple(out), removes)
 
 
