@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator, TypeVar
 
 if TYPE_CHECKING:
     import numpy as np
 
+T = TypeVar("T")
 BLOCK_BASED_MAGIC = 0x88E241B785F4CFF7
 FOOTER = 53
 TRAILER = 5
@@ -278,24 +279,43 @@ class TableEntry:
         return self.kind in VALUE_TYPES
 
 
+class _Unread(Exception):
+    """A table file, or a block of it, in a format not read here."""
+
+
+def _walk(data: bytes) -> Iterator[TableEntry]:
+    """The entries of a table file's data blocks, in key order, as they are read; raises _Unread where the format is
+    not one read here (see the module's docstring), and what the blocks raise where they are damaged."""
+    found = _data_blocks(data)
+    if found is None:
+        raise _Unread()
+    table, handles = found
+    for offset, size in handles:
+        block = _inflate(*table.block(offset, size, "data block"))
+        if block is None:
+            raise _Unread()
+        for internal, value in _entries(block, False):
+            if len(internal) > 8:
+                trailer = int.from_bytes(internal[-8:], "little")
+                yield TableEntry(internal[:-8], trailer >> 8, trailer & 0xFF, value)
+
+
 def table_entries(data: bytes) -> Iterator[TableEntry]:
-    """The entries of a table file's data blocks, in key order, read as they are taken; none where the file is not
-    read here (see the module's docstring); where it does not parse, those before (:func:`sst_damage` says why)."""
+    """The entries of a table file's data blocks, in key order, as they are read; none where the file is not read
+    here (see the module's docstring); where it does not parse, those before (:func:`sst_damage` says why)."""
     try:
-        found = _data_blocks(data)
-        if found is None:
-            return
-        table, handles = found
-        for offset, size in handles:
-            block = _inflate(*table.block(offset, size, "data block"))
-            if block is None:
-                return
-            for internal, value in _entries(block, False):
-                if len(internal) > 8:
-                    trailer = int.from_bytes(internal[-8:], "little")
-                    yield TableEntry(internal[:-8], trailer >> 8, trailer & 0xFF, value)
+        yield from _walk(data)
     except Exception:  # noqa: BLE001 - a damaged table is sst_damage's
         return
+
+
+def read_whole(data: bytes, use: Callable[[Iterator[TableEntry]], T]) -> T | None:
+    """``use`` applied to the entries of a table file as they are read; None where the file is not read whole (a
+    format not read here, a damaged block) or ``use`` fails on one."""
+    try:
+        return use(_walk(data))
+    except Exception:  # noqa: BLE001 - a damaged table is sst_damage's
+        return None
 
 
 def table_rows(data: bytes, limit: int) -> list[tuple[bytes, bytes]]:

@@ -3,7 +3,7 @@ resolved by sequence number, increments applied in order."""
 from __future__ import annotations
 
 from wmcheck.checkpoint.model import open_checkpoint
-from wmcheck.checkpoint.rocksdb_sst import TableEntry
+from wmcheck.checkpoint.rocksdb_sst import TableEntry, read_whole
 from wmcheck.checkpoint.stale_keys import (
     Change,
     FileChanges,
@@ -78,3 +78,11 @@ def test_a_snapshot_keeps_the_newest_entry_of_each_key_and_increments_apply_in_o
     log = record_changes([(DELETE, b, None), (PUT, a, b"")], lambda kind: 0, event, 10)
     assert log is not None
     assert stale_keys([older, newer], [log]) == {a: 1, c: 3}
+
+
+def test_a_table_file_is_judged_only_when_read_whole():
+    sst = next((FIXTURES / "agg_window_rocksdb/checkpoint/state/0/0/SSTs").glob("000026-*.sst")).read_bytes()
+    entries = read_whole(sst, list)
+    assert entries is not None and [(e.sequence, e.kind) for e in entries] == [(18, 0), (14, 1), (15, 0), (17, 1), (16, 1)]
+    assert read_whole(sst[:-60] + sst[-53:], list) is None  # a block cut out: not read whole
+    assert read_whole(b"not a table", list) is None

@@ -1,6 +1,7 @@
 """Checks of ``state/``: the state the next batch loads, leftovers, partitions, unique ids, checksums."""
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -12,7 +13,7 @@ from ..numbers import is_number
 from ..operator_watermarks import CHECKPOINT, PLAN, operator_watermarks
 from ..relocation import SchemaReference, foreign_references, reachable, schema_references
 from ..repair.requests import RelocateRequest
-from ..rocksdb_sst import table_entries
+from ..rocksdb_sst import read_whole
 from ..stale_keys import EventTime, FileChanges, event_time_reader, record_changes, table_changes
 from ..state_codecs import decompress
 from ..state_content import LOAD_ERROR, Decoding
@@ -179,8 +180,8 @@ class RowSampler:
                 return None
             records = (changelog_records if rows.changelog else sized_records)(plain, path)
             return record_changes(records, rows.key_start, bound.event, bound.bound_us)
-        except CheckpointError:
-            return None
+        except (CheckpointError, struct.error, IndexError):
+            return None  # a damaged file (WM039's), or a key shorter than its schema's (WM059's)
 
     def table(self, path: str, data: bytes) -> None:
         """Sample a snapshot's table file as it is read."""
@@ -190,7 +191,7 @@ class RowSampler:
             self.found[path] = sample_table(data, rows)
             bound = self.aged.get(folder.rsplit("/", 1)[0])
             if bound is not None:
-                self.changes[path] = table_changes(table_entries(data), bound.event, bound.bound_us)
+                self.changes[path] = read_whole(data, lambda entries: table_changes(entries, bound.event, bound.bound_us))
 
 
 AGED_LIMIT = 1 << 28
