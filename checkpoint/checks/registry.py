@@ -55,6 +55,7 @@ LISTED: tuple[Check, ...] = (
     conf.conf_refused, partitioning.foreign_partition_files, partitioning.misfit_schema,
     state.commit_without_unique_ids, sink_files.sink_files_deleted, evicted.evicted_keys_loaded,
     log_entries.unreadable_log_entries, sources.source_log_misses_files, watermark.raised_last_watermark,
+    sources.rerun_already_in_sink,
 )
 
 

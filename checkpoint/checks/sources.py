@@ -21,9 +21,10 @@ from ..numbers import is_number
 from ..repair.requests import RelocateRequest
 from .context import Context, Tree
 from .definition import ERROR, Instruction, Issue, check
+from .logs import checkpoint_format
 from .remedies import NEW_CHECKPOINT, rewind_before
 from .repartition import sink_entry_batches
-from .text import listed, plural, span
+from .text import plural, span
 
 
 @check("WM022", ERROR, "file-source log does not reach the last offsets")
@@ -341,29 +342,31 @@ def sink_log_gap(ctx: Context) -> Iterator[Issue]:
 
 
 class Unseen(NamedTuple):
-    """What a file source's log, as Spark restores its seen files from it, misses: log batches without an entry
-    (their files' lines lost) and logged paths without a scheme of files that are there (Spark lists ``file:``
-    URIs, so the bare path does not name the file it read)."""
+    """What a file source's log, as Spark restores its seen files from it, misses: files of the log holding fewer
+    entries than log batches (log file, its log batches, its entries; Spark logs at least one file per batch, so
+    lines were lost) and logged bare paths of files that are there (Spark lists ``file:`` URIs, so the bare path does
+    not name the file it read)."""
 
-    empty: list[int]
+    short: list[tuple[str, int, int]]
     bare: list[str]
 
 
 def unseen_input(ctx: Context, source_id: str) -> Unseen:
-    """The log batches of a file source's log that Spark restores its seen files from (the newest compact file and
-    the files after it: ``FileStreamSource``'s ``metadataLog.restore()``) without a single entry, and the logged bare
-    paths of files that exist. Spark writes a log batch only for new files, each as a URI."""
+    """What Spark's restore of the seen files from a file source's log (the newest compact file and the files after
+    it: ``FileStreamSource``'s ``metadataLog.restore()``) misses. Spark writes a log batch only for new files, each as
+    a URI; the compact file ``N.compact`` holds every log batch from 0 to N."""
     log = ctx.tree.log(FILE_SOURCE_LOG.folder(source_id))
     if any(p in ctx.failures for p in log.restart_files):
         return Unseen([], [])  # WM001 reports the file
-    empty, bare = [], []
+    short, bare = [], []
     for path in log.restart_files:
         batch, compact = log_file_batch(posixpath.basename(path)) or (-1, False)
         entries = ctx.ckpt.file_log(path).entries
-        held = {e.batch_id for e in entries} if compact else ({batch} if entries else set())
-        empty += [b for b in (range(batch + 1) if compact else [batch]) if b not in held]
+        batches = batch + 1 if compact else 1
+        if len(entries) < batches:
+            short.append((path, batches, len(entries)))
         bare += [e.path for e in entries if e.path.startswith("/") and os.path.exists(e.path)]
-    return Unseen(empty, bare)
+    return Unseen(short, bare)
 
 
 @check("WM064", ERROR, "a file-source log misses files the query read")
@@ -374,21 +377,36 @@ def source_log_misses_files(ctx: Context) -> Iterator[Issue]:
         if src.kind != "file" or not is_number(src.source_id) or int(src.source_id) not in ctx.ckpt.source_dirs:
             continue
         unseen = unseen_input(ctx, src.source_id)
-        if not unseen.empty and not unseen.bare:
+        if not unseen.short and not unseen.bare:
             continue
         folder = FILE_SOURCE_LOG.folder(src.source_id)
-        log = ctx.tree.log(folder)
-        where = log.holder(unseen.empty[0]) if unseen.empty else log.restart_files[0]
+        where = unseen.short[0][0] if unseen.short else ctx.tree.log(folder).restart_files[0]
         what = []
-        if unseen.empty:
-            what.append(f"{'log batch' if len(unseen.empty) == 1 else 'log batches'} "
-                        f"{listed([str(b) for b in unseen.empty])} {'names' if len(unseen.empty) == 1 else 'name'} no "
-                        "input file (Spark logs a batch only for new files: the lines of its files were lost)")
+        if unseen.short:
+            path, batches, entries = unseen.short[0]
+            what.append(f"{posixpath.basename(path)} names {plural(entries, 'input file')} for its "
+                        f"{plural(batches, 'log batch', 'log batches')} (Spark logs a batch only for new files: lines "
+                        "were lost)")
         if unseen.bare:
             what.append(f"{plural(len(unseen.bare), 'logged path')} without a scheme "
                         f"(e.g. {unseen.bare[0]}; Spark logs and lists file: URIs)")
-        yield Issue(where or folder, (
+        yield Issue(where, (
             f"{folder}: {' and '.join(what)}. On restart Spark takes the files it has read from this log, so it sees "
             "the input files these entries stood for as new and reads them again in the next batch (tested with "
             "Spark 4.3: rows counted twice)"
-        ), Instruction(f"restore {where or folder} from a backup before restarting"))
+        ), Instruction(f"restore {where} from a backup before restarting"))
+
+
+@check("WM066", ERROR, "checkpoint format 2: the batch Spark re-runs is already in the file sink", needs_sink=True)
+def rerun_already_in_sink(ctx: Context) -> Iterator[Issue]:
+    pending, sink = ctx.ckpt.pending_batch, ctx.sink
+    if pending is None or sink is None or sink_latest(sink) != pending or not ctx.ckpt.state_layout.operators \
+            or checkpoint_format(ctx)[0] != 2:
+        return
+    yield Issue(sink.shown(sink.log(SINK_LOG).files[pending]), (
+        f"batch {pending} is planned but not committed, and the file sink has already committed it (a stop between the "
+        f"sink's commit and commits/{pending}). On restart Spark re-runs batch {pending}, its file sink skips a batch it "
+        "already has without running it, so no state store reports the state it wrote, and with checkpoint format 2 "
+        "Spark fails before it commits the batch (tested with Spark 4.3: 'assertion failed: CheckpointInfo length: 0'); "
+        f"a rewind to before batch {pending}, with the sink, makes Spark write the batch again"
+    ), rewind_before(ctx, pending))
