@@ -711,6 +711,9 @@ CASES = [
         path=e["path"].replace("file://", ""))), WRONG, fix=restore(f"{C}/{SOURCE_COMPACT}")),
     Case("v2-stopped-between-the-sink-and-the-commit", "WM066", V2, lambda r: unlink(r, f"{C}/commits/12", f"{C}/commits/.12.crc"),
          FAILS, "assertion failed: CheckpointInfo length: 0", repair=True),  # the sink skips the re-run batch 12
+    Case("sink-log-first-file-deleted", "WM031", "dedup_watermark", lambda r: unlink(
+        r, "output/_spark_metadata/0", "output/_spark_metadata/.0.crc"), FAILS, r"BATCH_METADATA_NOT_FOUND.*_spark_metadata/0",
+         fix=restore("output/_spark_metadata/0")),  # no compact file yet: read from batch 0; fails at compaction batch 9
     Case("last-offsets-watermark-raised", "WM065", AGG, edit_entry(f"{C}/offsets/12", lambda m: m.update(
         batchWatermarkMs=m["batchWatermarkMs"] + 3_600_000), line=1), WRONG, repair=True),  # the new rows dropped as late
 ]

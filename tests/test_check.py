@@ -565,6 +565,13 @@ def b_last_commit_lost(root: Path, facts: dict) -> str:
     return f"../output/_spark_metadata/{last}"
 
 
+def b_first_sink_log_file_gone(root: Path, facts: dict) -> str:
+    """The file sink's log without its first file (no compact file yet): Spark's readers read it from batch 0."""
+    for name in ("0", ".0.crc"):
+        (root / "output" / "_spark_metadata" / name).unlink()
+    return "../output/_spark_metadata/0"
+
+
 def b_last_watermark_raised(root: Path, facts: dict) -> str:
     """The last (committed) offsets file's watermark raised an hour above its commit's nextBatchWatermarkMs."""
     last = facts["last_batch"]
@@ -775,6 +782,7 @@ BREAKS = {
         path=e["path"].replace("file://", ""))), sink=True),  # its logs naming the copy's own input: the file is there
     "WM065": Break("WM065", "agg_window_hdfs", b_last_watermark_raised),
     "WM066": Break("WM066", "checkpoint_v2", b_last_commit_lost, sink=True),
+    "WM031-first": Break("WM031", "dedup_watermark", b_first_sink_log_file_gone, also=("WM034",), sink=True),
     "WM055-commit": Break("WM055", "agg_window_hdfs", b_old_file_cut("checkpoint/commits", "5")),
     "WM055-source-log": Break("WM055", "agg_window_hdfs", b_old_file_cut("checkpoint/sources/0", "5")),
     "WM055-sink-log": Break("WM055", "agg_window_hdfs", b_old_file_cut("output/_spark_metadata", "5"), sink=True),
@@ -1154,6 +1162,19 @@ def test_a_format_2_batch_the_sink_already_has_is_an_error_with_a_rewind_with_th
         "Spark fails before it commits the batch (tested with Spark 4.3: 'assertion failed: CheckpointInfo length: 0'); "
         f"a rewind to before batch {last}, with the sink, makes Spark write the batch again")}
     assert fixes(root, sink=True)["WM066"] == repair.RewindRequest(to_batch=last - 1, file_sink=str(root / "output"))
+
+
+def test_the_first_sink_log_file_gone_is_a_gap_only_a_backup_fills(copy_fixture):
+    """WM031 before any compact file: Spark's readers and its compaction read the sink's log from batch 0."""
+    root, _ = broken_copy(copy_fixture, "WM031-first")
+    assert messages(root, sink=True)["WM031"] == (
+        "the file sink's log has no batch 0 although it holds batches up to 7: Spark's readers of the sink fail now "
+        "(FileNotFoundException: .../_spark_metadata/0 doesn't exist), and the query fails at batch 9, its next "
+        "compaction ('[BATCH_METADATA_NOT_FOUND] Unable to find batch .../_spark_metadata/0'); no committed batch comes "
+        "before it, so only a backup of the log brings it back")
+    assert fixes(root, sink=True)["WM031"] == Instruction(
+        "restore ../output/_spark_metadata/0 from a backup; without one, start the query from a new checkpoint and an "
+        "empty output directory")
 
 
 def test_a_format_1_batch_the_sink_already_has_is_the_crash_spark_recovers_from(copy_fixture):

@@ -326,18 +326,22 @@ def sink_log_gap(ctx: Context) -> Iterator[Issue]:
     files = log.files
     if not files:
         return
-    start = log.compacts[-1] + 1 if log.compacts else min(files)
+    start = log.compacts[-1] + 1 if log.compacts else 0  # CompactibleFileStreamLog.allFiles reads from there
     gone = [b for b in range(start, max(files)) if b not in files]
     if not gone:
         return
     fails_at = next_compaction(max(files), (log.interval or (DEFAULT_COMPACT_INTERVAL, ""))[0])
+    fix = rewind_before(ctx, gone[0])
     yield Issue(sink.shown(FILE_SINK_LOG.path(gone[0])), (
         f"the file sink's log has no batch {span(gone[0], gone[-1]) if len(gone) == gone[-1] - gone[0] + 1 else gone[0]} "
         f"although it holds batches up to {max(files)}: Spark's readers of the sink fail now (FileNotFoundException: "
         f".../{SINK_LOG}/{gone[0]} doesn't exist), and the query fails at batch {fails_at}, its next compaction "
-        f"('[BATCH_METADATA_NOT_FOUND] Unable to find batch .../{SINK_LOG}/{gone[0]}'); after a rewind to the batch "
-        f"before the gap Spark writes those batches again"
-    ), rewind_before(ctx, gone[0]))
+        f"('[BATCH_METADATA_NOT_FOUND] Unable to find batch .../{SINK_LOG}/{gone[0]}'); "
+        + ("after a rewind to the batch before the gap Spark writes those batches again" if fix != NEW_CHECKPOINT else
+           "no committed batch comes before it, so only a backup of the log brings it back")
+    ), fix if fix != NEW_CHECKPOINT else Instruction(
+        f"restore {sink.shown(FILE_SINK_LOG.path(gone[0]))} from a backup; without one, start the query from a new "
+        "checkpoint and an empty output directory"))
 
 
 
