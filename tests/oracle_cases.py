@@ -714,6 +714,9 @@ CASES = [
     Case("sink-log-first-file-deleted", "WM031", "dedup_watermark", lambda r: unlink(
         r, "output/_spark_metadata/0", "output/_spark_metadata/.0.crc"), FAILS, r"BATCH_METADATA_NOT_FOUND.*_spark_metadata/0",
          fix=restore("output/_spark_metadata/0")),  # no compact file yet: read from batch 0; fails at compaction batch 9
+    Case("source-log-first-file-deleted", "WM022", "dedup_watermark", lambda r: unlink(
+        r, f"{C}/sources/0/0", f"{C}/sources/0/.0.crc"), FAILS, r"sources/0/0 doesn't exist",
+         fix=restore(f"{C}/sources/0/0")),  # no compact file yet: Spark restores its seen files from log batch 0
     Case("last-offsets-watermark-raised", "WM065", AGG, edit_entry(f"{C}/offsets/12", lambda m: m.update(
         batchWatermarkMs=m["batchWatermarkMs"] + 3_600_000), line=1), WRONG, repair=True),  # the new rows dropped as late
 ]

@@ -572,6 +572,13 @@ def b_first_sink_log_file_gone(root: Path, facts: dict) -> str:
     return "../output/_spark_metadata/0"
 
 
+def b_first_source_log_file_gone(root: Path, facts: dict) -> str:
+    """The file-source log without its first file (no compact file yet): Spark restores its seen files from batch 0."""
+    for name in ("0", ".0.crc"):
+        (root / "checkpoint" / "sources" / "0" / name).unlink()
+    return "sources/0/0"
+
+
 def b_last_watermark_raised(root: Path, facts: dict) -> str:
     """The last (committed) offsets file's watermark raised an hour above its commit's nextBatchWatermarkMs."""
     last = facts["last_batch"]
@@ -783,6 +790,7 @@ BREAKS = {
     "WM065": Break("WM065", "agg_window_hdfs", b_last_watermark_raised),
     "WM066": Break("WM066", "checkpoint_v2", b_last_commit_lost, sink=True),
     "WM031-first": Break("WM031", "dedup_watermark", b_first_sink_log_file_gone, also=("WM034",), sink=True),
+    "WM022-first": Break("WM022", "dedup_watermark", b_first_source_log_file_gone),
     "WM055-commit": Break("WM055", "agg_window_hdfs", b_old_file_cut("checkpoint/commits", "5")),
     "WM055-source-log": Break("WM055", "agg_window_hdfs", b_old_file_cut("checkpoint/sources/0", "5")),
     "WM055-sink-log": Break("WM055", "agg_window_hdfs", b_old_file_cut("output/_spark_metadata", "5"), sink=True),
@@ -1175,6 +1183,18 @@ def test_the_first_sink_log_file_gone_is_a_gap_only_a_backup_fills(copy_fixture)
     assert fixes(root, sink=True)["WM031"] == Instruction(
         "restore ../output/_spark_metadata/0 from a backup; without one, start the query from a new checkpoint and an "
         "empty output directory")
+
+
+def test_the_first_source_log_file_gone_is_read_at_start_and_only_a_backup_fills_it(copy_fixture):
+    """WM022 before any compact file: the file source restores its seen files from log batch 0 when the query
+    starts, so every committed batch depends on it."""
+    root, _ = broken_copy(copy_fixture, "WM022-first")
+    assert messages(root) == {"WM022": (
+        "offsets/7 points at log batch 5 of sources/0, but log batch 0 is missing (the log ends at 5): Spark cannot "
+        "list the files of the batch and fails, or writes new log batches over ids it already used (Spark reads the "
+        "log from log batch 0 when the query starts: tested with Spark 4.3, 'sources/0/0 doesn't exist'); every "
+        "committed batch read it, so only a backup brings it back")}
+    assert fixes(root)["WM022"] == Instruction("restore sources/0/0 from a backup, or start the query from a new checkpoint")
 
 
 def test_a_format_1_batch_the_sink_already_has_is_the_crash_spark_recovers_from(copy_fixture):

@@ -44,7 +44,7 @@ def source_log_behind(ctx: Context) -> Iterator[Issue]:
             continue
         folder = FILE_SOURCE_LOG.folder(src.source_id)
         log = ctx.tree.log(folder)
-        start = log.compacts[-1] + 1 if log.compacts else min(log.files, default=0)
+        start = log.compacts[-1] + 1 if log.compacts else 0  # Spark restores its seen files from there
         if previous is not None:
             before = next((s.log_offset for s in previous.sources if s.source_id == src.source_id), None)
             start = min(start, before + 1) if before is not None else start
@@ -58,11 +58,13 @@ def source_log_behind(ctx: Context) -> Iterator[Issue]:
                 "failed', tested with Spark 4.3)")
             yield Issue(f"{folder}/{gone[0]}" if listed else folder, (
                 f"offsets/{last} points at log batch {end} of {folder}, but log batch {gone[0]} is missing ({where}): "
-                f"Spark cannot list the files of the batch and fails, or writes new log batches over ids it already "
-                f"used; a rewind to the newest committed batch that read none of it works too, as does restoring "
-                f"{folder}/ from a backup"
-            ), ctx.rewind(ok[-1]) if ok else NEW_CHECKPOINT if listed else Instruction(
-                f"restore {folder}/ from a backup, or start the query from a new checkpoint"))
+                "Spark cannot list the files of the batch and fails, or writes new log batches over ids it already "
+                + (f"used; a rewind to the newest committed batch that read none of it works too, as does restoring "
+                   f"{folder}/ from a backup" if ok or not listed else
+                   f"used (Spark reads the log from log batch {start} when the query starts: tested with Spark 4.3, "
+                   f"'{folder}/{gone[0]} doesn't exist'); every committed batch read it, so only a backup brings it back")
+            ), ctx.rewind(ok[-1]) if ok else Instruction(
+                f"restore {folder}/{gone[0] if listed else ''} from a backup, or start the query from a new checkpoint"))
 
 
 def last_input(ctx: Context) -> list[tuple[str, str]]:
