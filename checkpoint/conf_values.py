@@ -99,6 +99,18 @@ RULES: Mapping[str, Rule] = {
 """The confs Spark 4.3 sets from the last offsets file on restart, each with what it refuses."""
 
 
+SPARK35_RESTORED = frozenset({
+    PINNED_CONFS["shuffle_partitions"], PINNED_CONFS["state_provider"], WATERMARK_POLICY,
+    PINNED_CONFS["flatmapgroups_state_format"], PINNED_CONFS["aggregation_state_format"],
+    PINNED_CONFS["join_state_format"], PINNED_CONFS["compression_codec"], PINNED_CONFS["rocksdb_format"],
+    "spark.sql.streaming.statefulOperator.useStrictDistribution",
+    "spark.sql.optimizer.pruneFiltersCanPruneStreamingSubplan",
+})
+"""The confs Spark 3.5 sets from the last offsets file on restart (its ``OffsetSeqMetadata.relevantSQLConfs``); it
+neither restores nor validates the others Spark 4 pins (restarted with Spark 3.5 from a checkpoint it wrote: an
+encoding format Spark 4.3 refuses, or row checksums turned on, in the last offsets file: the control run's output)."""
+
+
 def refusal(key: str, conf: Mapping[str, object], stateful: bool) -> Refusal | None:
     """Why a restart of a query (``stateful``: with stateful operators) fails on the value ``conf`` pins for ``key``;
     None: it does not (a conf Spark does not restore, one the file does not pin, or a value it takes). A JSON null

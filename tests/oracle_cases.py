@@ -62,11 +62,13 @@ class Case:
 
 @dataclass(frozen=True)
 class Spark35:
-    """What pyspark 3.5 does on restart of a case applied to ``agg_spark35``; ``fix``: also restart the fixed copy."""
+    """What pyspark 3.5 does on restart of a case applied to ``agg_spark35``; ``fix``: also restart the fixed copy;
+    ``code``: the code check reports there when not the case's (a Spark 3.5 checkpoint shows less)."""
 
     spark: str
     error: str = ""
     fix: bool = False
+    code: str = ""
 
 
 CHECK_DOCS = Path(__file__).resolve().parents[1] / "docs" / "check.md"
@@ -675,6 +677,10 @@ CASES = [
     Case("conf-value-null-in-the-last-offsets", "WM057", AGG, lambda r: edit_conf(r, 12, lambda c: c.update(
         {AGG_FORMAT: None})), FAILS, "value cannot be null for key: spark.sql.streaming.aggregation.stateFormatVersion",
          repair=True),
+    Case("conf-value-refused-of-a-conf-spark35-does-not-restore", "WM057", AGG, lambda r: edit_conf(r, 12, lambda c: c.update(
+        {"spark.sql.streaming.stateStore.encodingFormat": "json"})), FAILS,  # Spark 3.5 restarts: it ignores the conf
+         r"INVALID_CONF_VALUE\.REQUIREMENT\] The value 'json' in the config \"spark\.sql\.streaming\.stateStore\.encodingFormat",
+         repair=True),
     Case("state-provider-of-another-distribution", "WM057", AGG, every_conf(PROVIDER, DATABRICKS_PROVIDER), FAILS,
          r"com\.databricks\.sql\.streaming\.state\.RocksDBStateStoreProvider", fix=every_conf(PROVIDER, HDFS_PROVIDER)),
     Case("state-partition-restored-from-another", "WM058", AGG, partition_files_of(1, 0), WRONG,  # a window lost
@@ -721,6 +727,11 @@ CASES = [
         batchWatermarkMs=m["batchWatermarkMs"] + 3_600_000), line=1), WRONG, repair=True),  # the new rows dropped as late
 ]
 
+STATE_ROWS_35 = (r"StateSchemaNotCompatible: Provided schema doesn't match to the schema for existing state|"
+                 r"InvalidUnsafeRowException: The streaming query failed by state format invalidation")
+"""Spark 3.5's error for state of another layout than the query's: its schema check or, when a task reads a row
+first, its row check (whichever task fails first; Spark 4.3 fails with its schema check every time)."""
+
 SPARK35 = {
     "empty-last-offsets": Spark35(FAILS, r"offsets/12\. Incomplete log file"),
     "gap-before-last-offsets": Spark35(FAILS, "batch 11 doesn't exist"),
@@ -742,6 +753,39 @@ SPARK35 = {
                                                 fix=True),
     "sink-log-gap": Spark35(FAILS, r"\[BATCH_METADATA_NOT_FOUND\] Unable to find batch .*/_spark_metadata/10"),
     "state-delta-replaced-by-the-version-before": Spark35(WRONG, fix=True),
+    "checkpoint-removed": Spark35(WRONG),
+    "temp-file": Spark35(OK),
+    "watermark-lowered-at-the-last-batch": Spark35(OK),
+    "commit-watermark-differs": Spark35(OK),
+    "watermark-far-ahead": Spark35(WRONG, fix=True),
+    "watermark-stuck-at-0": Spark35(OK),
+    "conf-missing-from-last-offsets": Spark35(FAILS, STATE_ROWS_35),
+    "row-checksums-turned-on-at-the-last-batch": Spark35(OK),  # Spark 3.5 does not restore the conf
+    "state-partition-missing": Spark35(FAILS, r"Error reading delta file .*/state/0/2/1\.delta"),
+    "extra-state-partition": Spark35(OK),
+    "source-log-missing": Spark35(WRONG, fix=True),
+    "interrupted-rewind": Spark35(WRONG, fix=True),
+    "sink-moved": Spark35(WRONG, fix=True),
+    "sink-copied": Spark35(WRONG),
+    "unlisted-sink-file": Spark35(OK),
+    "state-partition-read-only": Spark35(FAILS, r"state/0/1.*Read-only file system"),
+    "state-delta-truncated": Spark35(FAILS, r"java\.io\.EOFException", fix=True),
+    "state-snapshot-ahead": Spark35(WRONG),
+    "offsets-blank-source-line": Spark35(FAILS, r"There are \[2\] sources in the checkpoint offsets"),
+    "conf-changes-the-restart-does-not-use": Spark35(OK),
+    "state-schema-of-another-query": Spark35(FAILS, STATE_ROWS_35, code="WM059"),  # no operator metadata
+    "sink-data-file-missing": Spark35(WRONG),
+    "file-source-offset-goes-back": Spark35(FAILS, "assertion failed"),
+    "state-directory-emptied": Spark35(FAILS, r"Error reading delta file .*/state/0/\d/1\.delta"),
+    "pending-offsets-of-another-source-kind": Spark35(FAILS, "No usable value for logOffset"),
+    "old-offsets-cut": Spark35(OK),
+    "sink-log-names-a-file-twice": Spark35(WRONG),
+    "conf-value-refused-in-the-last-offsets": Spark35(
+        FAILS, r"'5' in spark\.sql\.streaming\.join\.stateFormatVersion is invalid\. Valid versions are 1 and 2", fix=True),
+    "conf-value-refused-of-a-conf-spark35-does-not-restore": Spark35(OK),  # Spark 3.5 ignores the conf
+    "state-partition-restored-from-another": Spark35(WRONG),
+    "state-schema-of-another-aggregation": Spark35(FAILS, STATE_ROWS_35),
+    "sink-log-deletes-a-file": Spark35(WRONG),
 }
 
 

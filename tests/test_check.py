@@ -1406,6 +1406,35 @@ def test_row_checksums_turned_on_in_the_last_offsets_file_are_a_conf_change(copy
     assert fixes(root)["WM015"] == repair.RewindRequest(to_batch=facts["last_batch"] - 1)
 
 
+def test_confs_spark35_does_not_restore_say_what_each_spark_does(copy_fixture, tmp_path):
+    """Spark 3.5 sets only the confs it knows from the last offsets file: row checksums turned on there, or an
+    encoding format Spark 4.3 refuses, fail a Spark 4 restart (WM015, WM057) and not a Spark 3.5 one, and the
+    messages say so for a checkpoint whose state Spark 3.5 wrote (tests/test_spark35.py restarts both)."""
+    last = fixture_facts("agg_spark35")["last_batch"]
+    checksums = copy_fixture("agg_spark35")
+    encoding = tmp_path / "encoding"
+    shutil.copytree(checksums, encoding)
+    edit_json(checksums / "checkpoint" / "offsets" / str(last), 1,
+              lambda o: o["conf"].update({"spark.sql.streaming.stateStore.rowChecksum.enabled": "true"}))
+    assert messages(checksums)["WM015"] == (
+        f"spark.sql.streaming.stateStore.rowChecksum.enabled is 'true' at batch {last} but 'false' from batch 0: Spark "
+        f"pins it for the life of a query and restarts with the value of the last offsets file, offsets/{last}, so "
+        "state written under one value is read under the other (a failed or wrong restart; Spark 3.5 does not restore "
+        "it (Spark 4 does) and restarts correctly, its state written as Spark 3.5 writes it); the logs come from two "
+        "runs or were edited (wmcheck undo restores them if a repair did it), and a rewind to before batch "
+        f"{last} drops them")
+    edit_json(encoding / "checkpoint" / "offsets" / str(last), 1,
+              lambda o: o["conf"].update({"spark.sql.streaming.stateStore.encodingFormat": "json"}))
+    assert messages(encoding) == {"WM057": (
+        f"offsets/{last}, the offsets file Spark restarts from, pins spark.sql.streaming.stateStore.encodingFormat = "
+        "'json', which Spark 4.3 refuses (Spark accepts 'unsaferow' or 'avro'): it sets every pinned conf from that "
+        "file on restart and fails at once ([INVALID_CONF_VALUE], whether or not an operator uses the conf); Spark 3.5 "
+        "neither restores nor checks this conf (Spark 4 does) and restarts regardless; batch "
+        f"{last - 1} pinned no value (Spark's default then): the offsets files from batch {last} on come from another "
+        f"run or were edited, and a rewind to before batch {last} drops them")}
+    assert fixes(encoding)["WM057"] == repair.RewindRequest(to_batch=last - 1)
+
+
 def test_a_refused_partition_count_is_not_also_one_spark_overrides(copy_fixture):
     """Spark fails on a refused spark.sql.shuffle.partitions before it runs any operator: WM057, not WM045's
     'Spark runs the operator with that many partitions, so the restart works'."""

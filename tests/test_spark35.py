@@ -50,17 +50,17 @@ def test_the_spark35_cases_are_the_agg_window_hdfs_cases():
 @pytest.mark.oracle
 @pytest.mark.parametrize("case", CASES35, ids=[f"{c.code}-{c.key}" for c in CASES35])
 def test_check_says_what_spark35_does(oracle35, case: Case):
-    """Spark 3.5 does what SPARK35 says; check reports the code on the 3.5 checkpoint; where 3.5 differs from 4.3
-    the message says since which version Spark does what, and what 3.5 does."""
+    """Spark 3.5 does what SPARK35 says; check reports the code (SPARK35's where a 3.5 checkpoint shows less) on the
+    3.5 checkpoint; where 3.5 differs from 4.3 the message says what Spark 4 does, and what 3.5 does."""
     found, outcomes, _ = oracle35
     outcome, expected = outcomes[f"{case.key}:broken"], SPARK35[case.key]
     assert observed(outcome, reference(outcomes, case)) == expected.spark, (case.key, outcome.error, outcome.read_error)
     if expected.error:
         assert outcome.error and re.search(expected.error, outcome.error), outcome.error
-    mine = [f for f in found[case.key, "broken"] if f.code == case.code]
+    mine = [f for f in found[case.key, "broken"] if f.code == (expected.code or case.code)]
     assert mine, [(f.code, f.path) for f in found[case.key, "broken"]]
     if expected.spark != case.spark:
-        assert all("since Spark 4." in f.message and "Spark 3.5 " in f.message for f in mine), mine
+        assert all("Spark 4" in f.message and "Spark 3.5 " in f.message for f in mine), mine
 
 
 @pytest.mark.spark
@@ -85,14 +85,15 @@ def test_spark35_restarts_without_metadata_under_a_new_query_id(oracle35):
 @pytest.mark.spark
 @pytest.mark.oracle
 def test_docs_table_says_what_spark35_did(oracle35):
-    """The Spark 3.5 column: the observed outcome for every code with a 3.5 case ("the same" only when 3.5 fails
-    with 4.3's error, or does the same), "not restarted" or "n/a: ..." for the others."""
+    """The Spark 3.5 column: the observed outcome for every code with a 3.5 case (its first word, or a later clause
+    '; ok: ...' for a code whose cases do different things; "the same" only when 3.5 fails with 4.3's error, or does
+    the same), "not restarted" or "n/a: ..." for the others."""
     _, outcomes, _ = oracle35
     docs = documented()
     for case in CASES35:
         what = observed(outcomes[f"{case.key}:broken"], reference(outcomes, case))
         column = docs[case.code][2]
-        assert column.startswith(what), (case.code, what, column)
+        assert column.startswith(what) or f"; {what}: " in column, (case.code, what, column)
         if "the same" in column:
             assert case.spark == what and (not case.error or re.search(case.error, outcomes[f"{case.key}:broken"].error))
     tested = {c.code for c in CASES35}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterator, NamedTuple
 
-from ..conf_values import refusal
+from ..conf_values import SPARK35_RESTORED, refusal
 from ..metadata_log import OFFSET_LOG
 from ..model import PINNED_CONFS
 from ..pinned_conf import PINNED, PinnedConf, Usage, effective, matters
@@ -96,8 +96,10 @@ def conf_drift(ctx: Context, conf: PinnedConf, rows: list, used: bool) -> Drift 
         if not used:
             return Drift(False, Issue(OFFSET_LOG.path(start), text + unused, Instruction(
                 f"nothing to change for a restart; restore offsets/{span(start, last)} from a backup if you have them")))
+        spark35 = ("; Spark 3.5 does not restore it (Spark 4 does) and restarts correctly, its state written as "
+                   "Spark 3.5 writes it" if key not in SPARK35_RESTORED and original == conf.legacy else "")
         return Drift(True, Issue(OFFSET_LOG.path(start), text + (
-            ", so state written under one value is read under the other (a failed or wrong restart); the logs come "
+            f", so state written under one value is read under the other (a failed or wrong restart{spark35}); the logs come "
             f"from two runs or were edited (wmcheck undo restores them if a repair did it), and a rewind to before "
             f"batch {start} drops them"), rewind_before(ctx, start)))
     odd = [b for b, v in known if v != value]
@@ -170,7 +172,9 @@ def conf_refused(ctx: Context) -> Iterator[Issue]:
                 "pinned conf from that file on restart and fails "
                 + ("when the first stateful operator opens its state store" if key in STORE_CONFS and value is not None
                    else "at once ('requirement failed: value cannot be null for key', whether or not an operator uses the conf)"
-                   if value is None else "at once ([INVALID_CONF_VALUE], whether or not an operator uses the conf)"))
+                   if value is None else "at once ([INVALID_CONF_VALUE], whether or not an operator uses the conf)")
+                + ("" if key in SPARK35_RESTORED else "; Spark 3.5 neither restores nor checks this conf (Spark 4 does) "
+                   "and restarts regardless"))
         if valid is not None:
             yield Issue(OFFSET_LOG.path(start), text + (
                 f"; batch {valid} pinned {before(ctx.confs[valid].get(key))}: the offsets files from batch {start} on "
