@@ -723,6 +723,8 @@ CASES = [
     Case("source-log-first-file-deleted", "WM022", "dedup_watermark", lambda r: unlink(
         r, f"{C}/sources/0/0", f"{C}/sources/0/.0.crc"), FAILS, r"sources/0/0 doesn't exist",
          fix=restore(f"{C}/sources/0/0")),  # no compact file yet: Spark restores its seen files from log batch 0
+    Case("source-log-file-of-the-other-source", "WM064", "join_stream_stream", lambda r: shutil.copy2(
+        r / C / "sources/0/5", r / C / "sources/1/5"), WRONG, fix=restore(f"{C}/sources/1/5")),  # right file read again
     Case("last-offsets-watermark-raised", "WM065", AGG, edit_entry(f"{C}/offsets/12", lambda m: m.update(
         batchWatermarkMs=m["batchWatermarkMs"] + 3_600_000), line=1), WRONG, repair=True),  # the new rows dropped as late
 ]

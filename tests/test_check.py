@@ -579,6 +579,12 @@ def b_first_source_log_file_gone(root: Path, facts: dict) -> str:
     return "sources/0/0"
 
 
+def b_source_log_file_of_the_other_source(root: Path, facts: dict) -> str:
+    """The right source's last log file replaced by the left source's (a copy mixing the two logs)."""
+    shutil.copy2(root / "checkpoint" / "sources" / "0" / "5", root / "checkpoint" / "sources" / "1" / "5")
+    return "sources/1/5"
+
+
 def b_last_watermark_raised(root: Path, facts: dict) -> str:
     """The last (committed) offsets file's watermark raised an hour above its commit's nextBatchWatermarkMs."""
     last = facts["last_batch"]
@@ -791,6 +797,7 @@ BREAKS = {
     "WM066": Break("WM066", "checkpoint_v2", b_last_commit_lost, sink=True),
     "WM031-first": Break("WM031", "dedup_watermark", b_first_sink_log_file_gone, also=("WM034",), sink=True),
     "WM022-first": Break("WM022", "dedup_watermark", b_first_source_log_file_gone),
+    "WM064-mixed": Break("WM064", "join_stream_stream", b_source_log_file_of_the_other_source, also=("WM030",)),
     "WM055-commit": Break("WM055", "agg_window_hdfs", b_old_file_cut("checkpoint/commits", "5")),
     "WM055-source-log": Break("WM055", "agg_window_hdfs", b_old_file_cut("checkpoint/sources/0", "5")),
     "WM055-sink-log": Break("WM055", "agg_window_hdfs", b_old_file_cut("output/_spark_metadata", "5"), sink=True),
@@ -1195,6 +1202,16 @@ def test_the_first_source_log_file_gone_is_read_at_start_and_only_a_backup_fills
         "log from log batch 0 when the query starts: tested with Spark 4.3, 'sources/0/0 doesn't exist'); every "
         "committed batch read it, so only a backup brings it back")}
     assert fixes(root)["WM022"] == Instruction("restore sources/0/0 from a backup, or start the query from a new checkpoint")
+
+
+def test_a_log_file_of_the_other_source_is_input_read_again(copy_fixture):
+    """Only the source whose log holds the other's file is named: the other's log names it among its own files."""
+    root, _ = broken_copy(copy_fixture, "WM064-mixed")
+    left = json.loads((root / "checkpoint/sources/0/5").read_text().split("\n")[1])["path"]
+    assert messages(root)["WM064"] == (
+        f"sources/1: 1 entry naming files that source 0's log names, outside the directories of this source's other "
+        f"files (e.g. {left}: a log file copied from the other source's log). {SEEN_AGAIN}")
+    assert fixes(root)["WM064"] == Instruction("restore sources/1/5 from a backup before restarting")
 
 
 def test_a_format_1_batch_the_sink_already_has_is_the_crash_spark_recovers_from(copy_fixture):

@@ -350,43 +350,64 @@ def sink_log_gap(ctx: Context) -> Iterator[Issue]:
 class Unseen(NamedTuple):
     """What a file source's log, as Spark restores its seen files from it, misses: files of the log holding fewer
     entries than log batches (log file, its log batches, its entries; Spark logs at least one file per batch, so
-    lines were lost) and logged bare paths of files that are there (Spark lists ``file:`` URIs, so the bare path does
-    not name the file it read)."""
+    lines were lost), logged bare paths of files that are there (Spark lists ``file:`` URIs, so the bare path does
+    not name the file it read), and entries naming another source's files (log file, path, the other source)."""
 
     short: list[tuple[str, int, int]]
     bare: list[str]
+    foreign: list[tuple[str, str, str]]
 
 
-def unseen_input(ctx: Context, source_id: str) -> Unseen:
-    """What Spark's restore of the seen files from a file source's log (the newest compact file and the files after
-    it: ``FileStreamSource``'s ``metadataLog.restore()``) misses. Spark writes a log batch only for new files, each as
-    a URI; the compact file ``N.compact`` holds every log batch from 0 to N."""
+def restored_entries(ctx: Context, source_id: str) -> dict[str, list[str]] | None:
+    """Log file -> the paths it names, of the files a file source restores its seen files from on restart (the newest
+    compact file and the files after it: ``FileStreamSource``'s ``metadataLog.restore()``); None when one of them does
+    not parse (WM001)."""
     log = ctx.tree.log(FILE_SOURCE_LOG.folder(source_id))
     if any(p in ctx.failures for p in log.restart_files):
-        return Unseen([], [])  # WM001 reports the file
-    short, bare = [], []
-    for path in log.restart_files:
+        return None
+    return {path: [e.path for e in ctx.ckpt.file_log(path).entries] for path in log.restart_files}
+
+
+def unseen_input(ctx: Context, source_id: str, others: dict[str, set[str]]) -> Unseen:
+    """What Spark's restore of a file source's seen files misses; ``others``: the paths each other file source's log
+    names. Spark writes a log batch only for new files, each as a URI; ``N.compact`` holds every log batch from 0 to
+    N. Two sources reading one directory name the same files throughout; a file in common that lies outside the
+    directories of the source's other files was copied from the other source's log."""
+    restored = restored_entries(ctx, source_id)
+    if restored is None:
+        return Unseen([], [], [])
+    mine = {p for paths in restored.values() for p in paths}
+    mixed = {}
+    for other, theirs in others.items():  # a file in common, in none of the directories of this source's own files
+        own = {posixpath.dirname(p) for p in mine - theirs}
+        common = {p for p in mine & theirs if own and posixpath.dirname(p) not in own}
+        if common:
+            mixed[other] = common
+    short, bare, foreign = [], [], []
+    for path, paths in restored.items():
         batch, compact = log_file_batch(posixpath.basename(path)) or (-1, False)
-        entries = ctx.ckpt.file_log(path).entries
         batches = batch + 1 if compact else 1
-        if len(entries) < batches:
-            short.append((path, batches, len(entries)))
-        bare += [e.path for e in entries if e.path.startswith("/") and os.path.exists(e.path)]
-    return Unseen(short, bare)
+        if len(paths) < batches:
+            short.append((path, batches, len(paths)))
+        bare += [p for p in paths if p.startswith("/") and os.path.exists(p)]
+        foreign += [(path, p, other) for p in paths for other, common in mixed.items() if p in common]
+    return Unseen(short, bare, foreign)
 
 
 @check("WM064", ERROR, "a file-source log misses files the query read")
 def source_log_misses_files(ctx: Context) -> Iterator[Issue]:
     last = ctx.ckpt.last_batch
     seq = ctx.offsets.get(last) if last is not None else None
-    for src in seq.sources if seq is not None else ():
-        if src.kind != "file" or not is_number(src.source_id) or int(src.source_id) not in ctx.ckpt.source_dirs:
+    ids = [src.source_id for src in (seq.sources if seq is not None else ())
+           if src.kind == "file" and is_number(src.source_id) and int(src.source_id) in ctx.ckpt.source_dirs]
+    named = {i: {p for paths in (restored_entries(ctx, i) or {}).values() for p in paths} for i in ids}
+    for source_id in ids:
+        unseen = unseen_input(ctx, source_id, {i: paths for i, paths in named.items() if i != source_id})
+        if not unseen.short and not unseen.bare and not unseen.foreign:
             continue
-        unseen = unseen_input(ctx, src.source_id)
-        if not unseen.short and not unseen.bare:
-            continue
-        folder = FILE_SOURCE_LOG.folder(src.source_id)
-        where = unseen.short[0][0] if unseen.short else ctx.tree.log(folder).restart_files[0]
+        folder = FILE_SOURCE_LOG.folder(source_id)
+        where = unseen.short[0][0] if unseen.short else unseen.foreign[0][0] if unseen.foreign else \
+            ctx.tree.log(folder).restart_files[0]
         what = []
         if unseen.short:
             path, batches, entries = unseen.short[0]
@@ -396,6 +417,11 @@ def source_log_misses_files(ctx: Context) -> Iterator[Issue]:
         if unseen.bare:
             what.append(f"{plural(len(unseen.bare), 'logged path')} without a scheme "
                         f"(e.g. {unseen.bare[0]}; Spark logs and lists file: URIs)")
+        if unseen.foreign:
+            _, path, other = unseen.foreign[0]
+            what.append(f"{plural(len(unseen.foreign), 'entry', 'entries')} naming files that source {other}'s log "
+                        f"names, outside the directories of this source's other files (e.g. {path}: a log file copied "
+                        "from the other source's log)")
         yield Issue(where, (
             f"{folder}: {' and '.join(what)}. On restart Spark takes the files it has read from this log, so it sees "
             "the input files these entries stood for as new and reads them again in the next batch (tested with "
