@@ -46,11 +46,15 @@ def _crc32c(*parts: bytes) -> int:
     return crc - (1 << 32) if crc >= 1 << 31 else crc
 
 
+VERIFICATION_FAILED = "row checksum verification failed"
+"""How the problem of a row whose checksum does not match starts."""
+
+
 def _verify(expected: int, place: RowPlace, *parts: bytes) -> None:
     computed = _crc32c(*parts)
     if computed != expected:
         raise MalformedFileError(
-            f"row checksum verification failed for stateStore=StateStoreId[ operatorId={place.operator_id}, partitionId="
+            f"{VERIFICATION_FAILED} for stateStore=StateStoreId[ operatorId={place.operator_id}, partitionId="
             f"{place.partition}, storeName={place.store} ] at version {place.version}: the row may be corrupted (expected "
             f"checksum {expected}, computed {computed}; Spark's reader fails with STATE_STORE_ROW_CHECKSUM_VERIFICATION_FAILED)",
             path=place.path, hint="the state files are damaged: restore them from a backup or rewind to a batch before them")

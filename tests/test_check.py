@@ -1425,8 +1425,9 @@ def test_row_checksums_turned_on_in_the_last_offsets_file_are_a_conf_change(copy
 
 def test_confs_spark35_does_not_restore_say_what_each_spark_does(copy_fixture, tmp_path):
     """Spark 3.5 sets only the confs it knows from the last offsets file: row checksums turned on there, or an
-    encoding format Spark 4.3 refuses, fail a Spark 4 restart (WM015, WM057) and not a Spark 3.5 one, and the
-    messages say so for a checkpoint whose state Spark 3.5 wrote (tests/test_spark35.py restarts both)."""
+    encoding format Spark 4.3 refuses, fail a Spark 4 restart (WM015, WM057; WM039 for each file whose rows have no
+    checksums) and not a Spark 3.5 one, and the messages say so for a checkpoint whose state Spark 3.5 wrote
+    (tests/test_spark35.py restarts both)."""
     last = fixture_facts("agg_spark35")["last_batch"]
     checksums = copy_fixture("agg_spark35")
     encoding = tmp_path / "encoding"
@@ -1440,6 +1441,11 @@ def test_confs_spark35_does_not_restore_say_what_each_spark_does(copy_fixture, t
         "it (Spark 4 does) and restarts correctly, its state written as Spark 3.5 writes it); the logs come from two "
         "runs or were edited (wmcheck undo restores them if a repair did it), and a rewind to before batch "
         f"{last} drops them")
+    unverified = [f.message for f in check_checkpoint(open_checkpoint(str(checksums / "checkpoint"))) if f.code == "WM039"]
+    assert len(unverified) == 3 and all(m.startswith("row checksum verification failed") and (
+        "reading this file (CANNOT_LOAD_STATE_STORE) (Spark 4 verifies row checksums; Spark 3.5 does not restore "
+        "spark.sql.streaming.stateStore.rowChecksum.enabled and reads the rows as they were written, without: it "
+        "restarts correctly); ") in m for m in unverified), unverified
     edit_json(encoding / "checkpoint" / "offsets" / str(last), 1,
               lambda o: o["conf"].update({"spark.sql.streaming.stateStore.encodingFormat": "json"}))
     assert messages(encoding) == {"WM057": (

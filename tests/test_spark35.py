@@ -18,8 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from wmcheck.checkpoint.checks.definition import ERROR
+
 from conftest import FIXTURES, ROOT
-from oracle_cases import AGG, AGG35, CASES, SPARK35, Case, documented, query_id, reference, run_oracle
+from oracle_cases import AGG, AGG35, CASES, OK, SPARK35, Case, documented, query_id, reference, run_oracle
 from restart_oracle import observed
 
 CASES35 = [dataclasses.replace(c, fixture=AGG35) for c in CASES if c.key in SPARK35]
@@ -61,6 +63,8 @@ def test_check_says_what_spark35_does(oracle35, case: Case):
     assert mine, [(f.code, f.path) for f in found[case.key, "broken"]]
     if expected.spark != case.spark:
         assert all("Spark 4" in f.message and "Spark 3.5 " in f.message for f in mine), mine
+    if expected.spark == OK:  # every error check reports says what Spark 3.5 does
+        assert all("Spark 3.5 " in f.message for f in found[case.key, "broken"] if f.severity == ERROR), found[case.key, "broken"]
 
 
 @pytest.mark.spark

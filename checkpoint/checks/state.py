@@ -11,9 +11,11 @@ from ..layout import DEFAULT_STORE, STATE, hadoop_sidecar, spark_sidecar, state_
 from ..model import PINNED_CONFS, Operator, store_unique_ids
 from ..numbers import is_number
 from ..operator_watermarks import CHECKPOINT, PLAN, operator_watermarks
+from ..pinned_conf import ROW_CHECKSUM, effective
 from ..relocation import SchemaReference, foreign_references, reachable, schema_references
 from ..repair.requests import RelocateRequest
 from ..rocksdb_sst import read_whole
+from ..row_checksums import VERIFICATION_FAILED
 from ..stale_keys import EventTime, FileChanges, event_time_reader, record_changes, table_changes
 from ..state_codecs import decompress
 from ..state_content import LOAD_ERROR, Decoding
@@ -308,10 +310,20 @@ def damaged(ctx: Context) -> Iterator[Issue]:
         fallback = (f" (its newest {base} could not be loaded either, and {'the empty state' if not load.fallback else f'version {load.fallback}'}"
                     f" was tried instead)") if load.skipped else ""
         why, fix = content_rewind_fix(ctx, load)
+        spark35 = ""
+        if failed.problem.startswith(VERIFICATION_FAILED) and written_without_row_checksums(ctx):
+            spark35 = (" (Spark 4 verifies row checksums; Spark 3.5 does not restore "
+                       f"{ROW_CHECKSUM} and reads the rows as they were written, without: it restarts correctly)")
         yield Issue(failed.path, (
             f"{failed.describe()}: Spark fails to load state version {load.version} of {load.part.directory}, which the "
-            f"next batch loads, reading this file ({LOAD_ERROR}){fallback}; {why}"
+            f"next batch loads, reading this file ({LOAD_ERROR}){spark35}{fallback}; {why}"
         ), fix)
+
+
+def written_without_row_checksums(ctx: Context) -> bool:
+    """Whether the query started without row checksums (its first offsets file: as Spark 3.5 writes state)."""
+    first = min(ctx.confs, default=None)
+    return first is not None and str(effective(ctx.confs[first], ROW_CHECKSUM)).lower() == "false"
 
 
 @check("WM048", ERROR, "state rows Spark loads without an error but never reads")
