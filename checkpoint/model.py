@@ -319,7 +319,11 @@ class Checkpoint:
             stores = (tuple(s.store_name for s in meta.stores) if meta else ()) or tuple(op.stores)
             nums = {s.num_partitions for s in meta.stores} if meta else set()
             name = meta.operator_name if meta else infer_operator_name(stores, self.store_schema(op.operator_id, DEFAULT_STORE))
-            num = nums.pop() if len(nums) == 1 else (len(op.partition_ids) or None)
+            counted = len(op.partition_ids) or None
+            if meta is None:  # (Spark 3.5 writes none) Spark runs it with the pinned count, whatever directories exist
+                num = self._pinned_partitions() or counted
+            else:
+                num = nums.pop() if len(nums) == 1 else counted
             lag = self._repartitioned_since(num) if meta is not None and meta.version == 1 else None
             pinned = self._pinned_partitions() if meta is not None and lag is None else None
             conflict = pinned is not None and num is not None and pinned != num
