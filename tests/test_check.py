@@ -1458,6 +1458,19 @@ def test_confs_spark35_does_not_restore_say_what_each_spark_does(copy_fixture, t
     assert fixes(encoding)["WM057"] == repair.RewindRequest(to_batch=last - 1)
 
 
+def test_an_extra_partition_directory_without_operator_metadata_keeps_the_pinned_count(copy_fixture):
+    """Spark 3.5 writes no operator metadata: the operator has the pinned partition count (3), so a copy of
+    state/0/2 as state/0/3 is WM019's extra directory, and no key is judged against 4 partitions (WM058)."""
+    root = copy_fixture("agg_spark35")
+    shutil.copytree(root / "checkpoint" / "state" / "0" / "2", root / "checkpoint" / "state" / "0" / "3")
+    assert [op.num_partitions for op in open_checkpoint(str(root / "checkpoint")).operators] == [3]
+    assert messages(root) == {"WM019": (
+        "operator 0 has 3 partitions (spark.sql.shuffle.partitions=3) but state also holds partition 1 directory "
+        "beyond it (state/0/3): written by a run with more shuffle partitions, copied in, or the metadata was edited; "
+        "Spark does not read them at 3 partitions, but nothing here proves they are unneeded (an older layout or a "
+        "rewind may need them)")}
+
+
 def test_a_refused_partition_count_is_not_also_one_spark_overrides(copy_fixture):
     """Spark fails on a refused spark.sql.shuffle.partitions before it runs any operator: WM057, not WM045's
     'Spark runs the operator with that many partitions, so the restart works'."""
