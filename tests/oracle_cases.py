@@ -184,6 +184,8 @@ def set_watermark(root: Path, batch: int, ms: int) -> None:
 C = "checkpoint"
 SINK_LOG_12 = "output/_spark_metadata/12"
 SOURCE_COMPACT = "sources/0/9.compact"
+TWS_SCHEMA = "state/0/_stateSchema/default/0_ca8ba419-8489-44a9-a404-06186defde9d"
+TTL_SCHEMA = "state/0/_stateSchema/default/0_d6d43710-37b5-4627-86c7-f6130c07e874"
 
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -725,6 +727,9 @@ CASES = [
          fix=restore(f"{C}/sources/0/0")),  # no compact file yet: Spark restores its seen files from log batch 0
     Case("source-log-file-of-the-other-source", "WM064", "join_stream_stream", lambda r: shutil.copy2(
         r / C / "sources/0/5", r / C / "sources/1/5"), WRONG, fix=restore(f"{C}/sources/1/5")),  # right file read again
+    Case("transformwithstate-schema-of-another-query", "WM046", TTL, lambda r: shutil.copy2(
+        FIXTURES / "tws_pandas" / C / TWS_SCHEMA, r / C / TTL_SCHEMA), FAILS, "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE",
+         fix=restore(f"{C}/{TTL_SCHEMA}")),  # no TTL families, event-time timers
     Case("last-offsets-watermark-raised", "WM065", AGG, edit_entry(f"{C}/offsets/12", lambda m: m.update(
         batchWatermarkMs=m["batchWatermarkMs"] + 3_600_000), line=1), WRONG, repair=True),  # the new rows dropped as late
 ]

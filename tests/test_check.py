@@ -585,6 +585,16 @@ def b_source_log_file_of_the_other_source(root: Path, facts: dict) -> str:
     return "sources/1/5"
 
 
+TTL_SCHEMA = "state/0/_stateSchema/default/0_d6d43710-37b5-4627-86c7-f6130c07e874"
+
+
+def b_tws_schema_of_another_query(root: Path, facts: dict) -> str:
+    """tws_ttl's state schema file replaced by tws_pandas's (no TTL, event-time timers), its sidecar left stale."""
+    shutil.copy2(FIXTURES / "tws_pandas/checkpoint/state/0/_stateSchema/default/0_ca8ba419-8489-44a9-a404-06186defde9d",
+                 root / "checkpoint" / TTL_SCHEMA)
+    return TTL_SCHEMA
+
+
 def b_last_watermark_raised(root: Path, facts: dict) -> str:
     """The last (committed) offsets file's watermark raised an hour above its commit's nextBatchWatermarkMs."""
     last = facts["last_batch"]
@@ -798,6 +808,7 @@ BREAKS = {
     "WM031-first": Break("WM031", "dedup_watermark", b_first_sink_log_file_gone, also=("WM034",), sink=True),
     "WM022-first": Break("WM022", "dedup_watermark", b_first_source_log_file_gone),
     "WM064-mixed": Break("WM064", "join_stream_stream", b_source_log_file_of_the_other_source, also=("WM030",)),
+    "WM046-tws": Break("WM046", "tws_ttl", b_tws_schema_of_another_query, also=("WM030",), sink=True),
     "WM055-commit": Break("WM055", "agg_window_hdfs", b_old_file_cut("checkpoint/commits", "5")),
     "WM055-source-log": Break("WM055", "agg_window_hdfs", b_old_file_cut("checkpoint/sources/0", "5")),
     "WM055-sink-log": Break("WM055", "agg_window_hdfs", b_old_file_cut("output/_spark_metadata", "5"), sink=True),
@@ -1212,6 +1223,17 @@ def test_a_log_file_of_the_other_source_is_input_read_again(copy_fixture):
         f"sources/1: 1 entry naming files that source 0's log names, outside the directories of this source's other "
         f"files (e.g. {left}: a log file copied from the other source's log). {SEEN_AGAIN}")
     assert fixes(root)["WM064"] == Instruction("restore sources/1/5 from a backup before restarting")
+
+
+def test_a_transformwithstate_schema_of_another_query_is_named_with_the_families_it_lacks(copy_fixture):
+    root, _ = broken_copy(copy_fixture, "WM046-tws")
+    assert messages(root, sink=True)["WM046"] == (
+        "the operator metadata of operator 0 transformWithStateInPandasExec names state variables (with their TTL) that "
+        f"{TTL_SCHEMA} has no column family for ($ttl_count, $procTimers_keyToTimestamp, $ttl_events, $ttl_last_by_v): "
+        "the schema file or the metadata comes from another query. Spark checks the query's state against the schema "
+        "file when it starts and fails (tested with Spark 4.3: '[STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE]' for "
+        "tws_pandas's schema file in tws_ttl)")
+    assert fixes(root, sink=True)["WM046"] == Instruction(f"restore {TTL_SCHEMA} from a backup")
 
 
 def test_a_format_1_batch_the_sink_already_has_is_the_crash_spark_recovers_from(copy_fixture):

@@ -69,11 +69,56 @@ def metadata_path(op: Operator) -> str:
     return v1_metadata(op.operator_id)
 
 
+def newest_schema(ctx: Context, operator_id: int) -> tuple[str, tuple[str, ...]] | None:
+    """The newest state schema file of a transformWithState operator's store (``_stateSchema/default/<batch>_<uuid>``)
+    and the column families it names."""
+    folder = f"state/{operator_id}/_stateSchema/{DEFAULT_STORE}/"
+    mine = [(int(p[len(folder):].split("_", 1)[0]), p) for p in ctx.schemas
+            if p.startswith(folder) and p[len(folder):].split("_", 1)[0].isdigit()]
+    if not mine:
+        return None
+    path = max(mine)[1]
+    return path, tuple(cf.name for cf in ctx.schemas[path].column_families)
+
+
+def missing_variables(metadata: OperatorMetadata, families: tuple[str, ...]) -> list[str]:
+    """The column families a transformWithState operator's metadata implies (each state variable, and its TTL family
+    when TTL is on) that its schema file does not name."""
+    props = metadata.properties if isinstance(metadata.properties, dict) else {}
+    wanted = []
+    for var in props.get("stateVariables") or ():
+        if isinstance(var, dict) and isinstance(var.get("stateName"), str):
+            wanted += [var["stateName"]] + ([f"$ttl_{var['stateName']}"] if var.get("ttlEnabled") is True else [])
+    return [name for name in wanted if name not in families]
+
+
+def foreign_schema(ctx: Context, op: Operator) -> Issue | None:
+    """A transformWithState operator whose newest schema file lacks column families its metadata's state variables
+    imply: one of them comes from another query."""
+    newest = newest_schema(ctx, op.operator_id)
+    if newest is None or not isinstance(op.metadata, OperatorMetadata):
+        return None
+    missing = missing_variables(op.metadata, newest[1])
+    if not missing:
+        return None
+    return Issue(newest[0], (
+        f"the operator metadata of operator {op.operator_id} {op.name} names state variables (with their TTL) that "
+        f"{newest[0]} has no column family for ({listed(missing)}): the schema file or the metadata comes from another "
+        "query. Spark checks the query's state against the schema file when it starts and fails (tested with Spark "
+        "4.3: '[STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE]' for tws_pandas's schema file in tws_ttl)"
+    ), Instruction(f"restore {newest[0]} from a backup"))
+
+
 @check("WM046", ERROR, "operator metadata and state schema describe different operators")
 def foreign_metadata(ctx: Context) -> Iterator[Issue]:
     layout = {o.operator_id: o for o in ctx.ckpt.state_layout.operators}
     for op in ctx.operators:
-        if op.metadata is None or op.name is None or is_transform_with_state(op.name) or op.operator_id not in layout:
+        if op.metadata is not None and op.name is not None and is_transform_with_state(op.name):
+            issue = foreign_schema(ctx, op)
+            if issue is not None:
+                yield issue
+            continue
+        if op.metadata is None or op.name is None or op.operator_id not in layout:
             continue
         stores = tuple(layout[op.operator_id].stores)
         inferred = infer_operator_name(stores, ctx.ckpt.store_schema(op.operator_id, DEFAULT_STORE))
