@@ -1283,6 +1283,26 @@ def test_a_delta_replaced_by_the_version_before_is_seen_by_the_keys_the_last_evi
     assert fixes(root)["WM062"] == repair.RewindRequest(to_batch=11)
 
 
+def test_keys_the_eviction_removed_are_judged_within_a_budget_of_bytes_read_whole(copy_fixture, monkeypatch):
+    """WM062 reads the files of a partition whole only while AGED_BUDGET has room: past it a partition is not
+    judged and a note says how many were left (a large state keeps check fast)."""
+    from wmcheck.checkpoint.checks import state
+
+    root = copy_fixture("agg_window_hdfs")
+    state_file_of("2/12.delta", "2/13.delta")(root)
+    sizes = {p.parent.name: sum(f.stat().st_size for f in p.parent.glob("*.delta"))
+             for p in (root / "checkpoint/state/0").glob("*/13.delta")}
+    monkeypatch.setattr(state, "AGED_BUDGET", sizes["0"] + sizes["1"])  # partitions 0 and 1 fit, not 2
+    done = run_cli("check", str(root / "checkpoint"), "--format", "json")
+    assert "WM062" not in {f["code"] for f in json.loads(done.stdout)}
+    assert (f"note: WM062 reads {sizes['0'] + sizes['1']:,} bytes of state files whole per check and left 1 store "
+            "partition past them unjudged (their keys are not compared with the last batch's eviction watermark)\n"
+            ) in done.stderr
+    monkeypatch.setattr(state, "AGED_BUDGET", sum(sizes.values()))
+    done = run_cli("check", str(root / "checkpoint"), "--format", "json", exit_code=1)
+    assert "WM062" in {f["code"] for f in json.loads(done.stdout)} and "note: WM062" not in done.stderr
+
+
 def test_keys_the_eviction_removed_are_not_judged_without_a_removal_in_the_operators_files(copy_fixture):
     """Complete output mode never removes a key: state older than the watermark is its normal state. Without a
     delete anywhere in the files the operator's next load reads, WM062 says nothing."""

@@ -15,6 +15,7 @@ from ..repair.requests import RewindRequest
 from ..stale_keys import FileChanges, stale_keys
 from ..state_load import StoreLoad
 from ..timeutil import format_ms
+from . import state
 from .context import Context
 from .definition import ERROR, Issue, check
 from .state import ZIP_DECODER, Bound, aging, content_loads, rewind_fix
@@ -50,6 +51,11 @@ def evicted_keys_loaded(ctx: Context) -> Iterator[Issue]:
         held = stale_keys(*seen)
         if held:
             yield issue(ctx, load, bound, held)
+    unjudged = ctx.memo.get("aged-unjudged", set()) & {load.part.directory for load, _ in loads}
+    if unjudged:
+        ctx.notes.append(f"WM062 reads {state.AGED_BUDGET:,} bytes of state files whole per check and left "
+                         f"{plural(len(unjudged), 'store partition')} past them unjudged (their keys are not compared "
+                         "with the last batch's eviction watermark)")
 
 
 def issue(ctx: Context, load: StoreLoad, bound: Bound, held: dict[bytes, int]) -> Issue:

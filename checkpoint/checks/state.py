@@ -159,7 +159,7 @@ class RowSampler:
     def __init__(self, ctx: Context, decoding: Decoding) -> None:
         self.ctx, self.codec = ctx, decoding.codec
         self.known, self.found = store_rows(ctx, decoding), ctx.memo.setdefault("row-samples", {})
-        self.aged, self.changes = aging(ctx), ctx.memo.setdefault("aged-changes", {})
+        self.aged, self.changes = within_budget(ctx, aging(ctx)), ctx.memo.setdefault("aged-changes", {})
 
     def read(self, paths: list[str]) -> dict[str, bytes]:
         """``ctx.read_state``, sampling what it reads."""
@@ -196,6 +196,28 @@ class RowSampler:
                 self.changes[path] = read_whole(data, lambda entries: table_changes(entries, bound.event, bound.bound_us))
 
 
+AGED_BUDGET = 4 << 20
+"""Bytes of state files (as stored) that one check reads whole for :func:`aging`: about a hundred thousand keys of a
+windowed aggregation, a second; the partitions past it are not judged."""
+
+
+def within_budget(ctx: Context, bounds: dict[str, Bound]) -> dict[str, Bound]:
+    """The partitions of ``bounds`` whose files (a snapshot's table files included) fit in :data:`AGED_BUDGET`
+    together, in directory order; the others go into ``ctx.memo["aged-unjudged"]``."""
+    cost = {}
+    for plan in plans(ctx):
+        if plan.part.directory in bounds:
+            chain = plan.load.chain
+            tables = sum(f.size for f in plan.part.sst_files) if any(f.format.decoder == ZIP_DECODER for f in chain) else 0
+            cost[plan.part.directory] = tables + sum(f.size for f in chain if f.format.decoder != ZIP_DECODER)
+    kept, spent, unjudged = {}, 0, ctx.memo.setdefault("aged-unjudged", set())
+    for directory in sorted(bounds):
+        spent += cost.get(directory, 0)
+        if spent <= AGED_BUDGET:
+            kept[directory] = bounds[directory]
+        else:
+            unjudged.add(directory)
+    return kept
 AGED_LIMIT = 1 << 28
 """Decompressed bytes of a state file read whole for :func:`aging` (a larger file leaves its partition unjudged)."""
 
