@@ -220,13 +220,13 @@ class StoreRows:
     key_fit: Fit | None
     value_fit: Fit | None
     partitioner: Partitioner | None
-    changelog: bool
+    rocksdb: bool
     """RocksDB rows (a version byte before each row), from a changelog or a snapshot's table files."""
     row_checksums: bool
 
     def key_start(self, kind: str) -> int:
         """Where a record's key row starts: after RocksDB's version byte, after a deleted key's row checksum."""
-        return 1 if self.changelog else (CHECKSUM_BYTES if kind == DELETE and self.row_checksums else 0)
+        return 1 if self.rocksdb else (CHECKSUM_BYTES if kind == DELETE and self.row_checksums else 0)
 
 
 @dataclass(frozen=True)
@@ -245,7 +245,7 @@ class Sample:
 def sample_rows(data: bytes, path: str, rows: StoreRows, codec: str) -> Sample:
     """The first sampled row of a state file that does not fit the store's schema, else the first key of another
     partition."""
-    rows_of = changelog_records if rows.changelog else sized_records
+    rows_of = changelog_records if rows.rocksdb else sized_records
     return _sample(_until_cut(rows_of(decompress(data, codec, path, PREFIX), path)), rows)
 
 
@@ -273,7 +273,7 @@ def _sample(records: Iterable[tuple[str, bytes, bytes | None]], rows: StoreRows)
         start = rows.key_start(kind)
         if rows.key_fit is not None and not rows.key_fit(key, start, len(key) - start):
             return Sample(misfit="key", rows=count, values=values)
-        skip = 1 if rows.changelog else 0
+        skip = 1 if rows.rocksdb else 0
         if value is not None and kind != DELETE and rows.value_fit is not None and not rows.row_checksums:
             values += 1
             if not rows.value_fit(value, skip, len(value) - skip):

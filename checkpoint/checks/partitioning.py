@@ -16,7 +16,7 @@ from ..pinned_conf import ROW_CHECKSUM, effective
 from .context import Context
 from .definition import ERROR, Instruction, Issue, check
 from .operator_metadata import rewrite_fix
-from .state import Plan, content_loads, plans
+from .state import SST_DIR, Plan, content_loads, plans
 
 
 def samples(ctx: Context) -> dict[str, Sample]:
@@ -30,7 +30,7 @@ def samples(ctx: Context) -> dict[str, Sample]:
 
 def sampled(found: dict[str, Sample], plan: Plan) -> list[tuple[str, Sample]]:
     """The samples of the files a store partition's load reads: its chain, and its snapshot's table files."""
-    tables = f"{plan.part.directory}/SSTs/"
+    tables = f"{plan.part.directory}/{SST_DIR}/"
     return [(f.path, found[f.path]) for f in plan.chain if f.path in found] + sorted(
         (p, s) for p, s in found.items() if p.startswith(tables))
 

@@ -346,7 +346,6 @@ def sink_log_gap(ctx: Context) -> Iterator[Issue]:
         "checkpoint and an empty output directory"))
 
 
-
 class Unseen(NamedTuple):
     """What a file source's log, as Spark restores its seen files from it, misses: files of the log holding fewer
     entries than log batches (log file, its log batches, its entries; Spark logs at least one file per batch, so

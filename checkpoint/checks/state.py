@@ -139,7 +139,7 @@ def store_rows(ctx: Context, decoding: Decoding) -> dict[str, StoreRows]:
             continue
         for f in plan.chain:
             if f.format.decoder in ROWS_DECODERS or f.format.decoder == ZIP_DECODER:
-                rocksdb = f.format.decoder != "records"
+                rocksdb = f.format.decoder in (CHANGELOG_DECODER, ZIP_DECODER)
                 out[f"{part.directory}/{SST_DIR}/" if f.format.decoder == ZIP_DECODER else f.path] = StoreRows(
                     part.partition, row_fit(schema.key_schema), row_fit(schema.value_schema),
                     key_partitioner(schema.key_schema, op.num_partitions), rocksdb, decoding.row_checksums)
@@ -180,7 +180,7 @@ class RowSampler:
             plain = decompress(data, self.codec, path, AGED_LIMIT + 1)
             if len(plain) > AGED_LIMIT:
                 return None
-            records = (changelog_records if rows.changelog else sized_records)(plain, path)
+            records = (changelog_records if rows.rocksdb else sized_records)(plain, path)
             return record_changes(records, rows.key_start, bound.event, bound.bound_us)
         except (CheckpointError, struct.error, IndexError):
             return None  # a damaged file (WM039's), or a key shorter than its schema's (WM059's)
@@ -218,6 +218,8 @@ def within_budget(ctx: Context, bounds: dict[str, Bound]) -> dict[str, Bound]:
         else:
             unjudged.add(directory)
     return kept
+
+
 AGED_LIMIT = 1 << 28
 """Decompressed bytes of a state file read whole for :func:`aging` (a larger file leaves its partition unjudged)."""
 
