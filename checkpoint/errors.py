@@ -89,7 +89,12 @@ class NewerVersionError(CheckpointError):
 
 
 class NotACheckpointError(CheckpointError):
-    """The location is not a Structured Streaming checkpoint at all."""
+    """The location is not a Structured Streaming checkpoint at all.
+
+    ``suggested``: the checkpoint the caller most likely meant (the one below the location, or the one holding it),
+    when there is one."""
+
+    suggested: str | None = None
 
 
 class MissingFileError(CheckpointError):

@@ -16,7 +16,7 @@ from .checks.context import STALL_BATCHES, Context, error_text
 from .checks.definition import ERROR, WARNING, Check, Finding, Instruction
 from .checks.registry import CHECKS, OPEN_FAILED
 from .checks.remedies import RESTORE
-from .errors import CheckpointError, arg
+from .errors import CheckpointError, NotACheckpointError, arg
 from .fs import FileSystem, scheme_of
 from .locations import open_file_sink
 from .model import Checkpoint, open_checkpoint
@@ -137,7 +137,9 @@ def check_location(
                                 progress=reports if reports and (reports.batches or reports.plans) else None,
                                 content=content, state_progress=state_progress, notes=notes, operator_lag_ms=operator_lag_ms)
     except CheckpointError as exc:
-        return [Finding(OPEN_FAILED, ERROR, location, exc.path or "", exc.text(arg), OPEN_FIX)]  # its placeholders kept
+        meant = exc.suggested if isinstance(exc, NotACheckpointError) else None
+        fix = Instruction(f"pass {meant}, the checkpoint's root (it holds offsets/ and commits/)") if meant else OPEN_FIX
+        return [Finding(OPEN_FAILED, ERROR, location, exc.path or "", exc.text(arg), fix)]  # its placeholders kept
 
 
 def fails(finding: Finding, strict: bool = False) -> bool:

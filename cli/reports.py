@@ -82,7 +82,8 @@ def junit(results: Sequence[Result], strict: bool) -> str:
             mine = [f for f in result.findings if f.code == check.code]
             reason = result.skip_reason(check) if check.run is not None else None
             if check.code == OPEN_FAILED:
-                ET.SubElement(case, "error", message=mine[0].message, type=OPEN_FAILED).text = mine[0].message
+                ET.SubElement(case, "error", message=mine[0].message, type=OPEN_FAILED).text = \
+                    f"{mine[0].message}. Fix: {fix_text(mine[0].fix, mine[0].checkpoint)}"
                 counts["errors"] += 1
             elif reason:
                 ET.SubElement(case, "skipped", message=reason)

@@ -70,6 +70,9 @@ def test_errors_name_the_parameter_at_fault():
     assert info.value.param == "to_batch" and str(info.value).startswith("to_batch=-1 names batch -1")
     with pytest.raises(wmcheck.NotACheckpointError, match="did you mean"):
         wmcheck.show(str(fixture_checkpoint("agg_window_hdfs").parent))
+    with pytest.raises(wmcheck.NotACheckpointError) as info:
+        wmcheck.show(str(fixture_checkpoint("agg_window_hdfs") / "sources" / "0"))
+    assert info.value.suggested == str(fixture_checkpoint("agg_window_hdfs"))
 
 
 def test_timeline_and_replay_plan(tmp_path):

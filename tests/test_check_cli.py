@@ -11,6 +11,7 @@ import pytest
 from test_check import b_unloadable
 from test_corpus import corpus_roots
 
+from wmcheck.checkpoint.errors import NotACheckpointError
 from wmcheck.checkpoint.model import open_checkpoint
 from wmcheck.checkpoint.validate import CHECKS, check_checkpoint, check_location
 
@@ -237,3 +238,51 @@ def test_readme_lists_every_code_with_its_severity_and_title():
     readme = (FIXTURES.parent / "README.md").read_text()
     for check in CHECKS.values():
         assert f"| {check.code} | {check.severity} | {check.title} |" in readme, check.code
+
+
+INSIDE = ["state", "offsets", "commits", "state/0/1", "sources/0"]
+
+
+@pytest.mark.parametrize("inside", INSIDE)
+def test_a_directory_inside_a_checkpoint_is_answered_with_the_checkpoint_in_every_format(inside, monkeypatch):
+    monkeypatch.delenv("COLUMNS", raising=False)
+    ckpt = fixture_checkpoint("agg_window_hdfs")
+    where = ckpt / inside
+    message = (f"not a Structured Streaming checkpoint: no offsets/, commits/ or metadata in {where} (hint: did you mean "
+               f"{ckpt}? It is the checkpoint that {inside}/ belongs to)")
+    fix = f"pass {ckpt}, the checkpoint's root (it holds offsets/ and commits/)"
+    rows = json.loads(run_cli("check", where, "--format", "json", exit_code=2).stdout)
+    assert rows == [{"code": "WM000", "severity": "error", "checkpoint": str(where), "path": "", "message": message,
+                     "fix": {"kind": "instruction", "text": fix, "request": None}}]
+    assert run_cli("check", where, "--format", "csv", exit_code=2).stdout == (
+        f'code,severity,checkpoint,path,message,fix\nWM000,error,{where},,"{message}","by hand: {fix}"\n')
+    assert run_cli("check", where, "--format", "github", exit_code=2).stdout == (
+        f"::error file={where},title=WM000 checkpoint cannot be opened::{message}. Fix: by hand: {fix}\n"
+        f"{where}: cannot be read\n")
+    error = ET.fromstring(run_cli("check", where, "--format", "junit", exit_code=2).stdout).find("testsuite/testcase/error")
+    assert (error.get("type"), error.get("message"), error.text) == ("WM000", message, f"{message}. Fix: by hand: {fix}")
+    table = run_cli("check", where, exit_code=2).stdout.splitlines()
+    assert [line.split("  ")[0] for line in table[2:]] == ["error", f"{where}: cannot be read"]
+    assert table[2].split() == ["error", "WM000", *message.split(), "by", "hand:", *fix.split()]
+
+
+def test_a_file_sink_output_or_its_log_is_answered_with_the_checkpoint_and_the_sink():
+    out = fixture_checkpoint("agg_window_hdfs").parent / "output"
+    for where in (out, out / "_spark_metadata"):
+        [row] = json.loads(run_cli("check", where, "--format", "json", exit_code=2).stdout)
+        assert row["message"] == (
+            f"not a Structured Streaming checkpoint: no offsets/, commits/ or metadata in {where} (hint: {out} is the "
+            f"output directory of a file sink: pass the query's checkpointLocation, and --file-sink {out} to check the "
+            "sink against it)")
+        assert row["fix"]["text"].startswith("pass the directory given as checkpointLocation")
+        assert run_cli("show", where, exit_code=2).output == f"Error: {row['message']}\n"
+    with pytest.raises(NotACheckpointError) as info:
+        open_checkpoint(str(out / "_spark_metadata"))
+    assert info.value.suggested is None and f"file_sink={out} to check" in str(info.value)
+
+
+def test_a_directory_outside_any_checkpoint_keeps_the_plain_hint(tmp_path):
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    [row] = json.loads(run_cli("check", tmp_path / "a" / "b", "--format", "json", exit_code=2).stdout)
+    assert row["message"].endswith("(hint: pass the directory given as checkpointLocation (it holds offsets/ and commits/))")
+    assert row["fix"]["text"].startswith("pass the directory given as checkpointLocation")

@@ -68,3 +68,15 @@ def test_the_directory_above_a_checkpoint_is_answered_with_it(tmp_path):
         out = run_cli(command[0], tmp_path / "q1", *command[1:], exit_code=2).output
         assert out == f"Error: not a Structured Streaming checkpoint: no offsets/, commits/ or metadata in {tmp_path / 'q1'} {hint}\n", command
     assert hint in run_cli("check", tmp_path / "q1", exit_code=2).output
+
+
+def test_a_directory_inside_a_checkpoint_is_answered_with_the_checkpoint():
+    from conftest import fixture_checkpoint, run_cli
+
+    ckpt = fixture_checkpoint("agg_window_hdfs")
+    for inside in ("state/0/1", "offsets"):
+        hint = f"(hint: did you mean {ckpt}? It is the checkpoint that {inside}/ belongs to)"
+        for command in (["show"], ["batches"], ["state"]):
+            out = run_cli(command[0], ckpt / inside, *command[1:], exit_code=2).output
+            assert out == (f"Error: not a Structured Streaming checkpoint: no offsets/, commits/ or metadata in "
+                           f"{ckpt / inside} {hint}\n"), command

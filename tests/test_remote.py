@@ -66,6 +66,17 @@ def test_missing_remote_checkpoint_is_one_line(s3_options):
     assert "Error: checkpoint not found: s3://bucket/nope" in result.output
 
 
+def test_a_directory_inside_a_remote_checkpoint_is_answered_with_the_checkpoint(s3_options):
+    for inside in ("state/0/1", "sources/0"):
+        out = run_cli("show", f"s3://bucket/ckpt/{inside}", *fs_args(s3_options), exit_code=2).output
+        assert out == (f"Error: not a Structured Streaming checkpoint: no offsets/, commits/ or metadata in "
+                       f"s3://bucket/ckpt/{inside} (hint: did you mean s3://bucket/ckpt? It is the checkpoint that "
+                       f"{inside}/ belongs to)\n")
+    [row] = json.loads(run_cli("check", "s3://bucket", "--format", "json", *fs_args(s3_options), exit_code=2).stdout)
+    assert row["message"].endswith("(hint: did you mean s3://bucket/ckpt? It holds offsets/ and commits/)")
+    assert row["fix"]["text"] == "pass s3://bucket/ckpt, the checkpoint's root (it holds offsets/ and commits/)"
+
+
 def test_bad_fs_option_is_one_line(s3_options):
     result = run_cli("show", "s3://bucket/ckpt", "--fs-option", "no_such_option=1", exit_code=2)
     assert result.output.startswith("Error: unknown S3 option no_such_option: valid are access_key, anonymous, ")

@@ -207,3 +207,7 @@ class ArrowFileSystem(FileSystem):
 
     def sub(self, path: str) -> "ArrowFileSystem":
         return ArrowFileSystem(self.fs, self._abs(path), self.uri_of, self.timeout, self.hint)
+
+    def parent(self) -> "ArrowFileSystem | None":
+        up = posixpath.dirname(self.root)  # a bucket (container) is the top: its store paths start with it
+        return None if up in ("", self.root) else ArrowFileSystem(self.fs, up, self.uri_of, self.timeout, self.hint)

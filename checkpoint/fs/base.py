@@ -100,6 +100,10 @@ class FileSystem:
         """A file system rooted at ``path`` below this one."""
         raise NotImplementedError
 
+    def parent(self) -> "FileSystem | None":
+        """A file system rooted at the directory above this one's root; None at the top of its store."""
+        return None
+
     def fetch(self, paths: Mapping[str, str]) -> None:
         """Copy each file of ``paths`` (path -> local file path) to the local file system, for readers that
         open files by name (RocksDB)."""

@@ -204,6 +204,10 @@ class LocalFileSystem(FileSystem):
         rel = clean_relative(path)
         return LocalFileSystem(self._abs(path), self.as_uri, os.path.join(self.shown, rel) if rel else self.shown)
 
+    def parent(self) -> "LocalFileSystem | None":
+        up = os.path.dirname(self.root)
+        return None if up == self.root else LocalFileSystem(up, self.as_uri, os.path.dirname(self.shown.rstrip("/")) or "/")
+
     def pinned(self) -> "LocalFileSystem":
         return LocalFileSystem(os.path.realpath(self.root), self.as_uri, self.shown)
 
