@@ -3,11 +3,12 @@ whether (and how big) it is on its store."""
 from __future__ import annotations
 
 import os
+import posixpath
 from typing import Any, Iterable, Mapping
 from urllib.parse import unquote, urlsplit
 
 from .errors import CheckpointError, MissingFileError, arg
-from .fs import FileInfo, FileSystem, local_path, open_fs, require_dir
+from .fs import FileInfo, FileSystem, local_path, open_fs, require_dir, scheme_of
 from .layout import SINK_LOG
 
 
@@ -84,6 +85,47 @@ def suggest_path_map(missing: list[str], bases: Iterable[str], sample: int = 20)
                 return old, new
             break
     return None
+
+
+LISTED_FROM = 8
+"""How many files of one directory are looked up before its listing (one call) is cheaper."""
+
+
+def store_top(fs: FileSystem) -> FileSystem:
+    """The top of the store ``fs`` is on (``/``, a bucket, a container): where its absolute paths start."""
+    while (up := fs.parent()) is not None:
+        fs = up
+    return fs
+
+
+def present_files(home: FileSystem, locations: Iterable[str]) -> dict[str, bool]:
+    """Whether each of ``locations`` (logged input files: ``file:`` URIs, or bare absolute paths, taken to be on the
+    store of ``home``, the checkpoint's file system) is there, asked through :class:`~.fs.FileSystem`: a look-up per
+    file, or one listing of a directory holding more than :data:`LISTED_FROM` of them. Other locations, and those
+    whose directory cannot be read, are left out (unknown)."""
+    stores: dict[bool, FileSystem] = {}
+    wanted: dict[tuple[bool, str], dict[str, str]] = {}
+    for loc in locations:
+        bare = scheme_of(loc) is None and not loc.startswith("file:")
+        path = loc if bare else local_path(loc)
+        if path is None or not path.startswith("/"):
+            continue
+        if bare not in stores:
+            stores[bare] = store_top(home if bare else open_fs("/"))
+        folder, _, name = path.strip("/").rpartition("/")
+        wanted.setdefault((bare, folder), {})[name] = loc
+    out: dict[str, bool] = {}
+    for (bare, folder), names in wanted.items():
+        store = stores[bare]
+        try:
+            if len(names) > LISTED_FROM:
+                there = set(store.names(folder))
+                out.update((loc, name in there) for name, loc in names.items())
+            else:
+                out.update((loc, store.exists(posixpath.join(folder, name))) for name, loc in names.items())
+        except CheckpointError:
+            continue  # a directory that cannot be read: unknown
+    return out
 
 
 def _remote_stat(store: Any, path: str) -> tuple[bool | None, int | None]:

@@ -19,6 +19,8 @@ from test_row_checksums import _lz4_raw
 from wmcheck.checkpoint import repair
 from wmcheck.checkpoint.checks.definition import Fix, Instruction
 from wmcheck.checkpoint.errors import CheckpointError
+from wmcheck.checkpoint.fs import open_fs
+from wmcheck.checkpoint.locations import LISTED_FROM, present_files
 from wmcheck.checkpoint.model import open_checkpoint, store_unique_ids
 from wmcheck.checkpoint.offsets import parse_offsets
 from wmcheck.checkpoint.plans import PASSES, BatchPlan, PlanNode, PlanOperator
@@ -1613,3 +1615,28 @@ def test_sink_file_checks_share_one_listing_of_the_sink(copy_fixture):
     assert walked == [""]
     assert [p for p in looked_up if not p.startswith("_spark_metadata")] == [gone.name]
     assert len(data_files_of(root, 10)) + len(data_files_of(root, 12)) > 0  # the others were found by the listing
+
+
+def test_bare_logged_paths_of_a_whole_log_file_are_listed_once_and_counted(copy_fixture):
+    """Every entry of sources/0/9.compact a bare path (more than one directory listing's worth), one of their files
+    gone: the others are input read again."""
+    root = copy_fixture("agg_window_hdfs")
+    sink_at_home(root, "agg_window_hdfs")
+    log = root / "checkpoint/sources/0/9.compact"
+    bare = []
+    for line in range(1, 11):
+        edit_json(log, line, lambda e: bare.append(e.update(path=e["path"].replace("file://", "")) or e["path"]))
+    Path(bare[0]).unlink()
+    assert len(bare) == 10 > LISTED_FROM
+    assert messages(root) == {"WM064": (
+        f"sources/0: 9 logged paths without a scheme (e.g. {bare[1]}; Spark logs and lists file: URIs). {SEEN_AGAIN}")}
+
+
+def test_present_files_asks_the_checkpoint_store_for_bare_paths_and_the_local_disk_for_file_uris(tmp_path):
+    (tmp_path / "ckpt").mkdir()
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.json").write_text("{}")
+    a, b = tmp_path / "in" / "a.json", tmp_path / "in" / "b.json"
+    asked = [str(a), str(b), f"file://{a}", f"file:{b}", "relative/a.json", "s3://bucket/in/a.json", f"file://host{a}"]
+    assert present_files(open_fs(str(tmp_path / "ckpt")), asked) == {
+        str(a): True, str(b): False, f"file://{a}": True, f"file:{b}": False}

@@ -301,3 +301,28 @@ def test_file_uris_with_spaces_as_typed_or_percent_encoded(tmp_path):
         assert doc["location"] == f"file://{folder}/ckpt"
         assert {k: v for k, v in doc.items() if k != "location"} == {k: v for k, v in local.items() if k != "location"}
     assert ": ok: " in run_cli("check", f"file://{quote(str(folder))}/ckpt", "--select", "WM001").stdout
+
+
+def test_a_bare_logged_input_path_is_looked_up_on_the_checkpoint_store(s3_options, tmp_path):
+    """WM064 on S3: a file-source log entry rewritten as a bare path names a file of the checkpoint's bucket, not of
+    the local disk; while that object is there the file is input read again, once it is gone nothing is."""
+    from pyarrow import fs as pafs
+    from test_check import edit_json
+
+    from wmcheck.checkpoint.validate import CHECKS, check_location
+
+    shutil.copytree(fixture_checkpoint(NAME).parent, tmp_path / "q")
+    bare = "/bare-q/input/run2-002.json"
+    edit_json(tmp_path / "q/checkpoint/sources/0/9.compact", -1, lambda e: e.update(path=bare))
+    s3 = pafs.S3FileSystem(**s3_options)
+    for part in ("checkpoint", "input"):
+        pafs.copy_files(str(tmp_path / "q" / part), f"bucket/bare-q/{part}", destination_filesystem=s3)
+    assert not os.path.exists(bare)
+    where = "s3://bucket/bare-q/checkpoint"
+    findings = check_location(where, fs_options=s3_options, checks=[CHECKS["WM064"]])
+    assert [(f.code, f.path, f.message) for f in findings] == [("WM064", "sources/0/9.compact", (
+        f"sources/0: 1 logged path without a scheme (e.g. {bare}; Spark logs and lists s3: URIs). On restart Spark takes "
+        "the files it has read from this log, so it sees the input files these entries stood for as new and reads them "
+        "again in the next batch (tested with Spark 4.3: rows counted twice)"))]
+    s3.delete_file("bucket" + bare)
+    assert check_location(where, fs_options=s3_options, checks=[CHECKS["WM064"]]) == []

@@ -7,9 +7,9 @@ from typing import Iterator, NamedTuple
 
 from ..batch_inputs import article, changed_kind, source_kind, source_log_entries, unreadable_file_offset
 from ..errors import CheckpointError
-from ..fs import local_path
+from ..fs import local_path, scheme_of
 from ..layout import COMPACT_SUFFIX, SINK_LOG, log_file_batch
-from ..locations import spark_location, suggest_path_map
+from ..locations import present_files, spark_location, suggest_path_map
 from ..metadata_log import (
     DEFAULT_COMPACT_INTERVAL,
     FILE_SINK_LOG,
@@ -98,7 +98,9 @@ def last_input_gone(ctx: Context) -> tuple[list[str], tuple[str, str] | None]:
     """The logged paths of the last batch's input files that are not there, and the path map under which they are
     found below the checkpoint's parent (moved with it), if any."""
     if "last-input-gone" not in ctx.memo:
-        gone = [(path, local) for path, local in last_input(ctx) if not os.path.exists(local)]
+        logged = [(path, local, spark_location(path)) for path, local in last_input(ctx)]
+        there = present_files(ctx.ckpt.fs, [loc for _, _, loc in logged])
+        gone = [(path, local) for path, local, loc in logged if there.get(loc) is False]
         home = local_path(ctx.ckpt.location)
         bases = [os.path.dirname(home), os.path.dirname(os.path.dirname(home))] if home else []
         ctx.memo["last-input-gone"] = [p for p, _ in gone], suggest_path_map([loc for _, loc in gone], bases)
@@ -349,8 +351,8 @@ def sink_log_gap(ctx: Context) -> Iterator[Issue]:
 class Unseen(NamedTuple):
     """What a file source's log, as Spark restores its seen files from it, misses: files of the log holding fewer
     entries than log batches (log file, its log batches, its entries; Spark logs at least one file per batch, so
-    lines were lost), logged bare paths of files that are there (Spark lists ``file:`` URIs, so the bare path does
-    not name the file it read), and entries naming another source's files (log file, path, the other source)."""
+    lines were lost), logged bare paths of files that are there on the checkpoint's store (Spark lists URIs, ``file:``
+    ones on a local disk, so the bare path does not name the file it read), and entries naming another source's files (log file, path, the other source)."""
 
     short: list[tuple[str, int, int]]
     bare: list[str]
@@ -383,12 +385,13 @@ def unseen_input(ctx: Context, source_id: str, others: dict[str, set[str]]) -> U
         if common:
             mixed[other] = common
     short, bare, foreign = [], [], []
+    there = present_files(ctx.ckpt.fs, [p for p in mine if p.startswith("/")])
     for path, paths in restored.items():
         batch, compact = log_file_batch(posixpath.basename(path)) or (-1, False)
         batches = batch + 1 if compact else 1
         if len(paths) < batches:
             short.append((path, batches, len(paths)))
-        bare += [p for p in paths if p.startswith("/") and os.path.exists(p)]
+        bare += [p for p in paths if there.get(p)]
         foreign += [(path, p, other) for p in paths for other, common in mixed.items() if p in common]
     return Unseen(short, bare, foreign)
 
@@ -415,7 +418,7 @@ def source_log_misses_files(ctx: Context) -> Iterator[Issue]:
                         "were lost)")
         if unseen.bare:
             what.append(f"{plural(len(unseen.bare), 'logged path')} without a scheme "
-                        f"(e.g. {unseen.bare[0]}; Spark logs and lists file: URIs)")
+                        f"(e.g. {unseen.bare[0]}; Spark logs and lists {scheme_of(ctx.ckpt.location) or 'file'}: URIs)")
         if unseen.foreign:
             _, path, other = unseen.foreign[0]
             what.append(f"{plural(len(unseen.foreign), 'entry', 'entries')} naming files that source {other}'s log "
