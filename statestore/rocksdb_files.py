@@ -2,8 +2,9 @@
 
 ``V.zip`` (``RocksDBFileManager``, read by :mod:`wmcheck.checkpoint.rocksdb_zip`) holds ``metadata``
 (the ``SSTs/`` files it needs) and RocksDB's own ``CURRENT``, ``MANIFEST-*``, ``OPTIONS-*`` and
-``*.log``. The directory is rebuilt in a temporary folder and opened read-only through rocksdict (a
-maintained RocksDB binding; raw bytes, no merge operator needed for reading merged list values).
+``*.log``. The table files are read with NumPy (:mod:`.snapshot_rows`) where they can be; otherwise the
+directory is rebuilt in a temporary folder and opened read-only through rocksdict (a maintained RocksDB
+binding; raw bytes, no merge operator needed for reading merged list values).
 Changelogs are applied over it by :mod:`.store_files`.
 """
 from __future__ import annotations
@@ -13,48 +14,67 @@ import itertools
 import posixpath
 import tempfile
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
-from wmcheck.checkpoint.errors import MalformedFileError
+from wmcheck.checkpoint.errors import MalformedFileError, arg
 from wmcheck.checkpoint.fs import FileSystem
 from wmcheck.checkpoint.rocksdb_sst import sst_damage
 from wmcheck.checkpoint.rocksdb_zip import HINT, ZipMetadata, read_snapshot_zip
+from wmcheck.checkpoint.sst_columns import Table, UnreadBlock, open_table
 from wmcheck.checkpoint.state_files import StateFile
+
+from .snapshot_rows import snapshot_rows
 
 
 @contextlib.contextmanager
-def open_snapshot(fs: FileSystem, zip_file: StateFile, directory: str) -> Iterator["Snapshot"]:
-    """A snapshot opened for reading (``directory`` holds the partition's ``SSTs/``): its files rebuilt in a
-    temporary folder, the SST files fetched (several at once, streamed; linked when local)."""
+def open_snapshot(fs: FileSystem, zip_file: StateFile, directory: str, tables: bool = True) -> Iterator["Snapshot"]:
+    """A snapshot opened for reading (``directory`` holds the partition's ``SSTs/``): its table files read
+    (several at once) and verified; read with NumPy (:mod:`.snapshot_rows`) where ``tables``, every table is in
+    a format read there and no write-ahead log holds writes, else through RocksDB, its files rebuilt in a
+    temporary folder."""
     members, meta = read_snapshot_zip(fs.read(zip_file.path), zip_file.path)
-    ssts = {posixpath.join(directory, zip_file.format.shared_dir or "", f.dfs_name): f.local_name for f in meta.sst_files}
+    locals_ = {posixpath.join(directory, zip_file.format.shared_dir or "", f.dfs_name): f.local_name for f in meta.sst_files}
+    contents = fs.read_many(locals_)
+    for path, data in contents.items():  # RocksDB's iterators end at a damaged block without an error
+        damaged = sst_damage(data)
+        if damaged is not None:
+            raise MalformedFileError(damaged.problem, path=path, byte=damaged.byte, hint=HINT)
+    opened = [open_table(data) for data in contents.values()] if tables else [None]
+    if all(t is not None for t in opened) and not any(n.endswith(".log") and data for n, data in members.items()):
+        yield Snapshot(meta, zip_file.path, None, [t for t in opened if t is not None])
+        return
     with tempfile.TemporaryDirectory(prefix="wmcheck-rocksdb-") as tmp:
-        for name, data in members.items():
+        for name, data in [*members.items(), *((locals_[path], data) for path, data in contents.items())]:
             with open(posixpath.join(tmp, posixpath.basename(name)), "wb") as fh:
                 fh.write(data)
-        fs.fetch({path: posixpath.join(tmp, local) for path, local in ssts.items()})
-        for path, local in ssts.items():  # RocksDB's iterators end at a damaged block without an error
-            with open(posixpath.join(tmp, local), "rb") as fh:
-                damaged = sst_damage(fh.read())
-            if damaged is not None:
-                raise MalformedFileError(damaged.problem, path=path, byte=damaged.byte, hint=HINT)
+        contents.clear()
         db = _open_db(tmp, zip_file.path)
         try:
-            yield Snapshot(meta, db)
+            yield Snapshot(meta, zip_file.path, db, None)
         finally:
             db.close()
 
 
 @dataclass(frozen=True)
 class Snapshot:
-    """An opened snapshot: its metadata and its keys and values, read in chunks."""
+    """An opened snapshot: its metadata and its keys and values, read in chunks (from its ``tables``, else
+    through RocksDB's ``db``)."""
 
     meta: ZipMetadata
+    path: str
     db: Any
+    tables: list[Table] | None
 
-    def chunks(self, rows: int) -> Iterator[tuple[list[bytes], list[bytes]]]:
-        """``(keys, values)`` of up to ``rows`` entries at a time, in RocksDB's key order (keys and values
-        read by two iterators over the read-only database: no tuple per entry)."""
+    def chunks(self, rows: int) -> Iterator[tuple[Sequence[bytes], Sequence[bytes]]]:
+        """``(keys, values)`` of up to ``rows`` entries at a time, in RocksDB's key order (through RocksDB: keys
+        and values read by two iterators over the read-only database, no tuple per entry)."""
+        if self.tables is not None:
+            try:
+                yield from snapshot_rows(self.tables, rows)
+            except UnreadBlock as exc:
+                raise MalformedFileError(f"a table file of the snapshot: {exc.problem}", path=self.path,
+                                         hint=f"{arg('engine', 'spark')} reads it through RocksDB") from None
+            return
         keys, values = iter(self.db.keys()), iter(self.db.values())
         while chunk := list(itertools.islice(keys, rows)):
             yield chunk, list(itertools.islice(values, len(chunk)))

@@ -42,7 +42,7 @@ class _Merged(bytes):
 class PartitionStream:
     """The state of ``part`` at ``version``; ``checksums``: the files were written with row checksums;
     ``fast``: HDFS provider files without them are read by :mod:`.record_spans` where it can (else record by
-    record only). A version that cannot be rebuilt raises MissingFileError here, before any file is read."""
+    record only), RocksDB snapshots by :mod:`.snapshot_rows` (else through RocksDB only). A version that cannot be rebuilt raises MissingFileError here, before any file is read."""
 
     def __init__(self, fs: FileSystem, part: StorePartition, version: int, codec: str,
                  unique_ids: dict[int, str] | None = None, checksums: bool = False, fast: bool = True) -> None:
@@ -56,6 +56,8 @@ class PartitionStream:
                                      path=load.failure.path, hint="wmcheck check CKPT says what Spark does with it")
         self.fs, self.part, self.version, self.codec, self.checksums = fs, part, version, codec, checksums
         self.fast = fast and part.provider != "rocksdb" and not checksums
+        self.tables = fast
+        """RocksDB snapshots' table files read with NumPy where they can be (else through RocksDB only)."""
         self.chain = chain
         self.meta: ZipMetadata | None = None
         """The RocksDB snapshot's metadata, once :meth:`chunks` opened it."""
@@ -150,7 +152,7 @@ class PartitionStream:
 
     def _full_copy(self, base: StateFile, rows: int) -> Iterator[Chunk]:
         if base.format.decoder == "rocksdb-zip":
-            with open_snapshot(self.fs, base, self.part.directory) as snapshot:
+            with open_snapshot(self.fs, base, self.part.directory, self.tables) as snapshot:
                 self.meta = snapshot.meta
                 yield from snapshot.chunks(rows)
             return

@@ -80,19 +80,26 @@ def test_fast_and_reference_decoders_give_identical_tables(name, op, store, monk
     same Arrow table; where the fast path applies (plain stores) it proves every chunk itself."""
     from test_unsafe_row import same_arrow
 
-    from wmcheck.statestore import unsafe_columns
+    from wmcheck.statestore import rocksdb_files, unsafe_columns
 
     ckpt = open_checkpoint(str(fixture_checkpoint(name)))
     chosen = reader_store(ckpt, int(op), store)
     decoded: list = []
     real = unsafe_columns.decode
     monkeypatch.setattr(unsafe_columns, "decode", lambda *args: decoded.append(real(*args)) or decoded[-1])
+    snapshots: list = []
+    real_rows = rocksdb_files.snapshot_rows
+    monkeypatch.setattr(rocksdb_files, "snapshot_rows", lambda *args: snapshots.append(args) or real_rows(*args))
     fast = read_store(ckpt, chosen, target(ckpt))
     got = fast.raw
+    tables_read = len(snapshots)
     assert decoded == [] or fast.plan.columns_of is not None
     decoded_fast = list(decoded)
     reference = read_store(ckpt, chosen, target(ckpt), fast=False).raw
     assert len(decoded) == len(decoded_fast)  # the reference never calls the fast decoder
+    assert len(snapshots) == tables_read  # nor the table files' reader: RocksDB reads the snapshots
+    rocksdb = [p for o in ckpt.operators if o.operator_id == int(op) for p in o.partitions if p.provider == "rocksdb"]
+    assert bool(tables_read) == any(f.format.decoder == "rocksdb-zip" for p in rocksdb for f in p.files)
     assert same_arrow(got, reference)
     assert all(d is not None for d in decoded_fast)
     prefixed = fixture_facts(name)["operators"][int(op)]["operator_name"] == "sessionWindowStateStoreSaveExec"

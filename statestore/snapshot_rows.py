@@ -1,0 +1,146 @@
+"""The keys and values of a RocksDB snapshot's table files as RocksDB's iterator returns them, many at once.
+
+RocksDB returns each user key once, in bytewise order, with its newest entry (the largest sequence number),
+and leaves out a key whose newest entry deletes it. One table is read run by run
+(:mod:`wmcheck.checkpoint.sst_columns`); an entry of a key the entry before it already had is left out. Several
+tables are read together in windows of keys: up to (not including) the smallest last key among the runs the
+tables have read and not returned, so every entry of a key is in one window. A window where several tables
+have entries is ordered by a sort of keys padded to one width, followed by their length and their sequence
+number inverted (so a key's newest entry comes first, and a key comes before its own extensions); a window of
+one table's entries is already in order. Keys and values are returned as :class:`.record_spans.ByteRows`.
+"""
+from __future__ import annotations
+
+import bisect
+from typing import TYPE_CHECKING, Any, Iterator
+
+from wmcheck.checkpoint.sst_columns import KNOWN_TYPES, Table, TableRun, UnreadBlock
+
+from .record_spans import ByteRows
+
+if TYPE_CHECKING:
+    import numpy as np
+
+Part = tuple[TableRun, int, int]
+"""Entries ``lo`` to ``hi`` of a run."""
+
+
+class _Cursor:
+    """A table's runs read and not yet returned, as ``[run, first entry not returned]``."""
+
+    def __init__(self, table: Table, rows: int) -> None:
+        self.runs = table.runs(rows)
+        self.pending: list[list[Any]] = []
+        self.done = False
+
+    def read(self) -> None:
+        """One more run, or done."""
+        run = next(self.runs, None)
+        if run is None:
+            self.done = True
+        elif len(run):
+            self.pending.append([run, 0])
+
+    def last_key(self) -> bytes:
+        run = self.pending[-1][0]
+        return run.key(len(run) - 1)
+
+    def take_below(self, bound: bytes | None) -> list[Part]:
+        """The pending entries of keys below ``bound`` (all when None), taken out."""
+        out: list[Part] = []
+        while self.pending:
+            run, lo = self.pending[0]
+            hi = len(run) if bound is None else bisect.bisect_left(range(len(run)), bound, lo, key=run.key)
+            if hi > lo:
+                out.append((run, lo, hi))
+            if hi < len(run):
+                self.pending[0][1] = hi
+                break
+            self.pending.pop(0)
+        return out
+
+
+def snapshot_rows(tables: list[Table], rows: int) -> Iterator[tuple[ByteRows, ByteRows]]:
+    """``(keys, values)`` of the live keys, about ``rows`` at a time (a run of each table read), in RocksDB's
+    order (module docstring)."""
+    if len(tables) == 1:
+        yield from _in_order((run, 0, len(run)) for run in tables[0].runs(rows))
+        return
+    cursors = [_Cursor(t, rows) for t in tables]
+    while True:
+        for cursor in cursors:
+            while not cursor.pending and not cursor.done:
+                cursor.read()
+        bound = min((c.last_key() for c in cursors if not c.done), default=None)
+        taken = [parts for parts in (c.take_below(bound) for c in cursors) if parts]
+        if not taken:
+            if bound is None:
+                return
+            for cursor in cursors:
+                if not cursor.done and cursor.last_key() == bound:
+                    cursor.read()
+            continue
+        yield from _in_order(iter(taken[0])) if len(taken) == 1 else _merged([p for t in taken for p in t])
+
+
+def _known(kinds: "np.ndarray") -> None:
+    import numpy as np
+
+    if not np.isin(kinds, KNOWN_TYPES).all():
+        raise UnreadBlock(0, f"expected puts and deletes only, found entry type {sorted(set(kinds.tolist()) - set(KNOWN_TYPES))}")
+
+
+def _in_order(parts: Iterator[Part]) -> Iterator[tuple[ByteRows, ByteRows]]:
+    """The live keys of parts of one table, in order: a key's first entry (its newest) kept."""
+    import numpy as np
+
+    last: bytes | None = None
+    for run, lo, hi in parts:
+        kinds = run.kinds[lo:hi]
+        _known(kinds)
+        repeated = run.repeats[lo:hi]
+        if lo == 0 and last is not None:  # the first entries of a run against the last before it
+            first = 0
+            repeated = repeated.copy()
+            while first < hi and run.key(first) == last:
+                repeated[first] = True
+                first += 1
+        last = run.key(hi - 1)
+        width = run.keys.shape[1]
+        keep = np.flatnonzero(~repeated & (kinds == 1)) + lo
+        starts = keep * width
+        yield (ByteRows(run.key_bytes, starts, starts + run.key_lengths[keep]),
+               ByteRows(run.values, run.value_starts[keep], run.value_ends[keep]))
+
+
+def _merged(parts: list[Part]) -> Iterator[tuple[ByteRows, ByteRows]]:
+    """The live keys of parts of several tables, in order (module docstring)."""
+    import numpy as np
+
+    width = max(run.keys.shape[1] for run, _, _ in parts)
+    n = sum(hi - lo for _, lo, hi in parts)
+    sortable = np.zeros((n, width + 12), np.uint8)
+    lengths = np.concatenate([run.key_lengths[lo:hi] for run, lo, hi in parts])
+    kinds = np.concatenate([run.kinds[lo:hi] for run, lo, hi in parts])
+    at = 0
+    values, starts, ends, base = [], [], [], 0
+    for run, lo, hi in parts:
+        _known(run.kinds[lo:hi])
+        w = run.keys.shape[1]
+        sortable[at:at + hi - lo, :w] = run.keys[lo:hi] * (np.arange(w) < run.key_lengths[lo:hi, None])
+        sortable[at:at + hi - lo, width + 4:] = (~run.sequences[lo:hi]).astype(">u8").view(np.uint8).reshape(-1, 8)
+        values.append(run.values)
+        starts.append(run.value_starts[lo:hi] + base)
+        ends.append(run.value_ends[lo:hi] + base)
+        base += len(run.values)
+        at += hi - lo
+    sortable[:, width:width + 4] = lengths.astype(">u4").view(np.uint8).reshape(-1, 4)
+    order = np.argsort(sortable.view(f"V{width + 12}").reshape(-1), kind="stable")
+    ordered = sortable[order]
+    repeated = np.zeros(n, bool)
+    repeated[1:] = (ordered[1:, :width + 4] == ordered[:-1, :width + 4]).all(1)
+    keep = order[~repeated & (kinds[order] == 1)]
+    key_buf = np.ascontiguousarray(sortable[:, :width]).tobytes()
+    value_starts, value_ends = np.concatenate(starts)[keep], np.concatenate(ends)[keep]
+    key_starts = keep.astype(np.int64) * width
+    yield ByteRows(key_buf, key_starts, key_starts + lengths[keep]), ByteRows(b"".join(values), value_starts, value_ends)
