@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import struct
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from .rocksdb_sst import _data_blocks, _entries, _handle, _inflate, _property, _Table, _varints
 
@@ -76,6 +76,8 @@ class Table:
     handles: tuple[tuple[int, int], ...]
     table: _Table
     entries: int
+    release: Callable[[int, int], None] | None = None
+    """Called with the byte range of each run's blocks once they are read."""
 
     def runs(self, rows: int) -> Iterator[TableRun]:
         """The entries, about ``rows`` at a time (as many blocks as hold that many on average). The blocks'
@@ -91,14 +93,21 @@ class Table:
                 at = offset
             group.append(plain)
             if len(group) == per_run:
-                yield _run(group, at)
+                yield self._read(group, at, offset + length)
                 group = []
         if group:
-            yield _run(group, at)
+            yield self._read(group, at, self.handles[-1][0] + self.handles[-1][1])
+
+    def _read(self, group: list[bytes], start: int, end: int) -> TableRun:
+        run = _run(group, start)
+        if self.release is not None:
+            self.release(start, end)
+        return run
 
 
-def open_table(data: bytes) -> Table | None:
-    """The table file ``data`` opened for reading, or None where it is not read here (module docstring)."""
+def open_table(data: bytes, release: Callable[[int, int], None] | None = None) -> Table | None:
+    """The table file ``data`` opened for reading, or None where it is not read here (module docstring);
+    ``release``: see :class:`Table`."""
     try:
         found = _data_blocks(data)
         if found is None:
@@ -120,7 +129,7 @@ def open_table(data: bytes) -> Table | None:
         block = _inflate(*table.block(*handles[0], "data block"))
         if block is None or len(block) < 4 or struct.unpack_from("<I", block, len(block) - 4)[0] >> 31:
             return None  # a data block hash index follows the restarts
-    return Table(data, tuple(handles), table, _property(props, "rocksdb.num.entries") or 0)
+    return Table(data, tuple(handles), table, _property(props, "rocksdb.num.entries") or 0, release)
 
 
 def _u32(u8: "np.ndarray", at: "np.ndarray") -> "np.ndarray":

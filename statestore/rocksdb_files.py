@@ -10,7 +10,10 @@ Changelogs are applied over it by :mod:`.store_files`.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
+import mmap
+import os
 import posixpath
 import tempfile
 from dataclasses import dataclass
@@ -28,31 +31,54 @@ from .snapshot_rows import snapshot_rows
 
 @contextlib.contextmanager
 def open_snapshot(fs: FileSystem, zip_file: StateFile, directory: str, tables: bool = True) -> Iterator["Snapshot"]:
-    """A snapshot opened for reading (``directory`` holds the partition's ``SSTs/``): its table files read
-    (several at once) and verified; read with NumPy (:mod:`.snapshot_rows`) where ``tables``, every table is in
-    a format read there and no write-ahead log holds writes, else through RocksDB, its files rebuilt in a
-    temporary folder."""
+    """A snapshot opened for reading (``directory`` holds the partition's ``SSTs/``): its files rebuilt in a
+    temporary folder (the table files linked where they are local, fetched several at once otherwise), the table
+    files mapped into memory and verified; read with NumPy (:mod:`.snapshot_rows`) where ``tables``, every table
+    is in a format read there and no write-ahead log holds writes, else through RocksDB."""
     members, meta = read_snapshot_zip(fs.read(zip_file.path), zip_file.path)
-    locals_ = {posixpath.join(directory, zip_file.format.shared_dir or "", f.dfs_name): f.local_name for f in meta.sst_files}
-    contents = fs.read_many(locals_)
-    for path, data in contents.items():  # RocksDB's iterators end at a damaged block without an error
-        damaged = sst_damage(data)
-        if damaged is not None:
-            raise MalformedFileError(damaged.problem, path=path, byte=damaged.byte, hint=HINT)
-    opened = [open_table(data) for data in contents.values()] if tables else [None]
-    if all(t is not None for t in opened) and not any(n.endswith(".log") and data for n, data in members.items()):
-        yield Snapshot(meta, zip_file.path, None, [t for t in opened if t is not None])
-        return
-    with tempfile.TemporaryDirectory(prefix="wmcheck-rocksdb-") as tmp:
-        for name, data in [*members.items(), *((locals_[path], data) for path, data in contents.items())]:
+    ssts = {posixpath.join(directory, zip_file.format.shared_dir or "", f.dfs_name): f.local_name for f in meta.sst_files}
+    with tempfile.TemporaryDirectory(prefix="wmcheck-rocksdb-") as tmp, contextlib.ExitStack() as maps:
+        for name, data in members.items():
             with open(posixpath.join(tmp, posixpath.basename(name)), "wb") as fh:
                 fh.write(data)
-        contents.clear()
+        fs.fetch({path: posixpath.join(tmp, local) for path, local in ssts.items()})
+        mapped = []
+        for path, local in ssts.items():  # RocksDB's iterators end at a damaged block without an error
+            table = maps.enter_context(_mapped(posixpath.join(tmp, local)))
+            damaged = sst_damage(table)
+            if damaged is not None:
+                raise MalformedFileError(damaged.problem, path=path, byte=damaged.byte, hint=HINT)
+            _release(table, 0, len(table))
+            mapped.append(table)
+        opened = [open_table(t, functools.partial(_release, t)) for t in mapped] if tables else [None]
+        if all(t is not None for t in opened) and not any(n.endswith(".log") and data for n, data in members.items()):
+            yield Snapshot(meta, zip_file.path, None, [t for t in opened if t is not None])
+            return
         db = _open_db(tmp, zip_file.path)
         try:
             yield Snapshot(meta, zip_file.path, db, None)
         finally:
             db.close()
+
+
+@contextlib.contextmanager
+def _mapped(path: str) -> Iterator[Any]:
+    """The file at ``path`` mapped into memory read-only (its pages read as they are touched)."""
+    with open(path, "rb") as fh:
+        if os.fstat(fh.fileno()).st_size == 0:
+            yield b""
+            return
+        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            yield data
+
+
+def _release(data: Any, start: int, end: int) -> None:
+    """The pages of ``data[start:end]`` let go (read again from the file if touched again): memory holds the
+    blocks being read, not the tables."""
+    if isinstance(data, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
+        start -= start % mmap.PAGESIZE
+        if end > start:
+            data.madvise(mmap.MADV_DONTNEED, start, min(end, len(data)) - start)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,9 @@ tables are read together in windows of keys: up to (not including) the smallest 
 tables have read and not returned, so every entry of a key is in one window. A window where several tables
 have entries is ordered by a sort of keys padded to one width, followed by their length and their sequence
 number inverted (so a key's newest entry comes first, and a key comes before its own extensions); a window of
-one table's entries is already in order. Keys and values are returned as :class:`.record_spans.ByteRows`.
+one table's entries is already in order; its keys and values are copied out (each table reads runs of a
+fraction of ``rows``, so that memory holds about as much as for one table). Keys and values are returned as
+:class:`.record_spans.ByteRows`.
 """
 from __future__ import annotations
 
@@ -66,7 +68,7 @@ def snapshot_rows(tables: list[Table], rows: int) -> Iterator[tuple[ByteRows, By
     if len(tables) == 1:
         yield from _in_order((run, 0, len(run)) for run in tables[0].runs(rows))
         return
-    cursors = [_Cursor(t, rows) for t in tables]
+    cursors = [_Cursor(t, max(1, rows // len(tables) // 2)) for t in tables]  # what windows copy stays small
     while True:
         for cursor in cursors:
             while not cursor.pending and not cursor.done:
@@ -117,30 +119,35 @@ def _merged(parts: list[Part]) -> Iterator[tuple[ByteRows, ByteRows]]:
     """The live keys of parts of several tables, in order (module docstring)."""
     import numpy as np
 
-    width = max(run.keys.shape[1] for run, _, _ in parts)
+    width = max(run.keys.shape[1] for run, _, _ in parts)  # a multiple of 8
     n = sum(hi - lo for _, lo, hi in parts)
-    sortable = np.zeros((n, width + 12), np.uint8)
+    sortable = np.zeros((n, width + 16), np.uint8)  # key, length, inverted sequence number, 4 bytes to fill a word
+    words = sortable.view("<u8")
     lengths = np.concatenate([run.key_lengths[lo:hi] for run, lo, hi in parts])
     kinds = np.concatenate([run.kinds[lo:hi] for run, lo, hi in parts])
-    at = 0
-    values, starts, ends, base = [], [], [], 0
+    prefix = np.array([(1 << (8 * k)) - 1 for k in range(9)], np.uint64)  # the first k bytes of a word
+    values, starts, ends = [], [], []
+    at = base = 0
     for run, lo, hi in parts:
         _known(run.kinds[lo:hi])
-        w = run.keys.shape[1]
-        sortable[at:at + hi - lo, :w] = run.keys[lo:hi] * (np.arange(w) < run.key_lengths[lo:hi, None])
-        sortable[at:at + hi - lo, width + 4:] = (~run.sequences[lo:hi]).astype(">u8").view(np.uint8).reshape(-1, 8)
-        values.append(run.values)
-        starts.append(run.value_starts[lo:hi] + base)
-        ends.append(run.value_ends[lo:hi] + base)
-        base += len(run.values)
+        own = run.keys.shape[1] // 8
+        kept = prefix[np.clip(run.key_lengths[lo:hi, None] - 8 * np.arange(own), 0, 8)]  # the key's bytes, not those after
+        words[at:at + hi - lo, :own] = run.keys[lo:hi].view("<u8") & kept
+        sortable[at:at + hi - lo, width + 4:width + 12] = (~run.sequences[lo:hi]).astype(">u8").view(np.uint8).reshape(-1, 8)
+        first, last = int(run.value_starts[lo]), int(run.value_ends[hi - 1])  # a run's values lie in key order
+        values.append(run.values[first:last])
+        starts.append(run.value_starts[lo:hi] + (base - first))
+        ends.append(run.value_ends[lo:hi] + (base - first))
+        base += last - first
         at += hi - lo
     sortable[:, width:width + 4] = lengths.astype(">u4").view(np.uint8).reshape(-1, 4)
-    order = np.argsort(sortable.view(f"V{width + 12}").reshape(-1), kind="stable")
-    ordered = sortable[order]
+    order = np.argsort(sortable.view(f"V{width + 16}").reshape(-1), kind="stable")
+    ordered = words[order, :width // 8]
+    ordered_lengths = lengths[order]
     repeated = np.zeros(n, bool)
-    repeated[1:] = (ordered[1:, :width + 4] == ordered[:-1, :width + 4]).all(1)
-    keep = order[~repeated & (kinds[order] == 1)]
-    key_buf = np.ascontiguousarray(sortable[:, :width]).tobytes()
-    value_starts, value_ends = np.concatenate(starts)[keep], np.concatenate(ends)[keep]
-    key_starts = keep.astype(np.int64) * width
-    yield ByteRows(key_buf, key_starts, key_starts + lengths[keep]), ByteRows(b"".join(values), value_starts, value_ends)
+    repeated[1:] = (ordered[1:] == ordered[:-1]).all(1) & (ordered_lengths[1:] == ordered_lengths[:-1])
+    chosen = np.flatnonzero(~repeated & (kinds[order] == 1))
+    keep = order[chosen]
+    key_starts = np.arange(len(keep), dtype=np.int64) * width
+    yield (ByteRows(ordered[chosen].tobytes(), key_starts, key_starts + lengths[keep]),
+           ByteRows(b"".join(values), np.concatenate(starts)[keep], np.concatenate(ends)[keep]))
