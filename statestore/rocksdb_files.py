@@ -19,7 +19,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
-from wmcheck.checkpoint.errors import MalformedFileError, arg
+from wmcheck.checkpoint.errors import MalformedFileError, MissingFileError, arg
 from wmcheck.checkpoint.fs import FileSystem
 from wmcheck.checkpoint.rocksdb_sst import sst_damage
 from wmcheck.checkpoint.rocksdb_zip import HINT, ZipMetadata, read_snapshot_zip
@@ -31,20 +31,22 @@ from .snapshot_rows import snapshot_rows
 
 @contextlib.contextmanager
 def open_snapshot(fs: FileSystem, zip_file: StateFile, directory: str, tables: bool = True) -> Iterator["Snapshot"]:
-    """A snapshot opened for reading (``directory`` holds the partition's ``SSTs/``): its files rebuilt in a
-    temporary folder (the table files linked where they are local, fetched several at once otherwise), the table
-    files mapped into memory and verified; read with NumPy (:mod:`.snapshot_rows`) where ``tables``, every table
-    is in a format read there and no write-ahead log holds writes, else through RocksDB."""
+    """A snapshot opened for reading (``directory`` holds the partition's ``SSTs/``): its table files mapped into
+    memory where they lie (fetched into a temporary folder first, several at once, when the store is not a local
+    disk) and verified; read with NumPy (:mod:`.snapshot_rows`) where ``tables``, every table is in a format read
+    there and no write-ahead log holds writes, else through RocksDB, the snapshot's files rebuilt in a temporary
+    folder."""
     members, meta = read_snapshot_zip(fs.read(zip_file.path), zip_file.path)
     ssts = {posixpath.join(directory, zip_file.format.shared_dir or "", f.dfs_name): f.local_name for f in meta.sst_files}
-    with tempfile.TemporaryDirectory(prefix="wmcheck-rocksdb-") as tmp, contextlib.ExitStack() as maps:
-        for name, data in members.items():
-            with open(posixpath.join(tmp, posixpath.basename(name)), "wb") as fh:
-                fh.write(data)
-        fs.fetch({path: posixpath.join(tmp, local) for path, local in ssts.items()})
+    with contextlib.ExitStack() as stack:
+        files = {path: fs.os_path(path) or "" for path in ssts}
+        if not all(files.values()):
+            fetched = stack.enter_context(tempfile.TemporaryDirectory(prefix="wmcheck-sst-"))
+            files = {path: posixpath.join(fetched, local) for path, local in ssts.items()}
+            fs.fetch(files)
         mapped = []
-        for path, local in ssts.items():  # RocksDB's iterators end at a damaged block without an error
-            table = maps.enter_context(_mapped(posixpath.join(tmp, local)))
+        for path, file in files.items():  # RocksDB's iterators end at a damaged block without an error
+            table = stack.enter_context(_mapped(file, path))
             damaged = sst_damage(table)
             if damaged is not None:
                 raise MalformedFileError(damaged.problem, path=path, byte=damaged.byte, hint=HINT)
@@ -54,7 +56,13 @@ def open_snapshot(fs: FileSystem, zip_file: StateFile, directory: str, tables: b
         if all(t is not None for t in opened) and not any(n.endswith(".log") and data for n, data in members.items()):
             yield Snapshot(meta, zip_file.path, None, [t for t in opened if t is not None])
             return
-        db = _open_db(tmp, zip_file.path)
+        rebuilt = stack.enter_context(tempfile.TemporaryDirectory(prefix="wmcheck-rocksdb-"))
+        for name, data in members.items():
+            with open(posixpath.join(rebuilt, posixpath.basename(name)), "wb") as fh:
+                fh.write(data)
+        for path, local in ssts.items():
+            os.symlink(os.path.abspath(files[path]), posixpath.join(rebuilt, local))
+        db = _open_db(rebuilt, zip_file.path)
         try:
             yield Snapshot(meta, zip_file.path, db, None)
         finally:
@@ -62,9 +70,13 @@ def open_snapshot(fs: FileSystem, zip_file: StateFile, directory: str, tables: b
 
 
 @contextlib.contextmanager
-def _mapped(path: str) -> Iterator[Any]:
-    """The file at ``path`` mapped into memory read-only (its pages read as they are touched)."""
-    with open(path, "rb") as fh:
+def _mapped(file: str, path: str) -> Iterator[Any]:
+    """The local ``file`` (of ``path``) mapped into memory read-only (its pages read as they are touched)."""
+    try:
+        fh = open(file, "rb")
+    except FileNotFoundError:
+        raise MissingFileError("file not found", path=path) from None
+    with fh:
         if os.fstat(fh.fileno()).st_size == 0:
             yield b""
             return
