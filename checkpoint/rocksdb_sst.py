@@ -85,7 +85,7 @@ def _checksums() -> dict[int, Callable[[bytes, int], int]]:
 NAMES = {1: "CRC32C", 2: "xxHash", 3: "xxHash64", 4: "XXH3"}
 
 
-class _Table:
+class TableFile:
     def __init__(self, data: bytes) -> None:
         self.data = data
         tail = data[-FOOTER:]
@@ -145,7 +145,7 @@ def _entries(block: bytes, values_are_handles: bool) -> list[tuple[bytes, bytes]
     return out
 
 
-def _inflate(block: bytes, kind: int) -> bytes | None:
+def inflate(block: bytes, kind: int) -> bytes | None:
     """An index or meta block's contents (compression format 2: a varint of the size, then the compressed bytes);
     None for a compression type not decoded here."""
     if kind == 0:
@@ -176,21 +176,21 @@ def _block_handles(index: bytes, delta: bool) -> list[tuple[int, int]]:
     if end > 0:
         u8 = np.frombuffer(index + bytes(24), np.uint8)  # varints read past an entry stay inside
         at = np.frombuffer(index, "<u4", restarts, end).astype(np.int64)
-        shared, pos = _varints(u8, at)
-        own, pos = _varints(u8, pos)
+        shared, pos = varints(u8, at)
+        own, pos = varints(u8, pos)
         value_end = None
         if not delta:
-            size, pos = _varints(u8, pos)
+            size, pos = varints(u8, pos)
             value_end = pos + own + size
-        offset, after = _varints(u8, pos + own)
-        length, after = _varints(u8, after)
+        offset, after = varints(u8, pos + own)
+        length, after = varints(u8, after)
         following = np.append(at[1:], end)
         if not shared.any() and ((after == following) if value_end is None else (value_end == following) & (after <= value_end)).all():
             return list(zip(offset.tolist(), length.tolist()))
     return [_handle(value) for _, value in _entries(index, delta)]
 
 
-def _varints(u8: "np.ndarray", at: "np.ndarray") -> tuple["np.ndarray", "np.ndarray"]:
+def varints(u8: "np.ndarray", at: "np.ndarray") -> tuple["np.ndarray", "np.ndarray"]:
     """The varints at ``at`` of ``u8`` (up to 64 bits) and the offsets after them."""
     import numpy as np
 
@@ -210,7 +210,7 @@ def _handle(value: bytes) -> tuple[int, int]:
     return offset, _varint(value, pos, len(value))[0]
 
 
-def _property(props: dict[bytes, bytes], name: str) -> int | None:
+def property_value(props: dict[bytes, bytes], name: str) -> int | None:
     value = props.get(name.encode())
     try:
         return None if value is None else _varint(value, 0, len(value))[0]
@@ -218,12 +218,13 @@ def _property(props: dict[bytes, bytes], name: str) -> int | None:
         return None
 
 
-def _data_blocks(data: bytes) -> tuple[_Table, list[tuple[int, int]]] | None:
-    """The table file ``data`` opened, its metaindex, meta and index blocks verified, and its data block handles;
-    None where the format is not one read here (see the module's docstring). Raises where a block is damaged."""
+def data_blocks(data: bytes) -> tuple[TableFile, list[tuple[int, int]], dict[bytes, bytes]] | None:
+    """The table file ``data`` opened, its metaindex, meta and index blocks verified, its data block handles and
+    its properties; None where the format is not one read here (see the module's docstring). Raises where a
+    block is damaged."""
     if len(data) < FOOTER or struct.unpack_from("<Q", data, len(data) - 8)[0] != BLOCK_BASED_MAGIC:
         return None  # the magic number is rocksdb_zip.sst_footer_ok's
-    table = _Table(data)
+    table = TableFile(data)
     if table.version > 5 or table.checksum is None:
         return None
     meta, _ = table.block(table.meta[0], table.meta[1], "metaindex block")
@@ -233,10 +234,10 @@ def _data_blocks(data: bytes) -> tuple[_Table, list[tuple[int, int]]] | None:
         block, kind = table.block(offset, size, f"meta block {name.decode('utf-8', 'replace')}")
         if name == b"rocksdb.properties":
             props = dict(_entries(block, False))
-    plain = _inflate(*table.block(table.index[0], table.index[1], "index block"))
-    if plain is None or _property(props, "rocksdb.block.based.table.index.type") not in (None, 0):
+    plain = inflate(*table.block(table.index[0], table.index[1], "index block"))
+    if plain is None or property_value(props, "rocksdb.block.based.table.index.type") not in (None, 0):
         return None
-    return table, _block_handles(plain, _property(props, "rocksdb.index.value.is.delta.encoded") == 1)
+    return table, _block_handles(plain, property_value(props, "rocksdb.index.value.is.delta.encoded") == 1), props
 
 
 def sst_damage(data: bytes) -> SstDamage | None:
@@ -244,10 +245,10 @@ def sst_damage(data: bytes) -> SstDamage | None:
     one verified here: see the module's docstring)."""
     at_open = True
     try:
-        found = _data_blocks(data)
+        found = data_blocks(data)
         if found is None:
             return None
-        table, handles = found
+        table, handles, _ = found
         at_open = False
         for offset, size in handles:
             table.block(offset, size, "data block")
@@ -286,12 +287,12 @@ class _Unread(Exception):
 def _walk(data: bytes) -> Iterator[TableEntry]:
     """The entries of a table file's data blocks, in key order, as they are read; raises _Unread where the format is
     not one read here (see the module's docstring), and what the blocks raise where they are damaged."""
-    found = _data_blocks(data)
+    found = data_blocks(data)
     if found is None:
         raise _Unread()
-    table, handles = found
+    table, handles, _ = found
     for offset, size in handles:
-        block = _inflate(*table.block(offset, size, "data block"))
+        block = inflate(*table.block(offset, size, "data block"))
         if block is None:
             raise _Unread()
         for internal, value in _entries(block, False):

@@ -21,7 +21,7 @@ import struct
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterator
 
-from .rocksdb_sst import _data_blocks, _entries, _handle, _inflate, _property, _Table, _varints
+from .rocksdb_sst import TableFile, data_blocks, inflate, property_value, varints
 
 if TYPE_CHECKING:
     import numpy as np
@@ -74,7 +74,7 @@ class Table:
 
     data: bytes
     handles: tuple[tuple[int, int], ...]
-    table: _Table
+    table: TableFile
     entries: int
     release: Callable[[int, int], None] | None = None
     """Called with the byte range of each run's blocks once they are read."""
@@ -86,7 +86,7 @@ class Table:
         group: list[bytes] = []
         at = 0
         for offset, length in self.handles:
-            plain = _inflate(self.data[offset:offset + length], kind := self.data[offset + length])
+            plain = inflate(self.data[offset:offset + length], kind := self.data[offset + length])
             if plain is None:
                 raise UnreadBlock(offset, f"expected a data block compression read here, found type {kind}")
             if not group:
@@ -109,27 +109,22 @@ def open_table(data: bytes, release: Callable[[int, int], None] | None = None) -
     """The table file ``data`` opened for reading, or None where it is not read here (module docstring);
     ``release``: see :class:`Table`."""
     try:
-        found = _data_blocks(data)
-        if found is None:
-            return None
-        table, handles = found
-        meta, _ = table.block(table.meta[0], table.meta[1], "metaindex block")
-        props: dict[bytes, bytes] = {}
-        for name, value in _entries(meta, False):
-            if name == b"rocksdb.properties":
-                props = dict(_entries(table.block(*_handle(value), "properties block")[0], False))
+        found = data_blocks(data)
     except Exception:  # noqa: BLE001 - a damaged table is sst_damage's, read by RocksDB
         return None
-    if _property(props, "rocksdb.merge.operands") or _property(props, "rocksdb.num.range-deletions"):
+    if found is None:
+        return None
+    table, handles, props = found
+    if property_value(props, "rocksdb.merge.operands") or property_value(props, "rocksdb.num.range-deletions"):
         return None
     kinds = {data[offset + size] for offset, size in handles if offset + size < len(data)}
-    if not kinds <= {0, 1, 4, 5, 7}:  # none, Snappy, LZ4, LZ4HC, ZSTD: :func:`.rocksdb_sst._inflate`
+    if not kinds <= {0, 1, 4, 5, 7}:  # none, Snappy, LZ4, LZ4HC, ZSTD: :func:`.rocksdb_sst.inflate`
         return None
     if handles:
-        block = _inflate(*table.block(*handles[0], "data block"))
+        block = inflate(*table.block(*handles[0], "data block"))
         if block is None or len(block) < 4 or struct.unpack_from("<I", block, len(block) - 4)[0] >> 31:
             return None  # a data block hash index follows the restarts
-    return Table(data, tuple(handles), table, _property(props, "rocksdb.num.entries") or 0, release)
+    return Table(data, tuple(handles), table, property_value(props, "rocksdb.num.entries") or 0, release)
 
 
 def _u32(u8: "np.ndarray", at: "np.ndarray") -> "np.ndarray":
@@ -163,9 +158,9 @@ def _run(blocks: list[bytes], offset: int) -> TableRun:
     cursor, active = begin.copy(), np.flatnonzero(begin < limit)
     steps: list[tuple[np.ndarray, ...]] = []
     while active.size:
-        shared, at = _varints(u8, cursor[active])
-        own, at = _varints(u8, at)
-        size, at = _varints(u8, at)
+        shared, at = varints(u8, cursor[active])
+        own, at = varints(u8, at)
+        size, at = varints(u8, at)
         value_end = at + own + size
         if (value_end > limit[active]).any() or (not steps and shared.any()):
             raise UnreadBlock(offset, "expected a data block's entries to end where the next restart point begins")

@@ -227,13 +227,13 @@ def test_index_blocks_read_at_once_give_the_handles_read_entry_by_entry():
 
     checked = 0
     for path in SSTS:
-        table = sst._Table(path.read_bytes())
+        table = sst.TableFile(path.read_bytes())
         meta, _ = table.block(table.meta[0], table.meta[1], "metaindex block")
         blocks = {name: table.block(*sst._handle(value), name.decode())[0] for name, value in sst._entries(meta, False)}
         props = dict(sst._entries(blocks[b"rocksdb.properties"], False))
-        plain = sst._inflate(*table.block(table.index[0], table.index[1], "index block"))
+        plain = sst.inflate(*table.block(table.index[0], table.index[1], "index block"))
         assert plain is not None
-        delta = sst._property(props, "rocksdb.index.value.is.delta.encoded") == 1
+        delta = sst.property_value(props, "rocksdb.index.value.is.delta.encoded") == 1
         handles = sst._block_handles(plain, delta)
         assert handles == [sst._handle(v) for _, v in sst._entries(plain, delta)]
         checked += 1
