@@ -24,7 +24,28 @@ EventTime = Callable[[bytes, int], "int | None"]
 TIMESTAMPS = ("timestamp", "timestamp_ntz")
 
 
-def event_time_reader(schema: StructType, path: Sequence[str]) -> EventTime | None:
+@dataclass(frozen=True)
+class EventField:
+    """Where a key row's event time lies: slot ``index`` of the row (after its ``width``-byte null bitset), or,
+    with ``inner`` = ``(field, width)``, slot ``field`` of the struct that slot points to. Called with
+    ``(row bytes, row start)``, it reads the time of one row (:data:`EventTime`; :mod:`.stale_columns` reads it
+    from many rows at once)."""
+
+    index: int
+    width: int
+    inner: tuple[int, int] | None = None
+
+    def __call__(self, buf: bytes, base: int) -> int | None:
+        if self.inner is None:
+            return _long(buf, base, self.width, self.index)
+        if _null(buf, base, self.index):
+            return None
+        (word,) = struct.unpack_from("<q", buf, base + self.width + 8 * self.index)
+        field, inner_width = self.inner
+        return _long(buf, base + (word >> 32), inner_width, field)
+
+
+def event_time_reader(schema: StructType, path: Sequence[str]) -> EventField | None:
     """How to read the timestamp at ``path`` (a column, or a struct column's field: ``("window", "end")``) from an
     ``UnsafeRow`` of ``schema``; None for another kind of column."""
     names = [f.name for f in schema.fields]
@@ -32,25 +53,19 @@ def event_time_reader(schema: StructType, path: Sequence[str]) -> EventTime | No
         return None
     index = names.index(path[0])
     column = schema.fields[index].data_type
-    width = (len(names) + 63) // 64 * 8
+    width = _bitset(len(names))
     if len(path) == 1:
-        if column not in TIMESTAMPS:
-            return None
-        return lambda buf, base: _long(buf, base, width, index)
+        return EventField(index, width) if column in TIMESTAMPS else None
     if not isinstance(column, StructType) or len(path) != 2:
         return None
     inner = [f.name for f in column.fields]
     if path[1] not in inner or column.fields[inner.index(path[1])].data_type not in TIMESTAMPS:
         return None
-    field, inner_width = inner.index(path[1]), (len(inner) + 63) // 64 * 8
+    return EventField(index, width, (inner.index(path[1]), _bitset(len(inner))))
 
-    def nested(buf: bytes, base: int) -> int | None:
-        if _null(buf, base, index):
-            return None
-        (word,) = struct.unpack_from("<q", buf, base + width + 8 * index)
-        return _long(buf, base + (word >> 32), inner_width, field)
 
-    return nested
+def _bitset(fields: int) -> int:
+    return (fields + 63) // 64 * 8
 
 
 def _null(buf: bytes, base: int, index: int) -> bool:

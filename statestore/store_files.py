@@ -21,12 +21,13 @@ from typing import Any, Generator, Iterator, Sequence
 from wmcheck.checkpoint.errors import MalformedFileError, MissingFileError
 from wmcheck.checkpoint.fs import FileSystem
 from wmcheck.checkpoint.row_checksums import RowPlace, verified_key, verified_value, verified_values
+from wmcheck.checkpoint.sized_columns import file_records
 from wmcheck.checkpoint.state_codecs import decompress
 from wmcheck.checkpoint.state_files import StateFile, StorePartition
 from wmcheck.checkpoint.state_load import Lineages, resolve
 from wmcheck.checkpoint.state_records import DELETE, MERGE, changelog_records, sized_records
 
-from .record_spans import file_records, resolved_state
+from .record_spans import resolved_state
 from .rocksdb_files import ZipMetadata, open_snapshot
 
 CHUNK_ROWS = 1 << 16

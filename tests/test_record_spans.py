@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from wmcheck.checkpoint import sized_columns
 from wmcheck.checkpoint.errors import CheckpointError, MalformedFileError
 from wmcheck.checkpoint.model import store_unique_ids
 from wmcheck.checkpoint.state_codecs import codec_name
@@ -88,11 +89,11 @@ def test_every_fixture_has_hdfs_partitions():
 
 
 @pytest.mark.parametrize("path,index,version", FIXTURE_CASES, ids=[f"{Path(c[0]).parent.name}-{c[1]}-v{c[2]}" for c in FIXTURE_CASES])
-@pytest.mark.parametrize("block", [64, record_spans._BLOCK])
+@pytest.mark.parametrize("block", [64, sized_columns._BLOCK])
 def test_fixture_partitions_read_alike_by_both_paths(path, index, version, block, monkeypatch):
     """Every version of every HDFS partition of the fixtures: the fast path reads it (row checksums aside)
     and gives the reference's pairs (also with the slots looked at 64 at a time)."""
-    monkeypatch.setattr(record_spans, "_BLOCK", block)
+    monkeypatch.setattr(sized_columns, "_BLOCK", block)
     taken, checksums = _both_paths(path, index, version, monkeypatch)
     assert taken == ([] if checksums else [True, True])
 
@@ -171,13 +172,13 @@ UNREADABLE_FILES = {  # the fast path raises the reference's decompression error
 }
 
 
-@pytest.mark.parametrize("block", [1, 3, record_spans._BLOCK])
+@pytest.mark.parametrize("block", [1, 3, sized_columns._BLOCK])
 @pytest.mark.parametrize("name", CASES)
 def test_hand_made_files_read_alike_by_both_paths(name, block, monkeypatch):
     """Also with the slots looked at a few at a time (records spanning blocks)."""
     snapshot, deltas, fast_reads, state = CASES[name]
     monkeypatch.setattr(store_files, "decompress", _decompressed)
-    monkeypatch.setattr(record_spans, "_BLOCK", block)
+    monkeypatch.setattr(sized_columns, "_BLOCK", block)
     taken = _spied(monkeypatch)
     for rows in (1, 2, 100):
         fast, reference = _outcome(_stream(snapshot, deltas, True), rows), _outcome(_stream(snapshot, deltas, False), rows)
@@ -185,12 +186,12 @@ def test_hand_made_files_read_alike_by_both_paths(name, block, monkeypatch):
     assert taken == [fast_reads] * 3
 
 
-@pytest.mark.parametrize("block", [1, record_spans._BLOCK])
+@pytest.mark.parametrize("block", [1, sized_columns._BLOCK])
 @pytest.mark.parametrize("name", [*DAMAGED, *UNREADABLE_FILES])
 def test_damaged_files_raise_the_reference_error(name, block, monkeypatch):
     snapshot, deltas = DAMAGED.get(name) or UNREADABLE_FILES[name]
     monkeypatch.setattr(store_files, "decompress", _decompressed)
-    monkeypatch.setattr(record_spans, "_BLOCK", block)
+    monkeypatch.setattr(sized_columns, "_BLOCK", block)
     taken = _spied(monkeypatch)
     fast, reference = _outcome(_stream(snapshot, deltas, True), 2), _outcome(_stream(snapshot, deltas, False), 2)
     assert isinstance(reference, tuple) and fast == reference

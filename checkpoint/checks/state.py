@@ -5,6 +5,7 @@ import struct
 from dataclasses import dataclass
 from typing import Iterator
 
+from .. import stale_columns
 from ..errors import CheckpointError
 from ..key_partitions import KEYED_BY_PARTITIONING, StoreRows, key_partitioner, row_fit, sample_rows, sample_table
 from ..layout import DEFAULT_STORE, STATE, hadoop_sidecar, spark_sidecar, state_dir
@@ -16,13 +17,14 @@ from ..relocation import SchemaReference, foreign_references, reachable, schema_
 from ..repair.requests import RelocateRequest
 from ..rocksdb_sst import read_whole
 from ..row_checksums import VERIFICATION_FAILED
-from ..stale_keys import EventTime, FileChanges, event_time_reader, record_changes, table_changes
+from ..stale_columns import Unproven
+from ..stale_keys import EventField, FileChanges, event_time_reader, record_changes, table_changes
 from ..state_codecs import decompress
 from ..state_content import LOAD_ERROR, Decoding
 from ..state_files import BASE_KINDS, StateFile, StorePartition
 from ..state_formats import formats_of
 from ..state_load import Lineages, StoreLoad, resolve, verify_loads
-from ..state_records import changelog_records, sized_records
+from ..state_records import DELETE, PUT, changelog_records, sized_records
 from ..state_schema import event_time_field
 from .context import Context
 from .definition import ERROR, WARNING, Fix, Instruction, Issue, check
@@ -180,6 +182,12 @@ class RowSampler:
             plain = decompress(data, self.codec, path, AGED_LIMIT + 1)
             if len(plain) > AGED_LIMIT:
                 return None
+            if COLUMNAR and not rows.rocksdb:
+                try:
+                    return stale_columns.record_changes(plain, rows.key_start(PUT), rows.key_start(DELETE), bound.event,
+                                                        bound.bound_us)
+                except Unproven:
+                    pass
             records = (changelog_records if rows.rocksdb else sized_records)(plain, path)
             return record_changes(records, rows.key_start, bound.event, bound.bound_us)
         except (CheckpointError, struct.error, IndexError):
@@ -193,7 +201,22 @@ class RowSampler:
             self.found[path] = sample_table(data, rows)
             bound = self.aged.get(folder.rsplit("/", 1)[0])
             if bound is not None:
-                self.changes[path] = read_whole(data, lambda entries: table_changes(entries, bound.event, bound.bound_us))
+                self.changes[path] = table_file_changes(data, bound)
+
+
+COLUMNAR = True
+"""Whether :class:`RowSampler` reads files with :mod:`..stale_columns` where it can (off: with :mod:`..stale_keys`
+alone, the reference)."""
+
+
+def table_file_changes(data: bytes, bound: Bound) -> FileChanges | None:
+    """The :class:`FileChanges` of a snapshot's table file, None where it is not read whole."""
+    if COLUMNAR:
+        try:
+            return stale_columns.table_changes(data, bound.event, bound.bound_us)
+        except Unproven:
+            pass
+    return read_whole(data, lambda entries: table_changes(entries, bound.event, bound.bound_us))
 
 
 AGED_BUDGET = 4 << 20
@@ -229,7 +252,7 @@ class Bound:
     """How the keys of a store partition's files are judged: their event time (a window's end) and the eviction
     watermark of the batch that wrote the version the next batch loads, in microseconds."""
 
-    event: EventTime
+    event: EventField
     bound_us: int
     batch: int
     """That batch."""

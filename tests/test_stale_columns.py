@@ -1,0 +1,148 @@
+"""The NumPy reading of the keys at or before a bound (checkpoint/stale_columns.py) against the reference, entry by
+entry (checkpoint/stale_keys.py): every state file WM062 reads in the fixtures, at several bounds, and WM062's
+findings with and without the fast path on the fixtures and the checkpoints it reports."""
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+
+from wmcheck.checkpoint import stale_columns
+from wmcheck.checkpoint.checks import state
+from wmcheck.checkpoint.model import open_checkpoint
+from wmcheck.checkpoint.rocksdb_sst import read_whole
+from wmcheck.checkpoint.stale_columns import Unproven, event_times
+from wmcheck.checkpoint.stale_keys import EventField, FileChanges, record_changes, table_changes
+from wmcheck.checkpoint.state_records import DELETE, sized_records
+from wmcheck.checkpoint.validate import check_checkpoint
+
+from oracle_cases import state_file_of
+from restart_oracle import FIXTURES
+
+AGED = sorted(p.name for p in FIXTURES.iterdir() if (p / "checkpoint/state").is_dir())
+EVERY = 1 << 62
+
+
+def files_read(root: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, tuple[Any, ...]]]:
+    """The calls of the fast path a check of ``root`` makes (every file of every partition: no budget), each
+    as the reference would read the same bytes."""
+    calls: list[tuple[str, tuple[Any, ...]]] = []
+    for name in ("record_changes", "table_changes"):
+        real = getattr(stale_columns, name)
+
+        def spy(*args: Any, name: str = name, real: Callable[..., Any] = real) -> Any:
+            calls.append((name, args))
+            return real(*args)
+
+        monkeypatch.setattr(stale_columns, name, spy)
+    monkeypatch.setattr(state, "AGED_BUDGET", 1 << 40)
+    check_checkpoint(open_checkpoint(str(root / "checkpoint")))
+    monkeypatch.undo()
+    return calls
+
+
+def both(name: str, args: tuple[Any, ...], bound: int, limit: int) -> tuple[FileChanges | None, FileChanges | None]:
+    """(fast path, reference) of one file at ``bound``."""
+    if name == "table_changes":
+        data, field, _ = args
+        return (stale_columns.table_changes(data, field, bound, limit=limit),
+                read_whole(data, lambda entries: table_changes(entries, field, bound, limit=limit)))
+    data, put, delete, field, _ = args
+    records = sized_records(data, "state file")
+    return (stale_columns.record_changes(data, put, delete, field, bound, limit),
+            record_changes(records, lambda kind: delete if kind == DELETE else put, field, bound, limit))
+
+
+@pytest.mark.parametrize("fixture", AGED)
+def test_every_state_file_a_check_judges_gives_the_references_changes_at_every_bound(fixture, monkeypatch):
+    """At the last batch's eviction watermark, before every key, past every key and at the median key; and with a
+    limit one short of the keys kept (None, as the reference) or just enough. Only files with row checksums are left
+    to the reference (their sizes are not multiples of 8)."""
+    calls = files_read(FIXTURES / fixture, monkeypatch)
+    for name, args in calls:
+        try:
+            whole, reference = both(name, args, EVERY, 1 << 40)
+        except Unproven:
+            assert fixture == "row_checksum_hdfs" and name == "record_changes"
+            continue
+        assert whole == reference and whole is not None
+        times = sorted(c.event_us for c in whole.changes)
+        median = times[len(times) // 2] if times else 0
+        for bound in (args[-1], 0, median):
+            fast, reference = both(name, args, bound, 1 << 40)
+            assert fast == reference
+            assert fast is not None
+            kept = len(fast.changes)
+            if kept:
+                assert both(name, args, bound, kept - 1) == (None, None)
+                assert both(name, args, bound, kept) == (fast, fast)
+
+
+def test_the_fixtures_give_the_fast_path_tables_and_deltas_holding_keys_before_and_after_their_bound(monkeypatch):
+    """The comparison above is not vacuous: both kinds of file, with keys kept and keys past the bound."""
+    calls = [c for f in ("agg_window_hdfs", "agg_window_rocksdb") for c in files_read(FIXTURES / f, monkeypatch)]
+    assert {name for name, _ in calls} == {"record_changes", "table_changes"}
+    kept = {name: sum(len(c.changes) for c in (both(name, args, args[-1], 1 << 40)[0] for n, args in calls if n == name)
+                      if c is not None) for name in ("record_changes", "table_changes")}
+    every = {name: sum(len(c.changes) for c in (both(name, args, EVERY, 1 << 40)[0] for n, args in calls if n == name)
+                       if c is not None) for name in ("record_changes", "table_changes")}
+    assert all(0 < kept[name] < every[name] for name in kept), (kept, every)
+
+
+def findings(root: Path, monkeypatch: pytest.MonkeyPatch, columnar: bool) -> list:
+    monkeypatch.setattr(state, "COLUMNAR", columnar)
+    monkeypatch.setattr(state, "AGED_BUDGET", 1 << 40)
+    return check_checkpoint(open_checkpoint(str(root / "checkpoint")))
+
+
+CASES = {
+    "agg_window_rocksdb": ("agg_window_rocksdb", lambda root: None),
+    "changelog-of-another-partition": ("agg_window_rocksdb", state_file_of("1/13.changelog", "0/13.changelog")),
+    "table-files-of-another-partition": ("agg_window_rocksdb", lambda root: [
+        (root / "checkpoint/state/0/0" / name).write_bytes((root / "checkpoint/state/0/1" / name).read_bytes())
+        for name in ("12.zip",)]),
+    "agg_window_hdfs": ("agg_window_hdfs", lambda root: None),
+    "delta-of-the-version-before": ("agg_window_hdfs", state_file_of("2/12.delta", "2/13.delta")),
+    "checkpoint_v2": ("checkpoint_v2", lambda root: None),
+    "row_checksum_hdfs": ("row_checksum_hdfs", lambda root: None),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_wm062_finds_the_same_with_and_without_the_fast_path(case, copy_fixture, monkeypatch):
+    fixture, breaks = CASES[case]
+    root = copy_fixture(fixture)
+    breaks(root)
+    found = findings(root, monkeypatch, True)
+    assert found == findings(root, monkeypatch, False)
+    if case in ("changelog-of-another-partition", "delta-of-the-version-before"):
+        assert "WM062" in {f.code for f in found}
+
+
+def test_event_times_read_nulls_and_nested_fields_and_refuse_reads_outside_a_row():
+    """``ts`` alone, then ``s.end`` of a struct: a null column, a null field, a row cut short."""
+    flat = EventField(0, 8)
+    rows = [bytes(8) + (5).to_bytes(8, "little"), bytes([1]) + bytes(15)]
+    buf = b"".join(rows)
+    times, known = event_times(flat, buf, np.array([0, 16]), np.array([16, 32]))
+    assert (times[0], known.tolist()) == (5, [True, False])
+    assert [flat(r, 0) for r in rows] == [5, None]
+    with pytest.raises(Unproven):
+        event_times(flat, buf, np.array([0]), np.array([12]))
+
+    nested = EventField(0, 8, (1, 8))
+    inner = bytes(8) + (1).to_bytes(8, "little") + (7).to_bytes(8, "little")
+    row = bytes(8) + struct.pack("<q", 16 << 32 | 24) + inner
+    null_field = bytes(8) + struct.pack("<q", 16 << 32 | 24) + bytes([2]) + inner[1:]
+    buf = row + null_field
+    times, known = event_times(nested, buf, np.array([0, len(row)]), np.array([len(row), len(buf)]))
+    assert (times[0], known.tolist()) == (7, [True, False])
+    assert [nested(row, 0), nested(null_field, 0)] == [7, None]
+    with pytest.raises(Unproven):  # the struct past the row's end
+        event_times(nested, buf, np.array([0]), np.array([len(row) - 8]))
+    backwards = bytes(8) + struct.pack("<q", -8 << 32 | 24) + inner
+    with pytest.raises(Unproven):  # the struct before the row: the reference reads what lies there
+        event_times(nested, backwards, np.array([0]), np.array([len(backwards)]))
