@@ -218,7 +218,7 @@ def property_value(props: dict[bytes, bytes], name: str) -> int | None:
         return None
 
 
-def data_blocks(data: bytes) -> tuple[TableFile, list[tuple[int, int]], dict[bytes, bytes]] | None:
+def data_blocks(data: bytes) -> "Blocks | None":
     """The table file ``data`` opened, its metaindex, meta and index blocks verified, its data block handles and
     its properties; None where the format is not one read here (see the module's docstring). Raises where a
     block is damaged."""
@@ -240,24 +240,35 @@ def data_blocks(data: bytes) -> tuple[TableFile, list[tuple[int, int]], dict[byt
     return table, _block_handles(plain, property_value(props, "rocksdb.index.value.is.delta.encoded") == 1), props
 
 
-def sst_damage(data: bytes) -> SstDamage | None:
-    """Where RocksDB fails on the table file ``data``, None where it reads every block (or where the format is not
-    one verified here: see the module's docstring)."""
+Blocks = tuple[TableFile, list[tuple[int, int]], dict[bytes, bytes]]
+"""An opened table file: :func:`data_blocks`."""
+
+
+def verified(data: bytes) -> tuple[Blocks | None, SstDamage | None]:
+    """:func:`data_blocks` of the table file ``data`` with every data block's checksum verified (None where the
+    format is not one verified here: see the module's docstring), and where RocksDB fails on it (None where it
+    reads every block)."""
     at_open = True
     try:
         found = data_blocks(data)
         if found is None:
-            return None
+            return None, None
         table, handles, _ = found
         at_open = False
         for offset, size in handles:
             table.block(offset, size, "data block")
     except _Bad as bad:
-        return SstDamage(bad.byte, bad.problem, at_open)
+        return None, SstDamage(bad.byte, bad.problem, at_open)
     except Exception as exc:  # noqa: BLE001 - a block that passed its checksum but does not parse; decompressors raise their own
-        return SstDamage(len(data) - FOOTER, f"expected a readable {'index or meta block' if at_open else 'data block'}"
-                                             f" ({type(exc).__name__}; RocksDB: Corruption)", at_open)
-    return None
+        return None, SstDamage(len(data) - FOOTER, f"expected a readable {'index or meta block' if at_open else 'data block'}"
+                                                   f" ({type(exc).__name__}; RocksDB: Corruption)", at_open)
+    return found, None
+
+
+def sst_damage(data: bytes) -> SstDamage | None:
+    """Where RocksDB fails on the table file ``data``, None where it reads every block (or where the format is not
+    one verified here: see the module's docstring)."""
+    return verified(data)[1]
 
 
 VALUE_TYPES = (1, 2)

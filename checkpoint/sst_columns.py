@@ -9,9 +9,9 @@ are rebuilt step by step (the shared bytes of an entry are copied from the entry
 before); values are left where they lie in the inflated blocks. The internal key's last 8 bytes are its
 sequence number and type (``kTypeValue``, deletions; :data:`.rocksdb_sst.VALUE_TYPES`).
 
-:func:`open_table` returns None for what it does not read: formats :mod:`.rocksdb_sst` does not verify, a data
-block compression without a decoder here, merge operands or range deletions (its properties say), a data block
-hash index; the caller reads the table through RocksDB. A block that does not parse as RocksDB writes it raises
+:func:`open_table` opens a table :func:`.rocksdb_sst.verified` read and verified, and returns None for what it
+does not read: a data block compression without a decoder here, merge operands or range deletions (its
+properties say), a data block hash index; the caller reads the table through RocksDB. A block that does not parse as RocksDB writes it raises
 :class:`UnreadBlock`.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ import struct
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterator
 
-from .rocksdb_sst import TableFile, data_blocks, inflate, property_value, varints
+from .rocksdb_sst import Blocks, TableFile, inflate, property_value, varints
 
 if TYPE_CHECKING:
     import numpy as np
@@ -81,7 +81,7 @@ class Table:
 
     def runs(self, rows: int) -> Iterator[TableRun]:
         """The entries, about ``rows`` at a time (as many blocks as hold that many on average). The blocks'
-        checksums are :func:`.rocksdb_sst.sst_damage`'s, verified before."""
+        checksums were verified when the table was opened."""
         per_run = max(1, rows * len(self.handles) // max(self.entries, 1))
         group: list[bytes] = []
         at = 0
@@ -105,16 +105,10 @@ class Table:
         return run
 
 
-def open_table(data: bytes, release: Callable[[int, int], None] | None = None) -> Table | None:
-    """The table file ``data`` opened for reading, or None where it is not read here (module docstring);
-    ``release``: see :class:`Table`."""
-    try:
-        found = data_blocks(data)
-    except Exception:  # noqa: BLE001 - a damaged table is sst_damage's, read by RocksDB
-        return None
-    if found is None:
-        return None
-    table, handles, props = found
+def open_table(data: bytes, blocks: Blocks, release: Callable[[int, int], None] | None = None) -> Table | None:
+    """The table file ``data`` (its ``blocks``, verified: :func:`.rocksdb_sst.verified`) opened for reading, or
+    None where it is not read here (module docstring); ``release``: see :class:`Table`."""
+    table, handles, props = blocks
     if property_value(props, "rocksdb.merge.operands") or property_value(props, "rocksdb.num.range-deletions"):
         return None
     kinds = {data[offset + size] for offset, size in handles if offset + size < len(data)}

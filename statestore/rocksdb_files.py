@@ -21,7 +21,7 @@ from typing import Any, Iterator, Sequence
 
 from wmcheck.checkpoint.errors import MalformedFileError, MissingFileError, arg
 from wmcheck.checkpoint.fs import FileSystem
-from wmcheck.checkpoint.rocksdb_sst import sst_damage
+from wmcheck.checkpoint.rocksdb_sst import verified
 from wmcheck.checkpoint.rocksdb_zip import HINT, ZipMetadata, read_snapshot_zip
 from wmcheck.checkpoint.sst_columns import Table, UnreadBlock, open_table
 from wmcheck.checkpoint.state_files import StateFile
@@ -44,16 +44,15 @@ def open_snapshot(fs: FileSystem, zip_file: StateFile, directory: str, tables: b
             fetched = stack.enter_context(tempfile.TemporaryDirectory(prefix="wmcheck-sst-"))
             files = {path: posixpath.join(fetched, local) for path, local in ssts.items()}
             fs.fetch(files)
-        mapped = []
+        opened: list[Table | None] = []
         for path, file in files.items():  # RocksDB's iterators end at a damaged block without an error
             table = stack.enter_context(_mapped(file, path))
-            damaged = sst_damage(table)
+            blocks, damaged = verified(table)
             if damaged is not None:
                 raise MalformedFileError(damaged.problem, path=path, byte=damaged.byte, hint=HINT)
             _release(table, 0, len(table))
-            mapped.append(table)
-        opened = [open_table(t, functools.partial(_release, t)) for t in mapped] if tables else [None]
-        if all(t is not None for t in opened) and not any(n.endswith(".log") and data for n, data in members.items()):
+            opened.append(open_table(table, blocks, functools.partial(_release, table)) if blocks else None)
+        if tables and all(t is not None for t in opened) and not any(n.endswith(".log") and data for n, data in members.items()):
             yield Snapshot(meta, zip_file.path, None, [t for t in opened if t is not None])
             return
         rebuilt = stack.enter_context(tempfile.TemporaryDirectory(prefix="wmcheck-rocksdb-"))

@@ -11,11 +11,18 @@ import random
 import pytest
 from rocksdict import AccessType, BlockBasedOptions, DBCompressionType, Options, Rdict
 
+from wmcheck.checkpoint.rocksdb_sst import verified
 from wmcheck.checkpoint.sst_columns import open_table
 from wmcheck.statestore.snapshot_rows import snapshot_rows
 
 COMPRESSIONS = {"none": DBCompressionType.none, "lz4": DBCompressionType.lz4, "lz4hc": DBCompressionType.lz4hc,
                 "snappy": DBCompressionType.snappy, "zstd": DBCompressionType.zstd}
+
+
+def _opened(data: bytes):
+    blocks, damage = verified(data)
+    assert damage is None
+    return open_table(data, blocks) if blocks else None
 
 
 def _key(rng: random.Random) -> bytes:
@@ -65,7 +72,7 @@ def test_tables_read_as_rocksdb_iterates(tmp_path, seed):
     path = str(tmp_path / "db")
     _write(path, seed)
     expected = list(Rdict(path, Options(raw_mode=True), access_type=AccessType.read_only()).items())
-    tables = [open_table(open(f, "rb").read()) for f in sorted(glob.glob(os.path.join(path, "*.sst")))]
+    tables = [_opened(open(f, "rb").read()) for f in sorted(glob.glob(os.path.join(path, "*.sst")))]
     assert all(t is not None for t in tables)
     got = [(k, v) for keys, values in snapshot_rows([t for t in tables if t is not None], random.Random(seed).choice([3, 50, 4096]))
            for k, v in zip(keys, values)]
@@ -88,4 +95,4 @@ def test_tables_not_read_here_are_left_to_rocksdb(tmp_path, change):
     db.flush()
     db.close()
     (sst,) = glob.glob(str(tmp_path / "db" / "*.sst"))
-    assert open_table(open(sst, "rb").read()) is None
+    assert _opened(open(sst, "rb").read()) is None
