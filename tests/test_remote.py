@@ -72,9 +72,14 @@ def test_a_directory_inside_a_remote_checkpoint_is_answered_with_the_checkpoint(
         assert out == (f"Error: not a Structured Streaming checkpoint: no offsets/, commits/ or metadata in "
                        f"s3://bucket/ckpt/{inside} (hint: did you mean s3://bucket/ckpt? It is the checkpoint that "
                        f"{inside}/ belongs to)\n")
-    [row] = json.loads(run_cli("check", "s3://bucket", "--format", "json", *fs_args(s3_options), exit_code=2).stdout)
-    assert row["message"].endswith("(hint: did you mean s3://bucket/ckpt? It holds offsets/ and commits/)")
-    assert row["fix"]["text"] == "pass s3://bucket/ckpt, the checkpoint's root (it holds offsets/ and commits/)"
+    from pyarrow import fs as pafs
+
+    s3 = pafs.S3FileSystem(**s3_options, allow_bucket_creation=True)  # a bucket of its own: moto's buckets are
+    s3.create_dir("lone")  # shared by every server in this process, and other tests add checkpoints to theirs
+    pafs.copy_files(str(fixture_checkpoint(NAME)), "lone/ckpt", destination_filesystem=s3)
+    [row] = json.loads(run_cli("check", "s3://lone", "--format", "json", *fs_args(s3_options), exit_code=2).stdout)
+    assert row["message"].endswith("(hint: did you mean s3://lone/ckpt? It holds offsets/ and commits/)")
+    assert row["fix"]["text"] == "pass s3://lone/ckpt, the checkpoint's root (it holds offsets/ and commits/)"
 
 
 def test_bad_fs_option_is_one_line(s3_options):
