@@ -10,8 +10,9 @@ before); values are left where they lie in the inflated blocks. The internal key
 sequence number and type (``kTypeValue``, deletions; :data:`.rocksdb_sst.VALUE_TYPES`).
 
 :func:`open_table` opens a table :func:`.rocksdb_sst.verified` read and verified, and returns None for what it
-does not read: a data block compression without a decoder here, merge operands or range deletions (its
-properties say), a data block hash index; the caller reads the table through RocksDB. A block that does not parse as RocksDB writes it raises
+does not read: a data block compression without a decoder here, merge operands, range deletions or a column
+family other than the default (its properties say), a data block hash index; the caller reads the table
+through RocksDB. A block that does not parse as RocksDB writes it raises
 :class:`UnreadBlock`.
 """
 from __future__ import annotations
@@ -111,6 +112,8 @@ def open_table(data: bytes, blocks: Blocks, release: Callable[[int, int], None] 
     table, handles, props = blocks
     if property_value(props, "rocksdb.merge.operands") or property_value(props, "rocksdb.num.range-deletions"):
         return None
+    if props.get(b"rocksdb.column.family.name", b"default") != b"default":
+        return None  # another column family's keys: not those RocksDB's default iterator returns
     kinds = {data[offset + size] for offset, size in handles if offset + size < len(data)}
     if not kinds <= {0, 1, 4, 5, 7}:  # none, Snappy, LZ4, LZ4HC, ZSTD: :func:`.rocksdb_sst.inflate`
         return None

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .rocksdb_sst import verified
 from .sized_columns import file_records
 from .sst_columns import KNOWN_TYPES, open_table
 from .stale_keys import MAX_CHANGES, Change, EventField, FileChanges
@@ -75,7 +76,8 @@ def table_changes(data: bytes, field: EventField, bound_us: int, start: int = 1,
     import numpy as np
 
     try:
-        table = open_table(data)
+        blocks, _ = verified(data)  # a damaged table is sst_damage's
+        table = open_table(data, blocks) if blocks else None
         if table is None:
             raise Unproven
         out: list[Change] = []

@@ -79,20 +79,22 @@ def test_tables_read_as_rocksdb_iterates(tmp_path, seed):
     assert got == expected
 
 
-@pytest.mark.parametrize("change", ["format 6", "range delete"])
+@pytest.mark.parametrize("change", ["format 6", "range delete", "column family"])
 def test_tables_not_read_here_are_left_to_rocksdb(tmp_path, change):
-    """A table format past 5 (checksums modified by offset) and range deletions: None, RocksDB reads them."""
+    """A table format past 5 (checksums modified by offset), range deletions and another column family's table:
+    None, RocksDB reads them."""
     table = BlockBasedOptions()
     table.set_format_version(6 if change == "format 6" else 5)
     options = Options(raw_mode=True)
     options.create_if_missing(True)
     options.set_block_based_table_factory(table)
     db = Rdict(str(tmp_path / "db"), options)
+    family = db.create_column_family("other", options) if change == "column family" else db
     for i in range(10):
-        db.put(bytes([i]), b"v")
+        family.put(bytes([i]), b"v")
     if change == "range delete":
         db.delete_range(bytes([2]), bytes([5]))
-    db.flush()
+    family.flush()
     db.close()
     (sst,) = glob.glob(str(tmp_path / "db" / "*.sst"))
     assert _opened(open(sst, "rb").read()) is None
