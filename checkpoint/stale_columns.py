@@ -3,15 +3,17 @@
 
 A RocksDB table file is read run by run (:mod:`.sst_columns`), a delta or snapshot's records all at once
 (:mod:`.sized_columns`); the event time of every key is read as a column (where :class:`.stale_keys.EventField`
-says it lies), and only the keys at or before the bound become :class:`.stale_keys.Change` objects, in file order.
-What is not proven on every entry raises :class:`Unproven`: a file those readers leave to the reference (a format
-or compression not read there, sizes not where Spark puts them), an entry type other than a put or a delete, a read
-outside a key's bytes. The caller then reads the file with the reference, which returns what it returns for it
-(None for a damaged file).
+says it lies); the keys at or before the bound are kept as :class:`ChangeColumns`, in file order, and a load's
+files are resolved into the keys it holds (:func:`stale_keys`), keys grouped by a 64-bit fingerprint and checked
+equal to their group's. What is not proven on every entry raises :class:`Unproven`: a file those readers leave to
+the reference (a format or compression not read there, sizes not where Spark puts them), an entry type other than
+a put or a delete, a read outside a key's bytes, two keys of one fingerprint. The caller then uses the reference,
+which returns what it returns (None for a damaged file).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterator, Sequence, overload
 
 from .rocksdb_sst import verified
 from .sized_columns import file_records
@@ -23,12 +25,160 @@ if TYPE_CHECKING:
 
 RUN_ROWS = 1 << 16
 """Table entries read per run."""
+CHUNK_ROWS = 1 << 16
+"""Keys compared with their group's key at once."""
 PUT_TYPE = 1
 """``kTypeValue``: the only live entry type of :data:`.sst_columns.KNOWN_TYPES`."""
+_PRIME = 0x100000001B3
+_SEED = 0xCBF29CE484222325
 
 
 class Unproven(Exception):
     """The fast path cannot vouch for a file: the reference reads it."""
+
+
+@dataclass(frozen=True, eq=False)
+class ChangeColumns(Sequence[Change]):
+    """Changes as columns: key ``i`` is the first ``lengths[i]`` bytes of row ``i`` of ``keys`` (zeros after them,
+    rows a multiple of 8 bytes wide), ``fingerprints[i]`` a hash of it (:func:`_fingerprints`); a
+    :class:`.stale_keys.Change` is made of a row only when one is asked for."""
+
+    keys: "np.ndarray"
+    lengths: "np.ndarray"
+    event_us: "np.ndarray"
+    live: "np.ndarray"
+    sequences: "np.ndarray"
+    fingerprints: "np.ndarray"
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    @overload
+    def __getitem__(self, index: int) -> Change: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Change]: ...
+
+    def __getitem__(self, index: int | slice) -> "Change | Sequence[Change]":
+        if isinstance(index, slice):
+            return tuple(self)[index]
+        return Change(self.key(index), int(self.event_us[index]), bool(self.live[index]), int(self.sequences[index]))
+
+    def __iter__(self) -> Iterator[Change]:
+        return (Change(self.key(i), when, live, sequence) for i, when, live, sequence in zip(
+            range(len(self)), self.event_us.tolist(), self.live.tolist(), self.sequences.tolist()))
+
+    def key(self, i: int) -> bytes:
+        return self.keys[i, :self.lengths[i]].tobytes()
+
+
+def _columns(buf: bytes, starts: "np.ndarray", ends: "np.ndarray", event_us: "np.ndarray", live: "np.ndarray",
+             sequences: "np.ndarray") -> ChangeColumns:
+    """:class:`ChangeColumns` of the keys ``buf[starts[i]:ends[i]]``."""
+    import numpy as np
+
+    lengths = (ends - starts).astype(np.int64)
+    width = -(-int(lengths.max(initial=0)) // 8) * 8
+    rows = np.lib.stride_tricks.sliding_window_view(np.frombuffer(buf + bytes(width), np.uint8), width)
+    keys = rows[starts] if width else np.zeros((len(starts), 0), np.uint8)
+    keys[np.arange(width) >= lengths[:, None]] = 0  # the bytes after a key
+    return ChangeColumns(keys, lengths, event_us.astype(np.int64), live.astype(bool), sequences.astype(np.uint64),
+                         _fingerprints(keys, lengths))
+
+
+def _fingerprints(keys: "np.ndarray", lengths: "np.ndarray") -> "np.ndarray":
+    """A 64-bit hash of each key, FNV-style over the 8-byte words that hold it, seeded with its length: equal keys
+    have equal fingerprints, however wide the rows holding them."""
+    import numpy as np
+
+    words = keys.view("<u8")
+    held = (lengths + 7) // 8
+    prime = np.uint64(_PRIME)
+    with np.errstate(over="ignore"):
+        hashes = (lengths.astype(np.uint64) ^ np.uint64(_SEED)) * prime
+        for j in range(words.shape[1]):
+            hashes = np.where(held > j, (hashes ^ words[:, j]) * prime, hashes)
+    return hashes
+
+
+def _joined(parts: Sequence[ChangeColumns]) -> ChangeColumns:
+    """One :class:`ChangeColumns` of ``parts``, in order (rows as wide as the widest)."""
+    import numpy as np
+
+    width = max((p.keys.shape[1] for p in parts), default=0)
+    keys = np.zeros((sum(len(p) for p in parts), width), np.uint8)
+    at = 0
+    for p in parts:
+        keys[at:at + len(p), :p.keys.shape[1]] = p.keys
+        at += len(p)
+    return ChangeColumns(keys, *(np.concatenate([getattr(p, name) for p in parts]) if parts else np.zeros(0, dtype)
+                                 for name, dtype in (("lengths", np.int64), ("event_us", np.int64), ("live", bool),
+                                                     ("sequences", np.uint64), ("fingerprints", np.uint64))))
+
+
+def _as_columns(changes: Sequence[Change]) -> ChangeColumns:
+    """The changes of a file the reference read, as columns."""
+    import numpy as np
+
+    if isinstance(changes, ChangeColumns):
+        return changes
+    lengths = np.fromiter((len(c.key) for c in changes), np.int64, len(changes))
+    ends = np.cumsum(lengths)
+    return _columns(b"".join(c.key for c in changes), ends - lengths, ends,
+                    np.fromiter((c.event_us for c in changes), np.int64, len(changes)),
+                    np.fromiter((c.live for c in changes), bool, len(changes)),
+                    np.fromiter((c.sequence for c in changes), np.uint64, len(changes)))
+
+
+def stale_keys(tables: Sequence[FileChanges], files: Sequence[FileChanges]) -> dict[bytes, int]:
+    """:func:`.stale_keys.stale_keys` with NumPy: of each key, the newest entry of the tables (the first of equal
+    sequence numbers), then the last change of the files, if any; the keys whose change is a put are held."""
+    import numpy as np
+
+    parts = [_as_columns(f.changes) for f in [*tables, *files]]
+    if not any(len(p) for p in parts):
+        return {}
+    every = ChangeColumns(np.zeros((0, 0), np.uint8), *(np.concatenate([getattr(p, name) for p in parts]) for name in (
+        "lengths", "event_us", "live", "sequences", "fingerprints")))
+    _, first, group = np.unique(every.fingerprints, return_index=True, return_inverse=True)
+    group = group.reshape(-1)
+    keys = _first_keys(parts, first, group)
+    live, when = np.zeros(len(first), bool), np.zeros(len(first), np.int64)
+    in_tables = sum(len(f.changes) for f in tables)
+    rows = np.arange(in_tables)
+    if in_tables:  # by key, the largest sequence number first, then the first entry
+        order = np.lexsort((rows, ~every.sequences[:in_tables], group[:in_tables]))
+        newest = order[np.r_[True, group[order][1:] != group[order][:-1]]]
+        live[group[newest]], when[group[newest]] = every.live[newest], every.event_us[newest]
+    later = np.arange(len(every) - 1, in_tables - 1, -1)  # the files' changes, last first
+    if len(later):
+        _, found = np.unique(group[later], return_index=True)
+        last = later[found]
+        live[group[last]], when[group[last]] = every.live[last], every.event_us[last]
+    return {keys[g, :every.lengths[first[g]]].tobytes(): int(when[g]) for g in np.flatnonzero(live).tolist()}
+
+
+def _first_keys(parts: list[ChangeColumns], first: "np.ndarray", group: "np.ndarray") -> "np.ndarray":
+    """The key of each group (its ``first`` row of the parts joined; ``group``: each row's), a row each; raises
+    :class:`Unproven` where a key differs from its group's (two keys of one fingerprint)."""
+    import numpy as np
+
+    offsets = np.cumsum([0] + [len(p) for p in parts])
+    keys = np.zeros((len(first), max(p.keys.shape[1] for p in parts)), np.uint8)
+    lengths = np.zeros(len(first), np.int64)
+    owner = np.searchsorted(offsets, first, "right") - 1
+    for i, p in enumerate(parts):
+        mine = np.flatnonzero(owner == i)
+        keys[mine, :p.keys.shape[1]] = p.keys[first[mine] - offsets[i]]
+        lengths[mine] = p.lengths[first[mine] - offsets[i]]
+    for i, p in enumerate(parts):
+        for lo in range(0, len(p), CHUNK_ROWS):
+            hi = min(lo + CHUNK_ROWS, len(p))
+            theirs = group[offsets[i] + lo:offsets[i] + hi]
+            width = p.keys.shape[1]
+            if not ((p.keys[lo:hi] == keys[theirs, :width]).all(1) & (p.lengths[lo:hi] == lengths[theirs])).all():
+                raise Unproven
+    return keys
 
 
 def event_times(field: EventField, buf: bytes, starts: "np.ndarray", ends: "np.ndarray") -> tuple["np.ndarray", "np.ndarray"]:
@@ -80,28 +230,28 @@ def table_changes(data: bytes, field: EventField, bound_us: int, start: int = 1,
         table = open_table(data, blocks) if blocks else None
         if table is None:
             raise Unproven
-        out: list[Change] = []
-        removes = False
+        out: list[ChangeColumns] = []
+        removes, kept = False, 0
         for run in table.runs(RUN_ROWS):
             rows = np.flatnonzero(run.key_lengths > 0)  # an internal key of 8 bytes has no user key: not an entry
             kinds = run.kinds[rows]
             if not np.isin(kinds, KNOWN_TYPES).all():
                 raise Unproven
             removes = removes or bool((kinds != PUT_TYPE).any())
-            width, lengths = run.keys.shape[1], run.key_lengths[rows]
-            times, known = event_times(field, run.key_bytes, rows * width + start, rows * width + lengths)
+            begins = rows * run.keys.shape[1]
+            ends = begins + run.key_lengths[rows]
+            times, known = event_times(field, run.key_bytes, begins + start, ends)
             chosen = np.flatnonzero(known & (times <= bound_us))
-            if len(out) + len(chosen) > limit:
+            kept += len(chosen)
+            if kept > limit:
                 return None
-            keys = run.key_bytes
-            out += [Change(keys[at + start:at + length], when, kind == PUT_TYPE, sequence) for at, length, when, kind, sequence
-                    in zip((rows[chosen] * width).tolist(), lengths[chosen].tolist(), times[chosen].tolist(),
-                           kinds[chosen].tolist(), run.sequences[rows[chosen]].tolist())]
+            out.append(_columns(run.key_bytes, begins[chosen] + start, ends[chosen], times[chosen],
+                                kinds[chosen] == PUT_TYPE, run.sequences[rows[chosen]]))
     except Unproven:
         raise
     except Exception:  # noqa: BLE001 - a block the columns do not read: the reference reads the file
         raise Unproven from None
-    return FileChanges(tuple(out), removes)
+    return FileChanges(_joined(out), removes)
 
 
 def record_changes(data: bytes, put_start: int, delete_start: int, field: EventField, bound_us: int,
@@ -118,7 +268,5 @@ def record_changes(data: bytes, put_start: int, delete_start: int, field: EventF
     chosen = np.flatnonzero(known & (times <= bound_us))
     if len(chosen) > limit:
         return None
-    out = [Change(data[at:end], when, not gone) for at, end, when, gone in zip(
-        starts[chosen].tolist(), records.key_ends[chosen].tolist(), times[chosen].tolist(),
-        records.deleted[chosen].tolist())]
-    return FileChanges(tuple(out), bool(records.deleted.any()))
+    return FileChanges(_columns(data, starts[chosen], records.key_ends[chosen], times[chosen], ~records.deleted[chosen],
+                                np.zeros(len(chosen), np.uint64)), bool(records.deleted.any()))

@@ -94,7 +94,8 @@ class Change:
 class FileChanges:
     """What one state file does to the keys at or before the bound, in its order, and whether it removes any key."""
 
-    changes: tuple[Change, ...]
+    changes: Sequence[Change]
+    """A tuple here; columns where :mod:`.stale_columns` read the file."""
     removes: bool
 
 

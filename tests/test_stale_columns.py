@@ -15,7 +15,7 @@ from wmcheck.checkpoint.checks import state
 from wmcheck.checkpoint.model import open_checkpoint
 from wmcheck.checkpoint.rocksdb_sst import read_whole
 from wmcheck.checkpoint.stale_columns import Unproven, event_times
-from wmcheck.checkpoint.stale_keys import EventField, FileChanges, record_changes, table_changes
+from wmcheck.checkpoint.stale_keys import Change, EventField, FileChanges, record_changes, stale_keys, table_changes
 from wmcheck.checkpoint.state_records import DELETE, sized_records
 from wmcheck.checkpoint.validate import check_checkpoint
 
@@ -44,15 +44,20 @@ def files_read(root: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, t
     return calls
 
 
+def plain(found: FileChanges | None) -> FileChanges | None:
+    """``found`` with its changes as a tuple (as the reference makes them)."""
+    return None if found is None else FileChanges(tuple(found.changes), found.removes)
+
+
 def both(name: str, args: tuple[Any, ...], bound: int, limit: int) -> tuple[FileChanges | None, FileChanges | None]:
     """(fast path, reference) of one file at ``bound``."""
     if name == "table_changes":
         data, field, _ = args
-        return (stale_columns.table_changes(data, field, bound, limit=limit),
+        return (plain(stale_columns.table_changes(data, field, bound, limit=limit)),
                 read_whole(data, lambda entries: table_changes(entries, field, bound, limit=limit)))
     data, put, delete, field, _ = args
     records = sized_records(data, "state file")
-    return (stale_columns.record_changes(data, put, delete, field, bound, limit),
+    return (plain(stale_columns.record_changes(data, put, delete, field, bound, limit)),
             record_changes(records, lambda kind: delete if kind == DELETE else put, field, bound, limit))
 
 
@@ -98,28 +103,65 @@ def findings(root: Path, monkeypatch: pytest.MonkeyPatch, columnar: bool) -> lis
     return check_checkpoint(open_checkpoint(str(root / "checkpoint")))
 
 
-CASES = {
-    "agg_window_rocksdb": ("agg_window_rocksdb", lambda root: None),
+CASES: dict[str, tuple[str, Callable[[Path], Any]]] = {
+    **{name: (name, lambda root: None) for name in AGED},  # every fixture as it is
     "changelog-of-another-partition": ("agg_window_rocksdb", state_file_of("1/13.changelog", "0/13.changelog")),
     "table-files-of-another-partition": ("agg_window_rocksdb", lambda root: [
         (root / "checkpoint/state/0/0" / name).write_bytes((root / "checkpoint/state/0/1" / name).read_bytes())
         for name in ("12.zip",)]),
-    "agg_window_hdfs": ("agg_window_hdfs", lambda root: None),
     "delta-of-the-version-before": ("agg_window_hdfs", state_file_of("2/12.delta", "2/13.delta")),
-    "checkpoint_v2": ("checkpoint_v2", lambda root: None),
-    "row_checksum_hdfs": ("row_checksum_hdfs", lambda root: None),
 }
+
+
+BROKEN = ("changelog-of-another-partition", "delta-of-the-version-before")
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_wm062_finds_the_same_with_and_without_the_fast_path(case, copy_fixture, monkeypatch):
+    """The same findings, and the keys each load holds resolved alike from the same files' changes."""
     fixture, breaks = CASES[case]
     root = copy_fixture(fixture)
     breaks(root)
+    loads: list[tuple[Any, ...]] = []
+    real = stale_columns.stale_keys
+    monkeypatch.setattr(stale_columns, "stale_keys", lambda *args: loads.append(args) or real(*args))
     found = findings(root, monkeypatch, True)
     assert found == findings(root, monkeypatch, False)
-    if case in ("changelog-of-another-partition", "delta-of-the-version-before"):
+    assert all(real(*args) == stale_keys(*args) for args in loads)
+    if case in BROKEN:
         assert "WM062" in {f.code for f in found}
+        assert any(real(*args) for args in loads)
+
+
+def ts_row(us: int) -> bytes:
+    return bytes(8) + us.to_bytes(8, "little")
+
+
+def test_a_load_holds_each_keys_newest_table_entry_then_its_last_change_in_the_files():
+    """Tables: the largest sequence number wins, the first of equal ones; a file's delete or put after them wins;
+    a key put again after its delete is held; keys of other lengths are other keys, a key is one key in files of
+    other widths."""
+    a, b, c, d, e = ts_row(1), ts_row(2), ts_row(3), ts_row(4), ts_row(5)
+    short = a[:8]
+    older = FileChanges((Change(a, 1, True, 5), Change(b, 2, True, 6), Change(e, 5, True, 3), Change(short, 9, True, 1)), False)
+    newer = FileChanges((Change(a, 1, False, 9), Change(b, 2, False, 4), Change(c, 3, True, 8), Change(e, 7, False, 3)), True)
+    long = ts_row(8) + bytes(8)  # rows of this file's columns are wider than the tables'
+    log = FileChanges((Change(b, 2, False), Change(a, 1, True), Change(d, 4, False), Change(d, 6, True),
+                       Change(c, 3, False), Change(long, 8, True)), True)
+    expected = {a: 1, e: 5, d: 6, short: 9, long: 8}
+    assert stale_keys([older, newer], [log]) == expected
+    assert stale_columns.stale_keys([older, newer], [log]) == expected
+    assert stale_columns.stale_keys([older, newer], []) == stale_keys([older, newer], []) == {b: 2, c: 3, e: 5, short: 9}
+    assert stale_columns.stale_keys([], []) == {}
+
+
+def test_keys_of_one_fingerprint_that_differ_are_left_to_the_reference(monkeypatch):
+    monkeypatch.setattr(stale_columns, "_PRIME", 0)  # every key one fingerprint
+    changes = FileChanges((Change(ts_row(1), 1, True), Change(ts_row(2), 2, True)), False)
+    with pytest.raises(Unproven):
+        stale_columns.stale_keys([], [changes])
+    same = FileChanges((Change(ts_row(1), 1, True), Change(ts_row(1), 2, False), Change(ts_row(1), 3, True)), True)
+    assert stale_columns.stale_keys([], [same]) == stale_keys([], [same]) == {ts_row(1): 3}
 
 
 def test_event_times_read_nulls_and_nested_fields_and_refuse_reads_outside_a_row():

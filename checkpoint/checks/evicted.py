@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from .. import stale_columns
 from ..repair.requests import RewindRequest
 from ..stale_keys import FileChanges, stale_keys
 from ..state_load import StoreLoad
@@ -48,7 +49,7 @@ def evicted_keys_loaded(ctx: Context) -> Iterator[Issue]:
     for load, bound, seen in read:
         if seen is None or load.part.operator_id not in evicting:
             continue
-        held = stale_keys(*seen)
+        held = held_keys(*seen)
         if held:
             yield issue(ctx, load, bound, held)
     unjudged = ctx.memo.get("aged-unjudged", set()) & {load.part.directory for load, _ in loads}
@@ -56,6 +57,16 @@ def evicted_keys_loaded(ctx: Context) -> Iterator[Issue]:
         ctx.notes.append(f"WM062 reads {state.AGED_BUDGET:,} bytes of state files whole per check and left "
                          f"{plural(len(unjudged), 'store partition')} past them unjudged (their keys are not compared "
                          "with the last batch's eviction watermark)")
+
+
+def held_keys(tables: list[FileChanges], files: list[FileChanges]) -> dict[bytes, int]:
+    """:func:`..stale_keys.stale_keys` of a load, with NumPy where it can (:data:`.state.COLUMNAR`)."""
+    if state.COLUMNAR:
+        try:
+            return stale_columns.stale_keys(tables, files)
+        except stale_columns.Unproven:
+            pass
+    return stale_keys(tables, files)
 
 
 def issue(ctx: Context, load: StoreLoad, bound: Bound, held: dict[bytes, int]) -> Issue:
