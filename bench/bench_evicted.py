@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_state import CONF  # noqa: E402
+from bench_state import CONF, PUBLISH  # noqa: E402
 from bench_state_engine import HDFS_CONF, compare, load  # noqa: E402
 
 GENERATE = """
@@ -38,13 +38,7 @@ spark.sparkContext.setLogLevel("ERROR")
 start = 1704067200
 os.makedirs(root + "/input", exist_ok=True)
 
-
-def publish(df, name):
-    df.coalesce(1).write.mode("overwrite").parquet(root + "/staging/" + name)
-    for f in os.listdir(root + "/staging/" + name):
-        if f.endswith(".parquet"):
-            os.rename(root + "/staging/" + name + "/" + f, root + "/input/" + name + "-" + f)
-
+""" + PUBLISH + """
 
 def run():
     events = spark.readStream.schema("id STRING, ts TIMESTAMP").parquet(root + "/input")

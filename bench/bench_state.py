@@ -31,6 +31,16 @@ CONF = {
     "spark.sql.streaming.stateStore.providerClass": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
 }
 
+PUBLISH = """
+def publish(df, name):
+    \"\"\"Write one parquet file and move it into the query's input directory (one source path for both runs).\"\"\"
+    df.coalesce(1).write.mode("overwrite").parquet(root + "/staging/" + name)
+    for f in os.listdir(root + "/staging/" + name):
+        if f.endswith(".parquet"):
+            os.rename(root + "/staging/" + name + "/" + f, root + "/input/" + name + "-" + f)
+"""
+"""A generator's helper (``root``: its directory), in the generators' source."""
+
 GENERATE = """
 import os, sys
 from pyspark.sql import SparkSession, functions as F
@@ -45,13 +55,7 @@ start = 1704067200
 os.makedirs(root + "/input", exist_ok=True)
 
 
-def publish(df, name):
-    \"\"\"Write one parquet file and move it into the query's input directory (one source path for both runs).\"\"\"
-    df.coalesce(1).write.mode("overwrite").parquet(root + "/staging/" + name)
-    for f in os.listdir(root + "/staging/" + name):
-        if f.endswith(".parquet"):
-            os.rename(root + "/staging/" + name + "/" + f, root + "/input/" + name + "-" + f)
-
+""" + PUBLISH + """
 
 def run():
     events = spark.readStream.schema("id STRING, ts TIMESTAMP").parquet(root + "/input")
