@@ -2,7 +2,7 @@
 :mod:`.stale_keys`, whose functions read entry by entry and stay the reference.
 
 A RocksDB table file is read run by run (:mod:`.sst_columns`), a delta or snapshot's records all at once
-(:mod:`.sized_columns`); the event time of every key is read as a column (where :class:`.stale_keys.EventField`
+(:mod:`.sized_columns`), a changelog's by the reference's parser; the event time of every key is read as a column (where :class:`.stale_keys.EventField`
 says it lies); the keys at or before the bound are kept as :class:`ChangeColumns`, in file order, and a load's
 files are resolved into the keys it holds (:func:`stale_keys`), keys grouped by a 64-bit fingerprint and checked
 equal to their group's. What is not proven on every entry raises :class:`Unproven`: a file those readers leave to
@@ -13,12 +13,13 @@ which returns what it returns (None for a damaged file).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator, Sequence, overload
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence, overload
 
 from .rocksdb_sst import verified
 from .sized_columns import file_records
 from .sst_columns import KNOWN_TYPES, open_table
 from .stale_keys import MAX_CHANGES, Change, EventField, FileChanges
+from .state_records import DELETE, Record
 
 if TYPE_CHECKING:
     import numpy as np
@@ -254,19 +255,29 @@ def table_changes(data: bytes, field: EventField, bound_us: int, start: int = 1,
     return FileChanges(_joined(out), removes)
 
 
-def record_changes(data: bytes, put_start: int, delete_start: int, field: EventField, bound_us: int,
-                   limit: int = MAX_CHANGES) -> FileChanges | None:
-    """:func:`.stale_keys.record_changes` of a decompressed delta or snapshot (a put's key row starting
-    ``put_start`` bytes into its key, a delete's ``delete_start``)."""
+def record_changes(data: bytes, parse: Callable[[], Iterable[Record]], put_start: int, delete_start: int,
+                   field: EventField, bound_us: int, aligned: bool = True, limit: int = MAX_CHANGES) -> FileChanges | None:
+    """:func:`.stale_keys.record_changes` of a decompressed state file (a put's key row starting ``put_start`` bytes
+    into its key, a delete's ``delete_start``): its records found at once where ``aligned`` (a delta or snapshot,
+    :func:`.sized_columns.file_records`), else (a changelog, sizes not where Spark puts them) those ``parse()``
+    yields (the reference's parser: it raises the reference's error); their event times read as a column."""
     import numpy as np
 
-    records = file_records(data)
-    if records is None:
-        raise Unproven
-    starts = records.starts + 4 + np.where(records.deleted, delete_start, put_start)
-    times, known = event_times(field, data, starts, records.key_ends)
+    found = file_records(data) if aligned else None
+    if found is not None:
+        buf, begins, ends, deleted = data, found.starts + 4, found.key_ends, found.deleted
+    else:
+        keys, gone = [], []
+        for kind, key, _ in parse():
+            keys.append(key)
+            gone.append(kind == DELETE)
+        lengths = np.fromiter(map(len, keys), np.int64, len(keys))
+        ends = np.cumsum(lengths)
+        buf, begins, deleted = b"".join(keys), ends - lengths, np.array(gone, bool)
+    starts = begins + np.where(deleted, delete_start, put_start)
+    times, known = event_times(field, buf, starts, ends)
     chosen = np.flatnonzero(known & (times <= bound_us))
     if len(chosen) > limit:
         return None
-    return FileChanges(_columns(data, starts[chosen], records.key_ends[chosen], times[chosen], ~records.deleted[chosen],
-                                np.zeros(len(chosen), np.uint64)), bool(records.deleted.any()))
+    return FileChanges(_columns(buf, starts[chosen], ends[chosen], times[chosen], ~deleted[chosen],
+                                np.zeros(len(chosen), np.uint64)), bool(deleted.any()))

@@ -16,7 +16,7 @@ from wmcheck.checkpoint.model import open_checkpoint
 from wmcheck.checkpoint.rocksdb_sst import read_whole
 from wmcheck.checkpoint.stale_columns import Unproven, event_times
 from wmcheck.checkpoint.stale_keys import Change, EventField, FileChanges, record_changes, stale_keys, table_changes
-from wmcheck.checkpoint.state_records import DELETE, sized_records
+from wmcheck.checkpoint.state_records import DELETE
 from wmcheck.checkpoint.validate import check_checkpoint
 
 from oracle_cases import state_file_of
@@ -44,6 +44,11 @@ def files_read(root: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, t
     return calls
 
 
+def bound_of(name: str, args: tuple[Any, ...]) -> int:
+    """The bound a check judged a file's keys against."""
+    return args[2] if name == "table_changes" else args[5]
+
+
 def plain(found: FileChanges | None) -> FileChanges | None:
     """``found`` with its changes as a tuple (as the reference makes them)."""
     return None if found is None else FileChanges(tuple(found.changes), found.removes)
@@ -55,28 +60,23 @@ def both(name: str, args: tuple[Any, ...], bound: int, limit: int) -> tuple[File
         data, field, _ = args
         return (plain(stale_columns.table_changes(data, field, bound, limit=limit)),
                 read_whole(data, lambda entries: table_changes(entries, field, bound, limit=limit)))
-    data, put, delete, field, _ = args
-    records = sized_records(data, "state file")
-    return (plain(stale_columns.record_changes(data, put, delete, field, bound, limit)),
-            record_changes(records, lambda kind: delete if kind == DELETE else put, field, bound, limit))
+    data, parse, put, delete, field, _, aligned = args
+    return (plain(stale_columns.record_changes(data, parse, put, delete, field, bound, aligned, limit)),
+            record_changes(parse(), lambda kind: delete if kind == DELETE else put, field, bound, limit))
 
 
 @pytest.mark.parametrize("fixture", AGED)
 def test_every_state_file_a_check_judges_gives_the_references_changes_at_every_bound(fixture, monkeypatch):
     """At the last batch's eviction watermark, before every key, past every key and at the median key; and with a
-    limit one short of the keys kept (None, as the reference) or just enough. Only files with row checksums are left
-    to the reference (their sizes are not multiples of 8)."""
+    limit one short of the keys kept (None, as the reference) or just enough. Every file is read by the fast path
+    (none raises Unproven): tables, deltas and snapshots (with row checksums: by the reference's parser), changelogs."""
     calls = files_read(FIXTURES / fixture, monkeypatch)
     for name, args in calls:
-        try:
-            whole, reference = both(name, args, EVERY, 1 << 40)
-        except Unproven:
-            assert fixture == "row_checksum_hdfs" and name == "record_changes"
-            continue
+        whole, reference = both(name, args, EVERY, 1 << 40)
         assert whole == reference and whole is not None
         times = sorted(c.event_us for c in whole.changes)
         median = times[len(times) // 2] if times else 0
-        for bound in (args[-1], 0, median):
+        for bound in (bound_of(name, args), 0, median):
             fast, reference = both(name, args, bound, 1 << 40)
             assert fast == reference
             assert fast is not None
@@ -86,15 +86,27 @@ def test_every_state_file_a_check_judges_gives_the_references_changes_at_every_b
                 assert both(name, args, bound, kept) == (fast, fast)
 
 
-def test_the_fixtures_give_the_fast_path_tables_and_deltas_holding_keys_before_and_after_their_bound(monkeypatch):
-    """The comparison above is not vacuous: both kinds of file, with keys kept and keys past the bound."""
-    calls = [c for f in ("agg_window_hdfs", "agg_window_rocksdb") for c in files_read(FIXTURES / f, monkeypatch)]
-    assert {name for name, _ in calls} == {"record_changes", "table_changes"}
-    kept = {name: sum(len(c.changes) for c in (both(name, args, args[-1], 1 << 40)[0] for n, args in calls if n == name)
-                      if c is not None) for name in ("record_changes", "table_changes")}
-    every = {name: sum(len(c.changes) for c in (both(name, args, EVERY, 1 << 40)[0] for n, args in calls if n == name)
-                       if c is not None) for name in ("record_changes", "table_changes")}
-    assert all(0 < kept[name] < every[name] for name in kept), (kept, every)
+def kind_of(name: str, args: tuple[Any, ...]) -> str:
+    if name == "table_changes":
+        return "table file"
+    return "delta or snapshot" if args[6] else "parsed (changelog)"
+
+
+def test_the_fixtures_give_the_fast_path_every_kind_of_file_holding_keys_before_and_after_their_bound(monkeypatch):
+    """The comparison above is not vacuous: table files, deltas and snapshots, changelogs (parsed by the reference's
+    parser), each with keys kept, and tables and deltas with keys past the bound too."""
+    calls = [c for f in ("agg_window_hdfs", "agg_window_rocksdb", "row_checksum_hdfs")
+             for c in files_read(FIXTURES / f, monkeypatch)]
+    kept: dict[str, int] = {}
+    every: dict[str, int] = {}
+    for name, args in calls:
+        kind = kind_of(name, args)
+        for counts, bound in ((kept, bound_of(name, args)), (every, EVERY)):
+            found = both(name, args, bound, 1 << 40)[0]
+            counts[kind] = counts.get(kind, 0) + (len(found.changes) if found is not None else 0)
+    assert set(kept) == {"table file", "delta or snapshot", "parsed (changelog)"}
+    assert all(kept.values()) and kept["table file"] < every["table file"], (kept, every)
+    assert kept["delta or snapshot"] < every["delta or snapshot"]
 
 
 def findings(root: Path, monkeypatch: pytest.MonkeyPatch, columnar: bool) -> list:

@@ -182,14 +182,15 @@ class RowSampler:
             plain = decompress(data, self.codec, path, AGED_LIMIT + 1)
             if len(plain) > AGED_LIMIT:
                 return None
-            if COLUMNAR and not rows.rocksdb:
+            parse = changelog_records if rows.rocksdb else sized_records
+            if COLUMNAR:
                 try:
-                    return stale_columns.record_changes(plain, rows.key_start(PUT), rows.key_start(DELETE), bound.event,
-                                                        bound.bound_us)
+                    return stale_columns.record_changes(plain, lambda: parse(plain, path), rows.key_start(PUT),
+                                                        rows.key_start(DELETE), bound.event, bound.bound_us,
+                                                        not rows.rocksdb)
                 except Unproven:
                     pass
-            records = (changelog_records if rows.rocksdb else sized_records)(plain, path)
-            return record_changes(records, rows.key_start, bound.event, bound.bound_us)
+            return record_changes(parse(plain, path), rows.key_start, bound.event, bound.bound_us)
         except (CheckpointError, struct.error, IndexError):
             return None  # a damaged file (WM039's), or a key shorter than its schema's (WM059's)
 
