@@ -80,8 +80,13 @@ def _columns(buf: bytes, starts: "np.ndarray", ends: "np.ndarray", event_us: "np
 
     lengths = (ends - starts).astype(np.int64)
     width = -(-int(lengths.max(initial=0)) // 8) * 8
-    rows = np.lib.stride_tricks.sliding_window_view(np.frombuffer(buf + bytes(width), np.uint8), width)
-    keys = rows[starts] if width else np.zeros((len(starts), 0), np.uint8)
+    u8 = np.frombuffer(buf, np.uint8)
+    keys = np.zeros((len(starts), width), np.uint8)
+    whole = starts <= len(u8) - width  # a row's width of bytes from its start lies in ``buf``
+    if width and whole.any():
+        keys[whole] = np.lib.stride_tricks.sliding_window_view(u8, width)[starts[whole]]
+    for row in np.flatnonzero(~whole).tolist():  # keys near its end
+        keys[row, :len(u8) - starts[row]] = u8[starts[row]:]
     keys[np.arange(width) >= lengths[:, None]] = 0  # the bytes after a key
     return ChangeColumns(keys, lengths, event_us.astype(np.int64), live.astype(bool), sequences.astype(np.uint64),
                          _fingerprints(keys, lengths))

@@ -200,3 +200,14 @@ def test_event_times_read_nulls_and_nested_fields_and_refuse_reads_outside_a_row
     backwards = bytes(8) + struct.pack("<q", -8 << 32 | 24) + inner
     with pytest.raises(Unproven):  # the struct before the row: the reference reads what lies there
         event_times(nested, backwards, np.array([0]), np.array([len(backwards)]))
+
+
+def test_changes_as_columns_hold_each_key_alone_wherever_it_lies():
+    """Keys of several lengths, one at the very end of its buffer, the bytes after each key not kept."""
+    buf = b"abcdefghijklmnopqrstuvwxyz"
+    starts, ends = np.array([0, 3, 20, 25]), np.array([9, 3, 26, 26])
+    found = stale_columns._columns(buf, starts, ends, np.array([1, 2, 3, 4]), np.array([True, False, True, True]),
+                                   np.array([0, 0, 0, 7]))
+    assert list(found) == [Change(b"abcdefghi", 1, True), Change(b"", 2, False), Change(b"uvwxyz", 3, True),
+                           Change(b"z", 4, True, 7)]
+    assert found.keys.shape == (4, 16) and not found.keys[0, 9:].any()
