@@ -2,13 +2,13 @@
 :mod:`.stale_keys`, whose functions read entry by entry and stay the reference.
 
 A RocksDB table file is read run by run (:mod:`.sst_columns`), a delta or snapshot's records all at once
-(:mod:`.sized_columns`), a changelog's by the reference's parser; the event time of every key is read as a column (where :class:`.stale_keys.EventField`
-says it lies); the keys at or before the bound are kept as :class:`ChangeColumns`, in file order, and a load's
-files are resolved into the keys it holds (:func:`stale_keys`), keys grouped by a 64-bit fingerprint and checked
-equal to their group's. What is not proven on every entry raises :class:`Unproven`: a file those readers leave to
-the reference (a format or compression not read there, sizes not where Spark puts them), an entry type other than
-a put or a delete, a read outside a key's bytes, two keys of one fingerprint. The caller then uses the reference,
-which returns what it returns (None for a damaged file).
+(:mod:`.sized_columns`), a changelog's by the reference's parser; the event time of every key is read as a column
+(where :class:`.stale_keys.EventField` says it lies); the keys at or before the bound are kept as
+:class:`ChangeColumns`, in file order, and a load's files are resolved into the keys it holds (:func:`stale_keys`),
+keys grouped by a 64-bit fingerprint and checked equal to their group's. What is not proven on every entry raises
+:class:`Unproven`: a table those readers leave to RocksDB (a format or compression not read there), an entry type
+other than a put or a delete, a read outside a key's bytes, two keys of one fingerprint. The caller then uses the
+reference, which returns what it returns (None for a damaged file).
 """
 from __future__ import annotations
 
