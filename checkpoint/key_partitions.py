@@ -15,8 +15,8 @@ from itertools import islice
 from typing import Callable, Iterable, Iterator
 
 from .errors import CheckpointError
-from .rocksdb_sst import table_rows
 from .row_checksums import CHECKSUM_BYTES
+from .sst_columns import table_puts
 from .state_codecs import decompress
 from .state_records import DELETE, PUT, changelog_records, sized_records
 from .state_schema import DataType, StructType
@@ -263,7 +263,7 @@ def _until_cut(records: Iterator[tuple[str, bytes, bytes | None]]) -> Iterator[t
 
 def sample_table(data: bytes, rows: StoreRows) -> Sample:
     """:func:`sample_rows` for a RocksDB table file of a snapshot (its rows: a version byte, then the row)."""
-    return _sample(((PUT, key, value) for key, value in table_rows(data, SAMPLE)), rows)
+    return _sample(((PUT, key, value) for key, value in table_puts(data, SAMPLE)), rows)
 
 
 def _sample(records: Iterable[tuple[str, bytes, bytes | None]], rows: StoreRows) -> Sample:

@@ -328,16 +328,3 @@ def read_whole(data: bytes, use: Callable[[Iterator[TableEntry]], T]) -> T | Non
         return use(_walk(data))
     except Exception:  # noqa: BLE001 - a damaged table is sst_damage's
         return None
-
-
-def table_rows(data: bytes, limit: int) -> list[tuple[bytes, bytes]]:
-    """The user keys and values of up to ``limit`` live entries (puts) of a table file's first data blocks, in key
-    order; none where the file is not read here (see the module's docstring) or does not parse (:func:`sst_damage`
-    says why)."""
-    out: list[tuple[bytes, bytes]] = []
-    for entry in table_entries(data):
-        if entry.kind == 1:  # kTypeValue
-            out.append((entry.key, entry.value))
-            if len(out) >= limit:
-                break
-    return out

@@ -18,18 +18,23 @@ through RocksDB. A block that does not parse as RocksDB writes it raises
 from __future__ import annotations
 
 import functools
+import itertools
 import struct
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterator
 
-from .rocksdb_sst import Blocks, TableFile, inflate, property_value, varints
+from .rocksdb_sst import Blocks, TableFile, inflate, property_value, table_entries, varints, verified
 
 if TYPE_CHECKING:
     import numpy as np
 
+PUT_RUN_ROWS = 1 << 13
+"""Entries a run holds when looking for a table's first puts (a table may begin with many deletes)."""
 PAD = 64
 """Bytes after a run's blocks: rows of keys up to this wide are read without copying the run."""
-KNOWN_TYPES = (0, 1, 7)
+PUT = 1
+"""``kTypeValue``."""
+KNOWN_TYPES = (0, PUT, 7)
 """Entry types read here: ``kTypeDeletion``, ``kTypeValue``, ``kTypeSingleDeletion``."""
 
 
@@ -208,3 +213,25 @@ def _run(blocks: list[bytes], offset: int) -> TableRun:
         (keys[restarts] != keys[restarts - 1]) & (np.arange(width) < user[restarts, None])).any(1)
     return TableRun(keys, user, repeats, padded, value_start, value_end, trailer >> np.uint64(8),
                     (trailer & np.uint64(0xFF)).astype(np.uint8))
+
+
+def table_puts(data: bytes, limit: int) -> list[tuple[bytes, bytes]]:
+    """The user keys and values of up to ``limit`` puts of the table file ``data``, the first in key order (run by
+    run: a table whose first half deletes keys is not read entry by entry); entry by entry where the table is not
+    read here; none where it is not read at all, those before where a block does not parse."""
+    import numpy as np
+
+    blocks, _ = verified(data)  # a damaged table is sst_damage's: read entry by entry up to the damage
+    table = open_table(data, blocks) if blocks else None
+    if table is None:
+        return [(e.key, e.value) for e in itertools.islice((e for e in table_entries(data) if e.kind == PUT), limit)]
+    out: list[tuple[bytes, bytes]] = []
+    try:
+        for run in table.runs(PUT_RUN_ROWS):
+            for i in np.flatnonzero(run.kinds == PUT)[:limit - len(out)].tolist():
+                out.append((run.key(i), run.values[run.value_starts[i]:run.value_ends[i]]))
+            if len(out) >= limit:
+                break
+    except UnreadBlock:
+        pass
+    return out

@@ -11,8 +11,8 @@ import random
 import pytest
 from rocksdict import AccessType, BlockBasedOptions, DBCompressionType, Options, Rdict
 
-from wmcheck.checkpoint.rocksdb_sst import verified
-from wmcheck.checkpoint.sst_columns import open_table
+from wmcheck.checkpoint.rocksdb_sst import table_entries, verified
+from wmcheck.checkpoint.sst_columns import open_table, table_puts
 from wmcheck.statestore.snapshot_rows import snapshot_rows
 
 COMPRESSIONS = {"none": DBCompressionType.none, "lz4": DBCompressionType.lz4, "lz4hc": DBCompressionType.lz4hc,
@@ -98,3 +98,33 @@ def test_tables_not_read_here_are_left_to_rocksdb(tmp_path, change):
     db.close()
     (sst,) = glob.glob(str(tmp_path / "db" / "*.sst"))
     assert _opened(open(sst, "rb").read()) is None
+
+
+@pytest.mark.parametrize("seed", range(0, 40, 4))
+def test_a_tables_first_puts_are_those_read_entry_by_entry(tmp_path, seed):
+    """A table's first puts (WM058's sample), run by run, are those the entry-by-entry reader finds, at any limit;
+    past deletes too (a table that begins with thousands of deletes: an evicting aggregation's)."""
+    path = str(tmp_path / "db")
+    _write(path, seed)
+    for sst in sorted(glob.glob(os.path.join(path, "*.sst"))):
+        data = open(sst, "rb").read()
+        puts = [(e.key, e.value) for e in table_entries(data) if e.kind == 1]
+        for limit in (1, 7, 64, len(puts) + 1):
+            assert table_puts(data, limit) == puts[:limit]
+
+
+def test_first_puts_after_many_deletes(tmp_path):
+    table = BlockBasedOptions()
+    table.set_format_version(5)
+    table.set_block_size(256)
+    options = Options(raw_mode=True)
+    options.create_if_missing(True)
+    options.set_block_based_table_factory(table)
+    db = Rdict(str(tmp_path / "db"), options)
+    for i in range(20000):
+        db.delete(i.to_bytes(4, "big"))
+    db.put((20000).to_bytes(4, "big"), b"kept")
+    db.flush()
+    db.close()
+    (sst,) = glob.glob(str(tmp_path / "db" / "*.sst"))
+    assert table_puts(open(sst, "rb").read(), 64) == [((20000).to_bytes(4, "big"), b"kept")]
