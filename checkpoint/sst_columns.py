@@ -129,6 +129,13 @@ def open_table(data: bytes, blocks: Blocks, release: Callable[[int, int], None] 
     return Table(data, tuple(handles), table, property_value(props, "rocksdb.num.entries") or 0, release)
 
 
+def word_prefixes() -> "np.ndarray":
+    """Masks of a little-endian 8-byte word's first ``k`` bytes, by ``k`` from 0 to 8."""
+    import numpy as np
+
+    return np.array([(1 << (8 * k)) - 1 for k in range(9)], np.uint64)
+
+
 def _u32(u8: "np.ndarray", at: "np.ndarray") -> "np.ndarray":
     import numpy as np
 
@@ -190,7 +197,7 @@ def _run(blocks: list[bytes], offset: int) -> TableRun:
     keys = rows[own_at - shared]
     words = keys.view("<u8")
     word_start = 8 * np.arange(width // 8)
-    prefix_masks = np.array([(1 << (8 * k)) - 1 for k in range(9)], np.uint64)  # the first k bytes of a word
+    prefix_masks = word_prefixes()
     done = len(steps[0][0])
     for active, *_ in steps[1:]:
         at = place[done:done + len(active)]

@@ -16,7 +16,7 @@ from __future__ import annotations
 import bisect
 from typing import TYPE_CHECKING, Any, Iterator
 
-from wmcheck.checkpoint.sst_columns import KNOWN_TYPES, Table, TableRun, UnreadBlock
+from wmcheck.checkpoint.sst_columns import KNOWN_TYPES, PUT, Table, TableRun, UnreadBlock, word_prefixes
 
 from .record_spans import ByteRows
 
@@ -109,7 +109,7 @@ def _in_order(parts: Iterator[Part]) -> Iterator[tuple[ByteRows, ByteRows]]:
                 first += 1
         last = run.key(hi - 1)
         width = run.keys.shape[1]
-        keep = np.flatnonzero(~repeated & (kinds == 1)) + lo
+        keep = np.flatnonzero(~repeated & (kinds == PUT)) + lo
         starts = keep * width
         yield (ByteRows(run.key_bytes, starts, starts + run.key_lengths[keep]),
                ByteRows(run.values, run.value_starts[keep], run.value_ends[keep]))
@@ -125,7 +125,7 @@ def _merged(parts: list[Part]) -> Iterator[tuple[ByteRows, ByteRows]]:
     words = sortable.view("<u8")
     lengths = np.concatenate([run.key_lengths[lo:hi] for run, lo, hi in parts])
     kinds = np.concatenate([run.kinds[lo:hi] for run, lo, hi in parts])
-    prefix = np.array([(1 << (8 * k)) - 1 for k in range(9)], np.uint64)  # the first k bytes of a word
+    prefix = word_prefixes()
     values, starts, ends = [], [], []
     at = base = 0
     for run, lo, hi in parts:
@@ -146,7 +146,7 @@ def _merged(parts: list[Part]) -> Iterator[tuple[ByteRows, ByteRows]]:
     ordered_lengths = lengths[order]
     repeated = np.zeros(n, bool)
     repeated[1:] = (ordered[1:] == ordered[:-1]).all(1) & (ordered_lengths[1:] == ordered_lengths[:-1])
-    chosen = np.flatnonzero(~repeated & (kinds[order] == 1))
+    chosen = np.flatnonzero(~repeated & (kinds[order] == PUT))
     keep = order[chosen]
     key_starts = np.arange(len(keep), dtype=np.int64) * width
     yield (ByteRows(ordered[chosen].tobytes(), key_starts, key_starts + lengths[keep]),
