@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import pickle
 import re
 import shlex
@@ -330,6 +331,34 @@ def edit_entry(path: str, change: Callable[[dict], object], line: int = -1) -> C
 def drop_last_entry(path: str) -> Callable[[Path], None]:
     """Cut the last line of a log file (its sidecar left stale): a copy that lost a line at the end."""
     return lambda root: (root / path).write_text("\n".join((root / path).read_text().rstrip("\n").split("\n")[:-1]))
+
+
+def last_logged_input(root: Path) -> Path:
+    """The input file the last entry of ``sources/0/9.compact`` names."""
+    entry = json.loads((root / C / SOURCE_COMPACT).read_text().rstrip("\n").split("\n")[-1])
+    return Path(unquote(urlparse(entry["path"]).path))
+
+
+def logged_time_ahead(days: int, on_disk: bool = False) -> Callable[[Path], None]:
+    """The last entry of ``sources/0/9.compact`` logged ``days`` after batch 12's time: the log edited, or
+    (``on_disk``) its input file written with a clock that far ahead, its modification time on disk the same."""
+
+    def run(root: Path) -> None:
+        ms = batch_timestamp_ms(root, 12) + days * 86_400_000
+        edit_entry(f"{C}/{SOURCE_COMPACT}", lambda e: e.update(timestamp=ms))(root)
+        if on_disk:
+            os.utime(last_logged_input(root), (ms / 1000, ms / 1000))
+
+    return run
+
+
+def touched_and_rewound(root: Path) -> None:
+    """WM067's instruction carried out: the input file's modification time set back to when it was written (as
+    before the break), then the rewind to batch 10 with the file sink."""
+    before = backup(root) / last_logged_input(root).relative_to(root)
+    mtime = before.stat().st_mtime
+    os.utime(last_logged_input(root), (mtime, mtime))
+    run_cli("rewind", str(root / C), "--to-batch", "10", "--file-sink", str(root / "output"), "--execute", "--idle", "0")
 
 
 def crashed_writing_offsets(root: Path) -> None:
@@ -730,6 +759,9 @@ CASES = [
     Case("transformwithstate-schema-of-another-query", "WM046", TTL, lambda r: shutil.copy2(
         FIXTURES / "tws_pandas" / C / TWS_SCHEMA, r / C / TTL_SCHEMA), FAILS, "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE",
          fix=restore(f"{C}/{TTL_SCHEMA}")),  # no TTL families, event-time timers
+    Case("source-log-time-a-month-ahead", "WM067", AGG, logged_time_ahead(30), WRONG, repair=True),  # new input skipped
+    Case("input-file-time-a-month-ahead", "WM067", AGG, logged_time_ahead(30, on_disk=True), WRONG,
+         fix=touched_and_rewound),  # a skewed clock where run2-002.json was written: rewound alone, logged again
     Case("last-offsets-watermark-raised", "WM065", AGG, edit_entry(f"{C}/offsets/12", lambda m: m.update(
         batchWatermarkMs=m["batchWatermarkMs"] + 3_600_000), line=1), WRONG, repair=True),  # the new rows dropped as late
 ]

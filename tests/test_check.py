@@ -807,6 +807,8 @@ BREAKS = {
         path=e["path"].replace("file://", ""))), sink=True),  # its logs naming the copy's own input: the file is there
     "WM065": Break("WM065", "agg_window_hdfs", b_last_watermark_raised),
     "WM066": Break("WM066", "checkpoint_v2", b_last_commit_lost, sink=True),
+    "WM067": Break("WM067", "agg_window_hdfs", b_log_entry("checkpoint/sources/0", lambda e: e.update(
+        timestamp=LAST_BATCH_MS + 30 * DAY_MS)), sink=True),  # 30 days after offsets/12's batchTimestampMs; logs naming the copy
     "WM031-first": Break("WM031", "dedup_watermark", b_first_sink_log_file_gone, also=("WM034",), sink=True),
     "WM022-first": Break("WM022", "dedup_watermark", b_first_source_log_file_gone),
     "WM064-mixed": Break("WM064", "join_stream_stream", b_source_log_file_of_the_other_source, also=("WM030",)),
@@ -1156,6 +1158,47 @@ def test_a_bare_logged_path_of_a_file_that_is_gone_is_not_read_again(copy_fixtur
     root, _ = broken_copy(copy_fixture, "WM064-bare-path")
     (root / "input/run2-002.json").unlink()
     assert "WM064" not in messages(root, sink=True)
+
+
+LAST_BATCH_MS, DAY_MS = 1795386142052, 86_400_000
+"""agg_window_hdfs: offsets/12's batchTimestampMs; a day."""
+
+
+def test_a_logged_input_file_time_past_the_file_age_hides_new_files(copy_fixture):
+    """WM067: a time 30 days after the last batch's in sources/0/9.compact; the rewind to before batch 11, which
+    logged it (the log edited: the file's modification time on disk is the fixture's)."""
+    root, _ = broken_copy(copy_fixture, "WM067")
+    assert messages(root) == {"WM067": (
+        f"sources/0: 1 logged input file with a time more than 7 days after the last batch's (2026-11-22T22:22:22.052Z), "
+        f"e.g. file://{root}/input/run2-002.json at 2026-12-22T22:22:22.052Z (log batch 9). On restart the file source "
+        "takes its seen files' times from the log and forgets, and never reads, any file older than the newest logged "
+        "time minus maxFileAge (FileStreamSource.SeenFilesMap: 2026-12-22T22:22:22.052Z minus 7 days by default; not "
+        "with latestFirst and maxFilesPerTrigger or maxBytesPerTrigger), so every input file written until "
+        "2026-12-15T22:22:22.052Z is skipped without an error (tested with Spark 4.3: the new input is never read); a "
+        "rewind to before batch 11, which logged it, makes Spark list and read those files again")}
+    assert fixes(root)["WM067"] == repair.RewindRequest(to_batch=10)
+
+
+def test_a_logged_input_file_time_of_a_skewed_clock_is_set_before_the_rewind(copy_fixture):
+    """WM067: the input file's modification time on disk as far ahead as its logged time (its writer's clock): Spark
+    would log it again after a rewind alone, so the fix is an instruction to set it first."""
+    root, _ = broken_copy(copy_fixture, "WM067")
+    ahead = (LAST_BATCH_MS + 30 * DAY_MS) / 1000
+    os.utime(root / "input/run2-002.json", (ahead, ahead))
+    assert fixes(root)["WM067"] == Instruction(
+        "set the modification time of the input files logged with these times to when they were written (touch -m "
+        f"{root}/input/run2-002.json), then rewind to batch 10 with the file sink (wmcheck rewind CKPT --to-batch 10 "
+        "--file-sink SINK --execute)")
+    assert "its file's modification time on disk too" in messages(root)["WM067"]
+
+
+@pytest.mark.parametrize("days, found", [(6, False), (8, True)])
+def test_logged_input_file_times_within_the_file_age_are_no_finding(copy_fixture, days, found):
+    """Six days after the last batch's time: a file written at or after it is newer than the purge threshold; eight
+    days: it is not."""
+    root = copy_fixture("agg_window_hdfs")
+    b_log_entry("checkpoint/sources/0", lambda e: e.update(timestamp=LAST_BATCH_MS + days * DAY_MS))(root, {})
+    assert ("WM067" in messages(root)) == found
 
 
 def test_the_last_offsets_watermark_above_its_commit_is_an_error_with_a_rewind(copy_fixture):

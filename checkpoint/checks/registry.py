@@ -15,6 +15,7 @@ from . import (
     operators,
     partitioning,
     repartition,
+    seen_files,
     sink_files,
     sources,
     stall,
@@ -55,7 +56,7 @@ LISTED: tuple[Check, ...] = (
     conf.conf_refused, partitioning.foreign_partition_files, partitioning.misfit_schema,
     state.commit_without_unique_ids, sink_files.sink_files_deleted, evicted.evicted_keys_loaded,
     log_entries.unreadable_log_entries, sources.source_log_misses_files, watermark.raised_last_watermark,
-    sources.rerun_already_in_sink,
+    sources.rerun_already_in_sink, seen_files.hidden_new_files,
 )
 
 
