@@ -20,7 +20,7 @@ from typing import Callable, Mapping
 
 from .errors import CheckpointError, UnsupportedError
 from .rocksdb_sst import sst_damage
-from .rocksdb_zip import read_snapshot_zip, sst_footer_ok
+from .rocksdb_zip import SharedFile, read_snapshot_zip, sst_footer_ok
 from .row_checksums import RowPlace, verified_key, verified_value, verified_values
 from .state_codecs import codec_name, decompress, require_codec, require_module
 from .state_formats import StateFormat
@@ -113,6 +113,27 @@ def damage(data: bytes, fmt: StateFormat, decoding: Decoding, path: str, place: 
     return None
 
 
+def named_damage(zip_path: str, where: str, sst: SharedFile, size: int | None) -> Damage | None:
+    """Where Spark's copy of the file ``where`` that the snapshot zip ``zip_path`` names (``sst``) fails: missing
+    (``size`` None), or another size than the zip records; None when it copies it."""
+    name = zip_path.rsplit("/", 1)[-1]
+    if size is None:
+        return Damage(where, None, f"missing: {name} names it (Spark: FileNotFoundException while copying "
+                                   "the snapshot's files)")
+    if sst.size >= 0 and size != sst.size:
+        return Damage(where, None, f"{size} bytes, but {name} records {sst.size} ({LOAD_ERROR}.UNEXPECTED_FILE_SIZE)")
+    return None
+
+
+def magic_damage(where: str, table: bytes) -> Damage | None:
+    """The table file ``where`` (its bytes ``table``) does not end as a RocksDB table (RocksDB fails to open the
+    snapshot); None when it does."""
+    if sst_footer_ok(table[-8:]):
+        return None
+    return Damage(where, max(len(table) - 8, 0), "expected a RocksDB table's magic number in the last 8 bytes "
+                                                 "(RocksDB opening the snapshot: Corruption: Bad table magic number)")
+
+
 def shared_damage(data: bytes, path: str, shared_dir: str, present: Mapping[str, int],
                   read: Callable[[str], bytes], sidecar: Callable[[str, bytes], str | None] = lambda p, d: None,
                   ) -> Damage | None:
@@ -127,21 +148,17 @@ def shared_damage(data: bytes, path: str, shared_dir: str, present: Mapping[str,
     later: Damage | None = None
     for sst in meta.sst_files:
         where = f"{shared_dir}/{sst.dfs_name}"
-        size = present.get(where)
-        if size is None:
-            return Damage(where, None, f"missing: {path.rsplit('/', 1)[-1]} names it (Spark: FileNotFoundException "
-                                       "while copying the snapshot's files)")
-        if sst.size >= 0 and size != sst.size:
-            return Damage(where, None, f"{size} bytes, but {path.rsplit('/', 1)[-1]} records {sst.size} "
-                                       f"({LOAD_ERROR}.UNEXPECTED_FILE_SIZE)")
+        named = named_damage(path, where, sst, present.get(where))
+        if named is not None:
+            return named
         table = read(where)
         mismatch = sidecar(where, table)
         if mismatch is not None:
             return Damage(where, None, f"{mismatch} (Spark copies the snapshot's SST files through Hadoop's checksummed "
                                        "file system: ChecksumException)")
-        if not sst_footer_ok(table):
-            return Damage(where, max(size - 8, 0), "expected a RocksDB table's magic number in the last 8 bytes "
-                                                   "(RocksDB opening the snapshot: Corruption: Bad table magic number)")
+        magic = magic_damage(where, table)
+        if magic is not None:
+            return magic
         found = sst_damage(table)
         if found is not None and found.at_open:
             return Damage(where, found.byte, f"{found.problem}, read when RocksDB opens the snapshot")

@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 CHECKPOINT_FORMAT = "spark.sql.streaming.stateStore.checkpointFormatVersion"
 ROW_COLUMNS = ["operator_id", "store", "partition_id", "key", "value", "event_time_ms"]
 _CONDITION = re.compile(r"\[([A-Z][A-Z0-9_.]+)\]")
+_SPARK_LOCAL = re.compile(r"(?:file:)?/\S*?/spark-[0-9a-f-]{36}/(?:[^\s/]*/)*([^\s/,]+)")
+"""A file in a Spark executor's local directory (``/tmp/spark-<uuid>/StateStoreId(...)/workingDir-<uuid>/000008.sst``,
+where RocksDB's files are copied to): its name is kept."""
 
 
 # -- Spark errors -----------------------------------------------------------------------------
@@ -61,11 +64,13 @@ def spark_errors(store: Store, tgt: Target, location: str) -> Iterator[None]:
         text = _failure_text(exc)
         for prefix in (f"file:{location}/", f"{location}/"):
             text = text.replace(prefix, "")
+        text = _SPARK_LOCAL.sub(r"Spark's local copy \1", text)
         match = _CONDITION.search(text)
         condition = match[1] if match else ""
         what = f"operator {store.operator_id} {store.name!r} at batch {tgt.batch} (state of batch {tgt.state_batch_id})"
-        if "STATE_STORE" in condition or "FileNotFoundException" in text:
-            hint = "the state files of that version were purged (minBatchesToRetain) or are damaged: wmcheck check CKPT"
+        if "STATE_STORE" in condition or "FileNotFoundException" in text or "ChecksumException" in text:
+            hint = ("the state files of that version were purged (minBatchesToRetain) or are damaged: wmcheck check CKPT "
+                    "names the batch to rewind to")
         elif condition.startswith(("STDS_COMMITTED_BATCH_UNAVAILABLE", "STDS_OFFSET")):
             hint = "that batch's commit or offsets file is missing: wmcheck batches CKPT"
         else:

@@ -114,6 +114,20 @@ def test_state_python_engine_on_s3_equals_local(s3_options, name):
     assert rows and json.loads(run_cli(*remote, *listing).stdout) == rows
 
 
+@pytest.mark.parametrize("kind", ["emptied", "flipped", "deleted"])
+def test_a_damaged_table_file_on_s3_is_one_line_naming_it(s3_options, tmp_path, kind):
+    """A snapshot's table file fetched from S3 is checked as a local one: the line names it in the checkpoint."""
+    from pyarrow import fs as pafs
+    from test_state_sst_damage import EXPECTED, HINT, NAME, damage
+
+    shutil.copytree(fixture_checkpoint(NAME), tmp_path / "ckpt")
+    damage(tmp_path / "ckpt", kind)
+    pafs.copy_files(str(tmp_path / "ckpt"), f"bucket/sst-{kind}", destination_filesystem=pafs.S3FileSystem(**s3_options))
+    result = run_cli("state", f"s3://bucket/sst-{kind}", "--engine", "python", *fs_args(s3_options), exit_code=2)
+    where, what = EXPECTED[kind]
+    assert result.stderr == f"Error: {where}: {what} (hint: {HINT})\n"
+
+
 def test_the_readmes_example_works(s3_options):
     """The README's --fs-option example, pointed at the test's S3 endpoint."""
     readme = (ROOT / "README.md").read_text()

@@ -374,6 +374,29 @@ def test_active_session_is_reused(spark):
 # -- Spark's failures, one line ---------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("kind", ["emptied", "flipped", "deleted"])
+def test_a_damaged_table_file_is_one_line_naming_it_in_the_checkpoint(spark, tmp_path, kind):
+    """Spark's reader on a snapshot whose table file is damaged: its error in one line, the file named in the
+    checkpoint and Spark's local copy by its name only (not the executor's temporary folder)."""
+    from test_state_sst_damage import NAME, damage
+
+    shutil.copytree(fixture_checkpoint(NAME), tmp_path / "ckpt")
+    damage(tmp_path / "ckpt", kind)
+    result = state_cli("spark", tmp_path / "ckpt", exit_code=2)
+    sst = "state/0/0/SSTs/000008-6c4e97c9-105c-4ea0-9632-ce9c363785a7.sst"
+    failure = {
+        "emptied": "org.apache.spark.SparkException: [CANNOT_LOAD_STATE_STORE.UNEXPECTED_FILE_SIZE] An error occurred "
+                   f"during loading state. Copied {sst} to Spark's local copy 000008.sst, expected 1261 bytes, found 0 "
+                   "bytes. SQLSTATE: 58030",
+        "flipped": f"org.apache.hadoop.fs.ChecksumException: Checksum error: {sst} at 0 exp: 753239363 got: -1809944337",
+        "deleted": f"java.io.FileNotFoundException: File {sst} does not exist",
+    }[kind]
+    assert result.stderr == (
+        f"Error: Spark cannot read the state of operator 0 'default' at batch 4 (state of batch 3): {failure} (hint: the "
+        "state files of that version were purged (minBatchesToRetain) or are damaged: wmcheck check CKPT names the "
+        "batch to rewind to)\n")
+
+
 def test_purged_state_is_one_clear_line(spark, copy_fixture, engine):
     copy = copy_fixture(AGG)
     for delta in (copy / "checkpoint" / "state" / "0").glob("*/5.delta"):
@@ -381,7 +404,8 @@ def test_purged_state_is_one_clear_line(spark, copy_fixture, engine):
     result = state_cli(engine, copy / "checkpoint", "--batch", "6", exit_code=2)
     if engine == "spark":
         assert result.stderr.startswith("Error: Spark cannot read the state of operator 0 'default' at batch 6 (state of batch 5): ")
-        assert result.stderr.endswith("(hint: the state files of that version were purged (minBatchesToRetain) or are damaged: wmcheck check CKPT)\n")
+        assert result.stderr.endswith("(hint: the state files of that version were purged (minBatchesToRetain) or are damaged: "
+                                      "wmcheck check CKPT names the batch to rewind to)\n")
     else:
         assert result.stderr == ("Error: state/0/0: state version 6 cannot be rebuilt: version 5 has neither a snapshot nor an "
                                  "increment (hint: wmcheck check CKPT explains which files are missing)\n")
