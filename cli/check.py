@@ -20,6 +20,7 @@ from wmcheck.checkpoint.validate import check_location, fails, open_file_sink, s
 from .main import EXIT_INPUT
 from .options import common_options, gc_paused, parse_pairs, progress_option
 from .output import FORMATS, REPORT_OUTPUTS, make_output
+from .process import lean_imports
 from .reports import Result
 from .text import printable
 
@@ -89,13 +90,14 @@ def check(checkpoints: tuple[str, ...], file_sink: str | None, strict: bool, out
     records = read_records(progress, options) if progress else None
     lag_ms = parse_duration_ms(operator_lag) if operator_lag is not None else None
     notes: list[str] = []
-    results = [
-        Result(loc, check_location(loc, sink, fs_options=options, checks=chosen, tz=tz, stall_batches=stall_batches,
-                                   progress=records.reports if records else (), plans=records.plans if records else (),
-                                   operator_lag_ms=lag_ms, content=not no_content, state_progress=progress_line(loc),
-                                   notes=notes), chosen, sink is not None)
-        for loc in expand(checkpoints)
-    ]
+    with lean_imports():
+        results = [
+            Result(loc, check_location(loc, sink, fs_options=options, checks=chosen, tz=tz, stall_batches=stall_batches,
+                                       progress=records.reports if records else (), plans=records.plans if records else (),
+                                       operator_lag_ms=lag_ms, content=not no_content, state_progress=progress_line(loc),
+                                       notes=notes), chosen, sink is not None)
+            for loc in expand(checkpoints)
+        ]
     for note in dict.fromkeys(notes):
         click.echo(f"note: {printable(note)}", err=True)
     with open(output, "w", encoding="utf-8") if output else contextlib.nullcontext() as stream:

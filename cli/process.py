@@ -56,18 +56,34 @@ def owned() -> bool:
     return _PROCESS["own"]
 
 
+BLAS_THREADS = "OPENBLAS_NUM_THREADS"
+"""numpy's BLAS (OpenBLAS) starts this many threads when numpy is imported, one per core if unset."""
+
+
 @contextlib.contextmanager
-def lean_pyarrow() -> Iterator[None]:
-    """Run with pandas unimportable (when not imported yet) when wmcheck owns the process: pyarrow imports
-    it on its first conversion of Python values (0.3 s) to recognise its objects, and the python state
-    engine hands it none. numpy stays: the engine decodes rows column-wise with it. pyarrow then goes
-    without pandas for the rest of the process, so a caller's process (wmcheck called in-process) is left alone."""
+def lean_imports() -> Iterator[None]:
+    """Import numpy and pyarrow lean for a command that decodes state files (``state``'s python engine,
+    ``check``) when wmcheck owns the process:
+    - pandas unimportable (when not imported yet): pyarrow imports it on its first conversion of Python values
+      (0.3 s) to recognise its objects, and wmcheck hands it none; pyarrow then goes without pandas for the
+      rest of the process;
+    - numpy's BLAS given one thread (when numpy is not imported yet and :data:`BLAS_THREADS` is unset): it starts
+      a thread per core at import, a twentieth of a second of the command's start, and wmcheck multiplies no
+      matrices; the variable is unset again after the command, for anything the process starts later (Spark's
+      Python workers).
+    numpy stays: state files are decoded column-wise with it. A caller's process (wmcheck called in-process) is left
+    alone."""
     if not _PROCESS["own"]:
         yield
         return
     finder = _Hidden(("pandas",))
     sys.meta_path.insert(0, finder)
+    one_thread = BLAS_THREADS not in os.environ and "numpy" not in sys.modules
+    if one_thread:
+        os.environ[BLAS_THREADS] = "1"
     try:
         yield
     finally:
         sys.meta_path.remove(finder)
+        if one_thread:
+            os.environ.pop(BLAS_THREADS, None)

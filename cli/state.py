@@ -14,7 +14,7 @@ from wmcheck.checkpoint.timeutil import parse_time_ms
 from .flags import for_cli
 from .options import checkpoint_progress, common_options, parse_pairs, parse_size, progress_option
 from .output import FORMATS, make_output, output_to
-from .process import lean_pyarrow
+from .process import lean_imports
 from .progress import Progress, progress_for, quiet_option
 from .spark import command_session
 
@@ -106,7 +106,7 @@ def _engine(name: EngineName, ckpt: Checkpoint, master: str | None, confs: tuple
     if name == "python":
         from wmcheck.statestore.workers import available_memory, default_jobs
 
-        with lean_pyarrow():
+        with lean_imports():
             yield engine_for(name, jobs=jobs or default_jobs(), max_memory=budget or available_memory())
         return
     from wmcheck.statestore.relocated_view import reader_location

@@ -165,13 +165,28 @@ def test_state_loads_neither_pandas_nor_arrows_query_engine(args, first_line, tm
 
 @pytest.mark.parametrize("own,hidden", [(True, "No module named 'pandas'"), (False, "None")])
 def test_pandas_is_hidden_only_in_wmchecks_own_process_and_only_during_the_command(own, hidden):
-    code = ("from wmcheck.cli.process import lean_pyarrow, own_process\n"
+    code = ("from wmcheck.cli.process import lean_imports, own_process\n"
             f"{'own_process()' if own else ''}\n"
-            "def attempt():\n    with lean_pyarrow():\n        import numpy\n        try:\n            import pandas\n"
+            "def attempt():\n    with lean_imports():\n        import numpy\n        try:\n            import pandas\n"
             "        except ModuleNotFoundError as exc:\n            return str(exc)\n"
             "print(attempt())\nimport numpy, pandas\nprint(pandas.DataFrame({'a': numpy.arange(2)}).shape)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout == f"{hidden}\n(2, 1)\n"
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2 or not os.path.isdir("/proc/self/task"), reason="one core: BLAS starts no thread")
+@pytest.mark.parametrize("own", [True, False])
+def test_numpys_blas_gets_one_thread_only_in_wmchecks_own_process_and_only_during_the_command(own):
+    """OpenBLAS starts a thread per core when numpy is imported (a twentieth of a second): the python engine
+    multiplies no matrices. The variable is set for the command only, and only when wmcheck owns the process."""
+    code = ("import os\nfrom wmcheck.cli.process import lean_imports, own_process\n"
+            f"{'own_process()' if own else ''}\n"
+            "os.environ.pop('OPENBLAS_NUM_THREADS', None)\n"
+            "with lean_imports():\n    import numpy\n"
+            "print(len(os.listdir('/proc/self/task')) == 1, os.environ.get('OPENBLAS_NUM_THREADS'))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          env={**os.environ, "OMP_NUM_THREADS": ""})
+    assert done.stdout == f"{own} None\n"
 
 
 WORKER_CASES = [("agg_window_hdfs", []), ("dedup_rocksdb_p3", []), ("join_stream_stream", ["--join-side", "left"]),
