@@ -1,12 +1,11 @@
 """The ``wmcheck`` command group: lazy subcommands and the one place errors become exit codes."""
 from __future__ import annotations
 
-import contextlib
 import importlib
 import importlib.util
 import json
-import os
 import sys
+import threading
 from typing import Any
 
 import click
@@ -15,12 +14,10 @@ from wmcheck.checkpoint.errors import CheckpointError
 
 from .commands import COMMANDS
 from .flags import cli_spelling, for_cli
-from .process import EXIT_INTERRUPTED, interrupted, own_process, owned
+from .process import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, end_process, interrupted, own_process, owned, silence_stdout
 from .text import printable
 
 EXIT_INPUT = 2
-EXIT_BROKEN_PIPE = 141
-"""Output piped into ``head`` & co. that stopped reading: 128 + SIGPIPE, silently, as a shell tool ends."""
 
 
 class CliError(click.ClickException):
@@ -145,14 +142,6 @@ def cli() -> None:
     """Inspect, validate and safely repair Spark Structured Streaming checkpoints."""
 
 
-def silence_stdout() -> None:
-    """Send what is still buffered for stdout nowhere (its reader is gone), so the exit does not fail writing it."""
-    try:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    except (OSError, ValueError):
-        pass
-
-
 def main() -> None:
     """Console-script entry point."""
     own_process()
@@ -160,13 +149,12 @@ def main() -> None:
         cli(prog_name="wmcheck")
     except BrokenPipeError:
         silence_stdout()
-        sys.exit(EXIT_BROKEN_PIPE)
+        end_process(EXIT_BROKEN_PIPE)
     except SystemExit as done:
+        if not isinstance(done.code, (int, type(None))):
+            raise
         arrow = sys.modules.get("wmcheck.checkpoint.fs.arrow")
-        if arrow is not None and arrow.abandoned():  # a remote call past its deadline: exit without waiting for it
-            code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
-            for stream in (sys.stdout, sys.stderr):
-                with contextlib.suppress(OSError, ValueError):
-                    stream.flush()
-            os._exit(code)
-        raise
+        abandoned = arrow is not None and arrow.abandoned()  # a remote call past its deadline: exit without waiting for it
+        if not abandoned and any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
+            raise  # a thread of a caller's code: the interpreter waits for it
+        end_process(done.code or 0, run_atexit=not abandoned)

@@ -84,6 +84,29 @@ def test_a_closed_output_pipe_ends_quietly_with_141():
     assert (process.returncode, err) == (141, b"")
 
 
+PRELUDE = ("import atexit, sys, threading\n"
+           "atexit.register(lambda: print('atexit ran', file=sys.stderr))\n"
+           "sys.argv = ['wmcheck', *sys.argv[1:]]\n")
+
+
+@pytest.mark.parametrize("args,code", [(["batches", str(CKPT), "--format", "json"], 0),
+                                       (["check", str(CKPT), "--select", "WM000", "--strict"], 0),
+                                       (["show", str(CKPT.parent / "nowhere")], 2)])
+def test_the_console_script_ends_without_tearing_the_interpreter_down_yet_as_a_normal_exit_does(args, code):
+    """wmcheck ends its process at once after a command (freeing every object takes a twentieth of a second
+    once numpy and pyarrow are in): the atexit handlers run, the piped output is whole, the exit code kept; a
+    live thread that is not a daemon (a caller's) is waited for as a normal exit does."""
+    run = [sys.executable, "-c", PRELUDE + "from wmcheck.cli.main import main\nmain()", *args]
+    done = subprocess.run(run, capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stderr.splitlines()[-1]) == (code, "atexit ran")
+    if code == 0:
+        assert done.stdout == run_cli(*args).stdout
+    waiting = PRELUDE + ("threading.Thread(target=lambda: (__import__('time').sleep(1), print('thread done'))).start()\n"
+                         "from wmcheck.cli.main import main\nmain()")
+    done = subprocess.run([sys.executable, "-c", waiting, *args], capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout.splitlines()[-1], done.stderr.splitlines()[-1]) == (code, "thread done", "atexit ran")
+
+
 ODD = (b".12.\xff-left.tmp", b".15\x1b[31m.delta.tmp")
 
 
