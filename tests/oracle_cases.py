@@ -762,6 +762,9 @@ CASES = [
     Case("source-log-time-a-month-ahead", "WM067", AGG, logged_time_ahead(30), WRONG, repair=True),  # new input skipped
     Case("input-file-time-a-month-ahead", "WM067", AGG, logged_time_ahead(30, on_disk=True), WRONG,
          fix=touched_and_rewound),  # a skewed clock where run2-002.json was written: rewound alone, logged again
+    Case("join-counts-of-the-version-before", "WM068", "join_stream_stream", state_file_of(
+        "0/left-keyToNumValues/7.delta", "0/left-keyToNumValues/8.delta"), FAILS,  # its rows stay at version 8
+         r"STREAM_STREAM_JOIN_INCONSISTENT_STATE\.NULL_VALUE\] .* Value at index 1 is null while numValues is 2", repair=True),
     Case("last-offsets-watermark-raised", "WM065", AGG, edit_entry(f"{C}/offsets/12", lambda m: m.update(
         batchWatermarkMs=m["batchWatermarkMs"] + 3_600_000), line=1), WRONG, repair=True),  # the new rows dropped as late
 ]

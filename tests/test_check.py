@@ -807,6 +807,8 @@ BREAKS = {
         path=e["path"].replace("file://", ""))), sink=True),  # its logs naming the copy's own input: the file is there
     "WM065": Break("WM065", "agg_window_hdfs", b_last_watermark_raised),
     "WM066": Break("WM066", "checkpoint_v2", b_last_commit_lost, sink=True),
+    "WM068": Break("WM068", "join_stream_stream", lambda root, facts: b_join_store_of_the_version_before(
+        root, "left-keyToNumValues")),
     "WM067": Break("WM067", "agg_window_hdfs", b_log_entry("checkpoint/sources/0", lambda e: e.update(
         timestamp=LAST_BATCH_MS + 30 * DAY_MS)), sink=True),  # 30 days after offsets/12's batchTimestampMs; logs naming the copy
     "WM031-first": Break("WM031", "dedup_watermark", b_first_sink_log_file_gone, also=("WM034",), sink=True),
@@ -1158,6 +1160,47 @@ def test_a_bare_logged_path_of_a_file_that_is_gone_is_not_read_again(copy_fixtur
     root, _ = broken_copy(copy_fixture, "WM064-bare-path")
     (root / "input/run2-002.json").unlink()
     assert "WM064" not in messages(root, sink=True)
+
+
+def b_join_store_of_the_version_before(root: Path, store: str) -> str:
+    """join_stream_stream's partition 0: a store's 8.delta (and its sidecar) replaced by its 7.delta, the side's other
+    store left at version 8 (a restore that mixed versions)."""
+    folder = root / "checkpoint/state/0/0" / store
+    for name in ("7.delta", ".7.delta.crc"):
+        shutil.copy2(folder / name, folder / name.replace("7", "8"))
+    return f"state/0/0/{store}"
+
+
+def test_join_counts_of_another_version_than_the_rows_fail_with_a_rewind(copy_fixture):
+    """WM068: left-keyToNumValues at version 7 (its 8.delta replaced by 7.delta), its rows at version 8: key 'a'
+    counts 2 rows, the second is gone (Spark 4.3: 'Value at index 1 is null while numValues is 2'); version 7 of both
+    agrees, so the rewind to batch 6."""
+    root, _ = broken_copy(copy_fixture, "WM068")
+    assert messages(root) == {"WM068": (
+        "state/0/0/left-{keyToNumValues,keyWithIndexToValue}: as the next batch loads them (version 8), "
+        "left-keyToNumValues counts rows that left-keyWithIndexToValue does not hold for 2 join keys, e.g. key ('a'): "
+        "2 rows, none at index 1 (the two stores' files are of different versions: a restore or copy that mixed them). "
+        "Spark fails when it reads that key, at the latest when it evicts the side's rows "
+        "('[STREAM_STREAM_JOIN_INCONSISTENT_STATE.NULL_VALUE] Detected inconsistency in stream-stream join state', "
+        "tested with Spark 4.3); with spark.sql.streaming.stateStore.skipNullsForStreamStreamJoins.enabled it skips "
+        "the missing rows: they are lost to the join; the newest version whose two stores agree is 7: a rewind to the "
+        "batch before it (where batch 6 is the newest batch whose state every partition can rebuild) makes Spark load "
+        "it and write the later versions again")}
+    assert fixes(root)["WM068"] == repair.RewindRequest(to_batch=6)
+
+
+def test_join_rows_of_the_version_before_beyond_the_counts_are_no_finding(copy_fixture):
+    """left-keyWithIndexToValue at version 7, its counts at version 8: batch 7 removed rows there, so the rows left
+    lie beyond the counts, where Spark never reads (a restart probe with Spark 4.3 gave the control run's output)."""
+    root = copy_fixture("join_stream_stream")
+    b_join_store_of_the_version_before(root, "left-keyWithIndexToValue")
+    assert messages(root) == {}
+
+
+def test_join_state_is_not_judged_without_content(copy_fixture):
+    root, _ = broken_copy(copy_fixture, "WM068")
+    found = check_checkpoint(open_checkpoint(str(root / "checkpoint")), None, content=False)
+    assert "WM068" not in {f.code for f in found}
 
 
 LAST_BATCH_MS, DAY_MS = 1795386142052, 86_400_000
