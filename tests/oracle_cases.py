@@ -7,7 +7,7 @@ fix is applied to another broken copy, after which the restart must give the ref
 runs the wmcheck command the fix is (its request, as check prints it), ``fix`` carries out a fix that is an
 instruction (restore a file from the copy made before breaking it). ``remedy`` is what an instruction advises
 for a live condition rather than a broken checkpoint (new data), checked by its own test. ``SPARK35`` says what
-pyspark 3.5 does with the ``agg_window_hdfs`` cases applied to ``agg_spark35``.
+pyspark 3.5 does with the cases applied to the twin of their fixture that pyspark 3.5 wrote (``TWINS35``).
 """
 from __future__ import annotations
 
@@ -37,6 +37,10 @@ ROCKS = "agg_window_rocksdb"
 TTL = "tws_ttl"  # its last batch, 6, reads an input file (log batch 6) and writes rows
 NO_WATERMARK = "fmgws_tws_agg"  # applyInPandasWithState -> transformWithState -> aggregation
 AGG35 = "agg_spark35"
+ROCKS35, COMPACTION35, STALL35 = "agg_window_rocksdb_spark35", "compaction_spark35", "union_stall_min_spark35"
+TWINS35 = {AGG: AGG35, ROCKS: ROCKS35, COMPACTION: COMPACTION35, STALL: STALL35}
+"""The fixture pyspark 3.5 wrote with a fixture's query, data and conf: where a case's Spark 3.5 restart happens."""
+HELD_AT = "2024-01-01T00:00:08.000Z"  # union_stall_min's (and its twin's) watermark since batch 5
 
 
 @dataclass(frozen=True)
@@ -63,13 +67,19 @@ class Case:
 
 @dataclass(frozen=True)
 class Spark35:
-    """What pyspark 3.5 does on restart of a case applied to ``agg_spark35``; ``fix``: also restart the fixed copy;
-    ``code``: the code check reports there when not the case's (a Spark 3.5 checkpoint shows less)."""
+    """What pyspark 3.5 does on restart of a case applied to its fixture's twin (``TWINS35``); ``fix``: also restart
+    the fixed copy; ``code``: the code check reports there when not the case's (a Spark 3.5 checkpoint shows less).
+    A case whose fixture has no twin (a query Spark 3.5 cannot run) names a 3.5 fixture that shows the same damage
+    (``fixture``) and how it is made there (``breaks``); ``fixed_by``: how the finding's instruction is carried out
+    where the case's fix is not what Spark 3.5 needs (the 4.3 restart needs none)."""
 
     spark: str
     error: str = ""
     fix: bool = False
     code: str = ""
+    fixture: str = ""
+    breaks: Callable[[Path], None] | None = None
+    fixed_by: Callable[[Path], None] | None = None  # the instruction carried out, where Spark 3.5 needs another one
 
 
 CHECK_DOCS = Path(__file__).resolve().parents[1] / "docs" / "check.md"
@@ -361,14 +371,26 @@ def touched_and_rewound(root: Path) -> None:
     run_cli("rewind", str(root / C), "--to-batch", "10", "--file-sink", str(root / "output"), "--execute", "--idle", "0")
 
 
-def crashed_writing_offsets(root: Path) -> None:
-    """The crash leftover: Spark was writing offsets/12 when it died (the file truncated), so batch 12 never ran:
-    no commit, no state version 13, nothing in the sink."""
+def batch_12_never_ran(root: Path) -> None:
+    """``agg_window_hdfs``'s (or its twin's) batch 12 without its commit, state version 13 and sink output."""
     crashed_before_commits(12)(root)
     for delta in (root / C / "state/0").glob("*/13.delta"):
         unlink(root, str(delta.relative_to(root)), hadoop_crc(str(delta.relative_to(root))))
+
+
+def crashed_writing_offsets(root: Path) -> None:
+    """The crash leftover: Spark was writing offsets/12 when it died (the file truncated), so batch 12 never ran:
+    no commit, no state version 13, nothing in the sink."""
+    batch_12_never_ran(root)
     offsets = root / C / "offsets/12"
     offsets.write_bytes(offsets.read_bytes()[:40])
+
+
+def stopped_after_11(root: Path) -> None:
+    """``agg_spark35`` as its query left it when it stopped after batch 11, its last batch that reads input: batch
+    12, the no-data batch after it, never planned."""
+    batch_12_never_ran(root)
+    unlink(root, f"{C}/offsets/12", f"{C}/offsets/.12.crc")
 
 
 def cut(path: str, keep: int = 20) -> Callable[[Path], None]:
@@ -774,6 +796,8 @@ STATE_ROWS_35 = (r"StateSchemaNotCompatible: Provided schema doesn't match to th
 """Spark 3.5's error for state of another layout than the query's: its schema check or, when a task reads a row
 first, its row check (whichever task fails first; Spark 4.3 fails with its schema check every time)."""
 
+MOVED_INPUT_35 = r"Wrong basePath .*/input for the root path: .*-before/input/run2-002\.json"
+
 SPARK35 = {
     "empty-last-offsets": Spark35(FAILS, r"offsets/12\. Incomplete log file"),
     "gap-before-last-offsets": Spark35(FAILS, "batch 11 doesn't exist"),
@@ -831,6 +855,26 @@ SPARK35 = {
     "state-partition-restored-from-another": Spark35(WRONG),
     "state-schema-of-another-aggregation": Spark35(FAILS, STATE_ROWS_35),
     "sink-log-deletes-a-file": Spark35(WRONG),
+    # no snapshot repair before Spark 4.1: the restart fails on the snapshot; removed, the older one is loaded
+    "rocksdb-zip-zeroed": Spark35(FAILS, r"ChecksumException: Checksum error: .*/state/0/0/12\.zip", fix=True,
+                                  fixed_by=lambda r: unlink(r, f"{C}/state/0/0/12.zip", f"{C}/state/0/0/.12.zip.crc")),
+    "rocksdb-zip-truncated": Spark35(FAILS, r"ChecksumException: Checksum error: .*/state/0/1/12\.zip"),
+    "rocksdb-sst-missing": Spark35(FAILS, r"FileNotFoundException: File .*/state/0/0/SSTs/.*\.sst does not exist",
+                                   fix=True, fixed_by=lambda r: unlink(r, f"{C}/state/0/0/12.zip", f"{C}/state/0/0/.12.zip.crc")),
+    "rocksdb-sst-data-block-flipped": Spark35(FAILS, r"ChecksumException: Checksum error: .*/state/0/0/SSTs/.*\.sst"),
+    "rocksdb-sst-data-block-flipped-no-sidecar": Spark35(WRONG, fix=True),
+    "rocksdb-sst-index-block-flipped-no-sidecar": Spark35(FAILS, r"RocksDBException: block checksum mismatch"),
+    # tws_ttl's damage on agg_spark35, whose last batch reading input is batch 11 (log batch 9, the last entry of
+    # sources/0/9.compact): the batch not committed, or the last one
+    "pending-batch-input-deleted": Spark35(WRONG, fix=True, fixture=AGG35, breaks=both(
+        stopped_after_11, crashed_before_commits(11), lambda r: last_logged_input(r).unlink()),
+        fixed_by=lambda r: restore(str(last_logged_input(r).relative_to(r)))(r)),
+    "pending-batch-input-moved": Spark35(FAILS, MOVED_INPUT_35, fix=True, fixture=AGG35, breaks=both(
+        stopped_after_11, crashed_before_commits(11), lambda r: logs_name_input_at(r, r.parent / f"{r.name}-before"))),
+    "last-batch-input-moved": Spark35(FAILS, MOVED_INPUT_35, fixture=AGG35, breaks=both(
+        stopped_after_11, lambda r: logs_name_input_at(r, r.parent / f"{r.name}-before"))),
+    "source-log-other-interval": Spark35(FAILS, r"sources/0/10 does not exist"),
+    "input-without-new-data": Spark35(OK),
 }
 
 

@@ -32,10 +32,11 @@ from conftest import (
 # which passes no watermark on (WM042: without the event log, the checkpoint cannot tell whether a withWatermark after it
 # gives them one again).
 SPARK_LEFT_BROKEN = {"repartition_failed_hdfs": "WM035", "repartition_rocksdb": "WM036", "union_stall_min": "WM038",
-                     "fmgws_tws_agg": "WM042", "fmgws_then_agg": "WM042", "fmgws_then_agg_spark35": "WM042"}
+                     "union_stall_min_spark35": "WM038", "fmgws_tws_agg": "WM042", "fmgws_then_agg": "WM042",
+                     "fmgws_then_agg_spark35": "WM042"}
 NAMES = fixture_names()
-CLEAN = [n for n in NAMES if n not in ("repartition_failed_hdfs", "union_stall_min", "fmgws_tws_agg", "fmgws_then_agg",
-                                       "fmgws_then_agg_spark35")]
+CLEAN = [n for n in NAMES if n not in ("repartition_failed_hdfs", "union_stall_min", "union_stall_min_spark35",
+                                       "fmgws_tws_agg", "fmgws_then_agg", "fmgws_then_agg_spark35")]
 SINK_CHECKS = sum(c.needs_sink for c in CHECKS.values())
 
 

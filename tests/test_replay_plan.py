@@ -18,7 +18,7 @@ from wmcheck.checkpoint.locations import map_location, spark_location
 
 from conftest import FIXTURES, fixture_checkpoint, fixture_facts, fixture_names, root_map, run_cli
 
-FILE_FIXTURES = [n for n in fixture_names() if n not in ("compaction", "python_source")]  # python_source names no files
+FILE_FIXTURES = [n for n in fixture_names() if n not in ("compaction", "compaction_spark35", "python_source")]  # python_source names no files
 
 
 def plan_json(ckpt, *args: str) -> dict:

@@ -15,6 +15,7 @@ from wmcheck.checkpoint.checks.registry import CHECKS, ERROR, OPEN_FAILED
 from oracle_cases import (
     CASES,
     FAILS,
+    HELD_AT,
     OK,
     WRONG,
     docs_fix_lines,
@@ -152,9 +153,6 @@ def test_a_copy_naming_another_checkpoints_schemas_keeps_naming_them_after_a_res
     assert [(f.code, f.path) for f in after(roots, "schemas-of-another-copy:broken")] == [
         ("WM028", f"state/0/_metadata/v2/{b}") for b in (0, 4, 9)]
     assert not after(roots, "schemas-of-another-copy:fixed")
-
-
-HELD_AT = "2024-01-01T00:00:08.000Z"  # union_stall_min's watermark since batch 5
 
 
 @pytest.mark.oracle_cases("input-without-new-data")

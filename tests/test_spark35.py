@@ -1,6 +1,6 @@
-"""Spark 3.5: the restart oracle's ``agg_window_hdfs`` cases applied to ``agg_spark35`` (written by pyspark 3.5.9)
-and restarted by pyspark 3.5.9, all in one child process of its own environment; and ``wmcheck repartition``
-under Spark < 4.2.
+"""Spark 3.5: the restart oracle's cases applied to their fixtures' twins written by pyspark 3.5.9 (``agg_spark35``,
+``agg_window_rocksdb_spark35``, ...; ``TWINS35``) and restarted by pyspark 3.5.9, all in one child process of its own
+environment; and ``wmcheck repartition`` under Spark < 4.2.
 
 The environment is ``tests/requirements-spark35.txt`` plus wmcheck (``pip install --no-deps -e .``), which
 .ci/run makes as ``.venv-spark35``; ``WMCHECK_SPARK35_PYTHON`` names its python (default: the repository's
@@ -21,10 +21,12 @@ import pytest
 from wmcheck.checkpoint.checks.definition import ERROR
 
 from conftest import FIXTURES, ROOT
-from oracle_cases import AGG, AGG35, CASES, OK, SPARK35, Case, documented, query_id, reference, run_oracle
+from oracle_cases import AGG35, CASES, HELD_AT, OK, SPARK35, TWINS35, Case, documented, query_id, reference, run_oracle
 from restart_oracle import observed
 
-CASES35 = [dataclasses.replace(c, fixture=AGG35) for c in CASES if c.key in SPARK35]
+CASES35 = [dataclasses.replace(c, fixture=SPARK35[c.key].fixture or TWINS35[c.fixture],
+                               breaks=SPARK35[c.key].breaks or c.breaks, fix=SPARK35[c.key].fixed_by or c.fix, remedy=None)
+           for c in CASES if c.key in SPARK35]
 
 
 @pytest.fixture(scope="module")
@@ -43,9 +45,16 @@ def oracle35(python35, tmp_path_factory):
     return run_oracle(CASES35, tmp_path_factory.mktemp("oracle35"), python35, fixed=lambda c: SPARK35[c.key].fix)
 
 
-def test_the_spark35_cases_are_the_agg_window_hdfs_cases():
+def test_every_spark35_case_restarts_a_checkpoint_spark35_wrote():
+    """Each SPARK35 entry is a case, on its fixture's twin, or, for a fixture without one, on the 3.5 fixture it names
+    with the damage made there."""
     assert sorted(c.key for c in CASES35) == sorted(SPARK35)
-    assert {c.key: c.fixture for c in CASES if c.key in SPARK35} == dict.fromkeys(SPARK35, AGG)
+    for case in CASES:
+        if case.key in SPARK35:
+            entry = SPARK35[case.key]
+            assert (case.fixture in TWINS35) != bool(entry.fixture and entry.breaks), case.key
+    assert all(json.loads((FIXTURES / c.fixture / "fixture.json").read_text())["spark_version"] == "3.5.9"
+               for c in CASES35)
 
 
 @pytest.mark.spark
@@ -84,6 +93,16 @@ def test_spark35_restarts_without_metadata_under_a_new_query_id(oracle35):
     _, outcomes, roots = oracle35
     assert outcomes["metadata-removed:broken"].batches == (13, 14)
     assert query_id(roots["metadata-removed:broken"]) != query_id(FIXTURES / AGG35)
+
+
+@pytest.mark.spark
+@pytest.mark.oracle
+def test_spark35_restart_keeps_the_watermark_held_by_the_idle_input(oracle35):
+    """WM038 under Spark 3.5: restarted with new data on the other input only, the batch runs at the held watermark
+    and emits no window."""
+    _, outcomes, _ = oracle35
+    held = outcomes["input-without-new-data:broken"]
+    assert (held.error, held.batches, held.watermarks, held.rows) == (None, (11,), (HELD_AT,), ())
 
 
 @pytest.mark.spark

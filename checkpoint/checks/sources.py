@@ -120,7 +120,7 @@ def pending_input_lost(ctx: Context) -> Iterator[Issue]:
             f"batch {pending} is planned but not committed, so Spark re-runs it on restart with the input files its "
             f"file-source log names, and {gone_text(gone)}: Spark reads each logged file as a path of its own and "
             "skips one that does not exist without an error, so the batch runs without their rows, which are lost "
-            "(tested with Spark 4.3)"
+            "(tested with Spark 4.3 and 3.5)"
         ), Instruction("restore the input files from a backup before restarting"))
 
 
@@ -134,7 +134,7 @@ def last_input_moved(ctx: Context) -> Iterator[Issue]:
         yield Issue(f"offsets/{last}", (
             f"batch {last} {how}, reading the input files its file-source log names, and {gone_text(gone)}: they are "
             f"under {moved[1]} (moved with the checkpoint), where the query reads its input now, and Spark fails on "
-            f"logged files outside that directory ('Wrong basePath … for the root path …', tested with Spark 4.3); "
+            f"logged files outside that directory ('Wrong basePath … for the root path …', tested with Spark 4.3 and 3.5); "
             f"relocating maps the logs to them"
         ), RelocateRequest(path_map={moved[0]: moved[1]}, file_sink=ctx.sink_location))
 
