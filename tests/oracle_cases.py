@@ -787,6 +787,9 @@ CASES = [
     Case("join-counts-of-the-version-before", "WM068", "join_stream_stream", state_file_of(
         "0/left-keyToNumValues/7.delta", "0/left-keyToNumValues/8.delta"), FAILS,  # its rows stay at version 8
          r"STREAM_STREAM_JOIN_INCONSISTENT_STATE\.NULL_VALUE\] .* Value at index 1 is null while numValues is 2", repair=True),
+    Case("rocksdb-join-counts-of-the-version-before", "WM068", "join_v2_p3", lambda r: [state_file_of(
+        f"{p}/left-keyToNumValues/3.zip", f"{p}/left-keyToNumValues/4.zip")(r) for p in range(3)], FAILS,
+         r"STREAM_STREAM_JOIN_INCONSISTENT_STATE\.NULL_VALUE\]", repair=True),  # every partition's counts of version 3
     Case("last-offsets-watermark-raised", "WM065", AGG, edit_entry(f"{C}/offsets/12", lambda m: m.update(
         batchWatermarkMs=m["batchWatermarkMs"] + 3_600_000), line=1), WRONG, repair=True),  # the new rows dropped as late
 ]

@@ -1189,6 +1189,20 @@ def test_join_counts_of_another_version_than_the_rows_fail_with_a_rewind(copy_fi
     assert fixes(root)["WM068"] == repair.RewindRequest(to_batch=6)
 
 
+def test_rocksdb_join_counts_of_another_version_than_the_rows_are_found_in_the_snapshots(copy_fixture):
+    """WM068 on RocksDB (join_v2_p3, snapshots only): every partition's left-keyToNumValues/4.zip replaced by its 3.zip;
+    partition 2's counts name rows of keys 'a' and 'b' that its rows of version 4 lack (batch 3 evicted them)."""
+    root = copy_fixture("join_v2_p3")
+    for p in range(3):
+        folder = root / f"checkpoint/state/0/{p}/left-keyToNumValues"
+        for name in ("3.zip", ".3.zip.crc"):
+            shutil.copy2(folder / name, folder / name.replace("3", "4"))
+    found = check_checkpoint(open_checkpoint(str(root / "checkpoint")), None)
+    assert [(f.code, f.path) for f in found] == [("WM068", "state/0/2/left-keyToNumValues")]
+    assert "for 2 join keys, e.g. key ('a'): 2 rows, none at index 1" in found[0].message
+    assert found[0].fix == repair.RewindRequest(to_batch=2)
+
+
 def test_join_rows_of_the_version_before_beyond_the_counts_are_no_finding(copy_fixture):
     """left-keyWithIndexToValue at version 7, its counts at version 8: batch 7 removed rows there, so the rows left
     lie beyond the counts, where Spark never reads (a restart probe with Spark 4.3 gave the control run's output)."""
