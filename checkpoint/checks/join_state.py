@@ -15,7 +15,7 @@ from ..state_load import resolve
 from ..state_records import PUT, Record, changelog_records, sized_records
 from .context import Context
 from .definition import ERROR, Issue, check
-from .state import SST_DIR, Plan, lineages, load_version, plans, rewind_fix
+from .state import CHANGELOG_DECODER, SST_DIR, ZIP_DECODER, Plan, lineages, load_version, plans, rewind_fix
 from .text import plural
 
 JOIN = "symmetricHashJoin"
@@ -26,7 +26,7 @@ VERSIONS_BACK = 20
 """How many versions before the next load are tried for the newest that agrees (the rewind's target)."""
 
 
-READ_HERE = ("records", "rocksdb-zip", "rocksdb-changelog")
+READ_HERE = ("records", ZIP_DECODER, CHANGELOG_DECODER)
 """The decoders of the files read here: HDFS deltas and snapshots, RocksDB snapshots and changelogs."""
 
 
@@ -60,20 +60,22 @@ class Reader:
         if not load.loadable or any(f.format.decoder not in READ_HERE for f in load.chain):
             return None
         try:
-            files = [] if not load.chain or load.chain[0].kind != "zip" else self._snapshot(part, load.chain[0])
+            zipped = bool(load.chain) and load.chain[0].format.decoder == ZIP_DECODER
+            files = self._snapshot(part, load.chain[0]) if zipped else []
             if files is None:
                 return None
-            steps = [f for f in load.chain if f.kind != "zip"]
+            steps = [f for f in load.chain if f.format.decoder != ZIP_DECODER]
             data = self._take([f.path for f in steps], sum(f.size for f in steps))
             if data is None:
                 return None
             for f in steps:
                 plain = decompress(data[f.path], self.codec, f.path)
-                files.append(sized_records(plain, f.path) if f.kind != "changelog" else changelog_records(plain, f.path))
+                read = changelog_records if f.format.decoder == CHANGELOG_DECODER else sized_records
+                files.append(read(plain, f.path))
             state = fold(files)
         except (CheckpointError, KeyError):
             return None  # damaged (WM039) or unreadable
-        rocksdb = any(f.kind in ("zip", "changelog") for f in load.chain)
+        rocksdb = any(f.format.decoder in (ZIP_DECODER, CHANGELOG_DECODER) for f in load.chain)
         return {k[1:]: v[1:] for k, v in state.items()} if rocksdb else state
 
     def _snapshot(self, part: StorePartition, zip_file: StateFile) -> list[Iterable[Record]] | None:
