@@ -1203,6 +1203,21 @@ def test_rocksdb_join_counts_of_another_version_than_the_rows_are_found_in_the_s
     assert found[0].fix == repair.RewindRequest(to_batch=2)
 
 
+def test_join_state_is_judged_within_a_budget_of_bytes_read(copy_fixture, monkeypatch):
+    """WM068 reads join state files up to READ_LIMIT bytes: past it a load is not judged and a note says so."""
+    from wmcheck.checkpoint.checks import join_state
+
+    root, _ = broken_copy(copy_fixture, "WM068")
+    monkeypatch.setattr(join_state, "READ_LIMIT", 100)
+    done = run_cli("check", str(root / "checkpoint"), "--format", "json")
+    assert json.loads(done.stdout) == [] and ("note: WM068 reads 100 bytes of join state files per check and left the "
+                                              "rest unjudged (their value counts are not compared with their rows)\n"
+                                              ) in done.stderr
+    monkeypatch.setattr(join_state, "READ_LIMIT", 32 << 20)
+    done = run_cli("check", str(root / "checkpoint"), "--format", "json", exit_code=1)
+    assert [f["code"] for f in json.loads(done.stdout)] == ["WM068"] and "note: WM068" not in done.stderr
+
+
 def test_join_rows_of_the_version_before_beyond_the_counts_are_no_finding(copy_fixture):
     """left-keyWithIndexToValue at version 7, its counts at version 8: batch 7 removed rows there, so the rows left
     lie beyond the counts, where Spark never reads (a restart probe with Spark 4.3 gave the control run's output)."""
