@@ -878,6 +878,8 @@ SPARK35 = {
         stopped_after_11, lambda r: logs_name_input_at(r, r.parent / f"{r.name}-before"))),
     "source-log-other-interval": Spark35(FAILS, r"sources/0/10 does not exist"),
     "input-without-new-data": Spark35(OK),
+    # no transformWithState in Spark 3.5: its chain with applyInPandasWithState calls withWatermark again after it
+    "operators-after-applyinpandaswithstate": Spark35(OK, fixture="fmgws_then_agg_spark35", breaks=lambda r: None),
 }
 
 

@@ -107,6 +107,20 @@ def test_spark35_restart_keeps_the_watermark_held_by_the_idle_input(oracle35):
 
 @pytest.mark.spark
 @pytest.mark.oracle
+def test_spark35_aggregation_after_applyinpandaswithstate_and_withwatermark_emits(oracle35):
+    """WM042 under Spark 3.5 (``fmgws_then_agg_spark35``): check warns that the aggregation after applyInPandasWithState
+    runs with watermark 0 unless a withWatermark after it gives it one; this query calls withWatermark again, and the
+    restart emits the windows the new rows close, like the control run."""
+    found, outcomes, _ = oracle35
+    ran = outcomes["operators-after-applyinpandaswithstate:broken"]
+    assert (ran.error, ran.batches, ran.watermarks) == (None, (9, 10), ("2024-01-01T00:01:10.000Z", "2024-01-01T00:02:04.000Z"))
+    new_rows = ("row", "2", "2", "Row(end='2024-01-01T00:01:50.000Z', start='2024-01-01T00:01:40.000Z')")  # a@101 b@105
+    assert ran.rows is not None and new_rows in ran.rows
+    assert [(f.code, f.path) for f in found["operators-after-applyinpandaswithstate", "broken"]] == [("WM042", "state/1")]
+
+
+@pytest.mark.spark
+@pytest.mark.oracle
 def test_docs_table_says_what_spark35_did(oracle35):
     """The Spark 3.5 column: the observed outcome for every code with a 3.5 case (its first word, or a later clause
     '; ok: ...' for a code whose cases do different things; "the same" only when 3.5 fails with 4.3's error, or does
