@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import posixpath
 
-from .numbers import is_canonical, is_number, java_long
+from .numbers import is_canonical, java_long
 
 METADATA, OFFSETS, COMMITS, SOURCES, STATE = "metadata", "offsets", "commits", "sources", "state"
 SINK_LOG = "_spark_metadata"
@@ -22,17 +22,24 @@ def batch_ids(names: list[str]) -> list[int]:
     return sorted(int(name) for name in names if is_canonical(name))
 
 
-def odd_batch_names(names: list[str]) -> dict[str, int]:
-    """Names Spark also lists as batch files that it never writes (``013``, ``+13``): name -> the batch id Spark reads
-    them as (``HDFSMetadataLog`` takes any name ``toLong`` parses, then reads the file of that id's own name)."""
-    return {n: i for n in names if not is_canonical(n) and (i := java_long(n)) is not None}
+def odd_batch_names(names: list[str], compactible: bool = False) -> dict[str, int]:
+    """Names Spark also lists as batch files that it never writes (``013``, ``+13``, ``\u0661\u0663``; in a
+    ``compactible`` log also ``013.compact``): name -> the batch id Spark reads them as (``HDFSMetadataLog`` takes any
+    name ``toLong`` parses, ``CompactibleFileStreamLog`` any once ``.compact`` is stripped, then reads the file of that
+    id's own name)."""
+    out = {}
+    for name in names:
+        base = name[: -len(COMPACT_SUFFIX)] if compactible and name.endswith(COMPACT_SUFFIX) else name
+        if not is_canonical(base) and (batch := java_long(base)) is not None:
+            out[name] = batch
+    return out
 
 
 def log_file_batch(name: str) -> tuple[int, bool] | None:
     """A compactible log's file name -> (batch id, compact?): ``12`` -> (12, False), ``12.compact`` -> (12, True);
-    None for anything else."""
+    None for anything else (``012``: :func:`odd_batch_names`)."""
     base = name[: -len(COMPACT_SUFFIX)] if name.endswith(COMPACT_SUFFIX) else name
-    return (int(base), base != name) if is_number(base) else None
+    return (int(base), base != name) if is_canonical(base) else None
 
 
 def hadoop_sidecar(path: str) -> str:

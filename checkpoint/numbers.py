@@ -13,9 +13,10 @@ def is_number(text: str) -> bool:
 
 def java_long(text: str) -> int | None:
     """``text`` as Spark's ``String.toLong`` (Java's ``Long.parseLong``) reads it, which is how ``HDFSMetadataLog`` tells
-    batch files: an optional sign, then ASCII digits, in a long's range (``013`` and ``+13`` are 13); None if it fails."""
+    batch files: an optional sign, then decimal digits of any script Java's ``Character.digit`` knows, in a long's
+    range (``013``, ``+13`` and ``\u0661\u0663`` are 13; ``\u00b2`` is no digit); None if it fails."""
     digits = text[1:] if text[:1] in "+-" else text
-    if not digits or not (digits.isascii() and digits.isdigit()):
+    if not digits or not digits.isdecimal() or max(map(ord, digits)) > 0xFFFF:  # Java reads a UTF-16 unit at a time
         return None
     value = int(text)
     return value if LONG_MIN <= value <= LONG_MAX else None

@@ -666,6 +666,13 @@ CASES = [
          lambda r: edit(r, f"{C}/state/0/_metadata/metadata", '"numPartitions":3', '"numPartitions":4'), OK),
     Case("offsets-zero-padded-name", "WM001", AGG, lambda r: shutil.copy2(r / C / "offsets/12", r / C / "offsets/013"),
          FAILS, r"offsets/13 does not exist", fix=lambda r: unlink(r, f"{C}/offsets/013")),
+    Case("offsets-name-in-other-digits", "WM001", AGG, lambda r: shutil.copy2(r / C / "offsets/12", r / C / "offsets/\u0661\u0663"),
+         FAILS, r"offsets/13 does not exist", fix=lambda r: unlink(r, f"{C}/offsets/\u0661\u0663")),  # Arabic-Indic 13
+    Case("source-log-zero-padded-name", "WM001", AGG, lambda r: shutil.copy2(r / C / "sources/0/8", r / C / "sources/0/013"),
+         FAILS, r"sources/0/1[03]", fix=lambda r: unlink(r, f"{C}/sources/0/013")),
+    Case("sink-log-zero-padded-name", "WM001", AGG,
+         lambda r: shutil.copy2(r / "output/_spark_metadata/12", r / "output/_spark_metadata/013"), WRONG,
+         fix=lambda r: unlink(r, "output/_spark_metadata/013")),
     Case("sink-data-file-missing", "WM047", AGG, lambda r: data_files_of(r, 11)[0].unlink(), WRONG, repair=True),
     Case("sink-data-file-recompressed", "WM047", AGG, lambda r: recompressed(data_files_of(r, 11)[0]), WRONG,
          repair=True),  # the same rows, gzip instead of snappy: another size than the log records

@@ -674,6 +674,16 @@ def b_zero_padded_offsets(root: Path, facts: dict) -> str:
     return f"offsets/{name}"
 
 
+def b_odd_log_name(where: str, name: str) -> Callable[[Path, dict], str]:
+    """A copy of a log's file named as Spark never names one (leading zeros, another script's digits), past the log's
+    latest batch: Spark lists it as that batch and reads the file of its own name."""
+    def apply(root: Path, facts: dict) -> str:
+        log = root / where
+        shutil.copyfile(max((p for p in log.iterdir() if p.name[0].isdigit()), key=lambda p: p.stat().st_mtime), log / name)
+        return f"{where.removeprefix('checkpoint/')}/{name}" if where.startswith("checkpoint/") else f"../{where}/{name}"
+    return apply
+
+
 def b_sink_data_file_gone(root: Path, facts: dict) -> str:
     """A data file the sink's log names deleted from the sink directory."""
     data_files_of(root, facts["last_batch"] - 1)[0].unlink()
@@ -820,6 +830,10 @@ BREAKS = {
     "WM055-sink-log": Break("WM055", "agg_window_hdfs", b_old_file_cut("output/_spark_metadata", "5"), sink=True),
     "WM002-only-last": Break("WM002", "agg_window_hdfs", b_only_last_offsets),
     "WM001-odd-name": Break("WM001", "agg_window_hdfs", b_zero_padded_offsets),
+    "WM001-odd-name-digits": Break("WM001", "agg_window_hdfs", b_odd_log_name("checkpoint/offsets", "\u0661\u0663")),
+    "WM001-odd-source-log-name": Break("WM001", "agg_window_hdfs", b_odd_log_name("checkpoint/sources/0", "010")),
+    "WM001-odd-source-log-compact-name": Break("WM001", "compaction", b_odd_log_name("checkpoint/sources/0", "+0019.compact")),
+    "WM001-odd-sink-log-name": Break("WM001", "agg_window_hdfs", b_odd_log_name("output/_spark_metadata", "013"), sink=True),
     "WM025-log-gone": Break("WM025", "agg_window_hdfs", b_sink_log_gone, sink=True),
     "WM026": Break("WM026", "agg_window_hdfs", b_interrupted_repair, also=("WM017", "WM029")),  # half rewound
     "WM027": Break("WM027", "tws_pandas", b_schema_gone),

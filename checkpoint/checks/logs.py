@@ -10,6 +10,7 @@ from ..activity import DEFAULT_IDLE_MS, newest_recent, now_ms
 from ..errors import CheckpointError
 from ..layout import (
     COMMITS,
+    COMPACT_SUFFIX,
     OFFSETS,
     REPAIR_JOURNAL,
     SINK_LOG,
@@ -20,7 +21,7 @@ from ..layout import (
     sidecar_target,
     sidecars,
 )
-from ..metadata_log import COMMIT_LOG, FILE_SOURCE_LOG, OFFSET_LOG
+from ..metadata_log import COMMIT_LOG, DEFAULT_COMPACT_INTERVAL, FILE_SOURCE_LOG, OFFSET_LOG, is_compaction_batch
 from ..numbers import is_number
 from ..repair.requests import RewindRequest, UndoRequest
 from ..repair_records import find_interrupted, read_journal
@@ -34,6 +35,32 @@ from .text import plural, span
 
 JAVA_UUID = re.compile(r"^[0-9a-fA-F]{1,8}-[0-9a-fA-F]{1,4}-[0-9a-fA-F]{1,4}-[0-9a-fA-F]{1,4}-[0-9a-fA-F]{1,12}$")
 CHECKPOINT_FORMAT = "spark.sql.streaming.stateStore.checkpointFormatVersion"
+
+
+def odd_log_names(ctx: Context) -> dict[str, tuple[str, Fix]]:
+    """Files of a file source's or the file sink's log named as Spark never names them (``013``, ``013.compact``)
+    that Spark takes as a batch after the log's latest: shown path -> (what Spark does, the instruction)."""
+    logs: list[tuple[Tree, str, str]] = [(ctx.tree, f"{SOURCES}/{i}", "source") for i in ctx.ckpt.source_dirs]
+    if ctx.sink is not None:
+        logs.append((ctx.sink, SINK_LOG, "sink"))
+    out: dict[str, tuple[str, Fix]] = {}
+    for tree, folder, kind in logs:
+        log = tree.log(folder)
+        for name, batch in odd_batch_names(list(log.names), compactible=True).items():
+            if log.latest is not None and batch <= log.latest:
+                continue  # Spark reads the log's own files up to its latest batch
+            interval = (log.interval or (DEFAULT_COMPACT_INTERVAL, ""))[0]
+            own = f"{batch}{COMPACT_SUFFIX}" if is_compaction_batch(batch, interval) else str(batch)
+            shown, reads = tree.shown(log.path(name)), tree.shown(log.path(own))
+            does = (f"the restart fails ('File .../{reads} does not exist')" if kind == "source" else
+                    f"the sink takes batch {span(log.latest + 1 if log.latest is not None else 0, batch)} as written "
+                    f"and skips it (its output lost), and its readers fail ('.../{reads} doesn't exist')")
+            out[shown] = (f"Spark lists this file as log batch {batch}, after the log's latest batch "
+                          f"{'none' if log.latest is None else log.latest} (it takes any name Long.parseLong reads once "
+                          f"'.compact' is stripped, leading zeros, a sign or another script's digits included), but "
+                          f"reads each batch from the file of its own name: {does}",
+                          Instruction(f"delete {shown} while the query is stopped"))
+    return out
 
 
 @check("WM001", ERROR, "a file does not parse")
@@ -51,11 +78,12 @@ def unparseable(ctx: Context) -> Iterator[Issue]:
         for name, batch in odd_batch_names(ctx.tree.names(folder)).items():
             if batch >= 0 and batch not in ids:
                 problems[f"{folder}/{name}"] = (
-                    f"Spark lists this file as batch {batch} (it takes any name Long.parseLong reads, leading zeros "
-                    f"or a sign included) and then reads {folder}/{batch}, which does not exist: the restart fails "
+                    f"Spark lists this file as batch {batch} (it takes any name Long.parseLong reads, leading zeros, "
+                    f"a sign or another script's digits included) and then reads {folder}/{batch}, which does not exist: the restart fails "
                     f"('File .../{folder}/{batch} does not exist')", Instruction(
                         f"delete {folder}/{name} while the query is stopped (rename it to {folder}/{batch} instead if it "
                         f"is that batch's file)"))
+    problems.update(odd_log_names(ctx))
     unread = unread_on_restart(ctx)
     for path, (text, fix) in sorted(problems.items()):
         if path in unread:
