@@ -21,7 +21,14 @@ from ..layout import (
     sidecar_target,
     sidecars,
 )
-from ..metadata_log import COMMIT_LOG, DEFAULT_COMPACT_INTERVAL, FILE_SOURCE_LOG, OFFSET_LOG, is_compaction_batch
+from ..metadata_log import (
+    COMMIT_LOG,
+    DEFAULT_COMPACT_INTERVAL,
+    FILE_SINK_LOG,
+    FILE_SOURCE_LOG,
+    OFFSET_LOG,
+    is_compaction_batch,
+)
 from ..numbers import is_number
 from ..repair.requests import RewindRequest, UndoRequest
 from ..repair_records import find_interrupted, read_journal
@@ -40,9 +47,9 @@ CHECKPOINT_FORMAT = "spark.sql.streaming.stateStore.checkpointFormatVersion"
 def odd_log_names(ctx: Context) -> dict[str, tuple[str, Fix]]:
     """Files of a file source's or the file sink's log named as Spark never names them (``013``, ``013.compact``)
     that Spark takes as a batch after the log's latest: shown path -> (what Spark does, the instruction)."""
-    logs: list[tuple[Tree, str, str]] = [(ctx.tree, f"{SOURCES}/{i}", "source") for i in ctx.ckpt.source_dirs]
+    logs: list[tuple[Tree, str, str]] = [(ctx.tree, FILE_SOURCE_LOG.folder(i), "source") for i in ctx.ckpt.source_dirs]
     if ctx.sink is not None:
-        logs.append((ctx.sink, SINK_LOG, "sink"))
+        logs.append((ctx.sink, FILE_SINK_LOG.folder(), "sink"))
     out: dict[str, tuple[str, Fix]] = {}
     for tree, folder, kind in logs:
         log = tree.log(folder)
