@@ -15,6 +15,7 @@ from itertools import islice
 from typing import Callable, Iterable, Iterator
 
 from .errors import CheckpointError
+from .rocksdb_sst import CheckedTable
 from .row_checksums import CHECKSUM_BYTES
 from .sst_columns import table_puts
 from .state_codecs import decompress
@@ -261,9 +262,9 @@ def _until_cut(records: Iterator[tuple[str, bytes, bytes | None]]) -> Iterator[t
         return
 
 
-def sample_table(data: bytes, rows: StoreRows) -> Sample:
+def sample_table(table: CheckedTable, rows: StoreRows) -> Sample:
     """:func:`sample_rows` for a RocksDB table file of a snapshot (its rows: a version byte, then the row)."""
-    return _sample(((PUT, key, value) for key, value in table_puts(data, SAMPLE)), rows)
+    return _sample(((PUT, key, value) for key, value in table_puts(table, SAMPLE)), rows)
 
 
 def _sample(records: Iterable[tuple[str, bytes, bytes | None]], rows: StoreRows) -> Sample:

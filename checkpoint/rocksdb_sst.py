@@ -265,6 +265,21 @@ def verified(data: bytes) -> tuple[Blocks | None, SstDamage | None]:
     return found, None
 
 
+@dataclass(frozen=True, eq=False)
+class CheckedTable:
+    """A table file's bytes with :func:`verified`'s answer: verified once, then read by every check that samples it
+    (each block hashed once)."""
+
+    data: bytes
+    blocks: Blocks | None
+    damage: SstDamage | None
+
+
+def checked(data: bytes) -> CheckedTable:
+    """The table file ``data`` verified (:func:`verified`)."""
+    return CheckedTable(data, *verified(data))
+
+
 def sst_damage(data: bytes) -> SstDamage | None:
     """Where RocksDB fails on the table file ``data``, None where it reads every block (or where the format is not
     one verified here: see the module's docstring)."""

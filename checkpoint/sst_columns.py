@@ -23,7 +23,7 @@ import struct
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterator
 
-from .rocksdb_sst import Blocks, TableFile, inflate, property_value, table_entries, varints, verified
+from .rocksdb_sst import Blocks, CheckedTable, TableFile, inflate, property_value, table_entries, varints
 
 if TYPE_CHECKING:
     import numpy as np
@@ -123,7 +123,8 @@ def open_table(data: bytes, blocks: Blocks, release: Callable[[int, int], None] 
     if not kinds <= {0, 1, 4, 5, 7}:  # none, Snappy, LZ4, LZ4HC, ZSTD: :func:`.rocksdb_sst.inflate`
         return None
     if handles:
-        block = inflate(*table.block(*handles[0], "data block"))
+        offset, size = handles[0]
+        block = inflate(data[offset:offset + size], data[offset + size])  # its checksum was verified
         if block is None or len(block) < 4 or struct.unpack_from("<I", block, len(block) - 4)[0] >> 31:
             return None  # a data block hash index follows the restarts
     return Table(data, tuple(handles), table, property_value(props, "rocksdb.num.entries") or 0, release)
@@ -222,13 +223,14 @@ def _run(blocks: list[bytes], offset: int) -> TableRun:
                     (trailer & np.uint64(0xFF)).astype(np.uint8))
 
 
-def table_puts(data: bytes, limit: int) -> list[tuple[bytes, bytes]]:
-    """The user keys and values of up to ``limit`` puts of the table file ``data``, the first in key order (run by
-    run: a table whose first half deletes keys is not read entry by entry); entry by entry where the table is not
-    read here; none where it is not read at all, those before where a block does not parse."""
+def table_puts(checked: CheckedTable, limit: int) -> list[tuple[bytes, bytes]]:
+    """The user keys and values of up to ``limit`` puts of the table file ``checked`` (verified once by the caller:
+    its blocks are not hashed again), the first in key order (run by run: a table whose first half deletes keys is
+    not read entry by entry); entry by entry where the table is not read here; none where it is not read at all,
+    those before where a block does not parse."""
     import numpy as np
 
-    blocks, _ = verified(data)  # a damaged table is sst_damage's: read entry by entry up to the damage
+    data, blocks = checked.data, checked.blocks  # a damaged table is sst_damage's: read entry by entry up to the damage
     table = open_table(data, blocks) if blocks else None
     if table is None:
         return [(e.key, e.value) for e in itertools.islice((e for e in table_entries(data) if e.kind == PUT), limit)]

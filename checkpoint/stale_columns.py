@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence, overload
 
-from .rocksdb_sst import verified
+from .rocksdb_sst import CheckedTable
 from .sized_columns import file_records
 from .sst_columns import KNOWN_TYPES, open_table
 from .stale_keys import MAX_CHANGES, Change, EventField, FileChanges
@@ -226,13 +226,14 @@ def _word(words: "np.ndarray", at: "np.ndarray", ends: "np.ndarray") -> "np.ndar
     return words[at]
 
 
-def table_changes(data: bytes, field: EventField, bound_us: int, start: int = 1,
+def table_changes(checked: CheckedTable, field: EventField, bound_us: int, start: int = 1,
                   limit: int = MAX_CHANGES) -> FileChanges | None:
-    """:func:`.stale_keys.table_changes` of a table file's bytes (keys: a version byte, then the row)."""
+    """:func:`.stale_keys.table_changes` of a table file (verified once by the caller: its blocks are not hashed
+    again; keys: a version byte, then the row)."""
     import numpy as np
 
     try:
-        blocks, _ = verified(data)  # a damaged table is sst_damage's
+        data, blocks = checked.data, checked.blocks  # a damaged table is sst_damage's
         table = open_table(data, blocks) if blocks else None
         if table is None:
             raise Unproven

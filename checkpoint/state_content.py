@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from .errors import CheckpointError, UnsupportedError
-from .rocksdb_sst import sst_damage
+from .rocksdb_sst import CheckedTable
 from .rocksdb_zip import SharedFile, read_snapshot_zip, sst_footer_ok
 from .row_checksums import RowPlace, verified_key, verified_value, verified_values
 from .state_codecs import codec_name, decompress, require_codec, require_module
@@ -135,12 +135,13 @@ def magic_damage(where: str, table: bytes) -> Damage | None:
 
 
 def shared_damage(data: bytes, path: str, shared_dir: str, present: Mapping[str, int],
-                  read: Callable[[str], bytes], sidecar: Callable[[str, bytes], str | None] = lambda p, d: None,
+                  read: Callable[[str], CheckedTable], sidecar: Callable[[str, bytes], str | None] = lambda p, d: None,
                   ) -> Damage | None:
     """The first file a snapshot zip names that is missing from ``present`` (path -> size), has another size, does
     not match its Hadoop checksum sidecar (``sidecar(path, bytes)``: why not; Spark copies SST files through Hadoop's
     checksummed file system), does not end as a RocksDB table, or holds a block RocksDB fails on when it opens the
-    snapshot (``read(path)``: its bytes); else a damaged data block, which Spark's scans stop at silently."""
+    snapshot (``read(path)``: the table file, verified); else a damaged data block, which Spark's scans stop at
+    silently."""
     try:
         _, meta = read_snapshot_zip(data, path)
     except CheckpointError:
@@ -152,14 +153,14 @@ def shared_damage(data: bytes, path: str, shared_dir: str, present: Mapping[str,
         if named is not None:
             return named
         table = read(where)
-        mismatch = sidecar(where, table)
+        mismatch = sidecar(where, table.data)
         if mismatch is not None:
             return Damage(where, None, f"{mismatch} (Spark copies the snapshot's SST files through Hadoop's checksummed "
                                        "file system: ChecksumException)")
-        magic = magic_damage(where, table)
+        magic = magic_damage(where, table.data)
         if magic is not None:
             return magic
-        found = sst_damage(table)
+        found = table.damage
         if found is not None and found.at_open:
             return Damage(where, found.byte, f"{found.problem}, read when RocksDB opens the snapshot")
         if found is not None and later is None:

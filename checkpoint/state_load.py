@@ -26,6 +26,7 @@ from .checksums import verify_hadoop_crc
 from .errors import CheckpointError
 from .fs import FileSystem
 from .layout import hadoop_sidecar
+from .rocksdb_sst import CheckedTable, checked
 from .row_checksums import RowPlace
 from .state_codecs import decompress
 from .state_content import Damage, Decoding, damage, shared_damage
@@ -267,10 +268,10 @@ class ContentCheck:
     def __init__(self, fs: FileSystem, decoding: Decoding,
                  read: Callable[[list[str]], dict[str, bytes]] | None = None,
                  checksum: Callable[[str], str | None] | None = None, lineages: Lineages | None = None,
-                 sidecars: Collection[str] = (), on_table: Callable[[str, bytes], None] | None = None) -> None:
+                 sidecars: Collection[str] = (), on_table: Callable[[str, CheckedTable], None] | None = None) -> None:
         self.fs = fs
         self.on_table = on_table
-        """Called with each snapshot table file (SST) read, and its bytes."""
+        """Called with each snapshot table file (SST) read, verified."""
         self.sidecars = sidecars
         """The Hadoop checksum sidecars listed (``.name.crc``): those of SST files are verified as Spark copies them."""
         self.decoding = decoding
@@ -316,11 +317,11 @@ class ContentCheck:
                                   self._sidecar)
         return None if found is None else replace(found, version=f.version)
 
-    def _table(self, path: str) -> bytes:
-        data = self.fs.read(path)
+    def _table(self, path: str) -> CheckedTable:
+        table = checked(self.fs.read(path))
         if self.on_table is not None:
-            self.on_table(path, data)
-        return data
+            self.on_table(path, table)
+        return table
 
     def _sidecar(self, path: str, data: bytes) -> str | None:
         """Why ``data`` does not match the Hadoop checksum sidecar of ``path`` (None: it does, or there is none)."""
@@ -379,12 +380,12 @@ def verify_loads(fs: FileSystem, loads: Sequence[StoreLoad], decoding: Decoding,
                  read: Callable[[list[str]], dict[str, bytes]] | None = None,
                  checksum: Callable[[str], str | None] | None = None,
                  lineages: Lineages | None = None, sidecars: Collection[str] = (),
-                 on_table: Callable[[str, bytes], None] | None = None) -> list[StoreLoad]:
+                 on_table: Callable[[str, CheckedTable], None] | None = None) -> list[StoreLoad]:
     """Every load with its files' contents decoded (read in rounds, in parallel, by ``read``: default the file
     system's ``read_many``; ``checksum(path)``: why a file read does not match its Spark checksum file;
     ``lineages``: the checkpoint format 2 lineages already read; ``sidecars``: the Hadoop checksum sidecars listed);
-    ``progress(done, total)`` after each store partition; ``on_table(path, bytes)`` for each snapshot table file
-    read."""
+    ``progress(done, total)`` after each store partition; ``on_table(path, table)`` for each snapshot table file
+    read, verified (:class:`.rocksdb_sst.CheckedTable`: readers of it hash no block again)."""
     check = ContentCheck(fs, decoding, read, checksum, lineages, sidecars, on_table)
     out = []
     for start in range(0, len(loads), 64):

@@ -11,7 +11,7 @@ import random
 import pytest
 from rocksdict import AccessType, BlockBasedOptions, DBCompressionType, Options, Rdict
 
-from wmcheck.checkpoint.rocksdb_sst import table_entries, verified
+from wmcheck.checkpoint.rocksdb_sst import checked, table_entries, verified
 from wmcheck.checkpoint.sst_columns import open_table, table_puts
 from wmcheck.statestore.snapshot_rows import snapshot_rows
 
@@ -110,7 +110,7 @@ def test_a_tables_first_puts_are_those_read_entry_by_entry(tmp_path, seed):
         data = open(sst, "rb").read()
         puts = [(e.key, e.value) for e in table_entries(data) if e.kind == 1]
         for limit in (1, 7, 64, len(puts) + 1):
-            assert table_puts(data, limit) == puts[:limit]
+            assert table_puts(checked(data), limit) == puts[:limit]
 
 
 def test_first_puts_after_many_deletes(tmp_path):
@@ -127,4 +127,4 @@ def test_first_puts_after_many_deletes(tmp_path):
     db.flush()
     db.close()
     (sst,) = glob.glob(str(tmp_path / "db" / "*.sst"))
-    assert table_puts(open(sst, "rb").read(), 64) == [((20000).to_bytes(4, "big"), b"kept")]
+    assert table_puts(checked(open(sst, "rb").read()), 64) == [((20000).to_bytes(4, "big"), b"kept")]

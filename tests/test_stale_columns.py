@@ -57,9 +57,9 @@ def plain(found: FileChanges | None) -> FileChanges | None:
 def both(name: str, args: tuple[Any, ...], bound: int, limit: int) -> tuple[FileChanges | None, FileChanges | None]:
     """(fast path, reference) of one file at ``bound``."""
     if name == "table_changes":
-        data, field, _ = args
-        return (plain(stale_columns.table_changes(data, field, bound, limit=limit)),
-                read_whole(data, lambda entries: table_changes(entries, field, bound, limit=limit)))
+        table, field, _ = args  # the table file, verified once by the check
+        return (plain(stale_columns.table_changes(table, field, bound, limit=limit)),
+                read_whole(table.data, lambda entries: table_changes(entries, field, bound, limit=limit)))
     data, parse, put, delete, field, _, aligned = args
     return (plain(stale_columns.record_changes(data, parse, put, delete, field, bound, aligned, limit)),
             record_changes(parse(), lambda kind: delete if kind == DELETE else put, field, bound, limit))

@@ -284,3 +284,38 @@ def test_a_flipped_sst_block_is_found_where_spark_or_rocksdb_reads_it(tmp_path, 
     assert load.loadable != silent and (load.fallback == 10) != silent
     failed = run_cli("state", root / C, exit_code=2).stderr
     assert f"{bad.path}: byte {found.byte}: the {block} block" in failed and "does not match its XXH3 checksum" in failed
+
+
+@pytest.mark.parametrize("name", ["agg_window_rocksdb", "dedup_rocksdb_p3"])
+def test_check_hashes_each_block_of_a_table_file_once(monkeypatch, name):
+    """check reads a snapshot's table file once and verifies it once: what Spark's load finds (WM039), its first
+    puts (WM058's sample) and its keys against the watermark (WM062) are read from the blocks it verified, none of
+    them hashed again."""
+    import zlib
+    from collections import Counter
+
+    from wmcheck.checkpoint import key_partitions, rocksdb_sst, stale_columns
+
+    from conftest import run_cli
+
+    hashed: Counter = Counter()
+    read: Counter = Counter()
+    block = rocksdb_sst.TableFile.block
+
+    def counted(self, offset, size, what):
+        hashed[zlib.crc32(self.data), offset] += 1
+        return block(self, offset, size, what)
+
+    def reading(name, function):
+        def wrapper(table, *args, **kwargs):
+            read[name, zlib.crc32(getattr(table, "data", table))] += 1  # bytes before tables were verified once
+            return function(table, *args, **kwargs)
+        return wrapper
+
+    monkeypatch.setattr(rocksdb_sst.TableFile, "block", counted)
+    monkeypatch.setattr(key_partitions, "table_puts", reading("sample", key_partitions.table_puts))
+    monkeypatch.setattr(stale_columns, "table_changes", reading("judge", stale_columns.table_changes))
+    run_cli("check", FIXTURES / name / "checkpoint", "--format", "json")
+    files = {crc for crc, _ in hashed}
+    assert files and {crc for _, crc in read} == files and set(hashed.values()) == {1}
+    assert {what for what, _ in read} == ({"sample", "judge"} if name == "agg_window_rocksdb" else {"sample"})

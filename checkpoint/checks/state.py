@@ -15,7 +15,7 @@ from ..operator_watermarks import CHECKPOINT, PLAN, operator_watermarks
 from ..pinned_conf import ROW_CHECKSUM, effective
 from ..relocation import SchemaReference, foreign_references, reachable, schema_references
 from ..repair.requests import RelocateRequest
-from ..rocksdb_sst import read_whole
+from ..rocksdb_sst import CheckedTable, read_whole
 from ..row_checksums import VERIFICATION_FAILED
 from ..stale_columns import Unproven
 from ..stale_keys import EventField, FileChanges, event_time_reader, record_changes, table_changes
@@ -194,15 +194,15 @@ class RowSampler:
         except (CheckpointError, struct.error, IndexError):
             return None  # a damaged file (WM039's), or a key shorter than its schema's (WM059's)
 
-    def table(self, path: str, data: bytes) -> None:
-        """Sample a snapshot's table file as it is read."""
+    def table(self, path: str, table: CheckedTable) -> None:
+        """Sample a snapshot's table file as it is read (verified: its blocks are not hashed again)."""
         folder = path.rsplit("/", 1)[0]
         rows = self.known.get(folder + "/")
         if rows is not None:
-            self.found[path] = sample_table(data, rows)
+            self.found[path] = sample_table(table, rows)
             bound = self.aged.get(folder.rsplit("/", 1)[0])
             if bound is not None:
-                self.changes[path] = table_file_changes(data, bound)
+                self.changes[path] = table_file_changes(table, bound)
 
 
 COLUMNAR = True
@@ -210,14 +210,14 @@ COLUMNAR = True
 alone, the reference)."""
 
 
-def table_file_changes(data: bytes, bound: Bound) -> FileChanges | None:
+def table_file_changes(table: CheckedTable, bound: Bound) -> FileChanges | None:
     """The :class:`FileChanges` of a snapshot's table file, None where it is not read whole."""
     if COLUMNAR:
         try:
-            return stale_columns.table_changes(data, bound.event, bound.bound_us)
+            return stale_columns.table_changes(table, bound.event, bound.bound_us)
         except Unproven:
             pass
-    return read_whole(data, lambda entries: table_changes(entries, bound.event, bound.bound_us))
+    return read_whole(table.data, lambda entries: table_changes(entries, bound.event, bound.bound_us))
 
 
 AGED_BUDGET = 32 << 20
