@@ -89,6 +89,17 @@ def formats_of(provider: Provider) -> tuple[StateFormat, StateFormat]:
     return next(f for f in mine if f.role == "base"), next(f for f in mine if f.role == "increment")
 
 
+def unreadable_base_name(name: str, provider: Provider) -> bool:
+    """Whether ``provider``'s loader lists ``name`` as a full copy but cannot read its version: it lists every name
+    that ends in ``.<kind>`` of its base format and reads what comes before as a version with ``Long.parseLong``
+    (``SnapshotLoaderHelper.getEligibleSnapshotsForVersion``), so ``old.zip`` or ``13.zip.zip`` fails the load
+    (checkpoint format 1; ``java_long`` reads names as Spark does)."""
+    from .numbers import java_long
+
+    suffix = f".{formats_of(provider)[0].kind}"
+    return name.endswith(suffix) and java_long(name[: -len(suffix)]) is None
+
+
 def file_name(version: int, kind: Kind, unique_id: str | None = None) -> str:
     """The name Spark gives a file of ``kind`` for ``version`` (checkpoint format 2: with its unique id)."""
     return f"{version}{'_' + unique_id if unique_id else ''}.{kind}"

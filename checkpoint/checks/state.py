@@ -1,6 +1,7 @@
 """Checks of ``state/``: the state the next batch loads, leftovers, partitions, unique ids, checksums."""
 from __future__ import annotations
 
+import posixpath
 import struct
 from dataclasses import dataclass
 from typing import Iterator
@@ -22,12 +23,13 @@ from ..stale_keys import EventField, FileChanges, event_time_reader, record_chan
 from ..state_codecs import decompress
 from ..state_content import LOAD_ERROR, Decoding
 from ..state_files import BASE_KINDS, StateFile, StorePartition
-from ..state_formats import formats_of
+from ..state_formats import formats_of, unreadable_base_name
 from ..state_load import Lineages, StoreLoad, resolve, verify_loads
 from ..state_records import DELETE, PUT, changelog_records, sized_records
 from ..state_schema import event_time_field
 from .context import Context
 from .definition import ERROR, WARNING, Fix, Instruction, Issue, check
+from .logs import checkpoint_format
 from .remedies import rewind_before
 from .repartition import moves
 from .text import listed, plural, span
@@ -408,6 +410,26 @@ def skipped(ctx: Context) -> Iterator[Issue]:
                 f"with the file's own error (tested: ChecksumException, FileNotFoundException, RocksDBException)"
             ), Instruction(f"restore {bad.path} from a backup, or remove {full} and its checksum sidecar: Spark then "
                            f"rebuilds the state from {start} and the {step}s without a failed attempt (Spark 3.5 too)"))
+
+
+@check("WM070", ERROR, "a file in a state store directory Spark lists as a snapshot but cannot read a version from")
+def unnumbered_snapshots(ctx: Context) -> Iterator[Issue]:
+    version = load_version(ctx)
+    if version == 0 or checkpoint_format(ctx)[0] == 2:
+        return
+    for op in ctx.operators:
+        for part in op.partitions:
+            base = formats_of(part.provider)[0].kind
+            for info in part.other_files:
+                name = posixpath.basename(info.path)
+                if not unreadable_base_name(name, part.provider):
+                    continue
+                yield Issue(info.path, (
+                    f"Spark's {'RocksDB' if part.provider == 'rocksdb' else 'HDFS-backed'} state store lists every file "
+                    f"named '*.{base}' in {part.directory} as a snapshot and reads the rest of its name as a "
+                    f"version (Long.parseLong): '{name[: -len(base) - 1]}' is none, so loading state version {version} "
+                    f"of this partition fails ('[CANNOT_LOAD_STATE_STORE.UNCATEGORIZED] An error occurred during loading "
+                    f"state')"), Instruction(f"move {info.path} out of the checkpoint (or delete it) while the query is stopped"))
 
 
 @check("WM016", ERROR, "state the next batch loads cannot be rebuilt")
