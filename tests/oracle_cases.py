@@ -673,6 +673,10 @@ CASES = [
     Case("sink-log-zero-padded-name", "WM001", AGG,
          lambda r: shutil.copy2(r / "output/_spark_metadata/12", r / "output/_spark_metadata/013"), WRONG,
          fix=lambda r: unlink(r, "output/_spark_metadata/013")),
+    Case("rocksdb-snapshot-named-by-hand", "WM070", ROCKS, lambda r: shutil.copy2(r / C / "state/0/0/12.zip", r / C / "state/0/0/old.zip"),
+         FAILS, r"CANNOT_LOAD_STATE_STORE", fix=lambda r: unlink(r, f"{C}/state/0/0/old.zip")),
+    Case("hdfs-snapshot-named-by-hand", "WM070", AGG, lambda r: shutil.copy2(r / C / "state/0/1/13.delta", r / C / "state/0/1/x.snapshot"),
+         FAILS, r"CANNOT_LOAD_STATE_STORE", fix=lambda r: unlink(r, f"{C}/state/0/1/x.snapshot")),
     Case("sink-data-file-missing", "WM047", AGG, lambda r: data_files_of(r, 11)[0].unlink(), WRONG, repair=True),
     Case("sink-data-file-recompressed", "WM047", AGG, lambda r: recompressed(data_files_of(r, 11)[0]), WRONG,
          repair=True),  # the same rows, gzip instead of snappy: another size than the log records

@@ -684,6 +684,14 @@ def b_odd_log_name(where: str, name: str) -> Callable[[Path, dict], str]:
     return apply
 
 
+def b_snapshot_named_by_hand(partition: str, source: str, name: str) -> Callable[[Path, dict], str]:
+    """A state file copied beside itself under a name ending as the provider's snapshots do (a backup kept by hand)."""
+    def apply(root: Path, facts: dict) -> str:
+        shutil.copyfile(root / "checkpoint" / partition / source, root / "checkpoint" / partition / name)
+        return f"{partition}/{name}"
+    return apply
+
+
 def b_sink_data_file_gone(root: Path, facts: dict) -> str:
     """A data file the sink's log names deleted from the sink directory."""
     data_files_of(root, facts["last_batch"] - 1)[0].unlink()
@@ -830,6 +838,8 @@ BREAKS = {
     "WM055-sink-log": Break("WM055", "agg_window_hdfs", b_old_file_cut("output/_spark_metadata", "5"), sink=True),
     "WM002-only-last": Break("WM002", "agg_window_hdfs", b_only_last_offsets),
     "WM001-odd-name": Break("WM001", "agg_window_hdfs", b_zero_padded_offsets),
+    "WM070": Break("WM070", "agg_window_rocksdb", b_snapshot_named_by_hand("state/0/0", "12.zip", "old.zip")),
+    "WM070-hdfs": Break("WM070", "agg_window_hdfs", b_snapshot_named_by_hand("state/0/1", "13.delta", "x.snapshot")),
     "WM001-odd-name-digits": Break("WM001", "agg_window_hdfs", b_odd_log_name("checkpoint/offsets", "\u0661\u0663")),
     "WM001-odd-source-log-name": Break("WM001", "agg_window_hdfs", b_odd_log_name("checkpoint/sources/0", "010")),
     "WM001-odd-source-log-compact-name": Break("WM001", "compaction", b_odd_log_name("checkpoint/sources/0", "+0019.compact")),
@@ -1769,3 +1779,16 @@ def test_present_files_asks_the_checkpoint_store_for_bare_paths_and_the_local_di
     asked = [str(a), str(b), f"file://{a}", f"file:{b}", "relative/a.json", "s3://bucket/in/a.json", f"file://host{a}"]
     assert present_files(open_fs(str(tmp_path / "ckpt")), asked) == {
         str(a): True, str(b): False, f"file://{a}": True, f"file:{b}": False}
+
+
+@pytest.mark.parametrize("fixture,partition,names", [
+    ("agg_window_rocksdb", "state/0/0", ["backup.changelog", "013.changelog", ".12.zip.crc", "12.zip.bak"]),
+    ("agg_window_hdfs", "state/0/1", ["old.delta", "1.2.delta", "old.zip", "13.snapshot.bak"])])
+def test_state_files_named_by_hand_that_spark_does_not_list_as_snapshots_are_no_wm070(copy_fixture, fixture, partition, names):
+    """Spark lists as snapshots only names ending in its provider's snapshot suffix (WM070): any other name is left
+    alone by its loader."""
+    root = copy_fixture(fixture)
+    source = next(p for p in (root / "checkpoint" / partition).iterdir() if p.is_file())
+    for name in names:
+        shutil.copyfile(source, root / "checkpoint" / partition / name)
+    assert run_cli("check", root / "checkpoint", "--select", "WM070").output.endswith(": ok: 0 error(s), 0 warning(s) from 1 checks\n")
