@@ -889,6 +889,13 @@ SPARK35 = {
         stopped_after_11, lambda r: logs_name_input_at(r, r.parent / f"{r.name}-before"))),
     "source-log-other-interval": Spark35(FAILS, r"sources/0/10 does not exist"),
     "input-without-new-data": Spark35(OK),
+    "rocksdb-changelog-missing": Spark35(FAILS, r"Error reading streaming state file of .*/state/0/1/13\.changelog does not exist"),
+    "rocksdb-changelog-truncated": Spark35(FAILS, r"java\.io\.EOFException"),
+    "rocksdb-changelog-garbled": Spark35(FAILS, r"java\.io\.IOException: Stream is corrupted"),
+    "rocksdb-partition-restored-from-another": Spark35(WRONG),
+    "rocksdb-changelog-of-another-partition-without-rows": Spark35(WRONG, fix=True),
+    "source-log-time-a-month-ahead": Spark35(WRONG, fix=True),
+    "input-file-time-a-month-ahead": Spark35(WRONG, fix=True),
     # no transformWithState in Spark 3.5: its chain with applyInPandasWithState calls withWatermark again after it
     "operators-after-applyinpandaswithstate": Spark35(OK, fixture="fmgws_then_agg_spark35", breaks=lambda r: None),
 }
