@@ -378,6 +378,17 @@ def batch_12_never_ran(root: Path) -> None:
         unlink(root, str(delta.relative_to(root)), hadoop_crc(str(delta.relative_to(root))))
 
 
+def newest_state_back(root: Path) -> None:
+    """Every partition of operator 0: its newest state file (and sidecar) replaced by the version before's, as a
+    restore that took the previous file."""
+    for part in (root / C / "state/0").iterdir():
+        files = [f for f in part.iterdir() if re.fullmatch(r"\d+\.(delta|zip|changelog)", f.name)] if part.name.isdigit() else []
+        if files:
+            newest = max(files, key=lambda f: int(f.name.split(".")[0]))
+            version, kind = newest.name.split(".")
+            state_file_of(f"{part.name}/{int(version) - 1}.{kind}", f"{part.name}/{newest.name}")(root)
+
+
 def crashed_writing_offsets(root: Path) -> None:
     """The crash leftover: Spark was writing offsets/12 when it died (the file truncated), so batch 12 never ran:
     no commit, no state version 13, nothing in the sink."""
@@ -801,6 +812,12 @@ CASES = [
     Case("rocksdb-join-counts-of-the-version-before", "WM068", "join_v2_p3", lambda r: [state_file_of(
         f"{p}/left-keyToNumValues/3.zip", f"{p}/left-keyToNumValues/4.zip")(r) for p in range(3)], FAILS,
          r"STREAM_STREAM_JOIN_INCONSISTENT_STATE\.NULL_VALUE\]", repair=True),  # every partition's counts of version 3
+    Case("session-state-of-the-version-before", "WM069", "session_window_p3", newest_state_back, WRONG,
+         repair=True),  # sessions batch 3 closed are emitted again
+    Case("group-state-of-the-version-before", "WM069", "pandas_state_p3", newest_state_back, WRONG,
+         repair=True),  # a group batch 3 timed out and removed times out again, from an old state
+    Case("timeout-state-of-the-version-before", "WM069", "pandas_state_timeout", newest_state_back, WRONG,
+         repair=True, sink=False),  # update mode, foreachBatch output: counts continue from an old state
     Case("last-offsets-watermark-raised", "WM065", AGG, edit_entry(f"{C}/offsets/12", lambda m: m.update(
         batchWatermarkMs=m["batchWatermarkMs"] + 3_600_000), line=1), WRONG, repair=True),  # the new rows dropped as late
 ]

@@ -30,7 +30,7 @@ from wmcheck.checkpoint.state_records import DELETE, sized_records
 from wmcheck.checkpoint.validate import CHECKS, check_checkpoint
 
 from conftest import fixture_facts, names_own_schemas, run_cli, sink_at_home
-from oracle_cases import data_files_of, logged_input, partition_files_of, state_file_of
+from oracle_cases import data_files_of, logged_input, newest_state_back, partition_files_of, state_file_of
 from restart_oracle import FIXTURES
 
 DAY_MS = 86_400_000
@@ -827,6 +827,9 @@ BREAKS = {
     "WM066": Break("WM066", "checkpoint_v2", b_last_commit_lost, sink=True),
     "WM068": Break("WM068", "join_stream_stream", lambda root, facts: b_join_store_of_the_version_before(
         root, "left-keyToNumValues")),
+    "WM069": Break("WM069", "pandas_state_p3", lambda root, facts: newest_state_back(root) or "state/0/2"),
+    "WM069-sessions": Break("WM069", "session_window_p3", lambda root, facts: newest_state_back(root) or "state/0/2",
+                            sink=True),
     "WM067": Break("WM067", "agg_window_hdfs", b_log_entry("checkpoint/sources/0", lambda e: e.update(
         timestamp=LAST_BATCH_MS + 30 * DAY_MS)), sink=True),  # 30 days after offsets/12's batchTimestampMs; logs naming the copy
     "WM031-first": Break("WM031", "dedup_watermark", b_first_sink_log_file_gone, also=("WM034",), sink=True),
@@ -1242,6 +1245,33 @@ def test_join_state_is_judged_within_a_budget_of_bytes_read(copy_fixture, monkey
     assert [f["code"] for f in json.loads(done.stdout)] == ["WM068"] and "note: WM068" not in done.stderr
 
 
+def test_a_group_the_last_batch_timed_out_back_in_the_next_load_is_an_error_with_a_rewind(copy_fixture):
+    """WM069: pandas_state_p3 (applyInPandasWithState, event-time timeout, append) with every partition's 4.zip
+    replaced by its 3.zip: partition 2 holds a group whose timeout (00:00:19) is below batch 3's watermark
+    (00:00:20), which Spark had timed out (the function emitted and removed it)."""
+    root, _ = broken_copy(copy_fixture, "WM069")
+    assert messages(root) == {"WM069": (
+        "state version 4 of state/0/2, which the next batch loads, holds 1 group of operator 0 (applyInPandasWithState) "
+        "that batch 3 had already ended before it wrote that version (timeouts before 2024-01-01T00:00:20.000Z, below "
+        "both the eviction watermark and the processing time of batch 3; e.g. 2024-01-01T00:00:19.000Z): a file of it "
+        "is not the one Spark wrote (an older version's, another partition's). Spark loads it without an error and ends "
+        "those groups again in the next batch: their rows are emitted a second time, or their state continues from an "
+        "old value (tested with Spark 4.3: the restart's output differs from a control run); rewinding to batch 2, "
+        "keeping offsets/3, makes Spark load state version 3 and run batch 3 again as it was planned (its offsets and "
+        "watermark: a batch planned anew with new input would end other groups), writing version 4 anew")}
+    assert fixes(root)["WM069"] == repair.RewindRequest(to_batch=2, keep_next_offsets=True)
+
+
+def test_sessions_the_last_batch_closed_are_judged_in_append_mode_only(copy_fixture):
+    """WM069 for session windows (session_window_p3, every partition's newest zip replaced by the one before): sessions
+    ending at or before batch 3's eviction watermark. Complete mode keeps such sessions, so without a file sink (append
+    only), an event log printing append mode, or a removal in the operator's files, they are not judged."""
+    root, _ = broken_copy(copy_fixture, "WM069-sessions")
+    found = messages(root, sink=True)
+    assert "holds 2 sessions of operator 0 (sessionWindowStateStoreSaveExec) that batch 3 had already ended" in found["WM069"]
+    assert "WM069" not in messages(root)
+
+
 def test_join_rows_of_the_version_before_beyond_the_counts_are_no_finding(copy_fixture):
     """left-keyWithIndexToValue at version 7, its counts at version 8: batch 7 removed rows there, so the rows left
     lie beyond the counts, where Spark never reads (a restart probe with Spark 4.3 gave the control run's output)."""
@@ -1256,8 +1286,8 @@ def test_join_state_is_not_judged_without_content(copy_fixture):
     assert "WM068" not in {f.code for f in found}
 
 
-LAST_BATCH_MS, DAY_MS = 1795386142052, 86_400_000
-"""agg_window_hdfs: offsets/12's batchTimestampMs; a day."""
+LAST_BATCH_MS = 1795386142052
+"""agg_window_hdfs: offsets/12's batchTimestampMs."""
 
 
 def test_a_logged_input_file_time_past_the_file_age_hides_new_files(copy_fixture):

@@ -8,6 +8,7 @@ from typing import Mapping
 from . import (
     access,
     conf,
+    ended_state,
     evicted,
     join_state,
     log_entries,
@@ -58,7 +59,7 @@ LISTED: tuple[Check, ...] = (
     state.commit_without_unique_ids, sink_files.sink_files_deleted, evicted.evicted_keys_loaded,
     log_entries.unreadable_log_entries, sources.source_log_misses_files, watermark.raised_last_watermark,
     sources.rerun_already_in_sink, seen_files.hidden_new_files,
-    join_state.join_counts_disagree, state.unnumbered_snapshots,
+    join_state.join_counts_disagree, ended_state.ended_state_loaded, state.unnumbered_snapshots,
 )
 
 

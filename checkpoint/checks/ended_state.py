@@ -1,0 +1,153 @@
+"""Checks of state the batch that wrote it had already ended: a group whose timeout it passed, a session its eviction
+watermark closed."""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Callable, Iterator
+
+from ..errors import CheckpointError
+from ..join_rows import long_field
+from ..layout import DEFAULT_STORE
+from ..model import PINNED_CONFS, Operator
+from ..operator_watermarks import CHECKPOINT, PLAN, operator_watermarks
+from ..repair.requests import RewindRequest
+from ..stale_keys import event_time_reader
+from ..state_content import Decoding
+from ..state_schema import StructType, event_time_field
+from ..timeutil import format_ms
+from .context import Context
+from .definition import ERROR, Issue, check
+from .loaded_state import Reader
+from .state import APPEND, load_version, plans, printed_modes, ran_with_recorded_watermark, rewind_fix
+from .text import plural
+
+GROUP_STATE = frozenset({"flatMapGroupsWithState", "applyInPandasWithState"})
+SESSIONS = "sessionWindowStateStoreSaveExec"
+TIMEOUT = "timeoutTimestamp"
+READ_LIMIT = 32 << 20
+"""The most bytes of state files this check reads (larger states are not judged)."""
+
+Ended = Callable[[bytes], int | None]
+"""``value row -> the time (ms) at which the batch ended it``, None for a row it keeps."""
+
+
+def timed_out(value: StructType, threshold_ms: int) -> Ended | None:
+    """A group's state (its value's last field ``timeoutTimestamp``, ms, -1 for none) timed out before
+    ``threshold_ms``: Spark calls the function of every group whose timeout is below it, which removes the state or sets
+    a timeout not below it, else the timeout is cleared."""
+    names = [f.name for f in value.fields]
+    if not names or names[-1] != TIMEOUT or value.fields[-1].data_type != "long":
+        return None
+    index, total = len(names) - 1, len(names)
+
+    def ended(row: bytes) -> int | None:
+        at = long_field(row, index, total)
+        return at if 0 <= at < threshold_ms else None
+
+    return ended
+
+
+def closed(value: StructType, evict_ms: int) -> Ended | None:
+    """A session (its value's watermarked ``session_window.end``) at or before ``evict_ms``: evicted and emitted."""
+    column = event_time_field(value)
+    event = event_time_reader(value, column.path) if column is not None else None
+    if event is None:
+        return None
+
+    def ended(row: bytes) -> int | None:
+        end = event(row, 0)
+        return end // 1000 if end is not None and end <= evict_ms * 1000 else None
+
+    return ended
+
+
+def rule(ctx: Context, op: Operator, writer: int, model) -> tuple[Ended, str] | None:
+    """How the rows of an operator's state are judged, and what ends them."""
+    own = model.of(writer, op.operator_id)
+    schema = ctx.ckpt.store_schema(op.operator_id, DEFAULT_STORE)
+    if own is None or own.source not in (PLAN, CHECKPOINT) or schema is None:
+        return None
+    if op.name == SESSIONS:
+        if not own.evict_ms or printed_modes(ctx, op.operator_id) - {APPEND}:
+            return None
+        ended = closed(schema.value_schema, own.evict_ms)
+        return None if ended is None else (ended, f"session ends at or before the eviction watermark of batch {writer}, "
+                                                  f"{format_ms(own.evict_ms, ctx.tz)}")
+    meta = ctx.offsets[writer].metadata
+    assert meta is not None  # ran_with_recorded_watermark
+    threshold = min(own.evict_ms, meta.batch_timestamp_ms) if own.evict_ms else meta.batch_timestamp_ms
+    ended = timed_out(schema.value_schema, threshold)
+    return None if ended is None else (ended, f"timeouts before {format_ms(threshold, ctx.tz)}, below both the "
+                                              f"eviction watermark and the processing time of batch {writer}")
+
+
+def removes(ctx: Context, reader: Reader, op: Operator, version: int) -> bool:
+    """Whether the operator removes state: the query writes to a file sink (append mode only) or its event log prints
+    append mode, a delete or tombstone in a file of a load, or a key of a partition's version gone from the next one
+    (within the two versions before ``version``); complete mode never removes."""
+    if ctx.sink is not None or printed_modes(ctx, op.operator_id) == {APPEND}:
+        return True
+    if "removes" not in ctx.memo:
+        ctx.memo["removes"] = {}
+    known: dict[int, bool] = ctx.memo["removes"]
+    if op.operator_id not in known:
+        before = reader.removals
+        found = False
+        for plan in plans(ctx):
+            if plan.op.operator_id != op.operator_id or plan.part.store != DEFAULT_STORE or found:
+                continue
+            states = [reader.state(plan.part, v, plan.ids) for v in range(version, max(version - 3, 0), -1)]
+            found = reader.removals > before or any(
+                new is not None and old is not None and bool(set(old) - set(new)) for new, old in zip(states, states[1:]))
+        known[op.operator_id] = found
+    return known[op.operator_id]
+
+
+@check("WM069", ERROR, "state holding groups or sessions the batch that wrote it had ended")
+def ended_state_loaded(ctx: Context) -> Iterator[Issue]:
+    if (ctx.conf(PINNED_CONFS["encoding_format"]) or "unsaferow").lower() != "unsaferow" or not ctx.content \
+            or Decoding.of(ctx.conf).row_checksums:
+        return
+    version = load_version(ctx)
+    writer = version - 1
+    ops = {op.operator_id: op for op in ctx.operators if op.name in GROUP_STATE or op.name == SESSIONS}
+    if writer < 0 or not ops or not ran_with_recorded_watermark(ctx, writer):
+        return
+    try:
+        model = operator_watermarks(ctx.ckpt, ctx.progress, [writer])
+    except CheckpointError:
+        return  # a file that does not parse: WM001
+    reader = Reader(ctx, READ_LIMIT)
+    for plan in plans(ctx):
+        op = ops.get(plan.op.operator_id)
+        judged = rule(ctx, op, writer, model) if op is not None and plan.part.store == DEFAULT_STORE else None
+        if judged is None or not plan.load.loadable:
+            continue
+        ended, what = judged
+        rows = reader.state(plan.part, version, plan.ids)
+        if rows is None or (op is not None and op.name == SESSIONS and not removes(ctx, reader, op, version)):
+            continue  # not read; or sessions never removed (complete mode keeps them)
+        stale = sorted(t for t in map(ended, rows.values()) if t is not None)
+        if not stale:
+            continue
+        why, fix = rewind_fix(ctx, writer)
+        if isinstance(fix, RewindRequest) and fix.to_batch is not None:
+            target = fix.to_batch
+            fix = replace(fix, keep_next_offsets=True)
+            why = (f"rewinding to batch {target}, keeping offsets/{target + 1}, makes Spark load state "
+                   f"version {target + 1} and run batch {target + 1} again as it was planned (its offsets "
+                   f"and watermark: a batch planned anew with new input would end other groups), writing version "
+                   f"{version} anew")
+        kind = "session" if plan.op.name == SESSIONS else "group"
+        yield Issue(plan.part.directory, (
+            f"state version {version} of {plan.part.directory}, which the next batch loads, holds "
+            f"{plural(len(stale), kind)} of operator {plan.op.operator_id} ({plan.op.name}) that batch {writer} had "
+            f"already ended before it wrote that version ({what}; e.g. {format_ms(stale[0], ctx.tz)}): a file of it "
+            "is not the one Spark wrote (an older version's, another partition's). Spark loads it without an error "
+            f"and ends those {kind}s again in the next batch: their rows are emitted a second time, or their state "
+            "continues from an old value (tested with Spark 4.3: the restart's output differs from a control run); "
+            f"{why}"
+        ), fix)
+    if reader.over:
+        ctx.notes.append(f"WM069 reads {READ_LIMIT:,} bytes of state files per check and left the rest unjudged (their "
+                         "timeouts and sessions are not compared with the last batch's)")

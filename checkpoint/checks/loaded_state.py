@@ -1,0 +1,94 @@
+"""The state a store partition loads at a version, read whole from its files for the checks that judge every row
+(within a budget of bytes per check)."""
+from __future__ import annotations
+
+from typing import Iterable, Iterator
+
+from ..errors import CheckpointError
+from ..join_rows import fold
+from ..rocksdb_sst import TableEntry, read_whole
+from ..rocksdb_zip import read_snapshot_zip
+from ..state_codecs import decompress
+from ..state_content import Decoding
+from ..state_files import StateFile, StorePartition
+from ..state_load import resolve
+from ..state_records import DELETE, PUT, Record, changelog_records, sized_records
+from .context import Context
+from .state import CHANGELOG_DECODER, SST_DIR, ZIP_DECODER, lineages
+
+READ_LIMIT = 32 << 20
+"""The most bytes of state files one check reads here (larger states are not judged)."""
+READ_HERE = ("records", ZIP_DECODER, CHANGELOG_DECODER)
+"""The decoders of the files read here: HDFS deltas and snapshots, RocksDB snapshots and changelogs."""
+
+
+class Reader:
+    """Loads a store partition's state at a version from its files, within ``limit`` bytes in all."""
+
+    def __init__(self, ctx: Context, limit: int = READ_LIMIT) -> None:
+        self.ctx, self.codec, self.budget = ctx, Decoding.of(ctx.conf).codec, limit
+        self.over = False
+        """Whether a load was left unread: past the budget."""
+        self.removals = 0
+        """Deletes (and RocksDB tombstones) in the files of the loads read so far."""
+
+    def _take(self, paths: list[str], size: int) -> dict[str, bytes] | None:
+        if size > self.budget:
+            self.over = True
+            return None
+        self.budget -= size
+        return self.ctx.read_state(paths)
+
+    def state(self, part: StorePartition, version: int, ids: dict[int, str] | None) -> dict[bytes, bytes] | None:
+        """The rows version ``version`` holds (RocksDB: without each row's version byte); None when it cannot be
+        rebuilt, is in a format not read here, or is over the budget."""
+        load = resolve(part, version, ids, lineages(self.ctx))
+        if not load.loadable or any(f.format.decoder not in READ_HERE for f in load.chain):
+            return None
+        try:
+            zipped = bool(load.chain) and load.chain[0].format.decoder == ZIP_DECODER
+            files = self._snapshot(part, load.chain[0]) if zipped else []
+            if files is None:
+                return None
+            steps = [f for f in load.chain if f.format.decoder != ZIP_DECODER]
+            data = self._take([f.path for f in steps], sum(f.size for f in steps))
+            if data is None:
+                return None
+            for f in steps:
+                plain = decompress(data[f.path], self.codec, f.path)
+                read = changelog_records if f.format.decoder == CHANGELOG_DECODER else sized_records
+                files.append(self._counted(read(plain, f.path)))
+            state = fold(files)
+        except (CheckpointError, KeyError):
+            return None  # damaged (WM039) or unreadable
+        rocksdb = any(f.format.decoder in (ZIP_DECODER, CHANGELOG_DECODER) for f in load.chain)
+        return {k[1:]: v[1:] for k, v in state.items()} if rocksdb else state
+
+    def _counted(self, records: Iterable[Record]) -> Iterator[Record]:
+        for record in records:
+            self.removals += record[0] == DELETE
+            yield record
+
+    def _snapshot(self, part: StorePartition, zip_file: StateFile) -> list[Iterable[Record]] | None:
+        """A RocksDB snapshot's rows as one put per live key (the newest entry of each key across its table files);
+        None for column families or a table not read whole here."""
+        got = self._take([zip_file.path], zip_file.size)
+        if got is None:
+            return None
+        _, meta = read_snapshot_zip(got[zip_file.path], zip_file.path)
+        if meta.column_families:
+            return None
+        tables = [f"{part.directory}/{SST_DIR}/{f.dfs_name}" for f in meta.sst_files]
+        data = self._take(tables, sum(f.size for f in meta.sst_files))
+        if data is None:
+            return None
+        newest: dict[bytes, TableEntry] = {}
+        for path in tables:
+            entries = read_whole(data[path], list)
+            if entries is None:
+                return None
+            for e in entries:
+                if e.key not in newest or newest[e.key].sequence < e.sequence:
+                    newest[e.key] = e
+        self.removals += sum(not e.live for e in newest.values())
+        return [[(PUT, k, e.value) for k, e in newest.items() if e.live]]
