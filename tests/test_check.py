@@ -1262,6 +1262,20 @@ def test_a_group_the_last_batch_timed_out_back_in_the_next_load_is_an_error_with
     assert fixes(root)["WM069"] == repair.RewindRequest(to_batch=2, keep_next_offsets=True)
 
 
+def test_groups_timed_out_in_hdfs_state_of_a_later_operator_are_found(copy_fixture):
+    """WM069 on HDFS deltas (fmgws_then_agg: applyInPandasWithState is operator 1): each partition's 9.delta replaced
+    by its 8.delta brings back a group batch 8 had timed out, in both partitions."""
+    root = copy_fixture("fmgws_then_agg")
+    for p in (0, 1):
+        folder = root / f"checkpoint/state/1/{p}"
+        for name in ("8.delta", ".8.delta.crc"):
+            shutil.copy2(folder / name, folder / name.replace("8", "9"))
+    found = [f for f in check_checkpoint(open_checkpoint(str(root / "checkpoint")), None) if f.code == "WM069"]
+    assert [f.path for f in found] == ["state/1/0", "state/1/1"]
+    assert "holds 1 group of operator 1 (applyInPandasWithState) that batch 8 had already ended" in found[0].message
+    assert found[0].fix == repair.RewindRequest(to_batch=7, keep_next_offsets=True)
+
+
 def test_sessions_the_last_batch_closed_are_judged_in_append_mode_only(copy_fixture):
     """WM069 for session windows (session_window_p3, every partition's newest zip replaced by the one before): sessions
     ending at or before batch 3's eviction watermark. Complete mode keeps such sessions, so without a file sink (append
