@@ -68,23 +68,64 @@ def stat_locations(locations: Iterable[str], fs_options: Mapping[str, str] | Non
     return out
 
 
-def suggest_path_map(missing: list[str], bases: Iterable[str], sample: int = 20) -> tuple[str, str] | None:
-    """A ``--path-map FROM=TO`` under which the ``missing`` local paths exist: the longest trailing part of the
-    first one found below one of ``bases`` (directories where they may have moved with the checkpoint), kept
-    when it also finds the next ``sample`` missing paths. None when no such mapping is found."""
+def suggest_path_map(missing: list[str], bases: Iterable[FileSystem], sample: int = 20) -> tuple[str, str] | None:
+    """A ``--path-map FROM=TO`` under which the ``missing`` locations (absolute local paths, or URIs of a store)
+    exist: the longest trailing part of the first one found below one of ``bases`` (directories where they may have
+    moved with the checkpoint: :func:`moved_bases`), kept when it also finds the next ``sample`` missing ones. TO is
+    spelled as the base's local path, else its URI in the scheme FROM has. None when no such mapping is found."""
     if not missing:
         return None
-    parts = missing[0].strip("/").split("/")
+    head, parts = _split(missing[0])
     for base in bases:
-        for start in range(1, len(parts)):
-            if not os.path.exists(os.path.join(base, *parts[start:])):
+        for start in range(1, len(parts)):  # the longest trailing part first
+            if not _exists(base, "/".join(parts[start:])):
                 continue
-            old, new = "/" + "/".join(parts[:start]), base.rstrip("/") or "/"
+            old = f"{head}/{'/'.join(parts[:start])}"
             rest = [p for p in missing[1:sample + 1] if p.startswith(old + "/")]
-            if all(os.path.exists(new + p[len(old):]) for p in rest):
-                return old, new
+            if all(_exists(base, p[len(old) + 1:]) for p in rest):
+                return old, root_location(base, old)
             break
     return None
+
+
+def _split(location: str) -> tuple[str, list[str]]:
+    """``scheme://authority`` (empty for a bare path) and the path's parts."""
+    scheme = scheme_of(location)
+    if scheme is None:
+        return "", location.strip("/").split("/")
+    authority, _, path = location[len(scheme) + 3:].partition("/")
+    return location[:len(scheme) + 3 + len(authority)], path.strip("/").split("/")
+
+
+def _exists(fs: FileSystem, path: str) -> bool:
+    try:
+        return fs.exists(path)
+    except CheckpointError:
+        return False  # a directory that cannot be read: not found there
+
+
+def root_location(fs: FileSystem, like: str) -> str:
+    """Where the root of ``fs`` is, as a ``--path-map`` TO for the location ``like``: its local path, else its URI
+    in the scheme of ``like`` (``s3a://`` for ``s3://``: one store, spelled as Spark logged)."""
+    local = fs.os_path()
+    if local is not None:
+        return local.rstrip("/") or "/"
+    uri, own, other = fs.uri().rstrip("/"), scheme_of(fs.uri()), scheme_of(like)
+    return f"{other}{uri[len(own):]}" if own and other and own != other else uri
+
+
+def parent_location(location: str) -> str | None:
+    """The directory holding ``location`` (a bare path or a URI), None at the top of its store."""
+    head, parts = _split(location)
+    if parts == [""]:
+        return None
+    return f"{head}/{'/'.join(parts[:-1])}" if len(parts) > 1 else (head or "/")
+
+
+def moved_bases(fs: FileSystem) -> list[FileSystem]:
+    """Where files that moved with the checkpoint on ``fs`` are looked for: its parent and the parent's parent."""
+    up = fs.parent()
+    return [] if up is None else [up] + [b for b in [up.parent()] if b is not None]
 
 
 LISTED_FROM = 8
@@ -98,33 +139,46 @@ def store_top(fs: FileSystem) -> FileSystem:
     return fs
 
 
+def holding(home: FileSystem, location: str) -> tuple[FileSystem, str] | None:
+    """The top of the store holding ``location`` and its path there: a bare absolute path is on the store of ``home``
+    (the checkpoint's file system), a ``file:`` URI on the local disk, another URI on a store of the kind of
+    ``home`` (:meth:`~.fs.FileSystem.reach`); None for anything else (not knowable here)."""
+    if scheme_of(location) is None and not location.startswith("file:"):
+        return (store_top(home), location.strip("/")) if location.startswith("/") else None
+    path = local_path(location)
+    if path is not None:
+        return (open_fs("/"), path.strip("/")) if path.startswith("/") else None
+    return home.reach(location)
+
+
 def present_files(home: FileSystem, locations: Iterable[str]) -> dict[str, bool]:
-    """Whether each of ``locations`` (logged input files: ``file:`` URIs, or bare absolute paths, taken to be on the
-    store of ``home``, the checkpoint's file system) is there, asked through :class:`~.fs.FileSystem`: a look-up per
-    file, or one listing of a directory holding more than :data:`LISTED_FROM` of them. Other locations, and those
-    whose directory cannot be read, are left out (unknown)."""
-    stores: dict[bool, FileSystem] = {}
-    wanted: dict[tuple[bool, str], dict[str, str]] = {}
+    """Whether each of ``locations`` (logged input or output files, escapes decoded: bare absolute paths, taken to be on
+    the store of ``home``, the checkpoint's file system; ``file:`` URIs; URIs of the store ``home`` is on) is there,
+    asked through :class:`~.fs.FileSystem`: a look-up per file, or one listing of a directory holding more than
+    :data:`LISTED_FROM` of them. Other locations, and those whose directory cannot be read, are left out
+    (unknown)."""
+    stores: dict[str, FileSystem] = {}
+    wanted: dict[tuple[str, str], dict[str, list[str]]] = {}
     for loc in locations:
-        bare = scheme_of(loc) is None and not loc.startswith("file:")
-        path = loc if bare else local_path(loc)
-        if path is None or not path.startswith("/"):
+        found = holding(home, loc)
+        if found is None:
             continue
-        if bare not in stores:
-            stores[bare] = store_top(home if bare else open_fs("/"))
-        folder, _, name = path.strip("/").rpartition("/")
-        wanted.setdefault((bare, folder), {})[name] = loc
+        store, path = found
+        stores.setdefault(store.uri(), store)
+        folder, _, name = path.rpartition("/")
+        wanted.setdefault((store.uri(), folder), {}).setdefault(name, []).append(loc)
     out: dict[str, bool] = {}
-    for (bare, folder), names in wanted.items():
-        store = stores[bare]
+    for (top, folder), names in wanted.items():
+        store = stores[top]
         try:
             if len(names) > LISTED_FROM:
-                there = set(store.names(folder))
-                out.update((loc, name in there) for name, loc in names.items())
+                listed = set(store.names(folder))
+                there = {name: name in listed for name in names}
             else:
-                out.update((loc, store.exists(posixpath.join(folder, name))) for name, loc in names.items())
+                there = {name: store.exists(posixpath.join(folder, name)) for name in names}
         except CheckpointError:
             continue  # a directory that cannot be read: unknown
+        out.update((loc, there[name]) for name, locs in names.items() for loc in locs)
     return out
 
 

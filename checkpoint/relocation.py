@@ -10,12 +10,13 @@ write the metadata again with every reference pointing at this checkpoint's own 
 from __future__ import annotations
 
 import dataclasses
-import os
 import posixpath
 import re
 from dataclasses import dataclass
 
+from .errors import CheckpointError
 from .fs import LocalFileSystem, local_path
+from .locations import holding
 from .model import Checkpoint
 from .operator_metadata import OperatorMetadata, StoreMetadata, parse_operator_metadata, serialize_operator_metadata
 
@@ -79,13 +80,21 @@ def foreign_references(ckpt: Checkpoint) -> list[SchemaReference]:
 
 
 def reachable(ckpt: Checkpoint, ref: SchemaReference) -> bool | None:
-    """Whether Spark, running where this checkpoint is, finds the recorded file: a local file is looked
-    up; a file on another kind of store than the checkpoint's is taken as out of reach (a local copy
-    of a remote checkpoint); None for a remote file on the same kind of store (not looked up)."""
-    kind, path = _split_uri(ref.uri)
-    if kind != _home(ckpt)[0]:
+    """Whether Spark, running where this checkpoint is, finds the recorded file: a file on another kind of store
+    than the checkpoint's is taken as out of reach (a local copy of a remote checkpoint); one on the local disk or
+    on the checkpoint's kind of store is looked up there (:func:`~.locations.holding`); None where it cannot be
+    asked (a directory that cannot be read, a kind of store whose URIs are not resolved here)."""
+    if _split_uri(ref.uri)[0] != _home(ckpt)[0]:
         return False
-    return os.path.isfile(path) if kind == "local" else None
+    found = holding(ckpt.fs, ref.uri)
+    if found is None:
+        return None
+    store, path = found
+    try:
+        info = store.info(path)
+    except CheckpointError:
+        return None
+    return info is not None and not info.is_dir
 
 
 def home_location(ckpt: Checkpoint, recorded: str) -> str:

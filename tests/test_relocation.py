@@ -156,6 +156,24 @@ def test_local_checkpoint_copied_to_s3_is_reported_then_relocated(s3_options, mo
     assert json.loads(run_cli("check", "s3://bucket/tws", "--format", "json", *args).stdout) == []
 
 
+def test_a_checkpoint_copied_within_s3_names_schema_files_looked_up_there(s3_options, moved):  # noqa: F811
+    """A copy on S3 of a checkpoint on S3 names the original's schema files: looked up in the bucket, WM028 while they
+    are there, WM027 once they are gone (Spark's restart then fails to read them)."""
+    from pyarrow import fs as pafs
+
+    s3 = pafs.S3FileSystem(**s3_options)
+    pafs.copy_files(str(moved), "bucket/tws-first", destination_filesystem=s3)
+    args = fs_args(s3_options)
+    run_cli("relocate", "s3a://bucket/tws-first", "--execute", "--idle", "0", *args)
+    pafs.copy_files("bucket/tws-first", "bucket/tws-second", source_filesystem=s3, destination_filesystem=s3)
+    rows = json.loads(run_cli("check", "s3a://bucket/tws-second", "--format", "json", *args).stdout)
+    assert [(r["code"], r["path"]) for r in rows] == [("WM028", p) for p in METADATA]
+    assert rows[0]["message"].startswith(f"names the state schema file s3a://bucket/tws-first/{SCHEMA}, outside")
+    s3.delete_dir("bucket/tws-first/state")
+    rows = json.loads(run_cli("check", "s3a://bucket/tws-second", "--format", "json", *args, exit_code=1).stdout)
+    assert [(r["code"], r["path"]) for r in rows] == [("WM027", p) for p in METADATA]
+
+
 def test_state_on_a_copied_remote_checkpoint_fails_before_spark_with_the_fix(s3_options, moved):  # noqa: F811
     from pyarrow import fs as pafs
 

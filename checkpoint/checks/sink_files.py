@@ -2,14 +2,13 @@
 it or changed, and files in the sink directory that the log does not name."""
 from __future__ import annotations
 
-import os
 import posixpath
 from typing import Iterator, NamedTuple
 
 from ..file_logs import FileLogEntry
 from ..fs import local_path
 from ..layout import log_file_batch
-from ..locations import SinkFiles, entry_location
+from ..locations import SinkFiles, entry_location, parent_location, present_files, root_location, spark_location
 from ..repair.requests import RelocateRequest
 from .context import SINK_LOG, Context, Tree
 from .definition import ERROR, WARNING, Fix, Instruction, Issue, check
@@ -61,14 +60,11 @@ def outside(ctx: Context) -> tuple[list[tuple[str, str | None]], list[tuple[str,
         files = sink_files(ctx)
         gone: list[tuple[str, str | None]] = []
         elsewhere: list[tuple[str, str | None]] = []
-        for entry in live_entries(ctx):
-            location = entry_location(entry.path)
-            if location.startswith(root + "/"):
-                continue
-            found = files.find(entry.path)
-            here = found.path if found is not None else None
-            local = local_path(entry.path)
-            (gone if local is not None and not os.path.exists(local) else elsewhere).append((entry.path, here))
+        named = [entry.path for entry in live_entries(ctx) if not entry_location(entry.path).startswith(root + "/")]
+        there = present_files(sink_of(ctx).fs, [spark_location(path) for path in named])
+        for path in named:
+            found = files.find(path)
+            (gone if there.get(spark_location(path)) is False else elsewhere).append((path, found.path if found else None))
         ctx.memo["sink-outside"] = gone, elsewhere
     return ctx.memo["sink-outside"]
 
@@ -76,13 +72,15 @@ def outside(ctx: Context) -> tuple[list[tuple[str, str | None]], list[tuple[str,
 def path_map_fix(ctx: Context, entries: list[tuple[str, str | None]]) -> RelocateRequest:
     """The relocation that maps the directory that moved (the old sink directory and the new one without their
     common trailing part: a moved parent maps the input beside the sink too)."""
-    sink_root = sink_of(ctx).fs.root.rstrip("/")
     uri, here = next(((u, h) for u, h in entries if h is not None), entries[0])
-    location = entry_location(uri)
-    old = location[: -len(here) - 1] if here is not None and location.endswith("/" + here) else posixpath.dirname(location)
-    new = sink_root
-    while posixpath.basename(old) == posixpath.basename(new) and posixpath.dirname(old) not in ("", "/"):
-        old, new = posixpath.dirname(old), posixpath.dirname(new)
+    location = local_path(spark_location(uri)) or spark_location(uri)
+    old = location[: -len(here) - 1] if here is not None and location.endswith("/" + here) else parent_location(location) or location
+    new = root_location(sink_of(ctx).fs, old)
+    while posixpath.basename(old) == posixpath.basename(new):
+        up_old, up_new = parent_location(old), parent_location(new)
+        if up_old is None or up_new is None or parent_location(up_old) is None or parent_location(up_new) is None:
+            break
+        old, new = up_old, up_new
     return RelocateRequest(path_map={old: new}, file_sink=ctx.sink_location)
 
 

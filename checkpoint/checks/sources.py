@@ -1,7 +1,6 @@
 """Checks of the file-source logs (``sources/<i>/``) and of the file sink's log (``_spark_metadata/``)."""
 from __future__ import annotations
 
-import os
 import posixpath
 from typing import Iterator, NamedTuple
 
@@ -9,7 +8,7 @@ from ..batch_inputs import article, changed_kind, source_kind, source_log_entrie
 from ..errors import CheckpointError
 from ..fs import local_path, scheme_of
 from ..layout import COMPACT_SUFFIX, SINK_LOG, log_file_batch
-from ..locations import present_files, spark_location, suggest_path_map
+from ..locations import moved_bases, present_files, spark_location, suggest_path_map
 from ..metadata_log import (
     DEFAULT_COMPACT_INTERVAL,
     FILE_SINK_LOG,
@@ -68,8 +67,8 @@ def source_log_behind(ctx: Context) -> Iterator[Issue]:
 
 
 def last_input(ctx: Context) -> list[tuple[str, str]]:
-    """The local input files of the last batch (its file sources' log batches after the previous batch's
-    ``logOffset``), as (logged path, local path): Spark asks its sources for them again on restart, to re-run the
+    """The input files of the last batch (its file sources' log batches after the previous batch's ``logOffset``),
+    as (logged path, where it is: the local path of a ``file:`` URI, else the location Spark reads): Spark asks its sources for them again on restart, to re-run the
     batch when it is not committed, and when it is (``getBatch`` of the last committed batch, which sources that
     restore their position rely on)."""
     ckpt = ctx.ckpt
@@ -90,7 +89,7 @@ def last_input(ctx: Context) -> list[tuple[str, str]]:
             entries = source_log_entries(ckpt, src.source_id, range(start + 1, end + 1))
         except CheckpointError:
             continue  # a log batch missing or unreadable: WM022 or WM001
-        out += [(path, local) for _, path in entries if (local := local_path(spark_location(path))) is not None]
+        out += [(path, local_path(loc) or loc) for _, path in entries if (loc := spark_location(path))]
     return out
 
 
@@ -98,12 +97,11 @@ def last_input_gone(ctx: Context) -> tuple[list[str], tuple[str, str] | None]:
     """The logged paths of the last batch's input files that are not there, and the path map under which they are
     found below the checkpoint's parent (moved with it), if any."""
     if "last-input-gone" not in ctx.memo:
-        logged = [(path, local, spark_location(path)) for path, local in last_input(ctx)]
+        logged = [(path, where, spark_location(path)) for path, where in last_input(ctx)]
         there = present_files(ctx.ckpt.fs, [loc for _, _, loc in logged])
-        gone = [(path, local) for path, local, loc in logged if there.get(loc) is False]
-        home = local_path(ctx.ckpt.location)
-        bases = [os.path.dirname(home), os.path.dirname(os.path.dirname(home))] if home else []
-        ctx.memo["last-input-gone"] = [p for p, _ in gone], suggest_path_map([loc for _, loc in gone], bases)
+        gone = [(path, where) for path, where, loc in logged if there.get(loc) is False]
+        ctx.memo["last-input-gone"] = [p for p, _ in gone], suggest_path_map([where for _, where in gone],
+                                                                             moved_bases(ctx.ckpt.fs))
     return ctx.memo["last-input-gone"]
 
 

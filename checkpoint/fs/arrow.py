@@ -16,11 +16,13 @@ from pyarrow.lib import ArrowException
 
 from ..errors import CheckpointError, MissingFileError, arg
 from .base import TEMP_SUFFIX, FileInfo, FileSystem, clean_relative
-from .uri import Location
+from .uri import Location, scheme_of, split_uri
 
 T = TypeVar("T")
 READ_THREADS = 16
 _ABANDONED: list[threading.Thread] = []
+BUCKET_STORES = {"s3": "s3", "s3a": "s3", "s3n": "s3", "gs": "gcs", "gcs": "gcs"}
+"""URI scheme -> the kind of store whose paths start with a bucket (:meth:`ArrowFileSystem.reach`)."""
 
 
 class RemoteTimeoutError(CheckpointError):
@@ -204,6 +206,17 @@ class ArrowFileSystem(FileSystem):
 
     def uri(self, path: str = "") -> str:
         return self.uri_of(self._abs(path))
+
+    def reach(self, location: str) -> "tuple[ArrowFileSystem, str] | None":
+        """Buckets of the same kind of store (``s3a://`` and ``s3://`` are one), through the same client."""
+        own, other = scheme_of(self.uri()), scheme_of(location)
+        kind = BUCKET_STORES.get(own or "")
+        if kind is None or kind != BUCKET_STORES.get(other or "") or not isinstance(self.uri_of, StoreUri):
+            return None
+        loc = split_uri(location)
+        if not loc.authority:
+            return None
+        return ArrowFileSystem(self.fs, loc.authority, StoreUri(f"{loc.scheme}://"), self.timeout, self.hint), loc.path
 
     def sub(self, path: str) -> "ArrowFileSystem":
         return ArrowFileSystem(self.fs, self._abs(path), self.uri_of, self.timeout, self.hint)

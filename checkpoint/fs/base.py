@@ -96,6 +96,12 @@ class FileSystem:
         """Read several small files; remote stores use a bounded thread pool."""
         return {p: self.read(p) for p in paths}
 
+    def reach(self, location: str) -> "tuple[FileSystem, str] | None":
+        """The top of the store holding the URI ``location`` (a bucket), reached as this file system reaches its
+        own (the same options), and ``location``'s path below it; None where it is on a store of another kind, or
+        of a kind whose URIs are not resolved here."""
+        return None
+
     def sub(self, path: str) -> "FileSystem":
         """A file system rooted at ``path`` below this one."""
         raise NotImplementedError

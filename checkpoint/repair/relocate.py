@@ -14,14 +14,13 @@ Every rewritten file keeps a valid Hadoop checksum sidecar. Offsets, commits and
 from __future__ import annotations
 
 import json
-import os
 from typing import Mapping
 
 from ..errors import RefusedError, arg
 from ..file_logs import FileLog, FileLogEntry, parse_file_log, serialize_file_log
 from ..fs import FileSystem, local_path
 from ..layout import SINK_LOG
-from ..locations import map_location, spark_location, suggest_path_map
+from ..locations import map_location, moved_bases, present_files, spark_location, suggest_path_map
 from ..metadata_log import FILE_SOURCE_LOG, MetadataLog
 from ..model import Checkpoint
 from ..relocation import foreign_references, home_location, relocated_metadata
@@ -84,22 +83,21 @@ def _logged_files(fs: FileSystem, directory: str) -> set[str]:
 
 
 def _missing_files(ckpt: Checkpoint, sink: FileSink | None, path_map: Mapping[str, str]) -> tuple[list[str], int]:
-    """The local files the file-source and sink logs name (``path_map`` applied) that are not there, and how
-    many local files they name. Files on other stores are not looked up (one request each)."""
+    """The files the file-source and sink logs name (``path_map`` applied) that are not there (a local file by its
+    path, another by its URI), and how many files they name that were looked up: local ones and those on the
+    checkpoint's kind of store (:func:`~..locations.present_files`, a listing per directory of many)."""
     named = {uri for i in ckpt.source_dirs for uri in _logged_files(ckpt.fs, FILE_SOURCE_LOG.folder(i))}
     if sink is not None:
         named |= {uri for uri in _logged_files(sink.fs, SINK_LOG)}
-    local = {path for uri in named if (path := local_path(spark_location(relocate_uri(uri, path_map)))) is not None}
-    return sorted(p for p in local if not os.path.exists(p)), len(local)
+    there = present_files(ckpt.fs, {spark_location(relocate_uri(uri, path_map)) for uri in named})
+    return sorted(local_path(loc) or loc for loc, found in there.items() if not found), len(there)
 
 
 def _missing_warning(ckpt: Checkpoint, missing: list[str], named: int, with_sink: bool) -> str:
     """Which logged files are missing, and the path map that finds them where the checkpoint now is."""
     head = (f"{len(missing)} of the {named} file(s) the file-source{' and sink' if with_sink else ''} logs name "
             f"are not where the logs say, e.g. {missing[0]}")
-    home = local_path(ckpt.location)
-    bases = [os.path.dirname(home), os.path.dirname(os.path.dirname(home))] if home else []
-    found = suggest_path_map(missing, bases)
+    found = suggest_path_map(missing, moved_bases(ckpt.fs))
     if found is None:
         return (f"{head}: moved or deleted (Spark's cleanSource, a retention job); if they moved, "
                 f"pass {arg('path_map', 'OLD=NEW')} (wmcheck replay CKPT --plan lists them)")
