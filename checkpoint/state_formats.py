@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import Iterable, Literal
 
 Kind = Literal["snapshot", "delta", "zip", "changelog"]
 """A state file's kind: the suffix of its name."""
@@ -68,8 +68,9 @@ BY_KIND: dict[str, StateFormat] = {f.kind: f for f in FORMATS}
 BASE_KINDS = frozenset(f.kind for f in FORMATS if f.role == "base")
 INCREMENT_KINDS = frozenset(f.kind for f in FORMATS if f.role == "increment")
 SHARED_DIRS = frozenset(f.shared_dir for f in FORMATS if f.shared_dir)
-VERSION_FILE = re.compile(r"^(\d+)(?:_([0-9A-Za-z-]+))?\.(" + "|".join(re.escape(f.kind) for f in FORMATS) + r")$")
-"""``V.<kind>`` or, checkpoint format 2, ``V_<unique id>.<kind>``."""
+VERSION_FILE = re.compile(r"^(0|[1-9][0-9]*)(?:_([0-9A-Za-z-]+))?\.(" + "|".join(re.escape(f.kind) for f in FORMATS) + r")$")
+"""``V.<kind>`` or, checkpoint format 2, ``V_<unique id>.<kind>``: ``V`` as Spark writes it (``013.zip`` is no file of
+version 13: Spark reads a version's file by the name it gives it)."""
 
 
 def version_file(name: str) -> tuple[StateFormat, int, str | None] | None:
@@ -89,15 +90,22 @@ def formats_of(provider: Provider) -> tuple[StateFormat, StateFormat]:
     return next(f for f in mine if f.role == "base"), next(f for f in mine if f.role == "increment")
 
 
-def unreadable_base_name(name: str, provider: Provider) -> bool:
-    """Whether ``provider``'s loader lists ``name`` as a full copy but cannot read its version: it lists every name
-    that ends in ``.<kind>`` of its base format and reads what comes before as a version with ``Long.parseLong``
-    (``SnapshotLoaderHelper.getEligibleSnapshotsForVersion``), so ``old.zip`` or ``13.zip.zip`` fails the load
-    (checkpoint format 1; ``java_long`` reads names as Spark does)."""
+def unloadable_base_name(name: str, provider: Provider, version: int, bases: Iterable[int]) -> bool:
+    """Whether ``provider``'s loader fails on the file ``name`` when it loads ``version`` of a partition whose own full
+    copies are of versions ``bases``. It lists every name ending in ``.<kind>`` of its base format, reads what comes
+    before as a version with ``Long.parseLong`` (``SnapshotLoaderHelper.getEligibleSnapshotsForVersion``) and reads
+    the newest at or below ``version`` by the name Spark gives that version: a name that is no number (``old.zip``,
+    ``x.snapshot``) fails the listing; an HDFS snapshot named otherwise (``012.snapshot``) that is the newest fails its
+    read (RocksDB's loader falls back to an older snapshot; checkpoint format 1)."""
     from .numbers import java_long
 
     suffix = f".{formats_of(provider)[0].kind}"
-    return name.endswith(suffix) and java_long(name[: -len(suffix)]) is None
+    if not name.endswith(suffix):
+        return False
+    listed = java_long(name[: -len(suffix)])
+    if listed is None:
+        return True
+    return provider == "hdfs" and 0 < listed <= version and not any(listed <= b <= version for b in bases)
 
 
 def file_name(version: int, kind: Kind, unique_id: str | None = None) -> str:

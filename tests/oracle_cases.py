@@ -686,6 +686,8 @@ CASES = [
          fix=lambda r: unlink(r, "output/_spark_metadata/013")),
     Case("rocksdb-snapshot-named-by-hand", "WM070", ROCKS, lambda r: shutil.copy2(r / C / "state/0/0/12.zip", r / C / "state/0/0/old.zip"),
          FAILS, r"CANNOT_LOAD_STATE_STORE", fix=lambda r: unlink(r, f"{C}/state/0/0/old.zip")),
+    Case("hdfs-snapshot-zero-padded", "WM070", AGG, lambda r: shutil.copy2(r / C / "state/0/1/12.delta", r / C / "state/0/1/012.snapshot"),
+         FAILS, r"CANNOT_LOAD_STATE_STORE", fix=lambda r: unlink(r, f"{C}/state/0/1/012.snapshot")),
     Case("hdfs-snapshot-named-by-hand", "WM070", AGG, lambda r: shutil.copy2(r / C / "state/0/1/13.delta", r / C / "state/0/1/x.snapshot"),
          FAILS, r"CANNOT_LOAD_STATE_STORE", fix=lambda r: unlink(r, f"{C}/state/0/1/x.snapshot")),
     Case("sink-data-file-missing", "WM047", AGG, lambda r: data_files_of(r, 11)[0].unlink(), WRONG, repair=True),
@@ -821,6 +823,17 @@ CASES = [
     Case("last-offsets-watermark-raised", "WM065", AGG, edit_entry(f"{C}/offsets/12", lambda m: m.update(
         batchWatermarkMs=m["batchWatermarkMs"] + 3_600_000), line=1), WRONG, repair=True),  # the new rows dropped as late
 ]
+
+SILENT = [  # files named by hand that Spark restarts from as the control run does: check reports no error
+    Case("rocksdb-snapshot-zero-padded", "", ROCKS, lambda r: shutil.copy2(r / C / "state/0/0/12.zip", r / C / "state/0/0/013.zip"), OK),
+    Case("rocksdb-snapshot-zero-padded-ahead", "", ROCKS,
+         lambda r: shutil.copy2(r / C / "state/0/0/12.zip", r / C / "state/0/0/015.zip"), OK, rounds=2),
+    Case("rocksdb-changelog-named-by-hand", "", ROCKS,
+         lambda r: shutil.copy2(r / C / "state/0/0/13.changelog", r / C / "state/0/0/backup.changelog"), OK, rounds=2),
+    Case("hdfs-delta-named-by-hand", "", AGG, lambda r: shutil.copy2(r / C / "state/0/0/13.delta", r / C / "state/0/0/old.delta"),
+         OK, rounds=2),
+]
+
 
 STATE_ROWS_35 = (r"StateSchemaNotCompatible: Provided schema doesn't match to the schema for existing state|"
                  r"InvalidUnsafeRowException: The streaming query failed by state format invalidation")

@@ -11,7 +11,7 @@ from ..errors import CheckpointError
 from ..key_partitions import KEYED_BY_PARTITIONING, StoreRows, key_partitioner, row_fit, sample_rows, sample_table
 from ..layout import DEFAULT_STORE, STATE, hadoop_sidecar, spark_sidecar, state_dir
 from ..model import PINNED_CONFS, Operator, store_unique_ids
-from ..numbers import is_number
+from ..numbers import is_number, java_long
 from ..operator_watermarks import CHECKPOINT, PLAN, operator_watermarks
 from ..pinned_conf import ROW_CHECKSUM, effective
 from ..relocation import SchemaReference, foreign_references, reachable, schema_references
@@ -23,7 +23,7 @@ from ..stale_keys import EventField, FileChanges, event_time_reader, record_chan
 from ..state_codecs import decompress
 from ..state_content import LOAD_ERROR, Decoding
 from ..state_files import BASE_KINDS, StateFile, StorePartition
-from ..state_formats import formats_of, unreadable_base_name
+from ..state_formats import formats_of, unloadable_base_name
 from ..state_load import Lineages, StoreLoad, resolve, verify_loads
 from ..state_records import DELETE, PUT, changelog_records, sized_records
 from ..state_schema import event_time_field
@@ -420,16 +420,21 @@ def unnumbered_snapshots(ctx: Context) -> Iterator[Issue]:
     for op in ctx.operators:
         for part in op.partitions:
             base = formats_of(part.provider)[0].kind
+            bases = [f.version for f in part.files if f.kind == base]
             for info in part.other_files:
                 name = posixpath.basename(info.path)
-                if not unreadable_base_name(name, part.provider):
+                if not unloadable_base_name(name, part.provider, version, bases):
                     continue
+                stem, listed = name[: -len(base) - 1], java_long(name[: -len(base) - 1])
+                why = (f"'{stem}' is none, so loading state version {version} of this partition fails" if listed is None
+                       else f"it is version {listed}, the newest at or below version {version} that the next batch "
+                       f"loads, and Spark reads {listed}.{base}, which is not there: the load fails")
                 yield Issue(info.path, (
                     f"Spark's {'RocksDB' if part.provider == 'rocksdb' else 'HDFS-backed'} state store lists every file "
-                    f"named '*.{base}' in {part.directory} as a snapshot and reads the rest of its name as a "
-                    f"version (Long.parseLong): '{name[: -len(base) - 1]}' is none, so loading state version {version} "
-                    f"of this partition fails ('[CANNOT_LOAD_STATE_STORE.UNCATEGORIZED] An error occurred during loading "
-                    f"state')"), Instruction(f"move {info.path} out of the checkpoint (or delete it) while the query is stopped"))
+                    f"named '*.{base}' in {part.directory} as a snapshot and reads the rest of its name as a version "
+                    f"(Long.parseLong): {why} ('[CANNOT_LOAD_STATE_STORE.UNCATEGORIZED] An error occurred during "
+                    f"loading state')"), Instruction(f"move {info.path} out of the checkpoint (or delete it) while the "
+                                                     "query is stopped"))
 
 
 @check("WM016", ERROR, "state the next batch loads cannot be rebuilt")
