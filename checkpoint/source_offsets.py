@@ -7,6 +7,7 @@ from functools import cached_property
 from typing import Any
 
 from .numbers import LONG_MAX, LONG_MIN, is_number
+from .textlog import first_json_value
 
 DELTA_KEYS = frozenset({"sourceVersion", "reservoirVersion", "index"})
 
@@ -25,13 +26,19 @@ class SourceOffset:
 
     @cached_property
     def value(self) -> Any:
-        """The offset as JSON, or None when it is not JSON (kept raw)."""
+        """The offset as JSON, or None when it is not JSON (kept raw). An object or array is read as Spark's sources
+        read theirs (json4s: what follows it is ignored); a number must be the whole text (``LongOffset``: ``toLong``)."""
         if self.raw is None:
             return None
         try:
-            return json.loads(self.raw)
+            value = json.loads(self.raw)
         except (ValueError, RecursionError):
-            return None
+            try:
+                value = first_json_value(self.raw)
+            except (ValueError, RecursionError):
+                return None
+            return value if isinstance(value, (dict, list)) else None
+        return value
 
     @cached_property
     def kind(self) -> str:

@@ -59,10 +59,22 @@ def parse_version(line: str, path: str, max_version: int, what: str) -> int:
     )
 
 
+_DECODER = json.JSONDecoder()
+JSON_SPACE = " \t\r\n"
+
+
+def first_json_value(text: str) -> Any:
+    """The first JSON value of ``text`` as Spark's JSON reader (json4s on Jackson) takes it: leading whitespace
+    skipped, whatever follows the value ignored (Jackson does not fail on trailing tokens: a line edited to end in
+    ``xyz`` restarts as the control run does); ValueError where no value starts."""
+    value, _ = _DECODER.raw_decode(text, len(text) - len(text.lstrip(JSON_SPACE)))
+    return value
+
+
 def parse_json(text: str, path: str, line: int | None, what: str) -> Any:
-    """Parse one JSON value, pointing at the line on failure."""
+    """Parse a JSON value as Spark does (:func:`first_json_value`), pointing at the line on failure."""
     try:
-        return json.loads(text)
+        return first_json_value(text)
     except (ValueError, RecursionError) as exc:
         shown = text if len(text) <= 60 else text[:60] + "..."
         reason = "too deeply nested" if isinstance(exc, RecursionError) else getattr(exc, "msg", str(exc))
