@@ -818,6 +818,8 @@ CASES = [
          repair=True),  # sessions batch 3 closed are emitted again
     Case("group-state-of-the-version-before", "WM069", "pandas_state_p3", newest_state_back, WRONG,
          repair=True),  # a group batch 3 timed out and removed times out again, from an old state
+    Case("timer-state-of-the-version-before", "WM069", TWS, newest_state_back, WRONG,
+         repair=True),  # an event-time timer batch 8 fired fires again, its group from an old state
     Case("timeout-state-of-the-version-before", "WM069", "pandas_state_timeout", newest_state_back, WRONG,
          repair=True, sink=False),  # update mode, foreachBatch output: counts continue from an old state
     Case("last-offsets-watermark-raised", "WM065", AGG, edit_entry(f"{C}/offsets/12", lambda m: m.update(

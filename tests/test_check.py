@@ -1277,6 +1277,20 @@ def test_groups_timed_out_in_hdfs_state_of_a_later_operator_are_found(copy_fixtu
     assert found[0].fix == repair.RewindRequest(to_batch=7, keep_next_offsets=True)
 
 
+def test_timers_the_last_batch_fired_back_in_the_next_load_are_found(copy_fixture):
+    """WM069 for transformWithState (tws_pandas, event-time timers in the column family $eventTimers_timestampToKey
+    of its RocksDB snapshots): each partition's 9.zip replaced by its 8.zip holds a timer at or before batch 8's
+    eviction watermark (00:01:10), which Spark had fired and deleted."""
+    root = copy_fixture("tws_pandas")
+    newest_state_back(root)
+    found = [f for f in check_checkpoint(open_checkpoint(str(root / "checkpoint")), None) if f.code == "WM069"]
+    assert [f.path for f in found] == ["state/0/0", "state/0/1"]
+    assert ("holds 1 timer of operator 0 (transformWithStateInPandasExec) that batch 8 had already ended before it "
+            "wrote that version (timers at or before 2024-01-01T00:01:10.000Z, the eviction watermark of batch 8; e.g. "
+            "2024-01-01T00:01:00.000Z)") in found[0].message
+    assert found[0].fix == repair.RewindRequest(to_batch=7, keep_next_offsets=True)
+
+
 def test_sessions_the_last_batch_closed_are_judged_in_append_mode_only(copy_fixture):
     """WM069 for session windows (session_window_p3, every partition's newest zip replaced by the one before): sessions
     ending at or before batch 3's eviction watermark. Complete mode keeps such sessions, so without a file sink (append

@@ -1,5 +1,5 @@
-"""Checks of state the batch that wrote it had already ended: a group whose timeout it passed, a session its eviction
-watermark closed."""
+"""Checks of state the batch that wrote it had already ended: a group whose timeout it passed, a timer it fired, a
+session its eviction watermark closed."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -22,6 +22,11 @@ from .state import APPEND, load_version, plans, printed_modes, ran_with_recorded
 from .text import plural
 
 GROUP_STATE = frozenset({"flatMapGroupsWithState", "applyInPandasWithState"})
+TIMERS = frozenset({"transformWithStateExec", "transformWithStateInPandasExec", "transformWithStateInPySparkExec"})
+EVENT_TIMERS, PROCESSING_TIMERS = "$eventTimers_timestampToKey", "$procTimers_timestampToKey"
+"""transformWithState's timers by time (``TimerStateUtils``), a range-scan key: the family's 2-byte id, the int32
+length of the ordering part, a version byte, then an ``UnsafeRow`` whose binary field is a marker byte (2: null) and
+the expiry time (ms) big-endian."""
 SESSIONS = "sessionWindowStateStoreSaveExec"
 TIMEOUT = "timeoutTimestamp"
 READ_LIMIT = 32 << 20
@@ -59,6 +64,40 @@ def closed(value: StructType, evict_ms: int) -> Ended | None:
         return end // 1000 if end is not None and end <= evict_ms * 1000 else None
 
     return ended
+
+
+def timer_times(rows: dict[bytes, bytes], family: int) -> list[int]:
+    """The expiry times of the timers of one timer column family (keys as stored)."""
+    prefix, out = family.to_bytes(2, "little"), []
+    for key in rows:
+        if not key.startswith(prefix) or len(key) < 23 or key[7] & 1:
+            continue
+        word = int.from_bytes(key[15:23], "little")
+        value = key[7 + (word >> 32):7 + (word >> 32) + (word & 0xFFFFFFFF)]
+        if len(value) >= 9 and value[0] != 2:
+            out.append(int.from_bytes(value[1:9], "big", signed=True))
+    return out
+
+
+def fired_timers(ctx: Context, reader: Reader, plan, version: int, writer: int, model) -> tuple[list[int], str] | None:
+    """The timers of a transformWithState partition's next load that batch ``writer`` had fired (Spark 4.3's
+    ``TransformWithStateExec.processTimers``: event-time timers at or before its eviction watermark, processing-time
+    ones at or before its processing time; each fired timer is deleted), and the rule; None when not read."""
+    own = model.of(writer, plan.op.operator_id)
+    rows = reader.state(plan.part, version, plan.ids, families=True)
+    if rows is None or own is None or own.source not in (PLAN, CHECKPOINT):
+        return None
+    meta = ctx.offsets[writer].metadata
+    assert meta is not None  # ran_with_recorded_watermark
+    event = own.evict_ms
+    fired = []
+    for family, bound in ((EVENT_TIMERS, event), (PROCESSING_TIMERS, meta.batch_timestamp_ms)):
+        if family in reader.families and bound:
+            fired += [t for t in timer_times(rows, reader.families[family]) if t <= bound]
+    what = (f"timers at or before {format_ms(event, ctx.tz)}, the eviction watermark of batch {writer}" if EVENT_TIMERS in
+            reader.families else f"timers at or before {format_ms(meta.batch_timestamp_ms, ctx.tz)}, the processing "
+            f"time of batch {writer}")
+    return sorted(fired), what
 
 
 def rule(ctx: Context, op: Operator, writer: int, model) -> tuple[Ended, str] | None:
@@ -103,14 +142,14 @@ def removes(ctx: Context, reader: Reader, op: Operator, version: int) -> bool:
     return known[op.operator_id]
 
 
-@check("WM069", ERROR, "state holding groups or sessions the batch that wrote it had ended")
+@check("WM069", ERROR, "state holding groups, timers or sessions the batch that wrote it had ended")
 def ended_state_loaded(ctx: Context) -> Iterator[Issue]:
     if (ctx.conf(PINNED_CONFS["encoding_format"]) or "unsaferow").lower() != "unsaferow" or not ctx.content \
             or Decoding.of(ctx.conf).row_checksums:
         return
     version = load_version(ctx)
     writer = version - 1
-    ops = {op.operator_id: op for op in ctx.operators if op.name in GROUP_STATE or op.name == SESSIONS}
+    ops = {op.operator_id: op for op in ctx.operators if op.name in GROUP_STATE or op.name == SESSIONS or op.name in TIMERS}
     if writer < 0 or not ops or not ran_with_recorded_watermark(ctx, writer):
         return
     try:
@@ -120,16 +159,24 @@ def ended_state_loaded(ctx: Context) -> Iterator[Issue]:
     reader = Reader(ctx, READ_LIMIT)
     for plan in plans(ctx):
         op = ops.get(plan.op.operator_id)
-        judged = rule(ctx, op, writer, model) if op is not None and plan.part.store == DEFAULT_STORE else None
-        if judged is None or not plan.load.loadable:
+        if op is None or plan.part.store != DEFAULT_STORE or not plan.load.loadable:
             continue
-        ended, what = judged
-        rows = reader.state(plan.part, version, plan.ids)
-        if rows is None or (op is not None and op.name == SESSIONS and not removes(ctx, reader, op, version)):
-            continue  # not read; or sessions never removed (complete mode keeps them)
-        stale = sorted(t for t in map(ended, rows.values()) if t is not None)
-        if not stale:
-            continue
+        if op.name in TIMERS:
+            timers = fired_timers(ctx, reader, plan, version, writer, model)
+            if timers is None or not timers[0]:
+                continue
+            stale, what = timers
+        else:
+            judged = rule(ctx, op, writer, model)
+            if judged is None:
+                continue
+            ended, what = judged
+            rows = reader.state(plan.part, version, plan.ids)
+            if rows is None or (op.name == SESSIONS and not removes(ctx, reader, op, version)):
+                continue  # not read; or sessions never removed (complete mode keeps them)
+            stale = sorted(t for t in map(ended, rows.values()) if t is not None)
+            if not stale:
+                continue
         why, fix = rewind_fix(ctx, writer)
         if isinstance(fix, RewindRequest) and fix.to_batch is not None:
             target = fix.to_batch
@@ -138,7 +185,7 @@ def ended_state_loaded(ctx: Context) -> Iterator[Issue]:
                    f"version {target + 1} and run batch {target + 1} again as it was planned (its offsets "
                    f"and watermark: a batch planned anew with new input would end other groups), writing version "
                    f"{version} anew")
-        kind = "session" if plan.op.name == SESSIONS else "group"
+        kind = "session" if plan.op.name == SESSIONS else "timer" if plan.op.name in TIMERS else "group"
         yield Issue(plan.part.directory, (
             f"state version {version} of {plan.part.directory}, which the next batch loads, holds "
             f"{plural(len(stale), kind)} of operator {plan.op.operator_id} ({plan.op.name}) that batch {writer} had "

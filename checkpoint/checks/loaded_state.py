@@ -31,6 +31,8 @@ class Reader:
         """Whether a load was left unread: past the budget."""
         self.removals = 0
         """Deletes (and RocksDB tombstones) in the files of the loads read so far."""
+        self.families: dict[str, int] = {}
+        """The column families (name -> id) of the snapshot of the last load read with ``families``."""
 
     def _take(self, paths: list[str], size: int) -> dict[str, bytes] | None:
         if size > self.budget:
@@ -39,15 +41,20 @@ class Reader:
         self.budget -= size
         return self.ctx.read_state(paths)
 
-    def state(self, part: StorePartition, version: int, ids: dict[int, str] | None) -> dict[bytes, bytes] | None:
+    def state(self, part: StorePartition, version: int, ids: dict[int, str] | None,
+              families: bool = False) -> dict[bytes, bytes] | None:
         """The rows version ``version`` holds (RocksDB: without each row's version byte); None when it cannot be
-        rebuilt, is in a format not read here, or is over the budget."""
+        rebuilt, is in a format not read here, or is over the budget. ``families``: a RocksDB store with column
+        families (transformWithState), its keys as stored (the family's 2-byte id first) and the families in
+        :attr:`families`; None without a snapshot naming them."""
         load = resolve(part, version, ids, lineages(self.ctx))
         if not load.loadable or any(f.format.decoder not in READ_HERE for f in load.chain):
             return None
+        zipped = bool(load.chain) and load.chain[0].format.decoder == ZIP_DECODER
+        if families and not zipped:
+            return None
         try:
-            zipped = bool(load.chain) and load.chain[0].format.decoder == ZIP_DECODER
-            files = self._snapshot(part, load.chain[0]) if zipped else []
+            files = self._snapshot(part, load.chain[0], families) if zipped else []
             if files is None:
                 return None
             steps = [f for f in load.chain if f.format.decoder != ZIP_DECODER]
@@ -62,22 +69,23 @@ class Reader:
         except (CheckpointError, KeyError):
             return None  # damaged (WM039) or unreadable
         rocksdb = any(f.format.decoder in (ZIP_DECODER, CHANGELOG_DECODER) for f in load.chain)
-        return {k[1:]: v[1:] for k, v in state.items()} if rocksdb else state
+        return {k[1:]: v[1:] for k, v in state.items()} if rocksdb and not families else state
 
     def _counted(self, records: Iterable[Record]) -> Iterator[Record]:
         for record in records:
             self.removals += record[0] == DELETE
             yield record
 
-    def _snapshot(self, part: StorePartition, zip_file: StateFile) -> list[Iterable[Record]] | None:
+    def _snapshot(self, part: StorePartition, zip_file: StateFile, families: bool = False) -> list[Iterable[Record]] | None:
         """A RocksDB snapshot's rows as one put per live key (the newest entry of each key across its table files);
-        None for column families or a table not read whole here."""
+        None for a table not read whole here, or column families other than asked for."""
         got = self._take([zip_file.path], zip_file.size)
         if got is None:
             return None
         _, meta = read_snapshot_zip(got[zip_file.path], zip_file.path)
-        if meta.column_families:
+        if bool(meta.column_families) != families:
             return None
+        self.families = dict(meta.column_families)
         tables = [f"{part.directory}/{SST_DIR}/{f.dfs_name}" for f in meta.sst_files]
         data = self._take(tables, sum(f.size for f in meta.sst_files))
         if data is None:
