@@ -63,7 +63,8 @@ def join_counts_disagree(ctx: Context) -> Iterator[Issue]:
             f"{first.values} rows, none at index {first.gap} (the two stores' files are of different versions: a restore "
             "or copy that mixed them). Spark fails when it reads that key, at the latest when it evicts the side's "
             "rows ('[STREAM_STREAM_JOIN_INCONSISTENT_STATE.NULL_VALUE] Detected inconsistency in stream-stream join "
-            "state', tested with Spark 4.3); with spark.sql.streaming.stateStore.skipNullsForStreamStreamJoins.enabled "
+            "state', tested with Spark 4.3; Spark 3.5: 'NullPointerException: … \"valuePair\" is null', tested); with "
+            "spark.sql.streaming.stateStore.skipNullsForStreamStreamJoins.enabled "
             "it skips the missing rows: they are lost to the join"
             + (f"; the newest version whose two stores agree is {agrees}: a rewind to the batch before it (where "
                f"{why}) makes Spark load it and write the later versions again" if agrees is not None else
