@@ -252,7 +252,7 @@ def _file_input(ckpt: Checkpoint, src: SourceOffset, prev: SourceOffset | None, 
     log_batches = tuple(range(first, end + 1))
     entries = source_log_entries(ckpt, src.source_id, log_batches)
     locations = [map_location(spark_location(path), path_map) for _, path in entries]
-    found = stat_locations(locations, fs_options) if sizes else {}
+    found = stat_locations(locations, fs_options, ckpt.fs) if sizes else {}
     files = tuple(
         InputFile(path, loc, batch, found.get(loc, (None, None))[1], found.get(loc, (None, None))[0])
         for (batch, path), loc in zip(entries, locations)

@@ -39,17 +39,23 @@ def map_location(location: str, path_map: Mapping[str, str]) -> str:
     return location
 
 
-def stat_locations(locations: Iterable[str], fs_options: Mapping[str, str] | None = None) -> dict[str, tuple[bool | None, int | None]]:
-    """(exists, size) of each location: local paths via ``os``, other stores via pyarrow.
+def stat_locations(locations: Iterable[str], fs_options: Mapping[str, str] | None = None,
+                   home: FileSystem | None = None) -> dict[str, tuple[bool | None, int | None]]:
+    """(exists, size) of each location: asked of the store :func:`holding` finds through ``home`` (the checkpoint's
+    file system: the local disk, or the checkpoint's kind of store reached as the checkpoint is), else local paths via
+    ``os`` and other stores opened with ``fs_options``.
 
     A store that cannot be opened here (no credentials, no libhdfs) gives ``(None, None)``: unknown,
     not missing, so Spark still gets to read the file.
     """
-    from .fs import open_fs, scheme_of
-
     out: dict[str, tuple[bool | None, int | None]] = {}
     stores: dict[str, Any] = {}
+    resolve = Stores(home) if home is not None else None
     for loc in locations:
+        found = resolve.holding(loc) if resolve is not None else None
+        if found is not None:
+            out[loc] = _remote_stat(*found)
+            continue
         local = local_path(loc)
         if local is not None or scheme_of(loc) is None:
             try:
@@ -143,12 +149,28 @@ def holding(home: FileSystem, location: str) -> tuple[FileSystem, str] | None:
     """The top of the store holding ``location`` and its path there: a bare absolute path is on the store of ``home``
     (the checkpoint's file system), a ``file:`` URI on the local disk, another URI on a store of the kind of
     ``home`` (:meth:`~.fs.FileSystem.reach`); None for anything else (not knowable here)."""
-    if scheme_of(location) is None and not location.startswith("file:"):
-        return (store_top(home), location.strip("/")) if location.startswith("/") else None
-    path = local_path(location)
-    if path is not None:
-        return (open_fs("/"), path.strip("/")) if path.startswith("/") else None
-    return home.reach(location)
+    return Stores(home).holding(location)
+
+
+class Stores:
+    """:func:`holding` for many locations, the tops of the stores found once."""
+
+    def __init__(self, home: FileSystem) -> None:
+        self.home = home
+        self._tops: dict[str, FileSystem] = {}
+
+    def _top(self, which: str) -> FileSystem:
+        if which not in self._tops:
+            self._tops[which] = store_top(self.home) if which == "home" else open_fs("/")
+        return self._tops[which]
+
+    def holding(self, location: str) -> tuple[FileSystem, str] | None:
+        if scheme_of(location) is None and not location.startswith("file:"):
+            return (self._top("home"), location.strip("/")) if location.startswith("/") else None
+        path = local_path(location)
+        if path is not None:
+            return (self._top("local"), path.strip("/")) if path.startswith("/") else None
+        return self.home.reach(location)
 
 
 def present_files(home: FileSystem, locations: Iterable[str]) -> dict[str, bool]:
@@ -159,8 +181,9 @@ def present_files(home: FileSystem, locations: Iterable[str]) -> dict[str, bool]
     (unknown)."""
     stores: dict[str, FileSystem] = {}
     wanted: dict[tuple[str, str], dict[str, list[str]]] = {}
+    resolve = Stores(home)
     for loc in locations:
-        found = holding(home, loc)
+        found = resolve.holding(loc)
         if found is None:
             continue
         store, path = found

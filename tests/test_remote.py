@@ -348,9 +348,10 @@ def test_a_bare_logged_input_path_is_looked_up_on_the_checkpoint_store(s3_option
     assert check_location(where, fs_options=s3_options, checks=[CHECKS["WM064"]]) == []
 
 
-def moved_to_s3(s3_options, tmp_path, name: str, logged: str, at: str, sink: bool = True):
+def moved_to_s3(s3_options, tmp_path, name: str, bucket: str, logged: str, sink: bool = True):
     """A copy of fixture ``name`` (checkpoint, input, output) whose logs name its files under ``logged`` (an
-    ``s3a://`` URI), uploaded to s3://bucket/``at``."""
+    ``s3a://`` URI), uploaded to s3://``bucket``/q, a bucket of its own (moto lists a bucket by going through all of
+    its keys, and other tests fill theirs)."""
     from pyarrow import fs as pafs
 
     from wmcheck.checkpoint import repair
@@ -360,21 +361,24 @@ def moved_to_s3(s3_options, tmp_path, name: str, logged: str, at: str, sink: boo
                                                                 file_sink=str(root / "output") if sink else None),
                repair.RunOptions(execute=True, idle_ms=0))
     shutil.rmtree(root / "checkpoint" / "_wmcheck")
-    pafs.copy_files(str(root), f"bucket/{at}", destination_filesystem=pafs.S3FileSystem(**s3_options))
+    s3 = pafs.S3FileSystem(**s3_options, allow_bucket_creation=True)
+    s3.create_dir(bucket)
+    for part in ("checkpoint", "input", "output"):
+        pafs.copy_files(str(root / part), f"{bucket}/q/{part}", destination_filesystem=s3)
     return root
 
 
 def test_relocate_on_s3_names_the_missing_files_and_the_path_map_that_finds_them(s3_options, tmp_path):
     """Logged files looked up on S3 (a listing per directory), and the --path-map under the checkpoint's parent that
     finds them, spelled in the logs' scheme; relocating with it leaves every file where the logs say."""
-    moved_to_s3(s3_options, tmp_path, NAME, "s3a://bucket/gone/old", "moved/q")
-    ckpt, sink, opts = "s3://bucket/moved/q/checkpoint", "s3://bucket/moved/q/output", fs_args(s3_options)
+    moved_to_s3(s3_options, tmp_path, NAME, "moved", "s3a://moved/gone/old")
+    ckpt, sink, opts = "s3://moved/q/checkpoint", "s3://moved/q/output", fs_args(s3_options)
     doc = json.loads(run_cli("relocate", ckpt, "--file-sink", sink, "--idle", "0", "--format", "json", *opts).stdout)
     assert doc["warnings"] == [
         "33 of the 33 file(s) the file-source and sink logs name are not where the logs say, e.g. "
-        "s3a://bucket/gone/old/input/run0-000.json: they are under s3a://bucket/moved/q; relocate them with --path-map "
-        "s3a://bucket/gone/old=s3a://bucket/moved/q"]
-    run_cli("relocate", ckpt, "--file-sink", sink, "--path-map", "s3a://bucket/gone/old=s3a://bucket/moved/q",
+        "s3a://moved/gone/old/input/run0-000.json: they are under s3a://moved/q; relocate them with --path-map "
+        "s3a://moved/gone/old=s3a://moved/q"]
+    run_cli("relocate", ckpt, "--file-sink", sink, "--path-map", "s3a://moved/gone/old=s3a://moved/q",
             "--idle", "0", "--execute", "--backup-dir", tmp_path / "backups", *opts)
     done = json.loads(run_cli("relocate", ckpt, "--file-sink", sink, "--idle", "0", "--format", "json", *opts).stdout)
     assert done["warnings"] == [] and done["notes"] == [
@@ -384,26 +388,40 @@ def test_relocate_on_s3_names_the_missing_files_and_the_path_map_that_finds_them
 def test_check_on_s3_finds_the_last_batch_s_input_moved_with_the_checkpoint(s3_options, tmp_path):
     """WM050 (and WM032 for the sink's files) on S3: the input the last batch read is gone from where the logs say
     and found below the checkpoint's parent, which the fix maps it to."""
-    moved_to_s3(s3_options, tmp_path, "stalled_event_time", "s3a://bucket/w50/before", "w50/q")
-    found = json.loads(run_cli("check", "s3://bucket/w50/q/checkpoint", "--file-sink", "s3://bucket/w50/q/output",
+    moved_to_s3(s3_options, tmp_path, "stalled_event_time", "wm050", "s3a://wm050/before")
+    found = json.loads(run_cli("check", "s3://wm050/q/checkpoint", "--file-sink", "s3://wm050/q/output",
                                "--format", "json", *fs_args(s3_options), exit_code=1).stdout)
     by_code = {f["code"]: f for f in found}
     assert sorted(by_code) == ["WM032", "WM050"]
-    assert by_code["WM050"]["fix"]["request"]["path_map"] == {"s3a://bucket/w50/before": "s3a://bucket/w50/q"}
-    assert by_code["WM032"]["fix"]["request"]["path_map"] == {"s3a://bucket/w50/before": "s3a://bucket/w50/q"}
+    assert by_code["WM050"]["fix"]["request"]["path_map"] == {"s3a://wm050/before": "s3a://wm050/q"}
+    assert by_code["WM032"]["fix"]["request"]["path_map"] == {"s3a://wm050/before": "s3a://wm050/q"}
 
 
 def test_check_on_s3_finds_the_pending_batch_s_input_gone(s3_options, tmp_path):
     """WM049 on S3: the batch Spark re-runs names an input file that is not in the bucket."""
     from pyarrow import fs as pafs
 
-    root = moved_to_s3(s3_options, tmp_path, "stalled_event_time", "s3a://bucket/w49/q", "w49/q", sink=False)
+    root = moved_to_s3(s3_options, tmp_path, "stalled_event_time", "wm049", "s3a://wm049/q", sink=False)
     s3 = pafs.S3FileSystem(**s3_options)
     last = fixture_facts("stalled_event_time")["last_batch"]
-    s3.delete_file(f"bucket/w49/q/checkpoint/commits/{last}")
+    s3.delete_file(f"wm049/q/checkpoint/commits/{last}")
     entry = json.loads((root / "checkpoint" / "sources/0" / str(last - 1)).read_text().splitlines()[1])
     s3.delete_file(entry["path"].replace("s3a://", ""))
-    found = json.loads(run_cli("check", "s3://bucket/w49/q/checkpoint", "--format", "json", *fs_args(s3_options),
+    found = json.loads(run_cli("check", "s3://wm049/q/checkpoint", "--format", "json", *fs_args(s3_options),
                                exit_code=1).stdout)
     assert [(f["code"], f["path"]) for f in found if f["code"] in ("WM049", "WM050")] == [("WM049", f"offsets/{last}")]
     assert f"e.g. {entry['path']}" in next(f["message"] for f in found if f["code"] == "WM049")
+
+
+def test_logged_input_on_the_checkpoint_s_store_is_sized_through_its_client(s3_options, tmp_path):
+    """A file source's logged s3a:// files of a checkpoint on S3 are looked up with the checkpoint's own client (its
+    --fs-options), not a store opened without them (which would ask AWS for the bucket's region and wait)."""
+    from wmcheck.checkpoint.fs import open_fs
+    from wmcheck.checkpoint.locations import stat_locations
+
+    root = moved_to_s3(s3_options, tmp_path, "stalled_event_time", "sized", "s3a://sized/q", sink=False)
+    entry = json.loads((root / "checkpoint" / "sources/0/0").read_text().splitlines()[1])["path"]
+    size = (root / "input" / entry.rsplit("/input/", 1)[1]).stat().st_size
+    home = open_fs("s3://sized/q/checkpoint", s3_options)
+    assert stat_locations([entry, "s3a://sized/q/input/none.json"], None, home) == {
+        entry: (True, size), "s3a://sized/q/input/none.json": (False, None)}
