@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any, overload
 
 from .errors import MalformedFileError, NewerVersionError
@@ -104,10 +105,13 @@ def int_field(obj: dict[str, Any], key: str, path: str, line: int | None, defaul
 @overload
 def int_field(obj: dict[str, Any], key: str, path: str, line: int | None, default: None = None) -> int | None: ...
 def int_field(obj: dict[str, Any], key: str, path: str, line: int | None, default: int | None = None) -> int | None:
-    """An integer field (Spark's longs), ``default`` when absent."""
+    """An integer field (Spark's longs), ``default`` when absent. A JSON number with a fraction or an exponent is taken
+    as json4s takes it for a long (``1.704067285E12``, ``1704067285000.0``: the double's ``toLong``, toward zero)."""
     if key not in obj:
         return default
     value = obj[key]
+    if isinstance(value, float) and math.isfinite(value):
+        return max(LONG_MIN, min(LONG_MAX, int(value)))
     if isinstance(value, bool) or not isinstance(value, int) or not LONG_MIN <= value <= LONG_MAX:
         raise MalformedFileError(
             f"expected {key} to be an integer (a Java long), found {json.dumps(value)[:40]}",
