@@ -390,6 +390,17 @@ def newest_state_back(root: Path) -> None:
             state_file_of(f"{part.name}/{int(version) - 1}.{kind}", f"{part.name}/{newest.name}")(root)
 
 
+def new_input_aged(days: int) -> Callable[[Path], None]:
+    """The new input file given a modification time ``days`` before its own (copied in with an old time)."""
+
+    def run(root: Path) -> None:
+        path = root / "input" / "zz-extra-0.json"
+        mtime = path.stat().st_mtime - days * 86_400
+        os.utime(path, (mtime, mtime))
+
+    return run
+
+
 def crashed_writing_offsets(root: Path) -> None:
     """The crash leftover: Spark was writing offsets/12 when it died (the file truncated), so batch 12 never ran:
     no commit, no state version 13, nothing in the sink."""
@@ -809,6 +820,8 @@ CASES = [
     Case("source-log-time-a-month-ahead", "WM067", AGG, logged_time_ahead(30), WRONG, repair=True),  # new input skipped
     Case("input-file-time-a-month-ahead", "WM067", AGG, logged_time_ahead(30, on_disk=True), WRONG,
          fix=touched_and_rewound),  # a skewed clock where run2-002.json was written: rewound alone, logged again
+    Case("input-file-older-than-the-file-age", "WM071", AGG, new_input_aged(30), WRONG,  # never read
+         fix=lambda r: os.utime(r / "input" / "zz-extra-0.json")),  # touched: read as new
     Case("join-counts-of-the-version-before", "WM068", "join_stream_stream", state_file_of(
         "0/left-keyToNumValues/7.delta", "0/left-keyToNumValues/8.delta"), FAILS,  # its rows stay at version 8
          r"STREAM_STREAM_JOIN_INCONSISTENT_STATE\.NULL_VALUE\] .* Value at index 1 is null while numValues is 2", repair=True),

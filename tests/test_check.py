@@ -827,6 +827,7 @@ BREAKS = {
     "WM066": Break("WM066", "checkpoint_v2", b_last_commit_lost, sink=True),
     "WM068": Break("WM068", "join_stream_stream", lambda root, facts: b_join_store_of_the_version_before(
         root, "left-keyToNumValues")),
+    "WM071": Break("WM071", "agg_window_hdfs", lambda root, facts: b_old_input(root), sink=True),
     "WM069": Break("WM069", "pandas_state_p3", lambda root, facts: newest_state_back(root) or "state/0/2"),
     "WM069-sessions": Break("WM069", "session_window_p3", lambda root, facts: newest_state_back(root) or "state/0/2",
                             sink=True),
@@ -1190,6 +1191,14 @@ def test_a_bare_logged_path_of_a_file_that_is_gone_is_not_read_again(copy_fixtur
     assert "WM064" not in messages(root, sink=True)
 
 
+def b_old_input(root: Path) -> str:
+    """A new input file copied in with a modification time a month before the newest file the source logged."""
+    path = root / "input" / "copied.json"
+    path.write_text('{"id":"a","ts":"2024-01-01T00:00:01Z","v":1}\n')
+    os.utime(path, (1704069220 - 30 * 86400, 1704069220 - 30 * 86400))
+    return "sources/0"
+
+
 def b_join_store_of_the_version_before(root: Path, store: str) -> str:
     """join_stream_stream's partition 0: a store's 8.delta (and its sidecar) replaced by its 7.delta, the side's other
     store left at version 8 (a restore that mixed versions)."""
@@ -1346,6 +1355,31 @@ def test_a_logged_input_file_time_of_a_skewed_clock_is_set_before_the_rewind(cop
         f"{root}/input/run2-002.json), then rewind to batch 10 with the file sink (wmcheck rewind CKPT --to-batch 10 "
         "--file-sink SINK --execute)")
     assert "its file's modification time on disk too" in messages(root)["WM067"]
+
+
+def test_an_unread_input_file_older_than_the_purge_threshold_is_never_read(copy_fixture):
+    """WM071: a new file in agg_window_hdfs's input, its modification time 8 days before the newest logged time
+    (2024-01-01T00:33:40Z): Spark never reads it; the instruction sets its time to now. Hidden names and logged files
+    are not reported, nor a file a day older."""
+    root = copy_fixture("agg_window_hdfs")
+    sink_at_home(root, "agg_window_hdfs")
+    newest_s = 1704069220
+    for name, age_days in (("late.json", 8), ("_hidden.json", 8), (".hidden.json", 8), ("recent.json", 1)):
+        path = root / "input" / name
+        path.write_text('{"id":"a","ts":"2024-01-01T00:00:01Z","v":1}\n')
+        os.utime(path, (newest_s - age_days * 86400, newest_s - age_days * 86400))
+    os.utime(root / "input/run0-000.json", (newest_s - 30 * 86400, newest_s - 30 * 86400))  # logged: read already
+    assert messages(root) == {"WM071": (
+        f"1 file in the input directory {root}/input that the source has not read, e.g. {root}/input/late.json, is "
+        "older than the newest time its log records minus maxFileAge (2023-12-25T00:33:40.000Z: "
+        "FileStreamSource.SeenFilesMap, 7 days by default; not with latestFirst and maxFilesPerTrigger or "
+        "maxBytesPerTrigger): Spark takes a file as new only when it is not older than that, so it never reads them "
+        "and says nothing (tested with Spark 4.3: a new input file with a modification time a month old is not read). "
+        "A file copied in with its old modification time (cp -p, rsync -t, an archive) does this")}
+    assert fixes(root)["WM071"] == Instruction(
+        f"set the modification time of these files to now (touch -m {root}/input/late.json) before the query lists them")
+    os.utime(root / "input/late.json")
+    assert messages(root) == {}
 
 
 @pytest.mark.parametrize("days, found", [(6, False), (8, True)])

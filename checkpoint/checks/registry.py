@@ -58,7 +58,7 @@ LISTED: tuple[Check, ...] = (
     conf.conf_refused, partitioning.foreign_partition_files, partitioning.misfit_schema,
     state.commit_without_unique_ids, sink_files.sink_files_deleted, evicted.evicted_keys_loaded,
     log_entries.unreadable_log_entries, sources.source_log_misses_files, watermark.raised_last_watermark,
-    sources.rerun_already_in_sink, seen_files.hidden_new_files,
+    sources.rerun_already_in_sink, seen_files.hidden_new_files, seen_files.too_old_to_read,
     join_state.join_counts_disagree, ended_state.ended_state_loaded, state.unnumbered_snapshots,
 )
 

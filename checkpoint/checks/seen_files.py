@@ -4,12 +4,14 @@ from __future__ import annotations
 import posixpath
 from typing import Iterator, NamedTuple
 
+from ..errors import CheckpointError
 from ..fs import local_path, open_fs
 from ..layout import log_file_batch
 from ..locations import spark_location
 from ..metadata_log import FILE_SOURCE_LOG
 from ..numbers import is_number
 from ..repair.requests import RewindRequest
+from ..source_labels import file_source_dir
 from ..timeutil import format_ms
 from .context import Context
 from .definition import ERROR, Instruction, Issue, check
@@ -105,3 +107,43 @@ def hidden_new_files(ctx: Context) -> Iterator[Issue]:
             + (f"; a rewind to before batch {batch}, which logged it, makes Spark list and read those files again"
                if fix != NEW_CHECKPOINT else "")
         ), fix)
+
+
+def hidden_name(relative: str) -> bool:
+    """A path Spark's file listing leaves out: a name starting with ``_`` or ``.`` at any level."""
+    return any(part.startswith(("_", ".")) for part in relative.split("/"))
+
+
+@check("WM071", ERROR, "input files a file source will never read: older than its purge threshold")
+def too_old_to_read(ctx: Context) -> Iterator[Issue]:
+    last = ctx.ckpt.last_batch
+    seq = ctx.offsets.get(last) if last is not None else None
+    for src in seq.sources if seq is not None else ():
+        if src.kind != "file" or not is_number(src.source_id) or int(src.source_id) not in ctx.ckpt.source_dirs:
+            continue
+        logged = stamps(ctx, src.source_id)
+        folder = file_source_dir(ctx.ckpt, src.source_id)
+        if not logged or folder is None or not folder.startswith("/"):
+            continue
+        threshold = max(s.ms for s in logged) - MAX_FILE_AGE_MS
+        seen = {local_path(spark_location(s.path)) for s in logged}
+        try:
+            files = open_fs("/").walk(folder.lstrip("/"))
+        except CheckpointError:
+            continue  # an input directory this user cannot list
+        top = folder.rstrip("/")
+        old = sorted(("/" + f.path.lstrip("/") for f in files if f.mtime_ms < threshold
+                      and not hidden_name(posixpath.relpath("/" + f.path.lstrip("/"), top))
+                      and "/" + f.path.lstrip("/") not in seen))
+        if not old:
+            continue
+        yield Issue(FILE_SOURCE_LOG.folder(src.source_id), (
+            f"{plural(len(old), 'file')} in the input directory {folder} that the source has not read, e.g. {old[0]}, "
+            f"{'is' if len(old) == 1 else 'are'} older than the newest time its log records minus maxFileAge "
+            f"({format_ms(threshold, ctx.tz)}: FileStreamSource.SeenFilesMap, 7 days by default; not with latestFirst "
+            "and maxFilesPerTrigger or maxBytesPerTrigger): Spark takes a file as new only when it is not older than that, "
+            "so it never reads them and says nothing (tested with Spark 4.3: a new input file with a modification time "
+            "a month old is not read). A file copied in with its old modification time (cp -p, rsync -t, an archive) "
+            "does this"
+        ), Instruction(f"set the modification time of these files to now (touch -m {old[0]}"
+                       + (" …" if len(old) > 1 else "") + ") before the query lists them"))
