@@ -36,7 +36,7 @@ class FileLog:
 def parse_file_log(data: bytes, path: str) -> FileLog:
     """Parse a file-source or file-sink log file."""
     version, lines = open_log(data, path, MAX_VERSION, "file log", "one JSON line per file",
-                              "an empty log file is left by a crash while writing")
+                              "an empty log file is left by a crash while writing", trim=False)
     entries = []
     for number, line in enumerate(lines, start=2):
         obj = parse_json_object(line, path, number, "a file entry")

@@ -100,7 +100,7 @@ def empty_offsets_hint(path: str) -> str:
 def parse_offsets(data: bytes, path: str) -> OffsetSeq:
     """Parse an ``offsets/N`` file."""
     version, lines = open_log(data, path, MAX_VERSION, "offsets log", "the batch metadata and the source offsets",
-                              empty_offsets_hint(path))
+                              empty_offsets_hint(path), trim=False)
     meta_text = lines[0].strip() if lines else ""
     metadata = parse_metadata(meta_text, path) if meta_text else None
     rest = lines[1:]

@@ -6,7 +6,7 @@ import math
 from typing import Any, overload
 
 from .errors import MalformedFileError, NewerVersionError
-from .numbers import LONG_MAX, LONG_MIN, is_number
+from .numbers import LONG_MAX, LONG_MIN, java_int
 
 
 def decode_lines(data: bytes, path: str) -> list[str]:
@@ -28,23 +28,27 @@ def decode_lines(data: bytes, path: str) -> list[str]:
     return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
-def open_log(data: bytes, path: str, max_version: int, what: str, body: str, empty_hint: str) -> tuple[int, list[str]]:
+def open_log(data: bytes, path: str, max_version: int, what: str, body: str, empty_hint: str,
+             trim: bool = True) -> tuple[int, list[str]]:
     """The opening every Spark text log file shares: UTF-8 lines, not empty, a ``vN`` header Spark accepts.
 
     Returns the version and the lines after the header. ``what`` names the log (``"commit log"``), ``body`` what
-    follows the header (``"the commit metadata"``), ``empty_hint`` what to do about an empty file."""
+    follows the header (``"the commit metadata"``), ``empty_hint`` what to do about an empty file; ``trim``: whether
+    the log's reader trims the header line before reading it (:func:`parse_version`)."""
     lines = decode_lines(data, path)
     if not lines:
         raise MalformedFileError(f"file is empty: expected a version line, then {body}", path=path, hint=empty_hint)
-    return parse_version(lines[0], path, max_version, what), lines[1:]
+    return parse_version(lines[0], path, max_version, what, trim), lines[1:]
 
 
-def parse_version(line: str, path: str, max_version: int, what: str) -> int:
-    """Validate a ``vN`` header the way Spark's ``validateVersion`` does."""
-    text = line.strip()
+def parse_version(line: str, path: str, max_version: int, what: str, trim: bool = True) -> int:
+    """Validate a ``vN`` header the way Spark's ``MetadataVersionUtil.validateVersion`` does: ``v``, then what
+    ``Integer.parseInt`` reads as a positive int (``v01``, ``v+1`` are 1). ``trim``: the line is trimmed first, as
+    ``CommitLog`` does; ``OffsetSeqLog`` and the file logs do not (``v1 `` fails there)."""
+    text = line.strip() if trim else line
     shown = text if len(text) <= 40 else text[:40] + "..."
-    if text.startswith("v") and is_number(text[1:]) and int(text[1:]) > 0:
-        version = int(text[1:])
+    if text.startswith("v") and (number := java_int(text[1:])) is not None and number > 0:
+        version = number
         if version > max_version:
             raise NewerVersionError(
                 f'line 1 is "{shown}": written by a newer Spark than wmcheck knows (up to v{max_version})',

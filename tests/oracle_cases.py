@@ -124,6 +124,25 @@ def hadoop_crc(path: str) -> str:
     return f"{folder}/.{name}.crc"
 
 
+def line_ends_in(path: str, suffix: bytes, index: int = -1) -> Callable[[Path], None]:
+    """Append ``suffix`` to line ``index`` of a file (the last line that is not empty by default), as an edit by hand."""
+    def go(root: Path) -> None:
+        target = root / path
+        lines = target.read_bytes().split(b"\n")
+        at = index if index >= 0 else max(i for i, line in enumerate(lines) if line.strip())
+        lines[at] += suffix
+        target.write_bytes(b"\n".join(lines))
+    return go
+
+
+def first_line_is(path: str, line: bytes) -> Callable[[Path], None]:
+    """Replace a file's first line (a log file's version header), as an edit by hand."""
+    def go(root: Path) -> None:
+        target = root / path
+        target.write_bytes(line + target.read_bytes()[target.read_bytes().index(b"\n"):])
+    return go
+
+
 def edit(root: Path, path: str, old: str, new: str) -> None:
     """Replace text in a file, leaving its checksum sidecar as it was (a hand edit)."""
     target = root / path
@@ -689,6 +708,8 @@ CASES = [
          lambda r: edit(r, f"{C}/state/0/_metadata/metadata", '"numPartitions":3', '"numPartitions":4'), OK),
     Case("offsets-zero-padded-name", "WM001", AGG, lambda r: shutil.copy2(r / C / "offsets/12", r / C / "offsets/013"),
          FAILS, r"offsets/13 does not exist", fix=lambda r: unlink(r, f"{C}/offsets/013")),
+    Case("offsets-header-trailing-space", "WM001", AGG, first_line_is(f"{C}/offsets/12", b"v1 "), FAILS,
+         r"Failed to read log file .*offsets/12", repair=True),
     Case("offsets-name-in-other-digits", "WM001", AGG, lambda r: shutil.copy2(r / C / "offsets/12", r / C / "offsets/\u0661\u0663"),
          FAILS, r"offsets/13 does not exist", fix=lambda r: unlink(r, f"{C}/offsets/\u0661\u0663")),  # Arabic-Indic 13
     Case("source-log-zero-padded-name", "WM001", AGG, lambda r: shutil.copy2(r / C / "sources/0/8", r / C / "sources/0/013"),
@@ -840,18 +861,11 @@ CASES = [
         batchWatermarkMs=m["batchWatermarkMs"] + 3_600_000), line=1), WRONG, repair=True),  # the new rows dropped as late
 ]
 
-def line_ends_in(path: str, suffix: bytes, index: int = -1) -> Callable[[Path], None]:
-    """Append ``suffix`` to line ``index`` of a file (the last line that is not empty by default), as an edit by hand."""
-    def go(root: Path) -> None:
-        target = root / path
-        lines = target.read_bytes().split(b"\n")
-        at = index if index >= 0 else max(i for i, line in enumerate(lines) if line.strip())
-        lines[at] += suffix
-        target.write_bytes(b"\n".join(lines))
-    return go
-
-
 SILENT = [  # files edited or named by hand that Spark restarts from as the control run does: check reports no error
+    # a header's number is read with Integer.parseInt; only the commit log trims the line first
+    Case("header-sign-source-log", "", AGG, first_line_is(f"{C}/sources/0/9.compact", b"v+1"), OK),
+    Case("header-other-digit-offsets", "", AGG, first_line_is(f"{C}/offsets/12", "v\u0661".encode()), OK),
+    Case("header-spaces-commit", "", AGG, first_line_is(f"{C}/commits/12", b" v1 "), OK),
     # Spark's JSON reader (json4s on Jackson) takes a line's first JSON value and ignores what follows it
     Case("json-trailing-metadata", "", AGG, line_ends_in(f"{C}/metadata", b"}} xyz", 0), OK),
     Case("json-trailing-offsets-metadata", "", AGG, line_ends_in(f"{C}/offsets/12", b" xyz", 1), OK),

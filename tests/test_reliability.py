@@ -185,11 +185,30 @@ def test_d6_undo_on_a_copy_leaves_the_original_sink_alone(tmp_path):
 # -- E: crashes and hangs ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("header", ["v\u00b2", "v" + "9" * 5000, "v\u0663"])
+@pytest.mark.parametrize("header", ["v\u00b2", "v" + "9" * 5000, "v 1", "v1.0", "v0", "1"])
 def test_e1_version_headers_with_odd_digits_are_malformed(header):
     for parse, body in ((parse_offsets, "\n{}\n-"), (parse_commit, "\n{}"), (parse_file_log, "\n{}")):
         with pytest.raises(CheckpointError, match="version header"):
             parse(f"{header}{body}".encode(), "some/file")
+
+
+@pytest.mark.parametrize("header", ["v01", "v+1", "v\u0661"])
+def test_e1_version_headers_integer_parseint_reads_are_read(header):
+    """Spark reads a header's number with Integer.parseInt: leading zeros, a sign and other scripts' digits are 1
+    (v+1 and v\u0661 restarted: test_restart_oracle.py's SILENT cases)."""
+    assert parse_offsets(f"{header}\n{{}}\n-".encode(), "some/file").version == 1
+    assert parse_commit(f"{header}\n{{}}".encode(), "some/file").version == 1
+    assert parse_file_log(f"{header}\n".encode(), "some/file").version == 1
+    with pytest.raises(CheckpointError, match="newer Spark"):
+        parse_offsets("v\u0663\n{}\n-".encode(), "some/file")
+
+
+def test_e1_only_the_commit_log_trims_its_header():
+    """CommitLog reads its header trimmed, OffsetSeqLog and the file logs as it is ('v1 ' fails a restart: oracle)."""
+    assert parse_commit(b" v1 \n{}", "c").version == 1
+    for parse, body in ((parse_offsets, "\n{}\n-"), (parse_file_log, "\n")):
+        with pytest.raises(CheckpointError, match="version header"):
+            parse(f"v1 {body}".encode(), "some/file")
 
 
 def test_e1_kafka_initial_offsets_with_odd_digits_are_malformed():
