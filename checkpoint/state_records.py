@@ -16,6 +16,7 @@ import struct
 from typing import Iterator
 
 from .errors import MalformedFileError, arg
+from .state_codecs import Decompressed
 
 PUT, DELETE, MERGE = "put", "delete", "merge"
 _TYPES = {0x01: PUT, 0x10: DELETE, 0x11: MERGE}
@@ -30,15 +31,25 @@ def _fail(path: str, at: int, message: str) -> MalformedFileError:
     return MalformedFileError(message + " (decompressed stream)", path=path, byte=at, hint=_HINT)
 
 
+def _short(data: bytes, path: str, at: int, message: str) -> MalformedFileError:
+    """The error of a read past the decompressed bytes: why the file's next unit did not decompress, where it did
+    not (Spark's reader fails there, asking for those bytes), else that the stream ends."""
+    if isinstance(data, Decompressed) and data.error is not None:
+        return data.error
+    return _fail(path, at, message)
+
+
 def _take(data: bytes, pos: int, size: int, what: str, path: str) -> bytes:
-    if size < 0 or pos + size > len(data):
+    if size < 0:
         raise _fail(path, pos, f"expected {size} bytes of {what}, found {len(data) - pos}")
+    if pos + size > len(data):
+        raise _short(data, path, pos, f"expected {size} bytes of {what}, found {len(data) - pos}")
     return data[pos:pos + size]
 
 
 def _int(data: bytes, pos: int, what: str, path: str) -> int:
     if pos + 4 > len(data):
-        raise _fail(path, pos, f"expected the 4-byte {what}, the stream ends")
+        raise _short(data, path, pos, f"expected the 4-byte {what}, the stream ends")
     return _INT(data, pos)[0]
 
 
@@ -48,24 +59,25 @@ def sized_records(data: bytes, path: str, pos: int = 0) -> Iterator[Record]:
     end = len(data)
     while True:
         if pos + 4 > end:
-            raise _fail(path, pos, "expected the 4-byte key size, the stream ends")
+            raise _short(data, path, pos, "expected the 4-byte key size, the stream ends")
         key_size = _INT(data, pos)[0]
         if key_size == -1:
             return
         pos += 4
         if key_size < 0 or pos + key_size > end:
-            raise _fail(path, pos, f"expected {key_size} bytes of a key, found {end - pos}")
+            message = f"expected {key_size} bytes of a key, found {end - pos}"
+            raise _fail(path, pos, message) if key_size < 0 else _short(data, path, pos, message)
         key = data[pos:pos + key_size]
         pos += key_size
         if pos + 4 > end:
-            raise _fail(path, pos, "expected the 4-byte value size, the stream ends")
+            raise _short(data, path, pos, "expected the 4-byte value size, the stream ends")
         value_size = _INT(data, pos)[0]
         pos += 4
         if value_size < 0:
             yield DELETE, key, None
             continue
         if pos + value_size > end:
-            raise _fail(path, pos, f"expected {value_size} bytes of a value, found {end - pos}")
+            raise _short(data, path, pos, f"expected {value_size} bytes of a value, found {end - pos}")
         yield PUT, key, data[pos:pos + value_size]
         pos += value_size
 
@@ -74,7 +86,7 @@ def typed_records(data: bytes, path: str, pos: int = 0) -> Iterator[Record]:
     """Records of a v2/v4 changelog body."""
     while True:
         if pos >= len(data):
-            raise _fail(path, pos, "expected a record type byte, the stream ends")
+            raise _short(data, path, pos, "expected a record type byte, the stream ends")
         kind = _TYPES.get(data[pos])
         if data[pos] == 0:
             return

@@ -475,6 +475,19 @@ def sst_only_in(zip_path: str) -> Callable[[Path], None]:
     return run
 
 
+def tail_replaced(path: str, tail: bytes, drop: int = 0) -> Callable[[Path], None]:
+    """Replace a file's last ``drop`` bytes by ``tail`` (bytes appended after a finished write, a damaged end
+    block), its Hadoop checksum sidecar removed (a rewrite by hand)."""
+
+    def run(root: Path) -> None:
+        victim = root / C / path
+        data = victim.read_bytes()
+        victim.write_bytes(data[:len(data) - drop] + tail)
+        (victim.parent / f".{victim.name}.crc").unlink(missing_ok=True)
+
+    return run
+
+
 def flipped(path: str, at: int = 1) -> Callable[[Path], None]:
     """Flip every bit of the byte at ``at`` (a storage error inside a block: the first block's, by default)."""
 
@@ -882,6 +895,13 @@ SILENT = [  # files edited or named by hand that Spark restarts from as the cont
          lambda r: shutil.copy2(r / C / "state/0/0/12.zip", r / C / "state/0/0/015.zip"), OK, rounds=2),
     Case("rocksdb-changelog-named-by-hand", "", ROCKS,
          lambda r: shutil.copy2(r / C / "state/0/0/13.changelog", r / C / "state/0/0/backup.changelog"), OK, rounds=2),
+    # Spark's readers decompress as the record loop asks: nothing after the end marker's block, frame or chunk is read
+    Case("state-delta-end-block-zeroed", "", AGG, tail_replaced("state/0/0/13.delta", bytes(21), 21), OK),  # lz4
+    Case("state-delta-bytes-after-its-end", "", "state_types", both(  # zstd, loaded from the deltas
+        lambda r: unlink(r, f"{C}/state/0/0/13.snapshot", f"{C}/state/0/0/.13.snapshot.crc"),
+        tail_replaced("state/0/0/13.delta", b"\x00garbage")), OK),
+    Case("rocksdb-changelog-bytes-after-its-end", "", "state_types_rocksdb",
+         tail_replaced("state/0/0/13.changelog", b"\x00garbage"), OK),  # snappy
     Case("hdfs-delta-named-by-hand", "", AGG, lambda r: shutil.copy2(r / C / "state/0/0/13.delta", r / C / "state/0/0/old.delta"),
          OK, rounds=2),
 ]

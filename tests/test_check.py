@@ -1538,6 +1538,24 @@ def test_keys_the_eviction_removed_are_judged_within_a_budget_of_bytes_read_whol
     assert "WM062" in {f["code"] for f in json.loads(done.stdout)} and "note: WM062" not in done.stderr
 
 
+@pytest.mark.parametrize("fixture, path, tail, drop, code", [
+    ("agg_window_hdfs", "state/0/0/13.delta", bytes(21), 21, "WM039"),  # lz4: the end block zeroed
+    ("state_types", "state/0/0/13.snapshot", b"\x00garbage", 0, "WM040"),  # zstd: bytes after the frame
+    ("state_types_rocksdb", "state/0/0/13.changelog", b"\x00garbage", 0, "WM039"),  # snappy: after the last chunk
+])
+def test_bytes_past_a_state_files_end_marker_are_never_read(copy_fixture, fixture, path, tail, drop, code):
+    """Spark's readers decompress as the record loop asks for bytes: the block, frame or chunk after the one holding
+    the end marker is never read, damaged or not (restart oracle: SILENT state-*-after-its-end); the same bytes
+    before the file's first one fail its load (a snapshot: skipped, WM040)."""
+    root = copy_fixture(fixture)
+    target = root / "checkpoint" / path
+    data = target.read_bytes()
+    hand_edit(target, data[:len(data) - drop] + tail)
+    assert not {"WM039", "WM040"} & set(messages(root))
+    hand_edit(target, tail + data)
+    assert code in messages(root)
+
+
 def test_keys_the_eviction_removed_are_not_judged_without_a_removal_in_the_operators_files(copy_fixture):
     """Complete output mode never removes a key: state older than the watermark is its normal state. Without a
     delete anywhere in the files the operator's next load reads, WM062 says nothing."""
