@@ -21,6 +21,36 @@ def spark_location(path: str) -> str:
     return f"{parts.scheme}://{parts.netloc}{body}" if parts.netloc else f"{parts.scheme}:{body}"
 
 
+_URI_PATH_ASCII = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.!~*'()" ":@&=+$," ";/")
+
+
+def _uri_path(path: str) -> str:
+    """A decoded path quoted as ``java.net.URI``'s constructor quotes a path (Hadoop's ``Path.toUri``): ASCII outside
+    a URI path's characters, spaces and controls as UTF-8 escapes, other characters kept."""
+    return "".join(c if c in _URI_PATH_ASCII or (c > "\x7f" and not c.isspace() and c.isprintable())
+                   else "".join(f"%{b:02X}" for b in c.encode("utf-8")) for c in path)
+
+
+def uri_form(location: str) -> str | None:
+    """How a URI spells what comes before its path (``file:/``, ``file:///``, ``s3a://bucket/``); None for a bare
+    path."""
+    parts = urlsplit(location)
+    if not parts.scheme or len(parts.scheme) == 1:
+        return None
+    return f"{parts.scheme}://{parts.netloc}/" if location[len(parts.scheme) + 1:].startswith("//") else f"{parts.scheme}:/"
+
+
+def listed_spelling(location: str, form: str) -> str | None:
+    """The string Spark's file listing gives a logged input file (``SparkPath.fromFileStatus(..).urlEncoded``, the
+    key of a file source's seen files), with ``form`` the way its other entries spell the part before the path: its
+    path decoded and quoted again as ``java.net.URI`` quotes it. None for a bare path or a URI of another scheme."""
+    own = uri_form(location)
+    if own is None or own.split(":", 1)[0] != form.split(":", 1)[0]:
+        return None
+    path = urlsplit(location).path
+    return form + _uri_path(unquote(path)).lstrip("/")
+
+
 def _canonical(location: str) -> str:
     local = local_path(location)
     return local if local is not None else location

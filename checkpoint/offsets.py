@@ -34,11 +34,20 @@ class BatchMetadata:
 
     @property
     def conf(self) -> Mapping[str, str]:
+        """The pinned conf as Spark's reader (json4s, a ``Map[String, String]``) takes it: a number is taken (as its
+        text), a ``true``, list or object fails the whole file ('No usable value for conf')."""
         conf = self.fields.get("conf", {})
         if not isinstance(conf, dict):
             raise MalformedFileError(
                 "expected conf to be a JSON object", path=self.path, line=2, hint="the file was edited by hand"
             )
+        for key, value in conf.items():
+            if isinstance(value, (bool, list, dict)):
+                raise MalformedFileError(
+                    f"expected conf {key} to be a string, found {dump_json(value)[:40]}: Spark's reader takes a string "
+                    "or a number only and fails on the whole file ('No usable value for conf')",
+                    path=self.path, line=2, hint="the file was edited by hand; write the value as a JSON string",
+                )
         return conf
 
     @classmethod
@@ -61,12 +70,15 @@ class OffsetSeq:
 
 
 FAST_METADATA = re.compile(r'\{"batchWatermarkMs":(-?\d{1,19}),"batchTimestampMs":(-?\d{1,19})[,}]')
+_STRING = r'"[^"\\]*"'
+SPARK_CONF = re.compile(rf'(?:"conf":\{{(?:{_STRING}:{_STRING}(?:,{_STRING}:{_STRING})*)?\}})?\}}')
+"""The rest of a metadata line as Spark writes it (after the timestamp's comma): a conf of plain strings."""
 
 
 def parse_metadata(text: str, path: str) -> BatchMetadata:
     """The metadata line; Spark's own key order is read without a full JSON parse."""
     match = FAST_METADATA.match(text)
-    if match and text.endswith("}"):
+    if match and (text[match.end() - 1] == "}" and match.end() == len(text) or SPARK_CONF.fullmatch(text, match.end())):
         return BatchMetadata(text, int(match[1]), int(match[2]), path)
     obj = parse_json_object(text, path, 2, "the batch metadata")
     meta = BatchMetadata(

@@ -20,6 +20,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -143,6 +144,27 @@ def first_line_is(path: str, line: bytes) -> Callable[[Path], None]:
     return go
 
 
+def hand_json(path: Path, change: Callable[[str], str]) -> None:
+    """Rewrite a JSON file's text by hand (its sidecar left stale); the change must change it."""
+    text = path.read_text()
+    assert change(text) != text, path
+    path.write_text(change(text))
+
+
+def zip_metadata_edited(path: Path, change: Callable[[str], str]) -> None:
+    """Rewrite the ``metadata`` entry of a RocksDB snapshot zip by hand, removing the zip's Hadoop sidecar."""
+    with zipfile.ZipFile(path) as z:
+        entries = [(info, z.read(info.filename)) for info in z.infolist()]
+    with zipfile.ZipFile(path, "w") as z:
+        for info, data in entries:
+            if info.filename == "metadata":
+                text = data.decode()
+                assert change(text) != text, path
+                data = change(text).encode()
+            z.writestr(info, data)
+    (path.parent / f".{path.name}.crc").unlink()
+
+
 def edit(root: Path, path: str, old: str, new: str) -> None:
     """Replace text in a file, leaving its checksum sidecar as it was (a hand edit)."""
     target = root / path
@@ -219,6 +241,7 @@ TWS_SCHEMA = "state/0/_stateSchema/default/0_ca8ba419-8489-44a9-a404-06186defde9
 TTL_SCHEMA = "state/0/_stateSchema/default/0_d6d43710-37b5-4627-86c7-f6130c07e874"
 
 
+STRICT = "spark.sql.streaming.statefulOperator.useStrictDistribution"
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 OPERATOR_FILES = tuple(f"{C}/state/0/{p}" for p in ("_metadata/metadata", "_metadata/.metadata.crc", "0/_metadata/schema",
                                                     "0/_metadata/.schema.crc"))
@@ -838,6 +861,11 @@ CASES = [
          fix=restore(f"{C}/{SOURCE_COMPACT}")),  # log batch 9's only file read again: its rows counted twice
     Case("source-log-path-without-scheme", "WM064", AGG, edit_entry(f"{C}/{SOURCE_COMPACT}", lambda e: e.update(
         path=e["path"].replace("file://", ""))), WRONG, fix=restore(f"{C}/{SOURCE_COMPACT}")),
+    Case("source-log-path-spelled-otherwise", "WM064", AGG, edit_entry(f"{C}/{SOURCE_COMPACT}", lambda e: e.update(
+        path=e["path"].replace("file:///", "file:/").replace("/run2-", "/run2%2D"))), WRONG,
+         fix=restore(f"{C}/{SOURCE_COMPACT}")),  # seen files are matched by the logged string: read again
+    Case("conf-value-a-boolean", "WM001", AGG, lambda r: edit(r, f"{C}/offsets/12", f'"{STRICT}":"true"', f'"{STRICT}":true'),
+         FAILS, r"No usable value for conf", repair=True),  # json4s reads the conf as Map[String, String]
     Case("v2-stopped-between-the-sink-and-the-commit", "WM066", V2, lambda r: unlink(r, f"{C}/commits/12", f"{C}/commits/.12.crc"),
          FAILS, "assertion failed: CheckpointInfo length: 0", repair=True),  # the sink skips the re-run batch 12
     Case("sink-log-first-file-deleted", "WM031", "dedup_watermark", lambda r: unlink(
@@ -904,6 +932,22 @@ SILENT = [  # files edited or named by hand that Spark restarts from as the cont
          tail_replaced("state/0/0/13.changelog", b"\x00garbage"), OK),  # snappy
     Case("hdfs-delta-named-by-hand", "", AGG, lambda r: shutil.copy2(r / C / "state/0/0/13.delta", r / C / "state/0/0/old.delta"),
          OK, rounds=2),
+    # json4s ignores unknown fields and takes a JSON number with a fraction for an int or a long, in every JSON file
+    Case("operator-metadata-floats-and-extra-fields", "", AGG, lambda r: edit(
+        r, f"{C}/state/0/_metadata/metadata", '{"operatorInfo":{"operatorId":0,', '{"x":[1],"operatorInfo":{"operatorId":0.0,'), OK),
+    Case("operator-metadata-v2-extra-properties", "", TTL, both(
+        lambda r: edit(r, f"{C}/state/0/_metadata/v2/3", '"numPartitions":2,', '"numPartitions":2.0,"x":{},'),
+        lambda r: edit(r, f"{C}/state/0/_metadata/v2/3", r'{\"timeMode\"', r'{ \"x\" : [1], \"timeMode\"')), OK),
+    Case("checksum-files-floats-and-extra-fields", "", V2, lambda r: [
+        hand_json(p, lambda t: re.sub(r'"mainFileSize":(\d+)', r'"mainFileSize":\1.0', t).replace('{"algorithm"', '{"x":{},"algorithm"'))
+        for p in (r / C / "state/0/0").glob("[0-9]*.crc")], OK),
+    Case("rocksdb-zip-metadata-floats-and-extra-fields", "", ROCKS, lambda r: zip_metadata_edited(
+        r / C / "state/0/0/12.zip", lambda t: re.sub(r'"sizeBytes":(\d+)', r'"sizeBytes":\1.0', t).replace(
+            '"numKeys":4', '"x":[1],"numKeys":4.0')), OK),  # its Hadoop sidecar removed (Spark verifies zips' sidecars)
+    Case("sink-log-path-file-colon", "", AGG, edit_entry(SINK_LOG_12, lambda e: e.update(
+        path=e["path"].replace("file:///", "file:/"))), OK),  # the sink's readers take the path, not the string
+    Case("file-log-entries-extra-fields", "", AGG, both(
+        edit_entry(SINK_LOG_12, lambda e: e.update(x={"y": []})), edit_entry(f"{C}/{SOURCE_COMPACT}", lambda e: e.update(x=[1]))), OK),
 ]
 
 

@@ -18,6 +18,7 @@ from test_row_checksums import _lz4_raw
 
 from wmcheck.checkpoint import repair
 from wmcheck.checkpoint.checks.definition import Fix, Instruction
+from wmcheck.checkpoint.checks.sources import misspelled
 from wmcheck.checkpoint.errors import CheckpointError
 from wmcheck.checkpoint.fs import open_fs
 from wmcheck.checkpoint.locations import LISTED_FROM, present_files
@@ -108,6 +109,17 @@ class Break:
 def b_unparseable(root: Path, facts: dict) -> str:
     last = facts["last_batch"]
     hand_edit(root / "checkpoint" / "offsets" / str(last), b'v1\n{"batchWatermarkMs":1,"batchTimestampMs":2,"conf":{')
+    return f"offsets/{last}"
+
+
+def b_conf_value(root: Path, facts: dict, value: object) -> str:
+    """A pinned conf value of the last offsets file written by hand as another JSON type than a string."""
+    last = facts["last_batch"]
+    path = root / "checkpoint" / "offsets" / str(last)
+    lines = path.read_text().split("\n")
+    meta = json.loads(lines[1])
+    meta["conf"]["spark.sql.streaming.statefulOperator.useStrictDistribution"] = value
+    hand_edit(path, "\n".join([lines[0], json.dumps(meta, separators=(",", ":")), *lines[2:]]).encode())
     return f"offsets/{last}"
 
 
@@ -761,6 +773,7 @@ def b_unlisted_sink_file(root: Path, facts: dict) -> str:
 BREAKS = {
     "WM001": Break("WM001", "agg_window_hdfs", b_unparseable),
     "WM001-sink": Break("WM001", "agg_window_hdfs", b_sink_unparseable, sink=True),
+    "WM001-conf-boolean": Break("WM001", "agg_window_hdfs", lambda root, facts: b_conf_value(root, facts, True)),
     "WM002": Break("WM002", "agg_window_hdfs", b_offsets_gap, also=("WM003",)),
     "WM003": Break("WM003", "agg_window_hdfs", b_commits_gap),
     "WM004": Break("WM004", "agg_window_hdfs", b_commit_without_offsets),
@@ -823,6 +836,8 @@ BREAKS = {
     "WM064": Break("WM064", "agg_window_hdfs", b_source_log_line_lost),
     "WM064-bare-path": Break("WM064", "agg_window_hdfs", b_log_entry("checkpoint/sources/0", lambda e: e.update(
         path=e["path"].replace("file://", ""))), sink=True),  # its logs naming the copy's own input: the file is there
+    "WM064-spelled": Break("WM064", "agg_window_hdfs", b_log_entry("checkpoint/sources/0", lambda e: e.update(
+        path=e["path"].replace("file:///", "file:/").replace("run2-", "run2%2D"))), sink=True),  # the copy's own input
     "WM065": Break("WM065", "agg_window_hdfs", b_last_watermark_raised),
     "WM066": Break("WM066", "checkpoint_v2", b_last_commit_lost, sink=True),
     "WM068": Break("WM068", "join_stream_stream", lambda root, facts: b_join_store_of_the_version_before(
@@ -1183,6 +1198,40 @@ def test_a_bare_logged_path_of_an_input_file_is_input_read_again(copy_fixture):
     assert messages(root, sink=True) == {"WM064": (
         f"sources/0: 1 logged path without a scheme (e.g. {root}/input/run2-002.json; Spark logs and lists file: "
         f"URIs). {SEEN_AGAIN}")}
+
+
+def test_a_logged_path_spelled_otherwise_than_the_listing_is_input_read_again(copy_fixture):
+    """Spark matches the files it has read by the logged string: ``file:/in/run2%2D002.json`` among ``file:///in/...``
+    entries is not how its listing spells ``/in/run2-002.json`` (restart probe: read again)."""
+    root, _ = broken_copy(copy_fixture, "WM064-spelled")
+    assert messages(root, sink=True) == {"WM064": (
+        f"sources/0: 1 logged path spelled otherwise than Spark's listing spells the file (e.g. file:{root}/input/"
+        f"run2%2D002.json, listed as file://{root}/input/run2-002.json; Spark matches the files it has read by that "
+        f"string). {SEEN_AGAIN}")}
+    assert fixes(root, sink=True)["WM064"] == Instruction("restore sources/0/9.compact from a backup before restarting")
+
+
+def test_logged_paths_spelled_alike_are_not_judged_by_form():
+    """Every entry in one form (``file:/`` as a query given a bare path logs them), or no form most entries share:
+    nothing to tell Spark's listing by; a quoted path is judged by its quoting."""
+    assert misspelled({"file:/in/a-1.json", "file:/in/a-2.json"}) == {}
+    assert misspelled({"file:/in/a-1.json", "file:///in/a-2.json"}) == {}
+    assert misspelled({"file:///in/a b.json", "file:///in/c%20d.json", "file:///in/%C3%A9.json", "file:///in/é.json"}) == {
+        "file:///in/a b.json": "file:///in/a%20b.json", "file:///in/%C3%A9.json": "file:///in/é.json"}
+    assert misspelled({"file://localhost/in/a.json", "file:///in/b.json", "file:///in/c.json"}) == {
+        "file://localhost/in/a.json": "file:///in/a.json"}
+
+
+def test_a_conf_value_of_another_json_type_than_a_string_fails_the_offsets_file(copy_fixture):
+    """json4s reads the conf as Map[String, String]: a number is taken as its text, a boolean fails the file
+    (restart probe: 'No usable value for conf ... JBool(true)'), in the fast reading of Spark's key order too."""
+    root, _ = broken_copy(copy_fixture, "WM001-conf-boolean")
+    assert messages(root)["WM001"].startswith(
+        "line 2: expected conf spark.sql.streaming.statefulOperator.useStrictDistribution to be a string, found true: "
+        "Spark's reader takes a string or a number only and fails on the whole file ('No usable value for conf')")
+    assert fixes(root)["WM001"] == repair.RewindRequest(to_batch=11)
+    b_conf_value(root, fixture_facts("agg_window_hdfs"), 1)
+    assert "WM001" not in messages(root)
 
 
 def test_a_bare_logged_path_of_a_file_that_is_gone_is_not_read_again(copy_fixture):

@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import posixpath
+from collections import Counter
 from typing import Iterator, NamedTuple
 
 from ..batch_inputs import article, changed_kind, source_kind, source_log_entries, unreadable_file_offset
 from ..errors import CheckpointError
 from ..fs import local_path, scheme_of
 from ..layout import COMPACT_SUFFIX, SINK_LOG, log_file_batch
-from ..locations import moved_bases, present_files, spark_location, suggest_path_map
+from ..locations import listed_spelling, moved_bases, present_files, spark_location, suggest_path_map, uri_form
 from ..metadata_log import (
     DEFAULT_COMPACT_INTERVAL,
     FILE_SINK_LOG,
@@ -350,10 +351,13 @@ class Unseen(NamedTuple):
     """What a file source's log, as Spark restores its seen files from it, misses: files of the log holding fewer
     entries than log batches (log file, its log batches, its entries; Spark logs at least one file per batch, so
     lines were lost), logged bare paths of files that are there on the checkpoint's store (Spark lists URIs, ``file:``
-    ones on a local disk, so the bare path does not name the file it read), and entries naming another source's files (log file, path, the other source)."""
+    ones on a local disk, so the bare path does not name the file it read), logged URIs of files that are there spelled
+    otherwise than Spark's listing spells them (seen files are matched by the
+    string; log file, path, the listing's spelling), and entries naming another source's files (log file, path, the other source)."""
 
     short: list[tuple[str, int, int]]
     bare: list[str]
+    spelled: list[tuple[str, str, str]]
     foreign: list[tuple[str, str, str]]
 
 
@@ -374,7 +378,7 @@ def unseen_input(ctx: Context, source_id: str, others: dict[str, set[str]]) -> U
     directories of the source's other files was copied from the other source's log."""
     restored = restored_entries(ctx, source_id)
     if restored is None:
-        return Unseen([], [], [])
+        return Unseen([], [], [], [])
     mine = {p for paths in restored.values() for p in paths}
     mixed = {}
     for other, theirs in others.items():  # a file in common, in none of the directories of this source's own files
@@ -382,16 +386,30 @@ def unseen_input(ctx: Context, source_id: str, others: dict[str, set[str]]) -> U
         common = {p for p in mine & theirs if own and posixpath.dirname(p) not in own}
         if common:
             mixed[other] = common
-    short, bare, foreign = [], [], []
+    short, bare, spelled, foreign = [], [], [], []
     there = present_files(ctx.ckpt.fs, [p for p in mine if p.startswith("/")])
+    respelled = misspelled(mine)
+    found = present_files(ctx.ckpt.fs, [spark_location(p) for p in respelled])
     for path, paths in restored.items():
         batch, compact = log_file_batch(posixpath.basename(path)) or (-1, False)
         batches = batch + 1 if compact else 1
         if len(paths) < batches:
             short.append((path, batches, len(paths)))
         bare += [p for p in paths if there.get(p)]
+        spelled += [(path, p, respelled[p]) for p in paths if p in respelled and found.get(spark_location(p))]
         foreign += [(path, p, other) for p in paths for other, common in mixed.items() if p in common]
-    return Unseen(short, bare, foreign)
+    return Unseen(short, bare, spelled, foreign)
+
+
+def misspelled(paths: set[str]) -> dict[str, str]:
+    """Logged URIs spelled otherwise than Spark's listing spells the file (``file:/in/a.json`` or
+    ``file:///in/a%2Djson`` among ``file:///in/...`` entries) -> that spelling. The listing spells every file of a
+    source alike: the part before the path as most entries spell it, the path quoted as ``java.net.URI`` quotes it."""
+    forms = Counter(f for f in map(uri_form, paths) if f is not None).most_common(2)
+    if not forms or len(forms) == 2 and forms[0][1] == forms[1][1]:
+        return {}
+    form = forms[0][0]
+    return {p: listed for p in paths if (listed := listed_spelling(p, form)) is not None and listed != p}
 
 
 @check("WM064", ERROR, "a file-source log misses files the query read")
@@ -403,10 +421,11 @@ def source_log_misses_files(ctx: Context) -> Iterator[Issue]:
     named = {i: {p for paths in (restored_entries(ctx, i) or {}).values() for p in paths} for i in ids}
     for source_id in ids:
         unseen = unseen_input(ctx, source_id, {i: paths for i, paths in named.items() if i != source_id})
-        if not unseen.short and not unseen.bare and not unseen.foreign:
+        if not unseen.short and not unseen.bare and not unseen.spelled and not unseen.foreign:
             continue
         folder = FILE_SOURCE_LOG.folder(source_id)
-        where = unseen.short[0][0] if unseen.short else unseen.foreign[0][0] if unseen.foreign else \
+        where = unseen.short[0][0] if unseen.short else unseen.spelled[0][0] if unseen.spelled else \
+            unseen.foreign[0][0] if unseen.foreign else \
             ctx.tree.log(folder).restart_files[0]
         what = []
         if unseen.short:
@@ -417,6 +436,10 @@ def source_log_misses_files(ctx: Context) -> Iterator[Issue]:
         if unseen.bare:
             what.append(f"{plural(len(unseen.bare), 'logged path')} without a scheme "
                         f"(e.g. {unseen.bare[0]}; Spark logs and lists {scheme_of(ctx.ckpt.location) or 'file'}: URIs)")
+        if unseen.spelled:
+            _, path, listed = unseen.spelled[0]
+            what.append(f"{plural(len(unseen.spelled), 'logged path')} spelled otherwise than Spark's listing spells "
+                        f"the file (e.g. {path}, listed as {listed}; Spark matches the files it has read by that string)")
         if unseen.foreign:
             _, path, other = unseen.foreign[0]
             what.append(f"{plural(len(unseen.foreign), 'entry', 'entries')} naming files that source {other}'s log "
