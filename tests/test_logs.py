@@ -19,13 +19,19 @@ OFFSETS_V1 = (
 )
 
 
-def test_metadata_conf_is_validated_on_use():
-    seq = parse_offsets(b'v1\n{"batchWatermarkMs":1,"batchTimestampMs":2,"conf":[1]}', "offsets/3")
-    assert seq.metadata.batch_watermark_ms == 1
-    with pytest.raises(MalformedFileError, match="offsets/3: line 2: expected conf to be a JSON object"):
-        _ = seq.metadata.conf
-    with pytest.raises(MalformedFileError, match="offsets/3: line 2: expected conf to be a JSON object"):
-        parse_offsets(b'v1\n{"batchTimestampMs":2,"batchWatermarkMs":1,"conf":[1]}', "offsets/3")
+def test_metadata_conf_is_validated_unless_spark_wrote_it():
+    """A metadata line in Spark's key order with a conf of plain strings is read without a full parse; any other conf
+    is parsed and checked at once, as json4s reads it (a Map[String, String]: numbers taken, a boolean fails)."""
+    for line in (b'{"batchWatermarkMs":1,"batchTimestampMs":2,"conf":[1]}', b'{"batchTimestampMs":2,"batchWatermarkMs":1,"conf":[1]}'):
+        with pytest.raises(MalformedFileError, match="offsets/3: line 2: expected conf to be a JSON object"):
+            parse_offsets(b"v1\n" + line, "offsets/3")
+    with pytest.raises(MalformedFileError, match='offsets/3: line 2: expected conf a to be a string, found true'):
+        parse_offsets(b'v1\n{"batchWatermarkMs":1,"batchTimestampMs":2,"conf":{"a":true}}', "offsets/3")
+    seq = parse_offsets(b'v1\n{"batchWatermarkMs":1,"batchTimestampMs":2,"conf":{"a":3,"b":"x"}}', "offsets/3")
+    assert seq.metadata.conf == {"a": 3, "b": "x"}
+    assert "fields" in seq.metadata.__dict__
+    seq = parse_offsets(b'v1\n{"batchWatermarkMs":1,"batchTimestampMs":2,"conf":{"a":"3","b":"x"}}', "offsets/3")
+    assert "fields" not in seq.metadata.__dict__ and seq.metadata.conf == {"a": "3", "b": "x"}
 
 
 def test_offsets_v1_fields_and_sources():
