@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Union
 
 from .errors import MalformedFileError, NewerVersionError, UnsupportedError
-from .textlog import dump_json
+from .textlog import dump_json, first_json_value
 
 MAX_VERSION = 3
 DEFAULT_COLUMN_FAMILY = "default"
@@ -184,10 +184,24 @@ def _join_surrogates(text: str) -> str:
 
 def _json(text: str, what: str, reader: _Reader, at: int) -> Any:
     try:
-        return json.loads(text)
+        return first_json_value(text)
     except (ValueError, RecursionError):
         shown = text if len(text) <= 60 else text[:60] + "..."
         raise reader.fail(f"expected {what} as JSON, found {shown!r}", at=at) from None
+
+
+_TYPE_KEYS = {
+    "array": ({"containsNull", "elementType", "type"},),
+    "map": ({"keyType", "type", "valueContainsNull", "valueType"},),
+    "struct": ({"fields", "type"},),
+    "udt": ({"class", "pyClass", "sqlType", "type"}, {"pyClass", "serializedClass", "sqlType", "type"}),
+}
+"""The keys of each JSON data type Spark's ``DataType.parseDataType`` takes (its ``JSortedObject`` patterns: no other
+key, none missing); anything else fails it (``INVALID_JSON_DATA_TYPE``)."""
+_FIELD_KEYS = ({"metadata", "name", "nullable", "type"}, {"name", "nullable", "type"}, {"name", "type"})
+"""The keys of a struct field ``parseStructField`` takes (``metadata`` and ``nullable`` may be missing: no metadata,
+nullable)."""
+_REFUSED = "Spark fails to read it (INVALID_JSON_DATA_TYPE)"
 
 
 def _data_type(value: Any, where: str) -> DataType:
@@ -196,6 +210,10 @@ def _data_type(value: Any, where: str) -> DataType:
     if not isinstance(value, dict) or not isinstance(value.get("type"), str):
         raise ValueError(f"expected a Spark data type at {where}, found {json.dumps(value)[:60]}")
     kind = value["type"]
+    if set(value) not in _TYPE_KEYS.get(kind, ()):
+        keys = " or ".join(",".join(sorted(k)) for k in _TYPE_KEYS.get(kind, ())) or "array, map, struct or udt"
+        raise ValueError(f"expected a Spark data type at {where} with the keys {keys}, found {json.dumps(value)[:60]}: "
+                         + _REFUSED)
     if kind == "struct":
         return _struct(value, where)
     if kind == "array":
@@ -217,18 +235,24 @@ def _bool(obj: dict[str, Any], key: str, where: str) -> bool:
 
 
 def _struct(value: Any, where: str) -> StructType:
-    if not isinstance(value, dict) or value.get("type") != "struct" or not isinstance(value.get("fields"), list):
-        raise ValueError(f'expected a struct type ({{"type":"struct","fields":[...]}}) at {where}, found {json.dumps(value)[:60]}')
+    if not isinstance(value, dict) or value.get("type") != "struct" or not isinstance(value.get("fields"), list) \
+            or set(value) != {"fields", "type"}:
+        raise ValueError(f'expected a struct type ({{"type":"struct","fields":[...]}}, no other key) at {where}, found '
+                         f'{json.dumps(value)[:60]}' + (f": {_REFUSED}" if isinstance(value, dict) and value.get("type") == "struct" else ""))
     fields = []
     for i, f in enumerate(value["fields"]):
         at = f"{where}.fields[{i}]"
         if not isinstance(f, dict) or not isinstance(f.get("name"), str):
             raise ValueError(f"expected a field with a name at {at}, found {json.dumps(f)[:60]}")
+        if set(f) not in _FIELD_KEYS:
+            raise ValueError(f"expected the field at {at} to have the keys name, type and optionally nullable and metadata, "
+                             f"found {','.join(sorted(f))}: {_REFUSED}")
         metadata = f.get("metadata", {})
         if not isinstance(metadata, dict):
             raise ValueError(f"expected the metadata of {at} to be a JSON object, found {json.dumps(metadata)[:40]}")
         name = f["name"]
-        fields.append(StructField(name, _data_type(f.get("type"), f"{where}.{name}"), _bool(f, "nullable", at), metadata))
+        nullable = _bool(f, "nullable", at) if "nullable" in f else True
+        fields.append(StructField(name, _data_type(f.get("type"), f"{where}.{name}"), nullable, metadata))
     return StructType(tuple(fields))
 
 

@@ -18,6 +18,7 @@ import pickle
 import re
 import shlex
 import shutil
+import struct
 import subprocess
 import sys
 import zipfile
@@ -165,6 +166,32 @@ def zip_metadata_edited(path: Path, change: Callable[[str], str]) -> None:
     (path.parent / f".{path.name}.crc").unlink()
 
 
+def schema_json_edited(path: Path, key: Callable[[str], str] = str, value: Callable[[str], str] = str) -> None:
+    """Rewrite the key and value schema JSON of a v2 state schema file (``state/<op>/<p>/_metadata/schema``: the
+    version and each schema as Java's ``writeUTF``, each schema in counted chunks) by hand, its sidecar left stale."""
+    data, at = path.read_bytes(), 0
+
+    def utf(text: str) -> bytes:
+        raw = text.encode()
+        return struct.pack(">H", len(raw)) + raw
+
+    def take_utf() -> str:
+        nonlocal at
+        (n,) = struct.unpack_from(">H", data, at)
+        at += 2 + n
+        return data[at - n:at].decode()
+
+    version = take_utf()
+    schemas = []
+    for _ in range(2):
+        (chunks,) = struct.unpack_from(">i", data, at)
+        at += 4
+        schemas.append("".join(take_utf() for _ in range(chunks)))
+    assert at == len(data), path
+    path.write_bytes(utf(version) + b"".join(struct.pack(">i", 1) + utf(change(text))
+                                             for change, text in zip((key, value), schemas)))
+
+
 def edit(root: Path, path: str, old: str, new: str) -> None:
     """Replace text in a file, leaving its checksum sidecar as it was (a hand edit)."""
     target = root / path
@@ -237,6 +264,7 @@ def set_watermark(root: Path, batch: int, ms: int) -> None:
 C = "checkpoint"
 SINK_LOG_12 = "output/_spark_metadata/12"
 SOURCE_COMPACT = "sources/0/9.compact"
+AGG_SCHEMA = "state/0/0/_metadata/schema"
 TWS_SCHEMA = "state/0/_stateSchema/default/0_ca8ba419-8489-44a9-a404-06186defde9d"
 TTL_SCHEMA = "state/0/_stateSchema/default/0_d6d43710-37b5-4627-86c7-f6130c07e874"
 
@@ -866,6 +894,9 @@ CASES = [
          fix=restore(f"{C}/{SOURCE_COMPACT}")),  # seen files are matched by the logged string: read again
     Case("conf-value-a-boolean", "WM001", AGG, lambda r: edit(r, f"{C}/offsets/12", f'"{STRICT}":"true"', f'"{STRICT}":true'),
          FAILS, r"No usable value for conf", repair=True),  # json4s reads the conf as Map[String, String]
+    Case("state-schema-field-with-another-key", "WM001", AGG, lambda r: schema_json_edited(
+        r / C / AGG_SCHEMA, value=lambda t: t.replace('{"name":"count",', '{"name":"count","x":1,', 1)), FAILS,
+         r"UNSUPPORTED_DATATYPE|INVALID_JSON_DATA_TYPE", fix=restore(f"{C}/{AGG_SCHEMA}")),  # DataType.fromJson's patterns
     Case("v2-stopped-between-the-sink-and-the-commit", "WM066", V2, lambda r: unlink(r, f"{C}/commits/12", f"{C}/commits/.12.crc"),
          FAILS, "assertion failed: CheckpointInfo length: 0", repair=True),  # the sink skips the re-run batch 12
     Case("sink-log-first-file-deleted", "WM031", "dedup_watermark", lambda r: unlink(
@@ -944,6 +975,10 @@ SILENT = [  # files edited or named by hand that Spark restarts from as the cont
     Case("rocksdb-zip-metadata-floats-and-extra-fields", "", ROCKS, lambda r: zip_metadata_edited(
         r / C / "state/0/0/12.zip", lambda t: re.sub(r'"sizeBytes":(\d+)', r'"sizeBytes":\1.0', t).replace(
             '"numKeys":4', '"x":[1],"numKeys":4.0')), OK),  # its Hadoop sidecar removed (Spark verifies zips' sidecars)
+    # DataType.fromJson: the first JSON value; a field without nullable (nullable) or metadata, keys in any order
+    Case("state-schema-json-as-spark-reads-it", "", AGG, lambda r: schema_json_edited(
+        r / C / AGG_SCHEMA, key=lambda t: t + " trailing", value=lambda t: t.replace(
+            '{"name":"count","type":"long","nullable":true,"metadata":{}}', '{"type":"long","name":"count"}', 1)), OK),
     Case("sink-log-path-file-colon", "", AGG, edit_entry(SINK_LOG_12, lambda e: e.update(
         path=e["path"].replace("file:///", "file:/"))), OK),  # the sink's readers take the path, not the string
     Case("file-log-entries-extra-fields", "", AGG, both(
