@@ -105,14 +105,25 @@ def typed_records(data: bytes, path: str, pos: int = 0) -> Iterator[Record]:
 
 
 def _utf(data: bytes, pos: int) -> tuple[str, int] | None:
+    """A ``writeUTF`` string at ``pos``; None where there is none (a v1 changelog's first record); where it runs past
+    decompressed bytes cut by a unit that did not decompress, that unit's error."""
     if pos + 2 > len(data):
+        _cut(data)
         return None
     size = struct.unpack_from(">H", data, pos)[0]
     raw = data[pos + 2:pos + 2 + size]
+    if len(raw) < size:
+        _cut(data)
     try:
         return raw.decode("utf-8"), pos + 2 + size
     except UnicodeDecodeError:
         return None
+
+
+def _cut(data: bytes) -> None:
+    """Raise the error of the unit that cut the decompressed bytes, if one did."""
+    if isinstance(data, Decompressed) and data.error is not None:
+        raise data.error
 
 
 def _header(data: bytes, path: str) -> tuple[int, str | None, int]:

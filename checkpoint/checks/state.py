@@ -17,11 +17,11 @@ from ..pinned_conf import ROW_CHECKSUM, effective
 from ..relocation import SchemaReference, foreign_references, reachable, schema_references
 from ..repair.requests import RelocateRequest
 from ..rocksdb_sst import CheckedTable, read_whole
-from ..row_checksums import VERIFICATION_FAILED
+from ..row_checksums import VERIFICATION_FAILED, RowPlace
 from ..stale_columns import Unproven
 from ..stale_keys import EventField, FileChanges, event_time_reader, record_changes, table_changes
 from ..state_codecs import decompress
-from ..state_content import LOAD_ERROR, Decoding
+from ..state_content import LOAD_ERROR, Decoding, damage
 from ..state_files import BASE_KINDS, StateFile, StorePartition
 from ..state_formats import formats_of, unloadable_base_name
 from ..state_load import Lineages, StoreLoad, resolve, verify_loads
@@ -476,12 +476,31 @@ def read_later(part: StorePartition, f: StateFile) -> bool:
     return f.format.read_later and f.unique_id is None and not alone
 
 
+def skipped_later(ctx: Context, part: StorePartition, f: StateFile) -> bool:
+    """A full copy of a version the query has not reached that Spark fails to read: the load that lists it skips it
+    (automatic snapshot repair, on by default since Spark 4.1) and rebuilds the state without it. Its content decoded
+    as Spark reads it (not the SST files a zip names); False without content checks."""
+    key = f"skipped-later:{f.path}"
+    if key not in ctx.memo:
+        decoding = Decoding.of(ctx.conf)
+        skipped = False
+        if ctx.content and not decoding.missing_module():
+            try:
+                place = RowPlace(part.operator_id, part.store, part.partition, f.version, f.path)
+                skipped = damage(ctx.ckpt.fs.read(f.path), f.format, decoding, f.path, place) is not None
+            except CheckpointError:
+                skipped = False  # not read here: judged as Spark would read it
+        ctx.memo[key] = skipped
+    return ctx.memo[key]
+
+
 def beyond(ctx: Context, later: bool) -> Iterator[tuple[Operator, list[tuple[StorePartition, list[StateFile]]], list[StateFile]]]:
     """Per operator with any: per store partition its files of versions newer than any this checkpoint's batches
     wrote, that a later load reads (``later``) or not, and all of them."""
     ceiling = version_ceiling(ctx)
     for op in ctx.operators:
-        extra = [(p, [f for f in p.files if f.version > ceiling and read_later(p, f) == later]) for p in op.partitions]
+        extra = [(p, [f for f in p.files if f.version > ceiling
+                      and (read_later(p, f) and not skipped_later(ctx, p, f)) == later]) for p in op.partitions]
         extra = [(p, files) for p, files in extra if files]
         if extra:
             yield op, extra, [f for _, fs in extra for f in fs]
@@ -520,7 +539,8 @@ def leftovers(ctx: Context) -> Iterator[Issue]:
             f"newer than version {ceiling}, the last one this checkpoint's batches wrote: leftovers of a later run "
             f"or a hand rewind. Spark writes these versions again as it gets there and never reads these files "
             f"(increments are written over, and so are RocksDB snapshots in a store without changelogs: each commit "
-            f"uploads its own, tested; checkpoint format 2 reads only the unique ids its lineage names), but they "
+            f"uploads its own, tested; checkpoint format 2 reads only the unique ids its lineage names; a full copy "
+            f"Spark fails to read is skipped by automatic snapshot repair, tested), but they "
             f"confuse rewinds and state readers asked for those versions; a rewind to the last committed batch "
             f"removes them"
         ), leftover_fix(ctx))
