@@ -883,6 +883,8 @@ CASES = [
         size=str(e["size"]))), WRONG, repair=True),  # every read of the sink fails: 'No usable value for size'
     Case("sink-log-entry-marked-a-directory", "WM063", AGG, edit_entry(SINK_LOG_12, lambda e: e.update(isDir=True)),
          WRONG, repair=True),  # the sink's readers skip it: its rows lost
+    Case("sink-log-path-another-authority", "WM063", AGG, edit_entry(SINK_LOG_12, lambda e: e.update(
+        path=e["path"].replace("file:///", "file://localhost/"))), WRONG, repair=True),  # not the sink's directory: dropped
     Case("source-log-entry-timestamp-a-string", "WM063", AGG, edit_entry(f"{C}/{SOURCE_COMPACT}", lambda e: e.update(
         timestamp=str(e["timestamp"]))), FAILS, "No usable value for timestamp", fix=restore(f"{C}/{SOURCE_COMPACT}")),
     Case("source-log-loses-its-last-batch", "WM064", AGG, drop_last_entry(f"{C}/{SOURCE_COMPACT}"), WRONG,

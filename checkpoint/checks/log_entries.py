@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import posixpath
+from collections import Counter
 from typing import Any, Iterator, Mapping, NamedTuple
+from urllib.parse import unquote, urlsplit
 
 from ..file_logs import FileLogEntry
 from ..layout import SINK_LOG, log_file_batch
@@ -68,6 +70,23 @@ def source_entries(ctx: Context) -> list[tuple[str, int, FileLogEntry]]:
     return out
 
 
+def spelled_elsewhere(entries: list[tuple[str, int, FileLogEntry]]) -> list[BadField]:
+    """Sink entries naming a file of the directory most entries name, with another scheme or authority
+    (``file://localhost/out/a`` among ``file:///out/...``): ``PartitioningAwareFileIndex.allFiles`` keeps the files
+    whose parent is the sink's path (a Hadoop ``Path``: scheme, authority, decoded path), so readers drop them."""
+    def where(path: str) -> tuple[str, str, str] | None:
+        parts = urlsplit(path)
+        return (parts.scheme.lower(), parts.netloc.lower(), posixpath.dirname(unquote(parts.path))) if parts.scheme else None
+
+    added = [(p, b, e, where(e.path)) for p, b, e in entries if e.action != "delete"]
+    dirs = Counter(d for *_, d in added if d is not None).most_common(2)
+    if not dirs or len(dirs) == 2 and dirs[0][1] == dirs[1][1]:
+        return []
+    home = dirs[0][0]
+    return [BadField(p, b, e.path, "path", e.path) for p, b, e, d in added
+            if d is not None and d != home and d[0] == home[0] and d[2] == home[2]]
+
+
 @check("WM063", ERROR, "file log entries Spark cannot read")
 def unreadable_log_entries(ctx: Context) -> Iterator[Issue]:
     sources = unreadable_entries(source_entries(ctx), SOURCE_FIELDS)
@@ -85,8 +104,9 @@ def unreadable_log_entries(ctx: Context) -> Iterator[Issue]:
     sink = unreadable_entries(entries, SINK_FIELDS)
     skipped = [BadField(p, b, e.path, "isDir", "true") for p, b, e in entries
                if e.fields.get("isDir") is True and e.action != "delete"]
-    if sink or skipped:
-        first = min(b.batch for b in sink + skipped)
+    elsewhere = spelled_elsewhere(entries)
+    if sink or skipped or elsewhere:
+        first = min(b.batch for b in sink + skipped + elsewhere)
         fix, where = edited_log_fix(ctx, first, "edited")
         what = []
         if sink:
@@ -98,6 +118,11 @@ def unreadable_log_entries(ctx: Context) -> Iterator[Issue]:
             what.append(f"{plural(len(skipped), 'data file')} marked \"isDir\": true (e.g. "
                         f"{skipped[0].entry}): the sink's readers skip directories, so those rows are lost to them "
                         "(tested with Spark 4.3)")
+        if elsewhere:
+            what.append(f"{plural(len(elsewhere), 'data file')} of the sink's directory named with another scheme or "
+                        f"authority than its other files (e.g. {elsewhere[0].entry}): the sink's readers take the files "
+                        "of the sink's directory as a Hadoop path, so those rows are lost to them (tested with Spark "
+                        "4.3: file://localhost/ among file:/// entries)")
         yield Issue(where, (
             f"the sink's log has {' and '.join(what)}. The query itself restarts; the log was edited"
             + (f"; a rewind to before batch {first} removes that log file and Spark writes that batch again"
