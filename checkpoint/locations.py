@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 from typing import Any, Iterable, Mapping
 from urllib.parse import unquote, urlsplit
 
@@ -43,12 +44,13 @@ def uri_form(location: str) -> str | None:
 def listed_spelling(location: str, form: str) -> str | None:
     """The string Spark's file listing gives a logged input file (``SparkPath.fromFileStatus(..).urlEncoded``, the
     key of a file source's seen files), with ``form`` the way its other entries spell the part before the path: its
-    path decoded and quoted again as ``java.net.URI`` quotes it. None for a bare path or a URI of another scheme."""
+    path decoded, normalized (:func:`normal_path`) and quoted again as ``java.net.URI`` quotes it. None for a bare path
+    or a URI of another scheme."""
     own = uri_form(location)
     if own is None or own.split(":", 1)[0] != form.split(":", 1)[0]:
         return None
     path = urlsplit(location).path
-    return form + _uri_path(unquote(path)).lstrip("/")
+    return form + _uri_path(normal_path(unquote(path))).lstrip("/")
 
 
 def _canonical(location: str) -> str:
@@ -245,12 +247,22 @@ def _remote_stat(store: Any, path: str) -> tuple[bool | None, int | None]:
     return (False, None) if info is None or info.is_dir else (True, info.size)
 
 
+def normal_path(path: str) -> str:
+    """A decoded URI path as Hadoop's ``Path(URI)`` holds it (``URI.normalize``): repeated slashes collapsed, ``.``
+    and ``..`` segments resolved (``/out//a/./b`` is ``/out/a/b``)."""
+    if "//" not in path and "/." not in path:
+        return path
+    collapsed = re.sub("/{2,}", "/", path)
+    return posixpath.normpath(collapsed) if collapsed.startswith("/") else collapsed
+
+
 def entry_location(path: str) -> str:
-    """A log entry's path (a URI) as a store path: ``file:///a/b`` -> ``/a/b``, ``s3a://bk/a`` -> ``bk/a``."""
+    """A log entry's path (a URI) as a store path, normalized as Spark's readers take it (``new Path(new URI(path))``):
+    ``file:///a/b`` -> ``/a/b``, ``s3a://bk/a`` -> ``bk/a``, ``file:///a//b`` -> ``/a/b``."""
     parts = urlsplit(path)
     if parts.scheme in ("", "file"):
-        return unquote(parts.path)
-    return unquote(parts.netloc + parts.path)
+        return normal_path(unquote(parts.path))
+    return unquote(parts.netloc) + normal_path(unquote(parts.path))
 
 
 class SinkFiles:

@@ -892,7 +892,7 @@ CASES = [
     Case("source-log-path-without-scheme", "WM064", AGG, edit_entry(f"{C}/{SOURCE_COMPACT}", lambda e: e.update(
         path=e["path"].replace("file://", ""))), WRONG, fix=restore(f"{C}/{SOURCE_COMPACT}")),
     Case("source-log-path-spelled-otherwise", "WM064", AGG, edit_entry(f"{C}/{SOURCE_COMPACT}", lambda e: e.update(
-        path=e["path"].replace("file:///", "file:/").replace("/run2-", "/run2%2D"))), WRONG,
+        path=e["path"].replace("file:///", "file:/").replace("/input/run2-", "//input/./run2%2D"))), WRONG,
          fix=restore(f"{C}/{SOURCE_COMPACT}")),  # seen files are matched by the logged string: read again
     Case("conf-value-a-boolean", "WM001", AGG, lambda r: edit(r, f"{C}/offsets/12", f'"{STRICT}":"true"', f'"{STRICT}":true'),
          FAILS, r"No usable value for conf", repair=True),  # json4s reads the conf as Map[String, String]
@@ -987,7 +987,7 @@ SILENT = [  # files edited or named by hand that Spark restarts from as the cont
         r / C / AGG_SCHEMA, key=lambda t: t + " trailing", value=lambda t: t.replace(
             '{"name":"count","type":"long","nullable":true,"metadata":{}}', '{"type":"long","name":"count"}', 1)), OK),
     Case("sink-log-path-file-colon", "", AGG, edit_entry(SINK_LOG_12, lambda e: e.update(
-        path=e["path"].replace("file:///", "file:/"))), OK),  # the sink's readers take the path, not the string
+        path=e["path"].replace("file:///", "file:/").replace("/output/", "//output/./"))), OK),  # readers take the Path
     Case("file-log-entries-extra-fields", "", AGG, both(
         edit_entry(SINK_LOG_12, lambda e: e.update(x={"y": []})), edit_entry(f"{C}/{SOURCE_COMPACT}", lambda e: e.update(x=[1]))), OK),
 ]

@@ -1222,6 +1222,17 @@ def test_logged_paths_spelled_alike_are_not_judged_by_form():
         "file:///in/a b.json": "file:///in/a%20b.json", "file:///in/%C3%A9.json": "file:///in/é.json"}
     assert misspelled({"file://localhost/in/a.json", "file:///in/b.json", "file:///in/c.json"}) == {
         "file://localhost/in/a.json": "file:///in/a.json"}
+    assert misspelled({"file:///in//a.json", "file:///in/./b.json", "file:///in/c.json"}) == {
+        "file:///in//a.json": "file:///in/a.json", "file:///in/./b.json": "file:///in/b.json"}
+
+
+def test_a_sink_entry_path_is_taken_as_spark_normalizes_it(copy_fixture):
+    """Readers take a sink entry as ``new Path(new URI(path))``: repeated slashes and ``.`` segments normalized away,
+    so ``file:/…//output/./part-…`` is a file of the sink (restart probe: the control run's output)."""
+    root = copy_fixture("agg_window_hdfs")
+    sink_at_home(root, "agg_window_hdfs")
+    b_log_entry("output/_spark_metadata", lambda e: e.update(path=e["path"].replace("/output/", "//output/./")))(root, {})
+    assert not {"WM033", "WM047", "WM063"} & set(messages(root, sink=True))
 
 
 def test_a_conf_value_of_another_json_type_than_a_string_fails_the_offsets_file(copy_fixture):
