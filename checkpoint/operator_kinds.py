@@ -11,6 +11,12 @@ if TYPE_CHECKING:
     from .state_schema import ColumnFamilySchema
 
 JOIN_SIDES = ("left", "right")
+SPARK_OPERATOR_NAMES = frozenset({
+    "stateStoreSave", "dedupe", "dedupeWithinWatermark", "symmetricHashJoin", "flatMapGroupsWithState",
+    "applyInPandasWithState", "sessionWindowStateStoreSaveExec", "transformWithStateExec",
+    "transformWithStateInPandasExec", "transformWithStateInPySparkExec", "StatefulStreamlineAggregate", "globalLimit"})
+"""Every name Spark 4.3 gives a stateful operator in its metadata (``StatefulOperatorsUtils``, and the streaming limit's
+own ``globalLimit``): on restart it compares the metadata's names with the query's operators' exactly."""
 
 
 def is_join(operator_name: str | None, stores: tuple[str, ...]) -> bool:

@@ -896,6 +896,9 @@ CASES = [
          fix=restore(f"{C}/{SOURCE_COMPACT}")),  # seen files are matched by the logged string: read again
     Case("conf-value-a-boolean", "WM001", AGG, lambda r: edit(r, f"{C}/offsets/12", f'"{STRICT}":"true"', f'"{STRICT}":true'),
          FAILS, r"No usable value for conf", repair=True),  # json4s reads the conf as Map[String, String]
+    Case("operator-metadata-name-spark-never-writes", "WM046", AGG, lambda r: edit(
+        r, f"{C}/state/0/_metadata/metadata", '"stateStoreSave"', '"StateStoreSave"'), FAILS,
+         "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA", fix=lambda r: unlink(r, *OPERATOR_FILES[:2])),
     Case("state-schema-field-with-another-key", "WM001", AGG, lambda r: schema_json_edited(
         r / C / AGG_SCHEMA, value=lambda t: t.replace('{"name":"count",', '{"name":"count","x":1,', 1)), FAILS,
          r"UNSUPPORTED_DATATYPE|INVALID_JSON_DATA_TYPE", fix=restore(f"{C}/{AGG_SCHEMA}")),  # DataType.fromJson's patterns

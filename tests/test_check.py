@@ -112,6 +112,14 @@ def b_unparseable(root: Path, facts: dict) -> str:
     return f"offsets/{last}"
 
 
+def b_edit(root: Path, path: str, old: str, new: str) -> str:
+    """A file of the checkpoint edited by hand (its sidecar left stale): its path shown by check."""
+    target = root / path
+    assert old in target.read_text(), (path, old)
+    hand_edit(target, target.read_text().replace(old, new).encode())
+    return path.removeprefix("checkpoint/")
+
+
 def b_conf_value(root: Path, facts: dict, value: object) -> str:
     """A pinned conf value of the last offsets file written by hand as another JSON type than a string."""
     last = facts["last_batch"]
@@ -832,6 +840,8 @@ BREAKS = {
                    sink=True),
     "WM063-directory": Break("WM063", "agg_window_hdfs", b_log_entry("output/_spark_metadata", lambda e: e.update(isDir=True)),
                              sink=True),
+    "WM046-unknown-name": Break("WM046", "agg_window_hdfs", lambda root, facts: b_edit(
+        root, "checkpoint/state/0/_metadata/metadata", '"stateStoreSave"', '"StateStoreSave"')),
     "WM063-authority": Break("WM063", "agg_window_hdfs", b_log_entry("output/_spark_metadata", lambda e: e.update(
         path=e["path"].replace("file:///", "file://localhost/"))), sink=True),
     "WM063-source": Break("WM063", "agg_window_hdfs", b_log_entry("checkpoint/sources/0", lambda e: e.pop("timestamp"))),
@@ -1257,6 +1267,18 @@ def test_a_sink_file_named_with_another_authority_is_lost_to_readers(copy_fixtur
     assert fixes(root, sink=True)["WM063"] == repair.RewindRequest(to_batch=11, file_sink=str(root / "output"))
     b_log_entry("output/_spark_metadata", lambda e: e.update(path=e["path"].replace("file://localhost/", "file:/")))(root, {})
     assert "WM063" not in messages(root, sink=True)
+
+
+def test_operator_metadata_naming_an_operator_spark_does_not_have_fails_the_restart(copy_fixture):
+    """Spark compares the metadata's operator names with the query's exactly (restart probe: StateStoreSave fails
+    with STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA; deleting the v1 file: the control run)."""
+    root, _ = broken_copy(copy_fixture, "WM046-unknown-name")
+    assert messages(root)["WM046"].startswith(
+        "the operator metadata names operator 0 'StateStoreSave', a name Spark gives no operator (it writes "
+        "StatefulStreamlineAggregate, applyInPandasWithState, dedupe, ")
+    assert fixes(root)["WM046"] == Instruction(
+        "while the query is stopped, delete state/0/_metadata/metadata with its checksum file: Spark writes it again "
+        "from the query when it starts")
 
 
 def test_a_bare_logged_path_of_a_file_that_is_gone_is_not_read_again(copy_fixture):

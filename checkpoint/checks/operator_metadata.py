@@ -11,7 +11,7 @@ from typing import Iterator
 
 from ..layout import DEFAULT_STORE
 from ..model import Operator
-from ..operator_kinds import infer_operator_name, is_transform_with_state
+from ..operator_kinds import SPARK_OPERATOR_NAMES, infer_operator_name, is_transform_with_state
 from ..operator_metadata import OperatorMetadata
 from ..repartitions import SHUFFLE_PARTITIONS
 from .conf import rejected
@@ -113,6 +113,15 @@ def foreign_schema(ctx: Context, op: Operator) -> Issue | None:
 def foreign_metadata(ctx: Context) -> Iterator[Issue]:
     layout = {o.operator_id: o for o in ctx.ckpt.state_layout.operators}
     for op in ctx.operators:
+        if op.metadata is not None and op.name is not None and op.name not in SPARK_OPERATOR_NAMES:
+            path = metadata_path(op)
+            yield Issue(path, (
+                f"the operator metadata names operator {op.operator_id} {op.name!r}, a name Spark gives no operator "
+                f"(it writes {', '.join(sorted(SPARK_OPERATOR_NAMES))}): the file was edited. Spark compares the "
+                "metadata's operator names with the query's exactly when it starts and fails (tested with Spark 4.3: "
+                "'[STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA]' for StateStoreSave)"
+            ), rewrite_fix(path) if path.endswith("/metadata") else Instruction(f"restore {path}/ from a backup"))
+            continue
         if op.metadata is not None and op.name is not None and is_transform_with_state(op.name):
             issue = foreign_schema(ctx, op)
             if issue is not None:
