@@ -29,7 +29,10 @@ REPARTITION_KINDS = {"dedup_within_wm_p3", "session_window_p3", "pandas_state_p3
 in tests/test_state_python.py; their operators' eviction rules are not written down here (event_ms)."""
 WINDOWED = {"agg_then_agg", "agg_then_agg_spark35", "state_types", "state_types_rocksdb", "agg_window_hdfs", "agg_window_rocksdb", "checkpoint_v2", "compaction", "multi_watermark_max", "agg_spark35", "chained_aggs",
             "repartition_rocksdb", "repartition_failed_hdfs", "agg_rocksdb_v2_p3", "union_stall_min", "union_stall_max",
-            "sliding_window", "no_new_input", "stalled_event_time", "row_checksum_hdfs", "interval_state", "python_source"}
+            "sliding_window", "no_new_input", "stalled_event_time", "row_checksum_hdfs", "interval_state", "python_source",
+            "agg_window_rocksdb_spark35", "compaction_spark35", "union_stall_min_spark35"}
+JOINS = {"join_stream_stream", "join_stream_stream_spark35"}
+"""Stream-stream joins shown by side (left, right), their rows those of each side's keyWithIndexToValue store."""
 DEDUPLICATED = {"dedup_watermark", "dedup_rocksdb_p3"}
 EVENT_TIME_TWS = {"tws_pandas", "row_checksum_tws", "avro_tws"}
 TIMERS = "$eventTimers_keyToTimestamp"
@@ -53,7 +56,7 @@ def event_ms(name: str, store: str, row: dict) -> int | None:
         return iso_ms(row["key"]["window"]["end"])
     if name in DEDUPLICATED:
         return iso_ms(row["key"]["ts"])
-    if name == "join_stream_stream":
+    if name in JOINS:
         return iso_ms(row["value"][store[0] + "_ts"])
     if name == "pandas_state_timeout":
         return None if row["value"]["timeoutTimestamp"] == -1 else row["value"]["timeoutTimestamp"]
@@ -73,7 +76,7 @@ def views(name: str) -> list[tuple[str, str]]:
     """(operator, view) pairs the summary shows: a join's sides instead of its stores."""
     out = []
     for op, stores in fixture_facts(name)["state"].items():
-        names = ["left", "right"] if name == "join_stream_stream" else list(stores)
+        names = ["left", "right"] if name in JOINS else list(stores)
         out += [(op, s) for s in names]
     return out
 
@@ -141,7 +144,7 @@ def test_what_if_watermark_lists_exactly_the_older_rows(name, op, store, spark, 
         return
     out = json.loads(state_cli(engine, *args).stdout)
     want = sorted((r["partition_id"], json.dumps(r["key"], sort_keys=True), t) for r, t in zip(rows, times) if evicted(name, store, t, wm))
-    if name == "join_stream_stream":  # the side view drops the store's index column from the key
+    if name in JOINS:  # the side view drops the store's index column from the key
         want = sorted((p, json.dumps({"field0": json.loads(k)["field0"]}), t) for p, k, t in want)
     got = sorted((r["partition_id"], json.dumps(r["key"], sort_keys=True), r["event_time_ms"]) for r in out)
     assert got == want and 0 < len(got) < len(rows) + 1
