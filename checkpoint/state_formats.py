@@ -23,6 +23,8 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Literal
 
+from .numbers import java_long
+
 Kind = Literal["snapshot", "delta", "zip", "changelog"]
 """A state file's kind: the suffix of its name."""
 Provider = Literal["hdfs", "rocksdb"]
@@ -97,8 +99,6 @@ def unloadable_base_name(name: str, provider: Provider, version: int, bases: Ite
     the newest at or below ``version`` by the name Spark gives that version: a name that is no number (``old.zip``,
     ``x.snapshot``) fails the listing; an HDFS snapshot named otherwise (``012.snapshot``) that is the newest fails its
     read (RocksDB's loader falls back to an older snapshot; checkpoint format 1)."""
-    from .numbers import java_long
-
     suffix = f".{formats_of(provider)[0].kind}"
     if not name.endswith(suffix):
         return False
