@@ -228,3 +228,14 @@ def test_a_stale_rocksdb_zip_without_changelogs_is_written_over_before_a_load_re
     assert ran.error is None and ran.batches[:2] == (9, 10) and 11 in ran.batches, ran.batches
     state = roots["rocksdb-zip-ahead-without-changelog:broken"] / "checkpoint/state/0/0"
     assert (state / "11.zip").read_bytes() != (state / "2.zip").read_bytes()
+
+
+@pytest.mark.oracle_cases("sink-log-zero-padded-name")
+def test_a_sink_log_file_named_past_the_latest_batch_makes_the_sink_skip_that_batch(oracle):
+    """WM001's word for _spark_metadata/013 beside _spark_metadata/12: Spark runs and commits batch 13, and the sink,
+    taking 13 as its latest batch, writes no log file of its own for it (its output is in no log)."""
+    _, outcomes, roots = oracle
+    ran = outcomes["sink-log-zero-padded-name:broken"]
+    assert ran.error is None and 13 in ran.batches, (ran.error, ran.batches)
+    root = roots["sink-log-zero-padded-name:broken"]
+    assert (root / "checkpoint/commits/13").exists() and not (root / "output/_spark_metadata/13").exists()
