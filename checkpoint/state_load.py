@@ -123,6 +123,23 @@ def _increments(load: StoreLoad, after: int) -> list[StateFile] | None:
     return None if any(s is None for s in steps) else [s for s in steps if s is not None]
 
 
+def replays(load: StoreLoad) -> list[StoreLoad]:
+    """The loads of the version of ``load``'s full copy from increments instead, newest first: from each older full
+    copy (within ``maxChangeFileReplay``), then from the empty state, with every increment up to that version, as
+    Spark's snapshot repair would read them (the routes some increment is missing from left out); none without a
+    full copy first in the chain (checkpoint format 2 lineages: not resolved here)."""
+    if not load.chain or load.chain[0].format.role != "base" or load.lineage is not None:
+        return []
+    copy = load.chain[0]
+    at = replace(load, version=copy.version, chain=(copy,))
+    out = []
+    for base in [*_older_bases(at, copy.version), None]:
+        steps = _increments(at, base.version if base is not None else 0)
+        if steps:
+            out.append(replace(at, chain=tuple([base, *steps] if base is not None else steps)))
+    return out
+
+
 def _older_bases(load: StoreLoad, below: int) -> list[StateFile]:
     ids = load.unique_ids
     return sorted((f for f in load.part.files if f.format.role == "base" and f.version < below

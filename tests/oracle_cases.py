@@ -787,6 +787,11 @@ CASES = [
          FAILS, r"CANNOT_LOAD_STATE_STORE", fix=lambda r: unlink(r, f"{C}/state/0/1/012.snapshot")),
     Case("hdfs-snapshot-named-by-hand", "WM070", AGG, lambda r: shutil.copy2(r / C / "state/0/1/13.delta", r / C / "state/0/1/x.snapshot"),
          FAILS, r"CANNOT_LOAD_STATE_STORE", fix=lambda r: unlink(r, f"{C}/state/0/1/x.snapshot")),
+    # a full copy the next load starts from that its increments disagree with: Spark trusts it, never replays them
+    Case("hdfs-delta-copied-to-snapshot", "WM072", AGG, state_file_of("0/13.delta", "0/13.snapshot"), WRONG,
+         fix=lambda r: unlink(r, f"{C}/state/0/0/13.snapshot", f"{C}/state/0/0/.13.snapshot.crc")),  # a window lost
+    Case("rocksdb-older-zip-over-the-newest", "WM072", ROCKS, state_file_of("0/10.zip", "0/12.zip"), WRONG,
+         fix=lambda r: unlink(r, f"{C}/state/0/0/12.zip", f"{C}/state/0/0/.12.zip.crc")),
     Case("sink-data-file-missing", "WM047", AGG, lambda r: data_files_of(r, 11)[0].unlink(), WRONG, repair=True),
     Case("sink-data-file-recompressed", "WM047", AGG, lambda r: recompressed(data_files_of(r, 11)[0]), WRONG,
          repair=True),  # the same rows, gzip instead of snappy: another size than the log records
@@ -959,6 +964,9 @@ SILENT = [  # files edited or named by hand that Spark restarts from as the cont
          lambda r: shutil.copy2(r / C / "state/0/0/12.zip", r / C / "state/0/0/015.zip"), OK, rounds=2),
     Case("rocksdb-changelog-named-by-hand", "", ROCKS,
          lambda r: shutil.copy2(r / C / "state/0/0/13.changelog", r / C / "state/0/0/backup.changelog"), OK, rounds=2),
+    # full copies the next load does not start from are never read again; a snapshot Spark wrote agrees with its deltas
+    Case("rocksdb-older-zip-over-one-not-loaded", "", ROCKS, state_file_of("0/8.zip", "0/10.zip"), OK),
+    Case("hdfs-snapshot-beside-its-deltas", "", "state_types", lambda r: None, OK),
     # Spark's readers decompress as the record loop asks: nothing after the end marker's block, frame or chunk is read
     Case("state-delta-end-block-zeroed", "", AGG, tail_replaced("state/0/0/13.delta", bytes(21), 21), OK),  # lz4
     Case("state-delta-bytes-after-its-end", "", "state_types", both(  # zstd, loaded from the deltas

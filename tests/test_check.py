@@ -712,6 +712,13 @@ def b_snapshot_named_by_hand(partition: str, source: str, name: str) -> Callable
     return apply
 
 
+def b_delta_copied_to_snapshot(root: Path, facts: dict) -> str:
+    """Partition 0's 13.delta copied to 13.snapshot: the full copy the next load starts from holds only batch 12's
+    changes."""
+    state_file_of("0/13.delta", "0/13.snapshot")(root)
+    return "state/0/0/13.snapshot"
+
+
 def b_sink_data_file_gone(root: Path, facts: dict) -> str:
     """A data file the sink's log names deleted from the sink directory."""
     data_files_of(root, facts["last_batch"] - 1)[0].unlink()
@@ -871,6 +878,7 @@ BREAKS = {
     "WM001-odd-name": Break("WM001", "agg_window_hdfs", b_zero_padded_offsets),
     "WM070": Break("WM070", "agg_window_rocksdb", b_snapshot_named_by_hand("state/0/0", "12.zip", "old.zip")),
     "WM070-hdfs": Break("WM070", "agg_window_hdfs", b_snapshot_named_by_hand("state/0/1", "13.delta", "x.snapshot")),
+    "WM072": Break("WM072", "agg_window_hdfs", b_delta_copied_to_snapshot),
     "WM070-hdfs-zero-padded": Break("WM070", "agg_window_hdfs", b_snapshot_named_by_hand("state/0/1", "12.delta", "012.snapshot")),
     "WM001-odd-name-digits": Break("WM001", "agg_window_hdfs", b_odd_log_name("checkpoint/offsets", "\u0661\u0663")),
     "WM001-odd-source-log-name": Break("WM001", "agg_window_hdfs", b_odd_log_name("checkpoint/sources/0", "010")),

@@ -11,7 +11,7 @@ from ..rocksdb_zip import read_snapshot_zip
 from ..state_codecs import decompress
 from ..state_content import Decoding
 from ..state_files import StateFile, StorePartition
-from ..state_load import resolve
+from ..state_load import StoreLoad, resolve
 from ..state_records import DELETE, PUT, Record, changelog_records, sized_records
 from .context import Context
 from .state import CHANGELOG_DECODER, SST_DIR, ZIP_DECODER, lineages
@@ -47,7 +47,11 @@ class Reader:
         rebuilt, is in a format not read here, or is over the budget. ``families``: a RocksDB store with column
         families (transformWithState), its keys as stored (the family's 2-byte id first) and the families in
         :attr:`families`; None without a snapshot naming them."""
-        load = resolve(part, version, ids, lineages(self.ctx))
+        return self.rows(resolve(part, version, ids, lineages(self.ctx)), families)
+
+    def rows(self, load: StoreLoad, families: bool = False) -> dict[bytes, bytes] | None:
+        """The rows a load's chain of files rebuilds, as :meth:`state` gives them."""
+        part = load.part
         if not load.loadable or any(f.format.decoder not in READ_HERE for f in load.chain):
             return None
         zipped = bool(load.chain) and load.chain[0].format.decoder == ZIP_DECODER
