@@ -262,7 +262,7 @@ class Checkpoint:
 
     @cached_property
     def state_layout(self) -> StateLayout:
-        return scan_state(self.fs.walk(STATE))
+        return scan_state(self.fs.walk(STATE, dirs=True))
 
     @cached_property
     def source_dirs(self) -> list[int]:

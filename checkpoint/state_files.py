@@ -52,6 +52,8 @@ class StorePartition:
     files: tuple[StateFile, ...]
     sst_files: tuple[FileInfo, ...] = ()
     other_files: tuple[FileInfo, ...] = ()
+    named_dirs: tuple[str, ...] = ()
+    """Directories named as a state file is (``13.snapshot/``: a copy made into a directory)."""
 
     @property
     def versions(self) -> list[int]:
@@ -158,8 +160,22 @@ def is_crc(name: str) -> bool:
     return name.endswith(".crc")
 
 
+def _named_dir(groups: dict[tuple[int, int, str], dict[str, list]], parts: list[str], prefix: str) -> None:
+    """Record a directory of a store partition (``op/partition[/store]/name``) named as a state file is."""
+    if len(parts) not in (3, 4) or not all(is_number(p) for p in parts[:2]) or not version_file(parts[-1]):
+        return
+    if len(parts) == 4 and (parts[2] in SHARED_DIRS or parts[2] == "_metadata" or version_file(parts[2])):
+        return
+    store = parts[2] if len(parts) == 4 else DEFAULT_STORE
+    directory = "/".join([prefix, *parts[:-1]])
+    bucket = groups.setdefault((int(parts[0]), int(parts[1]), store),
+                               {"files": [], "sst": [], "other": [], "dir": [directory], "named": []})
+    bucket["named"].append(f"{directory}/{parts[-1]}")
+
+
 def scan_state(files: Iterable[FileInfo], prefix: str = "state") -> StateLayout:
-    """Classify a recursive listing of ``state/`` (paths relative to the checkpoint)."""
+    """Classify a recursive listing of ``state/`` (paths relative to the checkpoint; directories in it are looked
+    at only for :attr:`StorePartition.named_dirs`)."""
     groups: dict[tuple[int, int, str], dict[str, list]] = {}
     op_meta: dict[int, list[FileInfo]] = {}
     op_schema: dict[int, list[FileInfo]] = {}
@@ -169,6 +185,9 @@ def scan_state(files: Iterable[FileInfo], prefix: str = "state") -> StateLayout:
         if parts[0] == prefix:
             parts = parts[1:]
         name = parts[-1]
+        if info.is_dir:
+            _named_dir(groups, parts, prefix)
+            continue
         if is_temp(name):
             temp.append(info)
             continue
@@ -191,12 +210,15 @@ def scan_state(files: Iterable[FileInfo], prefix: str = "state") -> StateLayout:
         partition = int(parts[1])
         rest = parts[2:]
         store = DEFAULT_STORE
-        if len(rest) >= 2 and rest[0] not in SHARED_DIRS and rest[0] != "_metadata":
+        if len(rest) >= 2 and rest[0] not in SHARED_DIRS and rest[0] != "_metadata" and not version_file(rest[0]):
             store, rest = rest[0], rest[1:]
         directory = "/".join([prefix, *parts[: len(parts) - len(rest)]])
-        bucket = groups.setdefault((op, partition, store), {"files": [], "sst": [], "other": [], "dir": [directory]})
+        bucket = groups.setdefault((op, partition, store), {"files": [], "sst": [], "other": [], "dir": [directory],
+                                                            "named": []})
         match = version_file(rest[-1]) if len(rest) == 1 else None
-        if match:
+        if len(rest) >= 2 and version_file(rest[0]):
+            bucket["named"].append(f"{directory}/{rest[0]}")  # the files in it: never listed by Spark's loader
+        elif match:
             fmt, version, unique_id = match
             bucket["files"].append(StateFile(info.path, version, fmt.kind, unique_id, info.size, info.mtime_ms))
         elif rest[0] in SHARED_DIRS:
@@ -209,7 +231,7 @@ def scan_state(files: Iterable[FileInfo], prefix: str = "state") -> StateLayout:
             StorePartition(
                 op, part, store, b["dir"][0],
                 tuple(sorted(b["files"], key=lambda f: (f.version, f.kind))),
-                tuple(b["sst"]), tuple(b["other"]),
+                tuple(b["sst"]), tuple(b["other"]), tuple(sorted(set(b["named"]))),
             )
             for (o, part, store), b in sorted(groups.items())
             if o == op

@@ -340,6 +340,43 @@ def state_file_of(source: str, target: str) -> Callable[[Path], None]:
     return run
 
 
+def entry_made_a_directory(path: str, empty: bool = False) -> Callable[[Path], None]:
+    """A directory holding a file (a copy made into a directory), or an ``empty`` one, where a checkpoint file is or
+    would be, the file and its checksum sidecar gone."""
+
+    def run(root: Path) -> None:
+        target = root / C / path
+        unlink(root, *(p for p in (f"{C}/{path}", f"{C}/{hadoop_crc(path)}") if (root / p).exists()))
+        target.mkdir()
+        if not empty:
+            (target / target.name).write_bytes(b"")
+
+    return run
+
+
+def run_fix_of(code: str) -> Callable[[Path], None]:
+    """Run the wmcheck command check prints (with the sink) for ``code`` on a copy as it is now."""
+
+    def run(root: Path) -> None:
+        from wmcheck.checkpoint.validate import check_location
+
+        fix = finding_fix(check_location(str(root / C), str(root / "output")), code)
+        assert fix is not None, code
+        run_printed(fix, str(root / C))
+
+    return run
+
+
+def entry_made_a_file(path: str) -> Callable[[Path], None]:
+    """A checkpoint directory replaced by a file of that name."""
+
+    def run(root: Path) -> None:
+        shutil.rmtree(root / C / path)
+        (root / C / path).write_bytes(b"")
+
+    return run
+
+
 def data_files_of(root: Path, batch: int) -> list[Path]:
     """The data files the sink's log file of ``batch`` adds."""
     lines = (root / "output/_spark_metadata" / str(batch)).read_text().splitlines()[1:]
@@ -792,6 +829,16 @@ CASES = [
          fix=lambda r: unlink(r, f"{C}/state/0/0/13.snapshot", f"{C}/state/0/0/.13.snapshot.crc")),  # a window lost
     Case("rocksdb-older-zip-over-the-newest", "WM072", ROCKS, state_file_of("0/10.zip", "0/12.zip"), WRONG,
          fix=lambda r: unlink(r, f"{C}/state/0/0/12.zip", f"{C}/state/0/0/.12.zip.crc")),
+    # a directory where Spark reads a state file, a file where it writes a directory
+    Case("hdfs-snapshot-a-directory", "WM073", AGG, entry_made_a_directory("state/0/1/13.snapshot"), FAILS,
+         r"CANNOT_LOAD_STATE_STORE", fix=lambda r: shutil.rmtree(r / C / "state/0/1/13.snapshot")),
+    Case("hdfs-snapshot-an-empty-directory", "WM073", AGG, entry_made_a_directory("state/0/1/13.snapshot", empty=True),
+         FAILS, r"CANNOT_LOAD_STATE_STORE", fix=lambda r: (r / C / "state/0/1/13.snapshot").rmdir()),
+    Case("hdfs-delta-a-directory", "WM073", AGG, entry_made_a_directory("state/0/1/13.delta"), FAILS,  # WM016 too
+         r"CANNOT_READ_DELTA_FILE_NOT_EXISTS", fix=lambda r: shutil.rmtree(r / C / "state/0/1/13.delta"),
+         then=run_fix_of("WM016")),
+    Case("operator-metadata-a-file", "WM073", AGG, entry_made_a_file("state/0/_metadata"), FAILS,
+         "Destination exists and is not a directory", fix=lambda r: unlink(r, f"{C}/state/0/_metadata")),
     Case("sink-data-file-missing", "WM047", AGG, lambda r: data_files_of(r, 11)[0].unlink(), WRONG, repair=True),
     Case("sink-data-file-recompressed", "WM047", AGG, lambda r: recompressed(data_files_of(r, 11)[0]), WRONG,
          repair=True),  # the same rows, gzip instead of snappy: another size than the log records
@@ -967,6 +1014,7 @@ SILENT = [  # files edited or named by hand that Spark restarts from as the cont
     # full copies the next load does not start from are never read again; a snapshot Spark wrote agrees with its deltas
     Case("rocksdb-older-zip-over-one-not-loaded", "", ROCKS, state_file_of("0/8.zip", "0/10.zip"), OK),
     Case("hdfs-snapshot-beside-its-deltas", "", "state_types", lambda r: None, OK),
+    Case("rocksdb-zip-a-directory", "", ROCKS, entry_made_a_directory("state/0/0/12.zip"), OK),  # falls back to 10.zip
     # Spark's readers decompress as the record loop asks: nothing after the end marker's block, frame or chunk is read
     Case("state-delta-end-block-zeroed", "", AGG, tail_replaced("state/0/0/13.delta", bytes(21), 21), OK),  # lz4
     Case("state-delta-bytes-after-its-end", "", "state_types", both(  # zstd, loaded from the deltas

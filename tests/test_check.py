@@ -31,7 +31,14 @@ from wmcheck.checkpoint.state_records import DELETE, sized_records
 from wmcheck.checkpoint.validate import CHECKS, check_checkpoint
 
 from conftest import fixture_facts, names_own_schemas, run_cli, sink_at_home
-from oracle_cases import data_files_of, logged_input, newest_state_back, partition_files_of, state_file_of
+from oracle_cases import (
+    data_files_of,
+    entry_made_a_directory,
+    logged_input,
+    newest_state_back,
+    partition_files_of,
+    state_file_of,
+)
 from restart_oracle import FIXTURES
 
 DAY_MS = 86_400_000
@@ -879,6 +886,8 @@ BREAKS = {
     "WM070": Break("WM070", "agg_window_rocksdb", b_snapshot_named_by_hand("state/0/0", "12.zip", "old.zip")),
     "WM070-hdfs": Break("WM070", "agg_window_hdfs", b_snapshot_named_by_hand("state/0/1", "13.delta", "x.snapshot")),
     "WM072": Break("WM072", "agg_window_hdfs", b_delta_copied_to_snapshot),
+    "WM073": Break("WM073", "agg_window_hdfs", lambda root, facts: entry_made_a_directory("state/0/1/13.snapshot")(root)
+                   or "state/0/1/13.snapshot"),
     "WM070-hdfs-zero-padded": Break("WM070", "agg_window_hdfs", b_snapshot_named_by_hand("state/0/1", "12.delta", "012.snapshot")),
     "WM001-odd-name-digits": Break("WM001", "agg_window_hdfs", b_odd_log_name("checkpoint/offsets", "\u0661\u0663")),
     "WM001-odd-source-log-name": Break("WM001", "agg_window_hdfs", b_odd_log_name("checkpoint/sources/0", "010")),

@@ -14,6 +14,7 @@ from . import (
     join_state,
     log_entries,
     logs,
+    misplaced,
     operator_metadata,
     operators,
     partitioning,
@@ -61,7 +62,7 @@ LISTED: tuple[Check, ...] = (
     log_entries.unreadable_log_entries, sources.source_log_misses_files, watermark.raised_last_watermark,
     sources.rerun_already_in_sink, seen_files.hidden_new_files, seen_files.too_old_to_read,
     join_state.join_counts_disagree, ended_state.ended_state_loaded, state.unnumbered_snapshots,
-    full_copies.full_copy_disagrees,
+    full_copies.full_copy_disagrees, misplaced.misplaced_entries,
 )
 
 

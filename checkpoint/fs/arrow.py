@@ -142,8 +142,8 @@ class ArrowFileSystem(FileSystem):
     def list_dir(self, path: str) -> list[FileInfo]:
         return self._selector(path, recursive=False)
 
-    def walk(self, path: str) -> list[FileInfo]:
-        return [i for i in self._selector(path, recursive=True) if not i.is_dir]
+    def walk(self, path: str, dirs: bool = False) -> list[FileInfo]:
+        return [i for i in self._selector(path, recursive=True) if dirs or not i.is_dir]
 
     def info(self, path: str) -> FileInfo | None:
         from pyarrow import fs as pafs

@@ -64,8 +64,8 @@ class FileSystem:
         """Immediate children of a directory; ``[]`` when it does not exist."""
         raise NotImplementedError
 
-    def walk(self, path: str) -> list[FileInfo]:
-        """Every file (not directory) below ``path``, recursively; ``[]`` when absent."""
+    def walk(self, path: str, dirs: bool = False) -> list[FileInfo]:
+        """Every file below ``path``, recursively, and with ``dirs`` every directory too; ``[]`` when absent."""
         raise NotImplementedError
 
     def names(self, path: str) -> list[str]:

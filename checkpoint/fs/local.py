@@ -96,8 +96,9 @@ class LocalFileSystem(FileSystem):
         except OSError as exc:
             raise CheckpointError(f"cannot list: {exc.strerror}", path=path or ".") from None
 
-    def walk(self, path: str) -> list[FileInfo]:
-        """Every file below ``path``; a linked directory is entered once (a link loop is listed as a file)."""
+    def walk(self, path: str, dirs: bool = False) -> list[FileInfo]:
+        """Every file below ``path`` (and with ``dirs`` every directory); a linked directory is entered once (a link
+        loop is listed as a file)."""
         out: list[FileInfo] = []
         stack = [clean_relative(path)]
         seen: set[str] = set()
@@ -109,7 +110,10 @@ class LocalFileSystem(FileSystem):
                         out.append(FileInfo(item.path, 0, item.mtime_ms, False, True))
                         continue
                     seen.add(real)
-                (stack.append(item.path) if item.is_dir else out.append(item))
+                if item.is_dir:
+                    stack.append(item.path)
+                if dirs or not item.is_dir:
+                    out.append(item)
         return out
 
     def info(self, path: str) -> FileInfo | None:
