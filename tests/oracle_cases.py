@@ -354,6 +354,15 @@ def entry_made_a_directory(path: str, empty: bool = False) -> Callable[[Path], N
     return run
 
 
+def sink_log_made_a_directory(root: Path, batch: int) -> None:
+    """The file sink's log file of ``batch`` (and its sidecar) replaced by a directory holding it."""
+    log = root / "output/_spark_metadata"
+    (log / f".{batch}.crc").unlink(missing_ok=True)
+    (log / str(batch)).rename(log / f"{batch}.file")
+    (log / str(batch)).mkdir()
+    (log / f"{batch}.file").rename(log / str(batch) / str(batch))
+
+
 def run_fix_of(code: str) -> Callable[[Path], None]:
     """Run the wmcheck command check prints (with the sink) for ``code`` on a copy as it is now."""
 
@@ -837,6 +846,11 @@ CASES = [
     Case("hdfs-delta-a-directory", "WM073", AGG, entry_made_a_directory("state/0/1/13.delta"), FAILS,  # WM016 too
          r"CANNOT_READ_DELTA_FILE_NOT_EXISTS", fix=lambda r: shutil.rmtree(r / C / "state/0/1/13.delta"),
          then=run_fix_of("WM016")),
+    # a directory where a log file is: Spark's writes of that name and a rewind fail on it while it is there
+    Case("sink-log-a-directory", "WM001", AGG, lambda r: sink_log_made_a_directory(r, 12), WRONG,  # readers fail
+         fix=lambda r: shutil.rmtree(r / "output/_spark_metadata/12"), then=run_fix_of("WM025")),
+    Case("offsets-a-directory", "WM001", AGG, entry_made_a_directory("offsets/12"), FAILS,
+         "CONCURRENT_STREAM_LOG_UPDATE", fix=lambda r: shutil.rmtree(r / C / "offsets/12"), then=run_fix_of("WM004")),
     Case("operator-metadata-a-file", "WM073", AGG, entry_made_a_file("state/0/_metadata"), FAILS,
          "Destination exists and is not a directory", fix=lambda r: unlink(r, f"{C}/state/0/_metadata")),
     Case("sink-data-file-missing", "WM047", AGG, lambda r: data_files_of(r, 11)[0].unlink(), WRONG, repair=True),

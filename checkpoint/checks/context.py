@@ -208,7 +208,10 @@ class Context:
         if self.sink is not None:
             sink_log = self.sink.log(SINK_LOG)
             read = set(sink_log.restart_files)
-            for path, raw in self.sink.read([f.path for f in sink_log.log_files], sink_log.restart_files).items():
+            got = self.sink.read([f.path for f in sink_log.log_files], sink_log.restart_files)
+            for path in (f.path for f in sink_log.log_files if f.path not in got):  # a directory in its place
+                self._attempt(self.sink.shown(path), self.sink.fs.read, path)
+            for path, raw in got.items():
                 shown = self.sink.shown(path)
                 entries = self._attempt(shown, parse_file_log, raw, shown)
                 if entries is not None and path in read:

@@ -8,6 +8,7 @@ from typing import Iterator
 
 from ..activity import DEFAULT_IDLE_MS, newest_recent, now_ms
 from ..errors import CheckpointError
+from ..fs import NOT_A_FILE
 from ..layout import (
     COMMITS,
     COMPACT_SUFFIX,
@@ -91,6 +92,15 @@ def unparseable(ctx: Context) -> Iterator[Issue]:
                         f"delete {folder}/{name} while the query is stopped (rename it to {folder}/{batch} instead if it "
                         f"is that batch's file)"))
     problems.update(odd_log_names(ctx))
+    for path, exc in ctx.failures.items():
+        if exc.message == NOT_A_FILE:
+            problems[path] = (error_text(exc) + (
+                ": Spark fails to read it, and it fails to write a file of that name while the directory is there (a "
+                "rewind leaves it in place: tested with a file sink's log file, the restart after the rewind alone "
+                "fails), so it goes first"),
+                Instruction(f"move the directory {path} out (or delete it) while the query is stopped, then run wmcheck "
+                            "check again: the file is then missing, and the fix it gives (a rewind) makes Spark write it "
+                            "anew"))
     unread = unread_on_restart(ctx)
     for path, (text, fix) in sorted(problems.items()):
         if path in unread:

@@ -13,7 +13,7 @@ import importlib
 from typing import Mapping
 
 from ..errors import UnsupportedError
-from .base import TEMP_SUFFIX, FileInfo, FileSystem, clean_relative, require_dir
+from .base import NOT_A_FILE, TEMP_SUFFIX, FileInfo, FileSystem, clean_relative, require_dir
 from .local import LocalFileSystem
 from .uri import file_uri_path, local_path, scheme_of
 
@@ -43,5 +43,5 @@ def open_fs(location: str, options: Mapping[str, str] | None = None) -> FileSyst
     return store.open_store(location, dict(options or {}))
 
 
-__all__ = ["TEMP_SUFFIX", "FileInfo", "FileSystem", "LocalFileSystem", "REMOTE_SCHEMES", "STORES", "clean_relative",
+__all__ = ["NOT_A_FILE", "TEMP_SUFFIX", "FileInfo", "FileSystem", "LocalFileSystem", "REMOTE_SCHEMES", "STORES", "clean_relative",
            "local_path", "open_fs", "require_dir", "scheme_of"]

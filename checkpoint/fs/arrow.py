@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable, Mapping, TypeVar
 from pyarrow.lib import ArrowException
 
 from ..errors import CheckpointError, MissingFileError, arg
-from .base import TEMP_SUFFIX, FileInfo, FileSystem, clean_relative
+from .base import NOT_A_FILE, TEMP_SUFFIX, FileInfo, FileSystem, clean_relative
 from .uri import Location, scheme_of, split_uri
 
 T = TypeVar("T")
@@ -121,6 +121,8 @@ class ArrowFileSystem(FileSystem):
             return self._call(read, "read", path)
         except FileNotFoundError:
             raise MissingFileError("file not found", path=path) from None
+        except IsADirectoryError:
+            raise CheckpointError(NOT_A_FILE, path=path) from None
 
     def _selector(self, path: str, recursive: bool) -> list[FileInfo]:
         from pyarrow import fs as pafs

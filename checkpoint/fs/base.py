@@ -11,6 +11,10 @@ TEMP_SUFFIX = ".wmcheck.tmp"
 """wmcheck's temp files: ``.<name>.wmcheck.tmp`` next to the file being written."""
 
 
+NOT_A_FILE = "expected a file, found a directory"
+"""The message of the error reading a path that is a directory."""
+
+
 @dataclass(frozen=True)
 class FileInfo:
     """One file or directory, ``path`` relative to the file system's root."""

@@ -8,7 +8,7 @@ import stat
 from typing import Mapping
 
 from ..errors import CheckpointError, MissingFileError, arg
-from .base import TEMP_SUFFIX, FileInfo, FileSystem, clean_relative
+from .base import NOT_A_FILE, TEMP_SUFFIX, FileInfo, FileSystem, clean_relative
 
 
 class LocalFileSystem(FileSystem):
@@ -34,7 +34,7 @@ class LocalFileSystem(FileSystem):
         except FileNotFoundError:
             raise MissingFileError("file not found", path=path) from None
         except IsADirectoryError:
-            raise CheckpointError("expected a file, found a directory", path=path) from None
+            raise CheckpointError(NOT_A_FILE, path=path) from None
         except OSError as exc:
             raise CheckpointError(f"cannot read: {exc.strerror}", path=path) from None
 
