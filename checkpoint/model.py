@@ -21,7 +21,7 @@ from .offsets import OffsetSeq
 from .operator_kinds import infer_operator_name
 from .query_metadata import QueryMetadata, parse_query_metadata
 from .repartitions import Repartition, find_repartitions, partitions_of, source_ends
-from .state_files import DEFAULT_STORE, StateLayout, StorePartition, scan_state
+from .state_files import DEFAULT_STORE, StateLayout, StorePartition, holding, scan_state
 
 if TYPE_CHECKING:
     from .state_schema import ColumnFamilySchema
@@ -119,6 +119,10 @@ class Operator:
     """Why ``num_partitions`` is not the metadata's: v1 metadata still names the count before a repartition."""
     metadata_conflict: str | None = None
     """Why ``num_partitions`` is not the metadata's when nothing Spark did explains it: the pinned count wins."""
+    written_partitions: int | None = None
+    """The partition count the state the next batch loads was written with, when the offsets pin another one
+    (``num_partitions``) while the operator metadata and the state's partitions agree on this one: the offsets
+    file was edited, and the restart runs with a count the state was not written with."""
 
     @property
     def live_partitions(self) -> tuple[StorePartition, ...]:
@@ -192,7 +196,7 @@ class Checkpoint:
                 plans[b] = (partitions_of(self, b), source_ends(self.offsets(b)))
             except CheckpointError:
                 continue  # a file that does not parse (wmcheck check: WM001) shows no repartition
-        return find_repartitions(plans, self.commit_ids)
+        return find_repartitions(plans, self.commit_ids, self.state_layout)
 
     @cached_property
     def commit_ids(self) -> list[int]:
@@ -370,6 +374,7 @@ class Checkpoint:
             lag = self._repartitioned_since(num) if meta is not None and meta.version == 1 else None
             pinned = self._pinned_partitions() if meta is not None and lag is None else None
             conflict = pinned is not None and num is not None and pinned != num
+            written = num if conflict and holding(op.partitions, self.next_state_version) == num else None
             out.append(
                 Operator(
                     op.operator_id,
@@ -383,7 +388,8 @@ class Checkpoint:
                     metadata_conflict=(
                         f"its operator metadata says {num} partitions, but the offsets pin spark.sql.shuffle.partitions="
                         f"{pinned}, the count Spark runs its stateful operators with (the metadata was edited or comes "
-                        "from another query)") if conflict else None,
+                        "from another query)") if conflict and written is None else None,
+                    written_partitions=written,
                 )
             )
         return out

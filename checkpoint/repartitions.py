@@ -5,7 +5,9 @@ Spark's repartition of a stopped query whose last committed batch is L writes ba
 is a copy of ``offsets/L`` with only ``spark.sql.shuffle.partitions`` changed, then fresh state snapshots
 of version L+2 in the new partition directories and ``commits/L+1``. The batch reads no input, so its
 source offsets equal the previous batch's. A repartition that failed half way leaves ``offsets/L+1``
-without its commit, and Spark then refuses to restart the query.
+without its commit, and Spark then refuses to restart the query. A committed batch that changed the count while
+its state shows an ordinary batch (:func:`written_as_repartition`) is no repartition: its offsets file was edited,
+and Spark runs the next batch with a count its state was not written with.
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from .offsets import OffsetSeq
 
 if TYPE_CHECKING:
     from .model import Checkpoint
+    from .state_files import StateLayout
 
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 PROVIDER = "spark.sql.streaming.stateStore.providerClass"
@@ -72,9 +75,11 @@ def same_input(ckpt: Checkpoint, batch: int) -> bool:
     return here is not None and before is not None and source_ends(here) == source_ends(before)
 
 
-def find_repartitions(plans: Mapping[int, tuple[int | None, list[str | None]]], committed: Iterable[int]) -> tuple[Repartition, ...]:
+def find_repartitions(plans: Mapping[int, tuple[int | None, list[str | None]]], committed: Iterable[int],
+                      layout: StateLayout) -> tuple[Repartition, ...]:
     """Repartition batches among ``plans`` (batch -> (partition count, source offsets), in batch order): the
-    same source offsets as the batch right before, another partition count."""
+    same source offsets as the batch right before, another partition count, and, once committed, the state
+    Spark's repartition writes (``layout``: :func:`written_as_repartition`)."""
     done = set(committed)
     out = []
     previous: tuple[int, int | None, list[str | None]] | None = None
@@ -84,7 +89,29 @@ def find_repartitions(plans: Mapping[int, tuple[int | None, list[str | None]]], 
             if before == batch - 1 and before_count is not None and count != before_count and ends == before_ends:
                 out.append(Repartition(batch, before_count, count, batch in done))
         previous = (batch, count if count is not None else (previous[1] if previous else None), ends)
-    return tuple(out)
+    return tuple(r for r in out if written_as_repartition(r, layout))
+
+
+def written_as_repartition(found: Repartition, layout: StateLayout) -> bool:
+    """Whether the state agrees with a committed repartition at ``found.batch``: Spark's repartition writes a full
+    copy of version ``batch + 1`` in every store partition below the new count and nothing of that version above
+    it. An increment of that version alone (every ordinary batch of an HDFS store, or of a RocksDB store with
+    changelogs, writes one), that version above the new count, or a partition below it without that version while
+    it holds older ones, shows an ordinary batch whose offsets file pins another count than it ran with."""
+    if not found.committed:
+        return True  # Spark refuses to restart an unfinished repartition (WM035), whatever the state holds
+    version = found.batch + 1
+    for op in layout.operators:
+        parts = {(p.partition, p.store): p for p in op.partitions}
+        if any(p.partition >= found.to_partitions and version in p.versions for p in op.partitions):
+            return False
+        for pid in range(found.to_partitions):
+            for store in op.stores:
+                part = parts.get((pid, store))
+                roles = {f.format.role for f in part.files if f.version == version} if part is not None else set()
+                if part is None or (roles and "base" not in roles) or (not roles and part.versions and part.versions[0] < version):
+                    return False
+    return True
 
 
 def repartitions(ckpt: Checkpoint) -> tuple[Repartition, ...]:

@@ -140,6 +140,13 @@ class OperatorFiles:
         return sorted({p.partition for p in self.partitions})
 
 
+def holding(partitions: Iterable[StorePartition], version: int) -> int | None:
+    """How many partitions hold a file of state ``version``, when those are exactly partitions ``0..n-1`` (every
+    commit writes one in each partition it runs); None for another pattern or none."""
+    found = {p.partition for p in partitions if any(f.version == version for f in p.files)}
+    return len(found) if found and found == set(range(len(found))) else None
+
+
 @dataclass(frozen=True)
 class StateLayout:
     """All operators, plus files that match no known pattern."""

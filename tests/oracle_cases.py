@@ -292,7 +292,9 @@ def edit_conf(root: Path, batch: int, change: Callable[[dict], object]) -> None:
 
 
 AGG_FORMAT, PROVIDER = "spark.sql.streaming.aggregation.stateFormatVersion", "spark.sql.streaming.stateStore.providerClass"
+SHUFFLE = "spark.sql.shuffle.partitions"
 HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 DATABRICKS_PROVIDER = "com.databricks.sql.streaming.state.RocksDBStateStoreProvider"
 
 
@@ -923,6 +925,22 @@ CASES = [
          repair=True),
     Case("state-provider-of-another-distribution", "WM057", AGG, every_conf(PROVIDER, DATABRICKS_PROVIDER), FAILS,
          r"com\.databricks\.sql\.streaming\.state\.RocksDBStateStoreProvider", fix=every_conf(PROVIDER, HDFS_PROVIDER)),
+    Case("partition-count-lowered-in-the-last-offsets", "WM015", AGG, lambda r: edit_conf(r, 12, lambda c: c.update(
+        {SHUFFLE: "2"})), WRONG, repair=True),  # no repartition: its state is batch 12's deltas in all 3 partitions
+    Case("partition-count-raised-in-the-last-offsets", "WM015", ROCKS, lambda r: edit_conf(r, 12, lambda c: c.update(
+        {SHUFFLE: "4"})), FAILS, r"CANNOT_LOAD_STATE_STORE\.CANNOT_READ_STREAMING_STATE_FILE", repair=True),
+    Case("partition-count-one-in-the-last-offsets", "WM015", ROCKS, lambda r: edit_conf(r, 12, lambda c: c.update(
+        {SHUFFLE: "1"})), WRONG, repair=True),  # every key hashes to partition 0: no key shows the wrong partition
+    Case("partition-count-lowered-in-every-offsets", "WM074", AGG, every_conf(SHUFFLE, "2"), WRONG,
+         fix=every_conf(SHUFFLE, "3")),
+    Case("partition-count-raised-in-every-offsets", "WM074", AGG, every_conf(SHUFFLE, "5"), FAILS,
+         r"CANNOT_LOAD_STATE_STORE\.CANNOT_READ_DELTA_FILE_NOT_EXISTS", fix=every_conf(SHUFFLE, "3")),
+    Case("provider-edited-in-every-offsets", "WM074", AGG, every_conf(PROVIDER, ROCKSDB_PROVIDER), FAILS,
+         r"CANNOT_READ_STREAMING_STATE_FILE\].*1\.changelog does not exist", fix=every_conf(PROVIDER, HDFS_PROVIDER)),
+    Case("rocksdb-provider-edited-in-every-offsets", "WM074", ROCKS, every_conf(PROVIDER, HDFS_PROVIDER), FAILS,
+         r"CANNOT_READ_DELTA_FILE_NOT_EXISTS\].*1\.delta", fix=every_conf(PROVIDER, ROCKSDB_PROVIDER)),
+    Case("aggregation-format-edited-in-every-offsets", "WM074", AGG, every_conf(AGG_FORMAT, "1"), FAILS,
+         r"STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE", fix=every_conf(AGG_FORMAT, "2")),
     Case("state-partition-restored-from-another", "WM058", AGG, partition_files_of(1, 0), WRONG,  # a window lost
          fix=restore(f"{C}/state/0/0")),
     Case("rocksdb-partition-restored-from-another", "WM058", ROCKS, partition_files_of(1, 0), WRONG,

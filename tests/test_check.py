@@ -275,6 +275,24 @@ def b_conf_refused_everywhere(root: Path, facts: dict) -> str:
     return f"offsets/{facts['last_batch']}"
 
 
+def b_partitions_everywhere(root: Path, facts: dict) -> str:
+    """Every offsets file pinning 2 shuffle partitions where the state was written in 3 (operator metadata and
+    partition directories say so)."""
+    for batch in range(facts["last_batch"] + 1):
+        edit_json(root / "checkpoint" / "offsets" / str(batch), 1,
+                  lambda o: o["conf"].update({"spark.sql.shuffle.partitions": "2"}))
+    return f"offsets/{facts['last_batch']}"
+
+
+def b_partitions_last(root: Path, facts: dict) -> str:
+    """The last offsets file (a no-data batch, its state an ordinary batch's deltas: no repartition) pinning 2
+    shuffle partitions instead of 3."""
+    last = facts["last_batch"]
+    edit_json(root / "checkpoint" / "offsets" / str(last), 1,
+              lambda o: o["conf"].update({"spark.sql.shuffle.partitions": "2"}))
+    return f"offsets/{last}"
+
+
 def b_foreign_partition(root: Path, facts: dict) -> str:
     """Partition 0's state files replaced by partition 1's (a restore that mixed partitions up)."""
     partition_files_of(1, 0)(root)
@@ -819,6 +837,8 @@ BREAKS = {
     "WM062": Break("WM062", "agg_window_rocksdb", b_evicted_keys_loaded),
     "WM060": Break("WM060", "checkpoint_v2", b_commit_without_unique_ids),
     "WM057-everywhere": Break("WM057", "agg_window_hdfs", b_conf_refused_everywhere),
+    "WM015-partitions": Break("WM015", "agg_window_hdfs", b_partitions_last),
+    "WM074": Break("WM074", "agg_window_hdfs", b_partitions_everywhere),
     "WM045": Break("WM045", "agg_window_hdfs", b_metadata_partition_count),
     "WM046": Break("WM046", "agg_window_hdfs", b_metadata_of_another_operator),
     "WM016": Break("WM016", "agg_window_hdfs", b_unloadable),
@@ -2034,3 +2054,82 @@ def test_state_files_named_by_hand_that_spark_does_not_list_as_snapshots_are_no_
     # nor a state file of the version its name reads as: Spark reads a version's file by the name it gives it
     # (test_restart_oracle.py's SILENT cases: RocksDB's 013.zip restarts as the control run does)
     assert all(f["severity"] != "error" for f in json.loads(run_cli("check", root / "checkpoint", "--format", "json").stdout))
+
+
+def test_a_partition_count_edited_in_the_offsets_is_no_repartition(copy_fixture):
+    """A no-data batch that only changed the pinned partition count looks like Spark's repartition in its offsets,
+    but its state is an ordinary batch's deltas in the old partitions: WM015 with the rewind to before it, not
+    partitions holding another's keys (WM058) or extra (WM019), nor edited operator metadata (WM045). Every
+    offsets file edited: WM074, with the count the operator metadata and the partitions holding the loaded version
+    agree on."""
+    facts = fixture_facts("agg_window_hdfs")
+    last = facts["last_batch"]
+    root = copy_fixture("agg_window_hdfs")
+    b_partitions_last(root, facts)
+    assert sorted(messages(root)) == ["WM015"]
+    assert messages(root)["WM015"] == (
+        "spark.sql.shuffle.partitions is '2' at batch 12 but '3' from batch 0: Spark pins it for the life of a query "
+        "and restarts with the value of the last offsets file, offsets/12, so state written under one value is read "
+        "under the other (a failed or wrong restart); the logs come from two runs or were edited (wmcheck undo "
+        "restores them if a repair did it), and a rewind to before batch 12 drops them")
+    assert fixes(root)["WM015"] == repair.RewindRequest(to_batch=last - 1)
+
+
+@pytest.mark.parametrize("count, outcome", [
+    ("2", "Spark loads partitions 0..1 only and hashes each key to another partition than the one holding its state: "
+          "rows are lost or emitted twice (tested: the restart's output differs from a control run)"),
+    ("5", "partitions 3..4 hold no state, and loading version 13 there fails (tested: "
+          "[CANNOT_LOAD_STATE_STORE.CANNOT_READ_DELTA_FILE_NOT_EXISTS])")])
+def test_a_partition_count_edited_in_every_offsets_file_is_not_the_states(copy_fixture, count, outcome):
+    last = fixture_facts("agg_window_hdfs")["last_batch"]
+    root = copy_fixture("agg_window_hdfs")
+    for batch in range(last + 1):
+        edit_json(root / "checkpoint" / "offsets" / str(batch), 1,
+                  lambda o: o["conf"].update({"spark.sql.shuffle.partitions": count}))
+    assert messages(root) == {"WM074": (
+        f"every offsets file pins spark.sql.shuffle.partitions={count}, which Spark restarts with, but state version "
+        f"13 of operator 0 was written in 3 partitions (the operator metadata says 3, and state/0/0..2 hold that "
+        f"version): {outcome}; the offsets files were edited or come from another query")}
+    assert fixes(root)["WM074"] == Instruction(
+        'set spark.sql.shuffle.partitions to "3" in every offsets file (offsets/12 decides the restart, an older '
+        'file a rewind to its batch), or restore them from a backup')
+
+
+HDFS_CLASS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+ROCKSDB_CLASS = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+
+@pytest.mark.parametrize("fixture, key, value, evidence, outcome, written", [
+    ("agg_window_hdfs", "spark.sql.streaming.stateStore.providerClass", ROCKSDB_CLASS,
+     "the state holds HDFS-backed state files (deltas, snapshots) only",
+     "Spark opens every store with the pinned provider, which finds none of its own files there, and loading the "
+     "state fails (tested: [CANNOT_LOAD_STATE_STORE.CANNOT_READ_STREAMING_STATE_FILE] … 1.changelog does not exist)",
+     HDFS_CLASS),
+    ("agg_window_rocksdb", "spark.sql.streaming.stateStore.providerClass", HDFS_CLASS,
+     "the state holds RocksDB state files (zips, changelogs) only",
+     "Spark opens every store with the pinned provider, which finds none of its own files there, and loading the "
+     "state fails (tested: [CANNOT_LOAD_STATE_STORE.CANNOT_READ_DELTA_FILE_NOT_EXISTS] … 1.delta)", ROCKSDB_CLASS),
+    ("agg_window_hdfs", "spark.sql.streaming.aggregation.stateFormatVersion", "1",
+     "the value schema of operator 0's state (count, sum) is format 2's (the aggregation buffer alone)",
+     "on restart Spark compares the state's schema with the one the pinned format makes and fails (tested: "
+     "[STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE])", "2")])
+def test_a_conf_edited_in_every_offsets_file_is_not_the_states(copy_fixture, fixture, key, value, evidence, outcome,
+                                                                written):
+    """The provider (the kind of state files says which) and the aggregation state format (the aggregation's value
+    schema says which) pinned in every offsets file where the state was written with another."""
+    last = fixture_facts(fixture)["last_batch"]
+    root = copy_fixture(fixture)
+    for batch in range(last + 1):
+        edit_json(root / "checkpoint" / "offsets" / str(batch), 1, lambda o: o["conf"].update({key: value}))
+    assert messages(root) == {"WM074": (
+        f"every offsets file pins {key}={value}, which Spark restarts with, but {evidence}: {outcome}; the offsets "
+        f"files were edited or come from another query")}
+    assert fixes(root)["WM074"] == Instruction(
+        f'set {key} to "{written}" in every offsets file (offsets/{last} decides the restart, an older file a rewind '
+        f'to its batch), or restore them from a backup')
+
+
+def test_a_repartition_spark_wrote_is_still_one(copy_fixture):
+    """Spark's own repartition (3 to 5 partitions at batch 9: fresh snapshots of version 10 in the five) stays a
+    repartition: no conf change, no partition finding."""
+    assert messages(copy_fixture("repartition_rocksdb")) == {}

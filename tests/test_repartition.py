@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import shutil
 
 import pytest
 
@@ -171,6 +172,11 @@ def test_operator_view_uses_the_metadata_of_the_batch_the_state_is_loaded_from(c
     assert [op["num_partitions"] for op in doc["operators"]] == [2]
     assert doc["unfinished_repartition"] == {"batch": last + 1, "from": 2, "to": 5} and doc["next_batch_partitions"] == 2
     (ckpt / "commits" / str(last + 1)).write_text((ckpt / "commits" / str(last)).read_text())
+    doc = json.loads(run_cli("show", ckpt, "--format", "json").stdout)
+    assert doc["repartitions"] == []  # its state is not what a repartition writes: a full copy in each new partition
+    for partition in range(5):
+        (ckpt / "state" / "0" / str(partition)).mkdir(exist_ok=True)
+        shutil.copy2(ckpt / "state" / "0" / "0" / f"{last + 1}.zip", ckpt / "state" / "0" / str(partition) / f"{last + 2}.zip")
     doc = json.loads(run_cli("show", ckpt, "--format", "json").stdout)
     assert [op["num_partitions"] for op in doc["operators"]] == [5] and doc["next_batch_partitions"] == 5
     assert doc["repartitions"] == [{"batch": last + 1, "from": 2, "to": 5}]

@@ -23,6 +23,7 @@ class Drift(NamedTuple):
     """One pinned conf that differs between offsets files: ``error`` when the restart runs with another value than
     the query's (a conf its operators use), else a warning."""
 
+    key: str
     error: bool
     issue: Issue
 
@@ -79,7 +80,7 @@ def conf_drift(ctx: Context, conf: PinnedConf, rows: list, used: bool) -> Drift 
     if value is None:
         if not used:
             return None
-        return Drift(False, Issue(OFFSET_LOG.path(last), (
+        return Drift(key, False, Issue(OFFSET_LOG.path(last), (
             f"{key} is not recorded in offsets/{last}, the offsets file Spark restarts from, and Spark has no default "
             f"for it: the restart takes the session's value, while the query ran with {original!r} (batch {first}); "
             f"state written under one value and read under another fails or goes wrong"
@@ -94,11 +95,11 @@ def conf_drift(ctx: Context, conf: PinnedConf, rows: list, used: bool) -> Drift 
                 f"Spark pins it for the life of a query and restarts with the value of the last offsets file, "
                 f"offsets/{last}")
         if not used:
-            return Drift(False, Issue(OFFSET_LOG.path(start), text + unused, Instruction(
+            return Drift(key, False, Issue(OFFSET_LOG.path(start), text + unused, Instruction(
                 f"nothing to change for a restart; restore offsets/{span(start, last)} from a backup if you have them")))
         spark35 = ("; Spark 3.5 does not restore it (Spark 4 does) and restarts correctly, its state written as "
                    "Spark 3.5 writes it" if key not in SPARK35_RESTORED and original == conf.legacy else "")
-        return Drift(True, Issue(OFFSET_LOG.path(start), text + (
+        return Drift(key, True, Issue(OFFSET_LOG.path(start), text + (
             f", so state written under one value is read under the other (a failed or wrong restart{spark35}); the logs come "
             f"from two runs or were edited (wmcheck undo restores them if a repair did it), and a rewind to before "
             f"batch {start} drops them"), rewind_before(ctx, start)))
@@ -106,7 +107,7 @@ def conf_drift(ctx: Context, conf: PinnedConf, rows: list, used: bool) -> Drift 
     if not odd:
         return None
     other = {b: shown(v, r) for b, v, r in values if v is not None and v != value}
-    return Drift(False, Issue(OFFSET_LOG.path(odd[0]), (
+    return Drift(key, False, Issue(OFFSET_LOG.path(odd[0]), (
         f"{key} is {listed(sorted(set(other.values())))} at batch {listed([str(b) for b in odd])} "
         f"but {value!r} before and in offsets/{last}, the offsets file Spark restarts from: Spark reads no other "
         f"offsets file's conf, so the restart is correct, but a rewind to batch {odd[0]} would restart with the other "
@@ -187,4 +188,5 @@ def conf_refused(ctx: Context) -> Iterator[Issue]:
                 f"restart it with the Spark that wrote it, or set {key} in every offsets file to the value the "
                 f"query's state was written with, one Spark 4.3 accepts (offsets/{last} decides the restart, an older "
                 "file a rewind to its batch)"))
+
 

@@ -24,6 +24,7 @@ from . import (
     sources,
     stall,
     state,
+    state_confs,
     watermark,
 )
 from .definition import ERROR, WARNING, Check, Finding
@@ -63,6 +64,7 @@ LISTED: tuple[Check, ...] = (
     sources.rerun_already_in_sink, seen_files.hidden_new_files, seen_files.too_old_to_read,
     join_state.join_counts_disagree, ended_state.ended_state_loaded, state.unnumbered_snapshots,
     full_copies.full_copy_disagrees, misplaced.misplaced_entries,
+    state_confs.confs_not_the_states,
 )
 
 

@@ -23,7 +23,7 @@ def moves(ctx: Context) -> tuple[Repartition, ...]:
     """The repartition batches among the offsets files that parsed."""
     if "repartitions" not in ctx.memo:
         plans = {b: (partitions_in(ctx.confs[b]), [s.raw for s in seq.sources]) for b, seq in ctx.offsets.items()}
-        ctx.memo["repartitions"] = find_repartitions(plans, ctx.commits)
+        ctx.memo["repartitions"] = find_repartitions(plans, ctx.commits, ctx.ckpt.state_layout)
     return ctx.memo["repartitions"]
 
 

@@ -563,8 +563,8 @@ def missing_partitions(ctx: Context) -> Iterator[Issue]:
         return
     for op in ctx.operators:
         num, source = expected_partitions(ctx, op)
-        if not num:
-            continue
+        if not num or op.written_partitions is not None:
+            continue  # WM015 or WM072: the offsets pin a count the state was not written with
         present = {(p.partition, p.store) for p in op.partitions}
         missing = [state_dir(op.operator_id, pid, store) for pid in range(num) for store in op.stores if (pid, store) not in present]
         if missing:
@@ -619,8 +619,8 @@ def extra_partitions(ctx: Context) -> Iterator[Issue]:
     down = next((r for r in reversed(moves(ctx)) if r.committed and r.to_partitions < r.from_partitions), None)
     for op in ctx.operators:
         num, source = expected_partitions(ctx, op)
-        if not num:
-            continue
+        if not num or op.written_partitions is not None:
+            continue  # WM015 or WM072
         extra = sorted({p.partition for p in op.partitions if p.partition >= num})
         if not extra:
             continue
