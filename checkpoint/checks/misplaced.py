@@ -7,12 +7,12 @@ from typing import Iterator
 
 from ..layout import STATE
 from ..numbers import is_number
-from ..state_formats import StateFormat, version_file
+from ..state_formats import StateFormat, formats_of, version_file
 from .context import Context
 from .definition import ERROR, Instruction, Issue, check
 from .state import load_version
 
-SNAPSHOT = "snapshot"
+SNAPSHOT, _ = formats_of("hdfs")
 """The HDFS-backed store's full copy: Spark lists every entry named so, directories too, and fails on the newest."""
 
 
@@ -24,10 +24,10 @@ def named_dirs(ctx: Context, version: int) -> Iterator[tuple[str, StateFormat, i
         for part in op.live_partitions:
             named = [(d, *found[:2]) for d in part.named_dirs if (found := version_file(posixpath.basename(d)))]
             bases = [f.version for f in part.files if f.format.role == "base" and f.version <= version]
-            snapshots = [v for _, fmt, v in named if fmt.kind == SNAPSHOT and v <= version]
+            snapshots = [v for _, fmt, v in named if fmt == SNAPSHOT and v <= version]
             start = max([*bases, *snapshots], default=0)
             for directory, fmt, at in named:
-                if fmt.kind == SNAPSHOT and at == start and at not in bases or fmt.role == "increment" and at > start:
+                if fmt == SNAPSHOT and at == start and at not in bases or fmt.role == "increment" and at > start:
                     yield directory, fmt, at
 
 
@@ -36,7 +36,7 @@ def misplaced_entries(ctx: Context) -> Iterator[Issue]:
     version = load_version(ctx)
     for directory, fmt, at in named_dirs(ctx, version):
         move = f"move the directory {directory} out of the checkpoint (or delete it) while the query is stopped"
-        if fmt.kind == SNAPSHOT:
+        if fmt == SNAPSHOT:
             yield Issue(directory, (
                 f"a directory named as the snapshot of version {at}: Spark's HDFS-backed state store lists every entry "
                 f"named 'V.snapshot', directories too, and loading state version {version}, which the next batch loads, "
