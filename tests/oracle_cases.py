@@ -693,6 +693,9 @@ CASES = [
     Case("truncated-pending-offsets", "WM001", AGG, crashed_writing_offsets, FAILS, "", repair=True),
     Case("gap-before-last-offsets", "WM002", AGG, lambda r: unlink(r, f"{C}/offsets/11", f"{C}/offsets/.11.crc"),
          FAILS, "batch 11 doesn't exist", repair=True),
+    Case("gap-in-older-offsets", "WM075", AGG, lambda r: unlink(r, f"{C}/offsets/5", f"{C}/offsets/.5.crc"), OK),
+    Case("gaps-in-older-offsets-commits-kept", "WM075", AGG,  # Spark reads offsets/12 and 11 only
+         lambda r: unlink(r, *[f"{C}/offsets/{n}" for n in range(1, 11)]), OK),
     Case("gap-in-commits", "WM003", AGG, lambda r: unlink(r, f"{C}/commits/5", f"{C}/commits/.5.crc"), OK),
     Case("commit-without-offsets", "WM004", AGG,
          lambda r: shutil.copy2(r / C / "commits/12", r / C / "commits/13"), FAILS, "", repair=True),

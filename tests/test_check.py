@@ -151,9 +151,11 @@ def b_old_file_cut(folder: str, name: str) -> Callable[[Path, dict], str]:
 
 
 def b_offsets_gap(root: Path, facts: dict) -> str:
-    drop(root / "checkpoint" / "offsets" / "5")
-    drop(root / "checkpoint" / "commits" / "5")
-    return "offsets/5"
+    """The batch before the last gone: Spark reads its offsets file on restart."""
+    before = facts["last_batch"] - 1
+    drop(root / "checkpoint" / "offsets" / str(before))
+    drop(root / "checkpoint" / "commits" / str(before))
+    return f"offsets/{before}"
 
 
 def b_commits_gap(root: Path, facts: dict) -> str:
@@ -291,6 +293,12 @@ def b_partitions_last(root: Path, facts: dict) -> str:
     edit_json(root / "checkpoint" / "offsets" / str(last), 1,
               lambda o: o["conf"].update({"spark.sql.shuffle.partitions": "2"}))
     return f"offsets/{last}"
+
+
+def b_older_offsets_gap(root: Path) -> str:
+    """offsets/5 deleted (its sidecar left): Spark reads only the last two offsets files on restart."""
+    (root / "checkpoint" / "offsets" / "5").unlink()
+    return "offsets/5"
 
 
 def b_foreign_partition(root: Path, facts: dict) -> str:
@@ -837,6 +845,7 @@ BREAKS = {
     "WM062": Break("WM062", "agg_window_rocksdb", b_evicted_keys_loaded),
     "WM060": Break("WM060", "checkpoint_v2", b_commit_without_unique_ids),
     "WM057-everywhere": Break("WM057", "agg_window_hdfs", b_conf_refused_everywhere),
+    "WM075": Break("WM075", "agg_window_hdfs", lambda root, facts: b_older_offsets_gap(root), also=("WM010",)),
     "WM015-partitions": Break("WM015", "agg_window_hdfs", b_partitions_last),
     "WM074": Break("WM074", "agg_window_hdfs", b_partitions_everywhere),
     "WM045": Break("WM045", "agg_window_hdfs", b_metadata_partition_count),
@@ -2127,6 +2136,22 @@ def test_a_conf_edited_in_every_offsets_file_is_not_the_states(copy_fixture, fix
     assert fixes(root)["WM074"] == Instruction(
         f'set {key} to "{written}" in every offsets file (offsets/{last} decides the restart, an older file a rewind '
         f'to its batch), or restore them from a backup')
+
+
+def test_a_gap_in_the_offsets_spark_does_not_read_is_a_warning(copy_fixture):
+    """offsets/1..10 deleted (their commits kept): Spark reads offsets/12 and 11 on restart (the restart oracle:
+    the control run's output), so WM075, not WM002's error, and no WM004 for the commits left."""
+    root = copy_fixture("agg_window_hdfs")
+    for batch in range(1, 11):
+        (root / "checkpoint" / "offsets" / str(batch)).unlink()
+        (root / "checkpoint" / "offsets" / f".{batch}.crc").unlink()
+    assert messages(root) == {"WM075": (
+        "offsets/1..10 missing between batches 0 and 11 (commits/1..10 kept): on restart Spark reads only offsets/12 "
+        "and offsets/11, so the restart is not affected (tested with Spark 4.3: the control run's output), but no "
+        "rewind to batch 1..11 can be made (Spark would read the missing files), and tools reading the whole log "
+        "(wmcheck batches, replay) skip those batches")}
+    assert fixes(root)["WM075"] == Instruction(
+        "nothing to change for a restart; restore the files from a backup before rewinding to those batches")
 
 
 def test_a_repartition_spark_wrote_is_still_one(copy_fixture):
