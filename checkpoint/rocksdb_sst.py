@@ -310,15 +310,17 @@ class _Unread(Exception):
     """A table file, or a block of it, in a format not read here."""
 
 
-def _walk(data: bytes) -> Iterator[TableEntry]:
-    """The entries of a table file's data blocks, in key order, as they are read; raises _Unread where the format is
-    not one read here (see the module's docstring), and what the blocks raise where they are damaged."""
-    found = data_blocks(data)
+def _walk(data: bytes, blocks: Blocks | None = None) -> Iterator[TableEntry]:
+    """The entries of a table file's data blocks, in key order, as they are read (``blocks``: the file's, verified
+    once, :func:`verified`: not hashed again); raises _Unread where the format is not one read here (see the module's
+    docstring), and what the blocks raise where they are damaged."""
+    found = blocks or data_blocks(data)
     if found is None:
         raise _Unread()
     table, handles, _ = found
     for offset, size in handles:
-        block = inflate(*table.block(offset, size, "data block"))
+        block = inflate(data[offset:offset + size], data[offset + size]) if blocks else inflate(
+            *table.block(offset, size, "data block"))
         if block is None:
             raise _Unread()
         for internal, value in _entries(block, False):
@@ -336,10 +338,10 @@ def table_entries(data: bytes) -> Iterator[TableEntry]:
         return
 
 
-def read_whole(data: bytes, use: Callable[[Iterator[TableEntry]], T]) -> T | None:
-    """``use`` applied to the entries of a table file as they are read; None where the file is not read whole (a
-    format not read here, a damaged block) or ``use`` fails on one."""
+def read_whole(data: bytes, use: Callable[[Iterator[TableEntry]], T], blocks: Blocks | None = None) -> T | None:
+    """``use`` applied to the entries of a table file as they are read (``blocks``: as :func:`_walk` takes them); None
+    where the file is not read whole (a format not read here, a damaged block) or ``use`` fails on one."""
     try:
-        return use(_walk(data))
+        return use(_walk(data, blocks))
     except Exception:  # noqa: BLE001 - a damaged table is sst_damage's
         return None

@@ -95,8 +95,9 @@ class Reader:
         if data is None:
             return None
         newest: dict[bytes, TableEntry] = {}
+        kept = self.ctx.memo.get("verified-tables", {})
         for path in tables:
-            entries = read_whole(data[path], list)
+            entries = read_whole(data[path], list, kept[path].blocks if path in kept else None)
             if entries is None:
                 return None
             for e in entries:

@@ -164,6 +164,7 @@ class RowSampler:
         self.ctx, self.codec = ctx, decoding.codec
         self.known, self.found = store_rows(ctx, decoding), ctx.memo.setdefault("row-samples", {})
         self.aged, self.changes = within_budget(ctx, aging(ctx)), ctx.memo.setdefault("aged-changes", {})
+        self.kept: dict[str, CheckedTable] = ctx.memo.setdefault("verified-tables", {})
 
     def read(self, paths: list[str]) -> dict[str, bytes]:
         """``ctx.read_state``, sampling what it reads."""
@@ -197,7 +198,10 @@ class RowSampler:
             return None  # a damaged file (WM039's), or a key shorter than its schema's (WM059's)
 
     def table(self, path: str, table: CheckedTable) -> None:
-        """Sample a snapshot's table file as it is read (verified: its blocks are not hashed again)."""
+        """Sample a snapshot's table file as it is read (verified: its blocks are not hashed again), and keep it for
+        the checks that read snapshots whole while the kept files hold fewer than :data:`KEPT_TABLE_BYTES`."""
+        if sum(len(t.data) for t in self.kept.values()) + len(table.data) <= KEPT_TABLE_BYTES:
+            self.kept[path] = table
         folder = path.rsplit("/", 1)[0]
         rows = self.known.get(folder + "/")
         if rows is not None:
@@ -207,6 +211,9 @@ class RowSampler:
                 self.changes[path] = table_file_changes(table, bound)
 
 
+KEPT_TABLE_BYTES = 32 << 20
+"""The most bytes of verified table files kept in ``ctx.memo["verified-tables"]`` (by path) for the checks that read
+snapshots whole (:mod:`.loaded_state`): within it, no block is hashed twice."""
 COLUMNAR = True
 """Whether :class:`RowSampler` reads files with :mod:`..stale_columns` where it can (off: with :mod:`..stale_keys`
 alone, the reference)."""
