@@ -41,7 +41,7 @@ NO_WATERMARK = "fmgws_tws_agg"  # applyInPandasWithState -> transformWithState -
 AGG35 = "agg_spark35"
 ROCKS35, COMPACTION35, STALL35 = "agg_window_rocksdb_spark35", "compaction_spark35", "union_stall_min_spark35"
 TWINS35 = {AGG: AGG35, ROCKS: ROCKS35, COMPACTION: COMPACTION35, STALL: STALL35,
-           "join_stream_stream": "join_stream_stream_spark35"}
+           "join_stream_stream": "join_stream_stream_spark35", "pandas_state_p3": "pandas_state_p3_spark35"}
 """The fixture pyspark 3.5 wrote with a fixture's query, data and conf: where a case's Spark 3.5 restart happens."""
 HELD_AT = "2024-01-01T00:00:08.000Z"  # union_stall_min's (and its twin's) watermark since batch 5
 
@@ -1180,6 +1180,7 @@ SPARK35 = {
     "input-file-time-a-month-ahead": Spark35(WRONG, fix=True),
     "join-counts-of-the-version-before": Spark35(FAILS, r"NullPointerException: Cannot invoke .*ValueAndMatchPair\.value\(\)\" "
                                                  r"because \"valuePair\" is null", fix=True),
+    "group-state-of-the-version-before": Spark35(WRONG, fix=True),
     # no transformWithState in Spark 3.5: its chain with applyInPandasWithState calls withWatermark again after it
     "operators-after-applyinpandaswithstate": Spark35(OK, fixture="fmgws_then_agg_spark35", breaks=lambda r: None),
 }

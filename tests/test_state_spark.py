@@ -35,6 +35,8 @@ JOINS = {"join_stream_stream", "join_stream_stream_spark35"}
 """Stream-stream joins shown by side (left, right), their rows those of each side's keyWithIndexToValue store."""
 DEDUPLICATED = {"dedup_watermark", "dedup_rocksdb_p3"}
 EVENT_TIME_TWS = {"tws_pandas", "row_checksum_tws", "avro_tws"}
+TIMEOUTS = {"pandas_state_timeout", "pandas_state_p3_spark35"}
+"""Group state with event-time timeouts (a group's timeoutTimestamp is when it times out)."""
 TIMERS = "$eventTimers_keyToTimestamp"
 
 
@@ -58,7 +60,7 @@ def event_ms(name: str, store: str, row: dict) -> int | None:
         return iso_ms(row["key"]["ts"])
     if name in JOINS:
         return iso_ms(row["value"][store[0] + "_ts"])
-    if name == "pandas_state_timeout":
+    if name in TIMEOUTS:
         return None if row["value"]["timeoutTimestamp"] == -1 else row["value"]["timeoutTimestamp"]
     if name in EVENT_TIME_TWS and store == TIMERS:
         return row["expiration_timestamp_ms"]
@@ -69,7 +71,7 @@ def evicted(name: str, store: str, when: int | None, watermark: int) -> bool:
     """Spark's comparison: timeouts and timers fire below the watermark, everything else at or below it."""
     if when is None:
         return False
-    return when < watermark if name == "pandas_state_timeout" or name in EVENT_TIME_TWS else when <= watermark
+    return when < watermark if name in TIMEOUTS or name in EVENT_TIME_TWS else when <= watermark
 
 
 def views(name: str) -> list[tuple[str, str]]:
