@@ -1181,6 +1181,7 @@ SPARK35 = {
     "join-counts-of-the-version-before": Spark35(FAILS, r"NullPointerException: Cannot invoke .*ValueAndMatchPair\.value\(\)\" "
                                                  r"because \"valuePair\" is null", fix=True),
     "group-state-of-the-version-before": Spark35(WRONG, fix=True),
+    "input-file-older-than-the-file-age": Spark35(WRONG, fix=True),
     # no transformWithState in Spark 3.5: its chain with applyInPandasWithState calls withWatermark again after it
     "operators-after-applyinpandaswithstate": Spark35(OK, fixture="fmgws_then_agg_spark35", breaks=lambda r: None),
 }
