@@ -437,11 +437,24 @@ def unnumbered_snapshots(ctx: Context) -> Iterator[Issue]:
                        else f"it is version {listed}, the newest at or below version {version} that the next batch "
                        f"loads, and Spark reads {listed}.{base}, which is not there: the load fails")
                 yield Issue(info.path, (
-                    f"Spark's {'RocksDB' if part.provider == 'rocksdb' else 'HDFS-backed'} state store lists every file "
-                    f"named '*.{base}' in {part.directory} as a snapshot and reads the rest of its name as a version "
-                    f"(Long.parseLong): {why} ('[CANNOT_LOAD_STATE_STORE.UNCATEGORIZED] An error occurred during "
-                    f"loading state')"), Instruction(f"move {info.path} out of the checkpoint (or delete it) while the "
-                                                     "query is stopped"))
+                    f"Spark 4.3's {'RocksDB' if part.provider == 'rocksdb' else 'HDFS-backed'} state store lists every "
+                    f"file named '*.{base}' in {part.directory} as a snapshot and reads the rest of its name as a "
+                    f"version (Long.parseLong): {why} ('[CANNOT_LOAD_STATE_STORE.UNCATEGORIZED] An error occurred "
+                    f"during loading state'); {spark35_listing(part.provider, listed is None)}"),
+                    Instruction(f"move {info.path} out of the checkpoint (or delete it) while the query is stopped"))
+
+
+def spark35_listing(provider: str, no_number: bool) -> str:
+    """What Spark 3.5 does with a snapshot name WM070 reports: its RocksDB store lists the directory where the version
+    it loads has no snapshot of its own (``RocksDBFileManager.getLatestSnapshotVersion``); its HDFS-backed store reads
+    ``<version>.snapshot`` by name and lists only in its maintenance (``doSnapshot`` and ``cleanup``, each catching
+    its error)."""
+    if provider == "rocksdb":  # WM070 reports a RocksDB name only when it is no number
+        return ("Spark 3.5 lists them too where the version it loads has no snapshot of its own, and fails with "
+                "'NumberFormatException: For input string' (tested)")
+    return ("Spark 3.5 reads a snapshot only by the name it gives it and restarts correctly (tested)" + (
+        "; its background maintenance lists the directory and fails on this name every time for this partition (a "
+        "warning in its log: no new snapshot, no old file removed, each load reads more deltas)" if no_number else ""))
 
 
 @check("WM016", ERROR, "state the next batch loads cannot be rebuilt")
