@@ -832,6 +832,8 @@ CASES = [
     Case("sink-log-zero-padded-name", "WM001", AGG,
          lambda r: shutil.copy2(r / "output/_spark_metadata/12", r / "output/_spark_metadata/013"), WRONG,
          fix=lambda r: unlink(r, "output/_spark_metadata/013")),
+    Case("rocksdb-snapshot-listed-as-the-version-loaded", "WM040", ROCKS, lambda r: shutil.copy2(
+        r / C / "state/0/0/12.zip", r / C / "state/0/0/013.zip"), OK),  # taken for 13.zip, which is not there: skipped
     Case("rocksdb-snapshot-named-by-hand", "WM070", ROCKS, lambda r: shutil.copy2(r / C / "state/0/0/12.zip", r / C / "state/0/0/old.zip"),
          FAILS, r"CANNOT_LOAD_STATE_STORE", fix=lambda r: unlink(r, f"{C}/state/0/0/old.zip")),
     Case("hdfs-snapshot-zero-padded", "WM070", AGG, lambda r: shutil.copy2(r / C / "state/0/1/12.delta", r / C / "state/0/1/012.snapshot"),
@@ -1041,7 +1043,6 @@ SILENT = [  # files edited or named by hand that Spark restarts from as the cont
     Case("json-float-watermark", "", AGG, lambda r: edit(r, f"{C}/offsets/12", '"batchWatermarkMs":1704067285000',
                                                           '"batchWatermarkMs":1.704067285E12'), OK),
     Case("json-float-commit-watermark", "", AGG, lambda r: edit(r, f"{C}/commits/12", "1704067285000", "1704067285000.0"), OK),
-    Case("rocksdb-snapshot-zero-padded", "", ROCKS, lambda r: shutil.copy2(r / C / "state/0/0/12.zip", r / C / "state/0/0/013.zip"), OK),
     Case("rocksdb-snapshot-zero-padded-ahead", "", ROCKS,
          lambda r: shutil.copy2(r / C / "state/0/0/12.zip", r / C / "state/0/0/015.zip"), OK, rounds=2),
     Case("rocksdb-changelog-named-by-hand", "", ROCKS,
@@ -1184,6 +1185,9 @@ SPARK35 = {
     # Spark 3.5 lists RocksDB snapshots too (loading a version without a zip of its own); HDFS snapshots it reads by
     # name, listing them only in its maintenance
     "rocksdb-snapshot-named-by-hand": Spark35(FAILS, r'NumberFormatException: For input string: "old"', fix=True),
+    "rocksdb-snapshot-listed-as-the-version-loaded": Spark35(
+        FAILS, r"FileNotFoundException: File .*/state/0/0/13\.zip does not exist", fix=True,
+        fixed_by=lambda r: unlink(r, f"{C}/state/0/0/013.zip")),
     "hdfs-snapshot-zero-padded": Spark35(OK),
     "hdfs-snapshot-named-by-hand": Spark35(OK),
     "input-file-older-than-the-file-age": Spark35(WRONG, fix=True),

@@ -417,6 +417,35 @@ def skipped(ctx: Context) -> Iterator[Issue]:
                 f"with the file's own error (tested: ChecksumException, FileNotFoundException, RocksDBException)"
             ), Instruction(f"restore {bad.path} from a backup, or remove {full} and its checksum sidecar: Spark then "
                            f"rebuilds the state from {start} and the {step}s without a failed attempt (Spark 3.5 too)"))
+    yield from snapshots_listed_under_another_name(ctx)
+
+
+def snapshots_listed_under_another_name(ctx: Context) -> Iterator[Issue]:
+    """A RocksDB zip named by hand with a number (``013.zip``) that is the newest snapshot at or below the version the
+    next batch loads: Spark takes it for that version's snapshot and reads ``13.zip``, which is not there. Spark 4.3
+    falls back to an older snapshot; Spark 3.5 (``RocksDBFileManager.getLatestSnapshotVersion``, where the version it
+    loads has no zip of its own) fails."""
+    version = load_version(ctx)
+    if version == 0 or checkpoint_format(ctx)[0] == 2:
+        return
+    for op in ctx.operators:
+        for part in op.partitions:
+            if part.provider != "rocksdb":
+                continue
+            bases = [f.version for f in part.files if f.kind == "zip"]
+            for info in part.other_files:
+                name = posixpath.basename(info.path)
+                listed = java_long(name[: -len(".zip")]) if name.endswith(".zip") else None
+                if listed is None or not 0 < listed <= version or any(listed <= b <= version for b in bases):
+                    continue
+                yield Issue(info.path, (
+                    f"Spark takes {name} for the snapshot of version {listed} (it lists every '*.zip' in "
+                    f"{part.directory} and reads the rest of the name with Long.parseLong), the newest at or below "
+                    f"version {version} that the next batch loads, and reads {listed}.zip, which is not there: Spark "
+                    f"4.3 falls back to an older snapshot and the changelogs (tested: the control run's output); "
+                    f"Spark before 4.1 fails instead: Spark 3.5 stops the restart with 'FileNotFoundException: File "
+                    f"…/{listed}.zip does not exist' (tested)"
+                ), Instruction(f"move {info.path} out of the checkpoint (or delete it) while the query is stopped"))
 
 
 @check("WM070", ERROR, "a file in a state store directory Spark lists as a snapshot but cannot read a version from")
