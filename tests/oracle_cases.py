@@ -1191,6 +1191,8 @@ SPARK35 = {
     "hdfs-snapshot-zero-padded": Spark35(OK),
     "hdfs-snapshot-named-by-hand": Spark35(OK),
     "input-file-older-than-the-file-age": Spark35(WRONG, fix=True),
+    "hdfs-delta-copied-to-snapshot": Spark35(WRONG, fix=True),
+    "rocksdb-older-zip-over-the-newest": Spark35(WRONG, fix=True),
     # no transformWithState in Spark 3.5: its chain with applyInPandasWithState calls withWatermark again after it
     "operators-after-applyinpandaswithstate": Spark35(OK, fixture="fmgws_then_agg_spark35", breaks=lambda r: None),
 }
