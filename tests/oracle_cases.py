@@ -73,7 +73,8 @@ class Spark35:
     """What pyspark 3.5 does on restart of a case applied to its fixture's twin (``TWINS35``); ``fix``: also restart
     the fixed copy; ``code``: the code check reports there when not the case's (a Spark 3.5 checkpoint shows less).
     A case whose fixture has no twin (a query Spark 3.5 cannot run) names a 3.5 fixture that shows the same damage
-    (``fixture``) and how it is made there (``breaks``); ``fixed_by``: how the finding's instruction is carried out
+    (``fixture``) and how it is made there (``breaks``); ``breaks`` alone makes the damage on the twin where the case's
+    would change an entry the twin lacks; ``fixed_by``: how the finding's instruction is carried out
     where the case's fix is not what Spark 3.5 needs (the 4.3 restart needs none)."""
 
     spark: str
@@ -1193,6 +1194,11 @@ SPARK35 = {
     "input-file-older-than-the-file-age": Spark35(WRONG, fix=True),
     "hdfs-delta-copied-to-snapshot": Spark35(WRONG, fix=True),
     "rocksdb-older-zip-over-the-newest": Spark35(WRONG, fix=True),
+    # Spark 3.5 opens an HDFS snapshot by its name (a directory: none) and writes no operator metadata
+    "hdfs-snapshot-a-directory": Spark35(OK),
+    "hdfs-snapshot-an-empty-directory": Spark35(OK),
+    "hdfs-delta-a-directory": Spark35(FAILS, r"Error reading delta file .*/state/0/1/13\.delta", fix=True),
+    "operator-metadata-a-file": Spark35(OK, breaks=lambda r: (r / C / "state/0/_metadata").write_bytes(b"")),
     # no transformWithState in Spark 3.5: its chain with applyInPandasWithState calls withWatermark again after it
     "operators-after-applyinpandaswithstate": Spark35(OK, fixture="fmgws_then_agg_spark35", breaks=lambda r: None),
 }

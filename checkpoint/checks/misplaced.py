@@ -38,12 +38,14 @@ def misplaced_entries(ctx: Context) -> Iterator[Issue]:
         move = f"move the directory {directory} out of the checkpoint (or delete it) while the query is stopped"
         if fmt == SNAPSHOT:
             yield Issue(directory, (
-                f"a directory named as the snapshot of version {at}: Spark's HDFS-backed state store lists every entry "
-                f"named 'V.snapshot', directories too, and loading state version {version}, which the next batch loads, "
-                f"starts from the newest at or below it, this one: the load fails, and automatic snapshot repair does "
-                f"not step over it ('[CANNOT_LOAD_STATE_STORE.UNCATEGORIZED] An error occurred during loading state', "
-                f"caused by 'NoSuchElementException: None.get', tested, an empty directory too). Without it Spark "
-                f"rebuilds the version from the older snapshot or the deltas (tested: the control run's output)"
+                f"a directory named as the snapshot of version {at}: Spark 4.3's HDFS-backed state store lists every "
+                f"entry named 'V.snapshot', directories too, and loading state version {version}, which the next batch "
+                f"loads, starts from the newest at or below it, this one: the load fails, and automatic snapshot repair "
+                f"does not step over it ('[CANNOT_LOAD_STATE_STORE.UNCATEGORIZED] An error occurred during loading "
+                f"state', caused by 'NoSuchElementException: None.get', tested, an empty directory too). Without it "
+                f"Spark rebuilds the version from the older snapshot or the deltas (tested: the control run's output). "
+                f"Spark 3.5 opens a snapshot by its name only, takes the directory for none and rebuilds the version from "
+                f"the deltas: it restarts correctly (tested)"
             ), Instruction(move))
         elif at <= version:
             yield Issue(directory, (
@@ -63,7 +65,8 @@ def misplaced_entries(ctx: Context) -> Iterator[Issue]:
         if len(parts) == 3 and parts[0] == STATE and is_number(parts[1]) and parts[2] == "_metadata":
             yield Issue(info.path, (
                 f"a file where Spark keeps operator {parts[1]}'s metadata directory: every batch writes the operator "
-                f"metadata into {info.path}/, and the restart's first batch fails ('FileAlreadyExistsException: "
-                f"Destination exists and is not a directory', tested)"
+                f"metadata into {info.path}/ (Spark 4), and the restart's first batch fails "
+                f"('FileAlreadyExistsException: Destination exists and is not a directory', tested); Spark 3.5 writes no "
+                f"operator metadata and restarts correctly (tested)"
             ), Instruction(f"move the file {info.path} out of the checkpoint (or delete it) while the query is stopped: "
                            f"Spark writes the operator metadata anew"))
