@@ -432,10 +432,11 @@ def snapshots_listed_under_another_name(ctx: Context) -> Iterator[Issue]:
         for part in op.partitions:
             if part.provider != "rocksdb":
                 continue
-            bases = [f.version for f in part.files if f.kind == "zip"]
+            zipped = formats_of("rocksdb")[0].kind
+            bases = [f.version for f in part.files if f.kind == zipped]
             for info in part.other_files:
                 name = posixpath.basename(info.path)
-                listed = java_long(name[: -len(".zip")]) if name.endswith(".zip") else None
+                listed = java_long(name[: -len(zipped) - 1]) if name.endswith(f".{zipped}") else None
                 if listed is None or not 0 < listed <= version or any(listed <= b <= version for b in bases):
                     continue
                 yield Issue(info.path, (
