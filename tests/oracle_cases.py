@@ -24,7 +24,7 @@ import sys
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 from urllib.parse import unquote, urlparse
 
 from wmcheck.checkpoint.checks.definition import Fix, Instruction
@@ -676,6 +676,11 @@ V2_COMMIT_IDS = ',"stateUniqueIds":{"0":[["9b7b7248-b867-4b17-9676-2e2e76cddb65"
 """What ``checkpoint_v2``'s commits/12 names: version 13's unique id in each of operator 0's two partitions."""
 OLDER_STATE_V2 = "state/0/0/11_919e8e3b-955d-4321-b471-32e55e745d94.changelog"
 # batches 11 and 12 planned, not committed, and not in the sink
+def commit_files(batches: Iterable[int]) -> list[str]:
+    """The commit files of ``batches`` with their Hadoop sidecars."""
+    return [f"{C}/commits/{name}" for n in batches for name in (n, f".{n}.crc")]
+
+
 UNCOMMITTED_11_12 = [f"{C}/commits/{n}" for n in (11, 12, ".11.crc", ".12.crc")] + [
     f"output/_spark_metadata/{n}" for n in (11, 12, ".11.crc", ".12.crc")]
 CASES = [
@@ -1029,6 +1034,8 @@ CASES = [
 ]
 
 SILENT = [  # files edited or named by hand that Spark restarts from as the control run does: check reports no error
+    Case("every-commit-deleted", "", AGG, lambda r: unlink(r, *commit_files(range(13))), OK),  # batches ran: sink, state
+    Case("commits-deleted-but-the-first", "", AGG, lambda r: unlink(r, *commit_files(range(1, 13))), OK),
     # a header's number is read with Integer.parseInt; only the commit log trims the line first
     Case("header-sign-source-log", "", AGG, first_line_is(f"{C}/sources/0/9.compact", b"v+1"), OK),
     Case("header-other-digit-offsets", "", AGG, first_line_is(f"{C}/offsets/12", "v\u0661".encode()), OK),
@@ -1189,6 +1196,13 @@ SPARK35 = {
     "rocksdb-snapshot-listed-as-the-version-loaded": Spark35(
         FAILS, r"FileNotFoundException: File .*/state/0/0/13\.zip does not exist", fix=True,
         fixed_by=lambda r: unlink(r, f"{C}/state/0/0/013.zip")),
+    "partition-count-lowered-in-the-last-offsets": Spark35(WRONG, fix=True),
+    "partition-count-raised-in-the-last-offsets": Spark35(FAILS, fix=True),
+    "partition-count-one-in-the-last-offsets": Spark35(WRONG, fix=True),
+    "provider-edited-in-every-offsets": Spark35(FAILS, fix=True),
+    "rocksdb-provider-edited-in-every-offsets": Spark35(FAILS, fix=True),
+    "aggregation-format-edited-in-every-offsets": Spark35(FAILS, fix=True),
+    "gap-in-older-offsets": Spark35(OK),
     "hdfs-snapshot-zero-padded": Spark35(OK),
     "hdfs-snapshot-named-by-hand": Spark35(OK),
     "input-file-older-than-the-file-age": Spark35(WRONG, fix=True),
