@@ -329,6 +329,10 @@ class ContentCheck:
         found = Damage(f.path, None, f"{mismatch} (CHECKPOINT_FILE_CHECKSUM_VERIFICATION_FAILED)") if mismatch \
             else damage(data, f.format, self.decoding, f.path, place)
         if found is None and f.format.shared_dir:
+            copied = self._sidecar(f.path, data)  # Spark unzips a snapshot through Hadoop's checksummed file system
+            if copied is not None:
+                return Damage(f.path, None, f"{copied} (Spark unzips the snapshot through Hadoop's checksummed file "
+                                            "system: ChecksumException)", f.version)
             present = {f"{part.directory}/{f.format.shared_dir}/{i.name}": i.size for i in part.sst_files}
             found = shared_damage(data, f.path, f"{part.directory}/{f.format.shared_dir}", present, self._table,
                                   self._sidecar)

@@ -753,6 +753,12 @@ CASES = [
          sst_block_flipped("state/0/0/12.zip", "data", sidecar=False), WRONG, repair=True),  # and scans stop there
     Case("rocksdb-sst-index-block-flipped-no-sidecar", "WM040", ROCKS,  # RocksDB fails to open the snapshot
          sst_block_flipped("state/0/0/12.zip", "index", sidecar=False), OK),
+    # a zip restored without its Hadoop sidecar: Spark unzips it through the checksummed file system (ChecksumException)
+    Case("rocksdb-zip-sidecar-stale-loaded", "WM039", "session_window_p3",  # no changelogs: no older zip to fall back on
+         lambda r: shutil.copyfile(r / C / "state/0/0/3.zip", r / C / "state/0/0/4.zip"), FAILS, "ChecksumException",
+         repair=True),
+    Case("rocksdb-zip-sidecar-stale-skipped", "WM040", ROCKS,  # 10.zip + changelogs rebuild version 13
+         lambda r: shutil.copyfile(r / C / "state/0/0/10.zip", r / C / "state/0/0/12.zip"), OK),
     Case("v2-changelog-truncated", "WM039", V2, cut(V2_LAST), FAILS, "CANNOT_LOAD_STATE_STORE", repair=True),
     Case("state-partition-missing", "WM018", AGG, lambda r: shutil.rmtree(r / C / "state/0/2"), FAILS, "",
          fix=restore(f"{C}/state/0/2")),
@@ -1005,6 +1011,8 @@ CASES = [
     Case("source-log-first-file-deleted", "WM022", "dedup_watermark", lambda r: unlink(
         r, f"{C}/sources/0/0", f"{C}/sources/0/.0.crc"), FAILS, r"sources/0/0 doesn't exist",
          fix=restore(f"{C}/sources/0/0")),  # no compact file yet: Spark restores its seen files from log batch 0
+    Case("source-log-batch-overwritten-by-the-one-before", "WM064", "session_window_p3", lambda r: shutil.copy2(
+        r / C / "sources/0/0", r / C / "sources/0/1"), WRONG, fix=restore(f"{C}/sources/0/1")),  # run0-001 read again
     Case("source-log-file-of-the-other-source", "WM064", "join_stream_stream", lambda r: shutil.copy2(
         r / C / "sources/0/5", r / C / "sources/1/5"), WRONG, fix=restore(f"{C}/sources/1/5")),  # right file read again
     Case("transformwithstate-schema-of-another-query", "WM046", TTL, lambda r: shutil.copy2(

@@ -857,7 +857,7 @@ BREAKS = {
     "WM020": Break("WM020", "checkpoint_v2", b_unique_id),
     "WM030": Break("WM030", "agg_window_hdfs", b_checksum),
     "WM030-log": Break("WM030", "agg_window_hdfs", b_checksum_log),
-    "WM021-spark": Break("WM021", "checkpoint_v2", b_checksum_spark, also=("WM030", "WM039")),
+    "WM021-spark": Break("WM021", "checkpoint_v2", b_checksum_spark, also=("WM039",)),
     "WM022": Break("WM022", "agg_window_hdfs", b_source_log),
     "WM022-gone": Break("WM022", "agg_window_hdfs", lambda root, facts: shutil.rmtree(root / "checkpoint" / "sources")
                         or "sources/0"),
@@ -940,7 +940,7 @@ BREAKS = {
     "WM036": Break("WM036", "repartition_rocksdb",
                    lambda root, facts: f"../output/_spark_metadata/{facts['repartition']['batch']}", sink=True),
     "WM038": Break("WM038", "union_stall_min", lambda root, facts: b_as_left(root, "union_stall_min", "offsets/5")),
-    "WM039": Break("WM039", "agg_window_hdfs", b_damaged, also=("WM030",)),
+    "WM039": Break("WM039", "agg_window_hdfs", b_damaged),  # WM039 says it, not WM030
     "WM040": Break("WM040", "agg_window_rocksdb", b_skipped),  # its stale sidecar: WM040 says what Spark does
     "WM041": Break("WM041", "agg_window_hdfs", b_future_snapshot),
     "WM048": Break("WM048", "agg_window_rocksdb", b_skipped_rows),
@@ -1238,9 +1238,32 @@ SEEN_AGAIN = ("On restart Spark takes the files it has read from this log, so it
 def test_a_source_log_batch_without_files_is_input_read_again(copy_fixture):
     root, _ = broken_copy(copy_fixture, "WM064")
     assert messages(root) == {"WM064": (
-        "sources/0: 9.compact names 9 input files for its 10 log batches (Spark logs a batch only for new files: "
-        f"lines were lost). {SEEN_AGAIN}")}
+        "sources/0: 9.compact names 9 new input files for its 10 log batches (Spark logs a batch only for new files, "
+        f"each file once: lines were lost, or the file was overwritten by one naming files logged before). {SEEN_AGAIN}")}
     assert fixes(root)["WM064"] == Instruction("restore sources/0/9.compact from a backup before restarting")
+
+
+def test_a_source_log_file_overwritten_by_the_one_before_is_input_read_again(copy_fixture):
+    """sources/0/1 replaced by sources/0/0: both name run0-000, and run0-001 (log batch 1) is read again (restart
+    oracle: rows counted twice)."""
+    root = copy_fixture("session_window_p3")
+    shutil.copy2(root / "checkpoint/sources/0/0", root / "checkpoint/sources/0/1")
+    assert messages(root)["WM064"] == (
+        "sources/0: 1 names 0 new input files for its 1 log batch (Spark logs a batch only for new files, each file "
+        f"once: lines were lost, or the file was overwritten by one naming files logged before). {SEEN_AGAIN}")
+    assert fixes(root)["WM064"] == Instruction("restore sources/0/1 from a backup before restarting")
+
+
+def test_a_rocksdb_zip_that_does_not_match_its_sidecar_fails_the_load_it_cannot_skip(copy_fixture):
+    """session_window_p3 keeps no changelogs: 3.zip copied over 4.zip, its sidecar left, fails Spark's unzip
+    (ChecksumException; restart oracle) and no older zip rebuilds version 4. WM039, not WM030's 'restarts fine'."""
+    root = copy_fixture("session_window_p3")
+    shutil.copy2(root / "checkpoint/state/0/0/3.zip", root / "checkpoint/state/0/0/4.zip")
+    found = messages(root)
+    assert set(found) == {"WM039"}
+    assert found["WM039"].startswith("chunk 0 (bytes 0-511) has CRC32 5c8c0fc2, the sidecar says 2d75f08f (.4.zip.crc) "
+                                     "(Spark unzips the snapshot through Hadoop's checksummed file system: "
+                                     "ChecksumException): Spark fails to load state version 4 of state/0/0")
 
 
 def test_a_source_log_entry_of_another_batch_is_still_a_file_spark_has_seen(copy_fixture):
