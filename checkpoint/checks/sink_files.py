@@ -182,6 +182,13 @@ def edited_log_fix(ctx: Context, batch: int, entries: str) -> tuple[Fix, str]:
                        "backup of it)"), sink_of(ctx).shown(posixpath.join(SINK_LOG, f"{batch}.compact"))
 
 
+def empty_file(entry: FileLogEntry) -> bool:
+    """Whether the log records the data file as 0 bytes: it holds no row in any format (read twice, nothing changes;
+    a JSON sink writes one for a batch without output)."""
+    size = entry.fields.get("size")
+    return isinstance(size, (int, float)) and not isinstance(size, bool) and size == 0
+
+
 @check("WM056", ERROR, "file sink log names a data file twice", needs_sink=True)
 def sink_files_twice(ctx: Context) -> Iterator[Issue]:
     if log_unreadable(ctx):
@@ -191,7 +198,7 @@ def sink_files_twice(ctx: Context) -> Iterator[Issue]:
     first: dict[str, int] = {}
     twice: list[tuple[str, int, int]] = []
     for batch, entry in entries:
-        if entry.action != "add" or entry.path in deleted:
+        if entry.action != "add" or entry.path in deleted or empty_file(entry):
             continue
         if entry.path in first:
             twice.append((entry.path, first[entry.path], batch))
