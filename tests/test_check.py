@@ -861,7 +861,7 @@ BREAKS = {
     "WM022": Break("WM022", "agg_window_hdfs", b_source_log),
     "WM022-gone": Break("WM022", "agg_window_hdfs", lambda root, facts: shutil.rmtree(root / "checkpoint" / "sources")
                         or "sources/0"),
-    "WM023": Break("WM023", "compaction", b_compaction),
+    "WM023": Break("WM023", "compaction", b_compaction, also=("WM064",)),  # the copies name files logged before
     "WM024": Break("WM024", "agg_window_hdfs", b_sink_ahead, sink=True),
     "WM025": Break("WM025", "agg_window_hdfs", b_sink_behind, also=("WM034",), sink=True),
     "WM047": Break("WM047", "agg_window_hdfs", b_sink_data_file_gone, sink=True),
