@@ -1011,8 +1011,6 @@ CASES = [
     Case("source-log-first-file-deleted", "WM022", "dedup_watermark", lambda r: unlink(
         r, f"{C}/sources/0/0", f"{C}/sources/0/.0.crc"), FAILS, r"sources/0/0 doesn't exist",
          fix=restore(f"{C}/sources/0/0")),  # no compact file yet: Spark restores its seen files from log batch 0
-    Case("source-log-batch-overwritten-by-the-one-before", "WM064", "session_window_p3", lambda r: shutil.copy2(
-        r / C / "sources/0/0", r / C / "sources/0/1"), WRONG, fix=restore(f"{C}/sources/0/1")),  # run0-001 read again
     Case("source-log-file-of-the-other-source", "WM064", "join_stream_stream", lambda r: shutil.copy2(
         r / C / "sources/0/5", r / C / "sources/1/5"), WRONG, fix=restore(f"{C}/sources/1/5")),  # right file read again
     Case("transformwithstate-schema-of-another-query", "WM046", TTL, lambda r: shutil.copy2(

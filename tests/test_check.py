@@ -861,7 +861,7 @@ BREAKS = {
     "WM022": Break("WM022", "agg_window_hdfs", b_source_log),
     "WM022-gone": Break("WM022", "agg_window_hdfs", lambda root, facts: shutil.rmtree(root / "checkpoint" / "sources")
                         or "sources/0"),
-    "WM023": Break("WM023", "compaction", b_compaction, also=("WM064",)),  # the copies name files logged before
+    "WM023": Break("WM023", "compaction", b_compaction),
     "WM024": Break("WM024", "agg_window_hdfs", b_sink_ahead, sink=True),
     "WM025": Break("WM025", "agg_window_hdfs", b_sink_behind, also=("WM034",), sink=True),
     "WM047": Break("WM047", "agg_window_hdfs", b_sink_data_file_gone, sink=True),
@@ -1238,20 +1238,9 @@ SEEN_AGAIN = ("On restart Spark takes the files it has read from this log, so it
 def test_a_source_log_batch_without_files_is_input_read_again(copy_fixture):
     root, _ = broken_copy(copy_fixture, "WM064")
     assert messages(root) == {"WM064": (
-        "sources/0: 9.compact names 9 new input files for its 10 log batches (Spark logs a batch only for new files, "
-        f"each file once: lines were lost, or the file was overwritten by one naming files logged before). {SEEN_AGAIN}")}
+        "sources/0: 9.compact names 9 input files for its 10 log batches (Spark logs a batch only for new files: "
+        f"lines were lost). {SEEN_AGAIN}")}
     assert fixes(root)["WM064"] == Instruction("restore sources/0/9.compact from a backup before restarting")
-
-
-def test_a_source_log_file_overwritten_by_the_one_before_is_input_read_again(copy_fixture):
-    """sources/0/1 replaced by sources/0/0: both name run0-000, and run0-001 (log batch 1) is read again (restart
-    oracle: rows counted twice)."""
-    root = copy_fixture("session_window_p3")
-    shutil.copy2(root / "checkpoint/sources/0/0", root / "checkpoint/sources/0/1")
-    assert messages(root)["WM064"] == (
-        "sources/0: 1 names 0 new input files for its 1 log batch (Spark logs a batch only for new files, each file "
-        f"once: lines were lost, or the file was overwritten by one naming files logged before). {SEEN_AGAIN}")
-    assert fixes(root)["WM064"] == Instruction("restore sources/0/1 from a backup before restarting")
 
 
 def test_a_rocksdb_zip_that_does_not_match_its_sidecar_fails_the_load_it_cannot_skip(copy_fixture):

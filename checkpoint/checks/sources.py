@@ -348,10 +348,9 @@ def sink_log_gap(ctx: Context) -> Iterator[Issue]:
 
 
 class Unseen(NamedTuple):
-    """What a file source's log, as Spark restores its seen files from it, misses: files of the log naming fewer
-    new files than log batches (log file, its log batches, the files it names that no earlier restored log file names;
-    Spark logs at least one file per batch, each file once, so lines were lost or the file was overwritten by an
-    earlier one), logged bare paths of files that are there on the checkpoint's store (Spark lists URIs, ``file:``
+    """What a file source's log, as Spark restores its seen files from it, misses: files of the log holding fewer
+    entries than log batches (log file, its log batches, its entries; Spark logs at least one file per batch, so
+    lines were lost), logged bare paths of files that are there on the checkpoint's store (Spark lists URIs, ``file:``
     ones on a local disk, so the bare path does not name the file it read), logged URIs of files that are there spelled
     otherwise than Spark's listing spells them (seen files are matched by the
     string; log file, path, the listing's spelling), and entries naming another source's files (log file, path, the other source)."""
@@ -391,14 +390,11 @@ def unseen_input(ctx: Context, source_id: str, others: dict[str, set[str]]) -> U
     there = present_files(ctx.ckpt.fs, [p for p in mine if p.startswith("/")])
     respelled = misspelled(mine)
     found = present_files(ctx.ckpt.fs, [spark_location(p) for p in respelled])
-    earlier: set[str] = set()  # Spark logs each file once, in the batch that read it
     for path, paths in restored.items():
         batch, compact = log_file_batch(posixpath.basename(path)) or (-1, False)
         batches = batch + 1 if compact else 1
-        new = [p for p in dict.fromkeys(paths) if p not in earlier]
-        if len(new) < batches:
-            short.append((path, batches, len(new)))
-        earlier.update(paths)
+        if len(paths) < batches:
+            short.append((path, batches, len(paths)))
         bare += [p for p in paths if there.get(p)]
         spelled += [(path, p, respelled[p]) for p in paths if p in respelled and found.get(spark_location(p))]
         foreign += [(path, p, other) for p in paths for other, common in mixed.items() if p in common]
@@ -434,9 +430,9 @@ def source_log_misses_files(ctx: Context) -> Iterator[Issue]:
         what = []
         if unseen.short:
             path, batches, entries = unseen.short[0]
-            what.append(f"{posixpath.basename(path)} names {plural(entries, 'new input file')} for its "
-                        f"{plural(batches, 'log batch', 'log batches')} (Spark logs a batch only for new files, each "
-                        "file once: lines were lost, or the file was overwritten by one naming files logged before)")
+            what.append(f"{posixpath.basename(path)} names {plural(entries, 'input file')} for its "
+                        f"{plural(batches, 'log batch', 'log batches')} (Spark logs a batch only for new files: lines "
+                        "were lost)")
         if unseen.bare:
             what.append(f"{plural(len(unseen.bare), 'logged path')} without a scheme "
                         f"(e.g. {unseen.bare[0]}; Spark logs and lists {scheme_of(ctx.ckpt.location) or 'file'}: URIs)")
