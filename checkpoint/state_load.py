@@ -285,8 +285,11 @@ class ContentCheck:
     def __init__(self, fs: FileSystem, decoding: Decoding,
                  read: Callable[[list[str]], dict[str, bytes]] | None = None,
                  checksum: Callable[[str], str | None] | None = None, lineages: Lineages | None = None,
-                 sidecars: Collection[str] = (), on_table: Callable[[str, CheckedTable], None] | None = None) -> None:
+                 sidecars: Collection[str] = (), on_table: Callable[[str, CheckedTable], None] | None = None,
+                 copied: Callable[[str], str | None] | None = None) -> None:
         self.fs = fs
+        self.copied = copied
+        """Why a file ``read`` read does not match its Hadoop sidecar, as verified on the way (else read here)."""
         self.on_table = on_table
         """Called with each snapshot table file (SST) read, verified."""
         self.sidecars = sidecars
@@ -329,7 +332,8 @@ class ContentCheck:
         found = Damage(f.path, None, f"{mismatch} (CHECKPOINT_FILE_CHECKSUM_VERIFICATION_FAILED)") if mismatch \
             else damage(data, f.format, self.decoding, f.path, place)
         if found is None and f.format.shared_dir:
-            copied = self._sidecar(f.path, data)  # Spark unzips a snapshot through Hadoop's checksummed file system
+            # Spark unzips a snapshot through Hadoop's checksummed file system
+            copied = self.copied(f.path) if self.copied else self._sidecar(f.path, data)
             if copied is not None:
                 return Damage(f.path, None, f"{copied} (Spark unzips the snapshot through Hadoop's checksummed file "
                                             "system: ChecksumException)", f.version)
@@ -401,13 +405,15 @@ def verify_loads(fs: FileSystem, loads: Sequence[StoreLoad], decoding: Decoding,
                  read: Callable[[list[str]], dict[str, bytes]] | None = None,
                  checksum: Callable[[str], str | None] | None = None,
                  lineages: Lineages | None = None, sidecars: Collection[str] = (),
-                 on_table: Callable[[str, CheckedTable], None] | None = None) -> list[StoreLoad]:
+                 on_table: Callable[[str, CheckedTable], None] | None = None,
+                 copied: Callable[[str], str | None] | None = None) -> list[StoreLoad]:
     """Every load with its files' contents decoded (read in rounds, in parallel, by ``read``: default the file
     system's ``read_many``; ``checksum(path)``: why a file read does not match its Spark checksum file;
     ``lineages``: the checkpoint format 2 lineages already read; ``sidecars``: the Hadoop checksum sidecars listed);
     ``progress(done, total)`` after each store partition; ``on_table(path, table)`` for each snapshot table file
-    read, verified (:class:`.rocksdb_sst.CheckedTable`: readers of it hash no block again)."""
-    check = ContentCheck(fs, decoding, read, checksum, lineages, sidecars, on_table)
+    read, verified (:class:`.rocksdb_sst.CheckedTable`: readers of it hash no block again); ``copied(path)``: why a
+    file ``read`` read does not match its Hadoop sidecar (verified as it was read)."""
+    check = ContentCheck(fs, decoding, read, checksum, lineages, sidecars, on_table, copied)
     out = []
     for start in range(0, len(loads), 64):
         group = loads[start:start + 64]

@@ -1250,8 +1250,8 @@ def test_a_rocksdb_zip_that_does_not_match_its_sidecar_fails_the_load_it_cannot_
     shutil.copy2(root / "checkpoint/state/0/0/3.zip", root / "checkpoint/state/0/0/4.zip")
     found = messages(root)
     assert set(found) == {"WM039"}
-    assert found["WM039"].startswith("chunk 0 (bytes 0-511) has CRC32 5c8c0fc2, the sidecar says 2d75f08f (.4.zip.crc) "
-                                     "(Spark unzips the snapshot through Hadoop's checksummed file system: "
+    assert found["WM039"].startswith("does not match its checksum file .4.zip.crc (chunk 0 (bytes 0-511) has CRC32 "
+                                     "5c8c0fc2, the sidecar says 2d75f08f) (Spark unzips the snapshot through Hadoop's checksummed file system: "
                                      "ChecksumException): Spark fails to load state version 4 of state/0/0")
 
 

@@ -254,8 +254,15 @@ class Context:
 
     def spark_checksum_problem(self, path: str) -> str | None:
         """Why a state file read through :meth:`read_state` does not match its Spark checksum file, if it does not."""
+        return self._sidecar_problem(path, "spark")
+
+    def hadoop_checksum_problem(self, path: str) -> str | None:
+        """Why a state file read through :meth:`read_state` does not match its Hadoop sidecar, if it does not."""
+        return self._sidecar_problem(path, "hadoop")
+
+    def _sidecar_problem(self, path: str, kind: str) -> str | None:
         shown = self.tree.shown(path)
-        return next((problem for where, problem in self.tree.mismatches["spark"] if where == shown), None)
+        return next((problem for where, problem in self.tree.mismatches[kind] if where == shown), None)
 
     def rewind(self, batch: int) -> RewindRequest:
         """The rewind to ``batch``, with the file sink when one is checked (else the sink stays ahead: WM024)."""

@@ -121,7 +121,7 @@ def content_loads(ctx: Context) -> list[StoreLoad]:
         sampler = RowSampler(ctx, decoding)
         ctx.memo["loads"] = verify_loads(ctx.ckpt.fs, todo, decoding, ctx.state_progress, sampler.read,
                                          ctx.spark_checksum_problem, lineages(ctx), ctx.tree.entries,
-                                         sampler.table) if verify else []
+                                         sampler.table, ctx.hadoop_checksum_problem) if verify else []
         if verify:
             ctx.memo["verified"] = True  # the checksum sidecars of every file read were verified on the way
     return ctx.memo["loads"]
