@@ -331,6 +331,16 @@ def partition_files_of(source: int, target: int) -> Callable[[Path], None]:
     return run
 
 
+def log_file_of(source: str, target: str) -> Callable[[Path], None]:
+    """Copy a log file (and its checksum sidecar) over another of the same log (a restore that took the wrong file)."""
+
+    def run(root: Path) -> None:
+        for old, new in ((source, target), (hadoop_crc(source), hadoop_crc(target))):
+            shutil.copy2(root / old, root / new)
+
+    return run
+
+
 def state_file_of(source: str, target: str) -> Callable[[Path], None]:
     """Copy a state file (and its checksum sidecar) of operator 0 over another, both given as ``partition/name``
     (a restore that took the wrong file)."""
@@ -1013,6 +1023,15 @@ CASES = [
          fix=restore(f"{C}/sources/0/0")),  # no compact file yet: Spark restores its seen files from log batch 0
     Case("source-log-file-of-the-other-source", "WM064", "join_stream_stream", lambda r: shutil.copy2(
         r / C / "sources/0/5", r / C / "sources/1/5"), WRONG, fix=restore(f"{C}/sources/1/5")),  # right file read again
+    Case("source-log-file-of-an-earlier-batch", "WM064", COMPACTION, log_file_of(f"{C}/sources/0/7", f"{C}/sources/0/9"),
+         WRONG, fix=restore(f"{C}/sources/0/9", hadoop_crc(f"{C}/sources/0/9"))),  # log batch 9's input file read again
+    Case("source-log-file-of-the-batch-before", "WM064", TWS, log_file_of(f"{C}/sources/0/5", f"{C}/sources/0/6"),
+         WRONG, fix=restore(f"{C}/sources/0/6", hadoop_crc(f"{C}/sources/0/6"))),  # the newest input file read again
+    Case("sink-compact-file-of-an-earlier-compaction", "WM076", COMPACTION, log_file_of(
+        "output/_spark_metadata/8.compact", "output/_spark_metadata/11.compact"), WRONG,
+         fix=restore("output/_spark_metadata/11.compact", "output/_spark_metadata/.11.compact.crc")),  # 9-11's rows lost
+    Case("sink-compact-file-of-the-first-batch", "WM076", AGG, log_file_of("output/_spark_metadata/0", "output/_spark_metadata/9.compact"),
+         WRONG, repair=True),  # batches 1-9's rows lost; rewound to 8, Spark compacts the log again
     Case("transformwithstate-schema-of-another-query", "WM046", TTL, lambda r: shutil.copy2(
         FIXTURES / "tws_pandas" / C / TWS_SCHEMA, r / C / TTL_SCHEMA), FAILS, "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE",
          fix=restore(f"{C}/{TTL_SCHEMA}")),  # no TTL families, event-time timers
@@ -1100,6 +1119,8 @@ SILENT = [  # files edited or named by hand that Spark restarts from as the cont
     # a data file of 0 bytes holds no row: its readers read it twice to no effect (union_stall_min's batch 8 and 10)
     Case("sink-log-names-an-empty-file-twice", "", STALL, lambda r: shutil.copy2(
         r / "output/_spark_metadata/8", r / "output/_spark_metadata/10"), OK),
+    # an older log batch's input read again: its rows are behind the watermark, dropped as late
+    Case("source-log-older-file-of-the-batch-before", "", TWS, log_file_of(f"{C}/sources/0/4", f"{C}/sources/0/5"), OK),
     Case("file-log-entries-extra-fields", "", AGG, both(
         edit_entry(SINK_LOG_12, lambda e: e.update(x={"y": []})), edit_entry(f"{C}/{SOURCE_COMPACT}", lambda e: e.update(x=[1]))), OK),
 ]

@@ -612,6 +612,17 @@ def b_source_log_line_lost(root: Path, facts: dict) -> str:
     return "sources/0/9.compact"
 
 
+def b_log_file_of_an_earlier_batch(folder: str, source: str, target: str, shown: str) -> Callable[[Path, dict], str]:
+    """A log file and its sidecar replaced by an earlier one of the same log (a restore that took the wrong file)."""
+
+    def apply(root: Path, facts: dict) -> str:
+        for old, new in ((source, target), (f".{source}.crc", f".{target}.crc")):
+            shutil.copy2(root / folder / old, root / folder / new)
+        return shown
+
+    return apply
+
+
 def b_last_commit_lost(root: Path, facts: dict) -> str:
     """The last commit file gone with its sidecar, the file sink's log holding the batch (a stop between the two)."""
     last = facts["last_batch"]
@@ -906,6 +917,11 @@ BREAKS = {
     "WM031-first": Break("WM031", "dedup_watermark", b_first_sink_log_file_gone, also=("WM034",), sink=True),
     "WM022-first": Break("WM022", "dedup_watermark", b_first_source_log_file_gone),
     "WM064-mixed": Break("WM064", "join_stream_stream", b_source_log_file_of_the_other_source, also=("WM030",)),
+    "WM064-earlier": Break("WM064", "compaction", b_log_file_of_an_earlier_batch(
+        "checkpoint/sources/0", "7", "9", "sources/0/9")),  # log batch 9 holds log batch 7's line
+    "WM076": Break("WM076", "compaction", b_log_file_of_an_earlier_batch(
+        "output/_spark_metadata", "8.compact", "11.compact", "../output/_spark_metadata/11.compact"),
+        also=("WM034",), sink=True),
     "WM046-tws": Break("WM046", "tws_ttl", b_tws_schema_of_another_query, also=("WM030",), sink=True),
     "WM055-commit": Break("WM055", "agg_window_hdfs", b_old_file_cut("checkpoint/commits", "5")),
     "WM055-source-log": Break("WM055", "agg_window_hdfs", b_old_file_cut("checkpoint/sources/0", "5")),
@@ -1238,8 +1254,8 @@ SEEN_AGAIN = ("On restart Spark takes the files it has read from this log, so it
 def test_a_source_log_batch_without_files_is_input_read_again(copy_fixture):
     root, _ = broken_copy(copy_fixture, "WM064")
     assert messages(root) == {"WM064": (
-        "sources/0: 9.compact names 9 input files for its 10 log batches (Spark logs a batch only for new files: "
-        f"lines were lost). {SEEN_AGAIN}")}
+        "sources/0: 9.compact names 9 input files not logged before it for its 10 log batches (Spark logs a batch only "
+        f"for files it has not logged: lines were lost, or the file holds an earlier log batch's lines). {SEEN_AGAIN}")}
     assert fixes(root)["WM064"] == Instruction("restore sources/0/9.compact from a backup before restarting")
 
 

@@ -205,6 +205,7 @@ class Context:
         self.schemas: dict[str, StateSchemaFile] = {p: v for p, v in parsed.items() if v is not None}
         self.operators = self._operators()
         self.sink_logs: dict[str, FileLog] = {}  # the sink log files Spark reads: from the latest compact file on
+        self.sink_log_files: dict[str, FileLog] = {}  # every sink log file that parses, by its path in the sink
         if self.sink is not None:
             sink_log = self.sink.log(SINK_LOG)
             read = set(sink_log.restart_files)
@@ -214,8 +215,10 @@ class Context:
             for path, raw in got.items():
                 shown = self.sink.shown(path)
                 entries = self._attempt(shown, parse_file_log, raw, shown)
-                if entries is not None and path in read:
-                    self.sink_logs[path] = entries
+                if entries is not None:
+                    self.sink_log_files[path] = entries
+                    if path in read:
+                        self.sink_logs[path] = entries
 
     # -- derived facts -----------------------------------------------------------------------------
 

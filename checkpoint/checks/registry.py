@@ -64,7 +64,7 @@ LISTED: tuple[Check, ...] = (
     sources.rerun_already_in_sink, seen_files.hidden_new_files, seen_files.too_old_to_read,
     join_state.join_counts_disagree, ended_state.ended_state_loaded, state.unnumbered_snapshots,
     full_copies.full_copy_disagrees, misplaced.misplaced_entries,
-    state_confs.confs_not_the_states, logs.unread_offsets_gap,
+    state_confs.confs_not_the_states, logs.unread_offsets_gap, sink_files.sink_compaction_lost_files,
 )
 
 

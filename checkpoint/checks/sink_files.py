@@ -243,6 +243,65 @@ def sink_files_deleted(ctx: Context) -> Iterator[Issue]:
     ), fix)
 
 
+def compacted_inputs(ctx: Context) -> tuple[int, list[str]] | None:
+    """The newest compact file's batch and the log files it was written from (``CompactibleFileStreamLog.compact``:
+    the compact file before it and every file after that one, or every file from 0 without an earlier compact file);
+    None without a compact file or when one of them is gone or does not parse (nothing to compare it with)."""
+    log = sink_of(ctx).log(SINK_LOG)
+    if not log.compacts:
+        return None
+    newest = log.compacts[-1]
+    start = log.compacts[-2] if len(log.compacts) > 1 else 0
+    inputs = [log.files.get(b) for b in range(start, newest)]
+    if not inputs or any(p is None or p not in ctx.sink_log_files for p in inputs) or \
+            log.files[newest] not in ctx.sink_log_files:
+        return None
+    return newest, [p for p in inputs if p is not None]
+
+
+def dropped_by_compaction(ctx: Context) -> tuple[int, list[str], list[FileLogEntry]] | None:
+    """What the newest compact file lacks of the files it was written from: (its batch, those files, the added and
+    not deleted entries it lacks). Spark's compaction keeps every entry but deleted files' and, with the sink's
+    ``retention`` option, those older than every entry it keeps (``FileStreamSinkLog.shouldRetain``: the time of
+    the file); an entry it lacks that is no older than one it keeps was lost."""
+    found = compacted_inputs(ctx)
+    if found is None:
+        return None
+    newest, inputs = found
+    compact = ctx.sink_log_files[sink_of(ctx).log(SINK_LOG).files[newest]].entries
+    entries = [e for path in inputs for e in ctx.sink_log_files[path].entries]
+    deleted = {e.path for e in (*entries, *compact) if e.action == "delete"}
+    kept = {e.path for e in compact}
+    oldest = min((t for e in compact if isinstance(t := e.fields.get("modificationTime"), (int, float))), default=None)
+    lost = list({e.path: e for e in entries if e.action != "delete" and e.path not in deleted and e.path not in kept
+                 and (oldest is None or not isinstance(t := e.fields.get("modificationTime"), (int, float))
+                      or t >= oldest)}.values())
+    return (newest, inputs, lost) if lost and compact else None
+
+
+@check("WM076", ERROR, "file sink's newest compact file lacks files of the log files it compacts", needs_sink=True)
+def sink_compaction_lost_files(ctx: Context) -> Iterator[Issue]:
+    found = dropped_by_compaction(ctx)
+    if found is None:
+        return
+    newest, inputs, lost = found
+    where = sink_of(ctx).shown(posixpath.join(SINK_LOG, f"{newest}.compact"))
+    fix = rewind_before(ctx, newest)
+    if isinstance(fix, Instruction):  # no batch before it Spark can restart from
+        fix = Instruction(f"restore {where} from a backup; without one, add back the entries it lacks from the files "
+                          "it compacts")
+    names = ", ".join(posixpath.basename(p) for p in inputs)
+    yield Issue(where, (
+        f"{SINK_LOG}/{newest}.compact lacks {plural(len(lost), 'data file')} that the log files it compacts ({names}) "
+        f"name (e.g. {lost[0].path}): Spark writes a compact file as those files' entries plus its batch's, dropping "
+        "only deleted files and, with a retention, the oldest, and its readers of the sink take the newest compact "
+        "file and the files after it only, so they miss those files' rows (tested with Spark 4.3: rows missing, the "
+        "restart itself runs). The compact file was replaced or edited"
+        + (f"; a rewind to before batch {newest} removes it and Spark compacts the log again from the files before it"
+           if not isinstance(fix, Instruction) else "")
+    ), fix)
+
+
 @check("WM033", ERROR, "file sink log names files of another directory", needs_sink=True)
 def sink_files_elsewhere(ctx: Context) -> Iterator[Issue]:
     elsewhere = outside(ctx)[1]

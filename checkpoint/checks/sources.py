@@ -7,6 +7,7 @@ from typing import Iterator, NamedTuple
 
 from ..batch_inputs import article, changed_kind, source_kind, source_log_entries, unreadable_file_offset
 from ..errors import CheckpointError
+from ..file_logs import FileLogEntry
 from ..fs import local_path, scheme_of
 from ..layout import COMPACT_SUFFIX, SINK_LOG, log_file_batch
 from ..locations import listed_spelling, moved_bases, present_files, spark_location, suggest_path_map, uri_form
@@ -349,8 +350,9 @@ def sink_log_gap(ctx: Context) -> Iterator[Issue]:
 
 class Unseen(NamedTuple):
     """What a file source's log, as Spark restores its seen files from it, misses: files of the log holding fewer
-    entries than log batches (log file, its log batches, its entries; Spark logs at least one file per batch, so
-    lines were lost), logged bare paths of files that are there on the checkpoint's store (Spark lists URIs, ``file:``
+    entries than log batches, or, the log file of the log batch the last offsets reach, fewer files logged for the first time (log file, its log
+    batches, its new files; Spark logs at least one new file per batch, so lines were lost or replaced by an earlier
+    batch's; the input of older log batches read again is mostly behind the watermark: Spark drops its rows as late), logged bare paths of files that are there on the checkpoint's store (Spark lists URIs, ``file:``
     ones on a local disk, so the bare path does not name the file it read), logged URIs of files that are there spelled
     otherwise than Spark's listing spells them (seen files are matched by the
     string; log file, path, the listing's spelling), and entries naming another source's files (log file, path, the other source)."""
@@ -361,24 +363,40 @@ class Unseen(NamedTuple):
     foreign: list[tuple[str, str, str]]
 
 
-def restored_entries(ctx: Context, source_id: str) -> dict[str, list[str]] | None:
-    """Log file -> the paths it names, of the files a file source restores its seen files from on restart (the newest
+def restored_entries(ctx: Context, source_id: str) -> dict[str, list[FileLogEntry]] | None:
+    """Log file -> its entries, of the files a file source restores its seen files from on restart (the newest
     compact file and the files after it: ``FileStreamSource``'s ``metadataLog.restore()``); None when one of them does
     not parse (WM001)."""
     log = ctx.tree.log(FILE_SOURCE_LOG.folder(source_id))
     if any(p in ctx.failures for p in log.restart_files):
         return None
-    return {path: [e.path for e in ctx.ckpt.file_log(path).entries] for path in log.restart_files}
+    return {path: list(ctx.ckpt.file_log(path).entries) for path in log.restart_files}
 
 
-def unseen_input(ctx: Context, source_id: str, others: dict[str, set[str]]) -> Unseen:
+def new_entries(restored: dict[str, list[FileLogEntry]]) -> dict[str, int]:
+    """Log file -> how many files it logs for the first time, in restore order. Spark logs a file only when its seen
+    files lack the path; a path logged again with the same time was not logged by Spark (a file leaves the seen
+    files only when its time is below the purge threshold, and comes back only with a time at or above it)."""
+    seen: set[tuple[str, object]] = set()
+    out = {}
+    for path, entries in restored.items():
+        fresh = {(e.path, e.fields.get("timestamp")) for e in entries} - seen
+        out[path] = len(fresh)
+        seen |= fresh
+    return out
+
+
+def unseen_input(ctx: Context, source_id: str, others: dict[str, set[str]], reached: int | None = None) -> Unseen:
     """What Spark's restore of a file source's seen files misses; ``others``: the paths each other file source's log
     names. Spark writes a log batch only for new files, each as a URI; ``N.compact`` holds every log batch from 0 to
     N. Two sources reading one directory name the same files throughout; a file in common that lies outside the
-    directories of the source's other files was copied from the other source's log."""
-    restored = restored_entries(ctx, source_id)
-    if restored is None:
+    directories of the source's other files was copied from the other source's log. ``reached``: the log batch the
+    last offsets file reaches (the newest input the query read)."""
+    logged = restored_entries(ctx, source_id)
+    if logged is None:
         return Unseen([], [], [], [])
+    restored = {path: [e.path for e in entries] for path, entries in logged.items()}
+    fresh = new_entries(logged)
     mine = {p for paths in restored.values() for p in paths}
     mixed = {}
     for other, theirs in others.items():  # a file in common, in none of the directories of this source's own files
@@ -393,8 +411,9 @@ def unseen_input(ctx: Context, source_id: str, others: dict[str, set[str]]) -> U
     for path, paths in restored.items():
         batch, compact = log_file_batch(posixpath.basename(path)) or (-1, False)
         batches = batch + 1 if compact else 1
-        if len(paths) < batches:
-            short.append((path, batches, len(paths)))
+        newest = batch == reached  # older input read again is mostly behind the watermark: dropped as late (tested)
+        if len(paths) < batches or fresh[path] < batches and newest:
+            short.append((path, batches, fresh[path]))
         bare += [p for p in paths if there.get(p)]
         spelled += [(path, p, respelled[p]) for p in paths if p in respelled and found.get(spark_location(p))]
         foreign += [(path, p, other) for p in paths for other, common in mixed.items() if p in common]
@@ -416,11 +435,13 @@ def misspelled(paths: set[str]) -> dict[str, str]:
 def source_log_misses_files(ctx: Context) -> Iterator[Issue]:
     last = ctx.ckpt.last_batch
     seq = ctx.offsets.get(last) if last is not None else None
-    ids = [src.source_id for src in (seq.sources if seq is not None else ())
-           if src.kind == "file" and is_number(src.source_id) and int(src.source_id) in ctx.ckpt.source_dirs]
-    named = {i: {p for paths in (restored_entries(ctx, i) or {}).values() for p in paths} for i in ids}
+    reached = {src.source_id: src.log_offset for src in (seq.sources if seq is not None else ())
+               if src.kind == "file" and is_number(src.source_id) and int(src.source_id) in ctx.ckpt.source_dirs}
+    ids = list(reached)
+    named = {i: {e.path for entries in (restored_entries(ctx, i) or {}).values() for e in entries} for i in ids}
     for source_id in ids:
-        unseen = unseen_input(ctx, source_id, {i: paths for i, paths in named.items() if i != source_id})
+        unseen = unseen_input(ctx, source_id, {i: paths for i, paths in named.items() if i != source_id},
+                              reached[source_id])
         if not unseen.short and not unseen.bare and not unseen.spelled and not unseen.foreign:
             continue
         folder = FILE_SOURCE_LOG.folder(source_id)
@@ -430,9 +451,9 @@ def source_log_misses_files(ctx: Context) -> Iterator[Issue]:
         what = []
         if unseen.short:
             path, batches, entries = unseen.short[0]
-            what.append(f"{posixpath.basename(path)} names {plural(entries, 'input file')} for its "
-                        f"{plural(batches, 'log batch', 'log batches')} (Spark logs a batch only for new files: lines "
-                        "were lost)")
+            what.append(f"{posixpath.basename(path)} names {plural(entries, 'input file')} not logged before it for "
+                        f"its {plural(batches, 'log batch', 'log batches')} (Spark logs a batch only for files it has "
+                        "not logged: lines were lost, or the file holds an earlier log batch's lines)")
         if unseen.bare:
             what.append(f"{plural(len(unseen.bare), 'logged path')} without a scheme "
                         f"(e.g. {unseen.bare[0]}; Spark logs and lists {scheme_of(ctx.ckpt.location) or 'file'}: URIs)")
