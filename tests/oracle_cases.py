@@ -1121,6 +1121,9 @@ SILENT = [  # files edited or named by hand that Spark restarts from as the cont
         r / "output/_spark_metadata/8", r / "output/_spark_metadata/10"), OK),
     # an older log batch's input read again: its rows are behind the watermark, dropped as late
     Case("source-log-older-file-of-the-batch-before", "", TWS, log_file_of(f"{C}/sources/0/4", f"{C}/sources/0/5"), OK),
+    # a sink log file replaced by the one before, both naming a data file without rows: read twice, nothing doubles
+    Case("sink-log-file-of-the-batch-before-naming-empty-files", "", TWS, log_file_of(
+        "output/_spark_metadata/1", "output/_spark_metadata/2"), OK),
     Case("file-log-entries-extra-fields", "", AGG, both(
         edit_entry(SINK_LOG_12, lambda e: e.update(x={"y": []})), edit_entry(f"{C}/{SOURCE_COMPACT}", lambda e: e.update(x=[1]))), OK),
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import posixpath
 from typing import Iterator, NamedTuple
 
+from ..errors import CheckpointError
 from ..file_logs import FileLogEntry
 from ..fs import local_path
 from ..layout import log_file_batch
@@ -189,6 +190,34 @@ def empty_file(entry: FileLogEntry) -> bool:
     return isinstance(size, (int, float)) and not isinstance(size, bool) and size == 0
 
 
+PARQUET_MAGIC = b"PAR1"
+
+
+def holds_no_rows(ctx: Context, entry_path: str) -> bool:
+    """Whether a data file the sink's log names is there and holds no row: empty, or a Parquet file whose footer counts
+    none (Spark's sink writes one for each task of a batch that emitted nothing); reading it twice adds nothing."""
+    found = sink_files(ctx).find(entry_path)
+    if found is None or found.is_dir:
+        return False
+    if found.size == 0:
+        return True
+    if found.size < 12 or not found.path.endswith(".parquet"):
+        return False
+    import io
+
+    import pyarrow.parquet as pq
+
+    fs = sink_of(ctx).fs
+    try:
+        tail = fs.read_tail(found.path, 8)
+        length = int.from_bytes(tail[:4], "little")
+        if tail[4:] != PARQUET_MAGIC or length + 8 > found.size:
+            return False
+        return bool(pq.read_metadata(io.BytesIO(fs.read_tail(found.path, length + 8))).num_rows == 0)
+    except (OSError, ValueError, CheckpointError):
+        return False
+
+
 @check("WM056", ERROR, "file sink log names a data file twice", needs_sink=True)
 def sink_files_twice(ctx: Context) -> Iterator[Issue]:
     if log_unreadable(ctx):
@@ -201,7 +230,8 @@ def sink_files_twice(ctx: Context) -> Iterator[Issue]:
         if entry.action != "add" or entry.path in deleted or empty_file(entry):
             continue
         if entry.path in first:
-            twice.append((entry.path, first[entry.path], batch))
+            if not holds_no_rows(ctx, entry.path):
+                twice.append((entry.path, first[entry.path], batch))
         else:
             first[entry.path] = batch
     if not twice:
