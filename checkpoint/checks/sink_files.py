@@ -322,7 +322,7 @@ def sink_compaction_lost_files(ctx: Context) -> Iterator[Issue]:
                           "it compacts")
     names = ", ".join(posixpath.basename(p) for p in inputs)
     yield Issue(where, (
-        f"{SINK_LOG}/{newest}.compact lacks {plural(len(lost), 'data file')} that the log files it compacts ({names}) "
+        f"{where} lacks {plural(len(lost), 'data file')} that the log files it compacts ({names}) "
         f"name (e.g. {lost[0].path}): Spark writes a compact file as those files' entries plus its batch's, dropping "
         "only deleted files and, with a retention, the oldest, and its readers of the sink take the newest compact "
         "file and the files after it only, so they miss those files' rows (tested with Spark 4.3: rows missing, the "
