@@ -275,8 +275,8 @@ def uncommitted_batches(ctx: Context) -> Iterator[Issue]:
             f"offsets of batch {last - 1}, so the input of batch {span(first, last - 1)} is never processed; after a "
             f"rewind to the last committed batch Spark plans that input again"
             + (f" (the state holds the versions batch {span(first, last - 1)} wrote: if their output reached a file "
-               f"sink too, only their commit files were lost and the restart is correct; check with --file-sink SINK "
-               f"to tell)" if ctx.sink is None and ctx.operators and state_written(ctx, pending[:-1]) else "")
+               f"sink too, only their commit files were lost and the restart is correct; checking the checkpoint with "
+               f"its file sink tells)" if ctx.sink is None and ctx.operators and state_written(ctx, pending[:-1]) else "")
         ), ctx.rewind(done) if done is not None else NEW_CHECKPOINT)
 
 
