@@ -183,19 +183,15 @@ def edited_log_fix(ctx: Context, batch: int, entries: str) -> tuple[Fix, str]:
                        "backup of it)"), sink_of(ctx).shown(posixpath.join(SINK_LOG, f"{batch}.compact"))
 
 
-def empty_file(entry: FileLogEntry) -> bool:
-    """Whether the log records the data file as 0 bytes: it holds no row in any format (read twice, nothing changes;
-    a JSON sink writes one for a batch without output)."""
-    size = entry.fields.get("size")
-    return isinstance(size, (int, float)) and not isinstance(size, bool) and size == 0
-
-
 PARQUET_MAGIC = b"PAR1"
+FOOTER_READ = 1 << 16
+"""Bytes read from a data file's end to find its Parquet footer (a larger footer is read again whole)."""
 
 
 def holds_no_rows(ctx: Context, entry_path: str) -> bool:
-    """Whether a data file the sink's log names is there and holds no row: empty, or a Parquet file whose footer counts
-    none (Spark's sink writes one for each task of a batch that emitted nothing); reading it twice adds nothing."""
+    """Whether a data file the sink's log names is there and holds no row: empty (a JSON sink's file of a batch without
+    output), or a Parquet file whose footer counts none (Spark's sink writes one for each task of a batch that emitted
+    nothing); reading it twice adds nothing."""
     found = sink_files(ctx).find(entry_path)
     if found is None or found.is_dir:
         return False
@@ -209,11 +205,13 @@ def holds_no_rows(ctx: Context, entry_path: str) -> bool:
 
     fs = sink_of(ctx).fs
     try:
-        tail = fs.read_tail(found.path, 8)
-        length = int.from_bytes(tail[:4], "little")
-        if tail[4:] != PARQUET_MAGIC or length + 8 > found.size:
+        tail = fs.read_tail(found.path, min(found.size, FOOTER_READ))
+        length = int.from_bytes(tail[-8:-4], "little")
+        if tail[-4:] != PARQUET_MAGIC or length + 8 > found.size:
             return False
-        return bool(pq.read_metadata(io.BytesIO(fs.read_tail(found.path, length + 8))).num_rows == 0)
+        if length + 8 > len(tail):
+            tail = fs.read_tail(found.path, length + 8)
+        return bool(pq.read_metadata(io.BytesIO(tail[-(length + 8):])).num_rows == 0)
     except (OSError, ValueError, CheckpointError):
         return False
 
@@ -227,7 +225,7 @@ def sink_files_twice(ctx: Context) -> Iterator[Issue]:
     first: dict[str, int] = {}
     twice: list[tuple[str, int, int]] = []
     for batch, entry in entries:
-        if entry.action != "add" or entry.path in deleted or empty_file(entry):
+        if entry.action != "add" or entry.path in deleted:
             continue
         if entry.path in first:
             if not holds_no_rows(ctx, entry.path):

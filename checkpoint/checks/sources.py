@@ -349,13 +349,17 @@ def sink_log_gap(ctx: Context) -> Iterator[Issue]:
 
 
 class Unseen(NamedTuple):
-    """What a file source's log, as Spark restores its seen files from it, misses: files of the log holding fewer
-    entries than log batches, or, the log file of the log batch the last offsets reach, fewer files logged for the first time (log file, its log
-    batches, its new files; Spark logs at least one new file per batch, so lines were lost or replaced by an earlier
-    batch's; the input of older log batches read again is mostly behind the watermark: Spark drops its rows as late), logged bare paths of files that are there on the checkpoint's store (Spark lists URIs, ``file:``
-    ones on a local disk, so the bare path does not name the file it read), logged URIs of files that are there spelled
-    otherwise than Spark's listing spells them (seen files are matched by the
-    string; log file, path, the listing's spelling), and entries naming another source's files (log file, path, the other source)."""
+    """What a file source's log, as Spark restores its seen files from it, misses:
+
+    - ``short``: files of the log holding fewer entries than log batches, or, for the log file of the log batch the
+      last offsets reach, fewer files logged for the first time (log file, its log batches, its new files; Spark logs
+      at least one new file per batch, so lines were lost or replaced by an earlier batch's; older input read again
+      is mostly behind the watermark, and Spark drops its rows as late);
+    - ``bare``: logged bare paths of files that are there on the checkpoint's store (Spark lists URIs, ``file:`` ones
+      on a local disk, so the bare path does not name the file it read);
+    - ``spelled``: logged URIs of files that are there spelled otherwise than Spark's listing spells them (seen files
+      are matched by the string; log file, path, the listing's spelling);
+    - ``foreign``: entries naming another source's files (log file, path, the other source)."""
 
     short: list[tuple[str, int, int]]
     bare: list[str]
