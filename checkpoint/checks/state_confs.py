@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator
 
+from ..conf_values import SPARK_STATE_PACKAGE
 from ..layout import DEFAULT_STORE
 from ..metadata_log import OFFSET_LOG
 from ..model import PINNED_CONFS
@@ -25,10 +26,8 @@ from .text import listed
 
 PROVIDER = PINNED_CONFS["state_provider"]
 AGG_FORMAT = PINNED_CONFS["aggregation_state_format"]
-PROVIDER_CLASSES = {
-    "hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
-    "rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
-}
+PROVIDER_CLASSES = {"hdfs": f"{SPARK_STATE_PACKAGE}HDFSBackedStateStoreProvider",
+                    "rocksdb": f"{SPARK_STATE_PACKAGE}RocksDBStateStoreProvider"}
 PROVIDER_FILES = {"hdfs": "HDFS-backed state files (deltas, snapshots)", "rocksdb": "RocksDB state files (zips, changelogs)"}
 
 
