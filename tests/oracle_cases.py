@@ -966,6 +966,8 @@ CASES = [
          r"CANNOT_READ_STREAMING_STATE_FILE\].*1\.changelog does not exist", fix=every_conf(PROVIDER, HDFS_PROVIDER)),
     Case("rocksdb-provider-edited-in-every-offsets", "WM074", ROCKS, every_conf(PROVIDER, HDFS_PROVIDER), FAILS,
          r"CANNOT_READ_DELTA_FILE_NOT_EXISTS\].*1\.delta", fix=every_conf(PROVIDER, ROCKSDB_PROVIDER)),
+    Case("join-provider-edited-in-every-offsets", "WM074", "join_stream_stream", every_conf(PROVIDER, ROCKSDB_PROVIDER),
+         FAILS, r"CANNOT_READ_STREAMING_STATE_FILE", fix=every_conf(PROVIDER, HDFS_PROVIDER)),  # four stores a partition
     Case("aggregation-format-edited-in-every-offsets", "WM074", AGG, every_conf(AGG_FORMAT, "1"), FAILS,
          r"STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE", fix=every_conf(AGG_FORMAT, "2")),
     Case("state-partition-restored-from-another", "WM058", AGG, partition_files_of(1, 0), WRONG,  # a window lost
