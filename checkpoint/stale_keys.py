@@ -156,3 +156,8 @@ def stale_keys(tables: Sequence[FileChanges], files: Sequence[FileChanges]) -> d
             else:
                 held.pop(change.key, None)
     return held
+
+
+def latest_removal(files: Iterable[FileChanges]) -> int | None:
+    """The latest event time of a key the ``files`` remove, None when they remove none at or before their bound."""
+    return max((c.event_us for f in files if f.removes for c in f.changes if not c.live), default=None)

@@ -9,11 +9,12 @@ whose files removes any key is not judged.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Iterator
 
 from .. import stale_columns
 from ..repair.requests import RewindRequest
-from ..stale_keys import FileChanges, stale_keys
+from ..stale_keys import FileChanges, latest_removal, stale_keys
 from ..state_load import StoreLoad
 from ..timeutil import format_ms
 from . import state
@@ -46,10 +47,15 @@ def evicted_keys_loaded(ctx: Context) -> Iterator[Issue]:
     read = [(load, bound, judged(ctx, load)) for load, bound in loads]
     evicting = {load.part.operator_id for load, _, seen in read
                 if seen is not None and any(c.removes for c in seen[0] + seen[1])}
+    removed = {op: latest_removal([c for load, _, seen in read if seen is not None and load.part.operator_id == op
+                                   for c in seen[0] + seen[1]]) for op in evicting}
     for load, bound, seen in read:
         if seen is None or load.part.operator_id not in evicting:
             continue
         held = held_keys(*seen)
+        if bound.inferred:
+            bound = replace(bound, bound_us=removed[load.part.operator_id] or 0)
+            held = {key: at for key, at in held.items() if at <= bound.bound_us}
         if held:
             yield issue(ctx, load, bound, held)
     unjudged = ctx.memo.get("aged-unjudged", set()) & {load.part.directory for load, _ in loads}
@@ -74,14 +80,18 @@ def issue(ctx: Context, load: StoreLoad, bound: Bound, held: dict[bytes, int]) -
     oldest = format_ms(min(held.values()) // 1000, ctx.tz)
     names = [f.path.rsplit("/", 1)[-1] for f in load.chain]
     read = ", ".join(names) if len(names) <= 3 else f"{names[0]}, …, {names[-1]}"
-    why, fix = rewind_fix(ctx, batch)
+    what = f"the eviction watermark of batch {batch}"
+    if bound.inferred:
+        what = (f"the latest {bound.column} its state files show removed by batch {batch} or before (the operator's "
+                f"eviction watermark of batch {batch} is at least that: its watermark never moves back)")
+    why, fix = rewind_fix(ctx, first_evicting(ctx, min(held.values()), batch))
     if isinstance(fix, RewindRequest) and fix.to_batch is not None:
         why = (f"rewinding to batch {fix.to_batch} makes Spark load state version {fix.to_batch + 1} and run the "
                f"batches after it again, writing version {load.version} anew")
     return Issue(part.directory, (
         f"state version {load.version} of {part.directory}, which the next batch loads ({read}), holds "
         f"{plural(len(held), 'key')} of operator {part.operator_id} whose {bound.column} is at or before "
-        f"{format_ms(bound.bound_us // 1000, ctx.tz)}, the eviction watermark of batch {batch} (e.g. {bound.column} "
+        f"{format_ms(bound.bound_us // 1000, ctx.tz)}, {what} (e.g. {bound.column} "
         f"{oldest}); batch {batch} removed every such key before it wrote that version, so a file of it is not the "
         f"one Spark wrote (another partition's, an older version's, or a lost increment over an older snapshot: a "
         f"file with no row of its own shows nothing else). Spark loads it without an error and removes those keys "
@@ -89,3 +99,11 @@ def issue(ctx: Context, load: StoreLoad, bound: Bound, held: dict[bytes, int]) -
         f"restart's output differs from a control run), in update mode it drops them, and the changes the lost file "
         f"held are gone in either; {why}"
     ), fix)
+
+
+def first_evicting(ctx: Context, event_us: int, batch: int) -> int:
+    """The first batch up to ``batch`` whose watermark reaches ``event_us``: no operator's eviction watermark is past
+    the batch's, so every state version up to it may hold the key, and a file written after it is the one to run again
+    (a file in the middle of the chain, replaced, shows its keys only at the end of it)."""
+    return next((b for b in sorted(ctx.offsets) if b <= batch and (seq := ctx.offsets[b]).metadata is not None
+                 and seq.metadata.batch_watermark_ms * 1000 >= event_us), batch)

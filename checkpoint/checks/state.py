@@ -269,6 +269,11 @@ class Bound:
     """That batch."""
     column: str
     """The key's event-time column (``window.end``)."""
+    inferred: bool = False
+    """Whether the operator's own eviction watermark is unknown (a stream-stream join upstream holds it back by a
+    time-range condition only the plan records): ``bound_us`` is then the batch's watermark, above the operator's,
+    and only keys at or before the latest window the operator's files remove are judged (the watermark never moves
+    back, so every batch since evicted at least that far)."""
 
 
 def ran_with_recorded_watermark(ctx: Context, batch: int) -> bool:
@@ -299,7 +304,8 @@ def printed_modes(ctx: Context, operator_id: int) -> set[str]:
 def aging(ctx: Context) -> dict[str, Bound]:
     """By store partition directory: the :class:`Bound` of each streaming aggregation (``stateStoreSave``) whose key
     holds the watermarked column, when the eviction watermark of the batch that wrote the version the next batch
-    loads is known (from the checkpoint or an event log's plan) and past 0."""
+    loads is past 0: known (from the checkpoint or an event log's plan), or else bounded by the batch's watermark
+    (:attr:`Bound.inferred`)."""
     if "aging" in ctx.memo:
         return ctx.memo["aging"]
     out: dict[str, Bound] = {}
@@ -317,7 +323,12 @@ def aging(ctx: Context) -> dict[str, Bound]:
             continue  # update mode (harmless alone, not tested) or complete mode (keeps every key)
         own = model.of(writer, op.operator_id)
         schema = ctx.ckpt.store_schema(op.operator_id, DEFAULT_STORE)
-        if own is None or not own.evict_ms or own.source not in (PLAN, CHECKPOINT) or schema is None:
+        if own is None or own.evict_ms == 0 or schema is None:
+            continue
+        evict_ms, inferred = own.evict_ms, own.source not in (PLAN, CHECKPOINT) or own.evict_ms is None
+        if inferred:  # an upstream join holds it back by a condition only the plan records: the batch's own bounds it
+            evict_ms = ctx.offsets[writer].metadata.batch_watermark_ms  # type: ignore[union-attr]
+        if not evict_ms or evict_ms < 0:
             continue
         column = event_time_field(schema.key_schema)
         event = event_time_reader(schema.key_schema, column.path) if column is not None else None
@@ -325,7 +336,7 @@ def aging(ctx: Context) -> dict[str, Bound]:
             continue
         for part in op.live_partitions:
             if part.store == DEFAULT_STORE:
-                out[part.directory] = Bound(event, own.evict_ms * 1000, writer, ".".join(column.path))
+                out[part.directory] = Bound(event, evict_ms * 1000, writer, ".".join(column.path), inferred)
     return out
 
 
