@@ -931,6 +931,9 @@ CASES = [
     Case("sink-log-file-cut", "WM001", AGG, lambda r: (r / "output/_spark_metadata/11").write_bytes(
         (r / "output/_spark_metadata/11").read_bytes()[:60]), WRONG, repair=True),  # the sink's readers fail
     Case("sink-log-names-a-file-twice", "WM056", AGG, lambda r: sink_log_repeats(r, 12, 11), WRONG, repair=True),
+    # log batch 5 replaced by 4, which names a file without rows: batch 5's data file (rows) is no longer listed
+    Case("sink-log-replaced-by-the-one-before-losing-rows", "WM056", "dedup_then_agg", lambda r: shutil.copy2(
+        r / "output/_spark_metadata/4", r / "output/_spark_metadata/5"), WRONG, repair=True),
     Case("sink-log-deletes-a-file", "WM061", AGG, lambda r: sink_log_deletes(r, 12, 11), WRONG, repair=True),
     Case("pending-offsets-without-the-source-offset", "WM054", TTL, both(crashed_before_commits(6), lambda r: edit(
         r, f"{C}/offsets/6", '{"logOffset":6}', "-")), WRONG, repair=True),  # re-run from no offset: input read again

@@ -7,7 +7,7 @@ from typing import Iterator, NamedTuple
 
 from ..errors import CheckpointError
 from ..file_logs import FileLogEntry
-from ..fs import local_path
+from ..fs import FileInfo, local_path
 from ..layout import log_file_batch
 from ..locations import SinkFiles, entry_location, parent_location, present_files, root_location, spark_location
 from ..repair.requests import RelocateRequest
@@ -193,7 +193,12 @@ def holds_no_rows(ctx: Context, entry_path: str) -> bool:
     output), or a Parquet file whose footer counts none (Spark's sink writes one for each task of a batch that emitted
     nothing); reading it twice adds nothing."""
     found = sink_files(ctx).find(entry_path)
-    if found is None or found.is_dir:
+    return found is not None and no_rows(ctx, found)
+
+
+def no_rows(ctx: Context, found: FileInfo) -> bool:
+    """Whether a data file of the sink holds no row (:func:`holds_no_rows`)."""
+    if found.is_dir:
         return False
     if found.size == 0:
         return True
@@ -224,14 +229,19 @@ def sink_files_twice(ctx: Context) -> Iterator[Issue]:
     deleted = {e.path for _, e in entries if e.action == "delete"}
     first: dict[str, int] = {}
     twice: list[tuple[str, int, int]] = []
+    empty: list[tuple[str, int, int]] = []
     for batch, entry in entries:
         if entry.action != "add" or entry.path in deleted:
             continue
         if entry.path in first:
-            if not holds_no_rows(ctx, entry.path):
-                twice.append((entry.path, first[entry.path], batch))
+            (empty if holds_no_rows(ctx, entry.path) else twice).append((entry.path, first[entry.path], batch))
         else:
             first[entry.path] = batch
+    if not twice and empty:
+        lost = [p for p in unlisted(ctx) if not no_rows(ctx, sink_files(ctx).listing()[p])]
+        if lost:
+            yield repeated_empty(ctx, empty[0], lost)
+        return
     if not twice:
         return
     path, was, again = twice[0]
@@ -242,6 +252,21 @@ def sink_files_twice(ctx: Context) -> Iterator[Issue]:
         "(tested with Spark 4.3: duplicated output). The log was edited or its files mixed"
         + (f"; a rewind to before batch {again} removes the repeating log file, keeps the data file the earlier "
            "batch names, and Spark writes that batch again" if not isinstance(fix, Instruction) else "")
+    ), fix)
+
+
+def repeated_empty(ctx: Context, repeat: tuple[str, int, int], lost: list[str]) -> Issue:
+    """A log batch naming a data file without rows an earlier one names, beside data files with rows the log lacks."""
+    path, was, again = repeat
+    fix, where = edited_log_fix(ctx, again, "repeated")
+    return Issue(where, (
+        f"log batch {again} of the sink names a data file log batch {was} names (e.g. {path}, which holds no row): "
+        f"Spark's sink writes new files in every batch, so that log file is not the one batch {again} wrote, and the "
+        f"sink directory holds {plural(len(lost), 'data file')} with rows its log does not list (e.g. "
+        f"{sink_of(ctx).shown(lost[0])}): the output of that batch, which Spark's readers of the sink never read "
+        "(tested with Spark 4.3: rows lost)"
+        + (f"; a rewind to before batch {again} removes the log file and Spark writes that batch again"
+           if not isinstance(fix, Instruction) else "")
     ), fix)
 
 
@@ -342,15 +367,20 @@ def sink_files_elsewhere(ctx: Context) -> Iterator[Issue]:
         ), path_map_fix(ctx, elsewhere))
 
 
+def unlisted(ctx: Context) -> list[str]:
+    """The data files in the sink directory (paths below it) that its log does not name, in order."""
+    files = sink_files(ctx)
+    named = [entry.path for entry in live_entries(ctx)] + [path for _, path in deleted_entries(ctx)]  # WM061
+    listed = {found.path for path in named if (found := files.find(path)) is not None}
+    return sorted(p for p in files.listing() if not any(part.startswith((".", "_")) for part in p.split("/"))
+                  and p not in listed)
+
+
 @check("WM034", WARNING, "data files in the sink directory that its log does not list", needs_sink=True)
 def unlisted_sink_files(ctx: Context) -> Iterator[Issue]:
     if not ctx.sink_logs or log_unreadable(ctx):
         return
-    files = sink_files(ctx)
-    named = [entry.path for entry in live_entries(ctx)] + [path for _, path in deleted_entries(ctx)]  # WM061
-    listed = {found.path for path in named if (found := files.find(path)) is not None}
-    extra = sorted(p for p in files.listing() if not any(part.startswith((".", "_")) for part in p.split("/"))
-                   and p not in listed)
+    extra = unlisted(ctx)
     if extra:
         yield Issue(sink_of(ctx).shown(extra[0]), (
             f"{plural(len(extra), 'data file')} in the sink directory that its log does not list (e.g. {extra[0]}): "
