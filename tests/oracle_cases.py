@@ -930,6 +930,9 @@ CASES = [
         (r / "output/_spark_metadata/5").read_bytes()[:60]), OK),
     Case("sink-log-file-cut", "WM001", AGG, lambda r: (r / "output/_spark_metadata/11").write_bytes(
         (r / "output/_spark_metadata/11").read_bytes()[:60]), WRONG, repair=True),  # the sink's readers fail
+    # an older log batch's input read again: a processing-time transformWithState drops no row as late
+    Case("source-log-older-file-of-the-batch-before-no-late-rows", "WM064", TTL, lambda r: shutil.copy2(
+        r / C / "sources/0/2", r / C / "sources/0/3"), WRONG, fix=restore(f"{C}/sources/0/3")),
     Case("sink-log-names-a-file-twice", "WM056", AGG, lambda r: sink_log_repeats(r, 12, 11), WRONG, repair=True),
     # log batch 5 replaced by 4, which names a file without rows: batch 5's data file (rows) is no longer listed
     Case("sink-log-replaced-by-the-one-before-losing-rows", "WM056", "dedup_then_agg", lambda r: shutil.copy2(

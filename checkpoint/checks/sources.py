@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import posixpath
 from collections import Counter
-from typing import Iterator, NamedTuple
+from typing import Iterator, Mapping, NamedTuple
 
 from ..batch_inputs import article, changed_kind, source_kind, source_log_entries, unreadable_file_offset
 from ..errors import CheckpointError
 from ..file_logs import FileLogEntry
 from ..fs import local_path, scheme_of
-from ..layout import COMPACT_SUFFIX, SINK_LOG, log_file_batch
+from ..layout import COMPACT_SUFFIX, DEFAULT_STORE, SINK_LOG, log_file_batch
 from ..locations import listed_spelling, moved_bases, present_files, spark_location, suggest_path_map, uri_form
 from ..metadata_log import (
     DEFAULT_COMPACT_INTERVAL,
@@ -18,8 +18,11 @@ from ..metadata_log import (
     is_compaction_batch,
     next_compaction,
 )
+from ..model import Operator
 from ..numbers import is_number
+from ..operator_kinds import is_transform_with_state
 from ..repair.requests import RelocateRequest
+from ..state_schema import event_time_field
 from .context import Context, Tree
 from .definition import ERROR, Instruction, Issue, check
 from .logs import checkpoint_format
@@ -415,13 +418,43 @@ def unseen_input(ctx: Context, source_id: str, others: dict[str, set[str]], reac
     for path, paths in restored.items():
         batch, compact = log_file_batch(posixpath.basename(path)) or (-1, False)
         batches = batch + 1 if compact else 1
-        newest = batch == reached  # older input read again is mostly behind the watermark: dropped as late (tested)
+        # older input read again is mostly behind the watermark: dropped as late where an operator drops rows (tested)
+        newest = batch == reached or not late_rows_dropped(ctx)
         if len(paths) < batches or fresh[path] < batches and newest:
             short.append((path, batches, fresh[path]))
         bare += [p for p in paths if there.get(p)]
         spelled += [(path, p, respelled[p]) for p in paths if p in respelled and found.get(spark_location(p))]
         foreign += [(path, p, other) for p in paths for other, common in mixed.items() if p in common]
     return Unseen(short, bare, spelled, foreign)
+
+
+EVENT_KEYED = ("stateStoreSave", "dedupe", "StatefulStreamlineAggregate")
+"""Operators that drop input rows as late only when their key holds the watermarked column (an aggregation by a
+window, a deduplication by the event time): Spark defines no late-row predicate otherwise."""
+
+
+def late_rows_dropped(ctx: Context) -> bool:
+    """Whether a stateful operator of the query may drop input rows behind the watermark: one keyed by the watermarked
+    column (:data:`EVENT_KEYED`), an event-time transformWithState, or any other stateful operator (a join, a
+    (flat)MapGroupsWithState, a session window: taken to drop). Without one (a stateless query, a count by a key without
+    event time, a processing-time transformWithState) every row read again comes out again (tested: wrong output)."""
+    if "late-rows-dropped" not in ctx.memo:
+        ctx.memo["late-rows-dropped"] = any(_drops_late_rows(ctx, op) for op in ctx.ckpt.operators)
+    return bool(ctx.memo["late-rows-dropped"])
+
+
+def _drops_late_rows(ctx: Context, op: Operator) -> bool:
+    if is_transform_with_state(op.name):
+        props = getattr(op.metadata, "properties", None)
+        mode = props.get("timeMode") if isinstance(props, Mapping) else None
+        return mode is None or mode == "EventTime"
+    if op.name in EVENT_KEYED:
+        try:
+            schema = ctx.ckpt.store_schema(op.operator_id, DEFAULT_STORE)
+        except CheckpointError:
+            return True
+        return schema is None or event_time_field(schema.key_schema) is not None
+    return True
 
 
 def misspelled(paths: set[str]) -> dict[str, str]:
