@@ -300,6 +300,13 @@ class Checkpoint:
         last, done = self.last_batch, self.last_committed_batch
         return last if last is not None and (done is None or last > done) else None
 
+    def start_offsets_missing(self, last: int) -> int | None:
+        """The batch whose offsets file Spark lacks to restart with ``offsets/<last>`` as the last one (None: it has
+        what it reads). ``MicroBatchExecution.populateStartOffsets`` reads ``offsets/<last - 1>`` as where batch
+        ``last`` started (``validateOffsetLogAndGetPrevOffset``; without it: 'batch <last - 1> doesn't exist'); batch 0
+        starts from nothing. Of the commits it reads the newest only, so no commit file before it is needed."""
+        return None if last == 0 or last - 1 in self.offset_id_set else last - 1
+
     @property
     def next_batch(self) -> int:
         """The batch id the next run executes first."""

@@ -40,7 +40,8 @@ def _run(checkpoint: str, request: repair.RepairRequest, execute: bool, plan_out
 
 @click.command()
 @click.argument("checkpoint")
-@click.option("--to-batch", type=int, metavar="N", help="Make batch N the last committed batch.")
+@click.option("--to-batch", type=int, metavar="N", help="Make batch N the last committed batch (Spark restarts "
+              "from it only while offsets/N-1 exists, or N is 0, or with --keep-next-offsets).")
 @click.option("--to-watermark", metavar="TIME", help="The last batch that leaves the watermark at or before TIME.")
 @click.option("--to-time", metavar="TIME", help="The last batch that ran (batchTimestampMs) at or before TIME.")
 @click.option("--shift", type=int, metavar="-K", help="K batches before the last committed one.")

@@ -86,6 +86,14 @@ def test_timeline_and_replay_plan(tmp_path):
     (["rewind", CKPT, "--to-batch", "-1"], {"error": "--to-batch -1 names batch -1: batch ids start at 0",
                                             "hint": "the oldest batch this checkpoint can be rewound to is 0",
                                             "param": "--to-batch", "where": None, "exit_code": 2}),
+    (["rewind", str(fixture_checkpoint("compaction")), "--to-batch", "10"], {
+        "error": "cannot rewind to batch 10: offsets/9 no longer exists: Spark restarting with offsets/10 as the last "
+                 "offsets file reads it as where batch 10 started, and fails ('batch 9 doesn't exist'); with "
+                 "--keep-next-offsets it reads offsets/10 instead",
+        "hint": "the oldest batch this checkpoint can be rewound to is 11", "param": None, "where": None, "exit_code": 2}),
+    (["rewind", str(fixture_checkpoint("compaction")), "--shift", "-13"], {
+        "error": "--shift -13 names batch -1: batch ids start at 0", "param": "--shift", "where": None,
+        "hint": "the oldest batch this checkpoint can be rewound to is 11", "exit_code": 2}),
     (["batches", CKPT, "--last", "-1"], {"error": "Invalid value for '--last': -1 is not in the range x>=0.",
                                          "hint": None, "param": "--last", "where": None, "exit_code": 2}),
     (["show", CKPT, "--tz", "nowhere"], {"error": "unknown time zone 'nowhere'", "param": "--tz", "where": None,

@@ -56,7 +56,7 @@ def where(path: Path, kind: str) -> str:
 
 @pytest.mark.parametrize("kind", ["local", "remote"])
 @pytest.mark.parametrize("name, batch", [("agg_window_hdfs", 7), ("agg_window_rocksdb", 5), ("checkpoint_v2", 6),
-                                         ("compaction", 10), ("tws_pandas", 3), ("join_stream_stream", 3)])
+                                         ("compaction", 11), ("tws_pandas", 3), ("join_stream_stream", 3)])
 def test_execute_then_undo_restores_every_byte(name, batch, kind, tmp_path):
     root = copy_of(name, tmp_path)
     ckpt, sink = root / "checkpoint", where(root / "output", kind)

@@ -19,12 +19,13 @@ from wmcheck.checkpoint.repair.plan import dumps, load_plan, sha256
 from wmcheck.checkpoint.repair.rewind import FileSink, plan_rewind
 from wmcheck.checkpoint.repair.targets import parse_idle, resolve_target
 from wmcheck.checkpoint.repair.watermark import plan_set_watermark
+from wmcheck.cli.flags import cli_spelling
 
 from conftest import FIXTURES, fixture_facts, fixture_names
 
 TARGETS = {
     "agg_window_hdfs": 7, "agg_spark35": 7, "agg_window_rocksdb": 5, "checkpoint_v2": 6, "chained_aggs": 6,
-    "compaction": 10, "dedup_watermark": 4, "join_stream_stream": 3, "multi_watermark_max": 5,
+    "compaction": 11, "dedup_watermark": 4, "join_stream_stream": 3, "multi_watermark_max": 5,
     "pandas_state_timeout": 3, "tws_pandas": 3,
 }
 VERSIONED = re.compile(r"^\.?(\d+)(?:_[0-9a-fA-F-]+)?\.(?:delta|snapshot|zip|changelog)(?:\.crc)*$")
@@ -270,9 +271,39 @@ def test_purged_batches_are_refused_with_the_oldest_batch():
     root = need("compaction")
     with pytest.raises(RefusedError, match="commits/9 no longer exists") as err:
         plan_for(root, 9)
-    assert err.value.oldest_batch == 10
+    assert err.value.oldest_batch == 11
     with pytest.raises(RefusedError, match="batch 13 is not committed: the last committed batch is 12"):
         plan_for(root, 13)
+
+
+def test_a_batch_whose_previous_offsets_were_purged_is_refused_with_the_oldest_batch():
+    """compaction keeps offsets/10 to 12: as the last offsets file, offsets/10 needs offsets/9 (where batch 10
+    started), so 11 is the oldest batch; keeping offsets/11 makes 10 work (Spark then reads offsets/10)."""
+    root = need("compaction")
+    with pytest.raises(RefusedError) as err:
+        plan_for(root, 10)
+    assert err.value.text(cli_spelling) == (
+        "cannot rewind to batch 10: offsets/9 no longer exists: Spark restarting with offsets/10 as the last offsets "
+        "file reads it as where batch 10 started, and fails ('batch 9 doesn't exist'); with --keep-next-offsets it "
+        "reads offsets/10 instead (hint: the oldest batch this checkpoint can be rewound to is 11)")
+    assert err.value.oldest_batch == 11
+    assert plan_for(root, 11).after.last_batch == 11
+    kept = plan_for(root, 10, keep_next_offsets=True)
+    assert (kept.after.last_batch, kept.after.last_committed_batch) == (11, 10)
+    with pytest.raises(RefusedError, match="commits/9 no longer exists") as err:
+        plan_for(root, 9, keep_next_offsets=True)
+    assert err.value.oldest_batch == 10
+
+
+def test_batch_0_needs_no_offsets_before_it_and_batch_1_needs_offsets_0(tmp_path):
+    root = copy_of("agg_window_hdfs", tmp_path)
+    assert plan_for(root, 0).after.last_batch == 0
+    for name in ("0", ".0.crc"):
+        (root / "checkpoint" / "offsets" / name).unlink()
+    with pytest.raises(RefusedError, match=r"offsets/0 no longer exists: .*'batch 0 doesn't exist'") as err:
+        plan_for(root, 1)
+    assert err.value.oldest_batch == 2
+    assert plan_for(root, 1, keep_next_offsets=True).after.last_batch == 2
 
 
 def test_purged_state_is_refused_with_the_oldest_batch(tmp_path):

@@ -6,13 +6,18 @@ import csv
 import io
 import json
 import shutil
+import time
 
 import pytest
 
 from wmcheck.checkpoint import repair
+from wmcheck.checkpoint.errors import RefusedError
 from wmcheck.checkpoint.model import open_checkpoint
+from wmcheck.checkpoint.repair.plan import Plan
+from wmcheck.checkpoint.repair.plan_params import Position, RepartitionParams
 from wmcheck.checkpoint.repair.repartition import (
     HDFS_INSTEAD,
+    batch_steps,
     spark_confs,
     spark_version_problem,
 )
@@ -139,6 +144,22 @@ def test_rewind_across_a_repartition_batch_restores_the_old_layout(copy_fixture)
     written = fixture_facts("repartition_rocksdb")["repartition"]["files_written"]
     doc = repair.run(str(root / "checkpoint"), repair.RewindRequest(to_batch=8, file_sink=str(root / "output")))
     assert sorted(s.path for s in doc.plan.steps) == sorted(written)
+
+
+def test_removing_a_repartition_batch_puts_back_a_checkpoint_spark_could_not_restart_from(copy_fixture):
+    """Undoing Spark's repartition batch (or its failed attempt) restores the checkpoint as it was, even where a
+    rewind to the batch before is refused (offsets/7 gone: Spark restarting at batch 8 needs it)."""
+    root = copy_fixture("repartition_rocksdb")
+    for name in ("7", ".7.crc"):
+        (root / "checkpoint" / "offsets" / name).unlink()
+    ckpt = open_checkpoint(str(root / "checkpoint"))
+    with pytest.raises(RefusedError, match="offsets/7 no longer exists"):
+        repair.run(str(root / "checkpoint"), repair.RewindRequest(to_batch=8))
+    at = Position(9, 9)
+    plan = Plan("repartition", ckpt.location, None, RepartitionParams(5, 3, 9), at, at, (),
+                created_ms=int(time.time() * 1000) + 60_000)  # made after every file: none is left by a killed run
+    written = fixture_facts("repartition_rocksdb")["repartition"]["files_written"]
+    assert sorted(s.path for s in batch_steps(ckpt, plan)) == sorted(written)
 
 
 def test_saved_plan_is_refused_once_the_checkpoint_changed(copy_fixture, tmp_path):

@@ -309,7 +309,7 @@ def batch_steps(ckpt: Checkpoint, plan: Plan) -> list[Step]:
                   i.mtime_ms) for i in temps if i.mtime_ms >= plan.created_ms]
     crcs = {i.path: i for i in ckpt.state_layout.crc_files}
     if ckpt.last_batch is not None and ckpt.last_batch >= batch:
-        steps = list(plan_rewind(ckpt, batch - 1, keep_source_log=True).steps) + steps
+        steps = list(plan_rewind(ckpt, batch - 1, keep_source_log=True, restoring=True).steps) + steps
     else:  # an undo killed after it removed the batch's logs: the logs' sidecars, and what a rewind to the batch
         # before removes from state/ (the state versions the batch wrote, their SSTs, its operator metadata v2)
         for folder in (COMMITS, OFFSETS):

@@ -104,6 +104,8 @@ class RewindView:
 class Options:
     keep_next_offsets: bool = False
     keep_source_log: bool = False
+    restoring: bool = False
+    """Removing a batch a repair wrote: the checkpoint goes back to what it was, whether Spark restarted from it or not."""
 
     def last_offsets(self, batch: int) -> int:
         return batch + 1 if self.keep_next_offsets else batch
@@ -123,6 +125,13 @@ def problems(view: RewindView, batch: int, opts: Options) -> list[str]:
         return out
     if opts.keep_next_offsets and batch + 1 not in ckpt.offset_id_set:
         return [f"{arg('keep_next_offsets')}: there is no offsets/{batch + 1} to keep"]
+    last = opts.last_offsets(batch)
+    gone = ckpt.start_offsets_missing(last)
+    if gone is not None and not opts.restoring:
+        out.append(f"offsets/{gone} no longer exists: Spark restarting with offsets/{last} as the last offsets file "
+                   f"reads it as where batch {last} started, and fails ('batch {gone} doesn't exist')"
+                   + (f"; with {arg('keep_next_offsets')} it reads offsets/{batch} instead"
+                      if batch + 1 in ckpt.offset_id_set else ""))
     version = batch + 1
     count = partitions_of(ckpt, batch)  # partitions above it were added by a later repartition: never loaded
     bad = [p.directory for op in ckpt.operators for p in op.partitions
@@ -170,12 +179,14 @@ def plan_rewind(
     sink: FileSink | None = None,
     keep_next_offsets: bool = False,
     keep_source_log: bool = False,
+    restoring: bool = False,
     how: str | None = None,
     created_ms: int = 0,
 ) -> Plan:
-    """The plan that makes ``batch`` the last committed batch; RefusedError when it cannot be done safely."""
+    """The plan that makes ``batch`` the last committed batch; RefusedError when it cannot be done safely
+    (``restoring``: removing the batches a repair wrote, which puts back a checkpoint Spark may not restart from)."""
     view = RewindView(ckpt, sink)
-    opts = Options(keep_next_offsets, keep_source_log)
+    opts = Options(keep_next_offsets, keep_source_log, restoring)
     how = how or arg("to_batch", batch)
     reasons = problems(view, batch, opts) if batch is not None else []
     if batch is None or reasons:

@@ -22,6 +22,12 @@ def retained_batches(ckpt: Checkpoint) -> list[int]:
     return sorted(set(ckpt.commit_ids) & set(ckpt.offset_ids))
 
 
+def restartable_batches(ckpt: Checkpoint) -> list[int]:
+    """Retained batches Spark can restart from once a rewind makes them the last (their offsets file the last one
+    too): those whose previous offsets file is still there, or batch 0 (:meth:`Checkpoint.start_offsets_missing`)."""
+    return [b for b in retained_batches(ckpt) if ckpt.start_offsets_missing(b) is None]
+
+
 def batch_timestamp(ckpt: Checkpoint, batch: int) -> int | None:
     meta = ckpt.offsets(batch).metadata
     return meta.batch_timestamp_ms if meta else None
@@ -75,9 +81,9 @@ def _batch_id(ckpt: Checkpoint, batch: int, given: str, param: str) -> int:
     """``batch`` when it can name a batch (ids start at 0), else a clear error on ``param`` (``given``: as passed)."""
     if batch >= 0:
         return batch
-    retained = retained_batches(ckpt)
+    targets = restartable_batches(ckpt)
     raise CheckpointError(f"{given} names batch {batch}: batch ids start at 0",
-                          hint=f"the oldest batch this checkpoint can be rewound to is {retained[0]}" if retained
+                          hint=f"the oldest batch this checkpoint can be rewound to is {targets[0]}" if targets
                           else "no batch is committed", param=param)
 
 
