@@ -739,6 +739,9 @@ CASES = [
          FAILS, "", repair=True),
     Case("state-delta-missing", "WM016", AGG, lambda r: unlink(r, f"{C}/state/0/1/13.delta", f"{C}/state/0/1/.13.delta.crc"),
          FAILS, "", repair=True),
+    Case("state-delta-missing-where-older-offsets-are-purged", "WM016", COMPACTION,  # batch 10 alone: 'batch 9 doesn't
+         # exist'; the fix keeps offsets/11 and re-runs batch 11 as planned
+         lambda r: unlink(r, f"{C}/state/0/1/12.delta", f"{C}/state/0/1/.12.delta.crc"), FAILS, "", repair=True),
     Case("rocksdb-changelog-missing", "WM016", ROCKS,  # the last commit's state version, in one partition only
          lambda r: unlink(r, f"{C}/state/0/1/13.changelog", f"{C}/state/0/1/.13.changelog.crc"), FAILS, "", repair=True),
     Case("state-beyond-last-batch", "WM017", AGG,  # a stale delta: Spark writes its own over it at version 14

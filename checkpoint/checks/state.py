@@ -30,7 +30,7 @@ from ..state_schema import event_time_field
 from .context import Context
 from .definition import ERROR, WARNING, Fix, Instruction, Issue, check
 from .logs import checkpoint_format
-from .remedies import rewind_before
+from .remedies import rewind_before, state_rewind
 from .repartition import moves
 from .text import listed, plural, span
 from .watermark import FUTURE_TOLERANCE_MS
@@ -102,7 +102,8 @@ def rewind_fix(ctx: Context, version: int | None = None) -> tuple[str, Fix]:
             break
         target = newest
     if target:
-        return f"batch {target - 1} is the newest batch whose state every partition can rebuild", ctx.rewind(target - 1)
+        kept, fix = state_rewind(ctx, target - 1)
+        return f"batch {target - 1} is the newest batch whose state every partition can rebuild{kept}", fix
     return "no committed batch can be restored from these files", Instruction(
         "restore state/ from a backup (wmcheck undo if a wmcheck repair changed it), or start the query from a new "
         "checkpoint")
@@ -362,8 +363,9 @@ def content_rewind_fix(ctx: Context, load: StoreLoad) -> tuple[str, Fix]:
         if ok:
             break
     if target > 0:
-        return (f"batch {target - 1} is the newest batch whose state every partition loads (restoring the file from "
-                f"a backup works too)", ctx.rewind(target - 1))
+        kept, fix = state_rewind(ctx, target - 1)
+        return (f"batch {target - 1} is the newest batch whose state every partition loads{kept} (restoring the file "
+                f"from a backup works too)", fix)
     return "no committed batch loads without it", Instruction(
         "restore the file from a backup (wmcheck undo if a wmcheck repair changed it), or start the query from a new "
         "checkpoint")
