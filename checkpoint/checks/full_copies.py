@@ -32,20 +32,26 @@ def differing(copy: dict[bytes, bytes], rebuilt: dict[bytes, bytes]) -> tuple[in
 def compared(reader: Reader, load: StoreLoad) -> tuple[StoreLoad, tuple[int, int, int]] | None:
     """The newest replay of a load's full copy (:func:`..state_load.replays`) and how the copy differs from it, when
     it differs from every replay read; None when one agrees (an older full copy that disagrees is never read) or none
-    can be read here."""
+    can be read here. A replay through a file its checksum sidecar shows changed since Spark wrote it (an older
+    increment copied over it) rebuilds nothing Spark wrote: it neither condemns nor clears the copy."""
     copy = reader.rows(replace(load, version=load.chain[0].version, chain=load.chain[:1]))
     if copy is None:
         return None  # not read here: column families (transformWithState: merges, TTL), damage, over the budget
     first: tuple[StoreLoad, tuple[int, int, int]] | None = None
     for replay in replays(load):
         rebuilt = reader.rows(replay)
-        if rebuilt is None:
+        if rebuilt is None or any(changed_since_written(reader.ctx, f.path) for f in replay.chain):
             continue
         found = differing(copy, rebuilt)
         if not any(found):
             return None
         first = first or (replay, found)
     return first
+
+
+def changed_since_written(ctx: Context, path: str) -> bool:
+    """Whether a state file read here does not match its Hadoop or Spark checksum sidecar."""
+    return ctx.hadoop_checksum_problem(path) is not None or ctx.spark_checksum_problem(path) is not None
 
 
 @check("WM072", ERROR, "a state snapshot the next batch loads disagrees with the increments to its version")
