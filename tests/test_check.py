@@ -1620,6 +1620,16 @@ def test_the_first_source_log_file_gone_is_read_at_start_and_only_a_backup_fills
     assert fixes(root)["WM022"] == Instruction("restore sources/0/0 from a backup, or start the query from a new checkpoint")
 
 
+def test_a_source_log_fix_names_no_rewind_spark_cannot_restart_from(copy_fixture):
+    """compaction keeps offsets/10 to 12: batch 10 read log batches up to 8 only, but a rewind to it leaves offsets/10
+    the last offsets file without offsets/9 ('batch 9 doesn't exist'), so log batch 9 gone is fixed by hand."""
+    root = copy_fixture("compaction")
+    (root / "checkpoint/sources/0/9").unlink()
+    found = fixes(root)
+    assert found["WM022"] == Instruction("restore sources/0/9 from a backup, or start the query from a new checkpoint")
+    assert found["WM029"] == Instruction("delete sources/0/.9.crc while the query is stopped")
+
+
 def test_a_log_file_of_the_other_source_is_input_read_again(copy_fixture):
     """Only the source whose log holds the other's file is named: the other's log names it among its own files."""
     root, _ = broken_copy(copy_fixture, "WM064-mixed")

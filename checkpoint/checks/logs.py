@@ -32,6 +32,7 @@ from ..metadata_log import (
 )
 from ..numbers import is_number
 from ..repair.requests import RewindRequest, UndoRequest
+from ..repair.targets import restartable_batches
 from ..repair_records import find_interrupted, read_journal
 from ..state_files import is_crc, is_temp
 from ..state_formats import version_file
@@ -469,8 +470,8 @@ def sidecar_fix(ctx: Context, shown: str, target: str) -> Fix:
     head, _, source = folder.partition("/")
     parsed = log_file_batch(name)
     if head == SOURCES and parsed is not None:
-        ok = [b for b, seq in ctx.offsets.items() if b in ctx.commits and all(
-            o.log_offset is None or o.source_id != source or o.log_offset < parsed[0] for o in seq.sources)]
+        ok = [b for b in restartable_batches(ctx.ckpt) if b in ctx.offsets and all(
+            o.log_offset is None or o.source_id != source or o.log_offset < parsed[0] for o in ctx.offsets[b].sources)]
         return ctx.rewind(ok[-1]) if ok else by_hand
     if done is None or (head == STATE and posixpath.basename(folder) != "v2"):  # no batch names them: by hand
         return by_hand

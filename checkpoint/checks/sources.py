@@ -22,6 +22,7 @@ from ..model import Operator
 from ..numbers import is_number
 from ..operator_kinds import is_transform_with_state
 from ..repair.requests import RelocateRequest
+from ..repair.targets import restartable_batches
 from ..state_schema import event_time_field
 from .context import Context, Tree
 from .definition import ERROR, Instruction, Issue, check
@@ -55,8 +56,9 @@ def source_log_behind(ctx: Context) -> Iterator[Issue]:
         gone = [b for b in range(start, end + 1) if not log.covered(b)]
         if gone:
             reach = max(log.files, default=-1)
-            ok = [b for b, s in sorted(ctx.offsets.items()) if b in ctx.commits and all(
-                o.log_offset is None or o.source_id != src.source_id or o.log_offset < gone[0] for o in s.sources)]
+            ok = [b for b in restartable_batches(ctx.ckpt) if b in ctx.offsets and all(
+                o.log_offset is None or o.source_id != src.source_id or o.log_offset < gone[0]
+                for o in ctx.offsets[b].sources)]
             where = f"the log ends at {reach}" if listed else (
                 f"{folder}/ is gone: Spark starts a new log at log batch 0, behind the offsets, and fails ('assertion "
                 "failed', tested with Spark 4.3)")
