@@ -293,6 +293,10 @@ def edit_conf(root: Path, batch: int, change: Callable[[dict], object]) -> None:
 
 
 AGG_FORMAT, PROVIDER = "spark.sql.streaming.aggregation.stateFormatVersion", "spark.sql.streaming.stateStore.providerClass"
+JOIN_FORMAT = "spark.sql.streaming.join.stateFormatVersion"
+GROUP_STATE_FORMAT = "spark.sql.streaming.flatMapGroupsWithState.stateFormatVersion"
+ENCODING = "spark.sql.streaming.stateStore.encodingFormat"
+SOURCE_EVOLUTION = "spark.sql.streaming.queryEvolution.enableSourceEvolution"
 SHUFFLE = "spark.sql.shuffle.partitions"
 HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -979,6 +983,19 @@ CASES = [
          FAILS, r"CANNOT_READ_STREAMING_STATE_FILE", fix=every_conf(PROVIDER, HDFS_PROVIDER)),  # four stores a partition
     Case("aggregation-format-edited-in-every-offsets", "WM074", AGG, every_conf(AGG_FORMAT, "1"), FAILS,
          r"STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE", fix=every_conf(AGG_FORMAT, "2")),
+    Case("join-format-1-in-every-offsets", "WM074", "join_stream_stream", every_conf(JOIN_FORMAT, "1"), FAILS,
+         r"STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE", fix=every_conf(JOIN_FORMAT, "2")),
+    Case("join-format-3-in-every-offsets", "WM074", "join_stream_stream", every_conf(JOIN_FORMAT, "3"), FAILS,
+         r"STDS_FAILED_TO_READ_OPERATOR_METADATA", fix=every_conf(JOIN_FORMAT, "2")),
+    Case("join-format-2-on-column-families", "WM074", "join_v4_p3", every_conf(JOIN_FORMAT, "2"), FAILS,
+         r"CANNOT_READ_STREAMING_STATE_FILE\].*left-keyToNumValues/1\.changelog does not exist",
+         fix=every_conf(JOIN_FORMAT, "4")),
+    Case("group-state-format-1-in-every-offsets", "WM074", "fmgws_then_agg", every_conf(GROUP_STATE_FORMAT, "1"), FAILS,
+         r"STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE", fix=every_conf(GROUP_STATE_FORMAT, "2")),
+    Case("avro-encoding-on-rocksdb-aggregation", "WM074", ROCKS, every_conf(ENCODING, "avro"), FAILS,
+         r"StateSchemaProvider should always be defined for the Avro encoder", fix=every_conf(ENCODING, "unsaferow")),
+    Case("source-evolution-on-unnamed-sources", "WM074", AGG, every_conf(SOURCE_EVOLUTION, "true"), FAILS,
+         r"All sources should be named", fix=every_conf(SOURCE_EVOLUTION, "false")),
     Case("state-partition-restored-from-another", "WM058", AGG, partition_files_of(1, 0), WRONG,  # a window lost
          fix=restore(f"{C}/state/0/0")),
     Case("rocksdb-partition-restored-from-another", "WM058", ROCKS, partition_files_of(1, 0), WRONG,
@@ -1074,6 +1091,9 @@ CASES = [
 ]
 
 SILENT = [  # files edited or named by hand that Spark restarts from as the control run does: check reports no error
+    # a pinned conf the state was written without, which Spark takes all the same
+    Case("join-format-3-on-format-4-state", "", "join_v4_p3", every_conf(JOIN_FORMAT, "3"), OK),
+    Case("avro-encoding-on-hdfs-state", "", AGG, every_conf(ENCODING, "avro"), OK),
     Case("every-commit-deleted", "", AGG, lambda r: unlink(r, *commit_files(range(13))), OK),  # batches ran: sink, state
     Case("commits-deleted-but-the-first", "", AGG, lambda r: unlink(r, *commit_files(range(1, 13))), OK),
     # a header's number is read with Integer.parseInt; only the commit log trims the line first

@@ -6,7 +6,11 @@ another query), no change between batches shows it (WM015), but the state does. 
 metadata and the partitions holding the version the next batch loads (each commit writes that version in every
 partition it runs). The provider: the kind of state files (HDFS deltas and snapshots, RocksDB zips and
 changelogs). The aggregation state format: the value schema of the aggregation's schema file (format 1 keeps the
-grouping key in the value, format 2 only the aggregation buffer).
+grouping key in the value, format 2 only the aggregation buffer). The join state format: four stores per partition
+(formats 1 and 2, told apart by the matched flag of the values) or one store of column families (3 and 4, by the
+families the schema file names). The (flat)MapGroupsWithState format: the group state in one struct (2) or flat (1).
+The Avro encoding: RocksDB state of an operator Spark encodes as UnsafeRows whatever the conf. Source evolution: a
+version 1 offsets file, whose sources have no names.
 """
 from __future__ import annotations
 
@@ -16,9 +20,11 @@ from typing import Iterator
 from ..conf_values import SPARK_STATE_PACKAGE
 from ..layout import DEFAULT_STORE
 from ..metadata_log import OFFSET_LOG
-from ..model import PINNED_CONFS
+from ..model import PINNED_CONFS, Operator
+from ..operator_kinds import is_join, is_transform_with_state
 from ..pinned_conf import effective
 from ..repartitions import SHUFFLE_PARTITIONS
+from ..state_schema import StructType
 from .conf import drifts, last_conf, rejected
 from .context import Context
 from .definition import ERROR, Instruction, Issue, check
@@ -26,6 +32,12 @@ from .text import listed
 
 PROVIDER = PINNED_CONFS["state_provider"]
 AGG_FORMAT = PINNED_CONFS["aggregation_state_format"]
+JOIN_FORMAT = PINNED_CONFS["join_state_format"]
+GROUP_STATE_FORMAT = PINNED_CONFS["flatmapgroups_state_format"]
+ENCODING = PINNED_CONFS["encoding_format"]
+SOURCE_EVOLUTION = "spark.sql.streaming.queryEvolution.enableSourceEvolution"
+JOIN_VALUES = "left-keyWithIndexToValue"
+GROUP_STATE_OPERATORS = frozenset({"flatMapGroupsWithState", "applyInPandasWithState"})
 PROVIDER_CLASSES = {"hdfs": f"{SPARK_STATE_PACKAGE}HDFSBackedStateStoreProvider",
                     "rocksdb": f"{SPARK_STATE_PACKAGE}RocksDBStateStoreProvider"}
 PROVIDER_FILES = {"hdfs": "HDFS-backed state files (deltas, snapshots)", "rocksdb": "RocksDB state files (zips, changelogs)"}
@@ -93,16 +105,101 @@ def aggregation_format(ctx: Context, pinned: str) -> Written | None:
     return None
 
 
+def join_written(ctx: Context, op: Operator) -> tuple[str, str] | None:
+    """The state format a join's state was written with, and what shows it: formats 1 and 2 keep four stores per
+    partition (format 2's values end with a matched flag), 3 and 4 one store of column families (format 4 keys its
+    values by event time: ``keyWithTsToValues``)."""
+    if op.stores != (DEFAULT_STORE,):
+        schema = ctx.ckpt.store_schema(op.operator_id, JOIN_VALUES)
+        if schema is None:
+            return None
+        matched = [f.name for f in schema.value_schema.fields][-1:] == ["matched"]
+        return ("2" if matched else "1"), (
+            f"operator {op.operator_id}'s join state is four stores per partition (formats 1 and 2), and the values of "
+            f"{JOIN_VALUES} {'end with' if matched else 'lack'} format 2's matched flag")
+    for written, family in (("3", JOIN_VALUES), ("4", "left-keyWithTsToValues")):
+        if ctx.ckpt.store_schema(op.operator_id, DEFAULT_STORE, family) is not None:
+            return written, (f"operator {op.operator_id}'s join state is one store of column families (formats 3 and 4), "
+                             f"and its schema file names the column family {family} (format {written}'s)")
+    return None
+
+
+def join_format(ctx: Context, pinned: str) -> Written | None:
+    for op in ctx.operators:
+        found = join_written(ctx, op) if is_join(op.name, op.stores) else None
+        if found is None:
+            continue
+        written, evidence = found
+        if pinned in ("1", "2") and written in ("3", "4"):
+            outcome = ("Spark opens the four stores formats 1 and 2 keep, finds none of their files, and fails (tested: "
+                       "[CANNOT_LOAD_STATE_STORE.CANNOT_READ_STREAMING_STATE_FILE])")
+        elif pinned in ("3", "4") and written in ("1", "2"):
+            outcome = ("Spark reads the operator metadata and schema files formats 3 and 4 keep, finds none, and fails "
+                       "(tested: [STDS_FAILED_TO_READ_OPERATOR_METADATA])")
+        elif (pinned, written) == ("1", "2"):  # formats 3 and 4 read each other's state (tested)
+            outcome = ("Spark compares the state's schema with the one the pinned format makes and fails (tested: "
+                       "[STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE])")
+        else:
+            continue
+        return Written(JOIN_FORMAT, pinned, written, evidence, outcome)
+    return None
+
+
+def group_state_format(ctx: Context, pinned: str) -> Written | None:
+    for op in ctx.operators:
+        if op.name not in GROUP_STATE_OPERATORS:
+            continue
+        schema = ctx.ckpt.store_schema(op.operator_id, DEFAULT_STORE)
+        if schema is None or not schema.value_schema.fields:
+            continue
+        first = schema.value_schema.fields[0]
+        written = "2" if first.name == "groupState" and isinstance(first.data_type, StructType) else "1"
+        if written != pinned:
+            return Written(GROUP_STATE_FORMAT, pinned, written, (
+                f"the value schema of operator {op.operator_id}'s state is format {written}'s "
+                f"({'the group state in one struct, then its timeout' if written == '2' else 'the group state fields, then its timeout'})"),
+                "on restart Spark compares the state's schema with the one the pinned format makes and fails (tested: "
+                "[STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE])")
+    return None
+
+
+def encoding(ctx: Context, pinned: str) -> Written | None:
+    if pinned.lower() != "avro":
+        return None
+    for op in ctx.operators:
+        if is_transform_with_state(op.name) or not any(p.provider == "rocksdb" for p in op.partitions if p.files):
+            continue
+        return Written(ENCODING, pinned, "unsaferow", (
+            f"operator {op.operator_id} ({op.name or 'a stateful operator'}) keeps RocksDB state, which only "
+            "transformWithState operators encode with Avro (its schema files give the Avro encoder the schema; the "
+            "other operators write UnsafeRows)"),
+            "the first task that opens its store fails (tested with an aggregation and a deduplication: 'assertion "
+            "failed: StateSchemaProvider should always be defined for the Avro encoder')")
+    return None
+
+
+def source_evolution(ctx: Context, pinned: str) -> Written | None:
+    last = ctx.ckpt.offset_ids[-1] if ctx.ckpt.offset_ids else None
+    seq = ctx.offsets.get(last) if last is not None else None
+    if pinned.lower() != "true" or seq is None or seq.version != 1:
+        return None
+    return Written(SOURCE_EVOLUTION, pinned, "false", (
+        f"offsets/{last} is a version 1 file, listing its sources by position: the query that wrote it named none "
+        "of its sources, and source evolution needs every one named"),
+        "on restart Spark asks each source of the query for its name and fails (tested: 'assertion failed: All sources "
+        "should be named at this point')")
+
+
 def written_confs(ctx: Context) -> list[Written]:
     found = last_conf(ctx)
     if found is None or not ctx.operators:
         return []
     _, conf = found
     out = [partition_count(ctx)]
-    value = effective(conf, PROVIDER)
-    out.append(provider(ctx, value) if value is not None else None)
-    value = effective(conf, AGG_FORMAT)
-    out.append(aggregation_format(ctx, value) if value is not None else None)
+    for key, judge in ((PROVIDER, provider), (AGG_FORMAT, aggregation_format), (JOIN_FORMAT, join_format),
+                       (GROUP_STATE_FORMAT, group_state_format), (ENCODING, encoding), (SOURCE_EVOLUTION, source_evolution)):
+        value = conf.get(key) if key == SOURCE_EVOLUTION else effective(conf, key)  # no default Spark pins for it
+        out.append(judge(ctx, str(value)) if value is not None else None)
     changed = {d.key for d in drifts(ctx)}
     return [w for w in out if w is not None and w.key not in changed and rejected(ctx, w.key) is None]
 
