@@ -940,6 +940,12 @@ CASES = [
     # an older log batch's input read again: a processing-time transformWithState drops no row as late
     Case("source-log-older-file-of-the-batch-before-no-late-rows", "WM064", TTL, lambda r: shutil.copy2(
         r / C / "sources/0/2", r / C / "sources/0/3"), WRONG, fix=restore(f"{C}/sources/0/3")),
+    # the last batch's offsets a copy of the batch before's: its input (a Python data source's files 7 to 9, a file
+    # source's log batch 2) is read again
+    Case("last-offsets-copied-from-the-batch-before", "WM077", "python_source", lambda r: shutil.copy(
+        r / C / "offsets/1", r / C / "offsets/2"), WRONG, fix=restore(f"{C}/offsets/2")),
+    Case("last-offsets-copied-from-the-batch-before-file-source", "WM077", "tws_timers_ttl_p3", lambda r: shutil.copy(
+        r / C / "offsets/1", r / C / "offsets/2"), WRONG, fix=restore(f"{C}/offsets/2")),
     Case("sink-log-names-a-file-twice", "WM056", AGG, lambda r: sink_log_repeats(r, 12, 11), WRONG, repair=True),
     # log batch 5 replaced by 4, which names a file without rows: batch 5's data file (rows) is no longer listed
     Case("sink-log-replaced-by-the-one-before-losing-rows", "WM056", "dedup_then_agg", lambda r: shutil.copy2(

@@ -668,6 +668,14 @@ def b_last_watermark_raised(root: Path, facts: dict) -> str:
     return f"offsets/{last}"
 
 
+def b_last_offsets_copied(root: Path, facts: dict) -> str:
+    """The last (committed) offsets file replaced by the one before it."""
+    last = facts["last_batch"]
+    offsets = root / "checkpoint" / "offsets"
+    hand_edit(offsets / str(last), (offsets / str(last - 1)).read_bytes())
+    return f"offsets/{last}"
+
+
 def b_sink_file_twice(root: Path, facts: dict) -> str:
     """The sink's last log file also names a data file of the batch before it."""
     last = facts["last_batch"]
@@ -905,6 +913,7 @@ BREAKS = {
     "WM064-spelled": Break("WM064", "agg_window_hdfs", b_log_entry("checkpoint/sources/0", lambda e: e.update(
         path=e["path"].replace("file:///", "file:/").replace("run2-", "run2%2D"))), sink=True),  # the copy's own input
     "WM065": Break("WM065", "agg_window_hdfs", b_last_watermark_raised),
+    "WM077": Break("WM077", "python_source", b_last_offsets_copied, sink=True),
     "WM066": Break("WM066", "checkpoint_v2", b_last_commit_lost, sink=True),
     "WM068": Break("WM068", "join_stream_stream", lambda root, facts: b_join_store_of_the_version_before(
         root, "left-keyToNumValues")),

@@ -65,6 +65,7 @@ LISTED: tuple[Check, ...] = (
     join_state.join_counts_disagree, ended_state.ended_state_loaded, state.unnumbered_snapshots,
     full_copies.full_copy_disagrees, misplaced.misplaced_entries,
     state_confs.confs_not_the_states, logs.unread_offsets_gap, sink_files.sink_compaction_lost_files,
+    watermark.copied_last_offsets,
 )
 
 

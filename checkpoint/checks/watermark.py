@@ -137,3 +137,28 @@ def raised_last_watermark(ctx: Context) -> Iterator[Issue]:
             "state by it (tested with Spark 4.3: raised by an hour, the new rows are dropped); a rewind to before batch "
             f"{last} makes Spark plan it again with the watermark batch {last - 1} passed on"
         ), rewind_before(ctx, last))
+
+
+@check("WM077", ERROR, "the last offsets file is a copy of the one before, short of the input its batch read")
+def copied_last_offsets(ctx: Context) -> Iterator[Issue]:
+    last = ctx.ckpt.last_batch
+    if last is None or last < 1:
+        return
+    seq, before = ctx.offsets.get(last), ctx.offsets.get(last - 1)
+    commit, previous = ctx.commits.get(last), ctx.commits.get(last - 1)
+    if seq is None or before is None or seq.metadata is None or before.metadata is None or commit is None \
+            or previous is None or commit.next_batch_watermark_ms is None or previous.next_batch_watermark_ms is None:
+        return
+    stamp = seq.metadata.batch_timestamp_ms
+    if stamp != before.metadata.batch_timestamp_ms or seq.sources != before.sources \
+            or commit.next_batch_watermark_ms <= previous.next_batch_watermark_ms:
+        return
+    yield Issue(OFFSET_LOG.path(last), (
+        f"offsets/{last} has the batchTimestampMs ({stamp}) and the source offsets of offsets/{last - 1}: Spark stamps "
+        f"every batch with its own clock reading, so it is a copy of that file, while commits/{last} passes on a later "
+        f"watermark ({format_ms(commit.next_batch_watermark_ms, ctx.tz)}) than commits/{last - 1} "
+        f"({format_ms(previous.next_batch_watermark_ms, ctx.tz)}): batch {last} read new rows, up to offsets the copy "
+        f"does not reach. On restart Spark takes the copy as the end of batch {last} and reads that input again in the "
+        f"next batch (tested with Spark 4.3: rows counted twice)"
+    ), Instruction(f"restore offsets/{last} from a backup before restarting (a rewind to before batch {last} would plan "
+                   "it again with the input that has arrived since, in batches other than the ones Spark ran)"))
