@@ -297,6 +297,7 @@ JOIN_FORMAT = "spark.sql.streaming.join.stateFormatVersion"
 GROUP_STATE_FORMAT = "spark.sql.streaming.flatMapGroupsWithState.stateFormatVersion"
 ENCODING = "spark.sql.streaming.stateStore.encodingFormat"
 SOURCE_EVOLUTION = "spark.sql.streaming.queryEvolution.enableSourceEvolution"
+CHECKPOINT_FORMAT = "spark.sql.streaming.stateStore.checkpointFormatVersion"
 SHUFFLE = "spark.sql.shuffle.partitions"
 HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -1100,6 +1101,9 @@ SILENT = [  # files edited or named by hand that Spark restarts from as the cont
     # a pinned conf the state was written without, which Spark takes all the same
     Case("join-format-3-on-format-4-state", "", "join_v4_p3", every_conf(JOIN_FORMAT, "3"), OK),
     Case("avro-encoding-on-hdfs-state", "", AGG, every_conf(ENCODING, "avro"), OK),
+    # Spark neither writes nor restores the checkpoint format: the state files show it
+    Case("checkpoint-format-1-named-over-format-2", "", V2, every_conf(CHECKPOINT_FORMAT, "1"), OK),
+    Case("checkpoint-format-2-named-over-format-1", "", ROCKS, every_conf(CHECKPOINT_FORMAT, "2"), OK),
     Case("every-commit-deleted", "", AGG, lambda r: unlink(r, *commit_files(range(13))), OK),  # batches ran: sink, state
     Case("commits-deleted-but-the-first", "", AGG, lambda r: unlink(r, *commit_files(range(1, 13))), OK),
     # a header's number is read with Integer.parseInt; only the commit log trims the line first

@@ -43,7 +43,6 @@ from .remedies import NEW_CHECKPOINT, RESTORE, rewind_before
 from .text import plural, span
 
 JAVA_UUID = re.compile(r"^[0-9a-fA-F]{1,8}-[0-9a-fA-F]{1,4}-[0-9a-fA-F]{1,4}-[0-9a-fA-F]{1,4}-[0-9a-fA-F]{1,12}$")
-CHECKPOINT_FORMAT = "spark.sql.streaming.stateStore.checkpointFormatVersion"
 
 
 def odd_log_names(ctx: Context) -> dict[str, tuple[str, Fix]]:
@@ -282,10 +281,9 @@ def uncommitted_batches(ctx: Context) -> Iterator[Issue]:
 
 
 def checkpoint_format(ctx: Context) -> tuple[int | None, str]:
-    """The state checkpoint format (1 or 2) and where it comes from: the pinned conf, else the state file names."""
-    pinned = ctx.conf(CHECKPOINT_FORMAT)
-    if pinned is not None and is_number(pinned):
-        return int(pinned), f"{CHECKPOINT_FORMAT}={pinned}"
+    """The state checkpoint format (1 or 2) the state files were written with, and what shows it (their names); None
+    without state files. Spark writes no checkpointFormatVersion into the offsets files, nor restores one found there
+    (a value added by hand changes nothing: tested both ways, the control run's output)."""
     files = [f for op in ctx.ckpt.state_layout.operators for p in op.partitions for f in p.files]
     if not files:
         return None, ""
