@@ -931,6 +931,8 @@ BREAKS = {
     "WM076": Break("WM076", "compaction", b_log_file_of_an_earlier_batch(
         "output/_spark_metadata", "8.compact", "11.compact", "../output/_spark_metadata/11.compact"),
         also=("WM034",), sink=True),
+    "WM078": Break("WM078", "compaction", b_log_file_of_an_earlier_batch(
+        "checkpoint/state/0/1", "11.delta", "12.delta", "state/0/1/12.delta")),  # its delete of a window comes again
     "WM046-tws": Break("WM046", "tws_ttl", b_tws_schema_of_another_query, also=("WM030",), sink=True),
     "WM055-commit": Break("WM055", "agg_window_hdfs", b_old_file_cut("checkpoint/commits", "5")),
     "WM055-source-log": Break("WM055", "agg_window_hdfs", b_old_file_cut("checkpoint/sources/0", "5")),
@@ -1639,6 +1641,25 @@ def test_a_source_log_fix_names_no_rewind_spark_cannot_restart_from(copy_fixture
     assert found["WM029"] == Instruction("delete sources/0/.9.crc while the query is stopped")
 
 
+def test_an_hdfs_delta_deleting_a_key_the_version_before_lacks_is_not_the_one_spark_wrote(copy_fixture):
+    """compaction's state/0/1/12.delta replaced by its 11.delta: the delete of the window batch 10 evicted comes again
+    (the restart counts window [00:01:20, 00:01:30) 2, not 3: the oracle case hdfs-delta-replaced-by-the-version-before)."""
+    root = copy_fixture("compaction")
+    state = root / "checkpoint/state/0/1"
+    shutil.copy2(state / "11.delta", state / "12.delta")
+    assert messages(root)["WM078"] == (
+        "state/0/1/12.delta, a delta of state version 12 that the next batch loads (version 13), deletes a key that "
+        "version 11 does not hold: Spark's HDFS-backed store writes a delete only for a key it removed, so this is not "
+        "the file Spark wrote for version 12 (an older delta of the partition copied over it, or another partition's). "
+        "Spark loads it without an error, and the changes the lost delta held are gone (tested: compaction's "
+        "state/0/1/12.delta replaced by its 11.delta, a window's count comes out one row short); batch 10 is the newest "
+        "batch whose state every partition can rebuild; offsets/9 is gone, so the rewind keeps offsets/11 (Spark "
+        "restarts from it and reads offsets/10) and batch 11 runs again as it was planned")
+    assert fixes(root)["WM078"] == repair.RewindRequest(to_batch=10, keep_next_offsets=True)
+    shutil.copy2(state / "10.delta", state / "12.delta")  # an empty delta: deletes nothing, nothing to see
+    assert "WM078" not in messages(root)
+
+
 def test_a_log_file_of_the_other_source_is_input_read_again(copy_fixture):
     """Only the source whose log holds the other's file is named: the other's log names it among its own files."""
     root, _ = broken_copy(copy_fixture, "WM064-mixed")
@@ -1703,8 +1724,10 @@ def test_a_changelog_without_rows_of_another_partition_is_seen_by_the_keys_the_l
 def test_a_delta_replaced_by_the_version_before_is_seen_by_the_keys_the_last_eviction_removed(copy_fixture):
     root = copy_fixture("agg_window_hdfs")
     state_file_of("2/12.delta", "2/13.delta")(root)
-    assert messages(root) == {"WM062": evicted_message("state/0/2", "1.delta, …, 13.delta")}
-    assert fixes(root)["WM062"] == repair.RewindRequest(to_batch=11)
+    found = messages(root)
+    assert found["WM062"] == evicted_message("state/0/2", "1.delta, …, 13.delta")
+    assert sorted(found) == ["WM062", "WM078"]  # 12.delta's delete of a window 13.delta deleted already: WM078's too
+    assert fixes(root)["WM062"] == fixes(root)["WM078"] == repair.RewindRequest(to_batch=11)
 
 
 def test_keys_the_eviction_removed_are_judged_within_a_budget_of_bytes_read_whole(copy_fixture, monkeypatch):
@@ -1717,13 +1740,13 @@ def test_keys_the_eviction_removed_are_judged_within_a_budget_of_bytes_read_whol
     sizes = {p.parent.name: sum(f.stat().st_size for f in p.parent.glob("*.delta"))
              for p in (root / "checkpoint/state/0").glob("*/13.delta")}
     monkeypatch.setattr(state, "AGED_BUDGET", sizes["0"] + sizes["1"])  # partitions 0 and 1 fit, not 2
-    done = run_cli("check", str(root / "checkpoint"), "--format", "json")
+    done = run_cli("check", str(root / "checkpoint"), "--format", "json", "--ignore", "WM078")  # sees the delta too
     assert "WM062" not in {f["code"] for f in json.loads(done.stdout)}
     assert (f"note: WM062 reads {sizes['0'] + sizes['1']:,} bytes of state files whole per check and left 1 store "
             "partition past them unjudged (their keys are not compared with the last batch's eviction watermark)\n"
             ) in done.stderr
     monkeypatch.setattr(state, "AGED_BUDGET", sum(sizes.values()))
-    done = run_cli("check", str(root / "checkpoint"), "--format", "json", exit_code=1)
+    done = run_cli("check", str(root / "checkpoint"), "--format", "json", "--ignore", "WM078", exit_code=1)
     assert "WM062" in {f["code"] for f in json.loads(done.stdout)} and "note: WM062" not in done.stderr
 
 

@@ -34,7 +34,8 @@ class Reader:
         self.families: dict[str, int] = {}
         """The column families (name -> id) of the snapshot of the last load read with ``families``."""
 
-    def _take(self, paths: list[str], size: int) -> dict[str, bytes] | None:
+    def take(self, paths: list[str], size: int) -> dict[str, bytes] | None:
+        """The bytes of ``paths`` (``size`` in all, as stored), None past the budget (:attr:`over`)."""
         if size > self.budget:
             self.over = True
             return None
@@ -62,7 +63,7 @@ class Reader:
             if files is None:
                 return None
             steps = [f for f in load.chain if f.format.decoder != ZIP_DECODER]
-            data = self._take([f.path for f in steps], sum(f.size for f in steps))
+            data = self.take([f.path for f in steps], sum(f.size for f in steps))
             if data is None:
                 return None
             for f in steps:
@@ -83,7 +84,7 @@ class Reader:
     def _snapshot(self, part: StorePartition, zip_file: StateFile, families: bool = False) -> list[Iterable[Record]] | None:
         """A RocksDB snapshot's rows as one put per live key (the newest entry of each key across its table files);
         None for a table not read whole here, or column families other than asked for."""
-        got = self._take([zip_file.path], zip_file.size)
+        got = self.take([zip_file.path], zip_file.size)
         if got is None:
             return None
         _, meta = read_snapshot_zip(got[zip_file.path], zip_file.path)
@@ -91,7 +92,7 @@ class Reader:
             return None
         self.families = dict(meta.column_families)
         tables = [f"{part.directory}/{SST_DIR}/{f.dfs_name}" for f in meta.sst_files]
-        data = self._take(tables, sum(f.size for f in meta.sst_files))
+        data = self.take(tables, sum(f.size for f in meta.sst_files))
         if data is None:
             return None
         newest: dict[bytes, TableEntry] = {}

@@ -1,0 +1,71 @@
+"""The check that every HDFS state delta the next batch loads deletes only keys the version before it holds.
+
+The HDFS-backed store writes a delete record only for a key it removed (``HDFSBackedStateStore.remove``: when the
+map held a value for it), so replaying the files of a load in order, each delete finds its key. One that does not
+shows a delta that is not the one Spark wrote for its version (an older delta of the partition copied over it,
+another partition's): Spark loads it without an error, and the changes the real delta held are lost.
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+from ..errors import CheckpointError
+from ..row_checksums import CHECKSUM_BYTES
+from ..state_codecs import decompress
+from ..state_content import Decoding
+from ..state_files import StateFile
+from ..state_load import StoreLoad
+from ..state_records import DELETE, sized_records
+from .context import Context
+from .definition import ERROR, Issue, check
+from .loaded_state import Reader
+from .state import content_loads, rewind_fix
+
+HDFS_RECORDS = "records"
+"""The decoder of HDFS deltas and snapshots (one sized record stream)."""
+
+
+def absent_delete(reader: Reader, load: StoreLoad, checksums: bool) -> StateFile | None:
+    """The first delta of an HDFS load's chain that deletes a key the state before it does not hold; None when every
+    delete finds its key, or the load is not read here (RocksDB, a failing or skipping load, over the budget).
+    ``checksums``: deleted keys carry their row checksum first (rowChecksum.enabled)."""
+    chain = load.chain
+    if (not chain or load.failure is not None or load.skipped or not load.loadable
+            or any(f.format.decoder != HDFS_RECORDS for f in chain)):
+        return None
+    data = reader.take([f.path for f in chain], sum(f.size for f in chain))
+    if data is None:
+        return None
+    held: set[bytes] = set()
+    skip = CHECKSUM_BYTES if checksums else 0
+    try:
+        for f in chain:
+            for kind, key, _ in sized_records(decompress(data[f.path], reader.codec, f.path), f.path):
+                if kind != DELETE:
+                    held.add(key)
+                elif key[skip:] in held:
+                    held.discard(key[skip:])
+                else:
+                    return f
+    except (CheckpointError, KeyError):
+        return None  # damaged (WM039) or unreadable
+    return None
+
+
+@check("WM078", ERROR, "an HDFS state delta the next batch loads deletes a key the version before it lacks")
+def deletes_of_absent_keys(ctx: Context) -> Iterator[Issue]:
+    reader, checksums = Reader(ctx), Decoding.of(ctx.conf).row_checksums
+    for load in content_loads(ctx):
+        found = absent_delete(reader, load, checksums)
+        if found is None:
+            continue
+        version = found.version
+        why, fix = rewind_fix(ctx, version - 1)
+        yield Issue(found.path, (
+            f"{found.path}, a delta of state version {version} that the next batch loads (version {load.version}), "
+            f"deletes a key that version {version - 1} does not hold: Spark's HDFS-backed store writes a delete only "
+            f"for a key it removed, so this is not the file Spark wrote for version {version} (an older delta of the "
+            f"partition copied over it, or another partition's). Spark loads it without an error, and the changes the "
+            f"lost delta held are gone (tested: compaction's state/0/1/12.delta replaced by its 11.delta, a window's "
+            f"count comes out one row short); {why}"
+        ), fix)
