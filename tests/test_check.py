@@ -668,6 +668,12 @@ def b_last_watermark_raised(root: Path, facts: dict) -> str:
     return f"offsets/{last}"
 
 
+def b_empty_v1_metadata(root: Path, facts: dict) -> str:
+    """Operator 1's v1 operator metadata emptied (a crash while writing it)."""
+    hand_edit(root / "checkpoint" / "state" / "1" / "_metadata" / "metadata", b"")
+    return "state/1/_metadata/metadata"
+
+
 def b_last_offsets_copied(root: Path, facts: dict) -> str:
     """The last (committed) offsets file replaced by the one before it."""
     last = facts["last_batch"]
@@ -868,6 +874,7 @@ BREAKS = {
     "WM015-partitions": Break("WM015", "agg_window_hdfs", b_partitions_last),
     "WM074": Break("WM074", "agg_window_hdfs", b_partitions_everywhere),
     "WM045": Break("WM045", "agg_window_hdfs", b_metadata_partition_count),
+    "WM045-empty": Break("WM045", "join_then_agg", b_empty_v1_metadata),  # the join's: no check fails on it (WM001)
     "WM046": Break("WM046", "agg_window_hdfs", b_metadata_of_another_operator),
     "WM016": Break("WM016", "agg_window_hdfs", b_unloadable),
     "WM017": Break("WM017", "agg_window_hdfs", b_leftovers),

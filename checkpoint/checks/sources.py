@@ -441,7 +441,7 @@ def late_rows_dropped(ctx: Context) -> bool:
     (flat)MapGroupsWithState, a session window: taken to drop). Without one (a stateless query, a count by a key without
     event time, a processing-time transformWithState) every row read again comes out again (tested: wrong output)."""
     if "late-rows-dropped" not in ctx.memo:
-        ctx.memo["late-rows-dropped"] = any(_drops_late_rows(ctx, op) for op in ctx.ckpt.operators)
+        ctx.memo["late-rows-dropped"] = any(_drops_late_rows(ctx, op) for op in ctx.operators)
     return bool(ctx.memo["late-rows-dropped"])
 
 
