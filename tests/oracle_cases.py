@@ -1004,6 +1004,11 @@ CASES = [
          r"STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE", fix=every_conf(GROUP_STATE_FORMAT, "2")),
     Case("avro-encoding-on-rocksdb-aggregation", "WM074", ROCKS, every_conf(ENCODING, "avro"), FAILS,
          r"StateSchemaProvider should always be defined for the Avro encoder", fix=every_conf(ENCODING, "unsaferow")),
+    Case("avro-encoding-over-unsaferow-transform-with-state", "WM074", TWS, every_conf(ENCODING, "avro"), WRONG,
+         fix=every_conf(ENCODING, "unsaferow")),
+    Case("avro-encoding-on-aggregation-after-transform-with-state", "WM074", NO_WATERMARK, every_conf(ENCODING, "avro"),
+         FAILS, r"StateSchemaProvider should always be defined for the Avro encoder",
+         fix=every_conf(ENCODING, "unsaferow")),
     Case("source-evolution-on-unnamed-sources", "WM074", AGG, every_conf(SOURCE_EVOLUTION, "true"), FAILS,
          r"All sources should be named", fix=every_conf(SOURCE_EVOLUTION, "false")),
     Case("state-partition-restored-from-another", "WM058", AGG, partition_files_of(1, 0), WRONG,  # a window lost

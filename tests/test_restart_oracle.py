@@ -5,30 +5,35 @@ makes the restart give the reference output. (Spark 3.5: tests/test_spark35.py.)
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
 from wmcheck.checkpoint.checks.definition import Instruction
 from wmcheck.checkpoint.checks.recommend import recommended_repair
 from wmcheck.checkpoint.checks.registry import CHECKS, ERROR, OPEN_FAILED
+from wmcheck.checkpoint.validate import check_location
 
 from oracle_cases import (
     CASES,
+    ENCODING,
     FAILS,
     HELD_AT,
     OK,
     SILENT,
     WRONG,
+    C,
     docs_fix_lines,
     documented,
     documented_fixes,
+    every_conf,
     finding_fix,
     findings,
     placeholder_line,
     reference,
     run_oracle,
 )
-from restart_oracle import observed
+from restart_oracle import observed, prepare, restart_all
 from state_damage import FORMAT_FIXTURES, sweep, verdict
 
 SWEEP = sweep()
@@ -239,3 +244,29 @@ def test_a_sink_log_file_named_past_the_latest_batch_makes_the_sink_skip_that_ba
     assert ran.error is None and 13 in ran.batches, (ran.error, ran.batches)
     root = roots["sink-log-zero-padded-name:broken"]
     assert (root / "checkpoint/commits/13").exists() and not (root / "output/_spark_metadata/13").exists()
+
+
+TWS_AVRO = "avro_tws"
+
+
+def test_avro_state_read_as_unsafe_rows_kills_the_driver(tmp_path):
+    """WM074 on Avro transformWithState state (``avro_tws``) with unsaferow pinned in every offsets file: the restart
+    reads the Avro bytes as UnsafeRows and the driver's JVM dies (a SIGSEGV, so in a Spark child of its own: the
+    child loses its gateway); the fix, avro set back in every offsets file, restarts as the control run does."""
+    broken, fixed = prepare(TWS_AVRO, tmp_path / "broken"), prepare(TWS_AVRO, tmp_path / "fixed")
+    for root in (broken, fixed):
+        every_conf(ENCODING, "unsaferow")(root)
+    found = [f for f in check_location(str(broken / C), str(broken / "output")) if f.severity == ERROR]
+    assert [f.code for f in found] == ["WM074"]
+    assert isinstance(found[0].fix, Instruction) and 'encodingFormat to "avro" in every offsets file' in found[0].fix.text
+    every_conf(ENCODING, "avro")(fixed)
+    assert not [f for f in check_location(str(fixed / C), str(fixed / "output")) if f.severity == ERROR]
+    before = set(Path.cwd().glob("hs_err_pid*.log"))
+    try:
+        with pytest.raises(AssertionError, match="the restart oracle failed"):
+            restart_all({"broken": (TWS_AVRO, broken)})
+    finally:  # the dead JVM's report
+        for report in set(Path.cwd().glob("hs_err_pid*.log")) - before:
+            report.unlink()
+    outcomes = restart_all({"ref": (TWS_AVRO, prepare(TWS_AVRO, tmp_path / "ref")), "fixed": (TWS_AVRO, fixed)})
+    assert observed(outcomes["fixed"], outcomes["ref"]) == OK

@@ -4,6 +4,7 @@ from __future__ import annotations
 import posixpath
 import struct
 from dataclasses import dataclass
+from itertools import islice
 from typing import Iterator
 
 from .. import stale_columns
@@ -12,11 +13,12 @@ from ..key_partitions import KEYED_BY_PARTITIONING, StoreRows, key_partitioner, 
 from ..layout import DEFAULT_STORE, STATE, hadoop_sidecar, spark_sidecar, state_dir
 from ..model import PINNED_CONFS, Operator, store_unique_ids
 from ..numbers import is_number, java_long
+from ..operator_kinds import is_transform_with_state
 from ..operator_watermarks import CHECKPOINT, PLAN, operator_watermarks
 from ..pinned_conf import ROW_CHECKSUM, effective
 from ..relocation import SchemaReference, foreign_references, reachable, schema_references
 from ..repair.requests import RelocateRequest
-from ..rocksdb_sst import CheckedTable, read_whole
+from ..rocksdb_sst import CheckedTable, TableEntry, read_whole
 from ..row_checksums import VERIFICATION_FAILED, RowPlace
 from ..stale_columns import Unproven
 from ..stale_keys import EventField, FileChanges, event_time_reader, record_changes, table_changes
@@ -27,6 +29,7 @@ from ..state_formats import formats_of, unloadable_base_name
 from ..state_load import Lineages, StoreLoad, resolve, verify_loads
 from ..state_records import DELETE, PUT, changelog_records, sized_records
 from ..state_schema import event_time_field
+from ..value_encoding import written_encoding
 from .context import Context
 from .definition import ERROR, WARNING, Fix, Instruction, Issue, check
 from .logs import checkpoint_format
@@ -166,6 +169,9 @@ class RowSampler:
         self.known, self.found = store_rows(ctx, decoding), ctx.memo.setdefault("row-samples", {})
         self.aged, self.changes = within_budget(ctx, aging(ctx)), ctx.memo.setdefault("aged-changes", {})
         self.kept: dict[str, CheckedTable] = ctx.memo.setdefault("verified-tables", {})
+        self.encodings: dict[int, set[str]] = ctx.memo.setdefault("value-encodings", {})
+        self.tws = set() if decoding.row_checksums else {  # (a checksum before each value: not judged)
+            op.operator_id for op in ctx.operators if is_transform_with_state(op.name)}
 
     def read(self, paths: list[str]) -> dict[str, bytes]:
         """``ctx.read_state``, sampling what it reads."""
@@ -203,6 +209,10 @@ class RowSampler:
         the checks that read snapshots whole while the kept files hold fewer than :data:`KEPT_TABLE_BYTES`."""
         if sum(len(t.data) for t in self.kept.values()) + len(table.data) <= KEPT_TABLE_BYTES:
             self.kept[path] = table
+        op = path.split("/")[1] if path.startswith(f"{STATE}/") else ""
+        encoding = read_whole(table.data, sampled_encoding, table.blocks) if is_number(op) and int(op) in self.tws else None
+        if encoding is not None:
+            self.encodings.setdefault(int(op), set()).add(encoding)
         folder = path.rsplit("/", 1)[0]
         rows = self.known.get(folder + "/")
         if rows is not None:
@@ -212,6 +222,12 @@ class RowSampler:
                 self.changes[path] = table_file_changes(table, bound)
 
 
+def sampled_encoding(entries: Iterator[TableEntry]) -> str | None:
+    """The encoding the first :data:`VALUE_SAMPLE` live values of a table file show (:func:`..value_encoding.written_encoding`)."""
+    return written_encoding(islice((e.value for e in entries if e.live), VALUE_SAMPLE))
+
+
+VALUE_SAMPLE = 64
 KEPT_TABLE_BYTES = 32 << 20
 """The most bytes of verified table files kept in ``ctx.memo["verified-tables"]`` (by path) for the checks that read
 snapshots whole (:mod:`.loaded_state`): within it, no block is hashed twice."""

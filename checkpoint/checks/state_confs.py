@@ -25,9 +25,11 @@ from ..operator_kinds import is_join, is_transform_with_state
 from ..pinned_conf import effective
 from ..repartitions import SHUFFLE_PARTITIONS
 from ..state_schema import StructType
+from ..value_encoding import AVRO, UNSAFE_ROW
 from .conf import drifts, last_conf, rejected
 from .context import Context
 from .definition import ERROR, Instruction, Issue, check
+from .state import content_loads
 from .text import listed
 
 PROVIDER = PINNED_CONFS["state_provider"]
@@ -164,17 +166,34 @@ def group_state_format(ctx: Context, pinned: str) -> Written | None:
 
 
 def encoding(ctx: Context, pinned: str) -> Written | None:
-    if pinned.lower() != "avro":
-        return None
+    pinned = pinned.lower()
+    content_loads(ctx)  # samples the values of transformWithState's table files
+    found = ctx.memo.get("value-encodings", {})
     for op in ctx.operators:
-        if is_transform_with_state(op.name) or not any(p.provider == "rocksdb" for p in op.partitions if p.files):
+        if not any(p.provider == "rocksdb" for p in op.partitions if p.files):
             continue
-        return Written(ENCODING, pinned, "unsaferow", (
-            f"operator {op.operator_id} ({op.name or 'a stateful operator'}) keeps RocksDB state, which only "
-            "transformWithState operators encode with Avro (its schema files give the Avro encoder the schema; the "
-            "other operators write UnsafeRows)"),
-            "the first task that opens its store fails (tested with an aggregation and a deduplication: 'assertion "
-            "failed: StateSchemaProvider should always be defined for the Avro encoder')")
+        if not is_transform_with_state(op.name):
+            if pinned == AVRO:
+                return Written(ENCODING, pinned, UNSAFE_ROW, (
+                    f"operator {op.operator_id} ({op.name or 'a stateful operator'}) keeps RocksDB state, which only "
+                    "transformWithState operators encode with Avro (its schema files give the Avro encoder the schema; "
+                    "the other operators write UnsafeRows)"),
+                    "the first task that opens its store fails (tested with an aggregation and a deduplication: "
+                    "'assertion failed: StateSchemaProvider should always be defined for the Avro encoder')")
+            continue
+        seen = found.get(op.operator_id, set())
+        written = next(iter(seen)) if len(seen) == 1 else None
+        if written is None or written == pinned:
+            continue
+        rows = written == UNSAFE_ROW
+        return Written(ENCODING, pinned, written, (
+            f"the values of operator {op.operator_id}'s RocksDB state {'all fit' if rows else 'none fits'} the UnsafeRow "
+            f"layout (a version byte, then a row of whole 8-byte words, or a list of them after their sizes)"
+            f"{'' if rows else ': they are Avro'}"),
+            "Spark restarts and reads the UnsafeRows with the Avro encoder: its output differs from a control run's "
+            "(tested)" if rows else
+            "Spark reads the Avro bytes as UnsafeRows, and the driver's JVM dies (tested: a SIGSEGV while the "
+            "operator reads its state, the restart never ends cleanly)")
     return None
 
 
