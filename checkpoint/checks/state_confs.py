@@ -15,7 +15,7 @@ version 1 offsets file, whose sources have no names.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator
 
 from ..conf_values import SPARK_STATE_PACKAGE
 from ..layout import DEFAULT_STORE
@@ -24,7 +24,7 @@ from ..model import PINNED_CONFS, Operator
 from ..operator_kinds import is_join, is_transform_with_state
 from ..pinned_conf import effective
 from ..repartitions import SHUFFLE_PARTITIONS
-from ..state_schema import StructType
+from ..state_schema import ColumnFamilySchema, StructType
 from ..value_encoding import AVRO, UNSAFE_ROW
 from .conf import drifts, last_conf, rejected
 from .context import Context
@@ -40,6 +40,7 @@ ENCODING = PINNED_CONFS["encoding_format"]
 SOURCE_EVOLUTION = "spark.sql.streaming.queryEvolution.enableSourceEvolution"
 JOIN_VALUES = "left-keyWithIndexToValue"
 GROUP_STATE_OPERATORS = frozenset({"flatMapGroupsWithState", "applyInPandasWithState"})
+AGGREGATIONS = frozenset({"stateStoreSave"})
 PROVIDER_CLASSES = {"hdfs": f"{SPARK_STATE_PACKAGE}HDFSBackedStateStoreProvider",
                     "rocksdb": f"{SPARK_STATE_PACKAGE}RocksDBStateStoreProvider"}
 PROVIDER_FILES = {"hdfs": "HDFS-backed state files (deltas, snapshots)", "rocksdb": "RocksDB state files (zips, changelogs)"}
@@ -88,23 +89,35 @@ def provider(ctx: Context, pinned: str) -> Written | None:
         f"{missing})"))
 
 
-def aggregation_format(ctx: Context, pinned: str) -> Written | None:
+def value_schema_format(ctx: Context, key: str, pinned: str, operators: frozenset[str],
+                        tell: Callable[[ColumnFamilySchema], tuple[str, str]]) -> Written | None:
+    """The first of ``operators`` whose state's value schema (``tell``: its format and how it shows it) is another
+    format's than the pinned one: Spark compares the two schemas on restart."""
     for op in ctx.operators:
-        if op.name != "stateStoreSave":
+        schema = ctx.ckpt.store_schema(op.operator_id, DEFAULT_STORE) if op.name in operators else None
+        if schema is None or not schema.value_schema.fields:
             continue
-        schema = ctx.ckpt.store_schema(op.operator_id, DEFAULT_STORE)
-        if schema is None:
-            continue
-        keys = [f.name for f in schema.key_schema.fields]
-        values = [f.name for f in schema.value_schema.fields]
-        written = "1" if keys and values[:len(keys)] == keys else "2"
+        written, shape = tell(schema)
         if written != pinned:
-            return Written(AGG_FORMAT, pinned, written, (
-                f"the value schema of operator {op.operator_id}'s state ({', '.join(values)}) is format {written}'s "
-                f"({'the grouping key, then the aggregation buffer' if written == '1' else 'the aggregation buffer alone'})"),
-                "on restart Spark compares the state's schema with the one the pinned format makes and fails (tested: "
-                "[STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE])")
+            return Written(key, pinned, written, f"the value schema of operator {op.operator_id}'s state {shape}",
+                           "on restart Spark compares the state's schema with the one the pinned format makes and fails "
+                           "(tested: [STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE])")
     return None
+
+
+def aggregation_written(schema: ColumnFamilySchema) -> tuple[str, str]:
+    keys = [f.name for f in schema.key_schema.fields]
+    values = [f.name for f in schema.value_schema.fields]
+    written = "1" if keys and values[:len(keys)] == keys else "2"
+    return written, (f"({', '.join(values)}) is format {written}'s "
+                     f"({'the grouping key, then the aggregation buffer' if written == '1' else 'the aggregation buffer alone'})")
+
+
+def group_state_written(schema: ColumnFamilySchema) -> tuple[str, str]:
+    first = schema.value_schema.fields[0]
+    written = "2" if first.name == "groupState" and isinstance(first.data_type, StructType) else "1"
+    return written, (f"is format {written}'s "
+                     f"({'the group state in one struct, then its timeout' if written == '2' else 'the group state fields, then its timeout'})")
 
 
 def join_written(ctx: Context, op: Operator) -> tuple[str, str] | None:
@@ -144,24 +157,6 @@ def join_format(ctx: Context, pinned: str) -> Written | None:
         else:
             continue
         return Written(JOIN_FORMAT, pinned, written, evidence, outcome)
-    return None
-
-
-def group_state_format(ctx: Context, pinned: str) -> Written | None:
-    for op in ctx.operators:
-        if op.name not in GROUP_STATE_OPERATORS:
-            continue
-        schema = ctx.ckpt.store_schema(op.operator_id, DEFAULT_STORE)
-        if schema is None or not schema.value_schema.fields:
-            continue
-        first = schema.value_schema.fields[0]
-        written = "2" if first.name == "groupState" and isinstance(first.data_type, StructType) else "1"
-        if written != pinned:
-            return Written(GROUP_STATE_FORMAT, pinned, written, (
-                f"the value schema of operator {op.operator_id}'s state is format {written}'s "
-                f"({'the group state in one struct, then its timeout' if written == '2' else 'the group state fields, then its timeout'})"),
-                "on restart Spark compares the state's schema with the one the pinned format makes and fails (tested: "
-                "[STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE])")
     return None
 
 
@@ -215,8 +210,14 @@ def written_confs(ctx: Context) -> list[Written]:
         return []
     _, conf = found
     out = [partition_count(ctx)]
-    for key, judge in ((PROVIDER, provider), (AGG_FORMAT, aggregation_format), (JOIN_FORMAT, join_format),
-                       (GROUP_STATE_FORMAT, group_state_format), (ENCODING, encoding), (SOURCE_EVOLUTION, source_evolution)):
+    judges: tuple[tuple[str, Callable[[Context, str], Written | None]], ...] = (
+        (PROVIDER, provider),
+        (AGG_FORMAT, lambda c, v: value_schema_format(c, AGG_FORMAT, v, AGGREGATIONS, aggregation_written)),
+        (JOIN_FORMAT, join_format),
+        (GROUP_STATE_FORMAT, lambda c, v: value_schema_format(c, GROUP_STATE_FORMAT, v, GROUP_STATE_OPERATORS,
+                                                              group_state_written)),
+        (ENCODING, encoding), (SOURCE_EVOLUTION, source_evolution))
+    for key, judge in judges:
         value = conf.get(key) if key == SOURCE_EVOLUTION else effective(conf, key)  # no default Spark pins for it
         out.append(judge(ctx, str(value)) if value is not None else None)
     changed = {d.key for d in drifts(ctx)}
