@@ -1650,7 +1650,7 @@ def test_a_source_log_fix_names_no_rewind_spark_cannot_restart_from(copy_fixture
 
 def test_an_hdfs_delta_deleting_a_key_the_version_before_lacks_is_not_the_one_spark_wrote(copy_fixture):
     """compaction's state/0/1/12.delta replaced by its 11.delta: the delete of the window batch 10 evicted comes again
-    (the restart counts window [00:01:20, 00:01:30) 2, not 3: the oracle case hdfs-delta-replaced-by-the-version-before)."""
+    (whether the output needed the lost delta nothing tells: a warning, and the rewind runs batch 11 again)."""
     root = copy_fixture("compaction")
     state = root / "checkpoint/state/0/1"
     shutil.copy2(state / "11.delta", state / "12.delta")
@@ -1658,8 +1658,9 @@ def test_an_hdfs_delta_deleting_a_key_the_version_before_lacks_is_not_the_one_sp
         "state/0/1/12.delta, a delta of state version 12 that the next batch loads (version 13), deletes a key that "
         "version 11 does not hold: Spark's HDFS-backed store writes a delete only for a key it removed, so this is not "
         "the file Spark wrote for version 12 (an older delta of the partition copied over it, or another partition's). "
-        "Spark loads it without an error, and the changes the lost delta held are gone (tested: compaction's "
-        "state/0/1/12.delta replaced by its 11.delta, a window's count comes out one row short); batch 10 is the newest "
+        "Spark loads it without an error, and whatever the lost delta held is gone: nothing here tells whether the "
+        "output needed it (state_types's state/0/1/10.delta replaced by its 9.delta restarts with the control run's "
+        "output, tested); batch 10 is the newest "
         "batch whose state every partition can rebuild; offsets/9 is gone, so the rewind keeps offsets/11 (Spark "
         "restarts from it and reads offsets/10) and batch 11 runs again as it was planned")
     assert fixes(root)["WM078"] == repair.RewindRequest(to_batch=10, keep_next_offsets=True)

@@ -40,7 +40,10 @@ class Reader:
             self.over = True
             return None
         self.budget -= size
-        return self.ctx.read_state(paths)
+        kept = self.ctx.memo.get("read-state", {})  # what the content check read already
+        found = {p: kept[p] for p in paths if p in kept}
+        missing = [p for p in paths if p not in found]
+        return {**found, **self.ctx.read_state(missing)} if missing else found
 
     def state(self, part: StorePartition, version: int, ids: dict[int, str] | None,
               families: bool = False) -> dict[bytes, bytes] | None:

@@ -174,8 +174,13 @@ class RowSampler:
             op.operator_id for op in ctx.operators if is_transform_with_state(op.name)}
 
     def read(self, paths: list[str]) -> dict[str, bytes]:
-        """``ctx.read_state``, sampling what it reads."""
+        """``ctx.read_state``, sampling what it reads, and keeping it for the checks that read loads again while the
+        kept files hold fewer than :data:`KEPT_FILE_BYTES` (``ctx.memo["read-state"]``: each file is read once)."""
         data = self.ctx.read_state(paths)
+        kept = self.ctx.memo.setdefault("read-state", {})
+        for path, content in data.items():
+            if sum(map(len, kept.values())) + len(content) <= KEPT_FILE_BYTES:
+                kept[path] = content
         for path in set(data) & set(self.known):
             rows = self.known[path]
             try:
@@ -228,6 +233,7 @@ def sampled_encoding(entries: Iterator[TableEntry]) -> str | None:
 
 
 VALUE_SAMPLE = 64
+KEPT_FILE_BYTES = 32 << 20
 KEPT_TABLE_BYTES = 32 << 20
 """The most bytes of verified table files kept in ``ctx.memo["verified-tables"]`` (by path) for the checks that read
 snapshots whole (:mod:`.loaded_state`): within it, no block is hashed twice."""
