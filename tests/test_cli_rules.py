@@ -117,8 +117,11 @@ def test_odd_file_names_are_escaped_in_every_format(copy_fixture, fmt):
     import os
 
     ckpt = copy_fixture(NAME) / "checkpoint"
-    os.close(os.open(os.path.join(bytes(ckpt), b"offsets", ODD[0]), os.O_CREAT | os.O_WRONLY))
-    os.close(os.open(os.path.join(bytes(ckpt), b"state/0/0", ODD[1]), os.O_CREAT | os.O_WRONLY))
+    newest, older = os.path.join(bytes(ckpt), b"offsets", ODD[0]), os.path.join(bytes(ckpt), b"state/0/0", ODD[1])
+    for path in (newest, older):
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY))
+    at = os.stat(newest).st_mtime_ns - 10**9  # the rewind's warning names the newest file: always the offsets one
+    os.utime(older, ns=(at, at))
     env = {**os.environ, "LC_ALL": "C", "PYTHONIOENCODING": ""}
     commands = [["check", str(ckpt), "--format", fmt]] + ([["rewind", str(ckpt), "--to-batch", "11", "--format", fmt]]
                                                            if fmt in ("table", "json", "csv") else [])
