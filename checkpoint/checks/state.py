@@ -170,6 +170,8 @@ class RowSampler:
         self.aged, self.changes = within_budget(ctx, aging(ctx)), ctx.memo.setdefault("aged-changes", {})
         self.kept: dict[str, CheckedTable] = ctx.memo.setdefault("verified-tables", {})
         self.encodings: dict[int, set[str]] = ctx.memo.setdefault("value-encodings", {})
+        self.read_state: dict[str, bytes] = ctx.memo.setdefault("read-state", {})
+        self.read_bytes = sum(map(len, self.read_state.values()))
         self.tws = set() if decoding.row_checksums else {  # (a checksum before each value: not judged)
             op.operator_id for op in ctx.operators if is_transform_with_state(op.name)}
 
@@ -177,10 +179,10 @@ class RowSampler:
         """``ctx.read_state``, sampling what it reads, and keeping it for the checks that read loads again while the
         kept files hold fewer than :data:`KEPT_FILE_BYTES` (``ctx.memo["read-state"]``: each file is read once)."""
         data = self.ctx.read_state(paths)
-        kept = self.ctx.memo.setdefault("read-state", {})
         for path, content in data.items():
-            if sum(map(len, kept.values())) + len(content) <= KEPT_FILE_BYTES:
-                kept[path] = content
+            if self.read_bytes + len(content) <= KEPT_FILE_BYTES:
+                self.read_state[path] = content
+                self.read_bytes += len(content)
         for path in set(data) & set(self.known):
             rows = self.known[path]
             try:
