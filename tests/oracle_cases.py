@@ -878,6 +878,9 @@ CASES = [
     # an HDFS delta deleting a key the version before lacks: not the file Spark wrote (it deletes only keys it held)
     Case("hdfs-delta-replaced-by-the-version-before", "WM078", "state_types", state_file_of("1/9.delta", "1/10.delta"),
          OK, repair=True),  # what the lost delta held the output did not need; the fix runs batch 9 again
+    # an aggregation's delta holding the very changes of an earlier one: a copy (its batch's updates are lost)
+    Case("aggregation-delta-replaced-by-a-copy-of-an-earlier-one", "WM078", STALL,
+         state_file_of("0/10.delta", "0/11.delta"), OK, repair=True),  # the held watermark emits no window yet
     # a directory where Spark reads a state file, a file where it writes a directory
     Case("hdfs-snapshot-a-directory", "WM073", AGG, entry_made_a_directory("state/0/1/13.snapshot"), FAILS,
          r"CANNOT_LOAD_STATE_STORE", fix=lambda r: shutil.rmtree(r / C / "state/0/1/13.snapshot")),
@@ -1112,6 +1115,13 @@ SILENT = [  # files edited or named by hand that Spark restarts from as the cont
     # an older delta of an aggregation that feeds another: its lost changes do not reach the output here
     Case("upstream-delta-replaced-by-the-version-before", "", "agg_then_agg", state_file_of("0/5.delta", "0/6.delta",
                                                                                           operator=1), OK),
+    # the newest: the windows it loads again are emitted again, and dropped downstream as late
+    Case("upstream-newest-delta-replaced-by-the-version-before", "", "chained_aggs",
+         state_file_of("0/12.delta", "0/13.delta", operator=1), OK),
+    Case("upstream-newest-delta-replaced-by-an-older-one", "", "agg_then_agg",
+         state_file_of("0/11.delta", "0/13.delta", operator=1), OK),
+    Case("upstream-group-state-of-the-version-before", "", "fmgws_then_agg",
+         state_file_of("0/8.delta", "0/9.delta", operator=1), OK),
     # Spark neither writes nor restores the checkpoint format: the state files show it
     Case("checkpoint-format-1-named-over-format-2", "", V2, every_conf(CHECKPOINT_FORMAT, "1"), OK),
     Case("checkpoint-format-2-named-over-format-1", "", ROCKS, every_conf(CHECKPOINT_FORMAT, "2"), OK),

@@ -1461,18 +1461,24 @@ def test_a_group_the_last_batch_timed_out_back_in_the_next_load_is_an_error_with
     assert fixes(root)["WM069"] == repair.RewindRequest(to_batch=2, keep_next_offsets=True)
 
 
-def test_groups_timed_out_in_hdfs_state_of_a_later_operator_are_found(copy_fixture):
-    """WM069 on HDFS deltas (fmgws_then_agg: applyInPandasWithState is operator 1): each partition's 9.delta replaced
-    by its 8.delta brings back a group batch 8 had timed out, in both partitions."""
+def test_groups_timed_out_in_the_state_of_an_operator_feeding_another_are_not_judged(copy_fixture):
+    """fmgws_then_agg (applyInPandasWithState is operator 1, an aggregation operator 0): each partition's 9.delta
+    replaced by its 8.delta brings back a group batch 8 had timed out; what it emits again reaches the output only as
+    the aggregation's watermark lets it (the oracle's upstream-group-state case: the control run's output). The same
+    copy in the operator writing to the sink is judged (pandas_state_timeout: HDFS deltas)."""
     root = copy_fixture("fmgws_then_agg")
     for p in (0, 1):
         folder = root / f"checkpoint/state/1/{p}"
         for name in ("8.delta", ".8.delta.crc"):
             shutil.copy2(folder / name, folder / name.replace("8", "9"))
+    assert "WM069" not in messages(root)
+    root = copy_fixture("pandas_state_timeout")
+    folder = root / "checkpoint/state/0/0"
+    for name in ("8.delta", ".8.delta.crc"):
+        shutil.copy2(folder / name, folder / name.replace("8", "9"))
     found = [f for f in check_checkpoint(open_checkpoint(str(root / "checkpoint")), None) if f.code == "WM069"]
-    assert [f.path for f in found] == ["state/1/0", "state/1/1"]
-    assert "holds 1 group of operator 1 (applyInPandasWithState) that batch 8 had already ended" in found[0].message
-    assert found[0].fix == repair.RewindRequest(to_batch=7, keep_next_offsets=True)
+    assert [f.path for f in found] == ["state/0/0"]
+    assert "of operator 0 (applyInPandasWithState) that batch 8 had already ended" in found[0].message
 
 
 def test_timers_the_last_batch_fired_back_in_the_next_load_are_found(copy_fixture):
@@ -1655,17 +1661,39 @@ def test_an_hdfs_delta_deleting_a_key_the_version_before_lacks_is_not_the_one_sp
     state = root / "checkpoint/state/0/1"
     shutil.copy2(state / "11.delta", state / "12.delta")
     assert messages(root)["WM078"] == (
-        "state/0/1/12.delta, a delta of state version 12 that the next batch loads (version 13), deletes a key that "
+        "state/0/1/12.delta, a file of state version 12 that the next batch loads (version 13), deletes a key that "
         "version 11 does not hold: Spark's HDFS-backed store writes a delete only for a key it removed, so this is not "
         "the file Spark wrote for version 12 (an older delta of the partition copied over it, or another partition's). "
-        "Spark loads it without an error, and whatever the lost delta held is gone: nothing here tells whether the "
-        "output needed it (state_types's state/0/1/10.delta replaced by its 9.delta restarts with the control run's "
-        "output, tested); batch 10 is the newest "
+        "Spark loads it without an error, and whatever the lost file held is gone: nothing here tells whether the "
+        "output needed it (state_types's state/0/1/10.delta replaced by its 9.delta, and union_stall_min's "
+        "state/0/0/11.delta by its 10.delta, restart with the control run's output, tested); batch 10 is the newest "
         "batch whose state every partition can rebuild; offsets/9 is gone, so the rewind keeps offsets/11 (Spark "
         "restarts from it and reads offsets/10) and batch 11 runs again as it was planned")
     assert fixes(root)["WM078"] == repair.RewindRequest(to_batch=10, keep_next_offsets=True)
     shutil.copy2(state / "10.delta", state / "12.delta")  # an empty delta: deletes nothing, nothing to see
     assert "WM078" not in messages(root)
+
+
+def test_an_aggregation_delta_with_the_bytes_of_an_earlier_one_is_a_copy(copy_fixture):
+    """union_stall_max's state/0/0/12.delta replaced by its 10.delta: it only puts keys (nothing WM078's deletes or
+    WM062's evicted keys show), and an aggregation does not write the same changes twice; a join's files may."""
+    root = copy_fixture("union_stall_max")
+    state = root / "checkpoint/state/0/0"
+    shutil.copy2(state / "10.delta", state / "12.delta")
+    shutil.copy2(state / ".10.delta.crc", state / ".12.delta.crc")
+    assert list(messages(root)) == ["WM078"]
+    assert messages(root)["WM078"] == (
+        "state/0/0/12.delta, a file of state version 12 that the next batch loads (version 12), holds the very bytes "
+        "of state/0/0/10.delta, version 10's, and changes: Spark writes each version's file from the changes its batch "
+        "made, and a stateStoreSave operator (windows evicted once, buffers that change with every row, keys put once) "
+        "writes the same ones twice only when two batches update the same keys to the same values, so this is most "
+        "likely a copy of it, not the file Spark wrote for version 12. Spark loads it without an error, and whatever "
+        "the lost file held is gone: nothing here tells whether the output needed it (state_types's "
+        "state/0/1/10.delta replaced by its 9.delta, and union_stall_min's state/0/0/11.delta by its 10.delta, restart "
+        "with the control run's output, tested); batch 10 is the newest batch whose state every partition can rebuild")
+    assert fixes(root)["WM078"] == repair.RewindRequest(to_batch=10)
+    joined = copy_fixture("join_stream_stream")  # keyToNumValues deltas repeat an earlier one: a count put back to 1
+    assert "WM078" not in messages(joined)
 
 
 def test_a_log_file_of_the_other_source_is_input_read_again(copy_fixture):

@@ -18,7 +18,15 @@ from ..timeutil import format_ms
 from .context import Context
 from .definition import ERROR, Issue, check
 from .loaded_state import Reader
-from .state import APPEND, load_version, plans, printed_modes, ran_with_recorded_watermark, rewind_fix
+from .state import (
+    APPEND,
+    judged_for_output,
+    load_version,
+    plans,
+    printed_modes,
+    ran_with_recorded_watermark,
+    rewind_fix,
+)
 from .text import plural
 
 GROUP_STATE = frozenset({"flatMapGroupsWithState", "applyInPandasWithState"})
@@ -159,7 +167,8 @@ def ended_state_loaded(ctx: Context) -> Iterator[Issue]:
     reader = Reader(ctx, READ_LIMIT)
     for plan in plans(ctx):
         op = ops.get(plan.op.operator_id)
-        if op is None or plan.part.store != DEFAULT_STORE or not plan.load.loadable:
+        if op is None or plan.part.store != DEFAULT_STORE or not plan.load.loadable \
+                or not judged_for_output(ctx, op.operator_id):
             continue
         if op.name in TIMERS:
             timers = fired_timers(ctx, reader, plan, version, writer, model)

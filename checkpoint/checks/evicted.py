@@ -20,7 +20,7 @@ from ..timeutil import format_ms
 from . import state
 from .context import Context
 from .definition import ERROR, Issue, check
-from .state import ZIP_DECODER, Bound, aging, content_loads, rewind_fix
+from .state import ZIP_DECODER, Bound, aging, content_loads, judged_for_output, rewind_fix
 from .text import plural
 
 
@@ -50,7 +50,7 @@ def evicted_keys_loaded(ctx: Context) -> Iterator[Issue]:
     removed = {op: latest_removal([c for load, _, seen in read if seen is not None and load.part.operator_id == op
                                    for c in seen[0] + seen[1]]) for op in evicting}
     for load, bound, seen in read:
-        if seen is None or load.part.operator_id not in evicting:
+        if seen is None or load.part.operator_id not in evicting or not judged_for_output(ctx, load.part.operator_id):
             continue
         held = held_keys(*seen)
         if bound.inferred:
