@@ -187,8 +187,9 @@ def encoding(ctx: Context, pinned: str) -> Written | None:
             f"{'' if rows else ': they are Avro'}"),
             "Spark restarts and reads the UnsafeRows with the Avro encoder: its output differs from a control run's "
             "(tested)" if rows else
-            "Spark reads the Avro bytes as UnsafeRows, and the driver's JVM dies (tested: a SIGSEGV while the "
-            "operator reads its state, the restart never ends cleanly)")
+            "Spark reads the Avro bytes as UnsafeRows: the query fails as its Python worker reads the state "
+            "('EOFError'), or the driver's JVM dies (a SIGSEGV while the operator reads its state; tested, one or the "
+            "other in repeated restarts)")
     return None
 
 
