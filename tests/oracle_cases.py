@@ -878,9 +878,6 @@ CASES = [
     # an HDFS delta deleting a key the version before lacks: not the file Spark wrote (it deletes only keys it held)
     Case("hdfs-delta-replaced-by-the-version-before", "WM078", "state_types", state_file_of("1/9.delta", "1/10.delta"),
          OK, repair=True),  # what the lost delta held the output did not need; the fix runs batch 9 again
-    # an aggregation's delta holding the very changes of an earlier one: a copy (its batch's updates are lost)
-    Case("aggregation-delta-replaced-by-a-copy-of-an-earlier-one", "WM078", STALL,
-         state_file_of("0/10.delta", "0/11.delta"), OK, repair=True),  # the held watermark emits no window yet
     # a directory where Spark reads a state file, a file where it writes a directory
     Case("hdfs-snapshot-a-directory", "WM073", AGG, entry_made_a_directory("state/0/1/13.snapshot"), FAILS,
          r"CANNOT_LOAD_STATE_STORE", fix=lambda r: shutil.rmtree(r / C / "state/0/1/13.snapshot")),
@@ -1075,6 +1072,10 @@ CASES = [
         r / C / "sources/0/5", r / C / "sources/1/5"), WRONG, fix=restore(f"{C}/sources/1/5")),  # right file read again
     Case("source-log-file-of-an-earlier-batch", "WM064", COMPACTION, log_file_of(f"{C}/sources/0/7", f"{C}/sources/0/9"),
          WRONG, fix=restore(f"{C}/sources/0/9", hadoop_crc(f"{C}/sources/0/9"))),  # log batch 9's input file read again
+    # an older log batch's input read again while the watermark has not moved since the batch that read it
+    Case("source-log-older-file-read-again-at-a-held-watermark", "WM064", "stalled_event_time",
+         log_file_of(f"{C}/sources/0/3", f"{C}/sources/0/4"), WRONG,
+         fix=restore(f"{C}/sources/0/4", hadoop_crc(f"{C}/sources/0/4"))),  # log batch 4's rows counted twice
     Case("source-log-file-of-the-batch-before", "WM064", TWS, log_file_of(f"{C}/sources/0/5", f"{C}/sources/0/6"),
          WRONG, fix=restore(f"{C}/sources/0/6", hadoop_crc(f"{C}/sources/0/6"))),  # the newest input file read again
     Case("sink-compact-file-of-an-earlier-compaction", "WM076", COMPACTION, log_file_of(

@@ -1661,39 +1661,17 @@ def test_an_hdfs_delta_deleting_a_key_the_version_before_lacks_is_not_the_one_sp
     state = root / "checkpoint/state/0/1"
     shutil.copy2(state / "11.delta", state / "12.delta")
     assert messages(root)["WM078"] == (
-        "state/0/1/12.delta, a file of state version 12 that the next batch loads (version 13), deletes a key that "
+        "state/0/1/12.delta, a delta of state version 12 that the next batch loads (version 13), deletes a key that "
         "version 11 does not hold: Spark's HDFS-backed store writes a delete only for a key it removed, so this is not "
         "the file Spark wrote for version 12 (an older delta of the partition copied over it, or another partition's). "
-        "Spark loads it without an error, and whatever the lost file held is gone: nothing here tells whether the "
-        "output needed it (state_types's state/0/1/10.delta replaced by its 9.delta, and union_stall_min's "
-        "state/0/0/11.delta by its 10.delta, restart with the control run's output, tested); batch 10 is the newest "
+        "Spark loads it without an error, and whatever the lost delta held is gone: nothing here tells whether the "
+        "output needed it (state_types's state/0/1/10.delta replaced by its 9.delta restarts with the control run's "
+        "output, tested); batch 10 is the newest "
         "batch whose state every partition can rebuild; offsets/9 is gone, so the rewind keeps offsets/11 (Spark "
         "restarts from it and reads offsets/10) and batch 11 runs again as it was planned")
     assert fixes(root)["WM078"] == repair.RewindRequest(to_batch=10, keep_next_offsets=True)
     shutil.copy2(state / "10.delta", state / "12.delta")  # an empty delta: deletes nothing, nothing to see
     assert "WM078" not in messages(root)
-
-
-def test_an_aggregation_delta_with_the_bytes_of_an_earlier_one_is_a_copy(copy_fixture):
-    """union_stall_max's state/0/0/12.delta replaced by its 10.delta: it only puts keys (nothing WM078's deletes or
-    WM062's evicted keys show), and an aggregation does not write the same changes twice; a join's files may."""
-    root = copy_fixture("union_stall_max")
-    state = root / "checkpoint/state/0/0"
-    shutil.copy2(state / "10.delta", state / "12.delta")
-    shutil.copy2(state / ".10.delta.crc", state / ".12.delta.crc")
-    assert list(messages(root)) == ["WM078"]
-    assert messages(root)["WM078"] == (
-        "state/0/0/12.delta, a file of state version 12 that the next batch loads (version 12), holds the very bytes "
-        "of state/0/0/10.delta, version 10's, and changes: Spark writes each version's file from the changes its batch "
-        "made, and a stateStoreSave operator (windows evicted once, buffers that change with every row, keys put once) "
-        "writes the same ones twice only when two batches update the same keys to the same values, so this is most "
-        "likely a copy of it, not the file Spark wrote for version 12. Spark loads it without an error, and whatever "
-        "the lost file held is gone: nothing here tells whether the output needed it (state_types's "
-        "state/0/1/10.delta replaced by its 9.delta, and union_stall_min's state/0/0/11.delta by its 10.delta, restart "
-        "with the control run's output, tested); batch 10 is the newest batch whose state every partition can rebuild")
-    assert fixes(root)["WM078"] == repair.RewindRequest(to_batch=10)
-    joined = copy_fixture("join_stream_stream")  # keyToNumValues deltas repeat an earlier one: a count put back to 1
-    assert "WM078" not in messages(joined)
 
 
 def test_a_log_file_of_the_other_source_is_input_read_again(copy_fixture):

@@ -29,6 +29,7 @@ from .definition import ERROR, Instruction, Issue, check
 from .logs import checkpoint_format
 from .remedies import NEW_CHECKPOINT, rewind_before
 from .repartition import sink_entry_batches
+from .seen_files import logged_by
 from .text import plural, span
 
 
@@ -420,14 +421,34 @@ def unseen_input(ctx: Context, source_id: str, others: dict[str, set[str]], reac
     for path, paths in restored.items():
         batch, compact = log_file_batch(posixpath.basename(path)) or (-1, False)
         batches = batch + 1 if compact else 1
-        # older input read again is mostly behind the watermark: dropped as late where an operator drops rows (tested)
-        newest = batch == reached or not late_rows_dropped(ctx)
+        # older input read again is mostly behind the watermark: dropped as late where an operator drops rows (tested),
+        # unless the watermark has not moved since the batch that read it
+        newest = batch == reached or not late_rows_dropped(ctx) or not compact and held_since_read(ctx, source_id, batch)
         if len(paths) < batches or fresh[path] < batches and newest:
             short.append((path, batches, fresh[path]))
         bare += [p for p in paths if there.get(p)]
         spelled += [(path, p, respelled[p]) for p in paths if p in respelled and found.get(spark_location(p))]
         foreign += [(path, p, other) for p in paths for other, common in mixed.items() if p in common]
     return Unseen(short, bare, spelled, foreign)
+
+
+DEDUPLICATIONS = frozenset({"dedupe", "dedupeWithinWatermark"})
+
+
+def held_since_read(ctx: Context, source_id: str, log_batch: int) -> bool:
+    """Whether the batch Spark runs next drops as late no more rows than the batch that read a file source's log batch
+    ``log_batch`` did: a batch drops the rows at or before the watermark of the batch before it (Spark 3.5+'s late-events
+    watermark), so when the next batch's is not above the reading batch's, the rows that batch took, read again, are
+    taken again. A deduplication drops them all the same, as keys it holds."""
+    if any(op.name in DEDUPLICATIONS for op in ctx.operators):
+        return False
+    reader, last = logged_by(ctx, source_id, log_batch), ctx.ckpt.last_batch
+    if reader is None or last is None:
+        return False
+    now, then = (ctx.offsets.get(b) for b in (last if last in ctx.commits else last - 1, reader - 1))
+    if now is None or now.metadata is None or reader > 0 and (then is None or then.metadata is None):
+        return False
+    return now.metadata.batch_watermark_ms <= (then.metadata.batch_watermark_ms if then and then.metadata else 0)
 
 
 EVENT_KEYED = ("stateStoreSave", "dedupe", "StatefulStreamlineAggregate")
