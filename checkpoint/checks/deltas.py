@@ -4,9 +4,9 @@ The HDFS-backed store writes a delete record only for a key it removed (``HDFSBa
 map held a value for it), so replaying the files of a load in order, each delete finds its key. One that does not
 shows a delta that is not the one Spark wrote for its version (an older delta of the partition copied over it,
 another partition's): Spark loads it without an error, and the changes the real delta held are lost, which the
-output may or may not need (a warning: the rewind runs the batch again). Judged for the
-operator that writes to the sink: the lost changes of one feeding another come out, or not, as the other's watermark
-lets them (a chained aggregation's older delta over the next one: the control run's output, tested).
+output may or may not need (a warning: the rewind runs the batch again). Judged for the operator that writes to the
+sink: the lost changes of one feeding another come out, or not, as the other's watermark lets them (a chained
+aggregation's older delta over the next one: the control run's output, tested).
 """
 from __future__ import annotations
 

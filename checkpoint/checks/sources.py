@@ -439,16 +439,22 @@ def held_since_read(ctx: Context, source_id: str, log_batch: int) -> bool:
     """Whether the batch Spark runs next drops as late no more rows than the batch that read a file source's log batch
     ``log_batch`` did: a batch drops the rows at or before the watermark of the batch before it (Spark 3.5+'s late-events
     watermark), so when the next batch's is not above the reading batch's, the rows that batch took, read again, are
-    taken again. A deduplication drops them all the same, as keys it holds."""
+    taken again. Not judged where the query deduplicates (its state may hold their keys and drop them)."""
     if any(op.name in DEDUPLICATIONS for op in ctx.operators):
         return False
     reader, last = logged_by(ctx, source_id, log_batch), ctx.ckpt.last_batch
     if reader is None or last is None:
         return False
-    now, then = (ctx.offsets.get(b) for b in (last if last in ctx.commits else last - 1, reader - 1))
-    if now is None or now.metadata is None or reader > 0 and (then is None or then.metadata is None):
-        return False
-    return now.metadata.batch_watermark_ms <= (then.metadata.batch_watermark_ms if then and then.metadata else 0)
+    now, then = recorded_watermark(ctx, last if last in ctx.commits else last - 1), recorded_watermark(ctx, reader - 1)
+    return now is not None and then is not None and now <= then
+
+
+def recorded_watermark(ctx: Context, batch: int) -> int | None:
+    """``offsets/<batch>``'s batchWatermarkMs (0 before batch 0; None when the file or its metadata is missing)."""
+    if batch < 0:
+        return 0
+    seq = ctx.offsets.get(batch)
+    return None if seq is None or seq.metadata is None else seq.metadata.batch_watermark_ms
 
 
 EVENT_KEYED = ("stateStoreSave", "dedupe", "StatefulStreamlineAggregate")
