@@ -35,8 +35,9 @@ def extra_rows(index: int) -> str:
 QUERIES = fixture_module("queries.py")
 
 
-EXTRA_V = {"state_types": 100, "state_types_rocksdb": 100}
-"""The first ``v`` of the new rows where the fixture's query needs a small one (it casts ``v * -300`` to a short)."""
+EXTRA_V = {"state_types": 100, "state_types_rocksdb": 100, "avro_types_tws": 100}
+"""The first ``v`` of the new rows where the fixture's query needs a small one (state_types casts ``v * -300`` to a
+short; avro_types_tws writes ``v`` before 25 digits into a DECIMAL(38,10))."""
 
 
 def add_input(folder: Path, index: int, start_v: int = 1000) -> Path:

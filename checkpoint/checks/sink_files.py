@@ -110,7 +110,8 @@ class Changed(NamedTuple):
 
 def changed_inside(ctx: Context) -> list[Changed]:
     """The live entries inside the sink directory whose file is gone or another size than the log records (Spark's
-    readers of the sink take the file's length from the log: ``SinkFileStatus.toFileStatus``)."""
+    readers of the sink take the file's length from the log: ``SinkFileStatus.toFileStatus``), but for a gone file
+    logged with no bytes (a JSON sink's file of a batch without output), which they never open."""
     root = sink_of(ctx).fs.root.rstrip("/")
     files = sink_files(ctx)
     added: dict[str, int | None] = {}
@@ -125,6 +126,8 @@ def changed_inside(ctx: Context) -> list[Changed]:
         found = files.find(entry.path)
         logged = entry.fields.get("size")
         logged = logged if isinstance(logged, int) and not isinstance(logged, bool) else None
+        if found is None and logged == 0:
+            continue  # a file of no bytes has no split: Spark's readers never open it
         if found is None or (logged is not None and not found.is_dir and found.size != logged):
             out.append(Changed(entry.path, added.get(entry.path), None if found is None else found.size, logged))
     return out
