@@ -38,13 +38,21 @@ class ParquetPart:
     data: bytes
 
 
+DICTIONARY = ("operator_id", "store", "partition_id")
+"""The columns of state rows dictionary-encoded: they repeat one value over a part. Keys are unique within a store
+partition, so a dictionary of them is tried and dropped (Arrow's writer falls back to plain encoding once it
+outgrows its page), which costs a third of the encoding (measured on the 1M-key bench state's evicted rows)."""
+
+
 def encode_part(table: "pa.Table") -> ParquetPart:
-    """``table`` as a :class:`ParquetPart` (one row group, no page index)."""
+    """``table`` as a :class:`ParquetPart` (one row group, no page index; the :data:`DICTIONARY` columns it has
+    dictionary-encoded, the others plain)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     sink = pa.BufferOutputStream()
-    pq.write_table(table, sink, row_group_size=max(table.num_rows, 1), write_page_index=False)
+    pq.write_table(table, sink, row_group_size=max(table.num_rows, 1), write_page_index=False,
+                   use_dictionary=[name for name in DICTIONARY if name in table.column_names])
     return ParquetPart(table.num_rows, sink.getvalue().to_pybytes())
 
 

@@ -17,12 +17,12 @@ from wmcheck.statestore.thrift_compact import read_struct, write_struct
 def _table(start: int, n: int) -> pa.Table:
     return pa.table({
         "id": pa.array(range(start, start + n), pa.int64()),
-        "name": pa.array([f"name-{i % 13}" for i in range(n)], pa.string()),  # dictionary-encoded
+        "name": pa.array([f"name-{i % 13}" for i in range(n)], pa.string()),
         "key": pa.array([{"window": {"start": i, "end": i + 10}, "tag": None if i % 3 else "t"} for i in range(n)],
                         pa.struct([("window", pa.struct([("start", pa.int64()), ("end", pa.int64())])), ("tag", pa.string())])),
         "value": pa.array([None if i % 5 == 0 else i * 0.5 for i in range(n)], pa.float64()),
         "blob": pa.array([bytes([i % 256]) * (i % 7) for i in range(n)], pa.large_binary()),
-        "partition_id": pa.array([start] * n, pa.int32()),
+        "partition_id": pa.array([start] * n, pa.int32()),  # dictionary-encoded (its dictionary page offsets move)
     })
 
 
@@ -66,6 +66,13 @@ def test_parts_read_as_their_rows_in_order(tmp_path, sizes):
         assert (stats.min, stats.max) == (start, start + n - 1)
     last = groups[-1]
     assert pq.read_table(out, filters=[("id", ">=", sum(groups) - last)]).equals(want.slice(sum(groups) - last))
+
+
+def test_only_the_label_columns_are_dictionary_encoded():
+    meta = pq.ParquetFile(pa.BufferReader(encode_part(_table(0, 3000)).data)).metadata.row_group(0)
+    dictionary = {meta.column(i).path_in_schema: meta.column(i).has_dictionary_page for i in range(meta.num_columns)}
+    assert dictionary == {"id": False, "name": False, "key.window.start": False, "key.window.end": False, "key.tag": False,
+                          "value": False, "blob": False, "partition_id": True}
 
 
 def test_without_rows_the_file_has_the_first_parts_schema(tmp_path):
