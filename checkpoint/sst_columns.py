@@ -26,7 +26,17 @@ from typing import TYPE_CHECKING, Callable, Iterator
 from .rocksdb_sst import Blocks, CheckedTable, TableFile, inflate, property_value, table_entries, varints
 
 if TYPE_CHECKING:
+    from types import ModuleType
+
     import numpy as np
+
+try:
+    from . import sst_walk
+except ImportError:  # not built (no C compiler where it was installed)
+    NATIVE: "ModuleType | None" = None
+else:
+    NATIVE = sst_walk
+"""The C walk of a run's entries (``sst_walk.c``), or None: the NumPy reader alone."""
 
 PUT_RUN_ROWS = 1 << 13
 """Entries a run holds when looking for a table's first puts (a table may begin with many deletes)."""
@@ -144,20 +154,52 @@ def _u32(u8: "np.ndarray", at: "np.ndarray") -> "np.ndarray":
 
 
 def _run(blocks: list[bytes], offset: int) -> TableRun:
-    """The entries of inflated data ``blocks`` (the first at ``offset`` of the table file)."""
+    """The entries of inflated data ``blocks`` (the first at ``offset`` of the table file): walked in C where
+    :data:`NATIVE` is built and the blocks are well formed, else (the reference) with NumPy, which raises
+    :class:`UnreadBlock` where they are not."""
     import numpy as np
 
     padded = b"".join([*blocks, bytes(PAD)])  # varints read past the last entry stay inside
-    u8 = np.frombuffer(padded, np.uint8)
     lengths = np.fromiter(map(len, blocks), np.int64, len(blocks))
     starts = np.cumsum(lengths) - lengths
+    scanned = NATIVE.scan(padded, starts, lengths) if NATIVE is not None else None
+    if scanned is not None:
+        return _native_run(padded, starts, lengths, *scanned)
+    return _numpy_run(padded, starts, lengths, offset)
+
+
+def _native_run(padded: bytes, starts: "np.ndarray", lengths: "np.ndarray", n: int, longest: int) -> TableRun:
+    import numpy as np
+
+    assert NATIVE is not None
+    if not n:
+        return _empty_run(padded)
+    keys = np.zeros((n, -(-longest // 8) * 8), np.uint8)
+    user, value_start, value_end = (np.empty(n, np.int64) for _ in range(3))
+    sequence, kind, repeat = np.empty(n, np.uint64), np.empty(n, np.uint8), np.empty(n, np.bool_)
+    NATIVE.fill(padded, starts, lengths, keys.shape[1], keys, user, value_start, value_end, sequence, kind, repeat)
+    return TableRun(keys, user, repeat, padded, value_start, value_end, sequence, kind)
+
+
+def _empty_run(padded: bytes) -> TableRun:
+    import numpy as np
+
+    empty = np.zeros(0, np.int64)
+    return TableRun(np.zeros((0, 8), np.uint8), empty, empty.astype(bool), padded, empty, empty, empty.astype(np.uint64),
+                    empty.astype(np.uint8))
+
+
+def _numpy_run(padded: bytes, starts: "np.ndarray", lengths: "np.ndarray", offset: int) -> TableRun:
+    import numpy as np
+
+    u8 = np.frombuffer(padded, np.uint8)
     if (lengths < 4).any():
         raise UnreadBlock(offset, "expected a data block of at least 4 bytes")
     restarts = _u32(u8, starts + lengths - 4)
     region_end = starts + lengths - 4 - 4 * restarts
     if (restarts < 1).any() or (region_end < starts).any():
         raise UnreadBlock(offset, "expected a data block's restart points inside it")
-    block_of = np.repeat(np.arange(len(blocks)), restarts)
+    block_of = np.repeat(np.arange(len(lengths)), restarts)
     nth = np.arange(len(block_of)) - np.repeat(np.cumsum(restarts) - restarts, restarts)
     begin = starts[block_of] + _u32(u8, region_end[block_of] + 4 * nth)
     limit = region_end[block_of]
@@ -178,8 +220,7 @@ def _run(blocks: list[bytes], offset: int) -> TableRun:
         cursor[active] = value_end
         active = active[value_end < limit[active]]
     if not steps:
-        empty = np.zeros(0, np.int64)
-        return TableRun(np.zeros((0, 8), np.uint8), empty, empty.astype(bool), padded, empty, empty, empty.astype(np.uint64), empty.astype(np.uint8))
+        return _empty_run(padded)
     cursors = np.concatenate([s[0] for s in steps])
     step_no = np.repeat(np.arange(len(steps)), [len(s[0]) for s in steps])
     counts = np.bincount(cursors, minlength=len(begin))

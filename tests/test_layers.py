@@ -18,7 +18,7 @@ TOP = ("cli", "checkpoint", "statestore")
 CHECKPOINT_GROUPS = {
     "formats": (0, ["errors", "numbers", "timeutil", "textlog", "source_offsets", "offsets", "commits", "file_logs",
                     "query_metadata", "operator_metadata", "state_schema", "checksums", "operator_kinds", "progress", "plans",
-                    "kafka_offsets", "state_formats", "rocksdb_zip", "rocksdb_sst", "sst_columns", "state_codecs", "state_records", "row_checksums",
+                    "kafka_offsets", "state_formats", "rocksdb_zip", "rocksdb_sst", "sst_walk", "sst_columns", "state_codecs", "state_records", "row_checksums",
                     "list_frames", "state_content", "key_partitions", "stale_keys", "sized_columns", "value_encoding",
                     "stale_columns", "join_rows"]),
     "layout": (1, ["layout", "fs", "metadata_log", "state_files", "state_load", "locations", "repair_records", "progress_files"]),
@@ -63,9 +63,10 @@ def imports(path: Path) -> list[tuple[int, str]]:
                 base = node.module.split(".")[1:]
             else:
                 continue
-            for alias in node.names:  # ``from . import views`` imports a module
+            for alias in node.names:  # ``from . import views`` imports a module (a C one has its stub)
                 sub = ROOT.joinpath(*base, alias.name)
-                target = base + [alias.name] if sub.with_suffix(".py").is_file() or sub.is_dir() else base
+                module = sub.with_suffix(".py").is_file() or sub.with_suffix(".pyi").is_file() or sub.is_dir()
+                target = base + [alias.name] if module else base
                 out.append((node.lineno, ".".join(target)))
         elif isinstance(node, ast.Import):
             out += [(node.lineno, a.name.removeprefix("wmcheck.")) for a in node.names if a.name.startswith("wmcheck.")]

@@ -1,5 +1,5 @@
 """What ``pip install .`` installs: every module and data file of cli/, checkpoint/ and statestore/ under
-``wmcheck`` (api/ as ``wmcheck`` itself), a ``py.typed`` in every package, every package found without a list (a new subpackage too), and nothing else at the top level (the
+``wmcheck`` (api/ as ``wmcheck`` itself; C sources built, with their stubs), a ``py.typed`` in every package, every package found without a list (a new subpackage too), and nothing else at the top level (the
 editable install used by the tests hides such gaps)."""
 from __future__ import annotations
 
@@ -32,9 +32,10 @@ def test_wheel_holds_every_module_data_file_and_package(tmp_path):
     assert done.returncode == 0, done.stderr
     (wheel,) = tmp_path.glob("wmcheck-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    wanted = {SOURCES[path.split("/")[0]] + path[len(path.split("/")[0]):] for path in tracked}
+    wanted = {SOURCES[path.split("/")[0]] + path[len(path.split("/")[0]):] for path in tracked if not path.endswith(".c")}
     assert wanted and wanted <= names, sorted(wanted - names)
-    assert {n.split("/")[0] for n in names} == {"wmcheck", wheel.name.split("-py3")[0] + ".dist-info"}
+    assert {n.split("/")[0] for n in names} == {"wmcheck", "-".join(wheel.name.split("-")[:2]) + ".dist-info"}
+    assert [n for n in names if n.startswith("wmcheck/checkpoint/sst_walk.") and n.endswith(".so")]  # the C walk, built
     installed = {"wmcheck" if name == "api" else "wmcheck." + name for name in packages([*tracked, added])}
     assert packages(sorted(names)) == installed
     assert packages(tracked) == {"api", "checkpoint", "checkpoint.checks", "checkpoint.fs", "checkpoint.repair", "cli",

@@ -9,14 +9,14 @@ import os
 import random
 
 import pytest
-from rocksdict import AccessType, BlockBasedOptions, DBCompressionType, Options, Rdict
+from rocksdict import AccessType, BlockBasedOptions, Options, Rdict
 
+from wmcheck.checkpoint import sst_columns
 from wmcheck.checkpoint.rocksdb_sst import checked, table_entries, verified
 from wmcheck.checkpoint.sst_columns import open_table, table_puts
 from wmcheck.statestore.snapshot_rows import snapshot_rows
 
-COMPRESSIONS = {"none": DBCompressionType.none, "lz4": DBCompressionType.lz4, "lz4hc": DBCompressionType.lz4hc,
-                "snappy": DBCompressionType.snappy, "zstd": DBCompressionType.zstd}
+from rocksdb_tables import write_tables
 
 
 def _opened(data: bytes):
@@ -25,52 +25,20 @@ def _opened(data: bytes):
     return open_table(data, blocks) if blocks else None
 
 
-def _key(rng: random.Random) -> bytes:
-    kind = rng.random()
-    if kind < 0.2:  # a key and its extensions by zero bytes sort next to each other
-        return b"k" + bytes([rng.randrange(4)]) + bytes(rng.randrange(3))
-    if kind < 0.6:  # UnsafeRow-like: 8-byte words
-        return bytes([0]) + rng.randrange(1 << 20).to_bytes(8, "little") + bytes(rng.randrange(2) * 8)
-    return bytes(rng.randrange(256) for _ in range(rng.randrange(1, 40)))
-
-
-def _write(path: str, seed: int) -> dict[str, object]:
-    rng = random.Random(seed)
-    compression = rng.choice(sorted(COMPRESSIONS))
-    table = BlockBasedOptions()
-    table.set_block_restart_interval(rng.choice([1, 2, 16]))
-    table.set_block_size(rng.choice([128, 4096]))
-    table.set_format_version(rng.choice([2, 5]))  # Spark's stateStore.rocksdb.formatVersion: 5 by default
-    options = Options(raw_mode=True)
-    options.create_if_missing(True)
-    options.set_disable_auto_compactions(True)
-    options.set_compression_type(COMPRESSIONS[compression]())
-    options.set_block_based_table_factory(table)
-    db = Rdict(path, options)
-    keys: list[bytes] = []
-    held = []
-    for round_ in range(rng.randrange(1, 5)):
-        for _ in range(rng.randrange(1, 400)):
-            if rng.random() < 0.02:
-                held.append(db.snapshot())  # the flush keeps the versions a snapshot sees: a key twice in a table
-            if keys and rng.random() < 0.25:
-                db.delete(rng.choice(keys))
-            else:
-                key = rng.choice(keys) if keys and rng.random() < 0.3 else _key(rng)
-                keys.append(key)
-                db.put(key, bytes([round_]) * rng.randrange(0, 30))
-        db.flush()
-    if rng.random() < 0.2:
-        db.compact_range(None, None)
-    held.clear()
-    db.close()
-    return {"compression": compression}
+@pytest.fixture(params=["C walk", "NumPy"])
+def walk(request, monkeypatch):
+    """Each test run with data blocks walked in C (where built) and with the NumPy reader alone."""
+    if request.param == "NumPy":
+        monkeypatch.setattr(sst_columns, "NATIVE", None)
+    elif sst_columns.NATIVE is None and not os.environ.get("CI"):
+        pytest.skip("the C walk is not built here")
+    return request.param
 
 
 @pytest.mark.parametrize("seed", range(40))
-def test_tables_read_as_rocksdb_iterates(tmp_path, seed):
+def test_tables_read_as_rocksdb_iterates(tmp_path, seed, walk):
     path = str(tmp_path / "db")
-    _write(path, seed)
+    write_tables(path, seed)
     expected = list(Rdict(path, Options(raw_mode=True), access_type=AccessType.read_only()).items())
     tables = [_opened(open(f, "rb").read()) for f in sorted(glob.glob(os.path.join(path, "*.sst")))]
     assert all(t is not None for t in tables)
@@ -101,11 +69,11 @@ def test_tables_not_read_here_are_left_to_rocksdb(tmp_path, change):
 
 
 @pytest.mark.parametrize("seed", range(0, 40, 4))
-def test_a_tables_first_puts_are_those_read_entry_by_entry(tmp_path, seed):
+def test_a_tables_first_puts_are_those_read_entry_by_entry(tmp_path, seed, walk):
     """A table's first puts (WM058's sample), run by run, are those the entry-by-entry reader finds, at any limit;
     past deletes too (a table that begins with thousands of deletes: an evicting aggregation's)."""
     path = str(tmp_path / "db")
-    _write(path, seed)
+    write_tables(path, seed)
     for sst in sorted(glob.glob(os.path.join(path, "*.sst"))):
         data = open(sst, "rb").read()
         puts = [(e.key, e.value) for e in table_entries(data) if e.kind == 1]

@@ -1,0 +1,6 @@
+"""The C walk of inflated RocksDB data blocks (``sst_walk.c``): see :func:`wmcheck.checkpoint.sst_columns._run`."""
+from typing import Any
+
+def scan(data: bytes, starts: Any, lengths: Any) -> tuple[int, int] | None: ...
+def fill(data: bytes, starts: Any, lengths: Any, width: int, keys: Any, key_len: Any, shared: Any, value_start: Any,
+         value_end: Any, first: Any) -> None: ...
