@@ -59,40 +59,51 @@ class StructColumns:
             else:
                 values.append(None)
 
-    def finish(self, raw: bool = True):
-        """The collected rows as an Arrow struct array (timestamps and dates as integers when ``raw``)."""
+    def finish(self, raw: bool = True, keep: Any = None):
+        """The collected rows (the ``keep`` ones, indexes in order, when given) as an Arrow struct array (timestamps
+        and dates as integers when ``raw``)."""
         import pyarrow as pa
 
         arrays = []
         for f, child, values in zip(self.schema.fields, self.children, self.lists, strict=True):
-            arrays.append(child.finish(raw) if child is not None else pa.array(values, type=arrow_type(f.data_type, raw)))
-        mask = None if all(self.valid) else pa.array([not v for v in self.valid], pa.bool_())
+            if child is not None:
+                arrays.append(child.finish(raw, keep))
+            else:
+                arrays.append(pa.array(values if keep is None else [values[i] for i in keep], type=arrow_type(f.data_type, raw)))
+        valid = self.valid if keep is None else [self.valid[i] for i in keep]
+        mask = None if all(valid) else pa.array([not v for v in valid], pa.bool_())
         return pa.StructArray.from_arrays(arrays, fields=list(arrow_type(self.schema, raw)), mask=mask)
 
 
-def decode_rows(schema: StructType, rows: Sequence[bytes], skip: int, fast: bool = True) -> Any:
-    """The rows of ``schema`` in ``rows`` (each after ``skip`` bytes of prefix) as an Arrow struct array
-    (timestamps and dates as integers): column-wise with NumPy when ``fast`` and :mod:`.unsafe_columns`
-    proves the batch (:class:`.record_spans.ByteRows` where they lie, others joined), else row by row
-    (:class:`StructColumns`, the reference)."""
-    if fast and rows:
-        import numpy as np
+def byte_rows(rows: Sequence[bytes], skip: int) -> tuple[bytes, Any, Any]:
+    """``(buffer, starts, ends)`` of ``rows`` after ``skip`` bytes of prefix each: :class:`.record_spans.ByteRows`
+    where they lie, others joined."""
+    import numpy as np
 
-        from .record_spans import ByteRows
+    from .record_spans import ByteRows
+
+    if isinstance(rows, ByteRows):
+        return rows.buf, rows.starts + skip, rows.ends
+    ends = np.cumsum(np.fromiter(map(len, rows), np.int64, len(rows)))
+    starts = np.empty_like(ends)
+    if len(rows):
+        starts[0], starts[1:] = skip, ends[:-1] + skip
+    return b"".join(rows), starts, ends
+
+
+def decode_rows(schema: StructType, rows: Sequence[bytes], skip: int, fast: bool = True, keep: Any = None) -> Any:
+    """The rows of ``schema`` in ``rows`` (each after ``skip`` bytes of prefix; the ``keep`` ones, indexes in order,
+    when given: every row is decoded all the same, so a damaged one raises) as an Arrow struct array (timestamps and
+    dates as integers): column-wise with NumPy when ``fast`` and :mod:`.unsafe_columns` proves the batch, else row
+    by row (:class:`StructColumns`, the reference)."""
+    if fast and rows:
         from .unsafe_columns import decode
 
-        if isinstance(rows, ByteRows):
-            buf, starts, ends = rows.buf, rows.starts + skip, rows.ends
-        else:
-            ends = np.cumsum(np.fromiter(map(len, rows), np.int64, len(rows)))
-            starts = np.empty_like(ends)
-            starts[0], starts[1:] = skip, ends[:-1] + skip
-            buf = b"".join(rows)
-        decoded = decode(schema, buf, starts, ends)
+        decoded = decode(schema, *byte_rows(rows, skip), keep)
         if decoded is not None:
             return decoded
     columns = StructColumns(schema)
     add = columns.add
     for row in rows:
         add(row, skip)
-    return columns.finish()
+    return columns.finish(keep=None if keep is None else keep.tolist())

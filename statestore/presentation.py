@@ -33,9 +33,10 @@ from wmcheck.checkpoint.state_codecs import codec_name, require_codec, require_m
 from wmcheck.checkpoint.state_schema import ColumnFamilySchema, KeyEncoderSpec, StructField, StructType
 
 from .avro_rows import check_avro_supported
-from .columnar import decode_rows
+from .columnar import byte_rows, decode_rows
 from .discovery import Store
 from .key_encoders import PREFIX_SCAN, key_decoder, single_value_decoder, values_decoder
+from .unsafe_columns import leaf
 from .unsafe_row import arrow_type, check_supported
 
 HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
@@ -61,9 +62,13 @@ class StorePlan:
     """The reader's columns besides ``partition_id`` (``key``, ``value``, ...)."""
     rows: Callable[[States, dict[str, int]], Rows]
     """``(store name -> key/value bytes, column family name -> id) -> reader rows``."""
-    columns_of: Callable[[Sequence[bytes], Sequence[bytes]], dict[str, Any]] | None = None
-    """Plain stores (one physical store, a row per key): ``(keys, values) -> Arrow arrays per column``,
-    for a partition read in chunks."""
+    columns_of: Callable[[Sequence[bytes], Sequence[bytes], Any], dict[str, Any]] | None = None
+    """Plain stores (one physical store, a row per key): ``(keys, values, keep) -> Arrow arrays per column`` of the
+    ``keep`` rows (indexes in order; all when None; every row decoded all the same), for a partition read in chunks."""
+    leaf_of: Callable[[Sequence[bytes], Sequence[bytes], tuple[str, ...]], Any] | None = None
+    """Plain stores decoded column-wise: ``(keys, values, path) -> (values, set)``, NumPy arrays of the whole-number
+    or time column at ``path`` of the reader's columns (``("key", "window", "end")``), or None where
+    :func:`.unsafe_columns.leaf` declines."""
     checksums: bool = False
     """Rows were written with checksums (``rowChecksum.enabled``), taken off when loading."""
     fast: bool = True
@@ -129,14 +134,21 @@ def _store_plan(ckpt: Checkpoint, store: Store, rocksdb: bool, codec: str, fast:
 
     skip = 1 if rocksdb else 0  # the RocksDB version byte
 
-    def columns_of(keys: Sequence[bytes], values: Sequence[bytes]) -> dict[str, Any]:
+    def columns_of(keys: Sequence[bytes], values: Sequence[bytes], keep: Any) -> dict[str, Any]:
         if spec is not None:
-            return {"key": pa_array([key(k) for k in keys], schema.key_schema),
-                    "value": pa_array([value(v) for v in values], schema.value_schema)}
-        return {"key": decode_rows(schema.key_schema, keys, skip, fast), "value": decode_rows(schema.value_schema, values, skip, fast)}
+            chosen = range(len(keys)) if keep is None else keep.tolist()
+            decoded = [(key(k), value(v)) for k, v in zip(keys, values)]
+            return {"key": pa_array([decoded[i][0] for i in chosen], schema.key_schema),
+                    "value": pa_array([decoded[i][1] for i in chosen], schema.value_schema)}
+        return {"key": decode_rows(schema.key_schema, keys, skip, fast, keep),
+                "value": decode_rows(schema.value_schema, values, skip, fast, keep)}
+
+    def leaf_of(keys: Sequence[bytes], values: Sequence[bytes], path: tuple[str, ...]) -> Any:
+        root, rows = (schema.key_schema, keys) if path[0] == "key" else (schema.value_schema, values)
+        return leaf(root, *byte_rows(rows, skip), path[1:])
 
     columns = StructType((_field("key", schema.key_schema), _field("value", schema.value_schema)))
-    return StorePlan(store, rocksdb, codec, (name,), columns, rows, columns_of)
+    return StorePlan(store, rocksdb, codec, (name,), columns, rows, columns_of, leaf_of if fast and spec is None else None)
 
 
 def pa_array(values: list[Any], schema: StructType) -> Any:

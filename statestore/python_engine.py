@@ -7,20 +7,24 @@ rows, not the state.
 """
 from __future__ import annotations
 
+import functools
 from contextlib import closing
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generator, Iterator
+from typing import TYPE_CHECKING, Any, Generator, Iterator, TypeVar
 
 from wmcheck.checkpoint.errors import MalformedFileError
 from wmcheck.checkpoint.model import Checkpoint, store_unique_ids
 from wmcheck.checkpoint.state_schema import StructType
 
 from .discovery import Store, select
+from .evicted_rows import evicted, rows_table
 from .eviction import Eviction, store_eviction
 from .presentation import StorePlan, plan_store
-from .store_files import PartitionStream, load_partition
+from .store_files import Chunk, PartitionStream, load_partition
 from .targets import EDGES, Target, as_checkpoint, store_targets
 from .unsafe_row import arrow_type
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -57,18 +61,24 @@ def reader_schema(plan: StorePlan, raw: bool = False) -> "pa.Schema":
                       pa.field("partition_id", pa.int32(), False)])
 
 
+def _byte_chunks(ckpt: Checkpoint, plan: StorePlan, partition: int, version: int) -> Generator[Chunk, None, None]:
+    """A plain store's keys and values of one partition, chunk by chunk (none without its directory)."""
+    op, part = _partition(ckpt, plan, partition, plan.physical[0])
+    if part is None:
+        return
+    stream = PartitionStream(ckpt.fs, part, version, plan.codec, store_unique_ids(ckpt, op, part), plan.checksums,
+                             plan.fast)
+    with closing(stream.chunks()) as chunks:  # a row that does not decode closes the files at once
+        yield from chunks
+
+
 def _column_chunks(ckpt: Checkpoint, plan: StorePlan, partition: int, version: int) -> Generator[dict[str, Any], None, None]:
     """The reader's columns of one partition, chunk by chunk (plain stores) or all at once (the others)."""
     names = [f.name for f in plan.columns.fields]
     if plan.columns_of is not None:
-        op, part = _partition(ckpt, plan, partition, plan.physical[0])
-        if part is None:
-            return
-        stream = PartitionStream(ckpt.fs, part, version, plan.codec, store_unique_ids(ckpt, op, part), plan.checksums,
-                                 plan.fast)
-        with closing(stream.chunks()) as chunks:  # a row that does not decode closes the files at once
+        with closing(_byte_chunks(ckpt, plan, partition, version)) as chunks:
             for keys, values in chunks:
-                yield plan.columns_of(keys, values)
+                yield plan.columns_of(keys, values, None)
         return
     states, families = _partition_states(ckpt, plan, partition, version)
     columns: dict[str, list[Any]] = {name: [] for name in names}
@@ -82,28 +92,69 @@ def partition_tables(ckpt: Checkpoint, plan: StorePlan, partition: int, version:
     """The reader's rows of one partition (its columns and ``partition_id``), a table per chunk; a row that
     does not decode names the partition."""
     with closing(_column_chunks(ckpt, plan, partition, version)) as chunks:
-        yield from _tables(chunks, plan, partition, version)
+        yield from map(functools.partial(_table, plan, partition), _named(chunks, plan, partition, version))
 
 
-def _tables(chunks: Iterator[dict[str, Any]], plan: StorePlan, partition: int, version: int) -> Iterator["pa.Table"]:
-    import pyarrow as pa
-
-    raw, final = reader_schema(plan, raw=True), reader_schema(plan)
+def _named(items: Iterator[T], plan: StorePlan, partition: int, version: int) -> Iterator[T]:
+    """``items``, a row that does not decode (an error without a file) named by its store, partition and version."""
     while True:
         try:
-            columns = next(chunks, None)
+            item = next(items, None)
         except MalformedFileError as exc:
             if exc.path:
                 raise
             raise MalformedFileError(f"a row of store {plan.store.name!r} at version {version}: {exc.message}",
                                      path=f"state/{plan.store.operator_id}/{partition}",
                                      hint="the state files or the state schema are not what Spark wrote") from None
-        if columns is None:
+        if item is None:
             return
-        arrays = [columns[f.name] if isinstance(columns[f.name], (pa.Array, pa.ChunkedArray))
-                  else pa.array(columns[f.name], type=f.type) for f in raw if f.name != "partition_id"]
-        arrays.append(pa.repeat(pa.scalar(partition, pa.int32()), len(arrays[0])))
-        yield pa.Table.from_arrays(arrays, schema=raw).cast(final)
+        yield item
+
+
+def _table(plan: StorePlan, partition: int, columns: dict[str, Any]) -> "pa.Table":
+    """The reader's rows of decoded ``columns`` of one partition, in the reader's types."""
+    import pyarrow as pa
+
+    raw, final = reader_schema(plan, raw=True), reader_schema(plan)
+    arrays = [columns[f.name] if isinstance(columns[f.name], (pa.Array, pa.ChunkedArray))
+              else pa.array(columns[f.name], type=f.type) for f in raw if f.name != "partition_id"]
+    arrays.append(pa.repeat(pa.scalar(partition, pa.int32()), len(arrays[0])))
+    return pa.Table.from_arrays(arrays, schema=raw).cast(final)
+
+
+def older_tables(read: "PythonStoreRead", partition: int) -> Generator["pa.Table", None, None]:
+    """The rows of one partition the watermark evicts (:func:`state_rows` without ``older``), a table per chunk. A
+    plain store decoded column-wise reads each chunk's event-time column first and decodes the rows it evicts alone
+    (every row checked all the same; Arrow's compute functions not loaded: :mod:`.evicted_rows`); the others, and a
+    chunk whose event-time column the column reader declines, are read whole and filtered."""
+    plan, rule, version, wm = read.plan, read.rule, read.target.batch, read.target.watermark_ms
+    if plan.leaf_of is None or rule.column is None:
+        with closing(partition_tables(read.ckpt, plan, partition, version)) as tables:
+            for raw in tables:
+                rows = state_rows(raw, read.store, rule, wm)
+                yield rows.filter(rows.column("older")).drop_columns(["older"])
+        return
+    import numpy as np
+
+    key_type, value_type = (arrow_type(f.data_type) for f in plan.columns.fields)
+    column, columns_of, leaf_of = rule.column, plan.columns_of, plan.leaf_of
+    assert columns_of is not None
+
+    def chosen(chunk: Chunk) -> "pa.Table":
+        keys, values = chunk
+        found = leaf_of(keys, values, column)
+        if found is None:
+            rows = state_rows(_table(plan, partition, columns_of(keys, values, None)), read.store, rule, wm)
+            return rows.filter(rows.column("older")).drop_columns(["older"])
+        times, valid = found
+        event, known, older = evicted(times, valid, rule, wm)
+        keep = np.flatnonzero(older)
+        decoded = columns_of(keys, values, keep)
+        return rows_table(read.store, partition, decoded["key"].view(key_type), decoded["value"].view(value_type),
+                          (event[keep], known[keep]))
+
+    with closing(_byte_chunks(read.ckpt, plan, partition, version)) as chunks:
+        yield from _named(map(chosen, chunks), plan, partition, version)
 
 
 def reader_batches(ckpt: Checkpoint, plan: StorePlan, tgt: Target) -> Iterator["pa.Table"]:
@@ -209,16 +260,7 @@ def state_rows(raw: "pa.Table", store: Store, rule: Eviction, watermark_ms: int)
         value = pa.StructArray.from_arrays([raw.column(c).combine_chunks() for c in rest], names=rest) if raw.num_rows \
             else pa.array([], pa.struct([raw.schema.field(c) for c in rest]))
     event_ms, older = time_columns(raw, rule, watermark_ms)
-    n = raw.num_rows
-    return pa.table({
-        "operator_id": pa.repeat(pa.scalar(store.operator_id, pa.int32()), n),
-        "store": pa.repeat(pa.scalar(store.name, pa.large_string()), n),
-        "partition_id": raw.column("partition_id"),
-        "key": raw.column("key"),
-        "value": value,
-        "event_time_ms": event_ms,
-        "older": older,
-    })
+    return rows_table(store, raw.column("partition_id"), raw.column("key"), value, event_ms, older)
 
 
 def read_store(ckpt: Checkpoint, store: Store, tgt: Target, fast: bool = True) -> PythonStoreRead:

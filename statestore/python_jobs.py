@@ -14,9 +14,11 @@ from typing import TYPE_CHECKING, Any, Generator, Iterator, Sequence
 from wmcheck.checkpoint.fs import LocalFileSystem
 from wmcheck.checkpoint.model import Checkpoint
 
+from .evicted_rows import rows_table
 from .parquet_parts import ParquetPart, encode_part
 from .python_engine import (
     PythonStoreRead,
+    older_tables,
     partition_groups,
     partition_tables,
     read_store,
@@ -72,14 +74,15 @@ def _work(job: _Job, task: tuple[str, int, range]) -> Generator[tuple[int, Any],
     wm = read.target.watermark_ms
     pending: list[pa.Table] = []
     for partition in partitions:
-        with closing(partition_tables(read.ckpt, read.plan, partition, read.target.batch)) as tables:
-            for raw in tables:
-                rows = state_rows(raw, read.store, read.rule, wm)
-                if mode == GROUPS:
+        if mode == GROUPS:
+            with closing(partition_tables(read.ckpt, read.plan, partition, read.target.batch)) as tables:
+                for raw in tables:
+                    rows = state_rows(raw, read.store, read.rule, wm)
                     if rows.num_rows:
                         yield index, partition_groups(rows, wm)
-                    continue
-                older = rows.filter(rows.column("older")).drop_columns(["older"])
+            continue
+        with closing(older_tables(read, partition)) as tables:
+            for older in tables:
                 if mode == OLDER:
                     yield index, older
                 elif older.num_rows:
@@ -178,9 +181,16 @@ class PythonEngine:
 
 
 def _empty_older(read: PythonStoreRead) -> "pa.Table":
-    """No rows, in the columns of the evicted rows of ``read``."""
-    empty = reader_schema(read.plan).empty_table()
-    return state_rows(empty, read.store, read.rule, read.target.watermark_ms).drop_columns(["older"])
+    """No rows, in the columns of the evicted rows of ``read`` (those :func:`.python_engine.state_rows` gives, without
+    ``older``), built without Arrow's compute functions: the process that writes the Parquet file loads none."""
+    import numpy as np
+    import pyarrow as pa
+
+    schema = reader_schema(read.plan)
+    rest = [f for f in schema if f.name not in ("key", "partition_id")]
+    value = rest[0].type if [f.name for f in rest] == ["value"] else pa.struct(rest)
+    return rows_table(read.store, pa.nulls(0, pa.int32()), pa.nulls(0, schema.field("key").type), pa.nulls(0, value),
+                      (np.zeros(0, np.int64), np.zeros(0, bool)))
 
 
 def _oldest(table: "pa.Table", limit: int) -> "pa.Table":

@@ -29,22 +29,62 @@ _FIXED = {"boolean": (1, "<u1"), "byte": (1, "<i1"), "short": (2, "<i2"), "integ
           "float": (4, "<f4"), "long": (8, "<i8"), "timestamp": (8, "<i8"), "timestamp_ntz": (8, "<i8"),
           "double": (8, "<f8"), "day_time_interval": (8, "<i8"), "decimal_long": (8, "<i8")}
 _VARIABLE = ("string", "binary")
+_INTEGERS = ("byte", "short", "integer", "date", "long", "timestamp", "timestamp_ntz")
 
 
 class _Unproven(Exception):
     """A check failed: the reference decodes (or refuses) the batch."""
 
 
-def decode(schema: StructType, buf: bytes, starts: "np.ndarray", ends: "np.ndarray") -> "pa.StructArray | None":
+def decode(schema: StructType, buf: bytes, starts: "np.ndarray", ends: "np.ndarray",
+           keep: "np.ndarray | None" = None) -> "pa.StructArray | None":
     """The rows of ``schema`` at ``starts`` of ``buf`` (each ending at its ``ends``) as an Arrow struct array
-    with timestamps and dates as integers, or None (see the module docstring)."""
+    with timestamps and dates as integers, or None (see the module docstring). ``keep``: the rows (indexes, in
+    order) the array holds; every row is checked all the same, so a batch is declined whichever rows are kept."""
     import numpy as np
 
     u8 = np.frombuffer(buf, np.uint8)
     try:
-        return _struct(schema, buf, u8, starts.astype(np.int64, copy=False), ends.astype(np.int64, copy=False), None)
+        return _struct(schema, buf, u8, starts.astype(np.int64, copy=False), ends.astype(np.int64, copy=False), None,
+                       keep)
     except _Unproven:
         return None
+
+
+def leaf(schema: StructType, buf: bytes, starts: "np.ndarray", ends: "np.ndarray",
+         path: tuple[str, ...]) -> "tuple[np.ndarray, np.ndarray] | None":
+    """``(values, set)`` of the integer field (a timestamp, date or whole number) at ``path`` of the rows at ``starts``
+    (int64 values, 0 where a struct on the path or the field is null), or None where it is no such field or a struct
+    on the path does not lie inside its row."""
+    import numpy as np
+
+    u8 = np.frombuffer(buf, np.uint8)
+    starts, ends = starts.astype(np.int64, copy=False), ends.astype(np.int64, copy=False)
+    valid = np.ones(len(starts), bool)
+    current: Any = schema
+    for depth, name in enumerate(path):
+        fields = [f.name for f in current.fields] if isinstance(current, StructType) else []
+        if name not in fields:
+            return None
+        i, bitset = fields.index(name), ((len(fields) + 63) // 64) * 8
+        if len(starts) and (valid & (ends - starts < bitset + 8 * len(fields))).any():
+            return None
+        at = np.where(valid, starts, 0)
+        valid &= ((u8[at + (i >> 3)] >> (i & 7)) & 1) == 0
+        slots, current = at + bitset + 8 * i, current.fields[i].data_type
+        if depth + 1 < len(path):
+            size, offset = _slot(u8, slots)
+            starts = np.where(valid, starts + offset, 0)
+            if (valid & (starts + size > ends)).any():
+                return None
+            ends = np.where(valid, ends, 0)  # a nested struct ends where its row does, as the decoders read it
+            continue
+        kind = atomic_kind(current) if isinstance(current, str) else None
+        if kind not in _INTEGERS:
+            return None
+        width, dtype = _FIXED[kind]
+        return np.where(valid, _gather(u8, slots, width, dtype), 0).astype(np.int64), valid
+    return None
 
 
 def _gather(u8: "np.ndarray", at: "np.ndarray", width: int, dtype: str) -> "np.ndarray":
@@ -63,16 +103,18 @@ def _validity(valid: "np.ndarray") -> "pa.Buffer | None":
 
 
 def _struct(schema: StructType, buf: bytes, u8: "np.ndarray", starts: "np.ndarray", ends: "np.ndarray",
-            valid: "np.ndarray | None") -> "pa.StructArray":
-    """The struct array of rows at ``starts`` (only rows where ``valid`` are read; the others are null)."""
+            valid: "np.ndarray | None", keep: "np.ndarray | None") -> "pa.StructArray":
+    """The struct array of the ``keep`` rows (all when None) of the rows at ``starts``, every row checked (only rows
+    where ``valid`` are read; the others are null)."""
     import numpy as np
     import pyarrow as pa
 
     n = len(starts)
-    if valid is not None and not valid.all():
-        inner = _struct(schema, buf, u8, starts[valid], ends[valid], None)
-        positions = np.cumsum(valid) - 1
-        return inner.take(pa.array(positions, mask=~valid))
+    if valid is not None and not valid.all():  # the rows whose struct is set, then the nulls put back
+        kept = np.arange(n) if keep is None else keep
+        present = valid[kept]
+        inner = _struct(schema, buf, u8, starts[valid], ends[valid], None, (np.cumsum(valid) - 1)[kept[present]])
+        return inner.take(pa.array(np.cumsum(present) - 1, mask=~present))
     fields = schema.fields
     bitset = ((len(fields) + 63) // 64) * 8
     if n and (ends - starts < bitset + 8 * len(fields)).any():
@@ -80,31 +122,33 @@ def _struct(schema: StructType, buf: bytes, u8: "np.ndarray", starts: "np.ndarra
     arrays = []
     for i, f in enumerate(fields):
         null = (u8[starts + (i >> 3)] >> (i & 7)) & 1 if n else np.zeros(0, np.uint8)
-        arrays.append(_field(f.data_type, buf, u8, starts, ends, starts + bitset + 8 * i, null == 0))
+        arrays.append(_field(f.data_type, buf, u8, starts, ends, starts + bitset + 8 * i, null == 0, keep))
     return pa.StructArray.from_arrays(arrays, fields=list(arrow_type(schema, raw=True)))
 
 
 def _field(data_type: DataType, buf: bytes, u8: "np.ndarray", starts: "np.ndarray", ends: "np.ndarray", slots: "np.ndarray",
-           valid: "np.ndarray") -> Any:
+           valid: "np.ndarray", keep: "np.ndarray | None") -> Any:
     import numpy as np
     import pyarrow as pa
 
-    n = len(slots)
     if isinstance(data_type, StructType):
         size, offset = _slot(u8, slots)
         child = starts + offset
         if (valid & (child + size > ends)).any():
             raise _Unproven
-        return _struct(data_type, buf, u8, np.where(valid, child, 0), np.where(valid, ends, 0), valid)
+        return _struct(data_type, buf, u8, np.where(valid, child, 0), np.where(valid, ends, 0), valid, keep)
     kind = atomic_kind(data_type) if isinstance(data_type, str) else None
     if kind is None or kind == "decimal_bytes":
-        return _by_rows(data_type, buf, starts, ends, slots, valid)
+        return _by_rows(data_type, buf, starts, ends, slots, valid, keep)
     assert isinstance(data_type, str)
     arrow = arrow_type(data_type, raw=True)
+    if kind in _VARIABLE:
+        return _variable(kind, u8, starts, ends, slots, valid, keep)
+    if keep is not None and kind != "decimal_long":  # a decimal's range is checked in every row
+        slots, valid = slots[keep], valid[keep]
+    n = len(slots)
     if kind == "void":
         return pa.nulls(n)
-    if kind in _VARIABLE:
-        return _variable(kind, u8, starts, ends, slots, valid)
     width, dtype = _FIXED[kind]
     values = _gather(u8, slots, width, dtype)
     values = np.where(valid, values, 0)
@@ -116,6 +160,8 @@ def _field(data_type: DataType, buf: bytes, u8: "np.ndarray", starts: "np.ndarra
         limit = 10 ** int(match[1])
         if ((values <= -limit) | (values >= limit)).any():
             raise _Unproven
+        if keep is not None:
+            values, valid, n = values[keep], valid[keep], len(keep)
         wide = np.empty((n, 2), np.int64)
         wide[:, 0], wide[:, 1] = values, values >> 63
         return pa.Array.from_buffers(arrow, n, [_validity(valid), pa.py_buffer(wide)])
@@ -131,16 +177,20 @@ def _slot(u8: "np.ndarray", slots: "np.ndarray") -> tuple["np.ndarray", "np.ndar
 
 
 def _variable(kind: str, u8: "np.ndarray", starts: "np.ndarray", ends: "np.ndarray", slots: "np.ndarray",
-              valid: "np.ndarray") -> Any:
+              valid: "np.ndarray", keep: "np.ndarray | None") -> Any:
+    """Strings and binaries: every row's bounds checked, the ``keep`` rows' bytes gathered (and, for strings, their
+    UTF-8 checked: another row's invalid bytes never reach the array)."""
     import numpy as np
     import pyarrow as pa
 
-    n = len(slots)
     size, offset = _slot(u8, slots)
     size = np.where(valid, size, 0)
     first = starts + offset
     if (valid & (first + size > ends)).any():
         raise _Unproven
+    if keep is not None:
+        size, first, valid = size[keep], first[keep], valid[keep]
+    n = len(size)
     offsets = np.zeros(n + 1, np.int64)
     np.cumsum(size, out=offsets[1:])
     total = int(offsets[-1])
@@ -149,16 +199,18 @@ def _variable(kind: str, u8: "np.ndarray", starts: "np.ndarray", ends: "np.ndarr
     array = pa.Array.from_buffers(pa.large_binary(), n, [_validity(valid), pa.py_buffer(offsets), pa.py_buffer(data)])
     if kind == "binary":
         return array
+    text = array.view(pa.large_string())
     try:
-        return array.cast(pa.large_string())
+        text.validate(full=True)
     except pa.ArrowInvalid:
         raise _Unproven from None
+    return text
 
 
 def _by_rows(data_type: DataType, buf: bytes, starts: "np.ndarray", ends: "np.ndarray", slots: "np.ndarray",
-             valid: "np.ndarray") -> Any:
+             valid: "np.ndarray", keep: "np.ndarray | None") -> Any:
     """An array, map or wide decimal column, value by value with the reference's decoder (each row's
-    buffer ending where the row does, as the reference sees it)."""
+    buffer ending where the row does, as the reference sees it); every row decoded, the ``keep`` rows kept."""
     import pyarrow as pa
 
     decode, view = value_decoder(data_type), cast(bytes, memoryview(buf))  # read as bytes, sliced without copies
@@ -167,4 +219,6 @@ def _by_rows(data_type: DataType, buf: bytes, starts: "np.ndarray", ends: "np.nd
         values = [decode(view[:end], base, at) if ok else None for base, end, at, ok in rows]
     except (MalformedFileError, *MISREAD):
         raise _Unproven from None
+    if keep is not None:
+        values = [values[i] for i in keep.tolist()]
     return pa.array(values, type=arrow_type(data_type, raw=True))

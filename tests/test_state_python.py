@@ -107,6 +107,47 @@ def test_fast_and_reference_decoders_give_identical_tables(name, op, store, monk
         assert decoded_fast  # (session windows' prefix-scan keys are decoded row by row, chunk by chunk)
 
 
+@pytest.mark.parametrize("name,op,store", STORES)
+def test_evicted_rows_alone_are_the_whole_read_filtered(name, op, store):
+    """The rows a watermark evicts, with each chunk's event-time column read first and the evicted rows alone decoded
+    (the fast path of --older-than-watermark), are those of the whole read filtered (the reference), table for table,
+    at watermarks that evict none, some and all of the store's rows."""
+    import dataclasses
+
+    from test_unsafe_row import same_arrow
+
+    from wmcheck.statestore.python_engine import older_tables, state_rows
+
+    ckpt = open_checkpoint(str(fixture_checkpoint(name)))
+    read = read_store(ckpt, reader_store(ckpt, int(op), store), target(ckpt))
+    whole = dataclasses.replace(read, plan=dataclasses.replace(read.plan, leaf_of=None))
+    times = [t for t in state_rows(read.raw, read.store, read.rule, 0).column("event_time_ms").to_pylist() if t is not None]
+    evicting = set()
+    for wm in sorted({read.target.watermark_ms, -(1 << 50), 1 << 50, *times[:1], *sorted(times)[len(times) // 2:][:1]}):
+        at = dataclasses.replace(read, target=dataclasses.replace(read.target, watermark_ms=wm))
+        partitions = range(read.store.num_partitions or 0)
+        fast = [t for p in partitions for t in older_tables(at, p)]
+        reference = [t for p in partitions for t in older_tables(dataclasses.replace(whole, target=at.target), p)]
+        assert len(fast) == len(reference) and all(same_arrow(a, b) for a, b in zip(fast, reference)), wm
+        evicting.add(sum(t.num_rows for t in fast))
+    if read.plan.leaf_of is not None and read.rule.column is not None and times:
+        assert len(evicting) > 1  # watermarks that evict different rows were tried
+
+
+@pytest.mark.parametrize("name,op,store", STORES)
+def test_no_evicted_rows_have_the_columns_of_the_whole_read(name, op, store):
+    """The empty table the Parquet writer takes its schema from (built without Arrow's compute functions) has the
+    columns of the whole read's rows without ``older``, field for field."""
+    from wmcheck.statestore.python_engine import reader_schema, state_rows
+    from wmcheck.statestore.python_jobs import _empty_older
+
+    ckpt = open_checkpoint(str(fixture_checkpoint(name)))
+    read = read_store(ckpt, reader_store(ckpt, int(op), store), target(ckpt))
+    whole = state_rows(reader_schema(read.plan).empty_table(), read.store, read.rule, 0).drop_columns(["older"])
+    assert _empty_older(read).num_rows == 0
+    assert _empty_older(read).schema.equals(whole.schema, check_metadata=True)
+
+
 NO_JVM = """
 import atexit, importlib, os, shutil, tempfile
 shadow = tempfile.mkdtemp()  # the packages directory without pyspark and py4j: as if never installed

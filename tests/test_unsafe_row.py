@@ -20,9 +20,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from wmcheck.checkpoint.errors import MalformedFileError
-from wmcheck.checkpoint.state_schema import _struct
+from wmcheck.checkpoint.state_schema import StructType, _struct
 from wmcheck.statestore.columnar import StructColumns
-from wmcheck.statestore.unsafe_columns import decode
+from wmcheck.statestore.unsafe_columns import decode, leaf
 from wmcheck.statestore.unsafe_row import row_decoder
 
 from conftest import FIXTURES
@@ -69,7 +69,31 @@ def decoded_rows(name: str, buf: bytes, starts: list[int], ends: list[int]) -> l
     assert arrow == one_by_one
     fast = decode(schema, buf, np.array(starts, np.int64), np.array(ends, np.int64))
     assert fast is not None and same_arrow(fast, reference)
+    for keep in (np.arange(0, len(starts), 2), np.arange(len(starts))[::-1][:1], np.zeros(0, np.int64)):
+        some = decode(schema, buf, np.array(starts, np.int64), np.array(ends, np.int64), keep)
+        assert some is not None and same_arrow(some, reference.take(keep))
+    for path, values in integer_leaves(schema, reference):
+        got = leaf(schema, buf, np.array(starts, np.int64), np.array(ends, np.int64), path)
+        assert got is not None, path
+        assert [int(v) if ok else None for v, ok in zip(*got)] == values, path
     return one_by_one
+
+
+def integer_leaves(schema, rows) -> list:
+    """``(path, values)`` of every whole-number, date and timestamp field of ``schema`` (nested structs' too) in the
+    Arrow struct array ``rows`` (None where it or a struct on its path is null)."""
+    import pyarrow as pa
+
+    out = []
+    for i, f in enumerate(schema.fields):
+        column = rows.field(i)
+        if rows.null_count:
+            column = pa.array([None if r is None else v for r, v in zip(rows.to_pylist(), column.to_pylist())], column.type)
+        if isinstance(f.data_type, StructType):
+            out += [((f.name, *path), values) for path, values in integer_leaves(f.data_type, column)]
+        elif pa.types.is_integer(column.type):
+            out.append(((f.name,), column.to_pylist()))
+    return out
 
 
 def test_corpus_covers_every_type_with_nulls_at_every_level():
@@ -142,10 +166,11 @@ def test_mutated_rows_decode_or_raise_malformed_file_error(name, index, seed):
             assert "\n" not in str(exc)
         columns = StructColumns(schema)
         fast = decode(schema, data, np.array([0]), np.array([len(data)]))
+        none_kept = decode(schema, data, np.array([0]), np.array([len(data)]), np.zeros(0, np.int64))
         try:
             columns.add(data, 0)
         except MalformedFileError:
-            assert fast is None  # the fast path proves no row the reference refuses
+            assert fast is None and none_kept is None  # the fast path proves no row the reference refuses, kept or not
             continue
         reference = columns.finish()
         assert fast is None or same_arrow(fast, reference)
