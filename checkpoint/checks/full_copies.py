@@ -34,11 +34,14 @@ def compared(reader: Reader, load: StoreLoad) -> tuple[StoreLoad, tuple[int, int
     it differs from every replay read; None when one agrees (an older full copy that disagrees is never read) or none
     can be read here. A replay through a file its checksum sidecar shows changed since Spark wrote it (an older
     increment copied over it) rebuilds nothing Spark wrote: it neither condemns nor clears the copy."""
+    routes = replays(load)
+    if not routes:
+        return None  # nothing to compare the copy with: it is not read (a RocksDB store without changelogs)
     copy = reader.rows(replace(load, version=load.chain[0].version, chain=load.chain[:1]))
     if copy is None:
         return None  # not read here: column families (transformWithState: merges, TTL), damage, over the budget
     first: tuple[StoreLoad, tuple[int, int, int]] | None = None
-    for replay in replays(load):
+    for replay in routes:
         rebuilt = reader.rows(replay)
         if rebuilt is None or any(changed_since_written(reader.ctx, f.path) for f in replay.chain):
             continue
