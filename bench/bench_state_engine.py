@@ -1,6 +1,7 @@
 """Benchmark the python state engine against a hand-written PySpark read of the same state, in one run.
 
-Usage: python bench/bench_state_engine.py [--keys 1000000] [--big-keys 5000000] [--repeat 3] [--workdir DIR]
+Usage: python bench/bench_state_engine.py [--keys 1000000] [--big-keys 5000000] [--scale-keys 10000000] [--repeat 3]
+[--workdir DIR] [--s3]
 
 Every command runs in a new process as a user runs it, alternating with what it is compared with, so
 load from other processes hits both alike; the machine's load average is printed before and after.
@@ -12,7 +13,9 @@ load from other processes hits both alike; the machine's load average is printed
   ``wmcheck state --engine python --older-than-watermark --format parquet`` against that bench's
   PySpark script doing the same read, filter and Arrow write (target: >= 20x faster);
 * per core and scaling: the same command with ``--jobs 1`` and ``--jobs 2`` on the ``--keys`` RocksDB
-  state, an HDFS state of as many keys and the ``--big-keys`` RocksDB state: state rows per second of
+  state, an HDFS state of as many keys, the ``--big-keys`` and the ``--scale-keys`` RocksDB states (the last in
+  ``--scale-partitions`` partitions: a state whose read outlasts the command's start-up many times over, in more
+  partitions than workers, as production state is, for the scaling of production state): state rows per second of
   wall time with one worker and per CPU second of the whole command (target: >= 1M rows/s, the process's
   start included), per CPU second after the start-up (the CPU of the same command on fixture
   ``dedup_rocksdb_p3``, a few keys, subtracted), and the speed-up of two (target: >= 1.7x on 2 cores), of
@@ -151,6 +154,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--keys", type=int, default=1_000_000)
     parser.add_argument("--big-keys", type=int, default=5_000_000)
+    parser.add_argument("--scale-keys", type=int, default=20_000_000)
+    parser.add_argument("--scale-partitions", type=int, default=16)
     parser.add_argument("--wide-keys", type=int, default=400_000)
     parser.add_argument("--wide-partitions", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=3)
@@ -161,8 +166,11 @@ def main() -> None:
     compile_wmcheck()
     states = {"rocksdb": state_of(py, work / str(args.keys), args.keys, CONF),
               "hdfs": state_of(py, work / f"hdfs-{args.keys}", args.keys, HDFS_CONF),
-              "rocksdb big": state_of(py, work / str(args.big_keys), args.big_keys, CONF)}
-    sizes = {"rocksdb": args.keys + 1, "hdfs": args.keys + 1, "rocksdb big": args.big_keys + 1}
+              "rocksdb big": state_of(py, work / str(args.big_keys), args.big_keys, CONF),
+              "rocksdb scale": state_of(py, work / f"scale-{args.scale_keys}-{args.scale_partitions}", args.scale_keys,
+                                        {**CONF, "spark.sql.shuffle.partitions": str(args.scale_partitions)})}
+    sizes = {"rocksdb": args.keys + 1, "hdfs": args.keys + 1, "rocksdb big": args.big_keys + 1,
+             "rocksdb scale": args.scale_keys + 1}
     report: dict[str, object] = {"load_before": load()}
     small = compare("small", {"python engine": [py, "-m", "wmcheck.cli", "state", str(SMALL), "--engine", "python", "--format", "json"],
                               "PySpark script": [py, "-c", SMALL_BASELINE, str(SMALL)]}, args.repeat)
