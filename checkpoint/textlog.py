@@ -3,14 +3,18 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any, overload
 
 from .errors import MalformedFileError, NewerVersionError
 from .numbers import LONG_MAX, LONG_MIN, java_int
 
+_LINE_END = re.compile("\r\n|\r|\n")
+
 
 def decode_lines(data: bytes, path: str) -> list[str]:
-    """UTF-8 text split as Scala's ``getLines`` does (``\\n`` or ``\\r\\n``, no final empty line)."""
+    """UTF-8 text split as Scala's ``getLines`` does, which reads with Java's ``BufferedReader.readLine``: a line ends
+    at ``\\n``, ``\\r\\n`` or a lone ``\\r`` (old Mac line ends restart as the control run does), no final empty line."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -22,10 +26,10 @@ def decode_lines(data: bytes, path: str) -> list[str]:
         ) from None
     if not text:
         return []
-    lines = text.split("\n")
+    lines = _LINE_END.split(text)
     if lines[-1] == "":
         lines.pop()
-    return [line[:-1] if line.endswith("\r") else line for line in lines]
+    return lines
 
 
 def open_log(data: bytes, path: str, max_version: int, what: str, body: str, empty_hint: str,

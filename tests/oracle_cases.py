@@ -146,6 +146,15 @@ def first_line_is(path: str, line: bytes) -> Callable[[Path], None]:
     return go
 
 
+def line_ends_are(*paths: str, end: bytes) -> Callable[[Path], None]:
+    """Write files with ``end`` ending their lines instead of ``\\n`` (an editor's line ends), as an edit by hand."""
+    def go(root: Path) -> None:
+        for path in paths:
+            target = root / path
+            target.write_bytes(target.read_bytes().replace(b"\n", end))
+    return go
+
+
 def hand_json(path: Path, change: Callable[[str], str]) -> None:
     """Rewrite a JSON file's text by hand (its sidecar left stale); the change must change it."""
     text = path.read_text()
@@ -1139,6 +1148,15 @@ SILENT = [  # files edited or named by hand that Spark restarts from as the cont
     Case("json-trailing-commit", "", AGG, line_ends_in(f"{C}/commits/12", b"xyz", 1), OK),
     Case("json-trailing-source-log", "", AGG, line_ends_in(f"{C}/sources/0/9.compact", b",junk"), OK),
     Case("json-trailing-sink-log", "", AGG, line_ends_in("output/_spark_metadata/12", b" trailing"), OK),
+    # Spark reads its text logs with Java's BufferedReader.readLine: a lone \r ends a line as \n and \r\n do
+    Case("old-mac-line-ends-offsets", "", AGG, line_ends_are(f"{C}/offsets/12", end=b"\r"), OK),
+    Case("old-mac-line-ends-commit", "", AGG, line_ends_are(f"{C}/commits/12", end=b"\r"), OK),
+    Case("old-mac-line-ends-source-log", "", AGG, line_ends_are(f"{C}/sources/0/9.compact", end=b"\r"), OK),
+    Case("old-mac-line-ends-sink-log", "", AGG, line_ends_are("output/_spark_metadata/12", end=b"\r"), OK),
+    Case("windows-line-ends-everywhere", "", AGG, line_ends_are(
+        f"{C}/metadata", *(f"{C}/{log}/{n}" for log in ("offsets", "commits") for n in range(13)),
+        *(f"{C}/sources/0/{n}" for n in range(9)), f"{C}/sources/0/9.compact", f"{C}/state/0/_metadata/metadata",
+        *(f"output/_spark_metadata/{n}" for n in (*range(9), "9.compact", 10, 11, 12)), end=b"\r\n"), OK),
     # json4s takes a JSON number with a fraction or an exponent for a long
     Case("json-float-watermark", "", AGG, lambda r: edit(r, f"{C}/offsets/12", '"batchWatermarkMs":1704067285000',
                                                           '"batchWatermarkMs":1.704067285E12'), OK),
