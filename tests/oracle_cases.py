@@ -1116,6 +1116,15 @@ CASES = [
          repair=True, sink=False),  # update mode, foreachBatch output: counts continue from an old state
     Case("last-offsets-watermark-raised", "WM065", AGG, edit_entry(f"{C}/offsets/12", lambda m: m.update(
         batchWatermarkMs=m["batchWatermarkMs"] + 3_600_000), line=1), WRONG, repair=True),  # the new rows dropped as late
+    # python_source's last batch read input and moved the watermark 32 s: the next batch evicts by the older one
+    Case("last-commit-watermark-lowered-after-input", "WM065", "python_source", edit_entry(
+        f"{C}/commits/2", lambda m: m.update(nextBatchWatermarkMs=m["nextBatchWatermarkMs"] - 3_600_000), line=1),
+         WRONG, fix=restore(f"{C}/commits/2")),
+    Case("last-commit-watermark-raised-without-input", "WM079", AGG, edit_entry(f"{C}/commits/12", lambda m: m.update(
+        nextBatchWatermarkMs=m["nextBatchWatermarkMs"] + 3_600_000), line=1), WRONG, repair=True),  # windows emitted early
+    Case("last-commit-watermark-raised-in-sessions", "WM079", "session_window_p3", edit_entry(
+        f"{C}/commits/3", lambda m: m.update(nextBatchWatermarkMs=m["nextBatchWatermarkMs"] + 3_600_000), line=1),
+         WRONG, repair=True),
 ]
 
 SILENT = [  # files edited or named by hand that Spark restarts from as the control run does: check reports no error
@@ -1148,6 +1157,22 @@ SILENT = [  # files edited or named by hand that Spark restarts from as the cont
     Case("json-trailing-commit", "", AGG, line_ends_in(f"{C}/commits/12", b"xyz", 1), OK),
     Case("json-trailing-source-log", "", AGG, line_ends_in(f"{C}/sources/0/9.compact", b",junk"), OK),
     Case("json-trailing-sink-log", "", AGG, line_ends_in("output/_spark_metadata/12", b" trailing"), OK),
+    # the last batch's watermarks edited by a second, or lowered where the batch read no input (Spark takes the larger
+    # of offsets/L's and commits/L's), or raised where no operator emits what it evicts: the control run's output
+    Case("last-offsets-watermark-raised-a-second", "", AGG, edit_entry(f"{C}/offsets/12", lambda m: m.update(
+        batchWatermarkMs=m["batchWatermarkMs"] + 1000), line=1), OK),
+    Case("last-commit-watermark-raised-a-second", "", AGG, edit_entry(f"{C}/commits/12", lambda m: m.update(
+        nextBatchWatermarkMs=m["nextBatchWatermarkMs"] + 1000), line=1), OK),
+    Case("last-commit-watermark-lowered-without-input", "", AGG, edit_entry(f"{C}/commits/12", lambda m: m.update(
+        nextBatchWatermarkMs=m["nextBatchWatermarkMs"] - 3_600_000), line=1), OK),
+    Case("last-commit-watermark-zero-without-input", "", "dedup_watermark", edit_entry(
+        f"{C}/commits/7", lambda m: m.update(nextBatchWatermarkMs=0), line=1), OK),
+    Case("last-commit-watermark-raised-in-a-deduplication", "", "dedup_watermark", edit_entry(
+        f"{C}/commits/7", lambda m: m.update(nextBatchWatermarkMs=m["nextBatchWatermarkMs"] + 3_600_000), line=1), OK),
+    Case("last-watermarks-raised-in-processing-time", "", TTL, both(
+        edit_entry(f"{C}/offsets/6", lambda m: m.update(batchWatermarkMs=m["batchWatermarkMs"] + 3_600_000), line=1),
+        edit_entry(f"{C}/commits/6", lambda m: m.update(nextBatchWatermarkMs=m["nextBatchWatermarkMs"] - 3_600_000),
+                   line=1)), OK),
     # Spark reads its text logs with Java's BufferedReader.readLine: a lone \r ends a line as \n and \r\n do
     Case("old-mac-line-ends-offsets", "", AGG, line_ends_are(f"{C}/offsets/12", end=b"\r"), OK),
     Case("old-mac-line-ends-commit", "", AGG, line_ends_are(f"{C}/commits/12", end=b"\r"), OK),

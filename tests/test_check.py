@@ -668,6 +668,14 @@ def b_last_watermark_raised(root: Path, facts: dict) -> str:
     return f"offsets/{last}"
 
 
+def b_last_commit_watermark_raised(root: Path, facts: dict) -> str:
+    """The last commit's nextBatchWatermarkMs raised an hour, in a batch that read no input."""
+    last = facts["last_batch"]
+    edit_json(root / "checkpoint" / "commits" / str(last), 1,
+              lambda o: o.update(nextBatchWatermarkMs=o["nextBatchWatermarkMs"] + 3_600_000))
+    return f"commits/{last}"
+
+
 def b_empty_v1_metadata(root: Path, facts: dict) -> str:
     """Operator 1's v1 operator metadata emptied (a crash while writing it)."""
     hand_edit(root / "checkpoint" / "state" / "1" / "_metadata" / "metadata", b"")
@@ -921,6 +929,7 @@ BREAKS = {
         path=e["path"].replace("file:///", "file:/").replace("run2-", "run2%2D"))), sink=True),  # the copy's own input
     "WM065": Break("WM065", "agg_window_hdfs", b_last_watermark_raised),
     "WM077": Break("WM077", "python_source", b_last_offsets_copied, sink=True),
+    "WM079": Break("WM079", "agg_window_hdfs", b_last_commit_watermark_raised),
     "WM066": Break("WM066", "checkpoint_v2", b_last_commit_lost, sink=True),
     "WM068": Break("WM068", "join_stream_stream", lambda root, facts: b_join_store_of_the_version_before(
         root, "left-keyToNumValues")),
@@ -1590,12 +1599,61 @@ def test_the_last_offsets_watermark_above_its_commit_is_an_error_with_a_rewind(c
     last = facts["last_batch"]
     assert messages(root) == {"WM065": (
         f"batchWatermarkMs 1704070885000 (2024-01-01T01:01:25.000Z) is 1h above the nextBatchWatermarkMs 1704067285000 "
-        f"(2024-01-01T00:01:25.000Z) of commits/{last}: Spark computes the next watermark from this batch's and never "
-        f"lowers it, and wmcheck set-watermark writes both, so offsets/{last} was edited. The next batch drops rows "
-        "older than 2024-01-01T01:01:25.000Z as late and evicts state by it (tested with Spark 4.3: raised by an hour, "
-        f"the new rows are dropped); a rewind to before batch {last} makes Spark plan it again with the watermark batch "
-        f"{last - 1} passed on")}
+        f"(2024-01-01T00:01:25.000Z) of commits/{last}, and above every event time the query has seen "
+        "(2024-01-01T00:01:35.000Z, that watermark plus the query's delay): Spark computes the next watermark from this "
+        f"batch's and never lowers it, and wmcheck set-watermark writes both, so offsets/{last} was edited. The next "
+        "batch drops rows older than 2024-01-01T01:01:25.000Z as late, new ones too, and evicts state by it (tested with "
+        f"Spark 4.3: raised by an hour, the new rows are dropped); a rewind to before batch {last} makes Spark plan it "
+        f"again with the watermark batch {last - 1} passed on")}
     assert fixes(root)["WM065"] == repair.RewindRequest(to_batch=last - 1)
+
+
+def _last_watermarks(root: Path, last: int, offsets: int = 0, commit: int = 0) -> None:
+    """Move the last batch's watermark in its offsets file and its commit by hand."""
+    edit_json(root / "checkpoint" / "offsets" / str(last), 1, lambda o: o.update(batchWatermarkMs=o["batchWatermarkMs"] + offsets))
+    edit_json(root / "checkpoint" / "commits" / str(last), 1,
+              lambda o: o.update(nextBatchWatermarkMs=o["nextBatchWatermarkMs"] + commit))
+
+
+@pytest.mark.parametrize("name,offsets,commit", [
+    ("agg_window_hdfs", 1000, 0),  # raised a second: below every event time seen (the delay is 10 s)
+    ("agg_window_hdfs", 0, -3_600_000),  # the commit lowered where the batch read no input: Spark takes the larger
+    ("agg_window_hdfs", 0, 1000),  # the commit raised a second in a batch without input
+    ("dedup_watermark", 0, 3_600_000),  # raised an hour where no operator emits what it evicts
+    ("tws_ttl", 3_600_000, -3_600_000),  # no operator drops rows or evicts by the watermark (processing time)
+])
+def test_last_watermarks_edited_without_effect_are_not_reported(copy_fixture, name, offsets, commit):
+    root = copy_fixture(name)
+    _last_watermarks(root, fixture_facts(name)["last_batch"], offsets, commit)
+    assert not {"WM065", "WM079"} & set(messages(root))
+
+
+def test_a_commit_lowered_below_a_batch_that_read_input_is_an_error_to_restore_it(copy_fixture):
+    root = copy_fixture("python_source")
+    _last_watermarks(root, 2, commit=-3_600_000)
+    assert messages(root) == {"WM065": (
+        "nextBatchWatermarkMs 1704063685000 (2023-12-31T23:01:25.000Z) is 59m 28s below the watermark batch 2 ran with "
+        "(2024-01-01T00:00:53.000Z): Spark computes the next watermark from that one and the event times the batch "
+        "read, never lower, so commits/2 was edited. Batch 2 read new input and may have moved the watermark: the next "
+        "batch evicts state and emits by 2024-01-01T00:00:53.000Z only, later than Spark would have (tested with Spark "
+        "4.3: other output than the control run's)")}
+    assert fixes(root)["WM065"] == Instruction(
+        "restore commits/2 from a backup before restarting (a rewind makes Spark run batch 2 again, with the input that "
+        "has arrived since in other batches than the ones it ran)")
+
+
+def test_a_commit_raised_in_a_batch_without_input_is_an_error_with_a_rewind(copy_fixture):
+    root, facts = broken_copy(copy_fixture, "WM079")
+    last = facts["last_batch"]
+    assert messages(root) == {"WM079": (
+        f"nextBatchWatermarkMs 1704070885000 (2024-01-01T01:01:25.000Z) is 1h above the watermark batch {last} ran with "
+        "(2024-01-01T00:01:25.000Z), although the batch read no input: the watermark moves only with the event times of "
+        f"new rows, so commits/{last} was edited, beyond every event time the query has seen (2024-01-01T00:01:35.000Z). "
+        "The next batch evicts state by it: windows, sessions and timeouts are emitted before the rows that belong to "
+        "them arrive, and those rows are then dropped as late (tested with Spark 4.3: raised by an hour, other output "
+        f"than the control run's); a rewind to before batch {last} makes Spark run it again and pass on its own "
+        "watermark")}
+    assert fixes(root)["WM079"] == repair.RewindRequest(to_batch=last - 1)
 
 
 def test_set_watermark_raising_the_last_batch_is_not_an_edit(copy_fixture):

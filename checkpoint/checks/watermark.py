@@ -1,18 +1,21 @@
 """Checks of the watermark across batches."""
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Iterator, Mapping
 
 from ..layout import COMMITS
 from ..metadata_log import COMMIT_LOG, OFFSET_LOG
 from ..model import WATERMARK_POLICY
+from ..operator_kinds import is_transform_with_state
 from ..repair.requests import SetWatermarkRequest
 from ..state_schema import event_time_field
 from ..timeutil import format_duration, format_ms
 from .context import Context
 from .definition import ERROR, WARNING, Instruction, Issue, check
+from .operators import TIMER_OPERATORS, delay_ms
 from .remedies import rewind_before
 from .repartition import repartition_batches
+from .sources import late_rows_dropped
 from .text import listed
 
 FUTURE_TOLERANCE_MS = 86_400_000
@@ -120,6 +123,26 @@ def stuck_watermark(ctx: Context) -> Iterator[Issue]:
         ), Instruction("send data (or heartbeat rows) to every input, or check the event-time column for nulls"))
 
 
+def batch_read_input(ctx: Context, batch: int) -> bool:
+    """Whether ``batch`` read new input: its offsets end any source elsewhere than the batch before's (the first batch
+    of a query always does)."""
+    seq, before = ctx.offsets.get(batch), ctx.offsets.get(batch - 1)
+    return seq is None or before is None or [s.raw for s in seq.sources] != [s.raw for s in before.sources]
+
+
+def emits_on_eviction(ctx: Context) -> bool:
+    """Whether an operator emits what the watermark evicts: an aggregation or session window (append output), a
+    (flat)MapGroupsWithState's event-time timeouts, an event-time transformWithState's timers. (A deduplication or a
+    join only forgets: a later watermark changes their output only through rows that arrive later.)"""
+    for op in ctx.operators:
+        if op.name in ("stateStoreSave", "sessionWindowStateStoreSaveExec", "StatefulStreamlineAggregate", *TIMER_OPERATORS):
+            return True
+        props = getattr(op.metadata, "properties", None)
+        if is_transform_with_state(op.name) and isinstance(props, Mapping) and props.get("timeMode") == "EventTime":
+            return True
+    return False
+
+
 @check("WM065", ERROR, "the last batch's watermark is above the one its commit passes on")
 def raised_last_watermark(ctx: Context) -> Iterator[Issue]:
     last = ctx.ckpt.last_batch
@@ -128,15 +151,62 @@ def raised_last_watermark(ctx: Context) -> Iterator[Issue]:
     if last is None or seq is None or seq.metadata is None or commit is None or commit.next_batch_watermark_ms is None:
         return
     planned, passed = seq.metadata.batch_watermark_ms, commit.next_batch_watermark_ms
-    if planned > passed:
-        yield Issue(OFFSET_LOG.path(last), (
-            f"batchWatermarkMs {planned} ({format_ms(planned, ctx.tz)}) is {format_duration(planned - passed)} above the "
-            f"nextBatchWatermarkMs {passed} ({format_ms(passed, ctx.tz)}) of commits/{last}: Spark computes the next "
-            "watermark from this batch's and never lowers it, and wmcheck set-watermark writes both, so offsets/"
-            f"{last} was edited. The next batch drops rows older than {format_ms(planned, ctx.tz)} as late and evicts "
-            "state by it (tested with Spark 4.3: raised by an hour, the new rows are dropped); a rewind to before batch "
-            f"{last} makes Spark plan it again with the watermark batch {last - 1} passed on"
-        ), rewind_before(ctx, last))
+    if planned <= passed or not late_rows_dropped(ctx):
+        return  # as Spark writes them; or no operator drops rows or evicts state by the watermark
+    earlier = ctx.commits.get(last - 1)
+    previous = earlier.next_batch_watermark_ms if earlier is not None else None
+    if previous is not None and planned <= previous:  # offsets/L as Spark planned it: commits/L was lowered
+        if not batch_read_input(ctx, last):
+            return  # a batch without input passes on its own watermark, the one the next batch takes (the larger)
+        yield Issue(COMMIT_LOG.path(last), (
+            f"nextBatchWatermarkMs {passed} ({format_ms(passed, ctx.tz)}) is {format_duration(planned - passed)} below "
+            f"the watermark batch {last} ran with ({format_ms(planned, ctx.tz)}): Spark computes the next watermark from "
+            f"that one and the event times the batch read, never lower, so commits/{last} was edited. Batch {last} read "
+            f"new input and may have moved the watermark: the next batch evicts state and emits by "
+            f"{format_ms(planned, ctx.tz)} only, later than Spark would have (tested with Spark 4.3: other output than "
+            "the control run's)"
+        ), Instruction(f"restore commits/{last} from a backup before restarting (a rewind makes Spark run batch "
+                       f"{last} again, with the input that has arrived since in other batches than the ones it ran)"))
+        return
+    newest = passed + (delay_ms(ctx) or 0)  # the newest event time the query has seen, by the watermark passed on
+    if planned <= newest:
+        return  # only rows older than the newest seen are dropped (tested: raised a second, the control run's output)
+    yield Issue(OFFSET_LOG.path(last), (
+        f"batchWatermarkMs {planned} ({format_ms(planned, ctx.tz)}) is {format_duration(planned - passed)} above the "
+        f"nextBatchWatermarkMs {passed} ({format_ms(passed, ctx.tz)}) of commits/{last}, and above every event time "
+        f"the query has seen ({format_ms(newest, ctx.tz)}, that watermark plus the query's delay): Spark computes the "
+        f"next watermark from this batch's and never lowers it, and wmcheck set-watermark writes both, so offsets/{last} "
+        f"was edited. The next batch drops rows older than {format_ms(planned, ctx.tz)} as late, new ones too, and "
+        "evicts state by it (tested with Spark 4.3: raised by an hour, the new rows are dropped); a rewind to before "
+        f"batch {last} makes Spark plan it again with the watermark batch {last - 1} passed on"
+    ), rewind_before(ctx, last))
+
+
+@check("WM079", ERROR, "the last commit passes on a watermark its batch without input cannot have reached")
+def raised_last_commit_watermark(ctx: Context) -> Iterator[Issue]:
+    last = ctx.ckpt.last_batch
+    seq = ctx.offsets.get(last) if last is not None else None
+    commit = ctx.commits.get(last) if last is not None else None
+    if last is None or seq is None or seq.metadata is None or commit is None or commit.next_batch_watermark_ms is None \
+            or batch_read_input(ctx, last) or not emits_on_eviction(ctx):
+        return
+    before = ctx.offsets.get(last - 1)
+    if before is not None and before.metadata is not None \
+            and before.metadata.batch_timestamp_ms == seq.metadata.batch_timestamp_ms:
+        return  # offsets/L is a copy of the one before (WM077): the batch read input the copy does not show
+    planned, passed = seq.metadata.batch_watermark_ms, commit.next_batch_watermark_ms
+    newest = planned + (delay_ms(ctx) or 0)  # the newest event time the query has seen, by the batch's watermark
+    if passed <= newest:
+        return  # below every event time seen: what it evicts early no later row would have changed (tested: a second)
+    yield Issue(COMMIT_LOG.path(last), (
+        f"nextBatchWatermarkMs {passed} ({format_ms(passed, ctx.tz)}) is {format_duration(passed - planned)} above the "
+        f"watermark batch {last} ran with ({format_ms(planned, ctx.tz)}), although the batch read no input: the "
+        "watermark moves only with the event times of new rows, so commits/"
+        f"{last} was edited, beyond every event time the query has seen ({format_ms(newest, ctx.tz)}). The next batch "
+        "evicts state by it: windows, sessions and timeouts are emitted before the rows that belong to them arrive, "
+        "and those rows are then dropped as late (tested with Spark 4.3: raised by an hour, other output than the "
+        f"control run's); a rewind to before batch {last} makes Spark run it again and pass on its own watermark"
+    ), rewind_before(ctx, last))
 
 
 @check("WM077", ERROR, "the last offsets file is a copy of the one before, short of the input its batch read")
