@@ -5,7 +5,8 @@ the value) and returns (entries, longest internal key), or None as soon as anyth
 case: the NumPy reader (the reference) then reads the run, and raises its own error where there is one. fill()
 walks them again and writes each entry's internal key (its shared bytes taken from the key before it) into a row of
 `width` bytes, and its user key's length, value start and end, sequence number, type, and whether its user key is
-the entry before it's, as the reference computes them.
+the entry before it's, as the reference computes them. merge() merges several tables' sorted runs in RocksDB's
+order (wmcheck.statestore.snapshot_rows, whose NumPy sort is the reference).
 Only the buffer protocol is used: the arrays are NumPy's, allocated by the caller. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -205,12 +206,132 @@ static PyObject *fill(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* One sorted run of entries to merge: internal keys in rows of `width` bytes, user key lengths, sequence numbers,
+   types; entries lo..hi-1. */
+typedef struct {
+    const uint8_t *keys;
+    const int64_t *user;
+    const uint64_t *sequence;
+    const uint8_t *kind;
+    int64_t width, lo, at, hi, base;
+} Part;
+
+/* Whether part a's next entry comes before part b's: user keys bytewise (a key before its own extensions), then the
+   newer entry (the larger sequence number) first, as RocksDB's iterator orders them. */
+static int before(const Part *a, const Part *b) {
+    int64_t la = a->user[a->at], lb = b->user[b->at];
+    int c = memcmp(a->keys + a->at * a->width, b->keys + b->at * b->width, (size_t)(la < lb ? la : lb));
+    if (c) return c < 0;
+    if (la != lb) return la < lb;
+    return a->sequence[a->at] > b->sequence[b->at];
+}
+
+#define MAX_PARTS 256
+
+static PyObject *merge(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *runs, *out_keys, *out_index;
+    Py_ssize_t width;
+    if (!PyArg_ParseTuple(args, "OnOO", &runs, &width, &out_keys, &out_index)) return NULL;
+    PyObject *seq = PySequence_Fast(runs, "runs must be a sequence");
+    if (seq == NULL) return NULL;
+    Py_ssize_t k = PySequence_Fast_GET_SIZE(seq);
+    if (k > MAX_PARTS) {
+        Py_DECREF(seq);
+        PyErr_SetString(PyExc_ValueError, "too many runs to merge");
+        return NULL;
+    }
+    Py_buffer views[4 * MAX_PARTS + 2];
+    int got = 0, failed = 0;
+    Part parts[MAX_PARTS];
+    int64_t total = 0;
+    for (Py_ssize_t i = 0; i < k && !failed; i++) {
+        PyObject *run = PySequence_Fast_GET_ITEM(seq, i);
+        PyObject *arrays[4];
+        Py_ssize_t row_width, lo, hi;
+        if (!PyArg_ParseTuple(run, "OOOOnnn", &arrays[0], &arrays[1], &arrays[2], &arrays[3], &row_width, &lo, &hi)) {
+            failed = 1;
+            break;
+        }
+        for (int j = 0; j < 4; j++) {
+            if (PyObject_GetBuffer(arrays[j], &views[got], PyBUF_SIMPLE) < 0) {
+                failed = 1;
+                break;
+            }
+            got++;
+        }
+        if (failed) break;
+        Py_buffer *v = &views[got - 4];
+        int64_t n = v[1].len / 8;
+        if (lo < 0 || hi > n || lo > hi || row_width < 8 || v[0].len < n * row_width || v[2].len < 8 * n || v[3].len < n) {
+            PyErr_SetString(PyExc_ValueError, "a run's arrays do not hold its entries");
+            failed = 1;
+            break;
+        }
+        parts[i] = (Part){v[0].buf, v[1].buf, v[2].buf, v[3].buf, row_width, lo, lo, hi, total};
+        total += hi - lo;
+    }
+    if (!failed) {
+        if (PyObject_GetBuffer(out_keys, &views[got], PyBUF_WRITABLE) < 0) failed = 1;
+        else got++;
+    }
+    if (!failed) {
+        if (PyObject_GetBuffer(out_index, &views[got], PyBUF_WRITABLE) < 0) failed = 1;
+        else got++;
+    }
+    if (!failed && (views[got - 2].len < total * width || views[got - 1].len < 8 * total)) {
+        PyErr_SetString(PyExc_ValueError, "the output arrays do not hold every entry");
+        failed = 1;
+    }
+    for (Py_ssize_t i = 0; i < k && !failed; i++)
+        for (int64_t r = parts[i].at; r < parts[i].hi; r++)
+            if (parts[i].user[r] < 0 || parts[i].user[r] > width || parts[i].user[r] > parts[i].width) {
+                PyErr_SetString(PyExc_ValueError, "a user key longer than its row");
+                failed = 1;
+                break;
+            }
+    int64_t chosen = 0;
+    if (!failed) {
+        uint8_t *keys = views[got - 2].buf;
+        int64_t *index = views[got - 1].buf;
+        Py_BEGIN_ALLOW_THREADS
+        const Part *previous = NULL;
+        int64_t previous_row = 0;
+        for (;;) {
+            Part *next = NULL;
+            for (Py_ssize_t i = 0; i < k; i++)
+                if (parts[i].at < parts[i].hi && (next == NULL || before(&parts[i], next))) next = &parts[i];
+            if (next == NULL) break;
+            int64_t row = next->at, length = next->user[row];
+            const uint8_t *key = next->keys + row * next->width;
+            int repeated = previous != NULL && previous->user[previous_row] == length &&
+                           memcmp(previous->keys + previous_row * previous->width, key, (size_t)length) == 0;
+            if (!repeated && next->kind[row] == 1) {
+                memcpy(keys + chosen * width, key, (size_t)length);
+                index[chosen++] = next->base + row - next->lo;
+            }
+            previous = next;
+            previous_row = row;
+            next->at++;
+        }
+        Py_END_ALLOW_THREADS
+    }
+    release(views, got);
+    Py_DECREF(seq);
+    if (failed) return NULL;
+    return PyLong_FromLongLong((long long)chosen);
+}
+
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS,
      "scan(data, starts, lengths) -> (entries, longest internal key), or None where the NumPy reader must read the run"},
     {"fill", fill, METH_VARARGS,
      "fill(data, starts, lengths, width, keys, user, value_start, value_end, sequence, kind, repeat): the entries written "
      "out"},
+    {"merge", merge, METH_VARARGS,
+     "merge(runs, width, keys, index) -> entries: runs of (keys, user, sequence, kind, row width, lo, hi) merged in "
+     "RocksDB's order; each live key's newest entry, a put, written to keys (rows of width bytes) and index (its place "
+     "among the runs' entries, run after run)"},
     {NULL, NULL, 0, NULL},
 };
 

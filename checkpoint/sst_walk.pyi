@@ -1,6 +1,8 @@
-"""The C walk of inflated RocksDB data blocks (``sst_walk.c``): see :func:`wmcheck.checkpoint.sst_columns._run`."""
+"""The C walk of inflated RocksDB data blocks and merge of sorted runs (``sst_walk.c``): see
+:func:`wmcheck.checkpoint.sst_columns._run` and :func:`wmcheck.statestore.snapshot_rows._merged`."""
 from typing import Any
 
 def scan(data: bytes, starts: Any, lengths: Any) -> tuple[int, int] | None: ...
 def fill(data: bytes, starts: Any, lengths: Any, width: int, keys: Any, key_len: Any, shared: Any, value_start: Any,
          value_end: Any, first: Any) -> None: ...
+def merge(runs: list[tuple[Any, Any, Any, Any, int, int, int]], width: int, keys: Any, index: Any) -> int: ...

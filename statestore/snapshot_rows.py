@@ -5,9 +5,10 @@ and leaves out a key whose newest entry deletes it. One table is read run by run
 (:mod:`wmcheck.checkpoint.sst_columns`); an entry of a key the entry before it already had is left out. Several
 tables are read together in windows of keys: up to (not including) the smallest last key among the runs the
 tables have read and not returned, so every entry of a key is in one window. A window where several tables
-have entries is ordered by a sort of keys padded to one width, followed by their length and their sequence
-number inverted (so a key's newest entry comes first, and a key comes before its own extensions); a window of
-one table's entries is already in order; its keys and values are copied out. Each table reads runs of its share of
+have entries is merged in RocksDB's order (user keys bytewise, a key before its own extensions, a key's newest
+entry first): by the C walk's merge of the tables' sorted runs where it is built, else by a sort of keys padded to
+one width, followed by their length and their sequence number inverted (the reference); a window of one table's
+entries is already in order; its keys and values are copied out. Each table reads runs of its share of
 ``rows`` (its entries over all the tables' entries), so that memory holds about as much as for one table and a
 large table beside a small one is read in runs about as long as alone (a quarter as long, when every table read a
 quarter of ``rows``, cost the 5M-key bench state's partitions a third more time). Keys and values are returned as
@@ -18,6 +19,7 @@ from __future__ import annotations
 import bisect
 from typing import TYPE_CHECKING, Any, Iterator
 
+from wmcheck.checkpoint import sst_columns
 from wmcheck.checkpoint.sst_columns import KNOWN_TYPES, PUT, Table, TableRun, UnreadBlock, word_prefixes
 
 from .record_spans import ByteRows
@@ -119,29 +121,36 @@ def _in_order(parts: Iterator[Part]) -> Iterator[tuple[ByteRows, ByteRows]]:
 
 
 def _merged(parts: list[Part]) -> Iterator[tuple[ByteRows, ByteRows]]:
-    """The live keys of parts of several tables, in order (module docstring)."""
+    """The live keys of parts of several tables, in order (module docstring): merged in C where the walk of data
+    blocks is built (:data:`wmcheck.checkpoint.sst_columns.NATIVE`), else sorted with NumPy."""
     import numpy as np
 
     width = max(run.keys.shape[1] for run, _, _ in parts)  # a multiple of 8
     n = sum(hi - lo for _, lo, hi in parts)
+    if sst_columns.NATIVE is not None:
+        for run, lo, hi in parts:
+            _known(run.kinds[lo:hi])
+        keys, index = np.zeros((n, width), np.uint8), np.empty(n, np.int64)
+        chosen = sst_columns.NATIVE.merge([(run.keys, run.key_lengths, run.sequences, run.kinds, run.keys.shape[1], lo, hi)
+                                           for run, lo, hi in parts], width, keys, index)
+        keep = index[:chosen]
+        lengths = np.concatenate([run.key_lengths[lo:hi] for run, lo, hi in parts])[keep]
+        key_starts = np.arange(chosen, dtype=np.int64) * width
+        values, starts, ends = _values(parts)
+        yield ByteRows(keys[:chosen].tobytes(), key_starts, key_starts + lengths), ByteRows(values, starts[keep], ends[keep])
+        return
     sortable = np.zeros((n, width + 16), np.uint8)  # key, length, inverted sequence number, 4 bytes to fill a word
     words = sortable.view("<u8")
     lengths = np.concatenate([run.key_lengths[lo:hi] for run, lo, hi in parts])
     kinds = np.concatenate([run.kinds[lo:hi] for run, lo, hi in parts])
     prefix = word_prefixes()
-    values, starts, ends = [], [], []
-    at = base = 0
+    at = 0
     for run, lo, hi in parts:
         _known(run.kinds[lo:hi])
         own = run.keys.shape[1] // 8
         kept = prefix[np.clip(run.key_lengths[lo:hi, None] - 8 * np.arange(own), 0, 8)]  # the key's bytes, not those after
         words[at:at + hi - lo, :own] = run.keys[lo:hi].view("<u8") & kept
         sortable[at:at + hi - lo, width + 4:width + 12] = (~run.sequences[lo:hi]).astype(">u8").view(np.uint8).reshape(-1, 8)
-        first, last = int(run.value_starts[lo]), int(run.value_ends[hi - 1])  # a run's values lie in key order
-        values.append(run.values[first:last])
-        starts.append(run.value_starts[lo:hi] + (base - first))
-        ends.append(run.value_ends[lo:hi] + (base - first))
-        base += last - first
         at += hi - lo
     sortable[:, width:width + 4] = lengths.astype(">u4").view(np.uint8).reshape(-1, 4)
     order = np.argsort(sortable.view(f"V{width + 16}").reshape(-1), kind="stable")
@@ -152,5 +161,20 @@ def _merged(parts: list[Part]) -> Iterator[tuple[ByteRows, ByteRows]]:
     chosen = np.flatnonzero(~repeated & (kinds[order] == PUT))
     keep = order[chosen]
     key_starts = np.arange(len(keep), dtype=np.int64) * width
-    yield (ByteRows(ordered[chosen].tobytes(), key_starts, key_starts + lengths[keep]),
-           ByteRows(b"".join(values), np.concatenate(starts)[keep], np.concatenate(ends)[keep]))
+    values, starts, ends = _values(parts)
+    yield ByteRows(ordered[chosen].tobytes(), key_starts, key_starts + lengths[keep]), ByteRows(values, starts[keep], ends[keep])
+
+
+def _values(parts: list[Part]) -> tuple[bytes, "np.ndarray", "np.ndarray"]:
+    """The values of the parts' entries in one buffer, and where each lies in it (part after part)."""
+    import numpy as np
+
+    values, starts, ends = [], [], []
+    base = 0
+    for run, lo, hi in parts:
+        first, last = int(run.value_starts[lo]), int(run.value_ends[hi - 1])  # a run's values lie in key order
+        values.append(run.values[first:last])
+        starts.append(run.value_starts[lo:hi] + (base - first))
+        ends.append(run.value_ends[lo:hi] + (base - first))
+        base += last - first
+    return b"".join(values), np.concatenate(starts), np.concatenate(ends)
