@@ -2,7 +2,7 @@
 path of :class:`.store_files.PartitionStream`.
 
 Each file's records are found by :func:`wmcheck.checkpoint.sized_columns.file_records`. Keys equal across
-records are found by Arrow's dictionary encoding; the state keeps each key once, where it first appears,
+records are found by a sort of the keys' fingerprints; the state keeps each key once, where it first appears,
 with the last record's value, and leaves out keys whose last record deletes them (the overlay of
 :class:`.store_files.PartitionStream`, exactly). Keys and values are left in the buffer the files were
 read into, as :class:`ByteRows`.
@@ -82,20 +82,24 @@ def _last_puts(buf: bytes, key_starts: "np.ndarray", key_ends: "np.ndarray", del
     appear; None when the first ``based`` records (a snapshot's) hold a key twice, or two keys share a
     fingerprint (:func:`_fingerprints`) without being equal."""
     import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
 
     n = len(key_starts)
     if not n:
         return key_starts
     words = np.ndarray((max(len(buf) - 7, 0),), "<u8", buf, 0, (1,))  # the 8 bytes at every offset, not copied
     sizes = (key_ends - key_starts) >> 3
-    encoded = pc.dictionary_encode(pa.array(_fingerprints(words, key_starts, sizes)))
-    if len(encoded.dictionary) == n:  # no fingerprint twice: no key twice
+    fingerprints = _fingerprints(words, key_starts, sizes)
+    ordered = np.sort(fingerprints)
+    if not (ordered[1:] == ordered[:-1]).any():  # no fingerprint twice: no key twice
         return np.flatnonzero(~deleted)
-    ids = encoded.indices.to_numpy()
+    order = np.argsort(fingerprints, kind="stable")
+    starts_group = np.ones(n, bool)
+    starts_group[1:] = fingerprints[order][1:] != fingerprints[order][:-1]
+    ids = np.empty(n, np.int64)
+    ids[order] = np.cumsum(starts_group) - 1  # each record's fingerprint, numbered
+    groups = int(starts_group.sum())
     at = np.arange(n)
-    first, last = np.full(len(encoded.dictionary), n), np.full(len(encoded.dictionary), -1)
+    first, last = np.full(groups, n), np.full(groups, -1)
     np.minimum.at(first, ids, at)
     np.maximum.at(last, ids, at)
     same = np.flatnonzero(first[ids] != at)  # records whose fingerprint an earlier one has
