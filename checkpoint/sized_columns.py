@@ -10,7 +10,7 @@ end mark) gives None: the caller reads the file with ``sized_records``, the refe
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 if TYPE_CHECKING:
     import numpy as np
@@ -90,3 +90,58 @@ def file_records(data: bytes) -> FileRecords | None:
     sizes = words[key_ends >> 2].astype(np.int64)
     deleted = sizes < 0
     return FileRecords(data, starts, key_ends, key_ends + 4 + np.where(deleted, 0, sizes), deleted)
+
+
+def joined(records: "Sequence[FileRecords]") -> FileRecords:
+    """The records of several files (in order) as those of one: their bytes joined, their offsets moved."""
+    import numpy as np
+
+    if len(records) == 1:
+        return records[0]
+    offsets = np.cumsum([0] + [len(r.data) for r in records[:-1]])  # where each file lies in the one buffer
+    starts, key_ends, value_ends = (np.concatenate([a + at for a, at in zip(arrays, offsets)]) for arrays in zip(
+        *((r.starts, r.key_ends, r.value_ends) for r in records)))
+    return FileRecords(b"".join(r.data for r in records), starts, key_ends, value_ends,
+                       np.concatenate([r.deleted for r in records]))
+
+
+def word_view(data: bytes) -> "np.ndarray":
+    """The 8 bytes at every offset of ``data`` as little-endian words, not copied."""
+    import numpy as np
+
+    return np.ndarray((max(len(data) - 7, 0),), "<u8", data, 0, (1,))
+
+
+_PRIME = 0x100000001B3
+_SEED = 0xCBF29CE484222325
+
+
+def key_fingerprints(words: "np.ndarray", starts: "np.ndarray", sizes: "np.ndarray") -> "np.ndarray":
+    """A 64-bit hash of each key (``sizes`` 8-byte words from ``starts``; FNV-style over the words, seeded with
+    the size): equal keys have equal fingerprints."""
+    import numpy as np
+
+    prime = np.uint64(_PRIME)
+    hashes = (sizes.astype(np.uint64) ^ np.uint64(_SEED)) * prime
+    last, uniform = len(words) - 1, sizes.min(initial=0) == sizes.max(initial=0)
+    with np.errstate(over="ignore"):
+        for j in range(int(sizes.max(initial=0))):
+            if uniform:  # every key has word j
+                hashes ^= words[starts + 8 * j]
+                hashes *= prime
+            else:
+                word = words[np.minimum(starts + 8 * j, last)]
+                hashes = np.where(sizes > j, (hashes ^ word) * prime, hashes)
+    return hashes
+
+
+def keys_equal(words: "np.ndarray", starts: "np.ndarray", sizes: "np.ndarray", others: "np.ndarray",
+               other_sizes: "np.ndarray") -> bool:
+    """Whether every key equals its other (sizes in 8-byte words)."""
+    if not (sizes == other_sizes).all():
+        return False
+    for j in range(int(sizes.max(initial=0))):
+        inside = sizes > j
+        if (words[starts[inside] + 8 * j] != words[others[inside] + 8 * j]).any():
+            return False
+    return True

@@ -22,6 +22,7 @@ from .errors import CheckpointError, UnsupportedError
 from .rocksdb_sst import CheckedTable
 from .rocksdb_zip import SharedFile, read_snapshot_zip, sst_footer_ok
 from .row_checksums import RowPlace, verified_key, verified_value, verified_values
+from .sized_columns import file_records
 from .state_codecs import codec_name, decompress, require_codec, require_module
 from .state_formats import StateFormat
 from .state_records import DELETE, changelog_records, sized_records
@@ -73,15 +74,27 @@ class Decoding:
 
 
 def _records(data: bytes, fmt: StateFormat, decoding: Decoding, path: str, place: RowPlace) -> None:
-    for kind, key, value in sized_records(decompress(data, decoding.codec, path), path):
+    """Every record read as Spark reads it: at once where they lie where Spark's sizes put them and carry no row
+    checksums (:func:`.sized_columns.file_records`), else record by record (the reference, which raises its error)."""
+    plain = decompress(data, decoding.codec, path)
+    found = None if decoding.row_checksums else file_records(plain)
+    if found is not None:
+        if fmt.role == "base" and found.deleted.any():
+            raise _snapshot_delete(path)
+        return
+    for kind, key, value in sized_records(plain, path):
         if kind == DELETE:
             if fmt.role == "base":
-                raise CheckpointError("expected a value size, found -1 (a snapshot holds no deletes; Spark: "
-                                      "CANNOT_READ_SNAPSHOT_FILE_VALUE_SIZE)", path=path)
+                raise _snapshot_delete(path)
             if decoding.row_checksums:
                 verified_key(key, place)
         elif decoding.row_checksums and value is not None:
             verified_value(key, value, place)
+
+
+def _snapshot_delete(path: str) -> CheckpointError:
+    return CheckpointError("expected a value size, found -1 (a snapshot holds no deletes; Spark: "
+                           "CANNOT_READ_SNAPSHOT_FILE_VALUE_SIZE)", path=path)
 
 
 def _changelog(data: bytes, fmt: StateFormat, decoding: Decoding, path: str, place: RowPlace) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator, Sequence, overload
 
-from wmcheck.checkpoint.sized_columns import FileRecords
+from wmcheck.checkpoint.sized_columns import FileRecords, joined, key_fingerprints, keys_equal, word_view
 
 if TYPE_CHECKING:
     import numpy as np
@@ -63,13 +63,10 @@ def resolved_state(base: FileRecords | None, increments: Sequence[FileRecords]) 
         return nothing, nothing
     if base is not None and base.deleted.any():  # a snapshot holds no deletes: the reference raises Spark's error
         return None
-    offsets = np.cumsum([0] + [len(r.data) for r in found[:-1]])  # where each file lies in the one buffer
-    buf = found[0].data if len(found) == 1 else b"".join(r.data for r in found)
-    starts, key_ends, value_ends = (np.concatenate([a + at for a, at in zip(arrays, offsets)]) for arrays in zip(
-        *((r.starts, r.key_ends, r.value_ends) for r in found)))
+    chain = joined(found)
+    buf, starts, key_ends, value_ends = chain.data, chain.starts, chain.key_ends, chain.value_ends
     if increments:
-        deleted = np.concatenate([r.deleted for r in found])
-        keep = _last_puts(buf, starts + 4, key_ends, deleted, len(base.starts) if base is not None else 0)
+        keep = _last_puts(buf, starts + 4, key_ends, chain.deleted, len(base.starts) if base is not None else 0)
         if keep is None:
             return None
         starts, key_ends, value_ends = starts[keep], key_ends[keep], value_ends[keep]
@@ -80,15 +77,15 @@ def _last_puts(buf: bytes, key_starts: "np.ndarray", key_ends: "np.ndarray", del
                based: int) -> "np.ndarray | None":
     """Which records hold the state: each key's last record unless it deletes, in the order keys first
     appear; None when the first ``based`` records (a snapshot's) hold a key twice, or two keys share a
-    fingerprint (:func:`_fingerprints`) without being equal."""
+    fingerprint (:func:`wmcheck.checkpoint.sized_columns.key_fingerprints`) without being equal."""
     import numpy as np
 
     n = len(key_starts)
     if not n:
         return key_starts
-    words = np.ndarray((max(len(buf) - 7, 0),), "<u8", buf, 0, (1,))  # the 8 bytes at every offset, not copied
+    words = word_view(buf)
     sizes = (key_ends - key_starts) >> 3
-    fingerprints = _fingerprints(words, key_starts, sizes)
+    fingerprints = key_fingerprints(words, key_starts, sizes)
     ordered = np.sort(fingerprints)
     if not (ordered[1:] == ordered[:-1]).any():  # no fingerprint twice: no key twice
         return np.flatnonzero(~deleted)
@@ -103,45 +100,9 @@ def _last_puts(buf: bytes, key_starts: "np.ndarray", key_ends: "np.ndarray", del
     np.minimum.at(first, ids, at)
     np.maximum.at(last, ids, at)
     same = np.flatnonzero(first[ids] != at)  # records whose fingerprint an earlier one has
-    if not _equal(words, key_starts[same], sizes[same], key_starts[first[ids[same]]], sizes[first[ids[same]]]):
+    if not keys_equal(words, key_starts[same], sizes[same], key_starts[first[ids[same]]], sizes[first[ids[same]]]):
         return None
     if based and (same < based).any():
         return None
     keep = last if (first[1:] > first[:-1]).all() else last[np.argsort(first)]
     return keep[~deleted[keep]]
-
-
-_PRIME = 0x100000001B3
-_SEED = 0xCBF29CE484222325
-
-
-def _fingerprints(words: "np.ndarray", starts: "np.ndarray", sizes: "np.ndarray") -> "np.ndarray":
-    """A 64-bit hash of each key (``sizes`` 8-byte words from ``starts``; FNV-style over the words, seeded with
-    the size): equal keys have equal fingerprints."""
-    import numpy as np
-
-    prime = np.uint64(_PRIME)
-    hashes = (sizes.astype(np.uint64) ^ np.uint64(_SEED)) * prime
-    last, uniform = len(words) - 1, sizes.min(initial=0) == sizes.max(initial=0)
-    with np.errstate(over="ignore"):
-        for j in range(int(sizes.max(initial=0))):
-            if uniform:  # every key has word j
-                hashes ^= words[starts + 8 * j]
-                hashes *= prime
-            else:
-                word = words[np.minimum(starts + 8 * j, last)]
-                hashes = np.where(sizes > j, (hashes ^ word) * prime, hashes)
-    return hashes
-
-
-def _equal(words: "np.ndarray", starts: "np.ndarray", sizes: "np.ndarray", others: "np.ndarray",
-           other_sizes: "np.ndarray") -> bool:
-    """Whether every key equals its other (sizes in 8-byte words)."""
-
-    if not (sizes == other_sizes).all():
-        return False
-    for j in range(int(sizes.max(initial=0))):
-        inside = sizes > j
-        if (words[starts[inside] + 8 * j] != words[others[inside] + 8 * j]).any():
-            return False
-    return True

@@ -240,8 +240,8 @@ KEPT_TABLE_BYTES = 32 << 20
 """The most bytes of verified table files kept in ``ctx.memo["verified-tables"]`` (by path) for the checks that read
 snapshots whole (:mod:`.loaded_state`): within it, no block is hashed twice."""
 COLUMNAR = True
-"""Whether :class:`RowSampler` reads files with :mod:`..stale_columns` where it can (off: with :mod:`..stale_keys`
-alone, the reference)."""
+"""Whether :class:`RowSampler` reads files with :mod:`..stale_columns` where it can, and WM078 an HDFS load's records
+with :mod:`..sized_columns` (off: with :mod:`..stale_keys` and record by record alone, the references)."""
 
 
 def table_file_changes(table: CheckedTable, bound: Bound) -> FileChanges | None:
