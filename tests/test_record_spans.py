@@ -12,6 +12,7 @@ import pytest
 from wmcheck.checkpoint import sized_columns
 from wmcheck.checkpoint.errors import CheckpointError, MalformedFileError
 from wmcheck.checkpoint.model import store_unique_ids
+from wmcheck.checkpoint.sized_columns import key_fingerprints
 from wmcheck.checkpoint.state_codecs import codec_name
 from wmcheck.statestore import record_spans, store_files
 from wmcheck.statestore.presentation import CODEC
@@ -203,7 +204,7 @@ def test_keys_sharing_a_fingerprint_are_told_apart(monkeypatch):
     import numpy as np
 
     monkeypatch.setattr(store_files, "decompress", _decompressed)
-    monkeypatch.setattr(record_spans, "_fingerprints", lambda words, starts, sizes: np.zeros(len(starts), np.uint64))
+    monkeypatch.setattr(record_spans, "key_fingerprints", lambda words, starts, sizes: np.zeros(len(starts), np.uint64))
     taken = _spied(monkeypatch)
     deltas = [put(A, V1) + put(B, V2) + END]
     assert _outcome(_stream(None, deltas, True), 10) == [(A, V1), (B, V2)]
@@ -219,9 +220,9 @@ def test_fingerprints_of_equal_keys_are_equal_wherever_they_lie():
     words = np.ndarray((len(buf) - 7,), "<u8", buf, 0, (1,))
     starts = np.array([3, 24, 48], np.int64)
     sizes = np.array([2, 2, 1], np.int64)
-    got = record_spans._fingerprints(words, starts, sizes)
+    got = key_fingerprints(words, starts, sizes)
     assert got[0] == got[1] != got[2]
-    again = record_spans._fingerprints(words, np.array([40, 48], np.int64), np.array([1, 2], np.int64))
+    again = key_fingerprints(words, np.array([40, 48], np.int64), np.array([1, 2], np.int64))
     assert again[0] != got[2] and again[1] == got[0]
 
 
