@@ -123,6 +123,17 @@ def stuck_watermark(ctx: Context) -> Iterator[Issue]:
         ), Instruction("send data (or heartbeat rows) to every input, or check the event-time column for nulls"))
 
 
+def last_watermarks(ctx: Context) -> tuple[int, int, int, int] | None:
+    """``(last batch, its batchTimestampMs, the watermark it ran with, the one its commit passes on)``, None where
+    its offsets file or commit is missing or has none."""
+    last = ctx.ckpt.last_batch
+    seq = ctx.offsets.get(last) if last is not None else None
+    commit = ctx.commits.get(last) if last is not None else None
+    if last is None or seq is None or seq.metadata is None or commit is None or commit.next_batch_watermark_ms is None:
+        return None
+    return last, seq.metadata.batch_timestamp_ms, seq.metadata.batch_watermark_ms, commit.next_batch_watermark_ms
+
+
 def batch_read_input(ctx: Context, batch: int) -> bool:
     """Whether ``batch`` read new input: its offsets end any source elsewhere than the batch before's (the first batch
     of a query always does)."""
@@ -145,12 +156,10 @@ def emits_on_eviction(ctx: Context) -> bool:
 
 @check("WM065", ERROR, "the last batch's watermark is above the one its commit passes on")
 def raised_last_watermark(ctx: Context) -> Iterator[Issue]:
-    last = ctx.ckpt.last_batch
-    seq = ctx.offsets.get(last) if last is not None else None
-    commit = ctx.commits.get(last) if last is not None else None
-    if last is None or seq is None or seq.metadata is None or commit is None or commit.next_batch_watermark_ms is None:
+    found = last_watermarks(ctx)
+    if found is None:
         return
-    planned, passed = seq.metadata.batch_watermark_ms, commit.next_batch_watermark_ms
+    last, _, planned, passed = found
     if planned <= passed or not late_rows_dropped(ctx):
         return  # as Spark writes them; or no operator drops rows or evicts state by the watermark
     earlier = ctx.commits.get(last - 1)
@@ -184,17 +193,13 @@ def raised_last_watermark(ctx: Context) -> Iterator[Issue]:
 
 @check("WM079", ERROR, "the last commit passes on a watermark its batch without input cannot have reached")
 def raised_last_commit_watermark(ctx: Context) -> Iterator[Issue]:
-    last = ctx.ckpt.last_batch
-    seq = ctx.offsets.get(last) if last is not None else None
-    commit = ctx.commits.get(last) if last is not None else None
-    if last is None or seq is None or seq.metadata is None or commit is None or commit.next_batch_watermark_ms is None \
-            or batch_read_input(ctx, last) or not emits_on_eviction(ctx):
+    found = last_watermarks(ctx)
+    if found is None or batch_read_input(ctx, found[0]) or not emits_on_eviction(ctx):
         return
+    last, stamp, planned, passed = found
     before = ctx.offsets.get(last - 1)
-    if before is not None and before.metadata is not None \
-            and before.metadata.batch_timestamp_ms == seq.metadata.batch_timestamp_ms:
+    if before is not None and before.metadata is not None and before.metadata.batch_timestamp_ms == stamp:
         return  # offsets/L is a copy of the one before (WM077): the batch read input the copy does not show
-    planned, passed = seq.metadata.batch_watermark_ms, commit.next_batch_watermark_ms
     newest = planned + (delay_ms(ctx) or 0)  # the newest event time the query has seen, by the batch's watermark
     if passed <= newest:
         return  # below every event time seen: what it evicts early no later row would have changed (tested: a second)
