@@ -131,8 +131,7 @@ def older_tables(read: "PythonStoreRead", partition: int) -> Generator["pa.Table
     if plan.leaf_of is None or rule.column is None:
         with closing(partition_tables(read.ckpt, plan, partition, version)) as tables:
             for raw in tables:
-                rows = state_rows(raw, read.store, rule, wm)
-                yield rows.filter(rows.column("older")).drop_columns(["older"])
+                yield _evicted_only(state_rows(raw, read.store, rule, wm))
         return
     import numpy as np
 
@@ -144,8 +143,7 @@ def older_tables(read: "PythonStoreRead", partition: int) -> Generator["pa.Table
         keys, values = chunk
         found = leaf_of(keys, values, column)
         if found is None:
-            rows = state_rows(_table(plan, partition, columns_of(keys, values, None)), read.store, rule, wm)
-            return rows.filter(rows.column("older")).drop_columns(["older"])
+            return _evicted_only(state_rows(_table(plan, partition, columns_of(keys, values, None)), read.store, rule, wm))
         times, valid = found
         event, known, older = evicted(times, valid, rule, wm)
         keep = np.flatnonzero(older)
@@ -155,6 +153,11 @@ def older_tables(read: "PythonStoreRead", partition: int) -> Generator["pa.Table
 
     with closing(_byte_chunks(read.ckpt, plan, partition, version)) as chunks:
         yield from _named(map(chosen, chunks), plan, partition, version)
+
+
+def _evicted_only(rows: "pa.Table") -> "pa.Table":
+    """The rows ``older`` marks, without that column."""
+    return rows.filter(rows.column("older")).drop_columns(["older"])
 
 
 def reader_batches(ckpt: Checkpoint, plan: StorePlan, tgt: Target) -> Iterator["pa.Table"]:
@@ -203,9 +206,11 @@ class PythonStoreRead:
         return pa.concat_tables(list(self.row_batches()))
 
     def older(self) -> "pa.Table":
+        """The rows the watermark evicts (:func:`older_tables` of every partition)."""
         import pyarrow as pa
 
-        return pa.concat_tables([t.filter(t.column("older")).drop_columns(["older"]) for t in self.row_batches()])
+        empty = _evicted_only(state_rows(reader_schema(self.plan).empty_table(), self.store, self.rule, 0))
+        return pa.concat_tables([empty, *(t for p in range(self.store.num_partitions or 0) for t in older_tables(self, p))])
 
 
 def _column(table: "pa.Table", path: tuple[str, ...]):
