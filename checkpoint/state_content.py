@@ -73,11 +73,18 @@ class Decoding:
         return None
 
 
+COLUMNAR_BYTES = 1 << 20
+"""Decompressed files this large are read at once (NumPy); smaller ones record by record, which costs less than
+importing NumPy (``show`` of a small checkpoint stays free of it)."""
+
+
 def _records(data: bytes, fmt: StateFormat, decoding: Decoding, path: str, place: RowPlace) -> None:
-    """Every record read as Spark reads it: at once where they lie where Spark's sizes put them and carry no row
-    checksums (:func:`.sized_columns.file_records`), else record by record (the reference, which raises its error)."""
+    """Every record read as Spark reads it: at once where a large file's records lie where Spark's sizes put them
+    and carry no row checksums (:func:`.sized_columns.file_records`), else record by record (the reference, which
+    raises its error)."""
     plain = decompress(data, decoding.codec, path)
-    found = None if decoding.row_checksums else file_records(plain)
+    at_once = len(plain) >= COLUMNAR_BYTES and not decoding.row_checksums
+    found = file_records(plain) if at_once else None
     if found is not None:
         if fmt.role == "base" and found.deleted.any():
             raise _snapshot_delete(path)

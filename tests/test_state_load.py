@@ -319,3 +319,37 @@ def test_check_hashes_each_block_of_a_table_file_once(monkeypatch, name):
     files = {crc for crc, _ in hashed}
     assert files and {crc for _, crc in read} == files and set(hashed.values()) == {1}
     assert {what for what, _ in read} == ({"sample", "judge"} if name == "agg_window_rocksdb" else {"sample"})
+
+
+def sized_file(records: list[tuple[bytes, bytes | None]]) -> bytes:
+    """A zstd-compressed delta or snapshot of ``(key, value or None for a delete)`` records, Spark's end mark last."""
+    import struct
+
+    import zstandard
+
+    out = b"".join(struct.pack(">i", len(k)) + k + (struct.pack(">i", -1) if v is None else struct.pack(">i", len(v)) + v)
+                   for k, v in records)
+    return zstandard.ZstdCompressor().compress(out + struct.pack(">i", -1))
+
+
+@pytest.mark.parametrize("columnar_bytes", [0, 1 << 40], ids=["at-once", "record-by-record"])
+def test_both_ways_of_reading_a_file_s_records_judge_alike(monkeypatch, columnar_bytes):
+    import wmcheck.checkpoint.state_content as content
+    from wmcheck.checkpoint.row_checksums import RowPlace
+    from wmcheck.checkpoint.sized_columns import file_records
+    from wmcheck.checkpoint.state_formats import BY_KIND
+
+    monkeypatch.setattr(content, "COLUMNAR_BYTES", columnar_bytes)
+    read = []
+    monkeypatch.setattr(content, "file_records", lambda data: read.append(file_records(data)) or read[-1])
+    place = RowPlace(0, "default", 0, 3, "state/0/0/3.snapshot")
+    rows = [(b"key %04d" % i, b"value %010d" % i) for i in range(64)]  # UnsafeRow sizes: multiples of 8
+    with_delete = sized_file(rows[:10] + [(b"gone key", None)] + rows[10:])
+    decoding = Decoding("zstd", False)
+    for kind in ("snapshot", "delta"):
+        assert content.damage(sized_file(rows), BY_KIND[kind], decoding, f"state/0/0/3.{kind}", place) is None
+    assert content.damage(with_delete, BY_KIND["delta"], decoding, "state/0/0/3.delta", place) is None
+    found = content.damage(with_delete, BY_KIND["snapshot"], decoding, "state/0/0/3.snapshot", place)
+    assert (found.path, found.problem) == ("state/0/0/3.snapshot", "expected a value size, found -1 (a snapshot holds no "
+                                           "deletes; Spark: CANNOT_READ_SNAPSHOT_FILE_VALUE_SIZE)")
+    assert [found is not None for found in read] == ([True] * 4 if columnar_bytes == 0 else [])
