@@ -61,7 +61,7 @@ def parse_commit(data: bytes, path: str) -> CommitEntry:
     return CommitEntry(
         version=version,
         fields=obj,
-        next_batch_watermark_ms=int_field(obj, "nextBatchWatermarkMs", path, 2),
+        next_batch_watermark_ms=int_field(obj, "nextBatchWatermarkMs", path, 2, null_is_absent=True),
         state_unique_ids=None if ids is None else _unique_ids(ids, path),
     )
 

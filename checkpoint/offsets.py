@@ -82,7 +82,8 @@ def parse_metadata(text: str, path: str) -> BatchMetadata:
         return BatchMetadata(text, int(match[1]), int(match[2]), path)
     obj = parse_json_object(text, path, 2, "the batch metadata")
     meta = BatchMetadata(
-        text, int_field(obj, "batchWatermarkMs", path, 2, 0), int_field(obj, "batchTimestampMs", path, 2, 0), path
+        text, int_field(obj, "batchWatermarkMs", path, 2, 0, null_is_absent=True),
+        int_field(obj, "batchTimestampMs", path, 2, 0, null_is_absent=True), path
     )
     meta.__dict__["fields"] = obj
     meta.conf  # noqa: B018 - validate the shape now that it is parsed anyway

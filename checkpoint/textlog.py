@@ -109,13 +109,18 @@ def parse_json_object(text: str, path: str, line: int | None, what: str) -> dict
 
 
 @overload
-def int_field(obj: dict[str, Any], key: str, path: str, line: int | None, default: int) -> int: ...
+def int_field(obj: dict[str, Any], key: str, path: str, line: int | None, default: int, *,
+              null_is_absent: bool = False) -> int: ...
 @overload
-def int_field(obj: dict[str, Any], key: str, path: str, line: int | None, default: None = None) -> int | None: ...
-def int_field(obj: dict[str, Any], key: str, path: str, line: int | None, default: int | None = None) -> int | None:
-    """An integer field (Spark's longs), ``default`` when absent. A JSON number with a fraction or an exponent is taken
-    as json4s takes it for a long (``1.704067285E12``, ``1704067285000.0``: the double's ``toLong``, toward zero)."""
-    if key not in obj:
+def int_field(obj: dict[str, Any], key: str, path: str, line: int | None, default: None = None, *,
+              null_is_absent: bool = False) -> int | None: ...
+def int_field(obj: dict[str, Any], key: str, path: str, line: int | None, default: int | None = None, *,
+              null_is_absent: bool = False) -> int | None:
+    """An integer field (Spark's longs), ``default`` when absent (or null, with ``null_is_absent``: json4s reads a
+    null as the field's default where Spark's class gives it one, 0 for a batch's and a commit's watermarks). A JSON
+    number with a fraction or an exponent is taken as json4s takes it for a long (``1.704067285E12``,
+    ``1704067285000.0``: the double's ``toLong``, toward zero)."""
+    if key not in obj or null_is_absent and obj[key] is None:
         return default
     value = obj[key]
     if isinstance(value, float) and math.isfinite(value):

@@ -1186,6 +1186,14 @@ SILENT = [  # files edited or named by hand that Spark restarts from as the cont
     Case("json-float-watermark", "", AGG, lambda r: edit(r, f"{C}/offsets/12", '"batchWatermarkMs":1704067285000',
                                                           '"batchWatermarkMs":1.704067285E12'), OK),
     Case("json-float-commit-watermark", "", AGG, lambda r: edit(r, f"{C}/commits/12", "1704067285000", "1704067285000.0"), OK),
+    # json4s reads a null as the field's default (0); a committed batch's own watermark is not the next one's
+    Case("json-null-watermarks", "", AGG, both(
+        edit_entry(f"{C}/offsets/12", lambda m: m.update(batchWatermarkMs=None, batchTimestampMs=None), line=1),
+        edit_entry(f"{C}/commits/12", lambda m: m.update(nextBatchWatermarkMs=None), line=1)), OK),
+    Case("last-offsets-watermark-removed", "", AGG, edit_entry(f"{C}/offsets/12", lambda m: m.pop("batchWatermarkMs"),
+                                                              line=1), OK),
+    Case("last-offsets-watermark-negative", "", AGG, edit_entry(f"{C}/offsets/12", lambda m: m.update(
+        batchWatermarkMs=-1), line=1), OK),
     Case("rocksdb-snapshot-zero-padded-ahead", "", ROCKS,
          lambda r: shutil.copy2(r / C / "state/0/0/12.zip", r / C / "state/0/0/015.zip"), OK, rounds=2),
     Case("rocksdb-changelog-named-by-hand", "", ROCKS,

@@ -105,6 +105,16 @@ def test_commit_versions():
     assert v3.fields["sinkMetadataMap"] == {"x": 1} and v3.next_batch_watermark_ms == 7
 
 
+def test_a_null_watermark_or_timestamp_reads_as_spark_s_default():
+    """json4s gives a null its field's default (restart oracle: SILENT json-null-watermarks); a field without one stays
+    an error."""
+    meta = parse_offsets(b'v1\n{"batchWatermarkMs":null,"batchTimestampMs":null,"conf":{}}\n{"logOffset":3}', "offsets/7").metadata
+    assert (meta.batch_watermark_ms, meta.batch_timestamp_ms) == (0, 0)
+    assert parse_commit(b'v1\n{"nextBatchWatermarkMs":null}', "commits/7").next_batch_watermark_ms is None
+    with pytest.raises(MalformedFileError, match='expected batchId to be an integer \\(a Java long\\), found null'):
+        parse_file_log(b'v1\n{"path":"file:/a","timestamp":1,"batchId":null}', "sources/0/7")
+
+
 def test_commit_errors():
     with pytest.raises(NewerVersionError, match=r"commits/3: line 1 is \"v4\""):
         parse_commit(b"v4\n{}", "commits/3")

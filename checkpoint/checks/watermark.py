@@ -200,6 +200,9 @@ def raised_last_commit_watermark(ctx: Context) -> Iterator[Issue]:
     before = ctx.offsets.get(last - 1)
     if before is not None and before.metadata is not None and before.metadata.batch_timestamp_ms == stamp:
         return  # offsets/L is a copy of the one before (WM077): the batch read input the copy does not show
+    earlier = ctx.commits.get(last - 1)
+    if earlier is not None and earlier.next_batch_watermark_ms is not None:
+        planned = max(planned, earlier.next_batch_watermark_ms)  # the batch ran with at least that (offsets/L lowered)
     newest = planned + (delay_ms(ctx) or 0)  # the newest event time the query has seen, by the batch's watermark
     if passed <= newest:
         return  # below every event time seen: what it evicts early no later row would have changed (tested: a second)
