@@ -69,7 +69,8 @@ class OffsetSeq:
     sources: tuple[SourceOffset, ...]
 
 
-FAST_METADATA = re.compile(r'\{"batchWatermarkMs":(-?\d{1,19}),"batchTimestampMs":(-?\d{1,19})[,}]')
+_LONG = r"(-?(?:0|[1-9]\d{0,17}))"  # a JSON integer a long holds whatever its digits (longer ones: the full parse)
+FAST_METADATA = re.compile(rf'\{{"batchWatermarkMs":{_LONG},"batchTimestampMs":{_LONG}[,}}]')
 _STRING = r'"[^"\\]*"'
 SPARK_CONF = re.compile(rf'(?:"conf":\{{(?:{_STRING}:{_STRING}(?:,{_STRING}:{_STRING})*)?\}})?\}}')
 """The rest of a metadata line as Spark writes it (after the timestamp's comma): a conf of plain strings."""

@@ -119,13 +119,16 @@ def int_field(obj: dict[str, Any], key: str, path: str, line: int | None, defaul
     """An integer field (Spark's longs), ``default`` when absent (or null, with ``null_is_absent``: json4s reads a
     null as the field's default where Spark's class gives it one, 0 for a batch's and a commit's watermarks). A JSON
     number with a fraction or an exponent is taken as json4s takes it for a long (``1.704067285E12``,
-    ``1704067285000.0``: the double's ``toLong``, toward zero)."""
+    ``1704067285000.0``: the double's ``toLong``, toward zero; an integer beyond a long: ``BigInt.longValue``, its
+    low 64 bits)."""
     if key not in obj or null_is_absent and obj[key] is None:
         return default
     value = obj[key]
     if isinstance(value, float) and math.isfinite(value):
         return max(LONG_MIN, min(LONG_MAX, int(value)))
-    if isinstance(value, bool) or not isinstance(value, int) or not LONG_MIN <= value <= LONG_MAX:
+    if isinstance(value, int) and not isinstance(value, bool) and not LONG_MIN <= value <= LONG_MAX:
+        return (value - LONG_MIN) % (1 << 64) + LONG_MIN
+    if isinstance(value, bool) or not isinstance(value, int):
         raise MalformedFileError(
             f"expected {key} to be an integer (a Java long), found {json.dumps(value)[:40]}",
             path=path,

@@ -848,6 +848,9 @@ CASES = [
         lambda r: edit_conf(r, 12, lambda c: c.update({"spark.sql.streaming.join.stateFormatVersion": "1"}))), OK),
     Case("offsets-without-metadata", "WM001", AGG, lambda r: edit_line(r, "offsets/12", 1, ""), FAILS,
          "watermarkTracker", repair=True),
+    Case("offsets-watermark-with-a-leading-zero", "WM001", AGG, lambda r: hand_json(
+        r / C / "offsets/12", lambda t: t.replace('"batchWatermarkMs":', '"batchWatermarkMs":0', 1)), FAILS,
+         "Leading zeroes not allowed", repair=True),  # Jackson refuses it
     Case("offsets-blank-source-line", "WM043", AGG, lambda r: (r / C / "offsets/12").write_text(
         (r / C / "offsets/12").read_text() + "\n\n"), FAILS, r"There are \[2\] sources in the checkpoint offsets",
          repair=True),
@@ -1190,6 +1193,10 @@ SILENT = [  # files edited or named by hand that Spark restarts from as the cont
     Case("json-null-watermarks", "", AGG, both(
         edit_entry(f"{C}/offsets/12", lambda m: m.update(batchWatermarkMs=None, batchTimestampMs=None), line=1),
         edit_entry(f"{C}/commits/12", lambda m: m.update(nextBatchWatermarkMs=None), line=1)), OK),
+    # an integer beyond a long is json4s's BigInt.longValue (its low 64 bits): far in the future here, which no
+    # operator of a processing-time transformWithState drops or evicts by
+    Case("json-huge-watermarks-in-processing-time", "", TTL, lambda r: [hand_json(
+        r / C / log / "6", lambda t: re.sub(r'(WatermarkMs":)-?\d+', r"\g<1>99999999999999999999", t)) for log in ("offsets", "commits")], OK),
     Case("last-offsets-watermark-removed", "", AGG, edit_entry(f"{C}/offsets/12", lambda m: m.pop("batchWatermarkMs"),
                                                               line=1), OK),
     Case("last-offsets-watermark-negative", "", AGG, edit_entry(f"{C}/offsets/12", lambda m: m.update(

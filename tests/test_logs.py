@@ -115,6 +115,22 @@ def test_a_null_watermark_or_timestamp_reads_as_spark_s_default():
         parse_file_log(b'v1\n{"path":"file:/a","timestamp":1,"batchId":null}', "sources/0/7")
 
 
+@pytest.mark.parametrize("digits, value", [
+    ("99999999999999999999", 7766279631452241919), ("9999999999999999999", -8446744073709551617),
+    ("-9223372036854775809", 9223372036854775807), ("123456789012345678", 123456789012345678),
+])
+def test_an_integer_beyond_a_long_reads_as_json4s_reads_it(digits, value):
+    """BigInt.longValue, its low 64 bits (restart oracle: SILENT json-huge-watermarks-in-processing-time)."""
+    data = f'v1\n{{"batchWatermarkMs":{digits},"batchTimestampMs":1,"conf":{{}}}}\n{{"logOffset":3}}'.encode()
+    assert parse_offsets(data, "offsets/7").metadata.batch_watermark_ms == value
+    assert parse_commit(f'v1\n{{"nextBatchWatermarkMs":{digits}}}'.encode(), "commits/7").next_batch_watermark_ms == value
+
+
+def test_a_leading_zero_is_malformed_as_jackson_finds_it():
+    with pytest.raises(MalformedFileError, match="offsets/7: line 2: expected the batch metadata as JSON"):
+        parse_offsets(b'v1\n{"batchWatermarkMs":01,"batchTimestampMs":1,"conf":{}}\n{"logOffset":3}', "offsets/7")
+
+
 def test_commit_errors():
     with pytest.raises(NewerVersionError, match=r"commits/3: line 1 is \"v4\""):
         parse_commit(b"v4\n{}", "commits/3")
