@@ -1051,12 +1051,16 @@ CASES = [
          r"Rename destination .*/state/0/_metadata/v2/\.9\.crc already exists", repair=True),
     Case("sink-log-entry-size-a-string", "WM063", AGG, edit_entry(SINK_LOG_12, lambda e: e.update(
         size=str(e["size"]))), WRONG, repair=True),  # every read of the sink fails: 'No usable value for size'
+    Case("sink-log-entry-without-action", "WM063", AGG, edit_entry(SINK_LOG_12, lambda e: e.pop("action")), WRONG,
+         repair=True),  # a null action is read (not "delete": kept), a missing one fails every read of the sink
     Case("sink-log-entry-marked-a-directory", "WM063", AGG, edit_entry(SINK_LOG_12, lambda e: e.update(isDir=True)),
          WRONG, repair=True),  # the sink's readers skip it: its rows lost
     Case("sink-log-path-another-authority", "WM063", AGG, edit_entry(SINK_LOG_12, lambda e: e.update(
         path=e["path"].replace("file:///", "file://localhost/"))), WRONG, repair=True),  # not the sink's directory: dropped
     Case("source-log-entry-timestamp-a-string", "WM063", AGG, edit_entry(f"{C}/{SOURCE_COMPACT}", lambda e: e.update(
         timestamp=str(e["timestamp"]))), FAILS, "No usable value for timestamp", fix=restore(f"{C}/{SOURCE_COMPACT}")),
+    Case("source-log-entry-without-batch-id", "WM063", AGG, edit_entry(f"{C}/{SOURCE_COMPACT}", lambda e: e.pop(
+        "batchId")), FAILS, "No usable value for batchId", fix=restore(f"{C}/{SOURCE_COMPACT}")),
     Case("source-log-loses-its-last-batch", "WM064", AGG, drop_last_entry(f"{C}/{SOURCE_COMPACT}"), WRONG,
          fix=restore(f"{C}/{SOURCE_COMPACT}")),  # log batch 9's only file read again: its rows counted twice
     Case("source-log-path-without-scheme", "WM064", AGG, edit_entry(f"{C}/{SOURCE_COMPACT}", lambda e: e.update(
@@ -1197,6 +1201,9 @@ SILENT = [  # files edited or named by hand that Spark restarts from as the cont
     # operator of a processing-time transformWithState drops or evicts by
     Case("json-huge-watermarks-in-processing-time", "", TTL, lambda r: [hand_json(
         r / C / log / "6", lambda t: re.sub(r'(WatermarkMs":)-?\d+', r"\g<1>99999999999999999999", t)) for log in ("offsets", "commits")], OK),
+    Case("sink-log-entry-action-null-or-upper-case", "", AGG, both(
+        edit_entry(SINK_LOG_12, lambda e: e.update(action=None)), edit_entry(SINK_LOG_12, lambda e: e.update(
+            action="ADD"), line=-2)), OK),
     Case("last-offsets-watermark-removed", "", AGG, edit_entry(f"{C}/offsets/12", lambda m: m.pop("batchWatermarkMs"),
                                                               line=1), OK),
     Case("last-offsets-watermark-negative", "", AGG, edit_entry(f"{C}/offsets/12", lambda m: m.update(

@@ -16,14 +16,16 @@ from .definition import ERROR, Instruction, Issue, check
 from .sink_files import edited_log_fix, log_unreadable, read_entries
 from .text import plural
 
-NUMBER, BOOLEAN = "a number", "true or false"
-SOURCE_FIELDS: Mapping[str, str] = {"timestamp": NUMBER}
-"""``FileStreamSource.FileEntry(path, timestamp: Long, batchId: Long)`` (``batchId``: WM001)."""
+NUMBER, BOOLEAN, STRING = "a number", "true or false", "a string"
+SOURCE_FIELDS: Mapping[str, str] = {"timestamp": NUMBER, "batchId": NUMBER}
+"""``FileStreamSource.FileEntry(path, timestamp: Long, batchId: Long)`` (a ``batchId`` of another type: WM001)."""
 SINK_FIELDS: Mapping[str, str] = {"size": NUMBER, "isDir": BOOLEAN, "modificationTime": NUMBER,
-                                  "blockReplication": NUMBER, "blockSize": NUMBER}
+                                  "blockReplication": NUMBER, "blockSize": NUMBER, "action": STRING}
 """``SinkFileStatus(path, size: Long, isDir: Boolean, modificationTime: Long, blockReplication: Int, blockSize: Long,
-action)``. json4s takes a JSON integer or float for a number field and only ``true``/``false`` for a boolean; a
-missing field, ``null``, a string or any other value fails the whole read ('No usable value for size')."""
+action: String)``. json4s takes a JSON integer or float for a number field, only ``true``/``false`` for a boolean and
+anything, null included, for a string (readers keep every entry whose action is not ``delete``); a missing field,
+or ``null``, a string or any other value in a number or boolean field, fails the whole read ('No usable value for
+size'; tested: the sink's readers fail)."""
 
 
 class BadField(NamedTuple):
@@ -37,6 +39,8 @@ class BadField(NamedTuple):
 
 
 def fits(value: Any, kind: str) -> bool:
+    if kind == STRING:  # json4s takes any value for a string
+        return True
     if kind == BOOLEAN:
         return isinstance(value, bool)
     return isinstance(value, (int, float)) and not isinstance(value, bool)
