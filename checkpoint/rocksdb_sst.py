@@ -53,7 +53,8 @@ class _Bad(Exception):
         self.byte, self.problem = byte, problem
 
 
-def _varint(data: bytes, pos: int, end: int) -> tuple[int, int]:
+def varint(data: bytes, pos: int, end: int) -> tuple[int, int]:
+    """The unsigned LEB128 varint at ``pos`` (before ``end``) and the position after it; ValueError past ``end``."""
     result = shift = 0
     while pos < end and shift <= 63:
         byte = data[pos]
@@ -99,8 +100,8 @@ class TableFile:
     @staticmethod
     def _handle(tail: bytes, pos: int, end: int) -> tuple[int, int, int]:
         try:
-            offset, pos = _varint(tail, pos, end)
-            size, pos = _varint(tail, pos, end)
+            offset, pos = varint(tail, pos, end)
+            size, pos = varint(tail, pos, end)
         except ValueError:
             raise _Bad(0, "expected the footer's block handles") from None
         return offset, size, pos
@@ -128,16 +129,16 @@ def _entries(block: bytes, values_are_handles: bool) -> list[tuple[bytes, bytes]
         raise ValueError("restarts")
     out, pos, key = [], 0, b""
     while pos < end:
-        shared, pos = _varint(block, pos, end)
-        own, pos = _varint(block, pos, end)
-        size = 0 if values_are_handles else _varint(block, pos, end)[0]
+        shared, pos = varint(block, pos, end)
+        own, pos = varint(block, pos, end)
+        size = 0 if values_are_handles else varint(block, pos, end)[0]
         if not values_are_handles:
-            pos = _varint(block, pos, end)[1]
+            pos = varint(block, pos, end)[1]
         key = key[:shared] + block[pos:pos + own]
         pos += own
         if values_are_handles:
             start = pos
-            pos = _varint(block, _varint(block, pos, end)[1], end)[1]
+            pos = varint(block, varint(block, pos, end)[1], end)[1]
             out.append((key, block[start:pos]))
         else:
             out.append((key, block[pos:pos + size]))
@@ -154,7 +155,7 @@ def inflate(block: bytes, kind: int) -> bytes | None:
         import cramjam
 
         return bytes(cramjam.snappy.decompress_raw(block))
-    size, pos = _varint(block, 0, len(block))
+    size, pos = varint(block, 0, len(block))
     if kind in (4, 5):
         import lz4.block
 
@@ -206,14 +207,14 @@ def varints(u8: "np.ndarray", at: "np.ndarray") -> tuple["np.ndarray", "np.ndarr
 
 
 def _handle(value: bytes) -> tuple[int, int]:
-    offset, pos = _varint(value, 0, len(value))
-    return offset, _varint(value, pos, len(value))[0]
+    offset, pos = varint(value, 0, len(value))
+    return offset, varint(value, pos, len(value))[0]
 
 
 def property_value(props: dict[bytes, bytes], name: str) -> int | None:
     value = props.get(name.encode())
     try:
-        return None if value is None else _varint(value, 0, len(value))[0]
+        return None if value is None else varint(value, 0, len(value))[0]
     except ValueError:
         return None
 

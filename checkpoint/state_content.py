@@ -15,12 +15,14 @@ Which decoder a format uses is its :attr:`~.state_formats.StateFormat.decoder`.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from .errors import CheckpointError, UnsupportedError
+from .rocksdb_manifest import live_files
 from .rocksdb_sst import CheckedTable
-from .rocksdb_zip import SharedFile, read_snapshot_zip, sst_footer_ok
+from .rocksdb_zip import SharedFile, ZipMetadata, read_snapshot_zip, sst_footer_ok
 from .row_checksums import RowPlace, verified_key, verified_value, verified_values
 from .sized_columns import file_records
 from .state_codecs import codec_name, decompress, require_codec, require_module
@@ -73,6 +75,8 @@ class Decoding:
         return None
 
 
+TABLE_NAME = re.compile(r"[0-9]+\.sst")
+"""RocksDB's name of table file N (``%06d.sst``, longer past a million)."""
 COLUMNAR_BYTES = 1 << 20
 """Decompressed files this large are read at once (NumPy); smaller ones record by record, which costs less than
 importing NumPy (``show`` of a small checkpoint stays free of it)."""
@@ -163,7 +167,7 @@ def shared_damage(data: bytes, path: str, shared_dir: str, present: Mapping[str,
     snapshot (``read(path)``: the table file, verified); else a damaged data block, which Spark's scans stop at
     silently."""
     try:
-        _, meta = read_snapshot_zip(data, path)
+        entries, meta = read_snapshot_zip(data, path)
     except CheckpointError:
         return None  # the zip itself is damage()'s
     later: Damage | None = None
@@ -186,4 +190,25 @@ def shared_damage(data: bytes, path: str, shared_dir: str, present: Mapping[str,
         if found is not None and later is None:
             later = Damage(where, found.byte, f"{found.problem}, read when a batch reads its rows (RocksDB's "
                                               "iterator ends there without an error)", on_read=True)
-    return later
+    return manifest_damage(entries, meta, path) or later
+
+
+def manifest_damage(entries: Mapping[str, bytes], meta: ZipMetadata, path: str) -> Damage | None:
+    """Where the table files the snapshot's MANIFEST leaves live are not the ones its metadata has Spark copy (a
+    file missing, another size): RocksDB fails to open the snapshot. None where they are, or cannot be told."""
+    current = entries.get("CURRENT")
+    name = current.decode("utf-8", "replace").strip() if current is not None else ""
+    live = live_files(entries[name]) if name in entries else None
+    if live is None:
+        return None
+    copied = {int(s.local_name[:-4]): s for s in meta.sst_files if TABLE_NAME.fullmatch(s.local_name)}
+    for number, size in sorted(live.items()):
+        table = f"{number:06d}.sst"
+        if number not in copied:
+            return Damage(path, None, f"its {name} names table file {table}, which its metadata does not list, so "
+                                      "Spark does not copy it: RocksDB fails to open the snapshot")
+        if copied[number].size != size:
+            return Damage(path, None, f"its {name} records {size} bytes for table file {table}, which its metadata "
+                                      f"copies from {copied[number].dfs_name} ({copied[number].size} bytes): RocksDB "
+                                      "fails to open the snapshot")
+    return None

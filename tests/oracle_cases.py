@@ -774,6 +774,13 @@ CASES = [
     Case("rocksdb-zip-zeroed", "WM040", ROCKS, zeroed("state/0/0/12.zip"), OK),
     Case("rocksdb-zip-truncated", "WM040", ROCKS, cut("state/0/1/12.zip", 200), OK),
     Case("rocksdb-sst-missing", "WM040", ROCKS, sst_only_in("state/0/0/12.zip"), OK),
+    # the zip's metadata and its MANIFEST disagree on the table files: RocksDB's open fails, the zip is skipped
+    Case("rocksdb-zip-metadata-without-a-table-its-manifest-names", "WM040", ROCKS, lambda r: zip_metadata_edited(
+        r / C / "state/0/0/12.zip", lambda t: re.sub(r'\{"localFileName":"[^}]*\},', "", t, count=1)), OK),
+    Case("rocksdb-zip-metadata-tables-swapped", "WM040", ROCKS, lambda r: zip_metadata_edited(
+        r / C / "state/0/0/12.zip", lambda t: re.sub(r'"localFileName":"(\d+)\.sst"(.*?)"localFileName":"(\d+)\.sst"',
+                                                      r'"localFileName":"\3.sst"\2"localFileName":"\1.sst"', t,
+                                                      count=1)), OK),
     Case("rocksdb-sst-data-block-flipped", "WM040", ROCKS, sst_block_flipped("state/0/0/12.zip", "data"), OK),
     # its Hadoop sidecar left: Spark's copy of the SST fails its checksum (ChecksumException), the zip is skipped
     Case("rocksdb-sst-data-block-flipped-no-sidecar", "WM048", ROCKS,  # as on an object store: RocksDB opens it
