@@ -430,11 +430,21 @@ class Checkpoint:
         legacy = f"{STATE}/{operator_id}/0/" + ("" if store == DEFAULT_STORE else f"{store}/") + "_metadata/schema"
         return [f.path for f in v3] + ([legacy] if self.fs.exists(legacy) else [])
 
+    def stray_schema_paths(self, operator_id: int, store: str) -> list[str]:
+        """v1/v2 schema files of a store in other partitions' directories than 0's, where Spark neither reads nor
+        writes one (partition directories moved or swapped), by partition."""
+        op = next((o for o in self.state_layout.operators if o.operator_id == operator_id), None)
+        parts = sorted((p.partition, f.path) for p in (op.partitions if op else ()) if p.store == store and p.partition
+                       for f in p.other_files if f.path == f"{p.directory}/_metadata/schema")
+        return [path for _, path in parts]
+
     def store_schema(self, operator_id: int, store: str, column_family: str = DEFAULT_STORE) -> "ColumnFamilySchema | None":
-        """The key and value schema of a store's column family from its newest schema file, if any."""
+        """The key and value schema of a store's column family from its newest schema file, if any (else from a
+        schema file moved to another partition's directory: the store's rows are the same)."""
         from .state_schema import parse_state_schema
 
-        for path in self.schema_file_paths(operator_id, store):
+        paths = self.schema_file_paths(operator_id, store)
+        for path in paths or self.stray_schema_paths(operator_id, store):
             found = next((cf for cf in self.parse(path, parse_state_schema).column_families if cf.name == column_family), None)
             if found:
                 return found

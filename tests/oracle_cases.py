@@ -227,6 +227,17 @@ def backup(root: Path) -> Path:
     return root.parent / f"{root.name}.backup"
 
 
+def swapped_dirs(a: str, b: str) -> Callable[[Path], None]:
+    """Swap two directories (a mix-up, and the fix that puts them back)."""
+
+    def run(root: Path) -> None:
+        (root / a).rename(root / f"{a}.tmp")
+        (root / b).rename(root / a)
+        (root / f"{a}.tmp").rename(root / b)
+
+    return run
+
+
 def restore(*paths: str) -> Callable[[Path], None]:
     """Put files and directories back as they were in the copy made before breaking (what 'restore it from a
     backup' does)."""
@@ -944,6 +955,14 @@ CASES = [
          fix=lambda r: unlink(r, f"{C}/state/0/_metadata/.metadata.crc", f"{C}/state/0/0/_metadata/.schema.crc")),
     Case("operator-state-directory-deleted", "WM053", "agg_then_agg", lambda r: shutil.rmtree(r / C / "state/0"), FAILS,
          "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA", fix=restore(f"{C}/state/0")),
+    # a stateful operator's directory holding another's state: the fix swaps them back, or restores the one copied over
+    Case("operator-state-directories-swapped", "WM080", "dedup_then_agg", swapped_dirs(f"{C}/state/0", f"{C}/state/1"),
+         FAILS, "STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE", fix=swapped_dirs(f"{C}/state/0", f"{C}/state/1")),
+    Case("join-state-directory-swapped", "WM080", "join_then_agg", swapped_dirs(f"{C}/state/0", f"{C}/state/1"),
+         FAILS, "CANNOT_READ_DELTA_FILE_NOT_EXISTS", fix=swapped_dirs(f"{C}/state/0", f"{C}/state/1")),
+    Case("operator-state-copied-over-another", "WM080", "agg_then_agg", both(
+        lambda r: shutil.rmtree(r / C / "state/1"), lambda r: shutil.copytree(r / C / "state/0", r / C / "state/1")),
+         FAILS, "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA", fix=restore(f"{C}/state/1")),
     Case("state-directory-emptied", "WM053", AGG, lambda r: [shutil.rmtree(p) for p in (r / C / "state").iterdir()], FAILS,
          "STREAMING_STATEFUL_OPERATOR_MISSING_STATE_DIRECTORY", fix=restore(f"{C}/state")),
     Case("v2-state-directory-removed", "WM053", V2, lambda r: shutil.rmtree(r / C / "state"), FAILS,  # commits name op 0
@@ -1030,6 +1049,8 @@ CASES = [
          fix=every_conf(ENCODING, "unsaferow")),
     Case("source-evolution-on-unnamed-sources", "WM074", AGG, every_conf(SOURCE_EVOLUTION, "true"), FAILS,
          r"All sources should be named", fix=every_conf(SOURCE_EVOLUTION, "false")),
+    Case("state-partitions-swapped", "WM058", "fmgws_then_agg", swapped_dirs(f"{C}/state/1/0", f"{C}/state/1/1"), WRONG,
+         fix=swapped_dirs(f"{C}/state/1/0", f"{C}/state/1/1")),  # partition 0's schema file moved with its directory
     Case("state-partition-restored-from-another", "WM058", AGG, partition_files_of(1, 0), WRONG,  # a window lost
          fix=restore(f"{C}/state/0/0")),
     Case("rocksdb-partition-restored-from-another", "WM058", ROCKS, partition_files_of(1, 0), WRONG,

@@ -676,6 +676,15 @@ def b_last_commit_watermark_raised(root: Path, facts: dict) -> str:
     return f"commits/{last}"
 
 
+def b_operator_directories_swapped(root: Path, facts: dict) -> str:
+    """state/0 and state/1 swapped (a mix-up when restoring them)."""
+    state = root / "checkpoint" / "state"
+    (state / "0").rename(state / "tmp")
+    (state / "1").rename(state / "0")
+    (state / "tmp").rename(state / "1")
+    return "state/0/_metadata/metadata"
+
+
 def b_empty_v1_metadata(root: Path, facts: dict) -> str:
     """Operator 1's v1 operator metadata emptied (a crash while writing it)."""
     hand_edit(root / "checkpoint" / "state" / "1" / "_metadata" / "metadata", b"")
@@ -930,6 +939,7 @@ BREAKS = {
     "WM065": Break("WM065", "agg_window_hdfs", b_last_watermark_raised),
     "WM077": Break("WM077", "python_source", b_last_offsets_copied, sink=True),
     "WM079": Break("WM079", "agg_window_hdfs", b_last_commit_watermark_raised),
+    "WM080": Break("WM080", "dedup_then_agg", b_operator_directories_swapped),
     "WM066": Break("WM066", "checkpoint_v2", b_last_commit_lost, sink=True),
     "WM068": Break("WM068", "join_stream_stream", lambda root, facts: b_join_store_of_the_version_before(
         root, "left-keyToNumValues")),

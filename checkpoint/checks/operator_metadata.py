@@ -164,3 +164,30 @@ def schema_without_metadata(ctx: Context) -> Iterator[Issue]:
         ), Instruction(f"restore {folder}/_metadata/v2/ from a backup (one of its files is enough: Spark reads the "
                        "newest it finds and writes another with the batch it runs); without one, start the query from "
                        "a new checkpoint"))
+
+
+@check("WM080", ERROR, "a stateful operator's directory holding another operator's state")
+def misplaced_operator_state(ctx: Context) -> Iterator[Issue]:
+    metadata = {op.operator_id: (op, op.metadata) for op in ctx.operators if isinstance(op.metadata, OperatorMetadata)}
+    named = {directory: meta.operator_id for directory, (_, meta) in metadata.items()}
+    for directory, operator_id in sorted(named.items()):
+        if operator_id == directory:
+            continue
+        op, meta = metadata[directory]
+        swapped = named.get(operator_id) == directory
+        if swapped and operator_id < directory:
+            continue  # reported with the pair's first directory
+        what = (f"state/{directory} and state/{operator_id} are swapped (each one's metadata names the other)"
+                if swapped else "the directory holds another operator's state (one copied over it, or moved)")
+        yield Issue(metadata_path(op), (
+            f"the operator metadata of state/{directory} names operator {operator_id} ({meta.operator_name}), "
+            f"which Spark writes into state/{operator_id} only: {what}. Spark runs each stateful operator from the "
+            "directory of its own id and fails when it starts: on the metadata, when the operators it names differ "
+            "from the query's ('[STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA]'), else on the other "
+            "operator's state schema ('[STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE]') or stores (a join's: "
+            "'CANNOT_READ_DELTA_FILE_NOT_EXISTS'), tested with Spark 4.3; operators that keep the same state load each "
+            "other's"
+        ), Instruction(
+            f"while the query is stopped, swap the directories back: mv state/{operator_id} state/{operator_id}.tmp; "
+            f"mv state/{directory} state/{operator_id}; mv state/{operator_id}.tmp state/{directory}" if swapped else
+            f"restore state/{directory} from a backup of this checkpoint (every file of it)"))

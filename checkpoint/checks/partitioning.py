@@ -38,16 +38,25 @@ def sampled(found: dict[str, Sample], plan: Plan) -> list[tuple[str, Sample]]:
 @check("WM058", ERROR, "state files holding another partition's keys")
 def foreign_partition_files(ctx: Context) -> Iterator[Issue]:
     found = samples(ctx)
+    hits = []
     for plan in plans(ctx):
         op, part = plan.op, plan.part
         if op.written_partitions is not None:
             continue  # WM015 or WM072: keys hashed by a count the state was not written with
         seen = sampled(found, plan)
         foreign = [(path, s.owner) for path, s in seen if s.owner is not None]
-        if not foreign or any(s.misfit for _, s in seen):
-            continue
+        if foreign and not any(s.misfit for _, s in seen):
+            hits.append((plan, foreign))
+    owners = {(p.op.operator_id, p.part.store, p.part.partition): {o for _, o in f} for p, f in hits}
+    for plan, foreign in hits:
+        op, part = plan.op, plan.part
         first, owner = foreign[0]
         names = ", ".join(path.split(f"{part.directory}/", 1)[-1] for path, _ in foreign)
+        other = f"{part.directory.rsplit('/', 1)[0]}/{owner}"
+        swapped = owners[op.operator_id, part.store, part.partition] == {owner} and owners.get(
+            (op.operator_id, part.store, owner)) == {part.partition}
+        if swapped and owner < part.partition:
+            continue  # reported with the pair's first directory
         yield Issue(first, (
             f"{part.directory} holds keys of another partition in {names} (a key of {names.split(', ')[0]} "
             f"hashes to partition {owner} of {op.num_partitions}, as Spark partitions operator {op.operator_id}'s "
@@ -56,7 +65,11 @@ def foreign_partition_files(ctx: Context) -> Iterator[Issue]:
             f"partition's own are gone: rows are emitted twice or lost (tested: the restart's output differs from a "
             f"control run); a file without a key of another partition may come from there too (one with no rows), so no "
             f"rewind can tell which versions to keep"
-        ), Instruction(f"restore {part.directory} from a backup of this checkpoint (every file of it)"))
+            + (f". {other} holds this partition's keys only: the two directories are swapped" if swapped else "")
+        ), Instruction(
+            f"while the query is stopped, swap the directories back: mv {part.directory} {part.directory}.tmp; "
+            f"mv {other} {part.directory}; mv {part.directory}.tmp {other}" if swapped else
+            f"restore {part.directory} from a backup of this checkpoint (every file of it)"))
 
 
 def fits(sample: Sample, row: str | None) -> bool:

@@ -67,7 +67,7 @@ LISTED: tuple[Check, ...] = (
     full_copies.full_copy_disagrees, misplaced.misplaced_entries,
     state_confs.confs_not_the_states, logs.unread_offsets_gap, sink_files.sink_compaction_lost_files,
     watermark.copied_last_offsets,
-    deltas.deletes_of_absent_keys, watermark.raised_last_commit_watermark,
+    deltas.deletes_of_absent_keys, watermark.raised_last_commit_watermark, operator_metadata.misplaced_operator_state,
 )
 
 
