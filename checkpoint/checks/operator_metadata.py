@@ -166,12 +166,28 @@ def schema_without_metadata(ctx: Context) -> Iterator[Issue]:
                        "a new checkpoint"))
 
 
+def named_operators(ctx: Context) -> dict[int, tuple[Operator, OperatorMetadata]]:
+    """Each ``state/<id>`` directory with operator metadata, with the operator and its metadata."""
+    return {op.operator_id: (op, op.metadata) for op in ctx.operators if isinstance(op.metadata, OperatorMetadata)}
+
+
+def stray_copies(ctx: Context) -> set[int]:
+    """``state/<id>`` directories past a missing id whose metadata names another operator whose own directory
+    names itself: copies of it beside the query's operators (numbered from 0 without gaps), which Spark never reads
+    (tested: ``state/0`` copied to ``state/7``, the control run's output)."""
+    metadata = named_operators(ctx)
+    first_gap = next(i for i in range(len(metadata) + 1) if i not in metadata)
+    return {d for d, (_, meta) in metadata.items() if d > first_gap and meta.operator_id != d
+            and meta.operator_id in metadata and metadata[meta.operator_id][1].operator_id == meta.operator_id}
+
+
 @check("WM080", ERROR, "a stateful operator's directory holding another operator's state")
 def misplaced_operator_state(ctx: Context) -> Iterator[Issue]:
-    metadata = {op.operator_id: (op, op.metadata) for op in ctx.operators if isinstance(op.metadata, OperatorMetadata)}
+    metadata = named_operators(ctx)
     named = {directory: meta.operator_id for directory, (_, meta) in metadata.items()}
+    strays = stray_copies(ctx)
     for directory, operator_id in sorted(named.items()):
-        if operator_id == directory:
+        if operator_id == directory or directory in strays:
             continue
         op, meta = metadata[directory]
         swapped = named.get(operator_id) == directory

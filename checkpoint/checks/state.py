@@ -33,6 +33,7 @@ from ..value_encoding import written_encoding
 from .context import Context
 from .definition import ERROR, WARNING, Fix, Instruction, Issue, check
 from .logs import checkpoint_format
+from .operator_metadata import stray_copies
 from .remedies import rewind_before, state_rewind
 from .repartition import moves
 from .text import listed, plural, span
@@ -698,6 +699,7 @@ def missing_operators(ctx: Context) -> Iterator[Issue]:
             f"([STREAMING_STATEFUL_OPERATOR_MISSING_STATE_DIRECTORY], tested with Spark 4.3)"
         ), Instruction(f"restore {STATE}/ from a backup, or start the query from a new checkpoint"))
         return
+    present -= stray_copies(ctx)
     missing = [f"{STATE}/{op}" for op in range(max(present | named, default=-1) + 1) if op not in present]
     if missing:
         yield Issue(missing[0], (
