@@ -1232,6 +1232,9 @@ SILENT = [  # files edited or named by hand that Spark restarts from as the cont
     Case("sink-log-entry-action-null-or-upper-case", "", AGG, both(
         edit_entry(SINK_LOG_12, lambda e: e.update(action=None)), edit_entry(SINK_LOG_12, lambda e: e.update(
             action="ADD"), line=-2)), OK),
+    # a log file the newest compact file compacts, its entry's path damaged: the readers read the compact file only
+    Case("sink-log-compacted-entry-path-damaged", "", "session_window_p3", edit_entry(
+        "output/_spark_metadata/0", lambda e: e.update(path=e["path"].replace("/output/", "/outpu7/"))), OK),
     # a copy of an operator's directory past the query's operators (numbered from 0 without gaps): never read
     Case("operator-state-copied-past-the-query-s", "", AGG, lambda r: shutil.copytree(r / C / "state/0", r / C / "state/7"),
          OK),

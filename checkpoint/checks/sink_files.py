@@ -326,10 +326,16 @@ def dropped_by_compaction(ctx: Context) -> tuple[int, list[str], list[FileLogEnt
     newest, inputs = found
     compact = ctx.sink_log_files[sink_of(ctx).log(SINK_LOG).files[newest]].entries
     entries = [e for path in inputs for e in ctx.sink_log_files[path].entries]
-    deleted = {e.path for e in (*entries, *compact) if e.action == "delete"}
-    kept = {e.path for e in compact}
+    files = sink_files(ctx)
+
+    def data_file(path: str) -> str:  # entries naming one file otherwise (a damaged or relocated path) are one
+        found = files.find(path)
+        return found.path if found is not None else path
+
+    deleted = {data_file(e.path) for e in (*entries, *compact) if e.action == "delete"}
+    kept = {data_file(e.path) for e in compact}
     oldest = min((t for e in compact if isinstance(t := e.fields.get("modificationTime"), (int, float))), default=None)
-    lost = list({e.path: e for e in entries if e.action != "delete" and e.path not in deleted and e.path not in kept
+    lost = list({e.path: e for e in entries if e.action != "delete" and data_file(e.path) not in deleted | kept
                  and (oldest is None or not isinstance(t := e.fields.get("modificationTime"), (int, float))
                       or t >= oldest)}.values())
     return (newest, inputs, lost) if lost and compact else None
