@@ -1235,6 +1235,8 @@ SILENT = [  # files edited or named by hand that Spark restarts from as the cont
     # a log file the newest compact file compacts, its entry's path damaged: the readers read the compact file only
     Case("sink-log-compacted-entry-path-damaged", "", "session_window_p3", edit_entry(
         "output/_spark_metadata/0", lambda e: e.update(path=e["path"].replace("/output/", "/outpu7/"))), OK),
+    # a Hadoop sidecar whose header Hadoop cannot read is ignored: the zip is read unchecked
+    Case("rocksdb-zip-sidecar-emptied", "", ROCKS, lambda r: (r / C / "state/0/0/.12.zip.crc").write_bytes(b""), OK),
     # a copy of an operator's directory past the query's operators (numbered from 0 without gaps): never read
     Case("operator-state-copied-past-the-query-s", "", AGG, lambda r: shutil.copytree(r / C / "state/0", r / C / "state/7"),
          OK),
