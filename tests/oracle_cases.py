@@ -227,6 +227,11 @@ def backup(root: Path) -> Path:
     return root.parent / f"{root.name}.backup"
 
 
+def stamp(root: Path, batch: int) -> int:
+    """The ``batchTimestampMs`` of a copy's ``offsets/<batch>``."""
+    return json.loads((root / C / "offsets" / str(batch)).read_text().split("\n")[1])["batchTimestampMs"]
+
+
 def swapped_dirs(a: str, b: str) -> Callable[[Path], None]:
     """Swap two directories (a mix-up, and the fix that puts them back)."""
 
@@ -1237,6 +1242,12 @@ SILENT = [  # files edited or named by hand that Spark restarts from as the cont
         "output/_spark_metadata/0", lambda e: e.update(path=e["path"].replace("/output/", "/outpu7/"))), OK),
     # a Hadoop sidecar whose header Hadoop cannot read is ignored: the zip is read unchecked
     Case("rocksdb-zip-sidecar-emptied", "", ROCKS, lambda r: (r / C / "state/0/0/.12.zip.crc").write_bytes(b""), OK),
+    # the last batch's processing time raised a day in a checkpoint whose files keep their times: later than the
+    # batch's own commit was written, so not the time it ran with (its timers and TTL are not judged by it)
+    Case("last-batch-timestamp-raised-a-day-past-its-commit", "", TTL, both(
+        lambda r: [os.utime(r / C / f"commits/{n}", (stamp(r, n) / 1000 + 2,) * 2) for n in (5, 6)],
+        edit_entry(f"{C}/offsets/6", lambda m: m.update(batchTimestampMs=m["batchTimestampMs"] + 86_400_000), line=1)),
+         OK),
     # a copy of an operator's directory past the query's operators (numbered from 0 without gaps): never read
     Case("operator-state-copied-past-the-query-s", "", AGG, lambda r: shutil.copytree(r / C / "state/0", r / C / "state/7"),
          OK),

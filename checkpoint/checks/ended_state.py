@@ -8,6 +8,7 @@ from typing import Callable, Iterator
 from ..errors import CheckpointError
 from ..join_rows import long_field
 from ..layout import DEFAULT_STORE
+from ..metadata_log import COMMIT_LOG
 from ..model import PINNED_CONFS, Operator
 from ..operator_watermarks import CHECKPOINT, PLAN, operator_watermarks
 from ..repair.requests import RewindRequest
@@ -38,6 +39,25 @@ the expiry time (ms) big-endian."""
 SESSIONS = "sessionWindowStateStoreSaveExec"
 TIMEOUT = "timeoutTimestamp"
 READ_LIMIT = 32 << 20
+STAMP_SKEW_MS = 600_000
+"""Clock skew allowed between Spark's driver (a batch's ``batchTimestampMs``) and the file system (its commit's
+modification time)."""
+
+
+def processing_time(ctx: Context, batch: int) -> int | None:
+    """The ``batchTimestampMs`` ``batch`` ran with, None where it cannot be: later than its own commit file was
+    written (the batch ran before it committed) while the batch before's agrees with its commit's time (the files'
+    times are believed then: a copy that reset them makes them later, not earlier). Tested: tws_ttl's last
+    timestamp raised a day, the control run's output."""
+    def after_commit(number: int) -> bool | None:
+        seq, info = ctx.offsets.get(number), ctx.ckpt.fs.info(COMMIT_LOG.path(number))
+        if seq is None or seq.metadata is None or info is None:
+            return None
+        return seq.metadata.batch_timestamp_ms > info.mtime_ms + STAMP_SKEW_MS
+
+    meta = ctx.offsets[batch].metadata
+    assert meta is not None  # ran_with_recorded_watermark
+    return None if after_commit(batch) and after_commit(batch - 1) is False else meta.batch_timestamp_ms
 """The most bytes of state files this check reads (larger states are not judged)."""
 
 Ended = Callable[[bytes], int | None]
@@ -95,16 +115,15 @@ def fired_timers(ctx: Context, reader: Reader, plan, version: int, writer: int, 
     rows = reader.state(plan.part, version, plan.ids, families=True)
     if rows is None or own is None or own.source not in (PLAN, CHECKPOINT):
         return None
-    meta = ctx.offsets[writer].metadata
-    assert meta is not None  # ran_with_recorded_watermark
+    stamp = processing_time(ctx, writer)
     event = own.evict_ms
     fired = []
-    for family, bound in ((EVENT_TIMERS, event), (PROCESSING_TIMERS, meta.batch_timestamp_ms)):
+    for family, bound in ((EVENT_TIMERS, event), (PROCESSING_TIMERS, stamp)):
         if family in reader.families and bound:
             fired += [t for t in timer_times(rows, reader.families[family]) if t <= bound]
     what = (f"timers at or before {format_ms(event, ctx.tz)}, the eviction watermark of batch {writer}" if EVENT_TIMERS in
-            reader.families else f"timers at or before {format_ms(meta.batch_timestamp_ms, ctx.tz)}, the processing "
-            f"time of batch {writer}")
+            reader.families else f"timers at or before {format_ms(stamp or 0, ctx.tz)}, the processing time of batch "
+            f"{writer}")
     return sorted(fired), what
 
 
@@ -120,9 +139,10 @@ def rule(ctx: Context, op: Operator, writer: int, model) -> tuple[Ended, str] | 
         ended = closed(schema.value_schema, own.evict_ms)
         return None if ended is None else (ended, f"session ends at or before the eviction watermark of batch {writer}, "
                                                   f"{format_ms(own.evict_ms, ctx.tz)}")
-    meta = ctx.offsets[writer].metadata
-    assert meta is not None  # ran_with_recorded_watermark
-    threshold = min(own.evict_ms, meta.batch_timestamp_ms) if own.evict_ms else meta.batch_timestamp_ms
+    stamp = processing_time(ctx, writer)
+    if stamp is None:
+        return None
+    threshold = min(own.evict_ms, stamp) if own.evict_ms else stamp
     ended = timed_out(schema.value_schema, threshold)
     return None if ended is None else (ended, f"timeouts before {format_ms(threshold, ctx.tz)}, below both the "
                                               f"eviction watermark and the processing time of batch {writer}")
