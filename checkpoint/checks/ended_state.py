@@ -57,7 +57,11 @@ def processing_time(ctx: Context, batch: int) -> int | None:
 
     meta = ctx.offsets[batch].metadata
     assert meta is not None  # ran_with_recorded_watermark
-    return None if after_commit(batch) and after_commit(batch - 1) is False else meta.batch_timestamp_ms
+    key = f"processing-time-{batch}"
+    if key not in ctx.memo:  # asked for every partition: the commits' times looked up once
+        ctx.memo[key] = None if after_commit(batch) and after_commit(batch - 1) is False else meta.batch_timestamp_ms
+    found: int | None = ctx.memo[key]
+    return found
 """The most bytes of state files this check reads (larger states are not judged)."""
 
 Ended = Callable[[bytes], int | None]
