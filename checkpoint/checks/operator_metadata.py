@@ -17,6 +17,7 @@ from ..repartitions import SHUFFLE_PARTITIONS
 from .conf import rejected
 from .context import Context, error_text
 from .definition import ERROR, WARNING, Instruction, Issue, check
+from .remedies import swap_back
 from .text import listed
 
 TOLD_BY_SHAPE = frozenset({"symmetricHashJoin", "flatMapGroupsWithState", "dedupe", "dedupeWithinWatermark"})
@@ -203,7 +204,5 @@ def misplaced_operator_state(ctx: Context) -> Iterator[Issue]:
             "operator's state schema ('[STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE]') or stores (a join's: "
             "'CANNOT_READ_DELTA_FILE_NOT_EXISTS'), tested with Spark 4.3; operators that keep the same state load each "
             "other's"
-        ), Instruction(
-            f"while the query is stopped, swap the directories back: mv state/{operator_id} state/{operator_id}.tmp; "
-            f"mv state/{directory} state/{operator_id}; mv state/{operator_id}.tmp state/{directory}" if swapped else
+        ), swap_back(f"state/{operator_id}", f"state/{directory}") if swapped else Instruction(
             f"restore state/{directory} from a backup of this checkpoint (every file of it)"))

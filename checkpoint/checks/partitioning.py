@@ -16,6 +16,7 @@ from ..pinned_conf import ROW_CHECKSUM, effective
 from .context import Context
 from .definition import ERROR, Instruction, Issue, check
 from .operator_metadata import rewrite_fix
+from .remedies import swap_back
 from .state import SST_DIR, Plan, content_loads, plans
 
 
@@ -66,9 +67,7 @@ def foreign_partition_files(ctx: Context) -> Iterator[Issue]:
             f"control run); a file without a key of another partition may come from there too (one with no rows), so no "
             f"rewind can tell which versions to keep"
             + (f". {other} holds this partition's keys only: the two directories are swapped" if swapped else "")
-        ), Instruction(
-            f"while the query is stopped, swap the directories back: mv {part.directory} {part.directory}.tmp; "
-            f"mv {other} {part.directory}; mv {part.directory}.tmp {other}" if swapped else
+        ), swap_back(part.directory, other) if swapped else Instruction(
             f"restore {part.directory} from a backup of this checkpoint (every file of it)"))
 
 

@@ -29,3 +29,9 @@ def state_rewind(ctx: Context, batch: int) -> tuple[str, RewindRequest]:
         return "", fix
     return (f"; offsets/{gone} is gone, so the rewind keeps offsets/{batch + 1} (Spark restarts from it and reads "
             f"offsets/{batch}) and batch {batch + 1} runs again as it was planned"), replace(fix, keep_next_offsets=True)
+
+
+def swap_back(a: str, b: str) -> Instruction:
+    """Put two directories that were swapped back where they belong (an instruction: the moves are the user's)."""
+    return Instruction(f"while the query is stopped, swap the directories back: mv {a} {a}.tmp; mv {b} {a}; "
+                       f"mv {a}.tmp {b}")
