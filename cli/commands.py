@@ -27,6 +27,8 @@ COMMANDS = {
                         "Make a copied or moved checkpoint name its own files (schema files, logged paths).", "no"),
     "repartition": Command("wmcheck.cli.repartition", "repartition", "Change a stateful query's partitions with Spark's "
                            "repartition (dry run by default; needs Spark to run).", "yes (not for the plan)"),
+    "reset-offsets": Command("wmcheck.cli.reset_offsets", "reset_offsets", "Start a Kafka source at other offsets, like "
+                             "kafka-consumer-groups --reset-offsets (dry run by default).", "no"),
     "undo": Command("wmcheck.cli.repair", "undo", "Restore a checkpoint from a wmcheck backup.", "no"),
     "backups": Command("wmcheck.cli.repair", "backups", "List the backups wmcheck made of a checkpoint.", "no"),
     "state": Command("wmcheck.cli.state", "state", "State keys and their age against the watermark (no JVM needed; "

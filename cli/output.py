@@ -21,7 +21,7 @@ import click
 
 from wmcheck.checkpoint.timeutil import format_ms
 
-from . import views
+from . import repair_views, views
 from .fixes import fix_text
 from .flags import for_cli
 from .text import printable
@@ -168,13 +168,13 @@ class Output:
 
     def repair_result(self, result: RepairResult) -> None:
         """A repair's plan, dry run or applied (its JSON form: :func:`repair_doc`)."""
-        self.document(repair_doc(result), *views.repair_result(result, self.tz))
+        self.document(repair_doc(result), *repair_views.repair_result(result, self.tz))
 
     def undo_result(self, result: UndoResult) -> None:
-        self.document(result, *views.undo_result(result, self.tz))
+        self.document(result, *repair_views.undo_result(result, self.tz))
 
     def backups(self, rows: Sequence[BackupRow]) -> None:
-        self.rows([{**plain(row), "created": format_ms(row.created_ms, self.tz)} for row in rows], view=views.BACKUPS)
+        self.rows([{**plain(row), "created": format_ms(row.created_ms, self.tz)} for row in rows], view=repair_views.BACKUPS)
 
     def replay_plan(self, plan: ReplayPlan) -> None:
         """``wmcheck replay --plan`` (its JSON form: :func:`replay_plan_doc`)."""

@@ -30,11 +30,17 @@ def repair_options(fn: Callable) -> Callable:
     return fn
 
 
+def run_options(execute: bool, plan_out: str | None, from_plan: str | None, idle: str, force: bool,
+                backup_dir: str | None, fs_options: tuple[str, ...]) -> repair.RunOptions:
+    """The options every repair shares, from their flags."""
+    return repair.RunOptions(execute=execute, from_plan=from_plan, plan_out=plan_out, idle_ms=parse_idle(idle),
+                             force=force, backup_dir=backup_dir, fs_options=parse_pairs(fs_options, "--fs-option"))
+
+
 def _run(checkpoint: str, request: repair.RepairRequest, execute: bool, plan_out: str | None, from_plan: str | None,
          idle: str, force: bool, backup_dir: str | None, fs_options: tuple[str, ...], fmt: str, tz: tzinfo) -> None:
     """Run one repair with the options every repair shares and print its result."""
-    options = repair.RunOptions(execute=execute, from_plan=from_plan, plan_out=plan_out, idle_ms=parse_idle(idle),
-                                force=force, backup_dir=backup_dir, fs_options=parse_pairs(fs_options, "--fs-option"))
+    options = run_options(execute, plan_out, from_plan, idle, force, backup_dir, fs_options)
     make_output(fmt, tz=tz).repair_result(repair.run(checkpoint, request, options))
 
 

@@ -21,7 +21,7 @@ CHECKPOINT_GROUPS = {
                     "kafka_offsets", "state_formats", "rocksdb_zip", "rocksdb_sst", "rocksdb_manifest", "sst_walk", "sst_columns", "state_codecs", "state_records", "row_checksums",
                     "list_frames", "state_content", "key_partitions", "stale_keys", "sized_columns", "value_encoding",
                     "stale_columns", "join_rows"]),
-    "layout": (1, ["layout", "fs", "metadata_log", "state_files", "state_load", "locations", "repair_records", "progress_files"]),
+    "layout": (1, ["layout", "fs", "sources", "metadata_log", "state_files", "state_load", "locations", "repair_records", "progress_files"]),
     "model": (2, ["model", "relocation", "repartitions", "activity", "pinned_conf", "conf_values", "broken_tail"]),
     "batch facts": (3, ["batch_inputs", "source_labels", "stall", "operator_watermarks"]),  # what each batch read (the replay plan), stalls
     "checks": (4.5, ["checks", "validate"]),  # findings carry the repair's requests as their fixes
@@ -226,7 +226,7 @@ def test_the_rules_catch_private_imports_and_registration_by_import(tmp_path, mo
 def test_every_repair_is_registered_once_by_its_command():
     from wmcheck.checkpoint.repair import registry, requests
 
-    assert list(registry.REQUESTS) == ["rewind", "set-watermark", "relocate", "repartition"]
+    assert list(registry.REQUESTS) == ["rewind", "set-watermark", "relocate", "repartition", "reset-offsets"]
     assert all(cls.command == command for command, cls in registry.REQUESTS.items())
     assert not hasattr(requests, "REQUESTS")
 
@@ -234,7 +234,7 @@ def test_every_repair_is_registered_once_by_its_command():
 # -- typed documents across seams -------------------------------------------------------------------
 
 DOCUMENT_SEAMS = [*sorted((ROOT / "checkpoint" / "repair").glob("*.py")), *(ROOT / "cli" / f"{m}.py" for m in (
-    "repair", "repartition", "replay", "output", "views")), ROOT / "statestore" / "repartition.py"]
+    "repair", "repartition", "replay", "output", "views", "repair_views", "reset_offsets")), ROOT / "statestore" / "repartition.py"]
 """Where the repair document, the replay plan, a plan's request/before/after and backup manifests are made or read."""
 PARSERS = re.compile(r"(^|_)(from_json|parse)|^read_manifest$")
 """Functions that turn JSON into those documents: the one place their keys are spelled."""

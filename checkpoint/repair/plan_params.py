@@ -139,8 +139,23 @@ class RepartitionParams(Params):
         return f"{self.from_} -> {self.partitions} partitions (batch {self.batch})"
 
 
+@dataclass(frozen=True)
+class ResetParams(Params):
+    command: ClassVar[str] = "reset-offsets"
+    source_id: str
+    offsets: str
+    """The new offsets of the partitions reset, as Spark's Kafka offsets JSON ({topic: {partition: offset}})."""
+    batch: int
+    """The batch written, whose end offsets the next batch starts from."""
+    how: str = ""
+    """How the offsets were asked for (``--to-datetime ...``)."""
+
+    def label(self) -> str:
+        return f"source {self.source_id} to {self.offsets} (batch {self.batch})"
+
+
 PARAMS: Mapping[str, type[Params]] = {p.command: p for p in (RewindParams, WatermarkParams, RelocateParams,
-                                                             RepartitionParams)}
+                                                             RepartitionParams, ResetParams)}
 """Each command's parameters class."""
 
 

@@ -7,8 +7,10 @@ from typing import Mapping
 
 from .repartition import RepartitionRequest
 from .requests import RelocateRequest, RepairRequest, RewindRequest, SetWatermarkRequest
+from .reset_request import ResetOffsetsRequest
 
-LISTED: tuple[type[RepairRequest], ...] = (RewindRequest, SetWatermarkRequest, RelocateRequest, RepartitionRequest)
+LISTED: tuple[type[RepairRequest], ...] = (RewindRequest, SetWatermarkRequest, RelocateRequest, RepartitionRequest,
+                                           ResetOffsetsRequest)
 
 REQUESTS: Mapping[str, type[RepairRequest]] = MappingProxyType({r.command: r for r in LISTED})
 """Every repair's request class by command name (read-only)."""
