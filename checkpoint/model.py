@@ -270,8 +270,15 @@ class Checkpoint:
 
     @cached_property
     def source_dirs(self) -> list[int]:
-        """Source ids that have a file-source log under ``sources/``."""
-        return sorted(int(i.name) for i in self.fs.list_dir(SOURCES) if i.is_dir and is_number(i.name))
+        """Source ids that have a file-source log under ``sources/``: its numbered directories but those of the sources
+        the last readable offsets name as Kafka or Delta sources (a Kafka source's directory holds its initial offsets,
+        ``sources/<i>/0``, in a format of its own: :func:`~.kafka_offsets.parse_kafka_initial_offsets`)."""
+        numbered = sorted(int(i.name) for i in self.fs.list_dir(SOURCES) if i.is_dir and is_number(i.name))
+        last = self.last_readable_batch if numbered else None
+        if last is None:
+            return numbered
+        others = {i for i, s in enumerate(self.offsets(last).sources) if s.kind in ("kafka", "delta")}
+        return [i for i in numbered if i not in others]
 
     def metadata_log(self, directory: str) -> MetadataLog:
         """A file source's (or any) metadata log directory, listed once."""
