@@ -11,7 +11,7 @@ import pytest
 import wmcheck
 from wmcheck.checkpoint import repair
 
-from kafka_env import Record, create_topic, kafka_bootstrap, produce, read_rows, spark_kafka, unique_topic  # noqa: F401
+from kafka_env import Record, create_topic, produce, read_rows, unique_topic
 
 pytestmark = pytest.mark.spark
 T0 = 1_704_067_200_000

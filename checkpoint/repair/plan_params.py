@@ -147,8 +147,6 @@ class ResetParams(Params):
     """The new offsets of the partitions reset, as Spark's Kafka offsets JSON ({topic: {partition: offset}})."""
     batch: int
     """The batch written, whose end offsets the next batch starts from."""
-    how: str = ""
-    """How the offsets were asked for (``--to-datetime ...``)."""
 
     def label(self) -> str:
         return f"source {self.source_id} to {self.offsets} (batch {self.batch})"

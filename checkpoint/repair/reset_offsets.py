@@ -158,7 +158,7 @@ def plan_reset(ckpt: Checkpoint, target: ResetTarget, sink: FileSink | None, cre
                       for (t, p), o in sorted(target.new.items()))
     return Plan(
         "reset-offsets", ckpt.location, sink.location if sink else None,
-        ResetParams(source.source_id, json.dumps(_nested(target.new), separators=(",", ":")), batch, target.how),
+        ResetParams(source.source_id, json.dumps(_nested(target.new), separators=(",", ":")), batch),
         Position(last, done, watermark_ms=watermark),
         Position(batch, batch, next_batch=batch + 1, watermark_ms=watermark, next_state_version=batch + 1),
         tuple(steps), tuple(warnings), created_ms,

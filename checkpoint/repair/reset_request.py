@@ -109,6 +109,8 @@ class ResetOffsetsRequest(RepairRequest):
         return ResetTarget(source.source_id, chosen, new, self._how(spec), topics)
 
     def _how(self, spec: str) -> str:
+        if spec == "offsets":
+            return "the offsets of a saved plan"
         value = getattr(self, spec)
         return arg(spec) if isinstance(value, bool) else arg(spec, value)
 
