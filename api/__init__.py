@@ -49,7 +49,7 @@ FsOptions = Mapping[str, str] | None
 
 __all__ = ["CheckpointError", "MalformedFileError", "MissingFileError", "NewerVersionError", "NotACheckpointError",
            "RefusedError", "SparkUnavailableError", "UnsupportedError", "backups", "batches", "check", "compat",
-           "older_than_watermark", "open_checkpoint", "relocate", "repartition", "replay_batches", "replay_plan",
+           "older_than_watermark", "open_checkpoint", "relocate", "repartition", "replay_batches", "replay_plan", "reset_offsets",
            "rewind", "set_watermark", "show", "state", "timeline", "undo"]
 
 
@@ -142,6 +142,24 @@ def set_watermark(checkpoint: str | Checkpoint, watermark: str | int, *, allow_r
 
     return _repair(checkpoint, SetWatermarkRequest(watermark=watermark, allow_raise=allow_raise, window=window),
                    execute, options, fs_options)
+
+
+def reset_offsets(checkpoint: str | Checkpoint, *, to_datetime: str | None = None, by_duration: str | None = None,
+                  to_offset: int | None = None, shift_by: int | None = None, to_earliest: bool = False,
+                  to_latest: bool = False, from_file: str | None = None, topic: Iterable[str] = (),
+                  source: str | None = None, bootstrap_server: str | None = None,
+                  kafka_options: Mapping[str, str] | None = None, file_sink: str | None = None, execute: bool = False,
+                  options: RunOptions | None = None, fs_options: FsOptions = None) -> RepairResult:
+    """``wmcheck reset-offsets``: start a Kafka source (``source``; its partitions ``topics``, ``T`` or ``T:P,P``) at
+    other offsets, given by exactly one of ``to_datetime`` ... ``from_file``; the broker (``bootstrap_server``) is asked
+    where they need it."""
+    from wmcheck.checkpoint.repair import ResetOffsetsRequest
+
+    request = ResetOffsetsRequest(source=source, topic=tuple(topic), to_datetime=to_datetime, by_duration=by_duration,
+                                  to_offset=to_offset, shift_by=shift_by, to_earliest=to_earliest, to_latest=to_latest,
+                                  from_file=from_file, bootstrap_server=bootstrap_server, kafka_options=kafka_options,
+                                  file_sink=file_sink)
+    return _repair(checkpoint, request, execute, options, fs_options)
 
 
 def relocate(checkpoint: str | Checkpoint, *, path_map: Mapping[str, str] | None = None, file_sink: str | None = None,

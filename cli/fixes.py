@@ -19,7 +19,7 @@ def arguments(request: Any) -> Iterator[tuple[str, Any]]:
     that runs it (fields that take no part in comparison, such as Spark's runner) are left out."""
     for field in dataclasses.fields(request):
         value = getattr(request, field.name)
-        if field.compare and value is not None and value is not False and value != {}:
+        if field.compare and value is not None and value is not False and value != {} and value != ():
             yield field.name, value
 
 
@@ -34,6 +34,9 @@ def command_words(request: Any, checkpoint: str, sink: str | None = None) -> lis
         elif isinstance(value, Mapping):
             for key, to in value.items():
                 words += [flag, f"{key}={to}"]
+        elif isinstance(value, tuple):  # a repeatable flag
+            for item in value:
+                words += [flag, str(item)]
         else:
             words += [flag, sink if name == "file_sink" and sink is not None else str(value)]
     return words

@@ -15,7 +15,7 @@ from .repair import repair_options, run_options
 @click.argument("checkpoint")
 @click.option("--source", metavar="ID", help="The Kafka source to reset (its id in offsets/, or its index); needed when "
               "the query reads several.")
-@click.option("--topic", "topics", multiple=True, metavar="T[:P,...]",
+@click.option("--topic", multiple=True, metavar="T[:P,...]",
               help="Only this topic, or these partitions of it (repeatable; default: every partition the source reads).")
 @click.option("--to-datetime", metavar="TIME", help="The first offset at or after TIME (ISO-8601, no zone = UTC; epoch "
               "ms); the end where no record is that late. Asks the broker.")
@@ -37,7 +37,7 @@ from .repair import repair_options, run_options
 @repair_options
 @common_options()
 @gc_paused
-def reset_offsets(checkpoint: str, source, topics, to_datetime, by_duration, to_offset, shift_by, to_earliest, to_latest,
+def reset_offsets(checkpoint: str, source, topic, to_datetime, by_duration, to_offset, shift_by, to_earliest, to_latest,
                   from_file, bootstrap_server, kafka_options, file_sink, export, execute, plan_out, from_plan, idle, force,
                   backup_dir, fmt, tz, fs_options) -> None:
     """Make the next batch of CHECKPOINT start a Kafka source at other offsets (dry run unless --execute).
@@ -49,7 +49,7 @@ def reset_offsets(checkpoint: str, source, topics, to_datetime, by_duration, to_
     """
     timeout = click.get_current_context().find_root().meta.get(TIMEOUT_KEY)
     request = repair.ResetOffsetsRequest(
-        source=source, topics=tuple(topics), to_datetime=to_datetime, by_duration=by_duration, to_offset=to_offset,
+        source=source, topic=tuple(topic), to_datetime=to_datetime, by_duration=by_duration, to_offset=to_offset,
         shift_by=shift_by, to_earliest=to_earliest, to_latest=to_latest, from_file=from_file,
         bootstrap_server=bootstrap_server, kafka_options=parse_pairs(kafka_options, "--kafka-option"),
         file_sink=file_sink, timeout_s=float(timeout) if timeout is not None else DEFAULT_TIMEOUT_S)

@@ -17,7 +17,7 @@ from conftest import ROOT, age, fixture_checkpoint, run_cli
 CKPT = str(fixture_checkpoint("agg_window_hdfs"))
 # the function of the top package behind each command
 FUNCTIONS = {"show": "show", "batches": "batches", "check": "check", "rewind": "rewind", "set-watermark": "set_watermark",
-             "relocate": "relocate", "repartition": "repartition", "undo": "undo", "backups": "backups",
+             "relocate": "relocate", "repartition": "repartition", "reset-offsets": "reset_offsets", "undo": "undo", "backups": "backups",
              "state": "state", "replay": "replay_plan", "timeline": "timeline", "compat": "compat"}
 
 

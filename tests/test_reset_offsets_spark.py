@@ -55,6 +55,7 @@ def test_a_stateless_query_reads_again_exactly_the_records_a_shift_back_names(sp
     assert {k for k, n in seen.items() if n == 2} == {(p, o) for p in (0, 1) for o in (7, 8, 9)}  # the 6 said
     assert set(seen) == {(p, o) for p in (0, 1) for o in range(12)}  # every record, the 4 new ones too
     assert sum(seen.values()) == 24 + 6
+    assert [(f.code, f.path) for f in wmcheck.check(str(root / "checkpoint"), file_sink=str(root / "output"))] == []
 
 
 def test_a_reset_to_a_datetime_starts_each_partition_at_its_first_record_of_that_time(spark_kafka, kafka_bootstrap,
@@ -79,7 +80,7 @@ def test_a_reset_forward_skips_exactly_the_records_between(spark_kafka, kafka_bo
     root = tmp_path / "q"
     run(spark_kafka, "kafka_etl", kafka_bootstrap, topic, root)
     produce(kafka_bootstrap, topic, records(8, start=8))  # offsets 4..7 in each partition
-    result = reset(root, to_offset=6, topics=(f"{topic}:1",), bootstrap_server=kafka_bootstrap)
+    result = reset(root, to_offset=6, topic=(f"{topic}:1",), bootstrap_server=kafka_bootstrap)
     assert "2 record(s) are skipped: the query never reads them" in result.plan.warnings
     run(spark_kafka, "kafka_etl", kafka_bootstrap, topic, root)
     seen = offsets_read(root)

@@ -184,14 +184,14 @@ class Context:
         tree.names(OFFSETS), tree.names(COMMITS)  # their files are known without another listing
         offsets = {b: OFFSET_LOG.path(b) for b in ckpt.offset_ids}
         commits = {b: COMMIT_LOG.path(b) for b in ckpt.commit_ids}
+        restart = [offsets[b] for b in ckpt.offset_ids[-2:]] + [commits[b] for b in ckpt.commit_ids[-1:]]
+        ckpt.remember(tree.read([*offsets.values(), *commits.values()], restart))  # the offsets say which sources/ are file logs
         sources = [tree.log(FILE_SOURCE_LOG.folder(i)) for i in ckpt.source_dirs]
         layout = ckpt.state_layout
         tree.entries.update(state_paths(layout))
         state_meta = [f.path for op in layout.operators for f in op.metadata_files] + schema_paths(layout)
         restart = (["metadata"] if "metadata" in root else []) + state_meta + [p for log in sources for p in log.restart_files]
-        restart += [offsets[b] for b in ckpt.offset_ids[-2:]] + [commits[b] for b in ckpt.commit_ids[-1:]]
-        ckpt.remember(tree.read([*offsets.values(), *commits.values(), *(p for log in sources for p in log.files.values())],
-                                restart))
+        ckpt.remember(tree.read([p for log in sources for p in log.files.values()], restart))
         self.query_metadata = self._attempt("metadata", lambda: ckpt.query_metadata) if "metadata" in root else None
         parsed_confs: dict[str, Mapping[str, Any]] = {}
         for batch, seq in self._parsed(OFFSET_LOG, offsets).items():

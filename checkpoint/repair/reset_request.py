@@ -22,6 +22,10 @@ from .reset_offsets import Offsets, ResetTarget, kafka_source, plan_reset, selec
 
 SPECS = ("to_datetime", "by_duration", "to_offset", "shift_by", "to_earliest", "to_latest", "from_file", "offsets")
 BROKER_SPECS = ("to_datetime", "by_duration", "to_earliest", "to_latest")
+FLAGS = {"to_datetime": arg("to_datetime"), "by_duration": arg("by_duration"), "to_offset": arg("to_offset"),
+         "shift_by": arg("shift_by"), "to_earliest": arg("to_earliest"), "to_latest": arg("to_latest"),
+         "from_file": arg("from_file"), "offsets": arg("from_plan")}
+"""Each spec's parameter, as a message names it (arg() takes literal names)."""
 ISO_DURATION = re.compile(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?", re.IGNORECASE)
 
 
@@ -46,23 +50,23 @@ def read_offsets_csv(text: str, path: str) -> Offsets:
             continue  # the header --export writes
         if len(cells) < 3 or not cells[1].isdigit() or not re.fullmatch(r"-?\d+", cells[2]):
             raise MalformedFileError("expected TOPIC,PARTITION,OFFSET", path=path, line=number,
-                                     hint="write it with wmcheck reset-offsets ... --export")
+                                     hint="write it with wmcheck reset-offsets ... " + arg("export"))
         out[cells[0], int(cells[1])] = int(cells[2])
     if not out:
         raise MalformedFileError("expected TOPIC,PARTITION,OFFSET lines, found none", path=path,
-                                 hint="write it with wmcheck reset-offsets ... --export")
+                                 hint="write it with wmcheck reset-offsets ... " + arg("export"))
     return out
 
 
 @dataclass(frozen=True)
 class ResetOffsetsRequest(RepairRequest):
-    """Start a Kafka source's partitions (``topics``: ``T`` or ``T:P,P``; none: all it reads) at new offsets: exactly
+    """Start a Kafka source's partitions (``topic``: ``T`` or ``T:P,P`` each; none: all it reads) at new offsets: exactly
     one of the ``SPECS`` (``offsets``: Spark's Kafka offsets JSON, as a saved plan records them). ``bootstrap_server``
     (with ``kafka_options``) asks the broker, needed by ``BROKER_SPECS`` and to verify the offsets lie in the topic."""
 
     command: ClassVar[str] = "reset-offsets"
     source: str | None = None
-    topics: tuple[str, ...] = ()
+    topic: tuple[str, ...] = ()
     to_datetime: str | None = None
     by_duration: str | None = None
     to_offset: int | None = None
@@ -70,7 +74,8 @@ class ResetOffsetsRequest(RepairRequest):
     to_earliest: bool = False
     to_latest: bool = False
     from_file: str | None = None
-    offsets: str | None = None
+    offsets: str | None = field(default=None, compare=False)
+    """A saved plan's offsets (no flag: ``from_plan`` gives them)."""
     bootstrap_server: str | None = None
     kafka_options: Mapping[str, str] | None = field(default=None, compare=False)
     timeout_s: float = field(default=DEFAULT_TIMEOUT_S, compare=False)
@@ -87,9 +92,9 @@ class ResetOffsetsRequest(RepairRequest):
         """The new offsets, per partition (RefusedError where Spark cannot start from them)."""
         given = self._given()
         if len(given) != 1:
-            names = ", ".join(arg(n) for n in SPECS[:-1])
+            names = ", ".join(FLAGS[n] for n in SPECS[:-1])
             raise CheckpointError(f"reset-offsets takes exactly one of {names}" + (
-                f" (given: {', '.join(arg(n) for n in given)})" if given else ""), param=given[1] if len(given) > 1
+                f" (given: {', '.join(FLAGS[n] for n in given)})" if given else ""), param=given[1] if len(given) > 1
                 else "to_offset", hint="e.g. " + arg("to_datetime", "2024-01-01T02:00:00Z"))
         spec = given[0]
         done = ckpt.last_committed_batch
@@ -98,11 +103,11 @@ class ResetOffsetsRequest(RepairRequest):
                                hint="start the query with the startingOffsets option instead")
         _, source = kafka_source(ckpt.offsets(done), self.source, done)
         current = {(t, p): o for t, parts in (source.kafka_offsets or {}).items() for p, o in parts.items()}
-        chosen = select(current, self.topics)
+        chosen = select(current, self.topic)
         if spec in BROKER_SPECS and self.bootstrap_server is None:
-            raise CheckpointError(f"{arg(spec)} asks the broker: pass {arg('bootstrap_server', 'HOST:PORT')}",
+            raise CheckpointError(f"{FLAGS[spec]} asks the broker: pass {arg('bootstrap_server', 'HOST:PORT')}",
                                   param="bootstrap_server", hint="the offline ones: " + ", ".join(
-                                      arg(n) for n in ("to_offset", "shift_by", "from_file")))
+                                      FLAGS[n] for n in ("to_offset", "shift_by", "from_file")))
         broker = KafkaTopics(self.bootstrap_server, self.kafka_options, self.timeout_s) if self.bootstrap_server else None
         topics = broker.topics({t for t, _ in chosen}) if broker else None
         new = self._new_offsets(spec, chosen, broker, topics, now)
@@ -112,7 +117,7 @@ class ResetOffsetsRequest(RepairRequest):
         if spec == "offsets":
             return "the offsets of a saved plan"
         value = getattr(self, spec)
-        return arg(spec) if isinstance(value, bool) else arg(spec, value)
+        return FLAGS[spec] if isinstance(value, bool) else FLAGS[spec].replace("}}", f"={value}}}}}")
 
     def _new_offsets(self, spec: str, chosen: Offsets, broker: KafkaTopics | None, topics, now: int) -> Offsets:
         if spec == "to_offset":
@@ -123,7 +128,7 @@ class ResetOffsetsRequest(RepairRequest):
             given = self._file_offsets() if spec == "from_file" else _json_offsets(self.offsets or "")
             stray = sorted(tp for tp in given if tp not in chosen)
             if stray:
-                raise RefusedError(f"the source does not read partition {stray[0][1]} of {stray[0][0]}", param=spec,
+                raise RefusedError(f"the source does not read partition {stray[0][1]} of {stray[0][0]}", param="from_file",
                                    hint="reset only partitions it reads (wmcheck batches lists them)")
             return given
         assert broker is not None and topics is not None
@@ -133,7 +138,7 @@ class ResetOffsetsRequest(RepairRequest):
             for t, p in chosen:
                 part = topics[t].offsets().get(p) if topics[t].exists else None
                 if part is None:
-                    raise RefusedError(f"topic {t} has no partition {p} on the broker", param=spec,
+                    raise RefusedError(f"topic {t} has no partition {p} on the broker", param="to_earliest",
                                        hint="wmcheck check --bootstrap-server tells what became of the topic")
                 out[t, p] = getattr(part, side)
             return out
@@ -150,7 +155,7 @@ class ResetOffsetsRequest(RepairRequest):
                 text = f.read()
         except OSError as exc:
             raise CheckpointError(f"cannot read {path}: {exc.strerror}", path=path, param="from_file",
-                                  hint="pass the CSV written by --export") from None
+                                  hint="pass the CSV written by " + arg("export")) from None
         return read_offsets_csv(text, path)
 
     @classmethod
@@ -168,4 +173,4 @@ def _json_offsets(text: str) -> Offsets:
         return {(t, int(p)): int(o) for t, parts in value.items() for p, o in parts.items()}
     except (ValueError, AttributeError, TypeError):
         raise CheckpointError(f"expected Kafka offsets JSON {{topic: {{partition: offset}}}}, found {text[:60]!r}",
-                              param="offsets") from None
+                              param="from_plan") from None
