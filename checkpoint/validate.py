@@ -22,6 +22,7 @@ from .locations import open_file_sink
 from .model import Checkpoint, open_checkpoint
 from .plans import BatchPlan
 from .progress import BatchProgress, QueryProgress, query_progress
+from .sources.kafka_topics import KafkaTopics
 
 __all__ = ["CHECKS", "ERROR", "WARNING", "OPEN_FAILED", "Check", "Finding", "check_checkpoint", "check_location",
            "open_file_sink", "select_checks", "fails"]
@@ -78,6 +79,7 @@ def check_checkpoint(
     state_progress: Callable[[int, int], None] | None = None,
     notes: list[str] | None = None,
     operator_lag_ms: int | None = None,
+    kafka: KafkaTopics | None = None,
 ) -> list[Finding]:
     """Run ``checks`` (default: all) on ``ckpt`` and, with ``file_sink``, on the sink's log; findings by code and path.
 
@@ -86,11 +88,11 @@ def check_checkpoint(
     log) each operator's own watermark; ``operator_lag_ms``: how far that may lag the global one before WM042
     warns (default: the query's watermark delay). ``content``: decode the state files the next batch loads as Spark
     reads them (else their names only), calling ``state_progress(done, total)`` per store partition; ``notes``
-    receives what could not be checked."""
+    receives what could not be checked; ``kafka``: the broker the Kafka sources' offsets are compared with."""
     sink = open_file_sink(file_sink, lost_log=True) if isinstance(file_sink, str) else file_sink
     label = name or ckpt.location
     ctx = Context(ckpt, sink, shown_relative(sink.uri(), ckpt.location) if sink else "", tz, stall_batches, progress,
-                  content, state_progress, operator_lag_ms)
+                  content, state_progress, operator_lag_ms, kafka)
     findings: list[Finding] = []
     unreadable: list[CheckpointError] = []
     for check in CHECKS.values() if checks is None else checks:
@@ -124,6 +126,7 @@ def check_location(
     notes: list[str] | None = None,
     plans: Sequence[BatchPlan] = (),
     operator_lag_ms: int | None = None,
+    kafka: KafkaTopics | None = None,
 ) -> list[Finding]:
     """Open ``location`` and check it; a checkpoint that cannot be read at all is one ``WM000`` finding.
     ``progress`` and ``plans``: Spark's progress reports and batch plans
@@ -135,7 +138,8 @@ def check_location(
             if (progress or plans) and ckpt.query_metadata else None
         return check_checkpoint(ckpt, sink, checks=checks, name=location, tz=tz, stall_batches=stall_batches,
                                 progress=reports if reports and (reports.batches or reports.plans) else None,
-                                content=content, state_progress=state_progress, notes=notes, operator_lag_ms=operator_lag_ms)
+                                content=content, state_progress=state_progress, notes=notes, operator_lag_ms=operator_lag_ms,
+                                kafka=kafka)
     except CheckpointError as exc:
         meant = exc.suggested if isinstance(exc, NotACheckpointError) else None
         fix = Instruction(f"pass {meant}, the checkpoint's root (it holds offsets/ and commits/)") if meant else OPEN_FIX

@@ -14,11 +14,12 @@ import click
 from wmcheck.checkpoint.checks.context import STALL_BATCHES
 from wmcheck.checkpoint.fs import scheme_of
 from wmcheck.checkpoint.progress_files import read_records
+from wmcheck.checkpoint.sources.kafka_topics import DEFAULT_TIMEOUT_S, KafkaTopics
 from wmcheck.checkpoint.timeutil import parse_duration_ms
 from wmcheck.checkpoint.validate import check_location, fails, open_file_sink, select_checks
 
 from .main import EXIT_INPUT
-from .options import common_options, gc_paused, parse_pairs, progress_option
+from .options import TIMEOUT_KEY, common_options, gc_paused, parse_pairs, progress_option
 from .output import FORMATS, REPORT_OUTPUTS, make_output
 from .process import lean_imports
 from .reports import Result
@@ -70,12 +71,16 @@ def progress_line(location: str) -> Callable[[int, int], None] | None:
               "next batch loads (WM039, WM040).")
 @click.option("--operator-lag", metavar="DURATION", help="Warn (WM042) once a stateful operator's own eviction watermark "
               "lags the global one by more than this (default: the query's withWatermark delay), e.g. '10 minutes'.")
+@click.option("--bootstrap-server", metavar="HOST:PORT", help="The Kafka broker: compare each Kafka source's offsets "
+              "with its topics as they are now (WM081-WM084).")
+@click.option("--kafka-option", "kafka_options", multiple=True, metavar="KEY=VALUE",
+              help="A Kafka client setting (librdkafka names: security.protocol=SSL, sasl.mechanism=...; repeatable).")
 @progress_option()
 @common_options(FORMATS + tuple(REPORT_OUTPUTS))
 @gc_paused
 def check(checkpoints: tuple[str, ...], file_sink: str | None, strict: bool, output: str | None, select: str | None,
           ignore: str | None, stall_batches: int, no_content: bool, operator_lag: str | None, progress: str | None,
-          fmt: str, tz: tzinfo,
+          bootstrap_server: str | None, kafka_options: tuple[str, ...], fmt: str, tz: tzinfo,
           fs_options: tuple[str, ...]) -> None:
     """Validate each CKPT: every inconsistency that makes Spark fail, lose data or misbehave on restart.
 
@@ -89,13 +94,18 @@ def check(checkpoints: tuple[str, ...], file_sink: str | None, strict: bool, out
     sink = open_file_sink(file_sink, options, lost_log=True) if file_sink else None
     records = read_records(progress, options) if progress else None
     lag_ms = parse_duration_ms(operator_lag) if operator_lag is not None else None
+    timeout = click.get_current_context().find_root().meta.get(TIMEOUT_KEY)
+    kafka = KafkaTopics(bootstrap_server, parse_pairs(kafka_options, "--kafka-option"),
+                        float(timeout) if timeout is not None else DEFAULT_TIMEOUT_S) if bootstrap_server else None
+    if kafka is not None:
+        kafka.ping()
     notes: list[str] = []
     with lean_imports():
         results = [
             Result(loc, check_location(loc, sink, fs_options=options, checks=chosen, tz=tz, stall_batches=stall_batches,
                                        progress=records.reports if records else (), plans=records.plans if records else (),
                                        operator_lag_ms=lag_ms, content=not no_content, state_progress=progress_line(loc),
-                                       notes=notes), chosen, sink is not None)
+                                       notes=notes, kafka=kafka), chosen, sink is not None)
             for loc in expand(checkpoints)
         ]
     for note in dict.fromkeys(notes):

@@ -17,6 +17,7 @@ from ..model import Checkpoint, Operator
 from ..offsets import FAST_METADATA, BatchMetadata, OffsetSeq
 from ..progress import QueryProgress
 from ..repair.requests import RewindRequest
+from ..sources.kafka_topics import KafkaTopics
 from ..state_files import StateFile, StateLayout
 from ..state_schema import StateSchemaFile, parse_state_schema
 
@@ -135,8 +136,11 @@ class Context:
 
     def __init__(self, ckpt: Checkpoint, sink: FileSystem | None = None, sink_shown: str = "", tz: tzinfo = timezone.utc,
                  stall_batches: int = STALL_BATCHES, progress: QueryProgress | None = None, content: bool = True,
-                 state_progress: Callable[[int, int], None] | None = None, operator_lag_ms: int | None = None) -> None:
+                 state_progress: Callable[[int, int], None] | None = None, operator_lag_ms: int | None = None,
+                 kafka: KafkaTopics | None = None) -> None:
         self.ckpt = ckpt
+        self.kafka = kafka
+        """The broker the Kafka sources' offsets are compared with (``check --bootstrap-server``; None: not compared)."""
         self.content = content
         """Decode the state files the next batch loads (``check --no-content``: names only)."""
         self.state_progress = state_progress

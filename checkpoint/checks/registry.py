@@ -13,6 +13,7 @@ from . import (
     evicted,
     full_copies,
     join_state,
+    kafka_live,
     log_entries,
     logs,
     misplaced,
@@ -68,6 +69,7 @@ LISTED: tuple[Check, ...] = (
     state_confs.confs_not_the_states, logs.unread_offsets_gap, sink_files.sink_compaction_lost_files,
     watermark.copied_last_offsets,
     deltas.deletes_of_absent_keys, watermark.raised_last_commit_watermark, operator_metadata.misplaced_operator_state,
+    kafka_live.offsets_aged_out, kafka_live.topic_gone, kafka_live.offsets_beyond_end, kafka_live.partitions_gone,
 )
 
 

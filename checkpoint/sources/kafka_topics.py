@@ -57,6 +57,7 @@ class KafkaTopics:
     def __init__(self, bootstrap: str, options: Mapping[str, str] | None = None,
                  timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
         self.bootstrap = bootstrap
+        self.options = dict(options or {})
         self.timeout_s = timeout_s
         self._kafka = _client_module()
         from confluent_kafka.admin import AdminClient
@@ -74,6 +75,13 @@ class KafkaTopics:
         return CheckpointError(f"the Kafka broker at {self.bootstrap} did not answer {what} within {self.timeout_s:g} s: "
                                f"{text}", hint=f"check {arg('bootstrap_server')} (and that the broker is up), or a "
                                f"longer {arg('timeout')}")
+
+    def ping(self) -> None:
+        """Fail (a CheckpointError, after the timeout) unless the broker answers a metadata request."""
+        try:
+            self._admin.list_topics(timeout=self.timeout_s)
+        except self._kafka.KafkaException as exc:
+            raise self._failed("a metadata request", exc) from None
 
     def topics(self, names: Iterable[str]) -> dict[str, TopicState]:
         """Each named topic: its partitions' earliest and latest offsets, or ``exists`` False."""
