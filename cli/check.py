@@ -18,6 +18,7 @@ from wmcheck.checkpoint.sources.kafka_topics import DEFAULT_TIMEOUT_S, KafkaTopi
 from wmcheck.checkpoint.timeutil import parse_duration_ms
 from wmcheck.checkpoint.validate import check_location, fails, open_file_sink, select_checks
 
+from .flags import for_cli
 from .main import EXIT_INPUT
 from .options import TIMEOUT_KEY, common_options, gc_paused, parse_pairs, progress_option
 from .output import FORMATS, REPORT_OUTPUTS, make_output
@@ -109,7 +110,7 @@ def check(checkpoints: tuple[str, ...], file_sink: str | None, strict: bool, out
             for loc in expand(checkpoints)
         ]
     for note in dict.fromkeys(notes):
-        click.echo(f"note: {printable(note)}", err=True)
+        click.echo(f"note: {printable(for_cli(note))}", err=True)
     with open(output, "w", encoding="utf-8") if output else contextlib.nullcontext() as stream:
         make_output(fmt, stream, tz).findings(results, strict)
     if any(r.unreadable for r in results):

@@ -23,10 +23,8 @@ from kafka_env import (
     create_topic,
     delete_records_before,
     delete_topic,
-    kafka_bootstrap,  # noqa: F401 (a fixture)
     produce,
     read_rows,
-    spark_kafka,  # noqa: F401 (a fixture)
     unique_topic,
 )
 
@@ -80,7 +78,7 @@ DATA_LOST = "Some data may have been lost because they are not available in Kafk
 
 
 @pytest.mark.spark
-def test_offsets_below_the_earliest_retained(spark_kafka, kafka_bootstrap, tmp_path):  # noqa: F811 (the fixtures)
+def test_offsets_below_the_earliest_retained(spark_kafka, kafka_bootstrap, tmp_path):
     topic, work = started(spark_kafka, kafka_bootstrap, tmp_path)
     delete_records_before(kafka_bootstrap, topic, {0: 5})
     [finding] = kafka_findings(work, kafka_bootstrap)
@@ -90,7 +88,7 @@ def test_offsets_below_the_earliest_retained(spark_kafka, kafka_bootstrap, tmp_p
         "failOnDataLoss true (the default) Spark fails ('Some data may have been lost because they are not available "
         f"in Kafka any more', partitions {topic}[0]); with failOnDataLoss false it skips 2 records without a word "
         "(tested with Spark 4.2). Resetting to the earliest makes the skip explicit and the restart work")
-    assert finding.fix == repair.ResetOffsetsRequest(topics=(f"{topic}:0",), to_earliest=True,
+    assert finding.fix == repair.ResetOffsetsRequest(topic=(f"{topic}:0",), to_earliest=True,
                                                      bootstrap_server=kafka_bootstrap)
     lenient, strict = copy(work, tmp_path / "lenient"), copy(work, tmp_path / "strict")
     fails_with(query(spark_kafka, kafka_bootstrap, topic, strict), DATA_LOST)
@@ -104,7 +102,7 @@ def test_offsets_below_the_earliest_retained(spark_kafka, kafka_bootstrap, tmp_p
 
 
 @pytest.mark.spark
-def test_topic_gone_and_recreated(spark_kafka, kafka_bootstrap, tmp_path):  # noqa: F811 (the fixtures)
+def test_topic_gone_and_recreated(spark_kafka, kafka_bootstrap, tmp_path):
     topic, work = started(spark_kafka, kafka_bootstrap, tmp_path)
     delete_topic(kafka_bootstrap, topic)
     [gone] = kafka_findings(work, kafka_bootstrap)
@@ -124,7 +122,7 @@ def test_topic_gone_and_recreated(spark_kafka, kafka_bootstrap, tmp_path):  # no
         "data may have been lost because they are not available in Kafka any more'); with failOnDataLoss false it "
         "skips the 2 records the new topic holds there (tested with Spark 4.2). The reset to the earliest reads the "
         "new topic from its start")
-    assert beyond.fix == repair.ResetOffsetsRequest(topics=(f"{topic}:0,1",), to_earliest=True,
+    assert beyond.fix == repair.ResetOffsetsRequest(topic=(f"{topic}:0,1",), to_earliest=True,
                                                     bootstrap_server=kafka_bootstrap)
     lenient, strict = copy(work, tmp_path / "lenient"), copy(work, tmp_path / "strict")
     fails_with(query(spark_kafka, kafka_bootstrap, topic, strict), DATA_LOST)
@@ -137,7 +135,7 @@ def test_topic_gone_and_recreated(spark_kafka, kafka_bootstrap, tmp_path):  # no
 
 
 @pytest.mark.spark
-def test_partitions_gone_and_added(spark_kafka, kafka_bootstrap, tmp_path):  # noqa: F811 (the fixtures)
+def test_partitions_gone_and_added(spark_kafka, kafka_bootstrap, tmp_path):
     topic, work = started(spark_kafka, kafka_bootstrap, tmp_path / "fewer")
     delete_topic(kafka_bootstrap, topic)
     create_topic(kafka_bootstrap, topic, 1)
@@ -162,7 +160,7 @@ def test_partitions_gone_and_added(spark_kafka, kafka_bootstrap, tmp_path):  # n
 
 
 @pytest.mark.spark
-def test_offline_one_note(spark_kafka, kafka_bootstrap, tmp_path):  # noqa: F811 (the fixtures)
+def test_offline_one_note(spark_kafka, kafka_bootstrap, tmp_path):
     _, work = started(spark_kafka, kafka_bootstrap, tmp_path)
     notes: list[str] = []
     found = check_checkpoint(open_checkpoint(str(work / "ckpt")), notes=notes)

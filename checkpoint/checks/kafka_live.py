@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator
 
+from ..errors import arg
 from ..metadata_log import OFFSET_LOG
 from ..repair.reset_request import ResetOffsetsRequest
 from ..sources.kafka_topics import KafkaTopics, TopicState
@@ -14,7 +15,7 @@ from .definition import ERROR, Instruction, Issue, check
 from .text import plural
 
 OFFLINE_NOTE = ("WM081-WM084 compare Kafka offsets with the topics as the broker holds them now: not verified "
-                "without the broker (pass --bootstrap-server HOST:PORT)")
+                f"without the broker (pass {arg('bootstrap_server', 'HOST:PORT')})")
 DATA_LOST = "'Some data may have been lost because they are not available in Kafka any more'"
 
 
@@ -71,7 +72,7 @@ def reset_to_earliest(ctx: Context, kafka: KafkaTopics, parts: list[tuple[str, i
     """The reset of ``parts`` to the earliest offsets the broker retains."""
     topics = sorted({t for t, _ in parts})
     specs = tuple(f"{t}:{','.join(str(p) for tt, p in sorted(parts) if tt == t)}" for t in topics)
-    return ResetOffsetsRequest(topics=specs, to_earliest=True, bootstrap_server=kafka.bootstrap,
+    return ResetOffsetsRequest(topic=specs, to_earliest=True, bootstrap_server=kafka.bootstrap,
                                kafka_options=kafka.options, timeout_s=kafka.timeout_s, file_sink=ctx.sink_location)
 
 
