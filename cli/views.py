@@ -210,7 +210,7 @@ def _watermark(ms: int | None, tz: tzinfo) -> str:
     return "" if ms is None else f"{ms} ({format_ms(ms, tz)})"
 
 
-SOURCE_COLUMNS = ["source_id", "kind", "position", "before", "after"]
+SOURCE_COLUMNS, SINK_COLUMNS = ["source_id", "kind", "position", "before", "after"], ["batch", "action", "version", "files", "rows"]
 
 
 def repair_result(result: RepairResult, tz: tzinfo) -> tuple[Fields, list[Table]]:
@@ -237,6 +237,8 @@ def repair_result(result: RepairResult, tz: tzinfo) -> tuple[Fields, list[Table]
     steps = [{"step": i, "action": s.action, "phase": s.phase, "path": s.path, "reason": s.reason}
              for i, s in enumerate(plan.steps)]
     tables: list[Table] = [("Sources (where each continues from)", plan.sources, SOURCE_COLUMNS)] if plan.sources else []
+    tables += [(f"What the {e.kind} sink does with the re-run batches: {e.summary}", [b.to_json() for b in e.batches],
+                SINK_COLUMNS) for e in plan.sinks]
     tables.append(("Steps", steps, STEP_COLUMNS))
     if check is not None:
         fields += [
