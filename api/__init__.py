@@ -124,13 +124,16 @@ def _repair(checkpoint: str | Checkpoint, request: RepairRequest, execute: bool,
 def rewind(checkpoint: str | Checkpoint, *, to_batch: int | None = None, to_watermark: str | None = None,
            to_time: str | None = None, shift: int | None = None, file_sink: str | None = None,
            keep_next_offsets: bool = False, keep_source_log: bool = False, execute: bool = False,
-           options: RunOptions | None = None, fs_options: FsOptions = None) -> RepairResult:
+           options: RunOptions | None = None, fs_options: FsOptions = None,
+           delta_sink: str | None = None) -> RepairResult:
     """``wmcheck rewind``: make an earlier batch the last committed one. A dry run (the plan) unless ``execute``;
-    ``options`` for saved plans, the idle check, the backup directory."""
+    ``options`` for saved plans, the idle check, the backup directory; ``delta_sink``: the query's Delta table, for
+    the plan's ``sinks`` (what it does with the re-run batches)."""
     from wmcheck.checkpoint.repair import RewindRequest
 
     request = RewindRequest(to_batch=to_batch, to_watermark=to_watermark, to_time=to_time, shift=shift,
-                            file_sink=file_sink, keep_next_offsets=keep_next_offsets, keep_source_log=keep_source_log)
+                            file_sink=file_sink, keep_next_offsets=keep_next_offsets, keep_source_log=keep_source_log,
+                            delta_sink=delta_sink)
     return _repair(checkpoint, request, execute, options, fs_options)
 
 

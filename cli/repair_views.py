@@ -25,6 +25,7 @@ def _watermark(ms: int | None, tz: tzinfo) -> str:
 
 
 SOURCE_COLUMNS = ["source_id", "kind", "position", "before", "after"]
+SINK_COLUMNS = ["batch", "action", "version", "files", "rows"]
 RESET_COLUMNS = ["TOPIC", "PARTITION", "CURRENT-OFFSET", "NEW-OFFSET", "DIFFERENCE"]
 
 
@@ -67,6 +68,8 @@ def repair_result(result: RepairResult, tz: tzinfo) -> tuple[Fields, list[Table]
         tables: list[Table] = [("Offsets (where the next batch starts)", reset_rows(plan), RESET_COLUMNS)]
     else:
         tables = [("Sources (where each continues from)", plan.sources, SOURCE_COLUMNS)] if plan.sources else []
+    tables += [(f"What the {e.kind} sink does with the re-run batches: {e.summary}", [b.to_json() for b in e.batches],
+                SINK_COLUMNS) for e in plan.sinks]
     tables.append(("Steps", steps, STEP_COLUMNS))
     if check is not None:
         fields += [

@@ -38,7 +38,8 @@ def test_wheel_holds_every_module_data_file_and_package(tmp_path):
     assert [n for n in names if n.startswith("wmcheck/checkpoint/sst_walk.") and n.endswith(".so")]  # the C walk, built
     installed = {"wmcheck" if name == "api" else "wmcheck." + name for name in packages([*tracked, added])}
     assert packages(sorted(names)) == installed
-    assert packages(tracked) == {"api", "checkpoint", "checkpoint.checks", "checkpoint.fs", "checkpoint.repair", "checkpoint.sources", "cli",
+    assert packages(tracked) == {"api", "checkpoint", "checkpoint.checks", "checkpoint.fs", "checkpoint.repair", "checkpoint.sinks", "checkpoint.sources",
+                                 "cli",
                                  "statestore", "statestore.compat"}
     assert "wmcheck.checkpoint.repair.added" in packages(sorted(names))
     typed = {p for p in packages(sorted(names)) if p.replace(".", "/") + "/py.typed" in names}

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal, Mapping, TypeVar, get_args
 from ..errors import CheckpointError, MalformedFileError, arg
 from ..fs import clean_relative
 from ..layout import OWN_DIR, hadoop_sidecar
+from ..sinks import SinkEffect
 from .plan_params import Params, Position, params_from_json
 
 if TYPE_CHECKING:
@@ -120,6 +121,8 @@ class Plan:
     notes: tuple[str, ...] = field(default=())
     sources: tuple[SourcePosition, ...] = ()
     """Where each source continues from before and after (a rewind moves them back)."""
+    sinks: tuple[SinkEffect, ...] = ()
+    """What each sink named (``--delta-sink``) does with the batches the repair makes the query run again."""
 
     def count(self, action: Action) -> int:
         """How many steps do ``action``."""
@@ -153,6 +156,7 @@ class Plan:
             "warnings": list(self.warnings),
             "notes": list(self.notes),
             "sources": [s.to_json() for s in self.sources],
+            "sinks": [s.to_json() for s in self.sinks],
             "created_ms": self.created_ms,
             "steps": [s.to_json(i) for i, s in enumerate(self.steps)],
         }
@@ -184,6 +188,7 @@ def plan_from_json(obj: Any, path: str) -> Plan:
             notes=tuple(obj.get("notes", ())),
             sources=tuple(SourcePosition(str(s["source_id"]), str(s["kind"]), str(s["position"]), s["before"], s["after"])
                           for s in obj.get("sources", ())),
+            sinks=tuple(SinkEffect.from_json(s) for s in obj.get("sinks", ())),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise _bad(path, f"missing or invalid field ({exc})") from None

@@ -20,6 +20,7 @@ from .plan_params import RelocateParams, RewindParams, WatermarkParams
 from .relocate import plan_relocate
 from .results import Restored
 from .rewind import FileSink, plan_rewind
+from .sink_effects import delta_sink_of, with_sink_effects
 from .strategy import STEPS, Execution
 from .targets import resolve_target
 from .watermark import plan_set_watermark
@@ -82,19 +83,22 @@ class RewindRequest(RepairRequest):
     file_sink: str | None = None
     keep_next_offsets: bool = False
     keep_source_log: bool = False
+    delta_sink: str | None = None
+    """The query's Delta sink table: the plan says what it does with the re-run batches."""
 
     def plan(self, ckpt: Checkpoint, now: int, fs_options: FsOptions) -> Plan:
         target = resolve_target(ckpt, to_batch=self.to_batch, to_watermark=self.to_watermark, to_time=self.to_time,
                                 shift=self.shift, now=now)
-        return plan_rewind(ckpt, target.batch, sink=repair_sink(self.file_sink, ckpt, fs_options),
+        plan = plan_rewind(ckpt, target.batch, sink=repair_sink(self.file_sink, ckpt, fs_options),
                            keep_next_offsets=self.keep_next_offsets, keep_source_log=self.keep_source_log,
-                           how=target.how, created_ms=now)
+                           how=target.how, created_ms=now, sink_named=self.delta_sink is not None)
+        return with_sink_effects(plan, ckpt, self.delta_sink, fs_options)
 
     @classmethod
     def from_plan(cls, plan: Plan) -> "RewindRequest":
         req = plan.params(RewindParams)
         return cls(to_batch=req.batch, file_sink=plan.file_sink, keep_next_offsets=req.keep_next_offsets,
-                   keep_source_log=req.keep_source_log)
+                   keep_source_log=req.keep_source_log, delta_sink=delta_sink_of(plan))
 
     def conflicts_with(self, plan: Plan) -> bool:
         return self.to_batch is not None and plan.params(RewindParams).batch != self.to_batch

@@ -182,9 +182,11 @@ def plan_rewind(
     restoring: bool = False,
     how: str | None = None,
     created_ms: int = 0,
+    sink_named: bool = False,
 ) -> Plan:
     """The plan that makes ``batch`` the last committed batch; RefusedError when it cannot be done safely
-    (``restoring``: removing the batches a repair wrote, which puts back a checkpoint Spark may not restart from)."""
+    (``restoring``: removing the batches a repair wrote, which puts back a checkpoint Spark may not restart from;
+    ``sink_named``: the caller says what another sink does with the re-run batches, so no warning about it)."""
     view = RewindView(ckpt, sink)
     opts = Options(keep_next_offsets, keep_source_log, restoring)
     how = how or arg("to_batch", batch)
@@ -198,7 +200,7 @@ def plan_rewind(
     last = opts.last_offsets(batch)
     top = ckpt.offset_ids[-1]  # the last batch: there is one, since ``batch`` can be rewound to
     replayed = f"{batch + 1}..{top}" if top > batch + 1 else f"{batch + 1}"
-    if sink is None and top > batch:
+    if sink is None and not sink_named and top > batch:
         warnings.append(
             f"no {arg('file_sink')} given: sinks that remember batch ids (a file sink's _spark_metadata, Delta's "
             f"txnVersion, foreachBatch writers that use batchId) may skip or duplicate the replayed batches {replayed}")

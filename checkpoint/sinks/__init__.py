@@ -1,0 +1,49 @@
+"""What a query's sink holds and does with re-run batches, one module per sink kind (:mod:`.delta`), read without a
+JVM; :class:`SinkEffect` is what a repair's plan says about it."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+SinkAction = Literal["skip", "write"]
+
+
+@dataclass(frozen=True)
+class SinkBatch:
+    """One batch id a restart runs again, and what the sink does with it: ``skip`` (it holds the batch: nothing is
+    written) or ``write``; ``version``: the table version that wrote it before (None: none); ``files`` and ``rows``
+    that version added (``rows`` None: the log records no count)."""
+
+    batch: int
+    action: SinkAction
+    version: int | None
+    files: int
+    rows: int | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"batch": self.batch, "action": self.action, "version": self.version, "files": self.files,
+                "rows": self.rows}
+
+
+@dataclass(frozen=True)
+class SinkEffect:
+    """What the sink does with the batches a repair makes the query run again: ``kind`` (``delta``), where it is,
+    the batch ids, and per id what happens; ``summary`` says it in one sentence."""
+
+    kind: str
+    location: str
+    query_id: str
+    committed: int | None
+    """The last batch id the sink committed for this query (Delta: the ``txn`` version; None: none)."""
+    batches: tuple[SinkBatch, ...]
+    summary: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "location": self.location, "query_id": self.query_id, "committed": self.committed,
+                "batches": [b.to_json() for b in self.batches], "summary": self.summary}
+
+    @classmethod
+    def from_json(cls, obj: Any) -> "SinkEffect":
+        return cls(str(obj["kind"]), str(obj["location"]), str(obj["query_id"]), obj["committed"],
+                   tuple(SinkBatch(int(b["batch"]), b["action"], b["version"], int(b["files"]), b["rows"])
+                         for b in obj["batches"]), str(obj["summary"]))

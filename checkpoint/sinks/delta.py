@@ -1,0 +1,230 @@
+"""A Delta Lake table's ``_delta_log``, read without a JVM and without the ``deltalake`` package: what a query's
+Delta sink committed, and what it does with batch ids a restart runs again.
+
+The log is one JSON file per table version (``00000000000000000012.json``), each line one action: ``txn``
+(``appId``, ``version``: Spark's Delta sink writes app id = the query id, version = the batch id, in the same
+commit as the batch's files), ``add``, ``remove``, ``metaData``, ``protocol``, ``commitInfo``. Every few versions a
+Parquet checkpoint (``N.checkpoint.parquet``, or ``N.checkpoint.K.M.parquet`` in parts) holds the table's state at N:
+the live files, the latest ``txn`` per app id; the JSON files before it may have been cleaned up. pyarrow reads it.
+
+Spark's Delta sink skips a batch whose id is at most the table's ``txn`` version for the query id: its rows are
+not written again (tests/test_delta_sink.py makes it happen).
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator, Mapping
+
+from ..errors import MalformedFileError, MissingFileError, arg
+from ..fs import FileSystem, open_fs
+from . import SinkBatch, SinkEffect
+
+LOG_DIR = "_delta_log"
+_COMMIT = re.compile(r"^(\d{20})\.json$")
+_CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(?:\.(\d{10})\.(\d{10}))?\.parquet$")
+
+
+@dataclass(frozen=True)
+class DeltaCommit:
+    """One table version whose JSON commit file is there: the transactions it records (app id -> version), the
+    data files it added and removed, its operation (``commitInfo.operation``: ``STREAMING UPDATE``, ``RESTORE``,
+    ...) and time, and the rows it added (the ``add`` actions' ``numRecords`` stats; None when one has none)."""
+
+    version: int
+    timestamp_ms: int | None
+    operation: str | None
+    txns: Mapping[str, int]
+    added: tuple[str, ...]
+    removed: tuple[str, ...]
+    rows: int | None
+
+
+@dataclass(frozen=True)
+class DeltaTableLog:
+    """A Delta table's log as read: ``version`` is the latest table version; ``commits`` every version whose JSON
+    file is there, oldest first; ``txns`` the latest ``txn`` version per app id at ``version``; ``files`` the data
+    files live at ``version``; ``checkpoint`` the version of the Parquet checkpoint read (None: none)."""
+
+    location: str
+    table_id: str | None
+    version: int
+    commits: tuple[DeltaCommit, ...]
+    txns: Mapping[str, int]
+    files: frozenset[str]
+    checkpoint: int | None
+
+    def txn_version(self, app_id: str) -> int | None:
+        """The last batch id Delta committed for query ``app_id`` (None: none: every batch id is written)."""
+        return self.txns.get(app_id)
+
+    def batch_commits(self, app_id: str) -> dict[int, DeltaCommit]:
+        """Batch id -> the (latest) table version whose commit recorded it for query ``app_id``."""
+        return {c.txns[app_id]: c for c in self.commits if app_id in c.txns}
+
+    def commit(self, version: int) -> DeltaCommit | None:
+        return next((c for c in self.commits if c.version == version), None)
+
+
+def open_delta_table(location: str, fs_options: Mapping[str, str] | None = None,
+                     param: str = "delta_sink") -> FileSystem:
+    """The file system rooted at a Delta table (the directory holding ``_delta_log/`` with a commit or checkpoint)."""
+    fs = open_fs(location, fs_options)
+    names = fs.names(LOG_DIR) if fs.exists(LOG_DIR) else []
+    if not any(_COMMIT.match(n) or _CHECKPOINT.match(n) for n in names):
+        raise MissingFileError(f"no {LOG_DIR}/ commits in {fs.uri()}: not a Delta table",
+                               hint=f"pass the table's directory (the path the query writes to), or omit {arg(param)}",
+                               param=param)
+    return fs
+
+
+def read_delta_log(location: str, fs_options: Mapping[str, str] | None = None,
+                   param: str = "delta_sink") -> DeltaTableLog:
+    """Read the table at ``location``; :class:`~..errors.MissingFileError` when it is not a Delta table,
+    :class:`~..errors.MalformedFileError` when its log cannot be read."""
+    fs = open_delta_table(location, fs_options, param)
+    names = fs.names(LOG_DIR)
+    versions = sorted(int(m[1]) for m in map(_COMMIT.match, names) if m)
+    checkpoint, parts = _newest_checkpoint(names)
+    commits = tuple(_commit(v, fs.read(f"{LOG_DIR}/{v:020d}.json")) for v in versions)
+    txns: dict[str, int] = {}
+    files: set[str] = set()
+    table_id = None
+    if checkpoint is not None:
+        table_id = _read_checkpoint(fs, parts, txns, files)
+    start = -1 if checkpoint is None else checkpoint
+    after = [c for c in commits if c.version > start]
+    if [c.version for c in after] != list(range(start + 1, start + 1 + len(after))):
+        raise MalformedFileError(f"the log of versions after {start} has gaps: {[c.version for c in after]}",
+                                 path=f"{fs.uri()}/{LOG_DIR}")
+    for v in (c.version for c in after):
+        table_id = _replay(fs.read(f"{LOG_DIR}/{v:020d}.json"), f"{LOG_DIR}/{v:020d}.json", txns, files) or table_id
+    head = after[-1].version if after else start
+    return DeltaTableLog(fs.uri(), table_id, head, commits, txns, frozenset(files), checkpoint)
+
+
+def _newest_checkpoint(names: Iterable[str]) -> tuple[int | None, list[str]]:
+    """The newest checkpoint all of whose parts are there, and its files."""
+    found: dict[int, list[tuple[int, int, str]]] = {}
+    for name in names:
+        m = _CHECKPOINT.match(name)
+        if m:
+            found.setdefault(int(m[1]), []).append((int(m[2] or 1), int(m[3] or 1), name))
+    for version in sorted(found, reverse=True):
+        parts = sorted(found[version])
+        if [p[0] for p in parts] == list(range(1, parts[0][1] + 1)):
+            return version, [f"{LOG_DIR}/{p[2]}" for p in parts]
+    return None, []
+
+
+def _actions(data: bytes, path: str) -> Iterator[dict[str, Any]]:
+    for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            action = json.loads(line)
+        except ValueError as exc:
+            raise MalformedFileError(f"not a JSON action ({exc})", path=path, line=number) from None
+        if not isinstance(action, dict):
+            raise MalformedFileError("a Delta action is a JSON object", path=path, line=number)
+        yield action
+
+
+def _records(stats: object) -> int | None:
+    try:
+        value = json.loads(stats)["numRecords"] if isinstance(stats, str) else None
+    except (ValueError, KeyError, TypeError):
+        return None
+    return value if isinstance(value, int) else None
+
+
+def _commit(version: int, data: bytes) -> DeltaCommit:
+    path = f"{LOG_DIR}/{version:020d}.json"
+    txns: dict[str, int] = {}
+    added: list[str] = []
+    removed: list[str] = []
+    info: dict[str, Any] = {}
+    counts: list[int | None] = []
+    for action in _actions(data, path):
+        if isinstance(action.get("txn"), dict):
+            txns[str(action["txn"].get("appId"))] = int(action["txn"].get("version"))
+        elif isinstance(action.get("add"), dict):
+            added.append(str(action["add"].get("path")))
+            counts.append(_records(action["add"].get("stats")))
+        elif isinstance(action.get("remove"), dict):
+            removed.append(str(action["remove"].get("path")))
+        elif isinstance(action.get("commitInfo"), dict):
+            info = action["commitInfo"]
+    rows = None if None in counts else sum(c for c in counts if c is not None)
+    stamp = info.get("timestamp")
+    return DeltaCommit(version, stamp if isinstance(stamp, int) else None, info.get("operation"), txns,
+                       tuple(added), tuple(removed), rows)
+
+
+def _replay(data: bytes, path: str, txns: dict[str, int], files: set[str]) -> str | None:
+    """Apply one commit's actions to the table's state; its ``metaData`` id, if it has one."""
+    table_id = None
+    for action in _actions(data, path):
+        if isinstance(action.get("txn"), dict):
+            txns[str(action["txn"]["appId"])] = int(action["txn"]["version"])
+        elif isinstance(action.get("add"), dict):
+            files.add(str(action["add"]["path"]))
+        elif isinstance(action.get("remove"), dict):
+            files.discard(str(action["remove"]["path"]))
+        elif isinstance(action.get("metaData"), dict):
+            table_id = action["metaData"].get("id")
+    return table_id
+
+
+def _read_checkpoint(fs: FileSystem, parts: list[str], txns: dict[str, int], files: set[str]) -> str | None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table_id = None
+    for part in parts:
+        try:
+            table = pq.read_table(pa.BufferReader(fs.read(part)), columns=["txn", "add", "metaData"])
+        except (OSError, ValueError, KeyError, pa.ArrowException) as exc:
+            raise MalformedFileError(f"not a Delta checkpoint ({exc})", path=part) from None
+        for row in table.to_pylist():
+            if row.get("txn"):
+                txns[str(row["txn"]["appId"])] = int(row["txn"]["version"])
+            if row.get("add"):
+                files.add(str(row["add"]["path"]))
+            if row.get("metaData"):
+                table_id = row["metaData"].get("id")
+    return table_id
+
+
+def rerun_effect(log: DeltaTableLog, query_id: str, batches: Iterable[int]) -> SinkEffect:
+    """What Spark's Delta sink does with ``batches`` run again by query ``query_id``: every batch id at most the
+    table's ``txn`` version for the query is skipped (nothing written), the others are written."""
+    committed = log.txn_version(query_id)
+    wrote = log.batch_commits(query_id)
+    rows = []
+    for batch in sorted(batches):
+        commit = wrote.get(batch)
+        skip = committed is not None and batch <= committed
+        rows.append(SinkBatch(batch, "skip" if skip else "write", commit.version if commit else None,
+                              len(commit.added) if commit else 0, commit.rows if commit else None))
+    skipped = [b.batch for b in rows if b.action == "skip"]
+    return SinkEffect("delta", log.location, query_id, committed, tuple(rows), _summary(committed, rows, skipped))
+
+
+def _span(ids: list[int]) -> str:
+    return f"{ids[0]}" if len(ids) == 1 else f"{ids[0]}..{ids[-1]}"
+
+
+def _summary(committed: int | None, rows: list[SinkBatch], skipped: list[int]) -> str:
+    if not rows:
+        return "no batch runs again"
+    if not skipped:
+        return (f"the table's txn for this query is at {committed}: the re-run batches {_span([b.batch for b in rows])} "
+                "are written" if committed is not None else
+                f"the table holds no txn for this query: the re-run batches {_span([b.batch for b in rows])} are written")
+    lost = sum(b.rows or 0 for b in rows if b.action == "skip")
+    return (f"the table's txn for this query is at {committed}: Spark's Delta sink skips the re-run batches "
+            f"{_span(skipped)} and writes nothing for them (their {lost} row(s) stay as first written; restore the "
+            f"table to the version before batch {skipped[0]}'s commit and lower the txn for the re-run batches to "
+            "reach the table)")

@@ -1,0 +1,66 @@
+"""The child process of tests/test_delta_sink.py, run by the Delta environment's python (tests/requirements-delta.txt):
+for each job (a copy of fixtures/agg_window_delta whose checkpoint the test repaired), optionally restores the Delta
+table with deltalake first (to a version, with or without a ``txn`` for the query id), restarts the fixture's query
+once (availableNow) and reports what Spark did; then the rows of the control run's table (the fixture's own, written
+from scratch). One JSON document on stdout: {"jobs": [...], "control": rows}.
+
+    python tests/delta_restarts.py JOBS_JSON
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "fixtures"))
+
+import generate  # noqa: E402
+import queries  # noqa: E402
+
+NAME = "agg_window_delta"
+
+
+def table_rows(spark, path):
+    return sorted(json.dumps(generate.jsonable(r), sort_keys=True) for r in spark.read.format("delta").load(path).collect())
+
+
+def run(spark, job):
+    from deltalake import CommitProperties, DeltaTable, Transaction
+
+    root = job["root"]
+    table = os.path.join(root, "output")
+    query_id = json.load(open(os.path.join(root, "checkpoint", "metadata")))["id"]
+    restore = job.get("restore")
+    if restore is not None:
+        txns = [Transaction(app_id=query_id, version=restore["txn"])] if restore.get("txn") is not None else None
+        DeltaTable(table).restore(restore["version"], commit_properties=CommitProperties(app_transactions=txns))
+    queries.set_input_mtimes(NAME, root)
+    q = queries.agg_window_delta(spark, os.path.join(root, "input"), os.path.join(root, "checkpoint"), table).start()
+    error = None
+    try:
+        q.awaitTermination()
+    except Exception as exc:  # reported to the test
+        error = generate.error_message(exc)
+    after = DeltaTable(table)
+    return {"error": error, "batches": [p["batchId"] for p in generate.progress_dicts(q)], "version": after.version(),
+            "txn": after.transaction_version(query_id), "rows": table_rows(spark, table)}
+
+
+def main():
+    jobs = json.loads(sys.argv[1])
+    os.environ["TZ"] = "UTC"
+    time.tzset()
+    conf = {**queries.FIXTURES[NAME]["conf"], **queries.delta_conf(), "spark.ui.showConsoleProgress": "false"}
+    spark = generate.make_spark("delta-restarts", conf)
+    try:
+        out = {"jobs": [run(spark, job) for job in jobs],
+               "control": table_rows(spark, os.path.join(os.path.dirname(HERE), "fixtures", NAME, "output"))}
+    finally:
+        spark.stop()
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,102 @@
+"""What Spark's Delta sink does with the batches a rewind makes the query run again, proven by real restarts of
+copies of fixtures/agg_window_delta (pyspark 4.2.0, delta-spark 4.4.0) in one child process
+(tests/delta_restarts.py), compared with the control run (the fixture's table, written from scratch):
+
+* rewind only: the restart re-runs the batches, and the sink writes nothing (the plan's "skip");
+* the table restored (deltalake) to the version before the first re-run batch: the txn stays, the restart writes
+  nothing either, and the table has lost the rows of those batches for good;
+* restored with a txn for the query id lowered to the rewind's batch: the restart writes the re-run batches and the
+  table holds exactly the control run's rows.
+
+The environment is ``tests/requirements-delta.txt`` plus wmcheck (``pip install --no-deps -e .``), which .ci/run
+makes as ``.venv-delta``, and the jars of ``tests/jvm/fetch-delta.sh`` (``WMCHECK_DELTA_JARS``, default: the
+machine's jar cache). ``WMCHECK_DELTA_PYTHON`` names its python (default: the repository's ``.venv-delta``).
+Without them these tests skip, and fail under CI.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES, ROOT, fixture_facts, run_cli
+
+sys.path.insert(0, str(FIXTURES))
+import queries  # noqa: E402
+
+NAME = "agg_window_delta"
+CONTROL_ROWS = 17
+CASES = {"rewound": None, "restored": {"version": 8}, "restored+txn": {"version": 8, "txn": 8}}
+
+
+def _missing() -> str | None:
+    python = os.environ.get("WMCHECK_DELTA_PYTHON") or str(ROOT / ".venv-delta" / "bin" / "python")
+    if not os.access(python, os.X_OK):
+        return f"no Delta environment at {python} (WMCHECK_DELTA_PYTHON; .ci/run makes .venv-delta)"
+    jars = [Path(queries.delta_jars_dir()) / jar for jar in queries.DELTA_JARS]
+    if not all(j.is_file() for j in jars):
+        return f"no Delta jars in {queries.delta_jars_dir()} (WMCHECK_DELTA_JARS; tests/jvm/fetch-delta.sh)"
+    return None
+
+
+@pytest.fixture(scope="module")
+def restarts(tmp_path_factory):
+    """Every case's copy rewound to batch 8 by wmcheck, then restarted by Spark in one child: (plans, outcomes)."""
+    missing = _missing()
+    if missing:
+        if os.environ.get("CI"):
+            pytest.fail(missing)
+        pytest.skip(missing)
+    python = os.environ.get("WMCHECK_DELTA_PYTHON") or str(ROOT / ".venv-delta" / "bin" / "python")
+    plans, jobs = {}, []
+    for case, restore in CASES.items():
+        root = tmp_path_factory.mktemp(case.replace("+", "-")) / NAME
+        shutil.copytree(FIXTURES / NAME, root)
+        run_cli("relocate", root / "checkpoint", "--path-map", f"{fixture_facts(NAME)['root']}={root}", "--execute",
+                "--idle", "0")
+        plans[case] = json.loads(run_cli("rewind", root / "checkpoint", "--to-batch", "8", "--delta-sink",
+                                         root / "output", "--execute", "--idle", "0", "--format", "json").output)
+        jobs.append({"root": str(root), "restore": restore})
+    done = subprocess.run([python, str(ROOT / "tests" / "delta_restarts.py"), json.dumps(jobs)], capture_output=True,
+                          text=True, timeout=600, env={**os.environ, "PYSPARK_PYTHON": python})
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.splitlines()[-1])
+    return plans, dict(zip(CASES, out["jobs"])), out["control"]
+
+
+@pytest.mark.spark
+def test_after_a_rewind_the_delta_sink_writes_nothing_for_the_re_run_batches(restarts):
+    """The plan says skip for 9..12; Spark re-runs them and the table keeps its 13 versions, txn 12 and 17 rows."""
+    plans, outcomes, control = restarts
+    assert [(b["batch"], b["action"]) for b in plans["rewound"]["sinks"][0]["batches"]] == [
+        (9, "skip"), (10, "skip"), (11, "skip"), (12, "skip")]
+    got = outcomes["rewound"]
+    assert (got["error"], got["batches"][0], got["version"], got["txn"]) == (None, 9, 12, 12)
+    assert got["rows"] == control and len(control) == CONTROL_ROWS
+
+
+@pytest.mark.spark
+def test_a_restored_table_keeps_the_txn_and_loses_the_re_run_batches_rows(restarts):
+    """deltalake's restore to version 8 leaves the query's txn at 12: the re-run batches are skipped, their 6 rows
+    are gone (the plan's count)."""
+    plans, outcomes, control = restarts
+    lost = sum(b["rows"] for b in plans["restored"]["sinks"][0]["batches"])
+    got = outcomes["restored"]
+    assert (got["error"], got["batches"][0], got["version"], got["txn"]) == (None, 9, 13, 12)
+    assert (lost, len(got["rows"])) == (6, CONTROL_ROWS - 6)
+    assert set(got["rows"]) < set(control)
+
+
+@pytest.mark.spark
+def test_restored_with_the_txn_lowered_the_restart_writes_the_control_runs_rows(restarts):
+    """Restore to version 8 in a commit whose txn for the query id is 8: Spark writes batches 9..12 again (versions
+    14..17) and the table holds exactly what the control run from scratch holds."""
+    _, outcomes, control = restarts
+    got = outcomes["restored+txn"]
+    assert (got["error"], got["batches"], got["version"], got["txn"]) == (None, [9, 10, 11, 12], 17, 12)
+    assert got["rows"] == control
