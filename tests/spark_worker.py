@@ -54,7 +54,10 @@ def run(spark, request: dict) -> dict:
                       request.get("options", {}))
     query = writer.start()
     try:
-        if not query.awaitTermination(TIMEOUT_S):
+        if request["query"] in kafka_queries.UNTIL_ALL_AVAILABLE:
+            query.processAllAvailable()
+            query.stop()
+        elif not query.awaitTermination(TIMEOUT_S):
             query.stop()
             return {"ok": False, "error": f"the query did not finish within {TIMEOUT_S} s"}
     except Exception as exc:  # Spark's StreamingQueryException
