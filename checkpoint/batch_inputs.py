@@ -13,7 +13,7 @@ from typing import Any, Iterable, Mapping
 
 from .errors import CheckpointError, MissingFileError, arg
 from .kafka_offsets import KAFKA_EARLIEST, kafka_json, parse_kafka_initial_offsets
-from .layout import COMPACT_SUFFIX
+from .layout import COMPACT_SUFFIX, SOURCES
 from .locations import map_location, spark_location, stat_locations
 from .metadata_log import FILE_SOURCE_LOG
 from .model import Checkpoint, check_span
@@ -180,13 +180,27 @@ def source_log_entries(ckpt: Checkpoint, source_id: str, log_batches: Iterable[i
 # -- Kafka and Delta ------------------------------------------------------------------------------
 
 
+def initial_offsets_path(ckpt: Checkpoint, source_id: str) -> str:
+    """Where a Kafka source's initial offsets are: ``sources/<id>/0``, or for the one source of a query that named it
+    (``DataStreamReader.name``, Spark 4.2+: the offsets log does not record the name) ``sources/<name>/0``."""
+    path = FILE_SOURCE_LOG.path(0, FILE_SOURCE_LOG.folder(source_id))
+    if ckpt.fs.exists(path) or not ckpt.fs.exists(SOURCES):
+        return path
+    dirs = [i.name for i in ckpt.fs.list_dir(SOURCES) if i.is_dir]
+    last = ckpt.last_readable_batch
+    one_source = last is not None and len(ckpt.offsets(last).sources) == 1
+    if one_source and len(dirs) == 1 and not is_number(dirs[0]):
+        return FILE_SOURCE_LOG.path(0, FILE_SOURCE_LOG.folder(dirs[0]))
+    return path
+
+
 def _kafka_input(ckpt: Checkpoint, src: SourceOffset, prev: SourceOffset | None) -> SourceInput:
     end = src.kafka_offsets or {}
     note = None
     if prev is not None and prev.kafka_offsets is not None:
         start = prev.kafka_offsets
     else:
-        path = FILE_SOURCE_LOG.path(0, FILE_SOURCE_LOG.folder(src.source_id))
+        path = initial_offsets_path(ckpt, src.source_id)
         if not ckpt.fs.exists(path):
             return SourceInput(src.source_id, "kafka", prev, src, ending_offsets=kafka_json(end), replayable=False,
                                note=f"the first batch of this source starts at the initial offsets in {path}, which is missing")
