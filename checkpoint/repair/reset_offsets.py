@@ -44,6 +44,8 @@ class ResetTarget:
     how: str
     topics: dict[str, TopicState] | None
     """The topics as the broker holds them (None: planned offline, not verified against the topic)."""
+    late: int | None = None
+    """Of the records read again, how many have a Kafka timestamp at or before the watermark (None: not asked)."""
 
 
 def kafka_source(seq: OffsetSeq, source: str | None, batch: int) -> tuple[int, SourceOffset]:
@@ -209,6 +211,11 @@ def _warnings(ckpt: Checkpoint, target: ResetTarget, sink: FileSink | None) -> l
         out.append(f"{back} record(s) are read again while the state is kept: an aggregation counts them a second time, "
                    "a deduplication drops them, and rows behind the watermark are dropped as late; wmcheck rewind "
                    f"{arg('to_time', 'TIME')} restores the state of that time too")
+        if target.late:
+            out.append(f"{target.late} of them have a Kafka timestamp at or before the watermark "
+                       f"({ckpt.watermark_ms}): where the query's event time is the record's timestamp, an operator that "
+                       "drops late rows by it (a deduplication, a join, withWatermark's filter) drops them; a window "
+                       "aggregation drops only those whose window ended by the watermark")
     elif back:
         out.append(f"{back} record(s) are read again and written to the sink a second time")
     if ahead:
