@@ -22,7 +22,7 @@ OWN = "_wmcheck"
 
 
 def need(name: str) -> Path:
-    if name not in fixture_names():
+    if name not in fixture_names() and not (FIXTURES / name / "kafka.json").is_file():
         pytest.skip(f"fixture {name} is not generated")
     return FIXTURES / name
 

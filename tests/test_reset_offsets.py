@@ -199,3 +199,11 @@ def test_two_batches_planned_past_the_last_commit_are_refused(etl):
         (etl / f"checkpoint/offsets/{batch}").write_bytes((etl / "checkpoint/offsets/6").read_bytes())
     out = reset(etl, "--to-offset", "2", exit_code=2).output
     assert out.startswith("Error: batches 7..8 are planned but not committed (wmcheck check: WM005)")
+
+
+def test_a_reset_to_where_the_next_batch_starts_writes_nothing(etl):
+    before = tree(etl)
+    out = reset(etl, "--to-offset", "13", "--execute").output
+    assert "note:           the next batch starts at these offsets already: nothing to write" in out
+    assert "mode:           applied; nothing needed changing" in out
+    assert tree(etl) == before

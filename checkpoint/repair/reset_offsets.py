@@ -133,6 +133,8 @@ def plan_reset(ckpt: Checkpoint, target: ResetTarget, sink: FileSink | None, cre
         raise RefusedError(f"cannot reset: {problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1
                            else ""), hint="; ".join(problems[1:3]) or "pick offsets within the topic",
                            param="to_offset")
+    if last == done and all(o == target.current[tp] for tp, o in target.new.items()):
+        return _unchanged(ckpt, target, sink, created_ms)
     commit = ckpt.commit(done)
     if commit.state_unique_ids is not None:
         raise RefusedError("the checkpoint is in state checkpoint format 2 (commits name each state version's unique "
@@ -173,6 +175,20 @@ def plan_reset(ckpt: Checkpoint, target: ResetTarget, sink: FileSink | None, cre
                   if ckpt.operators else "") + (f", _spark_metadata/{batch}" if sink else ""), *replaced),
         sources=positions,
     )
+
+
+def _unchanged(ckpt: Checkpoint, target: ResetTarget, sink: FileSink | None, created_ms: int) -> Plan:
+    """The plan of a reset to where the next batch starts already: nothing to write (so a reset run again after it
+    finished changes nothing)."""
+    done = ckpt.last_committed_batch
+    assert done is not None
+    position = Position(done, done, watermark_ms=ckpt.watermark_ms)
+    return Plan("reset-offsets", ckpt.location, sink.location if sink else None,
+                ResetParams(target.source_id, json.dumps(_nested(target.new), separators=(",", ":")), done + 1),
+                position, position, (), (), created_ms,
+                notes=("the next batch starts at these offsets already: nothing to write",),
+                sources=tuple(SourcePosition(target.source_id, "kafka", f"{t}/{p}", str(o), str(o))
+                              for (t, p), o in sorted(target.new.items())))
 
 
 def write_step(ckpt: Checkpoint, path: str, data: bytes, phase: str, reason: str) -> Step:
