@@ -1544,8 +1544,10 @@ LAST_BATCH_MS = 1795386142052
 
 def test_a_logged_input_file_time_past_the_file_age_hides_new_files(copy_fixture):
     """WM067: a time 30 days after the last batch's in sources/0/9.compact; the rewind to before batch 11, which
-    logged it (the log edited: the file's modification time on disk is the fixture's)."""
+    logged it (the log edited: the file's modification time on disk is the last batch's, set here so that the test does
+    not depend on when the repository was checked out)."""
     root, _ = broken_copy(copy_fixture, "WM067")
+    os.utime(root / "input/run2-002.json", (LAST_BATCH_MS / 1000, LAST_BATCH_MS / 1000))
     assert messages(root) == {"WM067": (
         f"sources/0: 1 logged input file with a time more than 7 days after the last batch's (2026-11-22T22:22:22.052Z), "
         f"e.g. file://{root}/input/run2-002.json at 2026-12-22T22:22:22.052Z (log batch 9). On restart the file source "
