@@ -274,10 +274,12 @@ class Checkpoint:
         the last readable offsets name as Kafka or Delta sources (a Kafka source's directory holds its initial offsets,
         ``sources/<i>/0``, in a format of its own: :func:`~.kafka_offsets.parse_kafka_initial_offsets`)."""
         numbered = sorted(int(i.name) for i in self.fs.list_dir(SOURCES) if i.is_dir and is_number(i.name))
-        last = self.last_readable_batch if numbered else None
-        if last is None:
+        try:
+            last = self.last_readable_batch if numbered else None
+            sources = self.offsets(last).sources if last is not None else ()
+        except CheckpointError:  # offsets that cannot be read (a directory, no access): every numbered directory
             return numbered
-        others = {i for i, s in enumerate(self.offsets(last).sources) if s.kind in ("kafka", "delta")}
+        others = {i for i, s in enumerate(sources) if s.kind in ("kafka", "delta")}
         return [i for i in numbered if i not in others]
 
     def metadata_log(self, directory: str) -> MetadataLog:
