@@ -322,16 +322,19 @@ def next_batch_partitions(ckpt: Checkpoint) -> int | None:
 
 
 def batch_range(ckpt: Checkpoint, last: int | None = None, start: int | None = None, end: int | None = None) -> list[int]:
-    """Batch ids present (offsets or commits) selected by ``last`` K or ``start``..``end`` (:func:`check_span`'s rule)."""
-    ids = sorted(set(ckpt.offset_ids) | set(ckpt.commit_ids))
-    check_span(start, end, ids[-1] if ids else None)
-    if start is not None:
-        ids = [b for b in ids if b >= start]
-    if end is not None:
-        ids = [b for b in ids if b <= end]
-    if last is not None:
-        ids = ids[-last:] if last > 0 else []
-    return ids
+    """Batch ids present (offsets or commits) selected by ``last`` K or ``start``..``end`` (:func:`check_span`'s rule);
+    a range that selects no batch is an error on the parameter at fault, never an empty answer."""
+    present = sorted(set(ckpt.offset_ids) | set(ckpt.commit_ids))
+    check_span(start, end, present[-1] if present else None)
+    if last is not None and last <= 0:
+        raise CheckpointError(f"{arg('last', last)} selects no batch", hint=f"use {arg('last', 1)} or more", param="last")
+    ids = [b for b in present if (start is None or b >= start) and (end is None or b <= end)]
+    if not ids and (last, start, end) != (None, None, None):
+        held = f"the checkpoint holds batches {present[0]}..{present[-1]}" if present else "the checkpoint holds no batch"
+        param = "end" if end is not None and (start is None or not present or end < present[0]) else "start"
+        given = " ".join(arg(name, value) for name, value in (("start", start), ("end", end)) if value is not None)
+        raise CheckpointError(f"{given or arg('last', last)} selects no batch", hint=held, param=param if given else "last")
+    return ids[-last:] if last is not None else ids
 
 
 def batch_rows(ckpt: Checkpoint, ids: list[int], tz: tzinfo = timezone.utc,

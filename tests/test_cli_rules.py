@@ -172,3 +172,21 @@ def test_a_usage_error_is_one_line_with_a_hint(args, error):
     assert run_cli(*args, exit_code=2).output == error + "\n"
     done = subprocess.run([sys.executable, "-m", "wmcheck.cli", *args], capture_output=True, text=True)
     assert (done.returncode, done.stdout, done.stderr) == (2, "", error + "\n")
+
+
+def test_a_batch_range_that_selects_nothing_is_refused_by_its_option(copy_fixture):
+    """``--last 0``, or ``--from``/``--to`` between no batches the checkpoint holds (its oldest cleaned up): exit 2
+    naming the option, as the other range errors, never an empty table."""
+    assert run_cli("batches", CKPT, "--last", "0", exit_code=2).output == \
+        "Error: --last 0 selects no batch (hint: use --last 1 or more)\n"
+    doc = json.loads(run_cli("batches", CKPT, "--last", "0", "--format", "json", exit_code=2).stdout)
+    assert (doc["error"], doc["hint"], doc["param"]) == ("--last 0 selects no batch", "use --last 1 or more", "--last")
+    ckpt = copy_fixture(NAME) / "checkpoint"
+    for old in range(5):
+        (ckpt / "offsets" / str(old)).unlink()
+        (ckpt / "commits" / str(old)).unlink()
+    for args, param in ((["--to", "2"], "--to"), (["--from", "1", "--to", "3"], "--to"), (["--from", "0", "--to", "4"], "--to")):
+        done = run_cli("batches", ckpt, *args, exit_code=2)
+        assert done.output == f"Error: {' '.join(args)} selects no batch (hint: the checkpoint holds batches 5..12)\n"
+        assert json.loads(run_cli("batches", ckpt, *args, "--format", "json", exit_code=2).stdout)["param"] == param
+    assert [r["batch"] for r in json.loads(run_cli("batches", ckpt, "--to", "5", "--format", "json").stdout)] == [5]
