@@ -332,7 +332,7 @@ def batch_range(ckpt: Checkpoint, last: int | None = None, start: int | None = N
     if not ids and (last, start, end) != (None, None, None):
         held = f"the checkpoint holds batches {present[0]}..{present[-1]}" if present else "the checkpoint holds no batch"
         param = "end" if end is not None and (start is None or not present or end < present[0]) else "start"
-        given = " ".join(arg(name, value) for name, value in (("start", start), ("end", end)) if value is not None)
+        given = " ".join(([arg("start", start)] if start is not None else []) + ([arg("end", end)] if end is not None else []))
         raise CheckpointError(f"{given or arg('last', last)} selects no batch", hint=held, param=param if given else "last")
     return ids[-last:] if last is not None else ids
 

@@ -38,7 +38,8 @@ def select_checks(select: Iterable[str] | None = None, ignore: Iterable[str] = (
     unknown = sorted((chosen | dropped) - set(CHECKS))
     if unknown:
         raise CheckpointError(f"unknown check code(s): {', '.join(unknown)}",
-                              hint=f"the codes are {code_ranges(sorted(CHECKS))}, each explained in docs/check.md")
+                              hint=f"the codes are {code_ranges(sorted(CHECKS))}, each explained in docs/check.md",
+                              param="select" if set(unknown) - dropped else "ignore")
     return [c for code, c in CHECKS.items() if code in chosen - dropped]
 
 

@@ -26,6 +26,7 @@ FLAGS = {
     "join_side": "--join-side",
     "keep_next_offsets": "--keep-next-offsets",
     "keep_source_log": "--keep-source-log",
+    "last": "--last",
     "lateness": "--lateness",
     "master": "--master",
     "max_memory": "--max-memory",

@@ -190,3 +190,39 @@ def test_a_batch_range_that_selects_nothing_is_refused_by_its_option(copy_fixtur
         assert done.output == f"Error: {' '.join(args)} selects no batch (hint: the checkpoint holds batches 5..12)\n"
         assert json.loads(run_cli("batches", ckpt, *args, "--format", "json", exit_code=2).stdout)["param"] == param
     assert [r["batch"] for r in json.loads(run_cli("batches", ckpt, "--to", "5", "--format", "json").stdout)] == [5]
+
+
+@pytest.mark.parametrize(("args", "param", "error", "hint"), [
+    (["check", "{ckpt}", "--select", "WM999"], "--select", "unknown check code(s): WM999", None),
+    (["check", "{ckpt}", "--select", "WM001", "--ignore", "WM999"], "--ignore", "unknown check code(s): WM999", None),
+    (["check", "{ckpt}", "--operator-lag", "soon"], "--operator-lag", "cannot read 'soon' as a duration", None),
+    (["check", "{ckpt}", "--fs-option", "x"], "--fs-option", "--fs-option expects key=value, got 'x'", None),
+    (["check", "{ckpt}", "--stall-batches", "0"], "--stall-batches", "Invalid value for '--stall-batches': 0 is not in the range x>=1.", None),
+    (["rewind", "{ckpt}", "--to-batch", "99"], "--to-batch", "cannot rewind to batch 99: batch 99 is not committed: the last committed batch is 12",
+     "the newest batch this checkpoint can be rewound to is 12"),
+    (["rewind", "{ckpt}", "--to-time", "soon"], "--to-time", "cannot read 'soon' as a time", None),
+    (["rewind", "{ckpt}", "--to-watermark", "0"], "--to-watermark",
+     "cannot rewind: no retained batch leaves the watermark at or before 1970-01-01T00:00:00.000Z (0)",
+     "the oldest batch this checkpoint can be rewound to is 0"),
+    (["rewind", "{ckpt}", "--to-batch", "3", "--idle", "soon"], "--idle", "cannot read 'soon' as a duration", None),
+    (["rewind", "{ckpt}", "--to-batch", "3", "--file-sink", "{ckpt}/nowhere"], "--file-sink", "file sink not found: {ckpt}/nowhere",
+     "pass the path the query writes to (option 'path' of writeStream, the directory holding _spark_metadata/)"),
+    (["set-watermark", "{ckpt}", "--watermark", "soon"], "--watermark", "cannot read 'soon' as a time", None),
+    (["set-watermark", "{ckpt}", "--watermark", "-1 hour", "--window", "soon"], "--window", "cannot read 'soon' as a duration", None),
+    (["state", "{ckpt}", "--operator", "9"], "--operator", "no stateful operator 9 in this checkpoint", None),
+    (["state", "{ckpt}", "--store", "nosuch"], "--store", "no store 'nosuch' in any operator", "stores there: default"),
+    (["state", "{ckpt}", "--max-memory", "0"], "--max-memory", "--max-memory expects a size such as 2G or 512M, got '0'", "e.g. --max-memory 4G"),
+    (["timeline", "{ckpt}", "--output", "{ckpt}/t.txt"], "--output", "cannot write a timeline to {ckpt}/t.txt: unknown extension .txt",
+     "name the output file .html, .png or .svg"),
+])
+def test_an_error_an_option_caused_names_it_in_one_shape_for_every_command(args, param, error, hint):
+    """One line on stderr, or with --format json one object naming the option at fault, for check's own usage
+    errors as for every other command's."""
+    argv = [a.format(ckpt=CKPT) for a in args]
+    doc = json.loads(run_cli(*argv, "--format", "json", exit_code=2).stdout)
+    assert (doc["param"], doc["error"]) == (param, error.format(ckpt=CKPT))
+    assert hint is None or doc["hint"] == hint
+    line = run_cli(*argv, exit_code=2)
+    where = f"{doc['where']}: " if doc["where"] else ""
+    assert (line.stdout, line.output.count("\n")) == ("", 1)
+    assert line.output.startswith(f"Error: {where}{error.format(ckpt=CKPT)} (hint: "), line.output

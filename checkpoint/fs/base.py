@@ -171,11 +171,11 @@ class FileSystem:
         return self
 
 
-def require_dir(fs: FileSystem, what: str = "checkpoint") -> None:
-    """Fail clearly when the root does not exist or is not a directory."""
+def require_dir(fs: FileSystem, what: str = "checkpoint", hint: str = "pass the checkpoint directory (the one holding "
+                "offsets/ and commits/)", param: str | None = None) -> None:
+    """Fail clearly when the root does not exist or is not a directory (``hint``: what to pass instead)."""
     got = fs.info("")
     if got is None or not got.is_dir:
         raise MissingFileError(
-            f"{what} not found: {fs.uri()}" if got is None else f"{what} is not a directory: {fs.uri()}",
-            hint="pass the checkpoint directory (the one holding offsets/ and commits/)",
-        )
+            f"{what} not found: {fs.uri()}" if got is None else f"{what} is not a directory: {fs.uri()}", hint=hint,
+            param=param)
