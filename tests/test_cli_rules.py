@@ -226,3 +226,19 @@ def test_an_error_an_option_caused_names_it_in_one_shape_for_every_command(args,
     where = f"{doc['where']}: " if doc["where"] else ""
     assert (line.stdout, line.output.count("\n")) == ("", 1)
     assert line.output.startswith(f"Error: {where}{error.format(ckpt=CKPT)} (hint: "), line.output
+
+
+def test_ctrl_c_while_the_command_line_is_imported_ends_it_as_at_any_other_point():
+    """SIGINT while click is being imported (the first ~0.2 s of a run): the same ``interrupted`` line and exit 130
+    as later, no KeyboardInterrupt traceback."""
+    hook = ("import os, runpy, signal, sys\n"
+            "class Interrupt:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name == 'click':\n"
+            "            sys.meta_path.remove(self)\n"
+            "            os.kill(os.getpid(), signal.SIGINT)\n"
+            "sys.meta_path.insert(0, Interrupt())\n"
+            "sys.argv = ['wmcheck', *sys.argv[1:]]\n"
+            "runpy.run_module('wmcheck.cli', run_name='__main__')\n")
+    done = subprocess.run([sys.executable, "-c", hook, "show", str(CKPT)], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (130, "", "\ninterrupted\n")
