@@ -139,7 +139,8 @@ def check_location(
                                 content=content, state_progress=state_progress, notes=notes, operator_lag_ms=operator_lag_ms)
     except CheckpointError as exc:
         meant = exc.suggested if isinstance(exc, NotACheckpointError) else None
-        fix = Instruction(f"pass {meant}, the checkpoint's root (it holds offsets/ and commits/)") if meant else OPEN_FIX
+        fix = (Instruction(f"pass {meant}, the checkpoint's root (it holds offsets/ and commits/)") if meant
+               else Instruction(exc.hint) if exc.hint else OPEN_FIX)  # the remedy of the error's own cause
         return [Finding(OPEN_FAILED, ERROR, location, exc.path or "", exc.text(arg), fix)]  # its placeholders kept
 
 

@@ -275,7 +275,7 @@ def test_a_file_sink_output_or_its_log_is_answered_with_the_checkpoint_and_the_s
             f"not a Structured Streaming checkpoint: no offsets/, commits/ or metadata in {where} (hint: {out} is the "
             f"output directory of a file sink: pass the query's checkpointLocation, and --file-sink {out} to check the "
             "sink against it)")
-        assert row["fix"]["text"].startswith("pass the directory given as checkpointLocation")
+        assert row["fix"]["text"] == row["message"].split("(hint: ", 1)[1][:-1]  # the remedy of this cause
         assert run_cli("show", where, exit_code=2).output == f"Error: {row['message']}\n"
     with pytest.raises(NotACheckpointError) as info:
         open_checkpoint(str(out / "_spark_metadata"))

@@ -175,7 +175,9 @@ def require_dir(fs: FileSystem, what: str = "checkpoint", hint: str = "pass the 
                 "offsets/ and commits/)", param: str | None = None) -> None:
     """Fail clearly when the root does not exist or is not a directory (``hint``: what to pass instead)."""
     got = fs.info("")
-    if got is None or not got.is_dir:
-        raise MissingFileError(
-            f"{what} not found: {fs.uri()}" if got is None else f"{what} is not a directory: {fs.uri()}", hint=hint,
-            param=param)
+    if got is None:
+        pattern = any(c in fs.uri() for c in "*?[")  # a local pattern check left (it matched no path)
+        raise MissingFileError(f"{what} not found: {fs.uri()}", param=param,
+                               hint=f"{'no path matches this pattern' if pattern else 'nothing is at this path'}: {hint}")
+    if not got.is_dir:
+        raise MissingFileError(f"{what} is not a directory: {fs.uri()}", hint=hint, param=param)
