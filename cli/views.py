@@ -44,10 +44,14 @@ OPERATOR_COLUMNS = ["operator_id", "name", "stores", "num_partitions", "min_vers
 
 def checkpoint_summary(s: CheckpointSummary) -> tuple[Fields, list[Table]]:
     """``wmcheck show``."""
+    worst = s.verdict.worst
     fields: Fields = [
+        ("restarts", s.verdict.text),
+        ("worst finding", f"{worst.severity} {worst.line}" if worst else "none"),
+        *[("warning", w) for w in s.warnings],
         ("query id", s.query_id),
         ("location", s.location),
-        ("batches", f"{s.first_batch}..{s.last_batch}" if s.last_batch is not None else "none"),
+        ("batches", _batches(s)),
         ("last committed", s.last_committed_batch if s.last_committed_batch is not None else "none"),
         ("pending batch", s.pending_batch if s.pending_batch is not None else "none"),
         ("next batch", s.next_batch),
@@ -57,7 +61,7 @@ def checkpoint_summary(s: CheckpointSummary) -> tuple[Fields, list[Table]]:
         ("next batch partitions", s.next_batch_partitions),
         *[("repartition", f"batch {r.batch}: {r.from_} -> {r.to} partitions") for r in s.repartitions],
         *[("note", f"operator {op.operator_id}: {op.metadata_lag}") for op in s.operators if op.metadata_lag],
-        *[("warning", w) for w in s.warnings],
+        *[(f.severity, f.line) for f in s.findings[1:]],
         ("watermark stall", s.watermark_stall.explanation if s.watermark_stall else "none"),
         *[("operator stall", stall.explanation) for stall in s.operator_stalls],
     ]
@@ -72,6 +76,19 @@ def checkpoint_summary(s: CheckpointSummary) -> tuple[Fields, list[Table]]:
                 "from": op.watermark_source, "how": op.watermark_note} for op in s.operators]
         tables.append((f"Operator watermarks (batch {s.next_batch})", own, OPERATOR_WATERMARK_COLUMNS))
     return fields, tables
+
+
+def _batches(s: CheckpointSummary) -> str:
+    """``0..12``, and where the last offsets files are broken, which batch the rest describes."""
+    if s.last_batch is None:
+        return "none"
+    span = f"{s.first_batch}..{s.last_batch}"
+    if s.shown_batch == s.last_batch:
+        return span
+    broken = "offsets/" + (f"{s.last_batch}" if s.shown_batch == s.last_batch - 1 else
+                           f"{(s.shown_batch + 1) if s.shown_batch is not None else s.first_batch}..{s.last_batch}")
+    rest = f"the rest describes batch {s.shown_batch}" if s.shown_batch is not None else "no batch can be described"
+    return f"{span} ({broken} broken, see the warning: {rest})"
 
 
 OPERATOR_WATERMARK_COLUMNS = ["operator_id", "name", "late watermark", "eviction watermark", "from", "how"]
