@@ -186,7 +186,7 @@ class BatchRow:
     committed: bool
     kind: str
     """``data``, ``no-data`` (the same source offsets as the batch before), ``repartition`` or ``unreadable`` (its
-    offsets file does not parse: ``error``)."""
+    offsets or commit file does not parse: ``error``)."""
     batch_watermark_ms: int | None
     next_batch_watermark_ms: int | None
     watermark_advance_ms: int | None
@@ -359,16 +359,18 @@ def batch_rows(ckpt: Checkpoint, ids: list[int], tz: tzinfo = timezone.utc,
     moved = {r.batch for r in repartitions(ckpt)}
     rows = []
     for batch in ids:
-        failure = ckpt.offsets_failure(batch) if batch in offsets else None
-        seq = ckpt.offsets(batch) if batch in offsets and failure is None else None
+        broken = ckpt.offsets_failure(batch) if batch in offsets else None
+        seq = ckpt.offsets(batch) if batch in offsets and broken is None else None
         meta = seq.metadata if seq else None
-        commit = ckpt.commit(batch) if batch in commits else None
+        unread = ckpt.commit_failure(batch) if batch in commits else None  # one rule for either log: read around it
+        commit = ckpt.commit(batch) if batch in commits and unread is None else None
+        failure = broken or unread
         wm = meta.batch_watermark_ms if meta else None
         nxt = commit.next_batch_watermark_ms if commit else None
         ts = meta.batch_timestamp_ms if meta else None
         rows.append(BatchRow(
             batch=batch,
-            committed=commit is not None,
+            committed=batch in commits,
             kind=UNREADABLE if failure is not None else batch_kind(ckpt, batch, moved),
             batch_watermark_ms=wm,
             next_batch_watermark_ms=nxt,

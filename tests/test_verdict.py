@@ -144,3 +144,30 @@ def test_the_readmes_show_example_is_what_show_prints():
     assert [line for line in example if not line.startswith("location:")] == \
         [line for line in printed if not line.startswith("location:")]
     assert re.search(r"^watermark: *1704067285000 ", "\n".join(example), re.M)  # what .ci/run looks for
+
+
+MIDDLE_HINT = ("Spark does not read it on restart (only the last offsets files and the newest commit), but rewinds to this "
+               "batch and replays of it need it: restore it from a backup")
+
+
+@pytest.mark.parametrize(("path", "content", "hint"), [
+    ("offsets/3", b"garbage\n", MIDDLE_HINT),
+    ("commits/2", b"", MIDDLE_HINT),
+    ("commits/5", b"v1\n{", MIDDLE_HINT),
+    ("commits/12", b"", "an empty commit file is left by a crash while writing; delete it so Spark re-runs the batch"),
+])
+def test_a_damaged_log_file_is_read_around_by_one_rule_with_a_hint_true_where_it_is(copy_fixture, tmp_path, path, content, hint):
+    """Any damaged offsets or commit file: batches marks its row unreadable (exit 0) with a hint that fits its place
+    (a file Spark does not read on restart is not to be deleted), the other read commands read around it, and
+    check's WM055 for a middle file says only what its place means."""
+    ckpt = copy_fixture("agg_window_hdfs") / "checkpoint"
+    (ckpt / path).write_bytes(content)
+    batch = int(path.split("/")[1])
+    rows = json.loads(run_cli("batches", ckpt, "--format", "json").stdout)
+    assert [r["batch"] for r in rows if r["kind"] == "unreadable"] == [batch]
+    assert rows[batch]["committed"] and rows[batch]["error"].startswith(f"{path}: ") and rows[batch]["error"].endswith(f"(hint: {hint})")
+    for command in (["show"], ["state"], ["timeline", "--output", str(tmp_path / "t.svg")]):
+        run_cli(command[0], ckpt, *command[1:])
+    found = [f for f in check_json(ckpt) if f["path"] == path and f["code"] in ("WM001", "WM055")]
+    assert [f["code"] for f in found] == ["WM055" if hint == MIDDLE_HINT else "WM001"]
+    assert "delete it" not in found[0]["message"] or hint != MIDDLE_HINT
