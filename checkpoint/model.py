@@ -5,6 +5,7 @@ pure parsers. Derived facts follow ``MicroBatchExecution.populateStartOffsets``.
 """
 from __future__ import annotations
 
+import dataclasses
 import posixpath
 from dataclasses import dataclass
 from functools import cached_property
@@ -280,7 +281,9 @@ class Checkpoint:
 
     @cached_property
     def state_layout(self) -> StateLayout:
-        return scan_state(self.fs.walk(STATE, dirs=True))
+        unreadable: list[CheckpointError] = []
+        files = self.fs.walk(STATE, dirs=True, unreadable=unreadable)
+        return dataclasses.replace(scan_state(files), unreadable=tuple(unreadable))
 
     @cached_property
     def source_dirs(self) -> list[int]:

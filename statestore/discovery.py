@@ -86,6 +86,8 @@ def select(ckpt: Checkpoint, operator: int | None = None, store: str | None = No
     ``store`` is a store name, a join side (``left``/``right``) or a transformWithState variable;
     ``kind`` (a key of ``KINDS``) insists on one of these.
     """
+    if ckpt.state_layout.unreadable:  # its stores would read as missing partitions
+        raise ckpt.state_layout.unreadable[0]
     operators = all_operators(ckpt)
     if not operators:
         raise CheckpointError("the checkpoint has no state: no stateful operator wrote under state/",

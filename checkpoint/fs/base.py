@@ -68,8 +68,10 @@ class FileSystem:
         """Immediate children of a directory; ``[]`` when it does not exist."""
         raise NotImplementedError
 
-    def walk(self, path: str, dirs: bool = False) -> list[FileInfo]:
-        """Every file below ``path``, recursively, and with ``dirs`` every directory too; ``[]`` when absent."""
+    def walk(self, path: str, dirs: bool = False, unreadable: list[CheckpointError] | None = None) -> list[FileInfo]:
+        """Every file below ``path``, recursively, and with ``dirs`` every directory too; ``[]`` when absent. With
+        ``unreadable``, a directory below ``path`` that cannot be listed is skipped, its error appended there (where
+        the store tells one directory from another)."""
         raise NotImplementedError
 
     def names(self, path: str) -> list[str]:

@@ -114,14 +114,22 @@ class LocalFileSystem(FileSystem):
         except OSError as exc:
             raise self._unreadable(exc, "list", path) from None
 
-    def walk(self, path: str, dirs: bool = False) -> list[FileInfo]:
+    def walk(self, path: str, dirs: bool = False, unreadable: list[CheckpointError] | None = None) -> list[FileInfo]:
         """Every file below ``path`` (and with ``dirs`` every directory); a linked directory is entered once (a link
         loop is listed as a file)."""
         out: list[FileInfo] = []
         stack = [clean_relative(path)]
         seen: set[str] = set()
         while stack:
-            for item in self.list_dir(stack.pop()):
+            directory = stack.pop()
+            try:
+                items = self.list_dir(directory)
+            except CheckpointError as exc:
+                if unreadable is None or directory == clean_relative(path):
+                    raise
+                unreadable.append(exc)
+                continue
+            for item in items:
                 if item.is_dir and item.is_link:
                     real = os.path.realpath(self._abs(item.path))
                     if real in seen or _under(os.path.realpath(self.root), real):
