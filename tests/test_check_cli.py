@@ -287,3 +287,19 @@ def test_a_directory_outside_any_checkpoint_keeps_the_plain_hint(tmp_path):
     [row] = json.loads(run_cli("check", tmp_path / "a" / "b", "--format", "json", exit_code=2).stdout)
     assert row["message"].endswith("(hint: pass the directory given as checkpointLocation (it holds offsets/ and commits/))")
     assert row["fix"]["text"].startswith("pass the directory given as checkpointLocation")
+
+
+def test_a_watermark_wmcheck_set_watermark_lowered_is_a_note_not_wm011(copy_fixture):
+    """Right after a planned set-watermark check --strict passes, saying in a note that the lower watermark is the
+    repair's; undone, nothing is said; the same change by hand stays WM011."""
+    root = copy_fixture("agg_window_hdfs")
+    ckpt = root / "checkpoint"
+    run_cli("set-watermark", ckpt, "--watermark", "-1 minute", "--execute", "--idle", "0")
+    backup = next((ckpt / "_wmcheck" / "backups").iterdir()).name
+    done = run_cli("check", ckpt, "--strict")
+    assert done.stdout == f"{ckpt}: ok: 0 error(s), 0 warning(s) from {len(CHECKS) - SINK_CHECKS} checks\n"
+    assert done.stderr == (f"note: offsets/12: the watermark 1704067225000 (2024-01-01T00:00:25.000Z), below batch 11's, was "
+                           f"set by wmcheck set-watermark (backup {backup}): an intended change, not WM011 (wmcheck undo "
+                           "puts the old one back)\n")
+    shutil.rmtree(ckpt / "_wmcheck")  # the same files, no record of wmcheck's: a change by hand
+    assert [f["code"] for f in json.loads(run_cli("check", ckpt, "--strict", "--format", "json", exit_code=1).stdout)] == ["WM011"]
