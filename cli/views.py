@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timezone, tzinfo
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from wmcheck.checkpoint.source_labels import SourceLabel
@@ -12,7 +13,6 @@ from wmcheck.checkpoint.timeutil import format_duration, format_ms
 from .fixes import fix_doc, fix_text
 
 if TYPE_CHECKING:
-    from datetime import tzinfo
 
     from wmcheck.checkpoint.batch_inputs import BatchInput, ReplayPlan, SourceInput
     from wmcheck.checkpoint.checks.definition import Finding
@@ -42,7 +42,7 @@ OPERATOR_COLUMNS = ["operator_id", "name", "stores", "num_partitions", "min_vers
                     *(f.plural for f in FORMATS), "next_version", "next_version_loadable"]
 
 
-def checkpoint_summary(s: CheckpointSummary) -> tuple[Fields, list[Table]]:
+def checkpoint_summary(s: CheckpointSummary, tz: tzinfo | None = None) -> tuple[Fields, list[Table]]:
     """``wmcheck show``."""
     worst = s.verdict.worst
     fields: Fields = [
@@ -71,8 +71,8 @@ def checkpoint_summary(s: CheckpointSummary) -> tuple[Fields, list[Table]]:
                            ("Stateful operators", operators, OPERATOR_COLUMNS)]
     if s.operators:
         own = [{"operator_id": op.operator_id, "name": op.label,
-                "late watermark": _own(op.late_watermark_ms, None),
-                "eviction watermark": _own(op.eviction_watermark_ms, s.watermark_ms),
+                "late watermark": _own(op.late_watermark_ms, None, tz),
+                "eviction watermark": _own(op.eviction_watermark_ms, s.watermark_ms, tz),
                 "from": op.watermark_source, "how": op.watermark_note} for op in s.operators]
         tables.append((f"Operator watermarks (batch {s.next_batch})", own, OPERATOR_WATERMARK_COLUMNS))
     return fields, tables
@@ -94,22 +94,24 @@ def _batches(s: CheckpointSummary) -> str:
 OPERATOR_WATERMARK_COLUMNS = ["operator_id", "name", "late watermark", "eviction watermark", "from", "how"]
 
 
-def _own(value: int | None, global_ms: int | None) -> str:
-    """An operator's own watermark, and how far it is from the global one when it differs."""
+def _own(value: int | None, global_ms: int | None, tz: tzinfo | None = None) -> str:
+    """An operator's own watermark as a time (epoch ms in JSON and CSV), and how far it is from the global one when
+    it differs."""
     if value is None:
         return "unknown"
+    shown = format_ms(value, tz or timezone.utc)
     if global_ms is None or value == global_ms:
-        return str(value)
-    return f"{value} ({(value - global_ms) / 1000:+.3f}s)"
+        return str(shown)
+    return f"{shown} ({(value - global_ms) / 1000:+.3f}s)"
 
 
-def _batch_row(r: BatchRow) -> dict[str, Any]:
+def _batch_row(r: BatchRow, tz: tzinfo | None = None) -> dict[str, Any]:
     return {
         "batch": r.batch,
         "committed": r.committed,
         "kind": r.kind,
         "watermark": f"{r.batch_watermark_ms} ({r.batch_watermark})" if r.batch_watermark_ms is not None else None,
-        "next watermark ms": r.next_batch_watermark_ms,
+        "next watermark": format_ms(r.next_batch_watermark_ms, tz or timezone.utc),
         "advanced": format_duration(r.watermark_advance_ms),
         "timestamp": r.batch_timestamp,
         "lag": format_duration(r.lag_ms),
@@ -127,24 +129,25 @@ def _source_cell(a: SourceActivity) -> str:
     return f"{label}: {SourceOffset(a.source_id, a.offset).summary()} ({brought})"
 
 
-BATCHES = RowView(["batch", "committed", "kind", "watermark", "next watermark ms", "advanced", "timestamp", "lag", "sources",
-                   "rows", "max event time", "late rows"], _batch_row)
+BATCH_COLUMNS = ["batch", "committed", "kind", "watermark", "next watermark", "advanced", "timestamp", "lag", "sources"]
+PROGRESS_COLUMNS = ["rows", "max event time", "late rows"]
+"""Spark's progress report of each batch (``--progress``): no column without one."""
 
 
-def batches(rows: Sequence[BatchRow]) -> RowView:
-    """``wmcheck batches``; with operator watermarks, one column per operator (late / eviction watermark)."""
+def batches(rows: Sequence[BatchRow], tz: tzinfo | None = None) -> RowView:
+    """``wmcheck batches``: times in ``tz``; Spark's progress when a batch has one; with operator watermarks, one
+    column per operator (late / eviction watermark)."""
     ids = sorted({o.operator_id for r in rows for o in r.operators or ()})
-    if not ids:
-        return BATCHES
+    progress = PROGRESS_COLUMNS if any(r.progress for r in rows) else []
 
     def row(r: BatchRow) -> dict[str, Any]:
-        out = _batch_row(r)
+        out = _batch_row(r, tz)
         for o in r.operators or ():
-            out[f"operator {o.operator_id} late / evict"] = (f"{_own(o.late_ms, r.batch_watermark_ms and None)} / "
-                                                            f"{_own(o.evict_ms, r.batch_watermark_ms)}")
+            out[f"operator {o.operator_id} late / evict"] = (f"{_own(o.late_ms, r.batch_watermark_ms and None, tz)} / "
+                                                            f"{_own(o.evict_ms, r.batch_watermark_ms, tz)}")
         return out
 
-    return RowView([*BATCHES.columns, *(f"operator {i} late / evict" for i in ids)], row)
+    return RowView([*BATCH_COLUMNS, *progress, *(f"operator {i} late / evict" for i in ids)], row)
 
 STORE_COLUMNS = ["operator_id", "operator", "store", "rows", "per partition", "event-time column",
                  "older than watermark", "oldest event time", "behind watermark"]

@@ -231,3 +231,17 @@ def test_help_does_not_import_pyspark_or_pyarrow():
             "print(sorted(m for m in ('pyspark', 'pyarrow', 'pandas') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "[]"
+
+
+def test_batches_table_shows_times_and_no_empty_progress_columns():
+    """The next watermark as a time in the table (epoch ms in JSON and CSV), in --tz; rows, max event time and late
+    rows only with Spark's progress."""
+    ckpt = fixture_checkpoint("agg_window_hdfs")
+    table = run_cli("batches", ckpt, "--last", "1", "--tz", "Europe/Berlin").stdout.splitlines()
+    assert table[0].split("  ")[0:1] == ["batch"] and re.split(r" {2,}", table[0]) == [
+        "batch", "committed", "kind", "watermark", "next watermark", "advanced", "timestamp", "lag", "sources"]
+    assert re.split(r" {2,}", table[2])[4] == "2024-01-01T01:01:25.000+01:00"
+    assert json.loads(run_cli("batches", ckpt, "--last", "1", "--format", "json").stdout)[0]["next_batch_watermark_ms"] == 1704067285000
+    progress = fixture_checkpoint("union_stall_min").parent / "progress.jsonl"
+    with_progress = run_cli("batches", fixture_checkpoint("union_stall_min"), "--last", "1", "--progress", progress).stdout
+    assert re.split(r" {2,}", with_progress.splitlines()[0])[-3:] == ["rows", "max event time", "late rows"]
