@@ -333,7 +333,7 @@ def replay_plan(plan: ReplayPlan, tz: tzinfo) -> tuple[Fields, list[Table]]:
     first, last = (plan.batches[0].batch_id, plan.batches[-1].batch_id) if plan.batches else (None, None)
     fields: Fields = [("checkpoint", plan.checkpoint), ("batches", f"{first}..{last}"),
                       ("oldest replayable", plan.oldest_replayable_batch)]
-    missing = sum(not f["exists"] for f in files)
+    missing = sum(not f.exists for _, s in rows for f in s.files)
     if missing:
         fields.append(("missing files", f"{missing} of the {len(files)} logged input files are not where the logs say: if the "
                        "input moved, pass --path-map OLD=NEW (what wmcheck check's relocate fix names), or --skip-missing"))
