@@ -5,6 +5,7 @@ pure parsers. Derived facts follow ``MicroBatchExecution.populateStartOffsets``.
 """
 from __future__ import annotations
 
+import dataclasses
 import posixpath
 from dataclasses import dataclass
 from functools import cached_property
@@ -220,12 +221,26 @@ class Checkpoint:
     def offsets_failure(self, batch: int) -> CheckpointError | None:
         """Why ``offsets/<batch>`` cannot be read (empty or truncated by a crash, edited, missing); None when it parses."""
         if batch not in self._offset_failures:
-            try:
-                self.offsets(batch)
-                self._offset_failures[batch] = None
-            except CheckpointError as exc:
-                self._offset_failures[batch] = exc
+            self._offset_failures[batch] = self._failure(self.offsets, batch, self.offset_ids, 2)
         return self._offset_failures[batch]
+
+    def commit_failure(self, batch: int) -> CheckpointError | None:
+        """Why ``commits/<batch>`` cannot be read, as :meth:`offsets_failure` says it of an offsets file."""
+        return self._failure(self.commit, batch, self.commit_ids, 1)
+
+    @staticmethod
+    def _failure(read: Callable[[int], object], batch: int, ids: list[int], restart_reads: int) -> CheckpointError | None:
+        """Why ``read(batch)`` fails, None when it does not; the hint of a file before the last ``restart_reads`` of
+        its log (those Spark reads on restart) is one true there: Spark restarts without it."""
+        try:
+            read(batch)
+            return None
+        except CheckpointError as exc:
+            if batch in ids[-restart_reads:] or not isinstance(exc, MalformedFileError):
+                return exc
+            return MalformedFileError(exc.message, path=exc.path, line=exc.line, byte=exc.byte, hint=(
+                "Spark does not read it on restart (only the last offsets files and the newest commit), but rewinds "
+                "to this batch and replays of it need it: restore it from a backup"))
 
     def readable_offsets(self, batch: int) -> OffsetSeq | None:
         """``offsets/<batch>`` when it parses, else None (:meth:`offsets_failure` says why)."""
@@ -266,7 +281,9 @@ class Checkpoint:
 
     @cached_property
     def state_layout(self) -> StateLayout:
-        return scan_state(self.fs.walk(STATE, dirs=True))
+        unreadable: list[CheckpointError] = []
+        files = self.fs.walk(STATE, dirs=True, unreadable=unreadable)
+        return dataclasses.replace(scan_state(files), unreadable=tuple(unreadable))
 
     @cached_property
     def source_dirs(self) -> list[int]:
@@ -351,10 +368,10 @@ class Checkpoint:
 
     def watermark_after(self, batch: int) -> int:
         """The watermark the batch after ``batch`` starts from, as Spark computes it on restart: the larger of
-        ``offsets/<batch>``'s and ``commits/<batch>``'s."""
+        ``offsets/<batch>``'s and ``commits/<batch>``'s (read around when it does not parse: check reports it)."""
         meta = self.offsets(batch).metadata
         watermark = meta.batch_watermark_ms if meta else 0
-        if batch in self.commit_ids:
+        if batch in self.commit_ids and self.commit_failure(batch) is None:
             watermark = max(watermark, self.commit(batch).next_batch_watermark_ms or 0)
         return watermark
 

@@ -33,6 +33,7 @@ FLAGS = {
     "kafka_sink": "--kafka-sink",
     "keep_next_offsets": "--keep-next-offsets",
     "keep_source_log": "--keep-source-log",
+    "last": "--last",
     "lateness": "--lateness",
     "master": "--master",
     "max_memory": "--max-memory",

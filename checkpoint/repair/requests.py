@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Mapping
 
 from ..activity import DEFAULT_IDLE_MS
-from ..errors import CheckpointError, arg
+from ..errors import CheckpointError, arg, on_param
 from ..locations import open_file_sink
 from ..model import Checkpoint
 from ..sources.kafka_topics import KafkaTopics
@@ -99,7 +99,7 @@ class RewindRequest(RepairRequest):
                                 shift=self.shift, now=now)
         plan = plan_rewind(ckpt, target.batch, sink=repair_sink(self.file_sink, ckpt, fs_options),
                            keep_next_offsets=self.keep_next_offsets, keep_source_log=self.keep_source_log,
-                           how=target.how, created_ms=now, sink_named=self.sinks_named().any())
+                           how=target.how, param=target.param, created_ms=now, sink_named=self.sinks_named().any())
         return with_sink_effects(plan, ckpt, self.sinks_named(), fs_options)
 
     def sinks_named(self) -> SinksNamed:
@@ -131,9 +131,11 @@ class SetWatermarkRequest(RepairRequest):
             raise CheckpointError(f"set-watermark needs {arg('watermark', 'TIME')} (or {arg('from_plan', 'FILE')})",
                                   hint="e.g. " + arg("watermark", '"-2 hours"') + " (relative to the current watermark)",
                                   param="watermark")
-        watermark_ms = self.watermark if isinstance(self.watermark, int) else parse_time_ms(
-            self.watermark, now_ms=now, watermark_ms=ckpt.watermark_ms, default_anchor="watermark")
-        window_ms = self.window if isinstance(self.window, int) or self.window is None else parse_duration_ms(self.window)
+        with on_param("watermark"):
+            watermark_ms = self.watermark if isinstance(self.watermark, int) else parse_time_ms(
+                self.watermark, now_ms=now, watermark_ms=ckpt.watermark_ms, default_anchor="watermark")
+        with on_param("window"):
+            window_ms = self.window if isinstance(self.window, int) or self.window is None else parse_duration_ms(self.window)
         return plan_set_watermark(ckpt, watermark_ms, allow_raise=self.allow_raise, window_ms=window_ms or None,
                                   created_ms=now)
 
