@@ -101,6 +101,19 @@ def oldest_replayable(ckpt: Checkpoint) -> int | None:
     return next((b for b in ckpt.offset_ids if b == 0 or b - 1 in present), None)
 
 
+def replayable_spans(ckpt: Checkpoint) -> str:
+    """The batches whose offsets file and the one before it are both there, as spans: ``0..1, 5``."""
+    present = set(ckpt.offset_ids)
+    ok = [b for b in ckpt.offset_ids if b == 0 or b - 1 in present]
+    runs: list[list[int]] = []
+    for b in ok:
+        if runs and runs[-1][-1] == b - 1:
+            runs[-1].append(b)
+        else:
+            runs.append([b])
+    return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}..{r[-1]}" for r in runs) or "none"
+
+
 def replay_range(ckpt: Checkpoint, start: int, end: int | None = None, include_pending: bool = False) -> list[int]:
     """Batch ids ``start..end`` to replay; a clear error for purged, missing or uncommitted batches."""
     last = ckpt.last_batch if include_pending else ckpt.last_committed_batch
@@ -125,6 +138,13 @@ def replay_range(ckpt: Checkpoint, start: int, end: int | None = None, include_p
     for batch in range(start, end + 1):
         if batch not in present or (batch > 0 and batch - 1 not in present):
             gone = batch if batch not in present else batch - 1
+            if gone > ckpt.offset_ids[0]:
+                raise MissingFileError(
+                    f"batch {batch} cannot be replayed: offsets/{gone} is missing, a gap in the log (async progress "
+                    f"tracking logs only some batches; otherwise a lost file): each batch needs its offsets file and "
+                    f"the one before it",
+                    path=f"offsets/{gone}", param="start",
+                    hint=f"the batches that can be replayed are {replayable_spans(ckpt)}")
             raise MissingFileError(
                 f"batch {batch} cannot be replayed: offsets/{gone} was purged (Spark keeps the last "
                 f"spark.sql.streaming.minBatchesToRetain batches); the oldest replayable batch is {oldest}",

@@ -37,6 +37,7 @@ from ..repair_records import find_interrupted, read_journal
 from ..state_files import is_crc, is_temp
 from ..state_formats import version_file
 from ..timeutil import format_duration
+from .async_progress import async_gaps
 from .context import Context, Tree, error_text
 from .definition import ERROR, WARNING, Fix, Instruction, Issue, check
 from .remedies import NEW_CHECKPOINT, RESTORE, rewind_before
@@ -174,8 +175,10 @@ def unparseable_unread(ctx: Context) -> Iterator[Issue]:
 
 def read_gaps(ctx: Context, read: bool) -> list[tuple[int, int]]:
     """The gaps in offsets/ ids that reach the offsets file before the last (``read``: Spark reads it on restart as
-    where the last batch started), or, not ``read``, those before it."""
+    where the last batch started), or, not ``read``, those before it; none that async progress tracking left (WM085)."""
     last = ctx.ckpt.last_batch
+    if async_gaps(ctx):
+        return []
     return [(lo, hi) for lo, hi in ctx.ckpt.gaps(ctx.ckpt.offset_ids) if last is not None and (hi >= last - 1) == read]
 
 
@@ -225,7 +228,7 @@ def source_count(ctx: Context) -> Iterator[Issue]:
 
 @check("WM003", WARNING, "gap in commits/ ids")
 def commits_gap(ctx: Context) -> Iterator[Issue]:
-    for lo, hi in ctx.ckpt.gaps(ctx.ckpt.commit_ids):
+    for lo, hi in [] if async_gaps(ctx) else ctx.ckpt.gaps(ctx.ckpt.commit_ids):
         yield Issue(COMMIT_LOG.path(lo), (
             f"commits/{span(lo, hi)} missing although commits/{hi + 1} exists: the completion of batch {span(lo, hi)} "
             f"was never recorded (a lost file or logs of two runs mixed); Spark restarts from the last commit and does "
