@@ -1004,7 +1004,7 @@ BREAKS = {
 def test_every_check_has_a_breaking_case():
     """(WM037's cases need another user or a read-only mount: tests/test_access.py; WM081-WM084's a live broker and
     the topic broken there: tests/test_kafka_check.py; WM085's Spark's own async progress tracking:
-    tests/test_kafka_async_restart.py.)"""
+    tests/test_kafka_fixture_restarts.py.)"""
     assert {b.code for b in BREAKS.values()} == set(CHECKS) - {"WM000", "WM037", "WM081", "WM082", "WM083", "WM084",
                                                                "WM085"}
 

@@ -230,9 +230,14 @@ def test_rewind_dry_run_then_executed_then_undone_restores_every_byte(name, tmp_
     assert digest(root) == before  # a dry run changes nothing
     resumed = json.loads(BATCHES[name][target])
     last = json.loads(BATCHES[name][max(BATCHES[name])])
-    assert [(s["position"], s["before"], s["after"]) for s in plan["sources"]] == [  # new ones: not in the target
-        (f"{t}/{p}", str(last[t][p]), str(resumed[t][p]) if p in resumed.get(t, {}) else None)
+    assert [(s["position"], s["before"], s["after"]) for s in plan["sources"]] == [  # Spark reads new ones anew
+        (f"{t}/{p}", str(last[t][p]), str(resumed[t][p]) if p in resumed.get(t, {}) else "earliest")
         for t in sorted(last) for p in sorted(last[t])]
+    new = [f"{t}[{p}]" for t in sorted(last) for p in sorted(last[t]) if p not in resumed.get(t, {})]
+    assert f"source 0 (kafka) restarts from its offsets of batch {target}: {summary(BATCHES[name][target])}" + (
+        f", and {', '.join(new)}, which it had not read by then, from the earliest offset the broker keeps (Spark "
+        "reads partitions its offsets do not name from there)" if new else "") + (
+        "; data the source no longer retains (e.g. past Kafka retention) cannot be replayed") in plan["warnings"]
     removed = sorted(b for b in BATCHES[name] if b > target)
     assert sorted({s["path"] for s in plan["steps"] if s["phase"] == "offsets"}) == sorted(
         f"offsets/{x}" for b in removed for x in (b, f".{b}.crc"))
@@ -256,7 +261,7 @@ ASYNC_MESSAGE = (
 
 
 def test_check_reads_async_progress_tracking_s_gaps_as_written_by_design():
-    """Not WM002 (an error), WM003 and WM075: one warning, and the restart verdict tests/test_kafka_async_restart.py
+    """Not WM002 (an error), WM003 and WM075: one warning, and the restart verdict tests/test_kafka_fixture_restarts.py
     proves with Spark."""
     [finding] = json.loads(run_cli("check", ckpt("kafka_async"), "--format", "json").stdout)
     assert finding == {"code": "WM085", "severity": "warning", "checkpoint": str(ckpt("kafka_async")),

@@ -384,7 +384,8 @@ def source_positions(ckpt: Checkpoint, last: int) -> tuple[SourcePosition, ...]:
         if kind == "kafka":
             was, will = (s.kafka_offsets or {} if s is not None else {} for s in (old, new))
             parts = sorted({(t, p) for offsets in (was, will) for t, ps in offsets.items() for p in ps})
-            out += [SourcePosition(source_id, kind, f"{t}/{p}", _text(was.get(t, {}).get(p)), _text(will.get(t, {}).get(p)))
+            out += [SourcePosition(source_id, kind, f"{t}/{p}", _text(was.get(t, {}).get(p)),
+                                   _text(will.get(t, {}).get(p)) or (EARLIEST if new is not None else None))
                     for t, p in parts]
         else:
             out.append(SourcePosition(source_id, kind, POSITIONS.get(kind, "offset"), _position(old), _position(new)))
@@ -392,6 +393,8 @@ def source_positions(ckpt: Checkpoint, last: int) -> tuple[SourcePosition, ...]:
 
 
 POSITIONS = {"file": "log batch", "long": "offset", "delta": "version"}
+EARLIEST = "earliest"
+"""Where Spark starts a topic partition the offsets do not name: the earliest offset the broker keeps."""
 
 
 def _text(value: int | None) -> str | None:
@@ -414,6 +417,18 @@ def _other_source_notes(view: RewindView, last: int) -> list[str]:
     for index, src in enumerate(view.ckpt.offsets(last).sources):
         if src.source_id in files or str(index) in files or src.kind in ("none",) + FILE_KINDS:
             continue
-        out.append(f"source {src.source_id} ({src.kind}) restarts from its offsets of batch {last}: {src.summary()}; "
-                   "data the source no longer retains (e.g. past Kafka retention) cannot be replayed")
+        out.append(f"source {src.source_id} ({src.kind}) restarts from its offsets of batch {last}: {src.summary()}"
+                   + _new_partitions(view, src) + "; data the source no longer retains (e.g. past Kafka retention) "
+                   "cannot be replayed")
     return out
+
+
+def _new_partitions(view: RewindView, src: SourceOffset) -> str:
+    """The Kafka partitions the source reads now that batch ``src`` is from did not: Spark reads them anew."""
+    now = view.ckpt.last_readable_batch
+    if src.kafka_offsets is None or now is None:
+        return ""
+    was = next((s.kafka_offsets for s in view.ckpt.offsets(now).sources if s.source_id == src.source_id), None) or {}
+    new = [f"{t}[{p}]" for t in sorted(was) for p in sorted(was[t], key=int) if p not in src.kafka_offsets.get(t, {})]
+    return (f", and {', '.join(new)}, which it had not read by then, from the earliest offset the broker keeps "
+            "(Spark reads partitions its offsets do not name from there)") if new else ""

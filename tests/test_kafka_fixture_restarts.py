@@ -1,17 +1,21 @@
-"""kafka_async's gaps in offsets/ and commits/ (asyncProgressTrackingEnabled writes them every interval): check's
-verdict, WM085, proven by restarting a copy with Spark 4.2 against the real broker, the fixture's topic re-created and
-re-filled from records.json: with the option Spark resumes at the batch check names and reads only the new records;
-without it Spark fails as check says."""
+"""What check and rewind say of the Kafka fixtures, proven by restarting copies with Spark 4.2 against the real broker,
+each fixture's topics re-created and re-filled from records.json (the same records at the same offsets).
+
+kafka_async's gaps in offsets/ and commits/ (asyncProgressTrackingEnabled writes them every interval), WM085: with the
+option Spark resumes at the batch check names and reads only the new records; without it Spark fails as check says.
+kafka_grow rewound to before its third partition: Spark reads that partition from its earliest offset, as the rewind
+says."""
 from __future__ import annotations
 
 import json
 import shutil
+from collections import Counter
 
 import pytest
 from test_kafka_sink import topic_values
 
 from conftest import FIXTURES, run_cli
-from kafka_env import Record, admin, create_topic, delete_topic, produce, unique_topic
+from kafka_env import Record, admin, create_topic, delete_topic, produce, read_rows, unique_topic
 
 pytestmark = pytest.mark.spark
 NAME = "kafka_async"
@@ -24,12 +28,12 @@ def fresh(bootstrap: str, topic: str, partitions: int) -> str:
     return create_topic(bootstrap, topic, partitions)
 
 
-def refilled(bootstrap: str) -> str:
+def refilled(bootstrap: str, name: str = NAME, partitions: int | None = None) -> str:
     """The fixture's source topic as the query read it: every record of records.json, in order, at the same offsets."""
-    facts = json.loads((FIXTURES / NAME / "kafka.json").read_text())
-    topic = fresh(bootstrap, facts["topic"], facts["partitions"])
+    facts = json.loads((FIXTURES / name / "kafka.json").read_text())
+    topic = fresh(bootstrap, facts["topic"], partitions or facts["partitions"])
     fresh(bootstrap, f"{topic}-out", 1)
-    sent = json.loads((FIXTURES / NAME / "records.json").read_text())
+    sent = json.loads((FIXTURES / name / "records.json").read_text())
     produce(bootstrap, topic, [Record(r["partition"], r["value"], r["timestamp_ms"], r["key"]) for r in sent])
     return topic
 
@@ -60,3 +64,20 @@ def test_async_progress_gaps_restart_at_the_batch_check_names(spark_kafka, kafka
     assert logged[8] == ['{"wmcheck-kafka-async":{"0":9,"1":9}}']  # the first batch of a run is always logged
     assert set(logged) - {0, 1, 4, 5, 7, 8} <= {9}  # batch 9 only if it started an interval after batch 8
 
+
+def test_a_rewind_to_before_a_partition_was_added_reads_it_from_its_earliest_offset(spark_kafka, kafka_bootstrap,
+                                                                                     tmp_path):
+    topic = refilled(kafka_bootstrap, "kafka_grow", partitions=3)  # grown to 3 before batch 2
+    root = tmp_path / "kafka_grow"
+    shutil.copytree(FIXTURES / "kafka_grow", root)
+    old = json.loads((root / "kafka.json").read_text())["root"]
+    run_cli("relocate", root / "checkpoint", "--path-map", f"{old}={root}", "--file-sink", root / "output", "--execute",
+            "--idle", "0")
+    plan = json.loads(run_cli("rewind", root / "checkpoint", "--to-batch", "1", "--file-sink", root / "output",
+                              "--idle", "0", "--execute", "--format", "json").stdout)
+    assert [(s["position"], s["after"]) for s in plan["sources"]] == [
+        (f"{topic}/0", "4"), (f"{topic}/1", "4"), (f"{topic}/2", "earliest")]
+    answer = spark_kafka.run("kafka_etl", kafka_bootstrap, {"subscribe": topic}, root / "checkpoint", root / "output")
+    assert answer["ok"], answer
+    read = Counter((r["partition"], r["offset"]) for r in read_rows(root / "output"))
+    assert read == Counter({(p, o): 1 for p, n in ((0, 7), (1, 7), (2, 3)) for o in range(n)})  # none lost, none twice
