@@ -248,4 +248,5 @@ def test_source_positions_of_kafka_partitions_and_delta_versions(tmp_path):
         (ckpt / "offsets" / str(batch)).write_text("\n".join(lines + sources))
     got = [(p.source_id, p.kind, p.position, p.before, p.after) for p in source_positions(open_checkpoint(str(ckpt)), 5)]
     assert got == [("0", "kafka", "orders/0", "150", "100"), ("0", "kafka", "orders/1", "260", "200"),
-                   ("0", "kafka", "orders/2", "5", None), ("1", "delta", "version", "9 index -1", "7 index 3")]
+                   ("0", "kafka", "orders/2", "5", "earliest"),  # batch 5 had not read it: Spark reads it anew
+                   ("1", "delta", "version", "9 index -1", "7 index 3")]
