@@ -188,6 +188,11 @@ def chained(name: str) -> list[tuple[int, str, str, int | None, str | None]]:
 @pytest.mark.parametrize("name", ["kafka_etl", "kafka_agg", "kafka_named"])
 def test_replay_plan_names_each_batch_s_offsets(name):
     assert planned(name) == chained(name)
+    table = run_cli("replay", ckpt(name), "--from", "0", "--plan").stdout.splitlines()
+    assert table[1:3] == [f"batches:           0..{max(BATCHES[name])}", "oldest replayable: 0"]
+    rows = table[table.index("Batches") + 3:table.index("Files") - 1]
+    assert [(r.split()[0], r.split()[-3:]) for r in rows] == [
+        (str(b), [start, "->", end]) for b, start, end, _, _ in chained(name)]
 
 
 def test_replay_plan_of_topics_and_partitions_that_appeared_mid_stream():
@@ -243,13 +248,25 @@ def test_rewind_dry_run_then_executed_then_undone_restores_every_byte(name, tmp_
     removed = sorted(b for b in BATCHES[name] if b > target)
     assert sorted({s["path"] for s in plan["steps"] if s["phase"] == "offsets"}) == sorted(
         f"offsets/{x}" for b in removed for x in (b, f".{b}.crc"))
-    json.loads(run_cli(*args, "--execute").stdout)
+    table = run_cli(*args[:-2]).stdout.splitlines()
+    assert f"last batch:     {max(BATCHES[name])} -> {target}" in table
+    sources = table[table.index("Sources (where each continues from)") + 3:]
+    for t in sorted(last):
+        for p in sorted(last[t]):
+            after = str(resumed[t][p]) if p in resumed.get(t, {}) else "earliest"
+            assert sources.pop(0).split() == ["0", "kafka", f"{t}/{p}", str(last[t][p]), after]
+    assert sources[0] == ""
+    assert digest(root) == before
+    done = run_cli(*args[:-2], "--execute").stdout.splitlines()
+    assert any(line.startswith("mode:           applied; backup ") for line in done)
     assert json.loads(run_cli("show", root / "checkpoint", "--format", "json").stdout)["next_batch"] == target + 1
     rows = json.loads(run_cli("batches", root / "checkpoint", "--format", "json").stdout)
     assert [r["batch"] for r in rows] == [b for b in sorted(BATCHES[name]) if b <= target]
-    undone = json.loads(run_cli("undo", root / "checkpoint", "--idle", "0", "--format", "json").stdout)
-    assert undone["status"] == "undone"
+    steps = plan["steps"]
+    undone = run_cli("undo", root / "checkpoint", "--idle", "0").stdout.splitlines()
+    assert "status:         applied -> undone" in undone and f"restored:       {len(steps)} file(s)" in undone
     assert digest(root) == before
+    assert json.loads(run_cli("show", root / "checkpoint", "--format", "json").stdout)["next_batch"] == NEXT[name]
 
 
 ASYNC_MESSAGE = (
