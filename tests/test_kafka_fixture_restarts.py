@@ -83,3 +83,23 @@ def test_a_rewind_to_before_a_partition_was_added_reads_it_from_its_earliest_off
     assert answer["ok"], answer
     read = Counter((r["partition"], r["offset"]) for r in read_rows(root / "output"))
     assert read == Counter({(p, o): 1 for p, n in ((0, 7), (1, 7), (2, 3)) for o in range(n)})  # none lost, none twice
+
+
+def test_a_rewind_of_async_progress_tracking_runs_the_unlogged_batches_again(spark_kafka, kafka_bootstrap, tmp_path):
+    """Batch 6 is in neither log, yet it ran: rewound to batch 5, Spark runs 6 and 7 again and the Kafka sink gets
+    batch 6's records (values 12 and 13) as well as batch 7's."""
+    topic = refilled(kafka_bootstrap)
+    ckpt = tmp_path / "checkpoint"
+    shutil.copytree(FIXTURES / NAME / "checkpoint", ckpt)
+    plan = json.loads(run_cli("rewind", ckpt, "--to-batch", "5", "--kafka-sink", f"{topic}-out", "--bootstrap-server",
+                              kafka_bootstrap, "--idle", "0", "--execute", "--format", "json").stdout)
+    [sink] = plan["sinks"]
+    assert [(b["batch"], b["action"], b["rows"]) for b in sink["batches"]] == [(6, "duplicate", None),
+                                                                               (7, "duplicate", 0)]
+    assert sink["summary"].endswith("; batch(es) 6 ran but were not logged (async progress tracking): their records "
+                                    "are written again too, how many is not known")
+    answer = spark_kafka.run(NAME, kafka_bootstrap, {"subscribe": topic}, ckpt, tmp_path / "unused",
+                             {"maxOffsetsPerTrigger": "2"})
+    assert answer["ok"], answer
+    assert [b for b in answer["batches"] if b < 8] == [6, 7]
+    assert topic_values(kafka_bootstrap, f"{topic}-out") == {str(i): 1 for i in range(12, 16)}
