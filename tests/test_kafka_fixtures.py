@@ -344,3 +344,28 @@ def test_replay_plan_starts_a_named_source_at_its_initial_offsets_in_sources_nam
     [source] = doc["batches"][0]["sources"]
     assert (source["replayable"], source["note"]) == (
         False, "the first batch of this source starts at the initial offsets in sources/0/0, which is missing")
+
+
+def test_a_rewind_to_a_batch_async_progress_tracking_did_not_log_is_refused_naming_the_gap():
+    out = run_cli("rewind", ckpt("kafka_async"), "--to-batch", "6", "--idle", "0", exit_code=2).output
+    assert out.strip() == (
+        "Error: cannot rewind to batch 6: commits/6 does not exist, a gap in the log (async progress tracking logs only "
+        "some batches; otherwise a lost file) (and 1 more problems) (hint: the newest batch this checkpoint can be "
+        "rewound to is 5)")
+
+
+def test_async_gaps_before_the_last_two_offsets_restart_with_or_without_the_option(tmp_path):
+    """kafka_async as it was after batch 5: Spark reads offsets/4 and offsets/5 either way."""
+    root = tmp_path / "kafka_async"
+    shutil.copytree(FIXTURES / "kafka_async", root)
+    for log in ("offsets", "commits"):
+        for name in ("7", ".7.crc"):
+            (root / "checkpoint" / log / name).unlink()
+    [finding] = json.loads(run_cli("check", root / "checkpoint", "--format", "json").stdout)
+    assert (finding["code"], finding["message"]) == ("WM085", (
+        "offsets/ and commits/ both skip batch(es) 2..3, every batch logged is committed and the query is stateless: "
+        "the pattern asyncProgressTrackingEnabled writes (offsets and commits logged once per "
+        "asyncProgressTrackingCheckpointIntervalMs; the option is not recorded in the checkpoint, so this is judged "
+        "from the pattern). Restarted with asyncProgressTrackingEnabled or without it, Spark resumes at batch 6 from "
+        "offsets/5 (wmcheck-kafka-async[0]=6, wmcheck-kafka-async[1]=6) (it reads offsets/4 and offsets/5 only); the "
+        "batches not logged cannot be rewound to or replayed alone"))

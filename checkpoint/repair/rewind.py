@@ -119,7 +119,9 @@ def problems(view: RewindView, batch: int, opts: Options) -> list[str]:
         return ["no batch is committed yet"]
     if batch > done:
         return [f"batch {batch} is not committed: the last committed batch is {done}"]
-    out = [f"{d}/{batch} no longer exists (purged by spark.sql.streaming.minBatchesToRetain)"
+    out = [f"{d}/{batch} " + ("does not exist, a gap in the log (async progress tracking logs only some batches; "
+                              "otherwise a lost file)" if ids and batch > ids[0] else
+                              "no longer exists (purged by spark.sql.streaming.minBatchesToRetain)")
            for d, ids in ((COMMITS, ckpt.commit_ids), (OFFSETS, ckpt.offset_ids)) if batch not in ids]
     if out:
         return out
