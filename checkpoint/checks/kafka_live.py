@@ -4,15 +4,17 @@ broker they do not run, and one note says so."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from ..errors import arg
 from ..metadata_log import OFFSET_LOG
-from ..repair.reset_request import ResetOffsetsRequest
 from ..sources.kafka_topics import KafkaTopics, TopicState
 from .context import Context
 from .definition import ERROR, Instruction, Issue, check
 from .text import plural
+
+if TYPE_CHECKING:
+    from ..repair.reset_request import ResetOffsetsRequest
 
 OFFLINE_NOTE = ("WM081-WM084 compare Kafka offsets with the topics as the broker holds them now: not verified "
                 f"without the broker (pass {arg('bootstrap_server', 'HOST:PORT')})")
@@ -70,6 +72,8 @@ def names(parts: list[tuple[str, int]]) -> str:
 
 def reset_to_earliest(ctx: Context, kafka: KafkaTopics, parts: list[tuple[str, int]]) -> ResetOffsetsRequest:
     """The reset of ``parts`` to the earliest offsets the broker retains."""
+    from ..repair.reset_request import ResetOffsetsRequest  # the repair's module: imported only for a finding
+
     topics = sorted({t for t, _ in parts})
     specs = tuple(f"{t}:{','.join(str(p) for tt, p in sorted(parts) if tt == t)}" for t in topics)
     return ResetOffsetsRequest(topic=specs, to_earliest=True, bootstrap_server=kafka.bootstrap,

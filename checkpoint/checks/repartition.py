@@ -6,7 +6,6 @@ from collections.abc import Iterator
 
 from ..layout import SINK_LOG
 from ..metadata_log import DEFAULT_COMPACT_INTERVAL, FILE_SINK_LOG, OFFSET_LOG, next_compaction
-from ..repair.repartition import RepartitionRequest
 from ..repartitions import (
     PROVIDER,
     ROCKSDB_PROVIDER,
@@ -61,6 +60,8 @@ def sink_lacks_repartition(ctx: Context) -> Iterator[Issue]:
             continue
         interval, how = log.interval or (DEFAULT_COMPACT_INTERVAL, f"Spark's default {FILE_SINK_LOG.interval_conf}")
         fails = next_compaction(move.batch, interval)
+        from ..repair.repartition import RepartitionRequest  # the repair's module: imported only for a finding
+
         yield Issue(ctx.sink.shown(FILE_SINK_LOG.path(move.batch)), (
             f"batch {move.batch} repartitioned the state ({move.from_partitions} -> {move.to_partitions} partitions) "
             f"and wrote no file sink log entry: the query restarts, but the sink log's compaction at batch {fails} "
