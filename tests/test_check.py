@@ -1751,7 +1751,7 @@ def test_deletes_of_absent_keys_are_found_column_wise_as_record_by_record(copy_f
     reading them record by record finds, on the fixture and with each partition's newest delta replaced by the ones
     one and two versions before (deletes of keys already gone among them)."""
     from wmcheck.checkpoint.checks import deltas
-    from wmcheck.checkpoint.checks import state as state_checks
+    from wmcheck.checkpoint.checks import state_reads as state_checks
 
     decided: list = []
     real = deltas._absent_delete_columns
@@ -1849,7 +1849,7 @@ def test_a_delta_replaced_by_the_version_before_is_seen_by_the_keys_the_last_evi
 def test_keys_the_eviction_removed_are_judged_within_a_budget_of_bytes_read_whole(copy_fixture, monkeypatch):
     """WM062 reads the files of a partition whole only while AGED_BUDGET has room: past it a partition is not
     judged and a note says how many were left (a large state keeps check fast)."""
-    from wmcheck.checkpoint.checks import state
+    from wmcheck.checkpoint.checks import state_reads as state
 
     root = copy_fixture("agg_window_hdfs")
     state_file_of("2/12.delta", "2/13.delta")(root)
@@ -1999,12 +1999,12 @@ def test_rows_of_one_file_that_do_not_fit_while_others_do_are_not_the_schema_fil
     """WM059 needs every file with rows to misfit (a schema file of another query); one file alone is damage."""
     from wmcheck.checkpoint.checks.context import Context
     from wmcheck.checkpoint.checks.partitioning import misfit_schema
-    from wmcheck.checkpoint.checks.state import content_loads
+    from wmcheck.checkpoint.checks.state_reads import content_loads, state_reads
     from wmcheck.checkpoint.key_partitions import Sample
 
     ctx = Context(open_checkpoint(str(Path(__file__).resolve().parents[1] / "fixtures/agg_window_hdfs/checkpoint")))
     content_loads(ctx)
-    found = ctx.memo["row-samples"]
+    found = state_reads(ctx).row_samples
     with_rows = sorted(p for p, sample in found.items() if sample.rows)
     found[with_rows[0]] = Sample(misfit="key", rows=1)
     assert list(misfit_schema.run(ctx)) == []

@@ -361,3 +361,30 @@ def test_one_function_opens_a_file_sink():
     defined = [p.relative_to(ROOT).as_posix() for p in package_files()
                for node in ast.walk(ast.parse(p.read_text())) if isinstance(node, ast.FunctionDef) and node.name == "open_file_sink"]
     assert defined == ["checkpoint/locations.py"]
+
+
+def untyped_shared_state(path: Path) -> list[str]:
+    """Attributes of a check module's ``Context`` that hold anything by a string key (``dict[str, Any]``), and
+    reads or writes of a ``memo``: what checks share goes through ``ctx.once(function)``, typed by the function."""
+    tree = ast.parse(path.read_text(), str(path))
+    hits = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Attribute) \
+                and re.fullmatch(r"dict\[str, *Any\]", ast.unparse(node.annotation)):
+            hits.append(f"{path.name}:{node.lineno}: self.{node.target.attr}: {ast.unparse(node.annotation)}")
+        if isinstance(node, ast.Attribute) and node.attr == "memo":
+            hits.append(f"{path.name}:{node.lineno}: {ast.unparse(node)}")
+    return hits
+
+
+def test_checks_share_results_through_typed_services_not_string_keys():
+    checks = sorted((ROOT / "checkpoint" / "checks").glob("*.py"))
+    assert [hit for path in checks for hit in untyped_shared_state(path)] == []
+
+
+def test_the_shared_state_rule_catches_a_memo(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text("from typing import Any\n\n\nclass Context:\n    def __init__(self):\n"
+                     "        self.memo: dict[str, Any] = {}\n\n\ndef plans(ctx):\n    return ctx.memo['plans']\n")
+    assert untyped_shared_state(probe) == ["probe.py:6: self.memo: dict[str, Any]", "probe.py:6: self.memo",
+                                           "probe.py:10: ctx.memo"]

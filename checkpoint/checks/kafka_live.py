@@ -37,8 +37,10 @@ class KafkaOffsetsNow:
 def kafka_offsets_now(ctx: Context) -> list[KafkaOffsetsNow]:
     """Each Kafka source's offsets and its topics now (asked once per check); none without ``ctx.kafka``, with a note
     where the checkpoint has a Kafka source."""
-    if "kafka-now" in ctx.memo:
-        return ctx.memo["kafka-now"]
+    return ctx.once(_kafka_offsets_now)
+
+
+def _kafka_offsets_now(ctx: Context) -> list[KafkaOffsetsNow]:
     ckpt = ctx.ckpt
     done, pending = ckpt.last_committed_batch, ckpt.pending_batch
     base = ctx.offsets.get(done) if done is not None else None
@@ -58,7 +60,6 @@ def kafka_offsets_now(ctx: Context) -> list[KafkaOffsetsNow]:
         topics = ctx.kafka.topics({t for start, end in found for t, _ in (*start, *end)})
         batch = done if done is not None else pending
         out = [KafkaOffsetsNow(int(batch or 0), start, end, topics) for start, end in found]
-    ctx.memo["kafka-now"] = out
     return out
 
 

@@ -20,10 +20,12 @@ from .definition import ERROR, Issue, check
 
 def moves(ctx: Context) -> tuple[Repartition, ...]:
     """The repartition batches among the offsets files that parsed."""
-    if "repartitions" not in ctx.memo:
-        plans = {b: (partitions_in(ctx.confs[b]), [s.raw for s in seq.sources]) for b, seq in ctx.offsets.items()}
-        ctx.memo["repartitions"] = find_repartitions(plans, ctx.commits, ctx.ckpt.state_layout)
-    return ctx.memo["repartitions"]
+    return ctx.once(_moves)
+
+
+def _moves(ctx: Context) -> tuple[Repartition, ...]:
+    plans = {b: (partitions_in(ctx.confs[b]), [s.raw for s in seq.sources]) for b, seq in ctx.offsets.items()}
+    return find_repartitions(plans, ctx.commits, ctx.ckpt.state_layout)
 
 
 def repartition_batches(ctx: Context) -> set[int]:
