@@ -17,7 +17,7 @@ TOP = ("cli", "checkpoint", "statestore")
 # (layer rank, group, modules of wmcheck.checkpoint by their first name component)
 CHECKPOINT_GROUPS = {
     "formats": (0, ["errors", "numbers", "timeutil", "textlog", "source_offsets", "offsets", "commits", "file_logs",
-                    "query_metadata", "operator_metadata", "state_schema", "checksums", "operator_kinds", "progress", "plans",
+                    "query_metadata", "operator_metadata", "state_schema", "state_schema_write", "checksums", "operator_kinds", "progress", "plans",
                     "kafka_offsets", "state_formats", "rocksdb_zip", "rocksdb_sst", "rocksdb_manifest", "sst_walk", "sst_columns", "state_codecs", "state_records", "row_checksums",
                     "list_frames", "state_content", "key_partitions", "stale_keys", "sized_columns", "value_encoding",
                     "stale_columns", "join_rows"]),
