@@ -128,8 +128,7 @@ def changed_inside(ctx: Context) -> list[Changed]:
         if not entry_location(entry.path).startswith(root + "/"):
             continue
         found = files.find(entry.path)
-        logged = entry.fields.get("size")
-        logged = logged if isinstance(logged, int) and not isinstance(logged, bool) else None
+        logged = entry.size
         if found is None and logged == 0:
             continue  # a file of no bytes has no split: Spark's readers never open it
         if found is None or (logged is not None and not found.is_dir and found.size != logged):
