@@ -19,6 +19,7 @@ from wmcheck.checkpoint.errors import (
     UnsupportedError,
     arg,
 )
+from wmcheck.checkpoint.kafka_retention import check_retained
 from wmcheck.checkpoint.model import Checkpoint, open_checkpoint
 
 from .late_rule import parse_window, with_lateness
@@ -33,7 +34,8 @@ if TYPE_CHECKING:
     from .operator_late import OperatorLate
 
 KEEP = ("all", "late", "on_time")
-KAFKA_PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13:<your Spark version>"
+KAFKA_PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13:{version}"
+KAFKA_JARS = "spark-sql-kafka-0-10_2.13-{version}.jar, spark-token-provider-kafka-0-10_2.13-{version}.jar, kafka-clients, commons-pool2"
 SHOWN_MISSING = 5
 KAFKA_NOT_FOUND = ("KAFKA_DATA_SOURCE_NOT_ENABLED", "DATA_SOURCE_NOT_FOUND")
 
@@ -114,8 +116,9 @@ def _read_kafka(spark: "SparkSession", src: SourceInput, opts: ReplayOptions) ->
     except Exception as exc:
         if condition(exc) in KAFKA_NOT_FOUND or "find data source: kafka" in str(exc).lower():
             raise SparkUnavailableError(
-                "reading a Kafka source needs the Kafka connector, which is not on the Spark classpath",
-                hint=f"add {arg('packages', KAFKA_PACKAGE)} (or {arg('jars')} with the connector and kafka-clients)",
+                f"reading a Kafka source needs Spark's Kafka connector, which is not on the classpath of Spark {spark.version}",
+                hint=f"add {arg('packages', KAFKA_PACKAGE.format(version=spark.version))}, or {arg('jars')} (or "
+                     f"{arg('conf', 'spark.jars=...')}) with {KAFKA_JARS.format(version=spark.version)}",
             ) from None
         raise
 
@@ -183,6 +186,7 @@ def prepare(ckpt: Checkpoint | str, start: int, end: int | None = None,
     batches = plan(ckpt, start, end, source=opts.source, include_pending=opts.include_pending,
                    path_map=opts.path_map, late_rule=opts.late_watermark, fs_options=opts.fs_options)
     _check_sources(batches, opts)
+    check_retained(batches, opts.options)
     return batches
 
 
