@@ -82,14 +82,14 @@ class KafkaRetention:
         """One line: the partitions retention removed recorded offsets of, and the batches that can still be replayed."""
         if not self.gone:
             return f"the broker at {self.bootstrap} still holds every recorded offset of these batches"
-        still = f"batches {_span(self.replayable_batches)} can still be replayed" if self.replayable_batches else \
+        still = f"{_span(self.replayable_batches)} can still be replayed" if self.replayable_batches else \
             "no batch of this range can be replayed"
-        return (f"the broker no longer holds the recorded offsets of {', '.join(g.text for g in self.gone)}: batches "
+        return (f"the broker no longer holds the recorded offsets of {', '.join(g.text for g in self.gone)}: "
                 f"{_span(self.lost_batches)} read them; {still}")
 
 
 def _span(batches: Sequence[int]) -> str:
-    return f"{batches[0]}" if len(batches) == 1 else f"{batches[0]}..{batches[-1]}"
+    return f"batch {batches[0]}" if len(batches) == 1 else f"batches {batches[0]}..{batches[-1]}"
 
 
 def retention(batches: Sequence[BatchInput], earliest: Mapping[tuple[str, int], int | None],

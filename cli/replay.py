@@ -133,6 +133,7 @@ def replay(checkpoint: str, start: int, end: int | None, source: str | None, sho
             _print_lateness(out, found)
             return
         rows = run_replay(spark, batches, opts, sink or (lambda _df, _batch: None), keys,
-                          lambda done, total, batch: meter.phase(f"batch {batch}: {done} of {total}"), ckpt, reports)
+                          lambda done, total, batch: meter.phase(f"batch {batch}: {done} of {total}"), ckpt, reports,
+                          grouped=stored is not None)
         meter.clear()
     out.replay_rows(rows)

@@ -239,8 +239,10 @@ def _union(frames: list["DataFrame"]) -> "DataFrame":
     return union
 
 
-def count_batches(batches: list[ReplayBatch], group_by: tuple[str, ...] = ()) -> dict[int, dict[str, int | None]]:
-    """Per batch: its rows and, with an event time, its late and on-time rows (and distinct late groups).
+def count_batches(batches: list[ReplayBatch], group_by: tuple[str, ...] = (),
+                  grouped: bool = False) -> dict[int, dict[str, int | None]]:
+    """Per batch: its rows and, with an event time, its late and on-time rows (and distinct late groups: with
+    ``group_by``, or ``grouped`` for a query grouped by its window alone).
 
     One Spark job for all batches (two with ``group_by``): every batch tagged with its id, then grouped.
     With a window, late and on-time count (row, window) pairs, as Spark's window() expands them.
@@ -270,7 +272,7 @@ def count_batches(batches: list[ReplayBatch], group_by: tuple[str, ...] = ()) ->
         for counts in out.values():
             counts["late_rows"] = counts["late_rows"] or 0
             counts["on_time_rows"] = counts["on_time_rows"] or 0
-    if timed and group_by:
+    if timed and (group_by or grouped):
         keys = (["window"] if batches[0].data is not batches[0].input else []) + list(group_by)
         groups = _union([rb.data.filter(rb.late).select(F.lit(rb.batch_id).alias("batch"), *keys).distinct()
                          for rb in batches if rb.late is not None]).groupBy("batch").count().collect()
@@ -303,14 +305,15 @@ class ReplaySummary:
 
 def replay(spark: "SparkSession", prepared: list[BatchInput], opts: ReplayOptions, sink: Sink,
            group_by: tuple[str, ...] = (), on_batch: Callable[[int, int, int], None] | None = None,
-           ckpt: Checkpoint | None = None, progress: "QueryProgress | None" = None) -> list[ReplaySummary]:
+           ckpt: Checkpoint | None = None, progress: "QueryProgress | None" = None,
+           grouped: bool = False) -> list[ReplaySummary]:
     """Hand each prepared batch's kept rows to ``sink(df, batch_id)`` in batch order (then ``sink.close()``
     if it has one); one summary row per batch, with ``ckpt`` each stateful operator's late rows (``operators``,
     :mod:`.operator_late`; Spark's own counts from ``progress``). ``on_batch(k, n, batch_id)`` is called as the k-th
-    of n starts."""
+    of n starts; ``grouped``: count late groups (the window's) without ``group_by`` columns."""
     batches = list(read_batches(spark, prepared, opts))
     with spark_errors("counting the rows of the batches"):
-        counts = count_batches(batches, group_by)
+        counts = count_batches(batches, group_by, grouped)
     out: list[ReplaySummary] = []
     for index, rb in enumerate(batches, start=1):
         if on_batch is not None:
