@@ -126,7 +126,11 @@ def ask_retention(batches: Sequence[BatchInput], bootstrap: str, timeout_s: floa
     from .sources.kafka_topics import KafkaTopics
 
     topics = sorted({r.topic for b in batches for s in b.sources for r in partition_ranges(s)})
-    found = KafkaTopics(bootstrap, timeout_s=timeout_s).topics(topics)
+    try:
+        found = KafkaTopics(bootstrap, timeout_s=timeout_s).topics(topics)
+    except CheckpointError as exc:  # its hint names check's options: name replay's
+        raise CheckpointError(exc.message, hint=f"check {arg('options', BOOTSTRAP_OPTION + '=HOST:PORT')} (and that the "
+                              "broker is up): replay asks it which recorded offsets it still holds") from exc
     wanted = {(r.topic, r.partition) for b in batches for s in b.sources for r in partition_ranges(s)}
     earliest: dict[tuple[str, int], int | None] = {}
     for topic, partition in wanted:

@@ -257,6 +257,15 @@ def test_kafka_retention_loses_the_batches_that_read_removed_offsets(tmp_path, c
     assert kept.line == "the broker at b:9092 still holds every recorded offset of these batches"
 
 
+def test_kafka_plan_with_a_broker_that_does_not_answer_is_one_line():
+    result = run_cli("replay", FIXTURES / "kafka_etl" / "checkpoint", "--from", "0", "--plan", "--option",
+                     "kafka.bootstrap.servers=127.0.0.1:9", exit_code=2)
+    assert result.output.startswith("Error: the Kafka broker at 127.0.0.1:9 did not answer a metadata request within 10 s: ")
+    assert result.output.endswith(" (hint: check --option kafka.bootstrap.servers=HOST:PORT (and that the broker is up): "
+                                  "replay asks it which recorded offsets it still holds)\n")
+    assert len(result.output.splitlines()) == 1
+
+
 def test_kafka_initial_offsets_errors():
     assert parse_kafka_initial_offsets(b'v1\n{"t":{"0":3}}', "sources/0/0") == {"t": {0: 3}}
     with pytest.raises(MalformedFileError, match="sources/0/0: line 2: expected"):
