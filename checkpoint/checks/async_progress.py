@@ -19,14 +19,14 @@ def async_gaps(ctx: Context) -> list[tuple[int, int]]:
     """The gaps in ``offsets/`` ids when they are async progress tracking's, else none: the query is stateless (the
     mode refuses stateful queries) and has no file sink (it refuses one), and ``commits/`` holds exactly the batches
     ``offsets/`` holds, so every batch logged was committed and every gap is the same in both logs."""
-    if "async" in ctx.memo:
-        return list(ctx.memo["async"])
+    return list(ctx.once(_async_gaps))
+
+
+def _async_gaps(ctx: Context) -> list[tuple[int, int]]:
     ckpt = ctx.ckpt
     gaps = ckpt.gaps(ckpt.offset_ids)
     alike = bool(gaps) and ckpt.commit_ids == ckpt.offset_ids and ctx.sink is None
-    found = gaps if alike and not ckpt.state_layout.operators else []
-    ctx.memo["async"] = found
-    return list(found)
+    return gaps if alike and not ckpt.state_layout.operators else []
 
 
 @check("WM085", WARNING, "offsets/ and commits/ skip the same batches, as async progress tracking writes them")
