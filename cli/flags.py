@@ -11,6 +11,7 @@ FLAGS = {
     "bootstrap_server": "--bootstrap-server",
     "by_duration": "--by-duration",
     "debug": "--debug",
+    "delta_sink": "--delta-sink",
     "end": "--to",
     "engine": "--engine",
     "event_time": "--event-time",

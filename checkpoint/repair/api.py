@@ -15,7 +15,7 @@ from ..repair_records import APPLIED, APPLYING, UNDOING, UNDONE, BackupHead, Int
 from . import preflight, safety, trust
 from ._hooks import current
 from .backup import Backup, clear_journal, manifest_plan, new_backup_id, open_backup, tidy
-from .execute import apply, step_done, undo
+from .execute import step_done, undo
 from .lock import Lock, acquire
 from .manifest import Manifest, read_manifest
 from .plan import Plan, dumps, load_plan
@@ -279,11 +279,11 @@ def _finish(ckpt: Checkpoint, plan: Plan, execution: Execution, options: RunOpti
         extra = [f"{activity}: {arg('execute')} would refuse (stop the query, or {arg('force')})"] if activity else []
         extra += [f"{arg('execute')} would refuse: {link}" for link in safety.link_problems(roots, plan)]
         try:
-            execution.check(plan)
+            execution.check(plan, options.force)
         except CheckpointError as exc:
             extra.append(f"{arg('execute')} would refuse: {exc.message}")
         return RepairResult(plan, False, plan.warnings + tuple(extra))
-    execution.check(plan)
+    execution.check(plan, options.force)
     safety.check_idle(ckpt, options.idle_ms, options.force, now)
     if not execution.needed(plan):
         return RepairResult(plan, True, plan.warnings)
@@ -340,7 +340,8 @@ def _resume(ckpt: Checkpoint, pending: Interrupted, request: RepairRequest, exec
         return RepairResult(plan, False, (note, *plan.warnings), backup_id, backup.files_location, resumed)
     safety.refuse_links(roots, plan)
     safety.check_idle(ckpt, options.idle_ms, options.force, now, safety.written_paths(plan))
-    apply(plan, backup, now, fail_after, resume=True, guard=_guard(ckpt, plan, options, lock))
+    execution.carry_out(Run(ckpt, plan, backup, options.fs_options, now, fail_after, _guard(ckpt, plan, options, lock),
+                            resume=True))
     return RepairResult(plan, True, plan.warnings, backup_id, backup.files_location, resumed)
 
 

@@ -21,6 +21,7 @@ from .relocate import plan_relocate
 from .results import Restored
 from .rewind import FileSink, plan_rewind
 from .sink_effects import delta_sink_of, with_sink_effects
+from .sink_step import DeltaSinkStep, undo_table
 from .strategy import STEPS, Execution
 from .targets import resolve_target
 from .watermark import plan_set_watermark
@@ -84,7 +85,8 @@ class RewindRequest(RepairRequest):
     keep_next_offsets: bool = False
     keep_source_log: bool = False
     delta_sink: str | None = None
-    """The query's Delta sink table: the plan says what it does with the re-run batches."""
+    """The query's Delta sink table: the plan says what it does with the re-run batches, and an executed rewind
+    restores it so that they are written (:mod:`.sink_step`)."""
 
     def plan(self, ckpt: Checkpoint, now: int, fs_options: FsOptions) -> Plan:
         target = resolve_target(ckpt, to_batch=self.to_batch, to_watermark=self.to_watermark, to_time=self.to_time,
@@ -102,6 +104,11 @@ class RewindRequest(RepairRequest):
 
     def conflicts_with(self, plan: Plan) -> bool:
         return self.to_batch is not None and plan.params(RewindParams).batch != self.to_batch
+
+    def execution(self) -> Execution:
+        return DeltaSinkStep()
+
+    undo_unplanned = staticmethod(undo_table)
 
 
 @dataclass(frozen=True)
