@@ -79,12 +79,12 @@ def _progress(ckpt: Checkpoint, progress: str | None, fs_options: FsOptions) -> 
 
 def show(checkpoint: str | Checkpoint, *, progress: str | None = None, tz: tzinfo = timezone.utc,
          fs_options: FsOptions = None) -> CheckpointSummary:
-    """``wmcheck show``: batches, the watermark the next batch uses (and why it is stuck), pinned conf, sources,
-    stateful operators, warnings. ``progress``: Spark's event logs or progress JSON lines."""
-    from wmcheck.checkpoint.summary import describe
+    """``wmcheck show``: check's restart verdict (``verdict``, ``findings``), batches, the watermark the next batch
+    uses (and why it is stuck), pinned conf, sources, stateful operators, warnings. ``progress``: Spark's event logs or progress JSON lines."""
+    from wmcheck.checkpoint.verdict import show_checkpoint
 
     ckpt = _opened(checkpoint, fs_options)
-    return describe(ckpt, tz, _progress(ckpt, progress, fs_options))
+    return show_checkpoint(ckpt, tz, _progress(ckpt, progress, fs_options))
 
 
 def batches(checkpoint: str | Checkpoint, *, last: int | None = None, start: int | None = None, end: int | None = None,

@@ -3,8 +3,9 @@ name the parameters of the library: as placeholders (:func:`arg`) that each call
 API by parameter name, the command line by flag)."""
 from __future__ import annotations
 
+import contextlib
 import re
-from typing import Callable
+from typing import Callable, Iterator
 
 Spelling = Callable[[str, "str | None"], str]
 """How a caller names a parameter (and the value given for it, or an example) in a message."""
@@ -78,6 +79,18 @@ class CheckpointError(Exception):
 
     def __str__(self) -> str:
         return self.text()
+
+
+@contextlib.contextmanager
+def on_param(param: str) -> Iterator[None]:
+    """Blame ``param`` for a :class:`CheckpointError` raised inside (one that names no parameter itself): the value
+    being read or used is that parameter's, so the error says which option to change."""
+    try:
+        yield
+    except CheckpointError as exc:
+        if exc.param is None:
+            exc.param = param
+        raise
 
 
 class MalformedFileError(CheckpointError):

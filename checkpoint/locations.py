@@ -311,7 +311,8 @@ def open_file_sink(location: str, fs_options: Mapping[str, str] | None = None, l
     gone but which holds the sink's data files (``part-*``, or ``key=value`` partition directories), for ``check``
     to report."""
     fs = open_fs(location, fs_options)
-    require_dir(fs, "file sink")
+    require_dir(fs, "file sink", "pass the path the query writes to (option 'path' of writeStream, the directory "
+                "holding _spark_metadata/)", "file_sink")
     if not fs.exists(SINK_LOG) and not (lost_log and holds_sink_data(fs)):
         raise MissingFileError(
             f"no {SINK_LOG}/ in {fs.uri()}: not the output directory of a file sink",

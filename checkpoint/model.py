@@ -5,6 +5,7 @@ pure parsers. Derived facts follow ``MicroBatchExecution.populateStartOffsets``.
 """
 from __future__ import annotations
 
+import dataclasses
 import posixpath
 from dataclasses import dataclass
 from functools import cached_property
@@ -220,12 +221,26 @@ class Checkpoint:
     def offsets_failure(self, batch: int) -> CheckpointError | None:
         """Why ``offsets/<batch>`` cannot be read (empty or truncated by a crash, edited, missing); None when it parses."""
         if batch not in self._offset_failures:
-            try:
-                self.offsets(batch)
-                self._offset_failures[batch] = None
-            except CheckpointError as exc:
-                self._offset_failures[batch] = exc
+            self._offset_failures[batch] = self._failure(self.offsets, batch, self.offset_ids, 2)
         return self._offset_failures[batch]
+
+    def commit_failure(self, batch: int) -> CheckpointError | None:
+        """Why ``commits/<batch>`` cannot be read, as :meth:`offsets_failure` says it of an offsets file."""
+        return self._failure(self.commit, batch, self.commit_ids, 1)
+
+    @staticmethod
+    def _failure(read: Callable[[int], object], batch: int, ids: list[int], restart_reads: int) -> CheckpointError | None:
+        """Why ``read(batch)`` fails, None when it does not; the hint of a file before the last ``restart_reads`` of
+        its log (those Spark reads on restart) is one true there: Spark restarts without it."""
+        try:
+            read(batch)
+            return None
+        except CheckpointError as exc:
+            if batch in ids[-restart_reads:] or not isinstance(exc, MalformedFileError):
+                return exc
+            return MalformedFileError(exc.message, path=exc.path, line=exc.line, byte=exc.byte, hint=(
+                "Spark does not read it on restart (only the last offsets files and the newest commit), but rewinds "
+                "to this batch and replays of it need it: restore it from a backup"))
 
     def readable_offsets(self, batch: int) -> OffsetSeq | None:
         """``offsets/<batch>`` when it parses, else None (:meth:`offsets_failure` says why)."""
@@ -266,7 +281,9 @@ class Checkpoint:
 
     @cached_property
     def state_layout(self) -> StateLayout:
-        return scan_state(self.fs.walk(STATE, dirs=True))
+        unreadable: list[CheckpointError] = []
+        files = self.fs.walk(STATE, dirs=True, unreadable=unreadable)
+        return dataclasses.replace(scan_state(files), unreadable=tuple(unreadable))
 
     @cached_property
     def source_dirs(self) -> list[int]:
@@ -274,10 +291,12 @@ class Checkpoint:
         the last readable offsets name as Kafka or Delta sources (a Kafka source's directory holds its initial offsets,
         ``sources/<i>/0``, in a format of its own: :func:`~.kafka_offsets.parse_kafka_initial_offsets`)."""
         numbered = sorted(int(i.name) for i in self.fs.list_dir(SOURCES) if i.is_dir and is_number(i.name))
-        last = self.last_readable_batch if numbered else None
-        if last is None:
+        try:
+            last = self.last_readable_batch if numbered else None
+            sources = self.offsets(last).sources if last is not None else ()
+        except CheckpointError:  # offsets that cannot be read (a directory, no access): every numbered directory
             return numbered
-        others = {i for i, s in enumerate(self.offsets(last).sources) if s.kind in ("kafka", "delta")}
+        others = {i for i, s in enumerate(sources) if s.kind in ("kafka", "delta")}
         return [i for i in numbered if i not in others]
 
     def metadata_log(self, directory: str) -> MetadataLog:
@@ -349,10 +368,10 @@ class Checkpoint:
 
     def watermark_after(self, batch: int) -> int:
         """The watermark the batch after ``batch`` starts from, as Spark computes it on restart: the larger of
-        ``offsets/<batch>``'s and ``commits/<batch>``'s."""
+        ``offsets/<batch>``'s and ``commits/<batch>``'s (read around when it does not parse: check reports it)."""
         meta = self.offsets(batch).metadata
         watermark = meta.batch_watermark_ms if meta else 0
-        if batch in self.commit_ids:
+        if batch in self.commit_ids and self.commit_failure(batch) is None:
             watermark = max(watermark, self.commit(batch).next_batch_watermark_ms or 0)
         return watermark
 

@@ -25,6 +25,8 @@ from .timeutil import format_ms
 HELD, NO_INPUT, EVENT_TIME = "held_by", "no_input", "event_time"
 SIZED_BATCHES = 100
 """The last batches of a stall whose new files are sized (an empty file brings no rows); older ones count by offsets."""
+MIN_STALL_BATCHES = 2
+"""A watermark stays put over this many data batches before it is a stall (any batch may bring only late rows)."""
 
 
 @dataclass(frozen=True)
@@ -140,18 +142,20 @@ def _names(labels: dict[str, SourceLabel], ids: tuple[str, ...] | list[str]) -> 
 
 
 def watermark_stall(ckpt: Checkpoint, progress: QueryProgress | None = None, tz: tzinfo = timezone.utc) -> WatermarkStall | None:
-    """The stall at the end of the checkpoint, or None when the last batches moved the watermark (or brought nothing)."""
+    """The stall at the end of the checkpoint, or None when the last batches moved the watermark, brought nothing, or
+    were one data batch (nothing stalls over one), and for a watermark that never left 0 over every batch kept: a query
+    without a watermark (``wmcheck check``'s WM014 tells one whose state has an event-time column)."""
     last = ckpt.last_readable_batch
     if last is None:
         return None
     watermark = ckpt.watermark_ms
     start = _stall_start(ckpt, watermark)
-    if start is None:
+    if start is None or (watermark == 0 and start == ckpt.offset_ids[0]):
         return None
     labels = source_labels(ckpt)
     activity = [batch_activity(ckpt, b, progress, sizes=last - b < SIZED_BATCHES, labels=labels) for b in range(start, last + 1)]
     data_batches = [a for a in activity if a.data_batch]
-    if not data_batches:
+    if len(data_batches) < MIN_STALL_BATCHES:
         return None
     brought = {s for a in data_batches for s in a.with_data}
     held = tuple(s for s in labels if s not in brought) if brought else ()

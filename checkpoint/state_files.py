@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from .errors import CheckpointError
 from .fs import FileInfo
 from .layout import DEFAULT_STORE
 from .numbers import is_number
@@ -155,6 +156,9 @@ class StateLayout:
     temp_files: tuple[FileInfo, ...] = ()
     crc_files: tuple[FileInfo, ...] = field(default=())
     unknown_files: tuple[FileInfo, ...] = ()
+    unreadable: tuple[CheckpointError, ...] = ()
+    """Why directories below ``state/`` could not be listed (permissions): what is in them is missing above, so
+    what reads state (``wmcheck state``, ``check``) reports these instead; the logs are read without them."""
 
 
 def is_temp(name: str) -> bool:

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import timezone, tzinfo
-from typing import Callable, Mapping
+from typing import Mapping, Protocol, Sequence
 
 from .broken_tail import broken_tail_warning
 from .errors import CheckpointError, arg
-from .layout import OWN_DIR
-from .model import PINNED_CONFS, Checkpoint, Operator, check_span, store_unique_ids
+from .layout import STATE
+from .model import PINNED_CONFS, Checkpoint, Operator, check_span
 from .operator_watermarks import (
     OperatorStall,
     OperatorWatermark,
@@ -17,17 +17,64 @@ from .operator_watermarks import (
     operator_watermarks,
 )
 from .progress import BatchProgress, QueryProgress
-from .relocation import foreign_references
-from .repair_records import find_interrupted
 from .repartitions import batch_kind, partitions_of, repartitions, unfinished
 from .source_labels import label, source_labels
 from .stall import SourceActivity, WatermarkStall, batch_activity, watermark_stall
-from .state_content import Decoding
 from .state_formats import FORMATS
-from .state_load import Lineages, StoreLoad, resolve, verify_loads
 from .timeutil import format_ms
 
 UNREADABLE = "unreadable"
+
+
+class CheckFinding(Protocol):
+    """What :func:`describe` takes of one of ``wmcheck check``'s findings (a :class:`~.checks.definition.Finding`)."""
+
+    @property
+    def code(self) -> str: ...
+    @property
+    def severity(self) -> str: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def message(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class ShownFinding:
+    """One of check's findings as ``show`` reports it (check's fix: ``wmcheck check``)."""
+
+    code: str
+    severity: str
+    path: str
+    message: str
+
+    @property
+    def line(self) -> str:
+        """``WM018 state/0/1: message``."""
+        return f"{self.code} {self.path}: {self.message}" if self.path else f"{self.code}: {self.message}"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether Spark restarts the query cleanly, from which batch and watermark: check's verdict (its checks without
+    decoding state file contents), ``worst`` its first error (else warning)."""
+
+    restarts: bool
+    next_batch: int
+    watermark_ms: int
+    watermark: str | None
+    errors: int
+    warnings: int
+    worst: ShownFinding | None
+
+    @property
+    def text(self) -> str:
+        """The verdict in one line."""
+        if self.restarts:
+            return (f"yes: Spark runs batch {self.next_batch} next, with watermark {self.watermark_ms} ({self.watermark}); "
+                    "state file contents not decoded (wmcheck check decodes them)")
+        errors = "1 error makes" if self.errors == 1 else f"{self.errors} errors make"
+        return f"no: {errors} Spark fail, lose data or misbehave on restart (their fixes: wmcheck check)"
 
 
 @dataclass(frozen=True)
@@ -95,10 +142,15 @@ class RepartitionSummary:
 class CheckpointSummary:
     """Everything ``wmcheck show`` reports (JSON keys: the field names, in this order)."""
 
+    verdict: Verdict
+    """Check's restart verdict, first: whether Spark restarts cleanly, from which batch and watermark, the worst finding."""
     query_id: str | None
     location: str
     first_batch: int | None
     last_batch: int | None
+    shown_batch: int | None
+    """The last batch whose offsets file parses: what the watermark, sources and operators below describe (before
+    ``last_batch`` when the last offsets files are broken, :attr:`warnings` says how)."""
     last_committed_batch: int | None
     pending_batch: int | None
     next_batch: int
@@ -117,6 +169,9 @@ class CheckpointSummary:
     sources: tuple[SourceSummary, ...]
     operators: tuple[OperatorSummary, ...]
     warnings: tuple[str, ...]
+    """What every command that reads batches warns about (a broken last offsets file: what is shown instead)."""
+    findings: tuple[ShownFinding, ...]
+    """Check's findings (its checks without decoding state file contents): errors first."""
     watermark_stall: WatermarkStall | None
     """The watermark has not moved over the last data batches (see :mod:`.stall`); None when healthy."""
     operator_stalls: tuple[OperatorStall, ...] = ()
@@ -131,7 +186,7 @@ class BatchRow:
     committed: bool
     kind: str
     """``data``, ``no-data`` (the same source offsets as the batch before), ``repartition`` or ``unreadable`` (its
-    offsets file does not parse: ``error``)."""
+    offsets or commit file does not parse: ``error``)."""
     batch_watermark_ms: int | None
     next_batch_watermark_ms: int | None
     watermark_advance_ms: int | None
@@ -151,26 +206,22 @@ class BatchRow:
     """Each stateful operator's own late-events and eviction watermark (when asked for)."""
 
 
-def next_loads(ckpt: Checkpoint, op: Operator, version: int) -> list[StoreLoad]:
-    """The load of each store partition at ``version`` as Spark reads it, file contents decoded when this machine
-    has the packages to (else by file names)."""
-    decoding = Decoding.of(ckpt.conf.get)
-    if decoding.missing_module():
-        return [resolve(p, version, store_unique_ids(ckpt, op, p)) for p in op.live_partitions]
-    lineages = Lineages(ckpt.fs, decoding.codec)
-    loads = [resolve(p, version, store_unique_ids(ckpt, op, p), lineages) for p in op.live_partitions]
-    return verify_loads(ckpt.fs, loads, decoding, lineages=lineages,
-                        sidecars={f.path for f in ckpt.state_layout.crc_files})
+def blocking(findings: Sequence[CheckFinding], operator_id: int) -> list[str]:
+    """The paths of check's errors about the state the next batch loads for an operator: under its ``state/N``
+    (or ``state/`` itself, which holds every operator's)."""
+    own = f"{STATE}/{operator_id}"
+    return sorted({f.path for f in findings if f.severity == "error"
+                   and (f.path in (STATE, own) or f.path.startswith(own + "/"))})
 
 
-def operator_summary(ckpt: Checkpoint, op: Operator, watermarks: OperatorWatermarks | None = None) -> OperatorSummary:
-    """One stateful operator: stores, partitions, versions and bytes on disk, loadability of the next version and,
-    from ``watermarks``, its own watermarks in the next batch."""
+def operator_summary(ckpt: Checkpoint, op: Operator, findings: Sequence[CheckFinding],
+                     watermarks: OperatorWatermarks | None = None) -> OperatorSummary:
+    """One stateful operator: stores, partitions, versions and bytes on disk, whether the next batch can load its
+    state (no error of check's, ``findings``, about it) and, from ``watermarks``, its own watermarks in the next batch."""
     own = watermarks.of(ckpt.next_batch, op.operator_id) if watermarks is not None else None
-    version = ckpt.next_state_version
+    version = ckpt.next_batch  # the version the next batch loads (check's WM016/WM018: the pending batch re-run too)
     versions = sorted({v for p in op.partitions for v in p.versions})
-    unloadable = sorted(f"{load.part.store}/{load.part.partition}" for load in next_loads(ckpt, op, version)
-                        if not load.loadable)
+    unloadable = blocking(findings, op.operator_id)
     files = {fmt.plural: sum(p.count(fmt.kind) for p in op.partitions) for fmt in FORMATS}
     return OperatorSummary(
         operator_id=op.operator_id,
@@ -210,75 +261,32 @@ def source_summaries(ckpt: Checkpoint) -> list[SourceSummary]:
     return out
 
 
-def parses(read: Callable[[int], object], batch: int) -> bool:
-    try:
-        read(batch)
-    except CheckpointError:
-        return False
-    return True
-
-
-def _repair_interrupted(ckpt: Checkpoint) -> bool:
-    """Whether a killed wmcheck repair or undo left its journal, or a manifest still applying or undoing."""
-    if not ckpt.fs.exists(OWN_DIR):
-        return False
-    try:
-        return find_interrupted(ckpt.fs) is not None
-    except CheckpointError:  # an unreadable journal or manifest: `wmcheck check` (WM026) says which
-        return True
-
-
 def warnings(ckpt: Checkpoint) -> list[str]:
-    """Cheap signs of trouble worth showing on every ``show``."""
-    out = []
-    if _repair_interrupted(ckpt):
-        out.append("an interrupted wmcheck repair was found: run 'wmcheck undo' or re-run the same command to finish it")
-    if ckpt.query_metadata is None:
-        out.append("metadata is missing: Spark will treat the restart as a new query id")
-    for name, ids in (("offsets", ckpt.offset_ids), ("commits", ckpt.commit_ids)):
-        for lo, hi in ckpt.gaps(ids):
-            out.append(f"{name}/ has a gap: batch {lo}" + (f"..{hi}" if hi > lo else "") + " missing")
+    """What every command that reads batches warns about (a broken last offsets file, and what is shown instead);
+    everything else wrong is one of check's findings."""
     tail = broken_tail_warning(ckpt)
-    if tail:
-        out.append(tail)
-    broken = [b for b in ckpt.offset_ids if not parses(ckpt.offsets, b) and b not in ckpt.broken_tail]
-    if broken:
-        out.append(f"offsets/{broken[0]} does not parse" + (f" (and {len(broken) - 1} more)" if len(broken) > 1 else "")
-                   + ": Spark reads only the last two offsets files on restart, but replays and rewinds to these "
-                   "batches fail (wmcheck check: WM001)")
-    last, done = ckpt.last_batch, ckpt.last_committed_batch
-    if last is not None and done is not None and done > last:
-        out.append(f"commits/{done} has no offsets file (last offsets file is {last})")
-    uncommitted = [b for b in ckpt.offset_ids if done is None or b > done]
-    if len(uncommitted) > 1:
-        out.append(
-            f"{len(uncommitted)} planned batches are not committed ({', '.join(map(str, uncommitted[:5]))}"
-            f"{'...' if len(uncommitted) > 5 else ''}): Spark re-runs only batch {last}"
-        )
-    stuck = unfinished(ckpt)
-    if stuck:
-        out.append(f"batch {stuck.batch} is an unfinished repartition from {stuck.from_partitions} to "
-                   f"{stuck.to_partitions} partitions: Spark refuses to restart the query (wmcheck check: WM035)")
-    temps = ckpt.state_layout.temp_files
-    if temps:
-        out.append(f"{len(temps)} leftover temp file(s) under state/, e.g. {temps[0].path}")
-    for op in ckpt.operators:
-        summary = operator_summary(ckpt, op)
-        if not summary.next_version_loadable:
-            out.append(
-                f"state/{op.operator_id}: version {summary.next_version} cannot be rebuilt in "
-                f"{', '.join(summary.unloadable[:3])}{'...' if len(summary.unloadable) > 3 else ''}"
-            )
-    foreign = foreign_references(ckpt)
-    if foreign:
-        elsewhere = sorted({r.old_location for r in foreign})
-        out.append(f"operator metadata names state schema files under {', '.join(elsewhere)}: the checkpoint was copied "
-                   "or moved, and Spark reads them there on restart; run 'wmcheck relocate' (wmcheck check: WM027/WM028)")
-    return out
+    return [tail] if tail else []
 
 
-def describe(ckpt: Checkpoint, tz: tzinfo = timezone.utc, progress: QueryProgress | None = None) -> CheckpointSummary:
-    """Everything ``wmcheck show`` prints; ``progress`` (Spark's reports of the query) sharpens the stall diagnosis."""
+def shown_findings(findings: Sequence[CheckFinding]) -> tuple[ShownFinding, ...]:
+    """Check's findings, errors first (each severity by code and path, as check sorts them)."""
+    ordered = sorted(findings, key=lambda f: (f.severity != "error", f.code, f.path))
+    return tuple(ShownFinding(f.code, f.severity, f.path, f.message) for f in ordered)
+
+
+def verdict(ckpt: Checkpoint, findings: tuple[ShownFinding, ...], tz: tzinfo = timezone.utc) -> Verdict:
+    """Check's restart verdict over ``findings`` (:func:`shown_findings`): clean when none is an error."""
+    errors = sum(f.severity == "error" for f in findings)
+    return Verdict(errors == 0, ckpt.next_batch, ckpt.watermark_ms, format_ms(ckpt.watermark_ms, tz), errors,
+                   len(findings) - errors, findings[0] if findings else None)
+
+
+def describe(ckpt: Checkpoint, tz: tzinfo = timezone.utc, progress: QueryProgress | None = None, *,
+             findings: Sequence[CheckFinding]) -> CheckpointSummary:
+    """Everything ``wmcheck show`` prints, its verdict and the state's loadability ``wmcheck check``'s ``findings``
+    (:func:`~.verdict.show_checkpoint` runs its checks); ``progress`` (Spark's reports of the query) sharpens the stall
+    diagnosis."""
+    shown = shown_findings(findings)
     meta = ckpt.latest_metadata
     watermark = ckpt.watermark_ms
     timestamp = meta.batch_timestamp_ms if meta else None
@@ -287,10 +295,12 @@ def describe(ckpt: Checkpoint, tz: tzinfo = timezone.utc, progress: QueryProgres
     stuck = unfinished(ckpt)
     own = operator_watermarks(ckpt, progress, [ckpt.next_batch]) if ckpt.operators else None
     return CheckpointSummary(
+        verdict=verdict(ckpt, shown, tz),
         query_id=ckpt.query_metadata.query_id if ckpt.query_metadata else None,
         location=ckpt.location,
         first_batch=ckpt.offset_ids[0] if ckpt.offset_ids else None,
         last_batch=ckpt.last_batch,
+        shown_batch=ckpt.last_readable_batch,
         last_committed_batch=ckpt.last_committed_batch,
         pending_batch=ckpt.pending_batch,
         next_batch=ckpt.next_batch,
@@ -304,8 +314,9 @@ def describe(ckpt: Checkpoint, tz: tzinfo = timezone.utc, progress: QueryProgres
         repartitions=tuple(RepartitionSummary(r.batch, r.from_partitions, r.to_partitions) for r in moves if r.committed),
         unfinished_repartition=RepartitionSummary(stuck.batch, stuck.from_partitions, stuck.to_partitions) if stuck else None,
         sources=tuple(source_summaries(ckpt)),
-        operators=tuple(operator_summary(ckpt, op, own) for op in ckpt.operators),
+        operators=tuple(operator_summary(ckpt, op, findings, own) for op in ckpt.operators),
         warnings=tuple(warnings(ckpt)),
+        findings=shown,
         watermark_stall=watermark_stall(ckpt, progress, tz),
         operator_stalls=operator_stalls(ckpt, progress),
     )
@@ -322,16 +333,19 @@ def next_batch_partitions(ckpt: Checkpoint) -> int | None:
 
 
 def batch_range(ckpt: Checkpoint, last: int | None = None, start: int | None = None, end: int | None = None) -> list[int]:
-    """Batch ids present (offsets or commits) selected by ``last`` K or ``start``..``end`` (:func:`check_span`'s rule)."""
-    ids = sorted(set(ckpt.offset_ids) | set(ckpt.commit_ids))
-    check_span(start, end, ids[-1] if ids else None)
-    if start is not None:
-        ids = [b for b in ids if b >= start]
-    if end is not None:
-        ids = [b for b in ids if b <= end]
-    if last is not None:
-        ids = ids[-last:] if last > 0 else []
-    return ids
+    """Batch ids present (offsets or commits) selected by ``last`` K or ``start``..``end`` (:func:`check_span`'s rule);
+    a range that selects no batch is an error on the parameter at fault, never an empty answer."""
+    present = sorted(set(ckpt.offset_ids) | set(ckpt.commit_ids))
+    check_span(start, end, present[-1] if present else None)
+    if last is not None and last <= 0:
+        raise CheckpointError(f"{arg('last', last)} selects no batch", hint=f"use {arg('last', 1)} or more", param="last")
+    ids = [b for b in present if (start is None or b >= start) and (end is None or b <= end)]
+    if not ids and (last, start, end) != (None, None, None):
+        held = f"the checkpoint holds batches {present[0]}..{present[-1]}" if present else "the checkpoint holds no batch"
+        param = "end" if end is not None and (start is None or not present or end < present[0]) else "start"
+        given = " ".join(([arg("start", start)] if start is not None else []) + ([arg("end", end)] if end is not None else []))
+        raise CheckpointError(f"{given or arg('last', last)} selects no batch", hint=held, param=param if given else "last")
+    return ids[-last:] if last is not None else ids
 
 
 def batch_rows(ckpt: Checkpoint, ids: list[int], tz: tzinfo = timezone.utc,
@@ -345,16 +359,18 @@ def batch_rows(ckpt: Checkpoint, ids: list[int], tz: tzinfo = timezone.utc,
     moved = {r.batch for r in repartitions(ckpt)}
     rows = []
     for batch in ids:
-        failure = ckpt.offsets_failure(batch) if batch in offsets else None
-        seq = ckpt.offsets(batch) if batch in offsets and failure is None else None
+        broken = ckpt.offsets_failure(batch) if batch in offsets else None
+        seq = ckpt.offsets(batch) if batch in offsets and broken is None else None
         meta = seq.metadata if seq else None
-        commit = ckpt.commit(batch) if batch in commits else None
+        unread = ckpt.commit_failure(batch) if batch in commits else None  # one rule for either log: read around it
+        commit = ckpt.commit(batch) if batch in commits and unread is None else None
+        failure = broken or unread
         wm = meta.batch_watermark_ms if meta else None
         nxt = commit.next_batch_watermark_ms if commit else None
         ts = meta.batch_timestamp_ms if meta else None
         rows.append(BatchRow(
             batch=batch,
-            committed=commit is not None,
+            committed=batch in commits,
             kind=UNREADABLE if failure is not None else batch_kind(ckpt, batch, moved),
             batch_watermark_ms=wm,
             next_batch_watermark_ms=nxt,

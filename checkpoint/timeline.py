@@ -408,7 +408,7 @@ def save(tl: Timeline, fig: "Figure", path: str, spelling: Spelling = python_spe
     ext = posixpath.splitext(path)[1].lower()
     if ext not in FORMATS:
         raise UnsupportedError(f"cannot write a timeline to {path}: unknown extension {ext or '(none)'}",
-                               hint="name the output file .html, .png or .svg")
+                               hint="name the output file .html, .png or .svg", param="output")
     try:
         if ext == ".png":
             fig.savefig(path, format="png", dpi=110)

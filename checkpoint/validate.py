@@ -39,7 +39,8 @@ def select_checks(select: Iterable[str] | None = None, ignore: Iterable[str] = (
     unknown = sorted((chosen | dropped) - set(CHECKS))
     if unknown:
         raise CheckpointError(f"unknown check code(s): {', '.join(unknown)}",
-                              hint=f"the codes are {code_ranges(sorted(CHECKS))}, each explained in docs/check.md")
+                              hint=f"the codes are {code_ranges(sorted(CHECKS))}, each explained in docs/check.md",
+                              param="select" if set(unknown) - dropped else "ignore")
     return [c for code, c in CHECKS.items() if code in chosen - dropped]
 
 
@@ -91,6 +92,8 @@ def check_checkpoint(
     receives what could not be checked; ``kafka``: the broker the Kafka sources' offsets are compared with."""
     sink = open_file_sink(file_sink, lost_log=True) if isinstance(file_sink, str) else file_sink
     label = name or ckpt.location
+    if ckpt.state_layout.unreadable:  # every state check would see its partitions missing: what cannot be read, only
+        return [open_failure(label, exc) for exc in ckpt.state_layout.unreadable]
     ctx = Context(ckpt, sink, shown_relative(sink.uri(), ckpt.location) if sink else "", tz, stall_batches, progress,
                   content, state_progress, operator_lag_ms, kafka)
     findings: list[Finding] = []
@@ -141,9 +144,15 @@ def check_location(
                                 content=content, state_progress=state_progress, notes=notes, operator_lag_ms=operator_lag_ms,
                                 kafka=kafka)
     except CheckpointError as exc:
-        meant = exc.suggested if isinstance(exc, NotACheckpointError) else None
-        fix = Instruction(f"pass {meant}, the checkpoint's root (it holds offsets/ and commits/)") if meant else OPEN_FIX
-        return [Finding(OPEN_FAILED, ERROR, location, exc.path or "", exc.text(arg), fix)]  # its placeholders kept
+        return [open_failure(location, exc)]
+
+
+def open_failure(location: str, exc: CheckpointError) -> Finding:
+    """The ``WM000`` finding of what keeps a checkpoint from being checked; its fix the remedy of the error's cause."""
+    meant = exc.suggested if isinstance(exc, NotACheckpointError) else None
+    fix = (Instruction(f"pass {meant}, the checkpoint's root (it holds offsets/ and commits/)") if meant
+           else Instruction(exc.hint) if exc.hint else OPEN_FIX)
+    return Finding(OPEN_FAILED, ERROR, location, exc.path or "", exc.text(arg), fix)  # its placeholders kept
 
 
 def fails(finding: Finding, strict: bool = False) -> bool:

@@ -1,4 +1,4 @@
 """``python -m wmcheck.cli``."""
-from .main import main
+from .start import main
 
 main()

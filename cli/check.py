@@ -12,6 +12,7 @@ from typing import Callable
 import click
 
 from wmcheck.checkpoint.checks.context import STALL_BATCHES
+from wmcheck.checkpoint.errors import on_param
 from wmcheck.checkpoint.fs import scheme_of
 from wmcheck.checkpoint.progress_files import read_records
 from wmcheck.checkpoint.sources.kafka_topics import DEFAULT_TIMEOUT_S, KafkaTopics
@@ -94,7 +95,8 @@ def check(checkpoints: tuple[str, ...], file_sink: str | None, strict: bool, out
     chosen = select_checks(codes(select), codes(ignore) or ())
     sink = open_file_sink(file_sink, options, lost_log=True) if file_sink else None
     records = read_records(progress, options) if progress else None
-    lag_ms = parse_duration_ms(operator_lag) if operator_lag is not None else None
+    with on_param("operator_lag"):
+        lag_ms = parse_duration_ms(operator_lag) if operator_lag is not None else None
     timeout = click.get_current_context().find_root().meta.get(TIMEOUT_KEY)
     kafka = KafkaTopics(bootstrap_server, parse_pairs(kafka_options, "--kafka-option"),
                         float(timeout) if timeout is not None else DEFAULT_TIMEOUT_S) if bootstrap_server else None

@@ -40,6 +40,8 @@ class WmcheckGroup(click.Group):
         return importlib.util.find_spec(COMMANDS[name].module) is not None
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name == "help":
+            return help_command
         if name not in COMMANDS or not self._module_exists(name):
             return None
         return getattr(importlib.import_module(COMMANDS[name].module), COMMANDS[name].attr)
@@ -53,6 +55,9 @@ class WmcheckGroup(click.Group):
                      **extra: Any) -> click.Context:
         try:
             return super().make_context(info_name, args, parent, **extra)
+        except click.exceptions.NoArgsIsHelpError as exc:  # bare ``wmcheck``: its help, as ``wmcheck --help``
+            click.echo(exc.ctx.get_help())
+            raise click.exceptions.Exit(0) from None
         except click.UsageError as exc:  # the group's own options
             raise one_line(exc) from None
 
@@ -136,8 +141,24 @@ def debug_requested() -> bool:
     )
 
 
-@click.group(cls=WmcheckGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.version_option(package_name="wmcheck")
+@click.command("help")
+@click.argument("command", required=False)
+@click.pass_context
+def help_command(ctx: click.Context, command: str | None) -> None:
+    """Show the help of COMMAND (of wmcheck without one), as COMMAND --help does."""
+    root = ctx.find_root()
+    found = root.command.get_command(root, command) if command and isinstance(root.command, click.Group) else None
+    if command is None:
+        click.echo(root.get_help())
+    elif found is None:
+        raise click.UsageError(f"No such command {command!r}.", ctx=root)
+    else:
+        click.echo(found.get_help(click.Context(found, info_name=command, parent=root)))
+
+
+@click.group(cls=WmcheckGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+             epilog="'wmcheck help COMMAND' or 'wmcheck COMMAND --help' shows a command's options.")
+@click.version_option(None, "-V", "--version", package_name="wmcheck", prog_name="wmcheck")
 def cli() -> None:
     """Inspect, validate and safely repair Spark Structured Streaming checkpoints."""
 

@@ -38,7 +38,7 @@ def parse_pairs(values: tuple[str, ...], option: str) -> dict[str, str]:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise CheckpointError(f"{option} expects key=value, got {item!r}",
-                                  hint=f"e.g. {option} {PAIR_EXAMPLES.get(option, 'key=value')}")
+                                  hint=f"e.g. {option} {PAIR_EXAMPLES.get(option, 'key=value')}", param=option)
         out[key.strip()] = value
     return out
 
@@ -55,7 +55,8 @@ def parse_size(value: str, option: str) -> int:
     except ValueError:
         size = 0
     if size <= 0:
-        raise CheckpointError(f"{option} expects a size such as 2G or 512M, got {value!r}", hint=f"e.g. {option} 4G")
+        raise CheckpointError(f"{option} expects a size such as 2G or 512M, got {value!r}", hint=f"e.g. {option} 4G",
+                              param=option)
     return size
 
 

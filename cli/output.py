@@ -154,10 +154,10 @@ class Output:
     # one method per kind of result
 
     def checkpoint_summary(self, summary: CheckpointSummary) -> None:
-        self.document(summary, *views.checkpoint_summary(summary))
+        self.document(summary, *views.checkpoint_summary(summary, self.tz))
 
     def batches(self, rows: Sequence[BatchRow]) -> None:
-        self.rows(rows, view=views.batches(rows))
+        self.rows(rows, view=views.batches(rows, self.tz))
 
     def state_summary(self, summary: StateSummary) -> None:
         self.document(summary, *views.state_summary(summary))

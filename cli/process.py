@@ -117,3 +117,48 @@ def lean_imports() -> Iterator[None]:
         sys.meta_path.remove(finder)
         if one_thread:
             os.environ.pop(BLAS_THREADS, None)
+
+
+MPL_DIR = "MPLCONFIGDIR"
+"""matplotlib's config and cache directory; unset: ``$XDG_CONFIG_HOME``/``$XDG_CACHE_HOME`` (or ``~/.config``,
+``~/.cache``) ``/matplotlib``."""
+
+
+def writable_matplotlib_dir() -> None:
+    """Give matplotlib a config and cache directory of this user's under the temporary directory when wmcheck is
+    the process and the default ones cannot be created or written (an unwritable or missing HOME): matplotlib would
+    print two lines about it on import (and build its font cache again on every run). Before matplotlib is
+    imported; a caller's :data:`MPL_DIR` is kept."""
+    if not _PROCESS["own"] or MPL_DIR in os.environ or "matplotlib" in sys.modules or not hasattr(os, "getuid"):
+        return
+    home = os.path.expanduser("~")
+    for base in (os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config"),
+                 os.environ.get("XDG_CACHE_HOME") or os.path.join(home, ".cache")):
+        wanted = os.path.join(base, "matplotlib")
+        try:
+            os.makedirs(wanted, exist_ok=True)
+        except OSError:
+            break
+        if not os.access(wanted, os.W_OK):
+            break
+    else:
+        return
+    os.environ[MPL_DIR] = _own_scratch(f"wmcheck-matplotlib-{os.getuid()}")
+
+
+def _own_scratch(name: str) -> str:
+    """A directory ``name`` under the temporary directory that only this user can write (kept for the next run), or,
+    where someone else made that name, a new one removed at exit."""
+    import shutil
+    import stat
+    import tempfile
+
+    path = os.path.join(tempfile.gettempdir(), name)
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, 0o700)
+    got = os.lstat(path)
+    if stat.S_ISDIR(got.st_mode) and got.st_uid == os.getuid() and not got.st_mode & 0o022:
+        return path
+    scratch = tempfile.mkdtemp(prefix="wmcheck-matplotlib-")
+    atexit.register(shutil.rmtree, scratch, True)
+    return scratch

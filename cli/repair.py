@@ -54,12 +54,20 @@ def _run(checkpoint: str, request: repair.RepairRequest, execute: bool, plan_out
 @click.option("--file-sink", metavar="PATH", help="Also rewind this file sink's _spark_metadata and move out its orphaned files.")
 @click.option("--delta-sink", metavar="PATH", help="The query's Delta table: say what its sink does with the re-run batches; with --execute, "
               "restore it so that they are written (undo restores it again).")
+@click.option("--kafka-sink", metavar="TOPIC", help="The query's Kafka sink topic: count the records the re-run batches "
+              "write again (asks --bootstrap-server).")
+@click.option("--bootstrap-server", metavar="HOST:PORT", help="The Kafka broker of --kafka-sink.")
+@click.option("--kafka-option", "kafka_options", multiple=True, metavar="KEY=VALUE", help="A Kafka client setting "
+              "(librdkafka names; repeatable).")
+@click.option("--foreach-batch", is_flag=True, help="The query writes with foreachBatch: name the batch ids its function "
+              "is called with again.")
 @click.option("--keep-next-offsets", is_flag=True, help="Keep offsets/N+1 so batch N+1 re-runs with its recorded offsets.")
 @click.option("--keep-source-log", is_flag=True, help="Leave file-source logs as they are (see docs/repair.md).")
 @repair_options
 @common_options()
 @gc_paused
-def rewind(checkpoint: str, to_batch, to_watermark, to_time, shift, file_sink, delta_sink, keep_next_offsets,
+def rewind(checkpoint: str, to_batch, to_watermark, to_time, shift, file_sink, delta_sink, kafka_sink, bootstrap_server,
+           kafka_options, foreach_batch, keep_next_offsets,
            keep_source_log, execute, plan_out, from_plan, idle, force, backup_dir, fmt, tz, fs_options) -> None:
     """Roll CHECKPOINT back so that an earlier batch is the last committed one (dry run unless --execute).
 
@@ -69,7 +77,9 @@ def rewind(checkpoint: str, to_batch, to_watermark, to_time, shift, file_sink, d
     """
     request = repair.RewindRequest(to_batch=to_batch, to_watermark=to_watermark, to_time=to_time, shift=shift,
                                    file_sink=file_sink, keep_next_offsets=keep_next_offsets,
-                                   keep_source_log=keep_source_log, delta_sink=delta_sink)
+                                   keep_source_log=keep_source_log, delta_sink=delta_sink, kafka_sink=kafka_sink,
+                                   bootstrap_server=bootstrap_server,
+                                   kafka_options=parse_pairs(kafka_options, "--kafka-option"), foreach_batch=foreach_batch)
     _run(checkpoint, request, execute, plan_out, from_plan, idle, force, backup_dir, fs_options, fmt, tz)
 
 

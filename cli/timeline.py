@@ -12,6 +12,7 @@ from wmcheck.checkpoint.timeline import FORMATS, figure, save, stall_label, time
 from .flags import cli_spelling
 from .options import checkpoint_progress, common_options, parse_pairs, progress_option
 from .output import make_output
+from .process import writable_matplotlib_dir
 
 
 @click.command("timeline")
@@ -29,6 +30,7 @@ def timeline_command(checkpoint: str, output: str, progress: str | None, fmt: st
     tl = timeline(ckpt, checkpoint_progress(ckpt, progress, options), tz)
     out = make_output(fmt)
     out.warning(broken_tail_warning(ckpt))
+    writable_matplotlib_dir()
     save(tl, figure(tl, tz), output, cli_spelling, tz)
     doc = {"output": output, "batches": len(tl.batches), "stall": stall_label(tl)}
     out.document(doc, [("wrote", output), ("batches", doc["batches"]), ("stall", doc["stall"] or "none")], [])

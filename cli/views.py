@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timezone, tzinfo
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from wmcheck.checkpoint.source_labels import SourceLabel
@@ -12,7 +13,6 @@ from wmcheck.checkpoint.timeutil import format_duration, format_ms
 from .fixes import fix_doc, fix_text
 
 if TYPE_CHECKING:
-    from datetime import tzinfo
 
     from wmcheck.checkpoint.batch_inputs import BatchInput, ReplayPlan, SourceInput
     from wmcheck.checkpoint.checks.definition import Finding
@@ -41,12 +41,16 @@ OPERATOR_COLUMNS = ["operator_id", "name", "stores", "num_partitions", "min_vers
                     *(f.plural for f in FORMATS), "next_version", "next_version_loadable"]
 
 
-def checkpoint_summary(s: CheckpointSummary) -> tuple[Fields, list[Table]]:
+def checkpoint_summary(s: CheckpointSummary, tz: tzinfo | None = None) -> tuple[Fields, list[Table]]:
     """``wmcheck show``."""
+    worst = s.verdict.worst
     fields: Fields = [
+        ("restarts", s.verdict.text),
+        ("worst finding", f"{worst.severity} {worst.line}" if worst else "none"),
+        *[("warning", w) for w in s.warnings],
         ("query id", s.query_id),
         ("location", s.location),
-        ("batches", f"{s.first_batch}..{s.last_batch}" if s.last_batch is not None else "none"),
+        ("batches", _batches(s)),
         ("last committed", s.last_committed_batch if s.last_committed_batch is not None else "none"),
         ("pending batch", s.pending_batch if s.pending_batch is not None else "none"),
         ("next batch", s.next_batch),
@@ -56,7 +60,7 @@ def checkpoint_summary(s: CheckpointSummary) -> tuple[Fields, list[Table]]:
         ("next batch partitions", s.next_batch_partitions),
         *[("repartition", f"batch {r.batch}: {r.from_} -> {r.to} partitions") for r in s.repartitions],
         *[("note", f"operator {op.operator_id}: {op.metadata_lag}") for op in s.operators if op.metadata_lag],
-        *[("warning", w) for w in s.warnings],
+        *[(f.severity, f.line) for f in s.findings[1:]],
         ("watermark stall", s.watermark_stall.explanation if s.watermark_stall else "none"),
         *[("operator stall", stall.explanation) for stall in s.operator_stalls],
     ]
@@ -66,32 +70,47 @@ def checkpoint_summary(s: CheckpointSummary) -> tuple[Fields, list[Table]]:
                            ("Stateful operators", operators, OPERATOR_COLUMNS)]
     if s.operators:
         own = [{"operator_id": op.operator_id, "name": op.label,
-                "late watermark": _own(op.late_watermark_ms, None),
-                "eviction watermark": _own(op.eviction_watermark_ms, s.watermark_ms),
+                "late watermark": _own(op.late_watermark_ms, None, tz),
+                "eviction watermark": _own(op.eviction_watermark_ms, s.watermark_ms, tz),
                 "from": op.watermark_source, "how": op.watermark_note} for op in s.operators]
         tables.append((f"Operator watermarks (batch {s.next_batch})", own, OPERATOR_WATERMARK_COLUMNS))
     return fields, tables
 
 
+def _batches(s: CheckpointSummary) -> str:
+    """``0..12``, and where the last offsets files are broken, which batch the rest describes."""
+    if s.last_batch is None:
+        return "none"
+    span = f"{s.first_batch}..{s.last_batch}"
+    if s.shown_batch == s.last_batch:
+        return span
+    broken = "offsets/" + (f"{s.last_batch}" if s.shown_batch == s.last_batch - 1 else
+                           f"{(s.shown_batch + 1) if s.shown_batch is not None else s.first_batch}..{s.last_batch}")
+    rest = f"the rest describes batch {s.shown_batch}" if s.shown_batch is not None else "no batch can be described"
+    return f"{span} ({broken} broken, see the warning: {rest})"
+
+
 OPERATOR_WATERMARK_COLUMNS = ["operator_id", "name", "late watermark", "eviction watermark", "from", "how"]
 
 
-def _own(value: int | None, global_ms: int | None) -> str:
-    """An operator's own watermark, and how far it is from the global one when it differs."""
+def _own(value: int | None, global_ms: int | None, tz: tzinfo | None = None) -> str:
+    """An operator's own watermark as a time (epoch ms in JSON and CSV), and how far it is from the global one when
+    it differs."""
     if value is None:
         return "unknown"
+    shown = format_ms(value, tz or timezone.utc)
     if global_ms is None or value == global_ms:
-        return str(value)
-    return f"{value} ({(value - global_ms) / 1000:+.3f}s)"
+        return str(shown)
+    return f"{shown} ({(value - global_ms) / 1000:+.3f}s)"
 
 
-def _batch_row(r: BatchRow) -> dict[str, Any]:
+def _batch_row(r: BatchRow, tz: tzinfo | None = None) -> dict[str, Any]:
     return {
         "batch": r.batch,
         "committed": r.committed,
         "kind": r.kind,
         "watermark": f"{r.batch_watermark_ms} ({r.batch_watermark})" if r.batch_watermark_ms is not None else None,
-        "next watermark ms": r.next_batch_watermark_ms,
+        "next watermark": format_ms(r.next_batch_watermark_ms, tz or timezone.utc),
         "advanced": format_duration(r.watermark_advance_ms),
         "timestamp": r.batch_timestamp,
         "lag": format_duration(r.lag_ms),
@@ -109,24 +128,25 @@ def _source_cell(a: SourceActivity) -> str:
     return f"{label}: {SourceOffset(a.source_id, a.offset).summary()} ({brought})"
 
 
-BATCHES = RowView(["batch", "committed", "kind", "watermark", "next watermark ms", "advanced", "timestamp", "lag", "sources",
-                   "rows", "max event time", "late rows"], _batch_row)
+BATCH_COLUMNS = ["batch", "committed", "kind", "watermark", "next watermark", "advanced", "timestamp", "lag", "sources"]
+PROGRESS_COLUMNS = ["rows", "max event time", "late rows"]
+"""Spark's progress report of each batch (``--progress``): no column without one."""
 
 
-def batches(rows: Sequence[BatchRow]) -> RowView:
-    """``wmcheck batches``; with operator watermarks, one column per operator (late / eviction watermark)."""
+def batches(rows: Sequence[BatchRow], tz: tzinfo | None = None) -> RowView:
+    """``wmcheck batches``: times in ``tz``; Spark's progress when a batch has one; with operator watermarks, one
+    column per operator (late / eviction watermark)."""
     ids = sorted({o.operator_id for r in rows for o in r.operators or ()})
-    if not ids:
-        return BATCHES
+    progress = PROGRESS_COLUMNS if any(r.progress for r in rows) else []
 
     def row(r: BatchRow) -> dict[str, Any]:
-        out = _batch_row(r)
+        out = _batch_row(r, tz)
         for o in r.operators or ():
-            out[f"operator {o.operator_id} late / evict"] = (f"{_own(o.late_ms, r.batch_watermark_ms and None)} / "
-                                                            f"{_own(o.evict_ms, r.batch_watermark_ms)}")
+            out[f"operator {o.operator_id} late / evict"] = (f"{_own(o.late_ms, r.batch_watermark_ms and None, tz)} / "
+                                                            f"{_own(o.evict_ms, r.batch_watermark_ms, tz)}")
         return out
 
-    return RowView([*BATCHES.columns, *(f"operator {i} late / evict" for i in ids)], row)
+    return RowView([*BATCH_COLUMNS, *progress, *(f"operator {i} late / evict" for i in ids)], row)
 
 STORE_COLUMNS = ["operator_id", "operator", "store", "rows", "per partition", "event-time column",
                  "older than watermark", "oldest event time", "behind watermark"]
@@ -243,6 +263,10 @@ def replay_plan(plan: ReplayPlan, tz: tzinfo) -> tuple[Fields, list[Table]]:
     first, last = (plan.batches[0].batch_id, plan.batches[-1].batch_id) if plan.batches else (None, None)
     fields: Fields = [("checkpoint", plan.checkpoint), ("batches", f"{first}..{last}"),
                       ("oldest replayable", plan.oldest_replayable_batch)]
+    missing = sum(not f.exists for _, s in rows for f in s.files)
+    if missing:
+        fields.append(("missing files", f"{missing} of the {len(files)} logged input files are not where the logs say: if the "
+                       "input moved, pass --path-map OLD=NEW (what wmcheck check's relocate fix names), or --skip-missing"))
     return fields, [("Batches", table, PLAN_COLUMNS), ("Files", files, FILE_COLUMNS)]
 
 

@@ -86,6 +86,8 @@ def select(ckpt: Checkpoint, operator: int | None = None, store: str | None = No
     ``store`` is a store name, a join side (``left``/``right``) or a transformWithState variable;
     ``kind`` (a key of ``KINDS``) insists on one of these.
     """
+    if ckpt.state_layout.unreadable:  # its stores would read as missing partitions
+        raise ckpt.state_layout.unreadable[0]
     operators = all_operators(ckpt)
     if not operators:
         raise CheckpointError("the checkpoint has no state: no stateful operator wrote under state/",
@@ -95,7 +97,7 @@ def select(ckpt: Checkpoint, operator: int | None = None, store: str | None = No
         if not operators:
             known = ", ".join(str(o.operator_id) for o in all_operators(ckpt))
             raise CheckpointError(f"no stateful operator {operator} in this checkpoint", path=STATE,
-                                  hint=f"operators present: {known} (see wmcheck state CKPT without --operator)")
+                                  hint=f"operators present: {known} (see wmcheck state CKPT without --operator)", param="operator")
     if store is None:
         return [s for o in operators for s in o.views]
     options = KINDS[kind] if kind else tuple(o for opts in KINDS.values() for o in opts)
@@ -105,7 +107,7 @@ def select(ckpt: Checkpoint, operator: int | None = None, store: str | None = No
         what = {"store": "store", "join_side": "join side", "state_var": "state variable"}.get(kind or "", "store, join side or state variable")
         where = f"operator {operator}" if operator is not None else "any operator"
         names = ", ".join(dict.fromkeys(s.name for s in candidates)) or "none"
-        raise CheckpointError(f"no {what} {store!r} in {where}", path=STATE, hint=f"{what}s there: {names}")
+        raise CheckpointError(f"no {what} {store!r} in {where}", path=STATE, hint=f"{what}s there: {names}", param=kind or "store")
     return found
 
 

@@ -4,7 +4,7 @@ tests/requirements-spark42.txt, with Spark's Kafka connector from the jar cache 
 
 Request: ``{"query": NAME, "bootstrap": ..., "source": {...}, "checkpoint": DIR, "output": DIR, "options": {...},
 "conf": {...}}``, NAME one of fixtures/kafka_queries.py's QUERIES; the query runs to its end (availableNow).
-Answer: ``{"ok": true, "batches": [batch ids run]}`` or ``{"ok": false, "error": "Spark's first line"}``.
+Answer: ``{"ok": true, "batches": [batch ids run], "dropped_by_watermark": rows}`` or ``{"ok": false, "error": "Spark's first line"}``.
 """
 from __future__ import annotations
 
@@ -65,7 +65,9 @@ def run(spark, request: dict) -> dict:
     error = query.exception()
     if error is not None:
         return {"ok": False, "error": error_line(error)}
-    return {"ok": True, "batches": [p["batchId"] for p in query.recentProgress]}
+    progress = query.recentProgress
+    dropped = sum(op.get("numRowsDroppedByWatermark", 0) for p in progress for op in p["stateOperators"])
+    return {"ok": True, "batches": [p["batchId"] for p in progress], "dropped_by_watermark": dropped}
 
 
 def main() -> int:

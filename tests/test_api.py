@@ -90,7 +90,7 @@ def test_timeline_and_replay_plan(tmp_path):
         "error": "cannot rewind to batch 10: offsets/9 no longer exists: Spark restarting with offsets/10 as the last "
                  "offsets file reads it as where batch 10 started, and fails ('batch 9 doesn't exist'); with "
                  "--keep-next-offsets it reads offsets/10 instead",
-        "hint": "the oldest batch this checkpoint can be rewound to is 11", "param": None, "where": None, "exit_code": 2}),
+        "hint": "the oldest batch this checkpoint can be rewound to is 11", "param": "--to-batch", "where": None, "exit_code": 2}),
     (["rewind", str(fixture_checkpoint("compaction")), "--shift", "-13"], {
         "error": "--shift -13 names batch -1: batch ids start at 0", "param": "--shift", "where": None,
         "hint": "the oldest batch this checkpoint can be rewound to is 11", "exit_code": 2}),

@@ -60,13 +60,13 @@ def test_rewind_removes_orphaned_sidecars_in_every_log_it_touches(root):
     assert ": ok: 0 error(s), 0 warning(s) from " in run_cli("check", ckpt, "--file-sink", sink, "--strict").stdout
 
 
-def test_show_summarises_over_a_broken_middle_offsets_file_with_a_warning(root):
+def test_show_summarises_over_a_broken_middle_offsets_file_with_checks_finding(root):
     ckpt = root / "checkpoint"
     (ckpt / "offsets" / "6").write_bytes(b"garbage\n")
     doc = json.loads(run_cli("show", ckpt, "--format", "json").stdout)
     assert (doc["last_batch"], doc["last_committed_batch"], doc["watermark_ms"]) == (12, 12, 1704067285000)
-    assert [w for w in doc["warnings"] if w.startswith("offsets/6 does not parse")]
-    assert "offsets/6 does not parse" in run_cli("show", ckpt).stdout
+    assert doc["warnings"] == [] and [f["code"] for f in doc["findings"] if f["path"] == "offsets/6"] == ["WM055"]
+    assert "WM055 offsets/6: " in run_cli("show", ckpt).stdout
 
 
 def test_check_recommends_one_repair_when_fixes_differ(root):

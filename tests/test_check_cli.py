@@ -275,7 +275,7 @@ def test_a_file_sink_output_or_its_log_is_answered_with_the_checkpoint_and_the_s
             f"not a Structured Streaming checkpoint: no offsets/, commits/ or metadata in {where} (hint: {out} is the "
             f"output directory of a file sink: pass the query's checkpointLocation, and --file-sink {out} to check the "
             "sink against it)")
-        assert row["fix"]["text"].startswith("pass the directory given as checkpointLocation")
+        assert row["fix"]["text"] == row["message"].split("(hint: ", 1)[1][:-1]  # the remedy of this cause
         assert run_cli("show", where, exit_code=2).output == f"Error: {row['message']}\n"
     with pytest.raises(NotACheckpointError) as info:
         open_checkpoint(str(out / "_spark_metadata"))
@@ -287,3 +287,19 @@ def test_a_directory_outside_any_checkpoint_keeps_the_plain_hint(tmp_path):
     [row] = json.loads(run_cli("check", tmp_path / "a" / "b", "--format", "json", exit_code=2).stdout)
     assert row["message"].endswith("(hint: pass the directory given as checkpointLocation (it holds offsets/ and commits/))")
     assert row["fix"]["text"].startswith("pass the directory given as checkpointLocation")
+
+
+def test_a_watermark_wmcheck_set_watermark_lowered_is_a_note_not_wm011(copy_fixture):
+    """Right after a planned set-watermark check --strict passes, saying in a note that the lower watermark is the
+    repair's; undone, nothing is said; the same change by hand stays WM011."""
+    root = copy_fixture("agg_window_hdfs")
+    ckpt = root / "checkpoint"
+    run_cli("set-watermark", ckpt, "--watermark", "-1 minute", "--execute", "--idle", "0")
+    backup = next((ckpt / "_wmcheck" / "backups").iterdir()).name
+    done = run_cli("check", ckpt, "--strict")
+    assert done.stdout == f"{ckpt}: ok: 0 error(s), 0 warning(s) from {len(CHECKS) - SINK_CHECKS} checks\n"
+    assert done.stderr == (f"note: offsets/12: the watermark 1704067225000 (2024-01-01T00:00:25.000Z), below batch 11's, was "
+                           f"set by wmcheck set-watermark (backup {backup}): an intended change, not WM011 (wmcheck undo "
+                           "puts the old one back)\n")
+    shutil.rmtree(ckpt / "_wmcheck")  # the same files, no record of wmcheck's: a change by hand
+    assert [f["code"] for f in json.loads(run_cli("check", ckpt, "--strict", "--format", "json", exit_code=1).stdout)] == ["WM011"]

@@ -25,7 +25,8 @@ def test_a_damaged_file_in_a_readable_checkpoint_is_a_finding_for_check_and_a_wa
     assert [(f["code"], f["path"]) for f in json.loads(run_cli("check", ckpt, "--select", "WM001,WM055", "--format", "json",
                                                               exit_code=1).stdout)] == [("WM001", "offsets/12"), ("WM055", "offsets/5")]
     (ckpt / "offsets" / "12").unlink()
-    assert any(w.startswith("offsets/5 does not parse") for w in json.loads(run_cli("show", ckpt, "--format", "json").stdout)["warnings"])
+    shown = json.loads(run_cli("show", ckpt, "--format", "json").stdout)
+    assert [(f["code"], f["path"]) for f in shown["findings"] if f["code"] in ("WM001", "WM055")] == [("WM055", "offsets/5")]
     rows = json.loads(run_cli("batches", ckpt, "--format", "json").stdout)
     assert (rows[5]["kind"], rows[6]["kind"]) == ("unreadable", "data")
     run_cli("timeline", ckpt, "--output", ckpt.parent / "t.svg")
@@ -172,3 +173,74 @@ def test_a_usage_error_is_one_line_with_a_hint(args, error):
     assert run_cli(*args, exit_code=2).output == error + "\n"
     done = subprocess.run([sys.executable, "-m", "wmcheck.cli", *args], capture_output=True, text=True)
     assert (done.returncode, done.stdout, done.stderr) == (2, "", error + "\n")
+
+
+def test_a_batch_range_that_selects_nothing_is_refused_by_its_option(copy_fixture):
+    """``--last 0``, or ``--from``/``--to`` between no batches the checkpoint holds (its oldest cleaned up): exit 2
+    naming the option, as the other range errors, never an empty table."""
+    assert run_cli("batches", CKPT, "--last", "0", exit_code=2).output == \
+        "Error: --last 0 selects no batch (hint: use --last 1 or more)\n"
+    doc = json.loads(run_cli("batches", CKPT, "--last", "0", "--format", "json", exit_code=2).stdout)
+    assert (doc["error"], doc["hint"], doc["param"]) == ("--last 0 selects no batch", "use --last 1 or more", "--last")
+    ckpt = copy_fixture(NAME) / "checkpoint"
+    for old in range(5):
+        (ckpt / "offsets" / str(old)).unlink()
+        (ckpt / "commits" / str(old)).unlink()
+    for args, param in ((["--to", "2"], "--to"), (["--from", "1", "--to", "3"], "--to"), (["--from", "0", "--to", "4"], "--to")):
+        done = run_cli("batches", ckpt, *args, exit_code=2)
+        assert done.output == f"Error: {' '.join(args)} selects no batch (hint: the checkpoint holds batches 5..12)\n"
+        assert json.loads(run_cli("batches", ckpt, *args, "--format", "json", exit_code=2).stdout)["param"] == param
+    assert [r["batch"] for r in json.loads(run_cli("batches", ckpt, "--to", "5", "--format", "json").stdout)] == [5]
+
+
+@pytest.mark.parametrize(("args", "param", "error", "hint"), [
+    (["check", "{ckpt}", "--select", "WM999"], "--select", "unknown check code(s): WM999", None),
+    (["check", "{ckpt}", "--select", "WM001", "--ignore", "WM999"], "--ignore", "unknown check code(s): WM999", None),
+    (["check", "{ckpt}", "--operator-lag", "soon"], "--operator-lag", "cannot read 'soon' as a duration", None),
+    (["check", "{ckpt}", "--fs-option", "x"], "--fs-option", "--fs-option expects key=value, got 'x'", None),
+    (["check", "{ckpt}", "--stall-batches", "0"], "--stall-batches", "Invalid value for '--stall-batches': 0 is not in the range x>=1.", None),
+    (["rewind", "{ckpt}", "--to-batch", "99"], "--to-batch", "cannot rewind to batch 99: batch 99 is not committed: the last committed batch is 12",
+     "the newest batch this checkpoint can be rewound to is 12"),
+    (["rewind", "{ckpt}", "--to-time", "soon"], "--to-time", "cannot read 'soon' as a time", None),
+    (["rewind", "{ckpt}", "--to-watermark", "0"], "--to-watermark",
+     "cannot rewind: no retained batch leaves the watermark at or before 1970-01-01T00:00:00.000Z (0)",
+     "the oldest batch this checkpoint can be rewound to is 0"),
+    (["rewind", "{ckpt}", "--to-batch", "3", "--idle", "soon"], "--idle", "cannot read 'soon' as a duration", None),
+    (["rewind", "{ckpt}", "--to-batch", "3", "--file-sink", "{ckpt}/nowhere"], "--file-sink", "file sink not found: {ckpt}/nowhere",
+     "nothing is at this path: pass the path the query writes to (option 'path' of writeStream, the directory holding "
+     "_spark_metadata/)"),
+    (["set-watermark", "{ckpt}", "--watermark", "soon"], "--watermark", "cannot read 'soon' as a time", None),
+    (["set-watermark", "{ckpt}", "--watermark", "-1 hour", "--window", "soon"], "--window", "cannot read 'soon' as a duration", None),
+    (["state", "{ckpt}", "--operator", "9"], "--operator", "no stateful operator 9 in this checkpoint", None),
+    (["state", "{ckpt}", "--store", "nosuch"], "--store", "no store 'nosuch' in any operator", "stores there: default"),
+    (["state", "{ckpt}", "--max-memory", "0"], "--max-memory", "--max-memory expects a size such as 2G or 512M, got '0'", "e.g. --max-memory 4G"),
+    (["timeline", "{ckpt}", "--output", "{ckpt}/t.txt"], "--output", "cannot write a timeline to {ckpt}/t.txt: unknown extension .txt",
+     "name the output file .html, .png or .svg"),
+])
+def test_an_error_an_option_caused_names_it_in_one_shape_for_every_command(args, param, error, hint):
+    """One line on stderr, or with --format json one object naming the option at fault, for check's own usage
+    errors as for every other command's."""
+    argv = [a.format(ckpt=CKPT) for a in args]
+    doc = json.loads(run_cli(*argv, "--format", "json", exit_code=2).stdout)
+    assert (doc["param"], doc["error"]) == (param, error.format(ckpt=CKPT))
+    assert hint is None or doc["hint"] == hint
+    line = run_cli(*argv, exit_code=2)
+    where = f"{doc['where']}: " if doc["where"] else ""
+    assert (line.stdout, line.output.count("\n")) == ("", 1)
+    assert line.output.startswith(f"Error: {where}{error.format(ckpt=CKPT)} (hint: "), line.output
+
+
+def test_ctrl_c_while_the_command_line_is_imported_ends_it_as_at_any_other_point():
+    """SIGINT while click is being imported (the first ~0.2 s of a run): the same ``interrupted`` line and exit 130
+    as later, no KeyboardInterrupt traceback."""
+    hook = ("import os, runpy, signal, sys\n"
+            "class Interrupt:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name == 'click':\n"
+            "            sys.meta_path.remove(self)\n"
+            "            os.kill(os.getpid(), signal.SIGINT)\n"
+            "sys.meta_path.insert(0, Interrupt())\n"
+            "sys.argv = ['wmcheck', *sys.argv[1:]]\n"
+            "runpy.run_module('wmcheck.cli', run_name='__main__')\n")
+    done = subprocess.run([sys.executable, "-c", hook, "show", str(CKPT)], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (130, "", "\ninterrupted\n")

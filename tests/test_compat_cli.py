@@ -288,3 +288,43 @@ def test_a_file_sources_moved_input_is_found_with_input(spark, tmp_path):
     assert f"source 0:               file: 1 logged file(s), read from {root / 'archive'}" in lines
     assert lines[-1] == "restarts: batch 11 gives the same output and state (exit 0)"
     assert digest(root) == before
+
+
+UNION = """import sys
+sys.path[:0] = [{fixtures!r}]
+import queries
+from pyspark.sql import functions as F
+
+
+def new_query(spark):
+    def source(sub, delay):
+        return (spark.readStream.format("json").schema("id STRING, ts TIMESTAMP, v INT").option("maxFilesPerTrigger", 1)
+                .load({root!r} + "/input/" + sub).withWatermark("ts", delay))
+
+    events = source("left", "10 seconds").unionByName(source("right", {right!r}))
+    counts = events.groupBy(F.window("ts", "10 seconds"), "id").agg(F.count("*").alias("n"), F.sum("v").alias("v_sum"))
+    return (counts.writeStream.format("json").outputMode("append").option("path", {root!r} + "/output")
+            .option("checkpointLocation", {root!r} + "/checkpoint").trigger(availableNow=True))
+"""
+
+
+@pytest.mark.parametrize(("right", "last"), [
+    ("20 seconds", "restarts: batch 6 gives the same output and state (exit 0)"),
+    ("5 seconds", "restarts: batch 6 gives the same output and state (exit 0)"),  # the left input sets it here
+])
+def test_each_watermarked_input_is_judged_by_its_own_delay_not_another_inputs(spark, tmp_path, right, last):
+    """multi_watermark_max's union of two inputs (delays 10 s and 20 s, policy max): the checkpoint's state records one
+    delay for both, so neither input's old delay is compared with the other's (the unchanged code was "10s -> 20s, exit
+    1"): both are unknown, and the right input's lowered delay, which does not set the watermark in batch 6 (the left
+    input's does), changes nothing compat can see there."""
+    root = prepare("multi_watermark_max", tmp_path / "mwm", extra=0)
+    module = tmp_path / "union_code.py"
+    module.write_text(UNION.format(fixtures=str(ROOT / "fixtures"), root=str(root), right=right))
+    lines = run_cli("compat", root / "checkpoint", "--query", f"{module}:new_query", exit_code=None).stdout.splitlines()
+    assert [line for line in lines if line.startswith("delay of ts")] == [
+        "delay of ts:            unknown -> 10s", f"delay of ts:            unknown -> {right.split()[0]}s"]
+    assert ("note:                   the new query has 2 watermarked inputs and the checkpoint's state records one "
+            "delay for them: each input's old delay is unknown (the checkpoint does not record it), and a change of "
+            "delay shows in the watermark after the batch (old code against new) only where that input sets it in the "
+            "batch re-run") in lines
+    assert lines[-1] == last

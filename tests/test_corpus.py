@@ -8,7 +8,8 @@ import pytest
 from wmcheck.checkpoint.commits import parse_commit, serialize_commit
 from wmcheck.checkpoint.model import open_checkpoint
 from wmcheck.checkpoint.offsets import parse_offsets, serialize_offsets
-from wmcheck.checkpoint.summary import batch_range, batch_rows, describe
+from wmcheck.checkpoint.summary import batch_range, batch_rows
+from wmcheck.checkpoint.verdict import show_checkpoint as describe
 from wmcheck.cli.output import plain
 
 from conftest import CORPUS, run_cli
@@ -63,9 +64,11 @@ def test_inconsistent_checkpoint_is_reported_not_crashed(corpus):
     doc = describe(open_checkpoint(str(root)))
     assert (doc.first_batch, doc.last_batch, doc.last_committed_batch, doc.pending_batch) == (1, 4, None, 4)
     assert doc.watermark_ms == 5000
-    assert "offsets/ has a gap: batch 3 missing" in doc.warnings
+    assert [(f.code, f.severity, f.path) for f in doc.findings] == [("WM002", "error", "offsets/3")]
+    assert (doc.verdict.restarts, doc.verdict.worst) == (False, doc.findings[0])
     result = run_cli("show", root)
-    assert "warning:" in result.stdout and "offsets/ has a gap: batch 3 missing" in result.stdout
+    assert result.stdout.startswith("restarts:              no: 1 error makes Spark fail, lose data or misbehave on restart "
+                                    "(their fixes: wmcheck check)\nworst finding:         error WM002 offsets/3: offsets/3 missing between")
 
 
 def test_checkpoint_v2_commits_and_multi_source(corpus):

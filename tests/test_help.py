@@ -80,3 +80,35 @@ def test_a_directory_inside_a_checkpoint_is_answered_with_the_checkpoint():
             out = run_cli(command[0], ckpt / inside, *command[1:], exit_code=2).output
             assert out == (f"Error: not a Structured Streaming checkpoint: no offsets/, commits/ or metadata in "
                            f"{ckpt / inside} {hint}\n"), command
+
+
+def test_bare_wmcheck_and_wmcheck_help_print_the_help_and_exit_0():
+    import subprocess
+    import sys
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "wmcheck.cli", *args], capture_output=True, text=True, timeout=60)
+
+    full = run("--help")
+    assert full.stdout.startswith("Usage: wmcheck [OPTIONS] COMMAND [ARGS]...\n\n  Inspect, validate")
+    assert "'wmcheck help COMMAND' or 'wmcheck COMMAND --help' shows a command's" in full.stdout
+    for args in ((), ("help",)):
+        done = run(*args)
+        assert (done.returncode, done.stdout, done.stderr) == (0, full.stdout, ""), args
+
+
+def test_help_of_a_command_as_git_does():
+    from conftest import run_cli
+
+    for name in [*COMMANDS, "help"]:
+        assert run_cli("help", name).output == run_cli(name, "--help").output, name
+    assert run_cli("help", "shwo", exit_code=2).output == "Error: No such command 'shwo'. (hint: see wmcheck --help)\n"
+
+
+def test_the_version_with_either_option():
+    from importlib.metadata import version
+
+    from conftest import run_cli
+
+    for option in ("--version", "-V"):
+        assert run_cli(option).output == f"wmcheck, version {version('wmcheck')}\n"

@@ -99,6 +99,14 @@ def test_offsets_below_the_earliest_retained(spark_kafka, kafka_bootstrap, tmp_p
     assert kafka_findings(work, kafka_bootstrap) == []
     assert query(spark_kafka, kafka_bootstrap, topic, work)["ok"]
     assert offsets_of(work) == read
+    # after the failed restart (batch 1 planned, not committed) the same finding and the same fix, which replaces it
+    assert sorted((p.name) for p in (strict / "ckpt" / "offsets").iterdir() if not p.name.startswith(".")) == ["0", "1"]
+    [again] = kafka_findings(strict, kafka_bootstrap)
+    assert (again.code, again.fix) == ("WM081", finding.fix)
+    execute(strict, again.fix)
+    assert kafka_findings(strict, kafka_bootstrap) == []
+    assert query(spark_kafka, kafka_bootstrap, topic, strict)["ok"]
+    assert offsets_of(strict) == read
 
 
 @pytest.mark.spark

@@ -21,10 +21,10 @@ CHECKPOINT_GROUPS = {
                     "kafka_offsets", "state_formats", "rocksdb_zip", "rocksdb_sst", "rocksdb_manifest", "sst_walk", "sst_columns", "state_codecs", "state_records", "row_checksums",
                     "list_frames", "state_content", "key_partitions", "stale_keys", "sized_columns", "value_encoding",
                     "stale_columns", "join_rows"]),
-    "layout": (1, ["layout", "fs", "sources", "sinks", "metadata_log", "state_files", "state_load", "locations", "repair_records", "progress_files"]),
+    "layout": (1, ["layout", "fs", "sources", "metadata_log", "state_files", "state_load", "locations", "repair_records", "progress_files"]),
     "model": (2, ["model", "relocation", "repartitions", "activity", "pinned_conf", "conf_values", "broken_tail"]),
-    "batch facts": (3, ["batch_inputs", "source_labels", "stall", "operator_watermarks"]),  # what each batch read (the replay plan), stalls
-    "checks": (4.5, ["checks", "validate"]),  # findings carry the repair's requests as their fixes
+    "batch facts": (3, ["sinks", "batch_inputs", "source_labels", "stall", "operator_watermarks"]),  # what each batch read (the replay plan), stalls
+    "checks": (4.5, ["checks", "validate", "verdict"]),  # findings carry the repair's requests as their fixes
     "repair": (4, ["repair"]),
     "summary": (4, ["summary"]),
     "timeline": (4, ["timeline"]),

@@ -262,7 +262,8 @@ def test_show_lists_each_operators_own_watermarks():
         (BASE + 44000, BASE + 44000, CHECKPOINT)
     table = run_cli("show", ckpt, "--progress", log).stdout
     assert "Operator watermarks (batch 8)" in table
-    assert re.search(r"^0 +stateStoreSave +1704067233999 +1704067233999 \(-10\.001s\) +join condition +the global watermark "
+    assert re.search(r"^0 +stateStoreSave +2024-01-01T00:00:33\.999Z +2024-01-01T00:00:33\.999Z \(-10\.001s\) +join condition "
+                     r"+the global watermark "
                      r"-10\.001 s", table, re.M)
     blind = json.loads(run_cli("show", ckpt, "--format", "json").stdout)
     agg = blind["operators"][0]
@@ -285,7 +286,8 @@ def test_batches_operators_per_batch_in_every_format():
     assert {r["operators"] is None for r in plain} == {True}
     table = run_cli("batches", ckpt, "--operators", "--progress", log, "--from", "7").stdout
     assert "operator 0 late / evict" in table.splitlines()[0] and "operator 1 late / evict" in table.splitlines()[0]
-    assert "1704067220999 / 1704067233999 (-10.001s)" in table and "1704067231000 / 1704067244000" in table
+    assert "2024-01-01T00:00:20.999Z / 2024-01-01T00:00:33.999Z (-10.001s)" in table  # times in a table, ms in JSON and CSV
+    assert "2024-01-01T00:00:31.000Z / 2024-01-01T00:00:44.000Z" in table
     csv_rows = list(csv.DictReader(io.StringIO(run_cli("batches", ckpt, "--operators", "--format", "csv").stdout)))
     assert json.loads(csv_rows[5]["operators"].split("; ")[0])["source"] == UNKNOWN
 

@@ -155,7 +155,7 @@ def test_plan_out_then_from_plan_on_the_command_line(copy, tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["rewind", "{ckpt}", "--to-batch", "13", "--idle", "0"],
      "Error: cannot rewind to batch 13: batch 13 is not committed: the last committed batch is 12 "
-     "(hint: the oldest batch this checkpoint can be rewound to is 0)"),
+     "(hint: the newest batch this checkpoint can be rewound to is 12)"),
     (["rewind", "{ckpt}", "--idle", "0"], "Error: rewind needs exactly one target"),
     (["rewind", "{ckpt}", "--to-batch", "3", "--shift", "-1"], "Error: rewind needs exactly one target, got --to-batch and --shift"),
     (["rewind", "{ckpt}", "--to-time", "yesterday"], "Error: cannot read 'yesterday' as a time"),

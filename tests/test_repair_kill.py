@@ -71,6 +71,9 @@ SCENARIOS = {
     "hdfs relocate": Scenario("agg_window_hdfs", *_relocate("agg_window_hdfs")),
     "rocksdb rewind": Scenario("agg_window_rocksdb", *_rewind(9)),
     "checkpoint-v2 rewind": Scenario("checkpoint_v2", *_rewind(10, sink=False)),
+    "kafka reset-offsets": Scenario(  # absolute: run again after it finished, it changes nothing
+        "kafka_agg", lambda r: ["reset-offsets", str(r / "checkpoint"), "--to-offset", "5", "--file-sink", str(r / "output")],
+        lambda r: repair.ResetOffsetsRequest(to_offset=5, file_sink=str(r / "output"))),
 }
 EVERY_POINT = {"hdfs set-watermark"}
 

@@ -312,3 +312,19 @@ def test_delta_and_other_sources_plan_but_do_not_replay(tmp_path):
     result = run_cli("replay", rate, "--from", "1", "--output", tmp_path / "out", exit_code=2)
     assert "cannot be replayed (a long offset: wmcheck cannot rebuild this source's input)" in result.output
     assert not (tmp_path / "out").exists()
+
+
+def test_a_plan_whose_logged_input_is_gone_suggests_the_path_map(copy_fixture):
+    """The logs name input files where nothing is (the input moved): the plan says how many and what to pass, as
+    check's relocate fix does; with every file there, nothing is said."""
+    from wmcheck.checkpoint import repair
+
+    root = copy_fixture("agg_window_hdfs")
+    ckpt = root / "checkpoint"
+    repair.run(str(ckpt), repair.RelocateRequest(path_map={fixture_facts("agg_window_hdfs")["root"]: str(root / "moved")}),
+               repair.RunOptions(execute=True, idle_ms=0))
+    lines = run_cli("replay", ckpt, "--plan", "--from", "11", "--to", "11").stdout.splitlines()
+    assert lines[3] == ("missing files:     1 of the 1 logged input files are not where the logs say: if the input moved, "
+                        "pass --path-map OLD=NEW (what wmcheck check's relocate fix names), or --skip-missing")
+    there = run_cli("replay", ckpt, "--plan", "--from", "11", "--to", "11", "--path-map", f"{root / 'moved'}={root}").stdout
+    assert "missing files:" not in there

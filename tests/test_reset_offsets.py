@@ -174,4 +174,36 @@ def test_the_kafka_fixtures_read_in_every_command(name):
     assert f"kafka   topics {facts['topic']}" in shown
     rows = json.loads(run_cli("batches", ckpt, "--format", "json").output)
     assert [r["batch"] for r in rows] == list(range(last + 1))
-    assert run_cli("check", ckpt, "--format", "json").output.strip() == "[]"
+    assert run_cli("check", ckpt, "--format", "json").stdout.strip() == "[]"
+
+
+def test_a_batch_a_failed_restart_planned_is_replaced_and_undo_puts_it_back(etl):
+    planned = (etl / "checkpoint/offsets/6").read_bytes().replace(b'"0":13,"1":13', b'"0":20,"1":20')
+    (etl / "checkpoint/offsets/7").write_bytes(planned)
+    before = tree(etl)
+    doc = json.loads(reset(etl, "--to-offset", "2", "--format", "json").output)
+    assert doc["notes"][-1] == ("batch 7 was planned but not committed (a restart that failed): its offsets and the "
+                                "state it wrote are replaced, the originals kept in the backup")
+    offsets_step = doc["steps"][0]
+    assert (offsets_step["path"], offsets_step["sha256"] is not None) == ("offsets/7", True)
+    assert offsets_step["reason"] == "batch 7 ends at the new offsets (replacing the failed batch's)"
+    reset(etl, "--to-offset", "2", "--execute")
+    assert (etl / "checkpoint/offsets/7").read_text().splitlines()[2] == json.dumps(
+        {TOPIC: {"0": 2, "1": 2}}, separators=(",", ":"))
+    run_cli("undo", etl / "checkpoint", "--idle", "0")
+    assert tree(etl) == before
+
+
+def test_two_batches_planned_past_the_last_commit_are_refused(etl):
+    for batch in (7, 8):
+        (etl / f"checkpoint/offsets/{batch}").write_bytes((etl / "checkpoint/offsets/6").read_bytes())
+    out = reset(etl, "--to-offset", "2", exit_code=2).output
+    assert out.startswith("Error: batches 7..8 are planned but not committed (wmcheck check: WM005)")
+
+
+def test_a_reset_to_where_the_next_batch_starts_writes_nothing(etl):
+    before = tree(etl)
+    out = reset(etl, "--to-offset", "13", "--execute").output
+    assert "note:           the next batch starts at these offsets already: nothing to write" in out
+    assert "mode:           applied; nothing needed changing" in out
+    assert tree(etl) == before

@@ -116,3 +116,15 @@ def test_an_aggregation_keeps_its_state_and_counts_the_records_read_again(spark_
 
     assert windows(root) == windows(control)
     assert [(n, v) for _, n, v in windows(root)] == [(10, 45), (14, 145 + 16 + 17 + 18 + 19)]
+
+
+def test_records_read_again_behind_the_watermark_are_dropped_as_late_as_many_as_the_reset_says(
+        spark_kafka, kafka_bootstrap, tmp_path):
+    topic = create_topic(kafka_bootstrap, unique_topic("dedup"), 2)
+    produce(kafka_bootstrap, topic, records(20))  # event times 0..19 s: the watermark reaches 9 s
+    root = tmp_path / "q"
+    run(spark_kafka, "kafka_dedup", kafka_bootstrap, topic, root, maxOffsetsPerTrigger="8")
+    result = reset(root, to_earliest=True, bootstrap_server=kafka_bootstrap)
+    assert result.plan.warnings[1].startswith("10 of them have a Kafka timestamp at or before the watermark "
+                                              "(1704067209000): where the query's event time is the record's timestamp")
+    assert run(spark_kafka, "kafka_dedup", kafka_bootstrap, topic, root)["dropped_by_watermark"] == 10

@@ -24,6 +24,10 @@ FIXTURES = fixture_names()
 
 
 
+def check_json(ckpt: Path, *args: str) -> list[dict]:
+    return json.loads(run_cli("check", ckpt, "--no-content", "--format", "json", *args, exit_code=None).stdout)
+
+
 def show_json(name: str) -> dict:
     return json.loads(run_cli("show", fixture_checkpoint(name), "--format", "json").stdout)
 
@@ -59,28 +63,35 @@ def test_show_json_matches_spark(name):
         assert got == want
     old_spark = facts["spark_version"].startswith(("2.", "3."))  # no operator metadata before Spark 4.0
     assert [op["name_inferred"] for op in doc["operators"]] == [old_spark] * len(doc["operators"])
-    assert all(op["next_version_loadable"] for op in doc["operators"])
+    errors = {f["path"] for f in check_json(fixture_checkpoint(name)) if f["severity"] == "error"}
+    for op in doc["operators"]:  # loadable unless check has an error about its state (in place: schema files elsewhere)
+        own = f"state/{op['operator_id']}"
+        assert op["next_version_loadable"] == (not {p for p in errors if p in ("state", own) or p.startswith(own + "/")})
+        assert op["next_version"] == doc["next_batch"]
 
 
 @pytest.mark.parametrize("name", FIXTURES)
-def test_fixture_where_spark_can_restart_it_shows_no_warning(name, tmp_path):
-    doc = json.loads(run_cli("show", restartable_checkpoint(name, tmp_path), "--format", "json").stdout)
+def test_fixture_where_spark_can_restart_it_shows_checks_verdict(name, tmp_path):
+    """show's verdict and findings are check's (without state contents): a fixture Spark restarts has no error; one
+    whose repartition failed half way, WM035 first."""
+    ckpt = restartable_checkpoint(name, tmp_path)
+    doc = json.loads(run_cli("show", ckpt, "--format", "json").stdout)
+    found = check_json(ckpt)
+    assert [(f["code"], f["severity"], f["path"], f["message"]) for f in doc["findings"]] == sorted(
+        ((f["code"], f["severity"], f["path"], f["message"]) for f in found), key=lambda f: (f[1] != "error", f[0], f[2]))
     moved = fixture_facts(name).get("repartition")
-    if moved and moved["error"]:  # Spark cannot restart it: its repartition failed half way
-        assert doc["warnings"] == [
-            f"batch {moved['batch']} is an unfinished repartition from {moved['from']} to {moved['to']} partitions: "
-            "Spark refuses to restart the query (wmcheck check: WM035)"]
-    else:
-        assert doc["warnings"] == []
+    failed = bool(moved and moved["error"])  # Spark cannot restart it: its repartition failed half way
+    assert (doc["verdict"]["restarts"], doc["verdict"]["worst"]["code"] if failed else None) == (not failed, "WM035" if failed else None)
+    assert doc["warnings"] == [] and all(f["severity"] == "warning" for f in doc["findings"]) != failed
 
 
 def test_moved_transform_with_state_checkpoint_shows_where_its_schemas_are(tmp_path):
     ckpt = names_own_schemas(Path(shutil.copytree(fixture_checkpoint("tws_pandas"), tmp_path / "a")))
     moved = shutil.move(ckpt, tmp_path / "b")
     doc = json.loads(run_cli("show", moved, "--format", "json").stdout)
-    assert doc["warnings"] == [
-        f"operator metadata names state schema files under file:{tmp_path}/a: the checkpoint was copied or moved, and "
-        "Spark reads them there on restart; run 'wmcheck relocate' (wmcheck check: WM027/WM028)"]
+    assert [(f["code"], f["path"]) for f in doc["findings"]] == [(f["code"], f["path"]) for f in check_json(moved)]
+    assert {f["code"] for f in doc["findings"]} == {"WM027"} and not doc["verdict"]["restarts"]
+    assert all(f"names the state schema file file:{tmp_path}/a/state/0/_stateSchema/" in f["message"] for f in doc["findings"])
 
 
 def read_input(batch: dict) -> bool:
@@ -220,3 +231,17 @@ def test_help_does_not_import_pyspark_or_pyarrow():
             "print(sorted(m for m in ('pyspark', 'pyarrow', 'pandas') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "[]"
+
+
+def test_batches_table_shows_times_and_no_empty_progress_columns():
+    """The next watermark as a time in the table (epoch ms in JSON and CSV), in --tz; rows, max event time and late
+    rows only with Spark's progress."""
+    ckpt = fixture_checkpoint("agg_window_hdfs")
+    table = run_cli("batches", ckpt, "--last", "1", "--tz", "Europe/Berlin").stdout.splitlines()
+    assert table[0].split("  ")[0:1] == ["batch"] and re.split(r" {2,}", table[0]) == [
+        "batch", "committed", "kind", "watermark", "next watermark", "advanced", "timestamp", "lag", "sources"]
+    assert re.split(r" {2,}", table[2])[4] == "2024-01-01T01:01:25.000+01:00"
+    assert json.loads(run_cli("batches", ckpt, "--last", "1", "--format", "json").stdout)[0]["next_batch_watermark_ms"] == 1704067285000
+    progress = fixture_checkpoint("union_stall_min").parent / "progress.jsonl"
+    with_progress = run_cli("batches", fixture_checkpoint("union_stall_min"), "--last", "1", "--progress", progress).stdout
+    assert re.split(r" {2,}", with_progress.splitlines()[0])[-3:] == ["rows", "max event time", "late rows"]

@@ -96,9 +96,10 @@ def test_without_changelogs_a_damaged_zip_fails(tmp_path):
     assert load.failure is not None and load.failure.path == zip_path and not load.skipped
 
 
-def test_show_and_check_read_the_damaged_delta_check_no_content_does_not(tmp_path):
+def test_check_reads_the_damaged_delta_check_no_content_and_show_do_not(tmp_path):
     """The newest delta of partition 2 cut to 20 bytes: Spark fails to load it (the restart oracle's
-    state-delta-truncated); show says version 13 cannot be loaded there, check says where, --no-content only names."""
+    state-delta-truncated); check says where, --no-content (and show, which gives its verdict) only names the
+    checksum that no longer matches, and show says that it did not decode the files."""
     import json
 
     from conftest import run_cli
@@ -106,8 +107,11 @@ def test_show_and_check_read_the_damaged_delta_check_no_content_does_not(tmp_pat
     root = tmp_path / "checkpoint"
     shutil.copytree(FIXTURES / "agg_window_hdfs" / "checkpoint", root)
     (root / "state/0/2/13.delta").write_bytes((root / "state/0/2/13.delta").read_bytes()[:20])
-    shown = json.loads(run_cli("show", root, "--format", "json").stdout)["operators"][0]
-    assert (shown["next_version"], shown["next_version_loadable"], shown["unloadable"]) == (13, False, ["default/2"])
+    doc = json.loads(run_cli("show", root, "--format", "json").stdout)
+    shown = doc["operators"][0]
+    assert (shown["next_version"], shown["next_version_loadable"], shown["unloadable"]) == (13, True, [])
+    assert [(f["code"], f["path"]) for f in doc["findings"]] == [("WM030", "state/0/2/13.delta")]
+    assert "(wmcheck check decodes them)" in run_cli("show", root).stdout.splitlines()[0]
     found = json.loads(run_cli("check", root, "--format", "json", exit_code=1).stdout)
     assert [(f["code"], f["path"]) for f in found] == [("WM039", "state/0/2/13.delta")]  # not WM030's "restarts fine"
     assert found[0]["message"].startswith("byte 0: expected a 21-byte LZ4Block header, the file ends: Spark fails to load "

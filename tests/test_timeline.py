@@ -159,3 +159,18 @@ def test_html_says_the_title_and_the_stall_once_and_shows_a_batch_on_hover(tmp_p
                          "source 0 file …/input/left: file log batch 4 (new data)",
                          "source 1 file …/input/right: file log batch 3 (no new data)", "input rows: 2", "late rows: 0"]
     assert lines[0].startswith("batch time: ") and 'class="hovered"' in done.stdout
+
+
+def test_a_home_where_matplotlib_cannot_keep_its_cache_prints_nothing_about_it(tmp_path):
+    """HOME below a regular file (no ~/.config nor ~/.cache can be made, as for a user without a home): the picture
+    is written with nothing on stderr (matplotlib told to use a directory of this user's), a second run alike."""
+    (tmp_path / "file").write_text("")
+    env = {k: v for k, v in os.environ.items() if k not in ("MPLCONFIGDIR", "XDG_CONFIG_HOME", "XDG_CACHE_HOME")}
+    env["HOME"] = str(tmp_path / "file" / "home")
+    for run in (1, 2):
+        out = tmp_path / f"t{run}.png"
+        done = subprocess.run([sys.executable, "-m", "wmcheck.cli", "timeline", str(fixture_checkpoint("agg_window_hdfs")),
+                               "--output", str(out)], capture_output=True, text=True, env=env, timeout=120)
+        assert (done.returncode, done.stdout.splitlines()[0]) == (0, f"wrote:   {out}")
+        assert "matplotlib" not in done.stderr.lower() and "MPLCONFIGDIR" not in done.stderr, done.stderr
+    assert done.stderr == ""

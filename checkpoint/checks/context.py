@@ -28,10 +28,11 @@ STALL_BATCHES = 5
 """Data batches a stalled watermark may span before WM038 warns (``--stall-batches``)."""
 
 
-def error_text(exc: CheckpointError) -> str:
-    """A parser's message without the path (findings carry it separately)."""
+def error_text(exc: CheckpointError, hint: bool = True) -> str:
+    """A parser's message without the path (findings carry it separately); without its ``hint`` where the finding
+    says what the file's position means."""
     where = f"line {exc.line}: " if exc.line is not None else f"byte {exc.byte}: " if exc.byte is not None else ""
-    return f"{where}{exc.message}" + (f" (hint: {exc.hint})" if exc.hint else "")
+    return f"{where}{exc.message}" + (f" (hint: {exc.hint})" if exc.hint and hint else "")
 
 
 def conf_of(meta: BatchMetadata | None, parsed: dict[str, Mapping[str, Any]]) -> Mapping[str, Any]:

@@ -166,7 +166,7 @@ def unread_on_restart(ctx: Context) -> dict[str, str]:
 def unparseable_unread(ctx: Context) -> Iterator[Issue]:
     for path, why in sorted(unread_on_restart(ctx).items()):
         yield Issue(path, (
-            f"{error_text(ctx.failures[path])}; {why}, so the restart is not affected (tested with Spark 4.3: the "
+            f"{error_text(ctx.failures[path], hint=False)}; {why}, so the restart is not affected (tested with Spark 4.3: the "
             "control run's output), but a rewind to a batch that needs this file cannot be made and tools reading "
             "the whole log (wmcheck batches, replay) skip or stop at it"
         ), RESTORE)

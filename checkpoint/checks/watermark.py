@@ -3,11 +3,13 @@ from __future__ import annotations
 
 from typing import Iterator, Mapping
 
+from ..errors import CheckpointError
 from ..layout import COMMITS
 from ..metadata_log import COMMIT_LOG, OFFSET_LOG
 from ..model import WATERMARK_POLICY
 from ..operator_kinds import is_transform_with_state
 from ..repair.requests import SetWatermarkRequest
+from ..repair_records import APPLIED, list_heads, manifest_json
 from ..state_schema import event_time_field
 from ..timeutil import format_duration, format_ms
 from .context import Context
@@ -40,12 +42,32 @@ def next_watermark(ctx: Context) -> int | None:
     return max(seq.metadata.batch_watermark_ms, (commit.next_batch_watermark_ms or 0) if commit else 0)
 
 
+def set_by_wmcheck(ctx: Context) -> dict[tuple[int, int], str]:
+    """``(batch, watermark) -> backup id`` of each watermark an applied wmcheck set-watermark set (its repair record's
+    ``after``); an unreadable record counts for none (WM026 reports it)."""
+    out = {}
+    try:
+        for head in list_heads(ctx.ckpt.fs):
+            got = manifest_json(ctx.ckpt.fs, head.backup_id) if head.command == "set-watermark" and head.status == APPLIED else None
+            after = got[1].get("after") if got else None
+            if isinstance(after, dict) and isinstance(after.get("last_batch"), int) and isinstance(after.get("watermark_ms"), int):
+                out[(after["last_batch"], after["watermark_ms"])] = head.backup_id
+    except CheckpointError:
+        return {}
+    return out
+
+
 @check("WM011", WARNING, "watermark decreases between batches")
 def decreasing(ctx: Context) -> Iterator[Issue]:
     rows = watermarks(ctx)
     upcoming = next_watermark(ctx)
+    planned = set_by_wmcheck(ctx) if any(w2 < w1 for (_, w1, _), (_, w2, _) in zip(rows, rows[1:])) else {}
     for (b1, w1, _), (b2, w2, _) in zip(rows, rows[1:]):
-        if w2 < w1:  # the highest watermark Spark had reached: batch b1's, or what batch b1 (or one before) computed
+        if w2 < w1 and (b2, w2) in planned:
+            ctx.notes.append(f"{OFFSET_LOG.path(b2)}: the watermark {w2} ({format_ms(w2, ctx.tz)}), below batch {b1}'s, "
+                             f"was set by wmcheck set-watermark (backup {planned[(b2, w2)]}): an intended change, not "
+                             "WM011 (wmcheck undo puts the old one back)")
+        elif w2 < w1:  # the highest watermark Spark had reached: batch b1's, or what batch b1 (or one before) computed
             peak = max([w1, *(c.next_batch_watermark_ms or 0 for b, c in ctx.commits.items() if b < b2)])
             held = upcoming is not None and upcoming < peak
             yield Issue(OFFSET_LOG.path(b2), (
@@ -56,8 +78,7 @@ def decreasing(ctx: Context) -> Iterator[Issue]:
                    f"had reached: setting it back raises it" if held and upcoming is not None else
                    "The watermark the next batch starts from is back where Spark had it")
             ), SetWatermarkRequest(watermark=peak, allow_raise=True) if held else Instruction(
-                "nothing to change for a restart; if the watermark was lowered on purpose (wmcheck set-watermark), "
-                "ignore WM011"))
+                "nothing to change for a restart; if the watermark was lowered on purpose by hand, ignore WM011"))
 
 
 @check("WM012", WARNING, "commit watermark differs from the next batch's")

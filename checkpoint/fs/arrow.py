@@ -144,7 +144,7 @@ class ArrowFileSystem(FileSystem):
     def list_dir(self, path: str) -> list[FileInfo]:
         return self._selector(path, recursive=False)
 
-    def walk(self, path: str, dirs: bool = False) -> list[FileInfo]:
+    def walk(self, path: str, dirs: bool = False, unreadable: list[CheckpointError] | None = None) -> list[FileInfo]:
         return [i for i in self._selector(path, recursive=True) if dirs or not i.is_dir]
 
     def info(self, path: str) -> FileInfo | None:

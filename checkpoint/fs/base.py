@@ -68,8 +68,10 @@ class FileSystem:
         """Immediate children of a directory; ``[]`` when it does not exist."""
         raise NotImplementedError
 
-    def walk(self, path: str, dirs: bool = False) -> list[FileInfo]:
-        """Every file below ``path``, recursively, and with ``dirs`` every directory too; ``[]`` when absent."""
+    def walk(self, path: str, dirs: bool = False, unreadable: list[CheckpointError] | None = None) -> list[FileInfo]:
+        """Every file below ``path``, recursively, and with ``dirs`` every directory too; ``[]`` when absent. With
+        ``unreadable``, a directory below ``path`` that cannot be listed is skipped, its error appended there (where
+        the store tells one directory from another)."""
         raise NotImplementedError
 
     def names(self, path: str) -> list[str]:
@@ -171,11 +173,13 @@ class FileSystem:
         return self
 
 
-def require_dir(fs: FileSystem, what: str = "checkpoint") -> None:
-    """Fail clearly when the root does not exist or is not a directory."""
+def require_dir(fs: FileSystem, what: str = "checkpoint", hint: str = "pass the checkpoint directory (the one holding "
+                "offsets/ and commits/)", param: str | None = None) -> None:
+    """Fail clearly when the root does not exist or is not a directory (``hint``: what to pass instead)."""
     got = fs.info("")
-    if got is None or not got.is_dir:
-        raise MissingFileError(
-            f"{what} not found: {fs.uri()}" if got is None else f"{what} is not a directory: {fs.uri()}",
-            hint="pass the checkpoint directory (the one holding offsets/ and commits/)",
-        )
+    if got is None:
+        pattern = any(c in fs.uri() for c in "*?[")  # a local pattern check left (it matched no path)
+        raise MissingFileError(f"{what} not found: {fs.uri()}", param=param,
+                               hint=f"{'no path matches this pattern' if pattern else 'nothing is at this path'}: {hint}")
+    if not got.is_dir:
+        raise MissingFileError(f"{what} is not a directory: {fs.uri()}", hint=hint, param=param)

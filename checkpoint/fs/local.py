@@ -1,6 +1,7 @@
 """Local paths (and ``file:`` URIs) through ``os``: importing pyarrow costs ~0.4 s."""
 from __future__ import annotations
 
+import errno
 import os
 import posixpath
 import shutil
@@ -20,6 +21,23 @@ class LocalFileSystem(FileSystem):
         self.shown = shown or self.root
         """The root as given (``uri``), when ``root`` is where its links led (:meth:`pinned`)."""
 
+    def _unreadable(self, exc: OSError, doing: str, path: str) -> CheckpointError:
+        """The error of a ``doing`` (read, list) of ``path`` that failed: the root named as the location given, the
+        hint fitting the cause (for a permission, the user, the owner and the mode)."""
+        rel = clean_relative(path)
+        message = f"cannot {doing}: {exc.strerror}" if rel else f"cannot {doing} {self.uri()}: {exc.strerror}"
+        hint = None
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            try:
+                st = os.stat(self._abs(rel))
+                owner = f" (it is owned by uid {st.st_uid}, mode {stat.filemode(st.st_mode)})"
+            except OSError:
+                owner = ""
+            uid = getattr(os, "getuid", lambda: None)()
+            user = f"uid {uid}, the user wmcheck ran as," if uid is not None else "the user wmcheck ran as"
+            hint = f"give {user} read access to {rel or 'it'} with chmod or chown{owner}, or run wmcheck as a user that has it"
+        return CheckpointError(message, path=rel or None, hint=hint)
+
     def _abs(self, path: str) -> str:
         rel = clean_relative(path)
         return os.path.join(self.root, rel) if rel else self.root
@@ -36,7 +54,7 @@ class LocalFileSystem(FileSystem):
         except IsADirectoryError:
             raise CheckpointError(NOT_A_FILE, path=path) from None
         except OSError as exc:
-            raise CheckpointError(f"cannot read: {exc.strerror}", path=path) from None
+            raise self._unreadable(exc, "read", path) from None
 
     def read_tail(self, path: str, size: int) -> bytes:
         try:
@@ -47,7 +65,7 @@ class LocalFileSystem(FileSystem):
         except FileNotFoundError:
             raise MissingFileError("file not found", path=path) from None
         except OSError as exc:
-            raise CheckpointError(f"cannot read: {exc.strerror}", path=path) from None
+            raise self._unreadable(exc, "read", path) from None
 
     def read_head(self, path: str, size: int) -> bytes:
         try:
@@ -56,7 +74,7 @@ class LocalFileSystem(FileSystem):
         except FileNotFoundError:
             raise MissingFileError("file not found", path=path) from None
         except OSError as exc:
-            raise CheckpointError(f"cannot read: {exc.strerror}", path=path) from None
+            raise self._unreadable(exc, "read", path) from None
 
     def list_dir(self, path: str) -> list[FileInfo]:
         rel = clean_relative(path)
@@ -65,7 +83,7 @@ class LocalFileSystem(FileSystem):
         except (FileNotFoundError, NotADirectoryError):
             return []
         except OSError as exc:
-            raise CheckpointError(f"cannot list: {exc.strerror}", path=path or ".") from None
+            raise self._unreadable(exc, "list", path) from None
         infos = (self._info(posixpath.join(rel, e.name) if rel else e.name, e) for e in entries)
         return [i for i in infos if i is not None]
 
@@ -94,16 +112,24 @@ class LocalFileSystem(FileSystem):
         except (FileNotFoundError, NotADirectoryError):
             return []
         except OSError as exc:
-            raise CheckpointError(f"cannot list: {exc.strerror}", path=path or ".") from None
+            raise self._unreadable(exc, "list", path) from None
 
-    def walk(self, path: str, dirs: bool = False) -> list[FileInfo]:
+    def walk(self, path: str, dirs: bool = False, unreadable: list[CheckpointError] | None = None) -> list[FileInfo]:
         """Every file below ``path`` (and with ``dirs`` every directory); a linked directory is entered once (a link
         loop is listed as a file)."""
         out: list[FileInfo] = []
         stack = [clean_relative(path)]
         seen: set[str] = set()
         while stack:
-            for item in self.list_dir(stack.pop()):
+            directory = stack.pop()
+            try:
+                items = self.list_dir(directory)
+            except CheckpointError as exc:
+                if unreadable is None or directory == clean_relative(path):
+                    raise
+                unreadable.append(exc)
+                continue
+            for item in items:
                 if item.is_dir and item.is_link:
                     real = os.path.realpath(self._abs(item.path))
                     if real in seen or _under(os.path.realpath(self.root), real):
@@ -125,7 +151,7 @@ class LocalFileSystem(FileSystem):
         except OSError as exc:
             if os.path.islink(target):
                 return FileInfo(clean_relative(path), 0, 0, False, True)
-            raise CheckpointError(f"cannot read: {exc.strerror}", path=path or ".") from None
+            raise self._unreadable(exc, "read", path) from None
         is_dir = stat.S_ISDIR(st.st_mode)
         return FileInfo(clean_relative(path), 0 if is_dir else st.st_size, int(st.st_mtime * 1000), is_dir,
                         os.path.islink(target))
@@ -221,7 +247,7 @@ class LocalFileSystem(FileSystem):
         except (FileNotFoundError, NotADirectoryError):
             return None
         except OSError as exc:
-            raise CheckpointError(f"cannot read: {exc.strerror}", path=path or ".") from None
+            raise self._unreadable(exc, "read", path) from None
         mode = st.st_mode
         is_dir, link = stat.S_ISDIR(mode), stat.S_ISLNK(mode)
         return FileInfo(clean_relative(path), 0 if is_dir else st.st_size, int(st.st_mtime * 1000), is_dir, link,
@@ -259,7 +285,7 @@ class LocalFileSystem(FileSystem):
                 raise CheckpointError("expected a regular file, found a directory or a special file", path=path)
             return _read_all(fd)
         except OSError as exc:
-            raise CheckpointError(f"cannot read: {exc.strerror}", path=path) from None
+            raise self._unreadable(exc, "read", path) from None
         finally:
             os.close(fd)
 

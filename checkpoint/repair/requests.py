@@ -6,13 +6,14 @@ its plan does not list every change) listed in :mod:`.registry`, plus its planne
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar, Mapping
 
 from ..activity import DEFAULT_IDLE_MS
-from ..errors import CheckpointError, arg
+from ..errors import CheckpointError, arg, on_param
 from ..locations import open_file_sink
 from ..model import Checkpoint
+from ..sources.kafka_topics import KafkaTopics
 from ..timeutil import parse_duration_ms, parse_time_ms
 from .backup import Backup
 from .plan import Plan
@@ -20,7 +21,7 @@ from .plan_params import RelocateParams, RewindParams, WatermarkParams
 from .relocate import plan_relocate
 from .results import Restored
 from .rewind import FileSink, plan_rewind
-from .sink_effects import delta_sink_of, with_sink_effects
+from .sink_effects import SinksNamed, delta_sink_of, with_sink_effects
 from .sink_step import DeltaSinkStep, undo_table
 from .strategy import STEPS, Execution
 from .targets import resolve_target
@@ -87,14 +88,25 @@ class RewindRequest(RepairRequest):
     delta_sink: str | None = None
     """The query's Delta sink table: the plan says what it does with the re-run batches, and an executed rewind
     restores it so that they are written (:mod:`.sink_step`)."""
+    kafka_sink: str | None = None
+    """The topic of the query's Kafka sink: the plan counts the records the re-run batches write again."""
+    bootstrap_server: str | None = None
+    """The Kafka broker ``kafka_sink`` is asked of."""
+    kafka_options: Mapping[str, str] | None = field(default=None, compare=False)
+    foreach_batch: bool = False
+    """The query writes with foreachBatch: the plan names the batch ids its function sees again."""
 
     def plan(self, ckpt: Checkpoint, now: int, fs_options: FsOptions) -> Plan:
         target = resolve_target(ckpt, to_batch=self.to_batch, to_watermark=self.to_watermark, to_time=self.to_time,
                                 shift=self.shift, now=now)
         plan = plan_rewind(ckpt, target.batch, sink=repair_sink(self.file_sink, ckpt, fs_options),
                            keep_next_offsets=self.keep_next_offsets, keep_source_log=self.keep_source_log,
-                           how=target.how, created_ms=now, sink_named=self.delta_sink is not None)
-        return with_sink_effects(plan, ckpt, self.delta_sink, fs_options)
+                           how=target.how, param=target.param, created_ms=now, sink_named=self.sinks_named().any())
+        return with_sink_effects(plan, ckpt, self.sinks_named(), fs_options)
+
+    def sinks_named(self) -> SinksNamed:
+        broker = KafkaTopics(self.bootstrap_server, self.kafka_options) if self.bootstrap_server else None
+        return SinksNamed(self.delta_sink, self.kafka_sink, broker, self.foreach_batch)
 
     @classmethod
     def from_plan(cls, plan: Plan) -> "RewindRequest":
@@ -126,9 +138,11 @@ class SetWatermarkRequest(RepairRequest):
             raise CheckpointError(f"set-watermark needs {arg('watermark', 'TIME')} (or {arg('from_plan', 'FILE')})",
                                   hint="e.g. " + arg("watermark", '"-2 hours"') + " (relative to the current watermark)",
                                   param="watermark")
-        watermark_ms = self.watermark if isinstance(self.watermark, int) else parse_time_ms(
-            self.watermark, now_ms=now, watermark_ms=ckpt.watermark_ms, default_anchor="watermark")
-        window_ms = self.window if isinstance(self.window, int) or self.window is None else parse_duration_ms(self.window)
+        with on_param("watermark"):
+            watermark_ms = self.watermark if isinstance(self.watermark, int) else parse_time_ms(
+                self.watermark, now_ms=now, watermark_ms=ckpt.watermark_ms, default_anchor="watermark")
+        with on_param("window"):
+            window_ms = self.window if isinstance(self.window, int) or self.window is None else parse_duration_ms(self.window)
         return plan_set_watermark(ckpt, watermark_ms, allow_raise=self.allow_raise, window_ms=window_ms or None,
                                   created_ms=now)
 

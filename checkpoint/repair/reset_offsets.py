@@ -23,7 +23,7 @@ from ..offsets import OffsetSeq, serialize_offsets
 from ..source_offsets import SourceOffset
 from ..sources.kafka_topics import TopicState
 from .logs import read_parsed
-from .plan import Plan, SourcePosition, Step
+from .plan import Plan, SourcePosition, Step, rewrite_step
 from .plan_params import Position, ResetParams
 from .rewind import FileSink
 
@@ -44,6 +44,8 @@ class ResetTarget:
     how: str
     topics: dict[str, TopicState] | None
     """The topics as the broker holds them (None: planned offline, not verified against the topic)."""
+    late: int | None = None
+    """Of the records read again, how many have a Kafka timestamp at or before the watermark (None: not asked)."""
 
 
 def kafka_source(seq: OffsetSeq, source: str | None, batch: int) -> tuple[int, SourceOffset]:
@@ -115,28 +117,31 @@ def check_range(target: ResetTarget) -> list[str]:
 
 
 def plan_reset(ckpt: Checkpoint, target: ResetTarget, sink: FileSink | None, created_ms: int) -> Plan:
-    """The plan that writes batch L+1 so that the next batch starts ``target``'s source at its new offsets."""
+    """The plan that writes batch L+1 so that the next batch starts ``target``'s source at its new offsets. A batch
+    L+1 planned but not committed (a restart that failed, on offsets the topic no longer holds, say) is replaced:
+    its offsets, and whatever state version L+2 it wrote, are rewritten (the originals kept in the backup)."""
     last, done = ckpt.last_batch, ckpt.last_committed_batch
     if done is None or last is None:
         raise RefusedError("no batch is committed yet: there is nothing to reset",
                            hint="start the query with the startingOffsets option instead")
-    if last != done:
-        raise RefusedError(f"batch {last} is planned but not committed", hint=f"let the query finish it, or "
-                           f"wmcheck rewind CKPT --to-batch {done} first")
-    problems = check_range(target)
+    batch = done + 1
+    if last > batch:
+        raise RefusedError(f"batches {batch}..{last} are planned but not committed (wmcheck check: WM005)",
+                           hint=f"wmcheck rewind CKPT --to-batch {done} first")
+    problems = check_range(target) + _pending_problems(ckpt, batch, sink)
     if problems:
         raise RefusedError(f"cannot reset: {problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1
                            else ""), hint="; ".join(problems[1:3]) or "pick offsets within the topic",
                            param="to_offset")
+    if last == done and all(o == target.current[tp] for tp, o in target.new.items()):
+        return _unchanged(ckpt, target, sink, created_ms)
     commit = ckpt.commit(done)
     if commit.state_unique_ids is not None:
         raise RefusedError("the checkpoint is in state checkpoint format 2 (commits name each state version's unique "
                            "id): reset-offsets cannot write its state versions", hint="wmcheck rewind moves it back")
-    batch = done + 1
     seq = ckpt.offsets(done)
     index, source = kafka_source(seq, target.source_id, done)
-    offsets = {**(source.kafka_offsets or {})}
-    merged = {t: dict(ps) for t, ps in offsets.items()}
+    merged = {t: dict(ps) for t, ps in (source.kafka_offsets or {}).items()}
     for (t, p), o in target.new.items():
         merged[t][p] = o
     raw = json.dumps(kafka_json(merged), separators=(",", ":"))
@@ -145,30 +150,66 @@ def plan_reset(ckpt: Checkpoint, target: ResetTarget, sink: FileSink | None, cre
     assert seq.metadata is not None
     new_seq = OffsetSeq(seq.version, seq.metadata.with_watermark(watermark), sources)
     steps = [
-        Step("write", "checkpoint", OFFSET_LOG.path(batch), "offsets", f"batch {batch} ends at the new offsets",
-             None, None, None, serialize_offsets(new_seq), True, None),
-        Step("write", "checkpoint", COMMIT_LOG.path(batch), "commits", f"batch {batch} is committed (it reads nothing)",
-             None, None, None, serialize_commit(commit.with_watermark(watermark)), True, None),
-        *state_copy_steps(ckpt, done + 1),
+        write_step(ckpt, OFFSET_LOG.path(batch), serialize_offsets(new_seq), "offsets",
+                   f"batch {batch} ends at the new offsets"),
+        write_step(ckpt, COMMIT_LOG.path(batch), serialize_commit(commit.with_watermark(watermark)), "commits",
+                   f"batch {batch} is committed (it reads nothing)"),
+        *state_copy_steps(ckpt, batch),
         *([sink_entry(sink, batch)] if sink else []),
     ]
     moved = {tp: o for tp, o in target.new.items() if o != target.current[tp]}
-    warnings = _warnings(ckpt, target, sink)
     positions = tuple(SourcePosition(source.source_id, "kafka", f"{t}/{p}", str(target.current[t, p]), str(o))
                       for (t, p), o in sorted(target.new.items()))
+    replaced = ([f"batch {batch} was planned but not committed (a restart that failed): its offsets and the state it "
+                 "wrote are replaced, the originals kept in the backup"] if last == batch else [])
     return Plan(
         "reset-offsets", ckpt.location, sink.location if sink else None,
         ResetParams(source.source_id, json.dumps(_nested(target.new), separators=(",", ":")), batch),
         Position(last, done, watermark_ms=watermark),
         Position(batch, batch, next_batch=batch + 1, watermark_ms=watermark, next_state_version=batch + 1),
-        tuple(steps), tuple(warnings), created_ms,
+        tuple(steps), tuple(_warnings(ckpt, target, sink)), created_ms,
         notes=(f"batch {batch + 1} starts source {source.source_id} at the new offsets ({len(moved)} of "
                f"{len(target.new)} partition(s) move, {target.how})",
                f"wmcheck writes batch {batch}: offsets/{batch}, commits/{batch}"
                + (", state version " + str(batch + 1) + " of every operator (version " + str(batch) + " again)"
-                  if ckpt.operators else "") + (f", _spark_metadata/{batch}" if sink else "")),
+                  if ckpt.operators else "") + (f", _spark_metadata/{batch}" if sink else ""), *replaced),
         sources=positions,
     )
+
+
+def _unchanged(ckpt: Checkpoint, target: ResetTarget, sink: FileSink | None, created_ms: int) -> Plan:
+    """The plan of a reset to where the next batch starts already: nothing to write (so a reset run again after it
+    finished changes nothing)."""
+    done = ckpt.last_committed_batch
+    assert done is not None
+    position = Position(done, done, watermark_ms=ckpt.watermark_ms)
+    return Plan("reset-offsets", ckpt.location, sink.location if sink else None,
+                ResetParams(target.source_id, json.dumps(_nested(target.new), separators=(",", ":")), done + 1),
+                position, position, (), (), created_ms,
+                notes=("the next batch starts at these offsets already: nothing to write",),
+                sources=tuple(SourcePosition(target.source_id, "kafka", f"{t}/{p}", str(o), str(o))
+                              for (t, p), o in sorted(target.new.items())))
+
+
+def write_step(ckpt: Checkpoint, path: str, data: bytes, phase: str, reason: str) -> Step:
+    """Give ``path`` of the checkpoint ``data``: a new file, or a rewrite of what a failed batch left there."""
+    if ckpt.fs.info(path) is not None:
+        return rewrite_step(ckpt.fs, path, data, phase, reason + " (replacing the failed batch's)")
+    return Step("write", "checkpoint", path, phase, reason, None, None, None, data, True, None)
+
+
+def _pending_problems(ckpt: Checkpoint, batch: int, sink: FileSink | None) -> list[str]:
+    """What a planned, uncommitted ``batch`` wrote that a reset cannot replace: the sink's log entry (its output is
+    published) or a file source's log entry."""
+    out = []
+    if sink is not None and MetadataLog.listed(sink.fs, FILE_SINK_LOG.directory).covered(batch):
+        out.append(f"the sink's log already holds batch {batch}, which is not committed: wmcheck rewind CKPT "
+                   f"--to-batch {batch - 1} with the file sink first")
+    for i in ckpt.source_dirs:
+        if batch in ckpt.metadata_log(f"sources/{i}").files:
+            out.append(f"batch {batch} is planned and its file source {i} logged its files: wmcheck rewind CKPT "
+                       f"--to-batch {batch - 1} first")
+    return out
 
 
 def _nested(offsets: Offsets) -> dict[str, dict[str, int]]:
@@ -186,6 +227,11 @@ def _warnings(ckpt: Checkpoint, target: ResetTarget, sink: FileSink | None) -> l
         out.append(f"{back} record(s) are read again while the state is kept: an aggregation counts them a second time, "
                    "a deduplication drops them, and rows behind the watermark are dropped as late; wmcheck rewind "
                    f"{arg('to_time', 'TIME')} restores the state of that time too")
+        if target.late:
+            out.append(f"{target.late} of them have a Kafka timestamp at or before the watermark "
+                       f"({ckpt.watermark_ms}): where the query's event time is the record's timestamp, an operator that "
+                       "drops late rows by it (a deduplication, a join, withWatermark's filter) drops them; a window "
+                       "aggregation drops only those whose window ended by the watermark")
     elif back:
         out.append(f"{back} record(s) are read again and written to the sink a second time")
     if ahead:
@@ -200,7 +246,8 @@ def _warnings(ckpt: Checkpoint, target: ResetTarget, sink: FileSink | None) -> l
 
 
 def state_copy_steps(ckpt: Checkpoint, version: int) -> list[Step]:
-    """Version ``version + 1`` of every store partition, the same as ``version``: its increment (delta or changelog)
+    """Version ``version + 1`` of every store partition (rewritten where a failed batch wrote it), the same as
+    ``version``: its increment (delta or changelog)
     applied again changes nothing, a snapshot is the same snapshot (Hadoop sidecars regenerated)."""
     steps = []
     for op in ckpt.operators:
@@ -219,8 +266,8 @@ def state_copy_steps(ckpt: Checkpoint, version: int) -> list[Step]:
                                        hint="wmcheck rewind moves the query back")
                 name = f.path.rsplit("/", 1)[-1]
                 new = f"{f.path.rsplit('/', 1)[0]}/{version + 1}{name[len(str(version)):]}"
-                steps.append(Step("write", "checkpoint", new, "state", f"version {version + 1}: version {version} "
-                                  "again", None, None, None, ckpt.fs.read(f.path), True, None))
+                steps.append(write_step(ckpt, new, ckpt.fs.read(f.path), "state",
+                                        f"version {version + 1}: version {version} again"))
     return steps
 
 

@@ -111,7 +111,8 @@ class ResetOffsetsRequest(RepairRequest):
         broker = KafkaTopics(self.bootstrap_server, self.kafka_options, self.timeout_s) if self.bootstrap_server else None
         topics = broker.topics({t for t, _ in chosen}) if broker else None
         new = self._new_offsets(spec, chosen, broker, topics, now)
-        return ResetTarget(source.source_id, chosen, new, self._how(spec), topics)
+        late = late_records(ckpt, chosen, new, broker) if broker is not None and ckpt.operators else None
+        return ResetTarget(source.source_id, chosen, new, self._how(spec), topics, late)
 
     def _how(self, spec: str) -> str:
         if spec == "offsets":
@@ -165,6 +166,17 @@ class ResetOffsetsRequest(RepairRequest):
 
     def conflicts_with(self, plan: Plan) -> bool:
         return self.offsets is not None and plan.params(ResetParams).offsets != self.offsets
+
+
+def late_records(ckpt: Checkpoint, current: Offsets, new: Offsets, broker: KafkaTopics) -> int:
+    """How many records a reset reads again whose Kafka timestamp is at or before the watermark: those from the new
+    offset to the first record stamped after the watermark (Spark drops rows at or before it as late)."""
+    back = [tp for tp, o in new.items() if o < current[tp]]
+    watermark = ckpt.watermark_ms
+    if not back or watermark <= 0:
+        return 0
+    after = broker.offsets_for_time(back, watermark + 1)
+    return sum(max(0, min(current[tp], after[tp]) - new[tp]) for tp in back)
 
 
 def _json_offsets(text: str) -> Offsets:

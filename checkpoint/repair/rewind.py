@@ -161,13 +161,23 @@ def oldest_rewindable(view: RewindView, opts: Options) -> int | None:
     return next((b for b in retained_batches(view.ckpt) if not problems(view, b, opts)), None)
 
 
-def refuse(view: RewindView, batch: int | None, reasons: list[str], opts: Options, how: str) -> RefusedError:
+def newest_rewindable(view: RewindView, opts: Options) -> int | None:
+    """The newest batch this checkpoint (and sink) can be rewound to, None when there is none."""
+    return next((b for b in reversed(retained_batches(view.ckpt)) if not problems(view, b, opts)), None)
+
+
+def refuse(view: RewindView, batch: int | None, reasons: list[str], opts: Options, how: str,
+           param: str | None = None) -> RefusedError:
+    """The refusal of a rewind to ``batch`` (chosen ``how``, by ``param``); its hint names the nearest batch that
+    can be rewound to: the newest for a batch past it, else the oldest."""
     oldest = oldest_rewindable(view, opts)
+    newest = newest_rewindable(view, opts) if batch is not None and oldest is not None and batch > oldest else None
     what = f"cannot rewind to batch {batch}" if batch is not None else f"cannot rewind: {how}"
     detail = f": {reasons[0]}" + (f" (and {len(reasons) - 1} more problems)" if len(reasons) > 1 else "") if reasons else ""
-    hint = (f"the oldest batch this checkpoint can be rewound to is {oldest}" if oldest is not None
+    hint = (f"the newest batch this checkpoint can be rewound to is {newest}" if batch is not None and newest is not None
+            and batch > newest else f"the oldest batch this checkpoint can be rewound to is {oldest}" if oldest is not None
             else "no retained batch can be rewound to")
-    err = RefusedError(what + detail, hint=hint)
+    err = RefusedError(what + detail, hint=hint, param=param)
     err.oldest_batch = oldest
     return err
 
@@ -181,6 +191,7 @@ def plan_rewind(
     keep_source_log: bool = False,
     restoring: bool = False,
     how: str | None = None,
+    param: str | None = None,
     created_ms: int = 0,
     sink_named: bool = False,
 ) -> Plan:
@@ -192,7 +203,7 @@ def plan_rewind(
     how = how or arg("to_batch", batch)
     reasons = problems(view, batch, opts) if batch is not None else []
     if batch is None or reasons:
-        raise refuse(view, batch, reasons, opts, how)
+        raise refuse(view, batch, reasons, opts, how, param)
     warnings: list[str] = []
     steps = _log_steps(view, batch, opts) + state_steps(view, batch, warnings)
     steps += _source_steps(view, batch, opts, warnings)

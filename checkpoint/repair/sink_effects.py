@@ -1,21 +1,56 @@
-"""The plan's section "what the sink does with the re-run batches": for a Delta sink (``delta_sink``), the batch
-ids a repair makes the query run again and, per id, whether Spark's Delta sink skips or writes it (its ``txn``), and
-the table's restore ``--execute`` makes so that the skipped ones are written (:mod:`.sink_step`)."""
+"""The plan's section "what the sink does with the re-run batches": the batch ids a repair makes the query run again
+and, per id, what the sink does: a Delta sink (``delta_sink``) skips or writes it (its ``txn``), with the table's
+restore ``--execute`` makes so that the skipped ones are written (:mod:`.sink_step`); a Kafka sink (``kafka_sink``,
+asked of the broker) writes its records again; a ``foreachBatch`` function is called with it again."""
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from typing import Mapping
 
-from ..errors import CheckpointError
+from ..errors import CheckpointError, arg
 from ..model import Checkpoint
+from ..sinks import foreach_batch, kafka
 from ..sinks.delta import read_delta_log, rerun_effect
 from ..sinks.delta_restore import plan_restore, restore_text
+from ..sources.kafka_topics import KafkaTopics
 from .plan import Plan
 
 
-def with_sink_effects(plan: Plan, ckpt: Checkpoint, delta_sink: str | None,
-                      fs_options: Mapping[str, str] | None) -> Plan:
-    """``plan`` with the Delta sink's effect added (unchanged without ``delta_sink``)."""
+@dataclass(frozen=True)
+class SinksNamed:
+    """The sinks a repair's request names besides a file sink."""
+
+    delta_sink: str | None = None
+    kafka_sink: str | None = None
+    broker: KafkaTopics | None = None
+    foreach_batch: bool = False
+
+    def any(self) -> bool:
+        return self.delta_sink is not None or self.kafka_sink is not None or self.foreach_batch
+
+
+def rerun_batches(plan: Plan) -> range:
+    """The batch ids a plan makes the query run again: after its new last committed batch, up to the old last."""
+    before, after = plan.before.last_batch, plan.after.last_committed_batch
+    return range((after if after is not None else -1) + 1, (before if before is not None else -1) + 1)
+
+
+def with_sink_effects(plan: Plan, ckpt: Checkpoint, named: SinksNamed, fs_options: Mapping[str, str] | None) -> Plan:
+    """``plan`` with each named sink's effect added."""
+    effects = []
+    if named.kafka_sink is not None:
+        if named.broker is None:
+            raise CheckpointError(f"{arg('kafka_sink')} asks the broker: pass {arg('bootstrap_server', 'HOST:PORT')}",
+                                  param="bootstrap_server")
+        effects.append(kafka.rerun_effect(ckpt, named.kafka_sink, named.broker, rerun_batches(plan)))
+    if named.foreach_batch:
+        effects.append(foreach_batch.rerun_effect(ckpt, rerun_batches(plan)))
+    plan = dataclasses.replace(plan, sinks=(*plan.sinks, *effects)) if effects else plan
+    return _with_delta(plan, ckpt, named.delta_sink, fs_options)
+
+
+def _with_delta(plan: Plan, ckpt: Checkpoint, delta_sink: str | None, fs_options: Mapping[str, str] | None) -> Plan:
     if delta_sink is None:
         return plan
     meta = ckpt.query_metadata
@@ -23,9 +58,8 @@ def with_sink_effects(plan: Plan, ckpt: Checkpoint, delta_sink: str | None,
         raise CheckpointError("the checkpoint has no metadata file: its query id, which the Delta sink's txn names, "
                               "is unknown", path="metadata", param="delta_sink")
     log = read_delta_log(delta_sink, fs_options)
-    before, after = plan.before.last_batch, plan.after.last_committed_batch
-    rerun = range((after if after is not None else -1) + 1, (before if before is not None else -1) + 1)
-    effect = rerun_effect(log, meta.query_id, rerun)
+    after = plan.after.last_committed_batch
+    effect = rerun_effect(log, meta.query_id, rerun_batches(plan))
     restore = plan_restore(log, effect, after) if after is not None else None
     effect = dataclasses.replace(effect, restore=restore)
     notes = (f"Delta sink: {restore_text(restore)}",) if restore else ()
@@ -35,3 +69,4 @@ def with_sink_effects(plan: Plan, ckpt: Checkpoint, delta_sink: str | None,
 def delta_sink_of(plan: Plan) -> str | None:
     """The Delta sink a plan's section names (None: none)."""
     return next((s.location for s in plan.sinks if s.kind == "delta"), None)
+

@@ -4,17 +4,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..activity import now_ms
-from ..errors import CheckpointError, arg
+from ..errors import CheckpointError, arg, on_param
 from ..model import Checkpoint
 from ..timeutil import format_ms, parse_duration_ms, parse_time_ms
 
 
 @dataclass(frozen=True)
 class Target:
-    """The batch to rewind to (None when no retained batch matches) and how it was chosen."""
+    """The batch to rewind to (None when no retained batch matches), how it was chosen, and by which parameter."""
 
     batch: int | None
     how: str
+    param: str | None = None
 
 
 def retained_batches(ckpt: Checkpoint) -> list[int]:
@@ -51,30 +52,34 @@ def resolve_target(
             hint=f"use one of {arg('to_batch', 'N')}, {arg('to_watermark', 'TIME')}, {arg('to_time', 'TIME')}, {arg('shift', '-K')}",
         )
     if to_batch is not None:
-        return Target(_batch_id(ckpt, to_batch, arg("to_batch", to_batch), "to_batch"), arg("to_batch", to_batch))
+        return Target(_batch_id(ckpt, to_batch, arg("to_batch", to_batch), "to_batch"), arg("to_batch", to_batch), "to_batch")
     done = ckpt.last_committed_batch
     if shift is not None:
         if shift >= 0:
             raise CheckpointError(f"{arg('shift')} must be negative (K batches back), got {shift}", hint=f"e.g. {arg('shift', -3)}",
                                   param="shift")
         if done is None:
-            return Target(None, "no batch is committed")
-        return Target(_batch_id(ckpt, done + shift, arg("shift", shift), "shift"), f"{arg('shift', shift)} from the last committed batch {done}")
+            return Target(None, "no batch is committed", "shift")
+        return Target(_batch_id(ckpt, done + shift, arg("shift", shift), "shift"), f"{arg('shift', shift)} from the last committed batch {done}",
+                      "shift")
     batches = retained_batches(ckpt)
     ckpt.load_batches(batches)
     now = now_ms() if now is None else now
     if to_time is not None:
-        when = parse_time_ms(to_time, now_ms=now, watermark_ms=ckpt.watermark_ms, default_anchor="now")
+        with on_param("to_time"):
+            when = parse_time_ms(to_time, now_ms=now, watermark_ms=ckpt.watermark_ms, default_anchor="now")
         hits = [b for b in batches if (batch_timestamp(ckpt, b) or 0) <= when]
         what = f"ran at or before {format_ms(when)} ({when})"
     else:
         assert to_watermark is not None  # one of the selectors is given (checked by the request)
-        when = parse_time_ms(to_watermark, now_ms=now, watermark_ms=ckpt.watermark_ms, default_anchor="watermark")
+        with on_param("to_watermark"):
+            when = parse_time_ms(to_watermark, now_ms=now, watermark_ms=ckpt.watermark_ms, default_anchor="watermark")
         hits = [b for b in batches if ckpt.watermark_after(b) <= when]
         what = f"leaves the watermark at or before {format_ms(when)} ({when})"
+    param = "to_time" if to_time is not None else "to_watermark"
     if not hits:
-        return Target(None, f"no retained batch {what}")
-    return Target(hits[-1], f"batch {hits[-1]}, the last retained batch that {what}")
+        return Target(None, f"no retained batch {what}", param)
+    return Target(hits[-1], f"batch {hits[-1]}, the last retained batch that {what}", param)
 
 
 def _batch_id(ckpt: Checkpoint, batch: int, given: str, param: str) -> int:
@@ -92,7 +97,8 @@ def parse_idle(text: str) -> int:
     body = text.strip()
     if body.isascii() and body.replace(".", "", 1).isdigit():
         return int(float(body) * 60_000)
-    ms = parse_duration_ms(body)
+    with on_param("idle_ms"):
+        ms = parse_duration_ms(body)
     if ms < 0:
         raise CheckpointError(f"{arg('idle_ms')} must not be negative, got {text!r}", hint=f"e.g. {arg('idle_ms', repr('10 minutes'))}",
                               param="idle_ms")

@@ -1,17 +1,18 @@
-"""What a query's sink holds and does with re-run batches, one module per sink kind (:mod:`.delta`), read without a
-JVM; :class:`SinkEffect` is what a repair's plan says about it."""
+"""What a query's sink holds and does with re-run batches, one module per sink kind (:mod:`.delta`, :mod:`.kafka`,
+:mod:`.foreach_batch`), read without a JVM; :class:`SinkEffect` is what a repair's plan says about it."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Literal
 
-SinkAction = Literal["skip", "write"]
+SinkAction = Literal["skip", "write", "duplicate", "again"]
 
 
 @dataclass(frozen=True)
 class SinkBatch:
     """One batch id a restart runs again, and what the sink does with it: ``skip`` (it holds the batch: nothing is
-    written) or ``write``; ``version``: the table version that wrote it before (None: none); ``files`` and ``rows``
+    written), ``write``, ``duplicate`` (written a second time: ``rows`` then) or ``again`` (a foreachBatch function
+    called with it again); ``version``: the table version that wrote it before (None: none); ``files`` and ``rows``
     that version added (``rows`` None: the log records no count)."""
 
     batch: int

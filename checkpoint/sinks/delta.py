@@ -74,7 +74,7 @@ def open_delta_table(location: str, fs_options: Mapping[str, str] | None = None,
     names = fs.names(LOG_DIR) if fs.exists(LOG_DIR) else []
     if not any(_COMMIT.match(n) or _CHECKPOINT.match(n) for n in names):
         raise MissingFileError(f"no {LOG_DIR}/ commits in {fs.uri()}: not a Delta table",
-                               hint=f"pass the table's directory (the path the query writes to), or omit {arg(param)}",
+                               hint=f"pass the table's directory (the path the query writes to), or omit {arg('delta_sink')}",
                                param=param)
     return fs
 

@@ -39,9 +39,14 @@ def old_delays(ckpt: Checkpoint) -> dict[str, int]:
 
 
 def delays(ckpt: Checkpoint, new: Sequence[WatermarkSpec]) -> tuple[WatermarkDelay, ...]:
-    """Each of the new query's watermarks with the old delay: by column name, else the only one recorded."""
+    """Each of the new query's watermarks with its own old delay: the state schemas' delay of its column, or the only
+    one recorded where the new query has one watermark. Several watermarked inputs (a union, a join) leave one
+    event-time column in the state, with one input's delay: their own old delays are unknown (None), and the change
+    shows in the watermark after the re-run batch instead."""
     old = old_delays(ckpt)
-    single = next(iter(old.values())) if len(set(old.values())) == 1 else None
+    if len(new) > 1 and (len(old) < len(new) or len({w.column for w in new}) < len(new)):
+        return tuple(WatermarkDelay(w.column, None, w.delay_ms) for w in new)
+    single = next(iter(old.values())) if len(set(old.values())) == 1 and len(new) == 1 else None
     return tuple(WatermarkDelay(w.column, old.get(w.column, single), w.delay_ms) for w in new)
 
 
@@ -59,9 +64,15 @@ def watermark_change(ckpt: Checkpoint, copy: Checkpoint | None, batch: int, quer
     if session_policy and pinned and session_policy.lower() != pinned.lower():
         notes.append(f"the session sets {POLICY}={session_policy}, but the checkpoint pins {pinned}: a restart keeps "
                      f"{pinned} (Spark restores the confs pinned in offsets/ over the session's)")
+    found = delays(ckpt, query.watermarks)
+    if len(found) > 1 and all(d.old_ms is None for d in found):
+        notes.append(f"the new query has {len(found)} watermarked inputs and the checkpoint's state records one delay "
+                     "for them: each input's old delay is unknown (the checkpoint does not record it), and a change of "
+                     "delay shows in the watermark after the batch (old code against new) only where that input sets "
+                     "it in the batch re-run")
     return WatermarkChange(meta.batch_watermark_ms if meta else 0, _next(ckpt, batch),
-                           _next(copy, batch) if copy is not None else None, delays(ckpt, query.watermarks),
-                           pinned, session_policy, None, tuple(notes))
+                           _next(copy, batch) if copy is not None else None, found, pinned, session_policy, None,
+                           tuple(notes))
 
 
 def _window(ckpt: Checkpoint) -> tuple[int, int] | None:
