@@ -121,7 +121,9 @@ def test_a_table_written_since_the_plan_is_refused(copy, tmp_path):
     deltalake.DeltaTable(str(copy / "output")).restore(11)
     before = tree(copy)
     refused = rewind(copy, "--execute", "--from-plan", saved, exit_code=2)
-    assert "the checkpoint changed since the plan was made" in refused.output
+    assert refused.output == ("Error: the Delta sink changed since the plan was made: its version 12 restored to 8 "
+                              "then, its version 13 restored to 8 now (hint: plan again (without --from-plan) and "
+                              "review the new plan)\n")
     assert tree(copy) == before
 
 
@@ -129,6 +131,21 @@ def test_without_deltalake_one_line_names_the_extra(copy, monkeypatch):
     monkeypatch.setitem(sys.modules, "deltalake", None)
     before = tree(copy)
     refused = rewind(copy, "--execute", exit_code=2)
-    assert "restoring the Delta table needs the deltalake package" in refused.output
-    assert "pip install 'wmcheck[delta]'" in refused.output
+    assert refused.output == ("Error: restoring the Delta table needs the deltalake package, which is not installed "
+                              "(hint: pip install 'wmcheck[delta]')\n")
     assert tree(copy) == before
+
+
+def test_undo_after_another_writers_commit_is_refused_and_changes_nothing(copy):
+    import pyarrow as pa
+
+    rewind(copy, "--execute")
+    schema = deltalake.DeltaTable(str(copy / "output")).schema().to_arrow()
+    deltalake.write_deltalake(str(copy / "output"), pa.Table.from_pylist([], schema=pa.schema(schema)), mode="append")
+    before = tree(copy)
+    refused = run_cli("undo", copy / "checkpoint", "--idle", "0", exit_code=2)
+    assert refused.output == (f"Error: {copy / 'output'}: the Delta table is at version 14: something wrote to it after "
+                              "the repair's restore (version 13) (hint: nothing was changed; stop the writer: before "
+                              "the repair the table was at version 12, the query's txn 12)\n")
+    assert tree(copy) == before
+    assert table(copy)[:2] == (14, 8)

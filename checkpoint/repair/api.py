@@ -252,6 +252,9 @@ def _check_fresh(plan: Plan, replan: Callable[[], Plan]) -> None:
         raise RefusedError(f"the checkpoint changed since the plan was made: {exc.message}", hint=exc.hint) from None
     if plan.same_changes(fresh):
         return
+    if [s.key() for s in plan.steps] == [s.key() for s in fresh.steps] and plan.request == fresh.request:
+        raise RefusedError(f"the Delta sink changed since the plan was made: {_restores(plan)} then, {_restores(fresh)} now",
+                           hint=f"plan again (without {arg('from_plan')}) and review the new plan", param="from_plan")
     old, new = plan.steps, fresh.steps
     index = next((i for i, (a, b) in enumerate(zip(old, new)) if a.key() != b.key()), min(len(old), len(new)))
     if index < min(len(old), len(new)) and old[index].path != new[index].path:
@@ -262,6 +265,13 @@ def _check_fresh(plan: Plan, replan: Callable[[], Plan]) -> None:
         what = "the request differs"
     raise RefusedError(f"the checkpoint changed since the plan was made ({len(old)} steps then, {len(new)} now): {what}",
                        hint=f"plan again (without {arg('from_plan')}) and review the new plan", param="from_plan")
+
+
+def _restores(plan: Plan) -> str:
+    """What a plan does to its sinks' tables, for a refusal."""
+    done = [f"its version {s.restore.from_version} restored to {s.restore.to_version}"
+            for s in plan.sinks if s.restore is not None]
+    return "; ".join(done) or "nothing restored"
 
 
 def _finish(ckpt: Checkpoint, plan: Plan, execution: Execution, options: RunOptions, now: int, fail_after: int | None,
