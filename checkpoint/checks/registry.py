@@ -8,6 +8,7 @@ from typing import Mapping
 from . import (
     access,
     conf,
+    delta_sink,
     deltas,
     ended_state,
     evicted,
@@ -70,6 +71,7 @@ LISTED: tuple[Check, ...] = (
     watermark.copied_last_offsets,
     deltas.deletes_of_absent_keys, watermark.raised_last_commit_watermark, operator_metadata.misplaced_operator_state,
     kafka_live.offsets_aged_out, kafka_live.topic_gone, kafka_live.offsets_beyond_end, kafka_live.partitions_gone,
+    delta_sink.table_recreated, delta_sink.table_restored_below,
 )
 
 

@@ -31,8 +31,8 @@ class TableRestore:
     """The sink-side step of an executed repair: restore the Delta table from version ``from_version`` (its latest
     when planned) to ``to_version`` (the version before the first re-run batch's commit) in a commit that sets the
     query's ``txn`` from ``txn_before`` to ``txn`` (the rewind's batch), so that the restart writes the re-run batches.
-    ``rows`` and ``files``: what the versions after ``to_version`` added, which the restore removes (``rows`` None: a
-    commit records no count); ``other_writers``: versions after ``to_version`` whose commit has no ``txn`` of this
+    ``rows`` and ``files``: what the versions after ``to_version`` added and the table still holds, which the restore
+    removes (``rows`` None: not counted: a commit records no count, or lost some of its files since); ``other_writers``: versions after ``to_version`` whose commit has no ``txn`` of this
     query (another writer's, or a commit whose JSON file is gone)."""
 
     to_version: int

@@ -39,6 +39,9 @@ class DeltaCommit:
     added: tuple[str, ...]
     removed: tuple[str, ...]
     rows: int | None
+    restored_to: int | None = None
+    """A ``RESTORE`` commit's target version (``operationParameters.version``; None: another operation, or a restore
+    named by time)."""
 
 
 @dataclass(frozen=True)
@@ -158,8 +161,17 @@ def _commit(version: int, data: bytes) -> DeltaCommit:
             info = action["commitInfo"]
     rows = None if None in counts else sum(c for c in counts if c is not None)
     stamp = info.get("timestamp")
+    params = info.get("operationParameters")
+    target = params.get("version") if info.get("operation") == "RESTORE" and isinstance(params, dict) else None
     return DeltaCommit(version, stamp if isinstance(stamp, int) else None, info.get("operation"), txns,
-                       tuple(added), tuple(removed), rows)
+                       tuple(added), tuple(removed), rows, _version(target))
+
+
+def _version(value: object) -> int | None:
+    """A version as a commit's parameters give it (a number, or its text)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    return int(value) if isinstance(value, str) and value.isdigit() else None
 
 
 def _replay(data: bytes, path: str, txns: dict[str, int], files: set[str]) -> str | None:

@@ -13,7 +13,7 @@ from typing import Any
 from ..errors import CheckpointError, RefusedError, arg
 from ..extras import optional_module
 from . import SinkEffect, TableRestore
-from .delta import DeltaTableLog
+from .delta import DeltaCommit, DeltaTableLog
 
 RESTORE = "RESTORE"
 """``commitInfo.operation`` of a restore commit (deltalake's and Delta's)."""
@@ -35,10 +35,21 @@ def plan_restore(log: DeltaTableLog, effect: SinkEffect, batch: int) -> TableRes
     later = [log.commit(v) for v in range(to_version + 1, log.version + 1)]
     others = tuple(v for v, c in zip(range(to_version + 1, log.version + 1), later)
                    if c is None or effect.query_id not in c.txns)
-    counts = [c.rows if c is not None else None for c in later]
+    counts = [_live_rows(c, log.files) for c in later]
     rows = None if None in counts else sum(n for n in counts if n is not None)
-    files = sum(len(c.added) for c in later if c is not None)
+    files = sum(len([p for p in c.added if p in log.files]) for c in later if c is not None)
     return TableRestore(to_version, log.version, batch, effect.committed, rows, files, others)
+
+
+def _live_rows(commit: DeltaCommit | None, live: frozenset[str]) -> int | None:
+    """The rows a commit added that the table still holds (None: not known: its JSON file is gone, it records no
+    count, or some of its files are gone since, e.g. by an earlier restore)."""
+    if commit is None:
+        return None
+    kept = [p for p in commit.added if p in live]
+    if not kept:
+        return 0
+    return commit.rows if len(kept) == len(commit.added) else None
 
 
 def restore_text(r: TableRestore) -> str:
