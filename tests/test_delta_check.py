@@ -133,7 +133,7 @@ def test_a_delta_sink_that_is_no_delta_table_is_one_line_exit_2(copy):
     assert tree(copy) == before
 
 
-CASES = ("control", "recreated", "restored", "repaired")
+CASES = ("control", "recreated", "restored", "repaired", "recreated+rewound")
 
 
 @pytest.fixture(scope="module")
@@ -145,28 +145,32 @@ def restarts(tmp_path_factory):
             pytest.fail(missing)
         pytest.skip(missing)
     python = os.environ.get("WMCHECK_DELTA_PYTHON") or str(ROOT / ".venv-delta" / "bin" / "python")
-    checks, jobs = {}, []
+    checks, plans, jobs = {}, {}, []
     for case in CASES:
-        root = copy_of(tmp_path_factory.mktemp(case) / NAME)
-        if case == "recreated":
+        root = copy_of(tmp_path_factory.mktemp(case.replace("+", "-")) / NAME)
+        if case.startswith("recreated"):
             recreate(root)
         if case in ("restored", "repaired"):
             restore_below(root)
         if case == "repaired":
             run_cli("rewind", root / "checkpoint", "--to-batch", "8", "--delta-sink", root / "output", "--execute",
                     "--force", "--idle", "0")
-        checks[case] = (findings(root), recreated_message(root) if case == "recreated" else None)
+        if case == "recreated+rewound":
+            rewind = ("rewind", root / "checkpoint", "--to-batch", "8", "--delta-sink", root / "output", "--idle", "0")
+            plans[case] = json.loads(run_cli(*rewind, "--format", "json").output)
+            run_cli(*rewind, "--execute")
+        checks[case] = (findings(root), recreated_message(root) if case.startswith("recreated") else None)
         jobs.append({"root": str(root), "input": INPUT})
     done = subprocess.run([python, str(ROOT / "tests" / "delta_restarts.py"), json.dumps(jobs)], capture_output=True,
                           text=True, timeout=900, env={**os.environ, "PYSPARK_PYTHON": python})
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.splitlines()[-1])
-    return checks, dict(zip(CASES, out["jobs"])), out["control"]
+    return checks, dict(zip(CASES, out["jobs"])), out["control"], plans
 
 
 @pytest.mark.spark
 def test_the_control_run_writes_batches_13_and_14(restarts):
-    checks, outcomes, fixture_rows = restarts
+    checks, outcomes, fixture_rows, _ = restarts
     assert checks["control"][0] == []
     got = outcomes["control"]
     assert (got["error"], got["batches"], got["version"], got["txn"]) == (None, [13, 14], 14, 14)
@@ -175,7 +179,7 @@ def test_the_control_run_writes_batches_13_and_14(restarts):
 
 @pytest.mark.spark
 def test_wm085_a_re_created_table_gets_the_restarts_batches_only(restarts):
-    checks, outcomes, fixture_rows = restarts
+    checks, outcomes, fixture_rows, _ = restarts
     (found,), message = checks["recreated"]
     assert (found["code"], found["message"]) == ("WM085", message)
     got = outcomes["recreated"]
@@ -185,7 +189,7 @@ def test_wm085_a_re_created_table_gets_the_restarts_batches_only(restarts):
 
 @pytest.mark.spark
 def test_wm086_a_restored_table_never_gets_the_lost_batches_again(restarts):
-    checks, outcomes, _ = restarts
+    checks, outcomes, _, _ = restarts
     (found,), _ = checks["restored"]
     assert (found["code"], found["message"]) == ("WM086", RESTORED)
     got, control = outcomes["restored"], outcomes["control"]
@@ -198,7 +202,7 @@ def test_wm086s_fix_makes_the_restart_write_the_control_runs_rows(restarts):
     """The restored copy rewound to batch 8 with --delta-sink --execute --force: check finds nothing, the restart
     writes batches 9..13 (one batch fewer than the control run's 9..12 and 13, 14: the new file and what the rewound
     batches read are planned again) and the table holds exactly the control run's rows."""
-    checks, outcomes, _ = restarts
+    checks, outcomes, _, _ = restarts
     assert checks["repaired"][0] == []
     got, control = outcomes["repaired"], outcomes["control"]
     assert (got["error"], got["batches"], got["txn"]) == (None, [9, 10, 11, 12, 13], 13)
@@ -214,3 +218,23 @@ def test_the_python_api_takes_the_delta_sink(copy):
     assert [(f.code, f.path, f.message) for f in found] == [
         ("WM086", "../output/_delta_log/00000000000000000013.json", placeholders)]
     assert wmcheck.check(str(copy / "checkpoint")) == []
+
+
+@pytest.mark.spark
+def test_a_re_created_table_gets_the_batches_a_rewind_runs_again(restarts):
+    """Re-created, then rewound to batch 8 with --delta-sink: the plan says the table holds no txn of the query and
+    the re-run batches 9..12 are written (nothing to restore); check still reports WM085 (batches 0..8 are not in the
+    table); the restart writes the re-run batches and the new one: the 6 rows of batches 9..12 (those the restored
+    table misses) and the 5 new ones."""
+    checks, outcomes, _, plans = restarts
+    sink = plans["recreated+rewound"]["sinks"][0]
+    assert (sink["committed"], [(b["batch"], b["action"]) for b in sink["batches"]], sink["restore"]) == (
+        None, [(9, "write"), (10, "write"), (11, "write"), (12, "write")], None)
+    assert sink["summary"] == "the table holds no txn for this query: the re-run batches 9..12 are written"
+    (found,), message = checks["recreated+rewound"]
+    assert (found["code"], found["message"]) == ("WM085", message.replace("batches up to 12", "batches up to 8").replace(
+        "batches 13 on", "batches 9 on").replace("batches 0..12", "batches 0..8"))
+    got = outcomes["recreated+rewound"]
+    lost = set(outcomes["control"]["rows"]) - set(outcomes["restored"]["rows"])
+    assert (got["error"], got["batches"][0], got["txn"]) == (None, 9, got["batches"][-1])
+    assert got["rows"] == sorted([*lost, *NEW_ROWS]) and len(got["rows"]) == 6 + 5

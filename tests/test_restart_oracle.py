@@ -126,6 +126,7 @@ TESTED_ELSEWHERE = {  # fix lines of docs/check.md run by other Spark tests, whi
     "wmcheck rewind CKPT --to-batch 8 --file-sink SINK": "WM035: tests/test_repartition_spark.py",
     "wmcheck repartition CKPT --file-sink SINK": "WM036: tests/test_repartition_spark.py",
     "wmcheck rewind CKPT --to-batch 8 --delta-sink TABLE": "WM086: tests/test_delta_check.py",
+    "wmcheck rewind CKPT --to-batch 8 --delta-sink PATH --execute": "WM085: tests/test_delta_check.py",
 }
 
 
