@@ -23,6 +23,9 @@ deltalake = pytest.importorskip("deltalake")
 NAME = "agg_window_delta"
 QUERY_ID = json.loads((FIXTURES / NAME / "checkpoint" / "metadata").read_text())["id"]
 RESTORE = {"to_version": 8, "from_version": 12, "txn": 8, "txn_before": 12, "rows": 6, "files": 5, "other_writers": []}
+RESTORE_AGAIN = {"to_version": 7, "from_version": 13, "txn": 7, "txn_before": 8, "rows": 2, "files": 2,
+                 "other_writers": []}
+"""After the first repair, a rewind to 7: batch 8's 2 rows of version 8 (versions 9..12's files are gone already)."""
 NOTE = ("Delta sink: restore the table from version 12 to version 8 in a commit that sets the query's txn from 12 to 8 "
         "(removes 6 row(s) in 5 file(s) of versions 9..12)")
 
@@ -149,3 +152,15 @@ def test_undo_after_another_writers_commit_is_refused_and_changes_nothing(copy):
                               "the repair the table was at version 12, the query's txn 12)\n")
     assert tree(copy) == before
     assert table(copy)[:2] == (14, 8)
+
+
+def test_a_second_rewind_restores_before_the_batchs_own_commit_not_the_restore(copy):
+    """The restore commit that sets the txn to 8 writes no batch: rewound again to 7, batch 8 is the one of version 8,
+    and the table goes back to version 7 (restoring to before the restore commit would keep batch 8's rows while the
+    restart writes them again)."""
+    rewind(copy, "--execute")
+    again = json.loads(run_cli("rewind", copy / "checkpoint", "--to-batch", "7", "--delta-sink", copy / "output",
+                               "--idle", "0", "--format", "json").output)
+    sink = again["sinks"][0]
+    assert [(b["batch"], b["action"], b["version"]) for b in sink["batches"]] == [(8, "skip", 8)]
+    assert sink["restore"] == RESTORE_AGAIN

@@ -63,8 +63,9 @@ class DeltaTableLog:
         return self.txns.get(app_id)
 
     def batch_commits(self, app_id: str) -> dict[int, DeltaCommit]:
-        """Batch id -> the (latest) table version whose commit recorded it for query ``app_id``."""
-        return {c.txns[app_id]: c for c in self.commits if app_id in c.txns}
+        """Batch id -> the (latest) table version whose commit wrote it for query ``app_id`` (a ``RESTORE`` commit
+        that sets the query's txn, as ``rewind --delta-sink --execute`` makes, writes no batch)."""
+        return {c.txns[app_id]: c for c in self.commits if app_id in c.txns and c.operation != "RESTORE"}
 
     def commit(self, version: int) -> DeltaCommit | None:
         return next((c for c in self.commits if c.version == version), None)
