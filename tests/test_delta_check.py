@@ -133,7 +133,7 @@ def test_a_delta_sink_that_is_no_delta_table_is_one_line_exit_2(copy):
     assert tree(copy) == before
 
 
-CASES = ("control", "recreated", "restored", "repaired", "recreated+rewound")
+CASES = ("control", "recreated", "restored", "repaired", "recreated+rewound", "rewound-twice")
 
 
 @pytest.fixture(scope="module")
@@ -159,6 +159,10 @@ def restarts(tmp_path_factory):
             rewind = ("rewind", root / "checkpoint", "--to-batch", "8", "--delta-sink", root / "output", "--idle", "0")
             plans[case] = json.loads(run_cli(*rewind, "--format", "json").output)
             run_cli(*rewind, "--execute")
+        if case == "rewound-twice":
+            for batch in ("8", "7"):
+                run_cli("rewind", root / "checkpoint", "--to-batch", batch, "--delta-sink", root / "output", "--execute",
+                        "--idle", "0")
         checks[case] = (findings(root), recreated_message(root) if case.startswith("recreated") else None)
         jobs.append({"root": str(root), "input": INPUT})
     done = subprocess.run([python, str(ROOT / "tests" / "delta_restarts.py"), json.dumps(jobs)], capture_output=True,
@@ -238,3 +242,15 @@ def test_a_re_created_table_gets_the_batches_a_rewind_runs_again(restarts):
     lost = set(outcomes["control"]["rows"]) - set(outcomes["restored"]["rows"])
     assert (got["error"], got["batches"][0], got["txn"]) == (None, 9, got["batches"][-1])
     assert got["rows"] == sorted([*lost, *NEW_ROWS]) and len(got["rows"]) == 6 + 5
+
+
+@pytest.mark.spark
+def test_rewound_twice_with_the_delta_sink_the_table_holds_the_control_runs_rows(restarts):
+    """rewind --to-batch 8, then --to-batch 7, each with --delta-sink --execute (the second restores to version 7,
+    before batch 8's own commit, not to before the first restore): the restart writes batch 8 on once, and the table
+    holds exactly the control run's rows."""
+    checks, outcomes, _, _ = restarts
+    assert checks["rewound-twice"][0] == []
+    got, control = outcomes["rewound-twice"], outcomes["control"]
+    assert (got["error"], got["batches"][0], got["txn"]) == (None, 8, got["batches"][-1])
+    assert got["rows"] == control["rows"]
