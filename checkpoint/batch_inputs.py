@@ -9,7 +9,7 @@ watermarks of the batch: the one it ran with and the one its stateful operators 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from .errors import CheckpointError, MissingFileError, arg
 from .kafka_offsets import KAFKA_EARLIEST, kafka_json, parse_kafka_initial_offsets
@@ -20,6 +20,9 @@ from .model import Checkpoint, check_span
 from .numbers import is_number
 from .source_offsets import SourceOffset
 from .textlog import dump_json
+
+if TYPE_CHECKING:
+    from .kafka_retention import KafkaRetention
 
 LATE_RULES = ("previous", "current")
 
@@ -323,12 +326,14 @@ def plan(ckpt: Checkpoint, start: int, end: int | None = None, *, source: str | 
 
 @dataclass(frozen=True)
 class ReplayPlan:
-    """``wmcheck replay --plan``: every batch's input, and the oldest batch whose input can be rebuilt."""
+    """``wmcheck replay --plan``: every batch's input, the oldest batch whose input can be rebuilt, and (when the broker
+    was asked) which recorded Kafka offsets it no longer holds."""
 
     checkpoint: str
     oldest_replayable_batch: int | None
     batches: tuple[BatchInput, ...]
+    kafka_retention: "KafkaRetention | None" = None
 
 
-def replay_plan(ckpt: Checkpoint, batches: list[BatchInput]) -> ReplayPlan:
-    return ReplayPlan(ckpt.location, oldest_replayable(ckpt), tuple(batches))
+def replay_plan(ckpt: Checkpoint, batches: list[BatchInput], kafka_retention: "KafkaRetention | None" = None) -> ReplayPlan:
+    return ReplayPlan(ckpt.location, oldest_replayable(ckpt), tuple(batches), kafka_retention)

@@ -24,6 +24,12 @@ class FileLogEntry:
         """``add`` or ``delete`` (sink logs); sources only add."""
         return str(self.fields.get("action", "add"))
 
+    @property
+    def size(self) -> int | None:
+        """The file's size in bytes as the sink log records it (None when it does not, or not as a number)."""
+        size = self.fields.get("size")
+        return size if isinstance(size, int) and not isinstance(size, bool) else None
+
 
 @dataclass(frozen=True)
 class FileLog:

@@ -11,18 +11,28 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Callable, Mapping, TypeVar
 
+from .batch_span import check_span
 from .commits import CommitEntry
-from .errors import CheckpointError, MalformedFileError, MissingFileError, NotACheckpointError, arg
+from .errors import CheckpointError, MalformedFileError, MissingFileError
 from .file_logs import FileLog, parse_file_log
 from .fs import FileInfo, FileSystem, open_fs, require_dir
-from .layout import COMMITS, OFFSETS, SINK_LOG, SOURCES, STATE, batch_ids
+from .layout import COMMITS, OFFSETS, SOURCES, STATE, batch_ids
 from .metadata_log import COMMIT_LOG, OFFSET_LOG, LogKind, MetadataLog
+from .not_a_checkpoint import CHECKPOINT_ENTRIES, not_a_checkpoint
 from .numbers import is_number
 from .offsets import OffsetSeq
 from .operator_kinds import infer_operator_name
 from .query_metadata import QueryMetadata, parse_query_metadata
 from .repartitions import Repartition, find_repartitions, partitions_of, source_ends
-from .state_files import DEFAULT_STORE, StateLayout, StorePartition, holding, scan_state
+from .state_files import (
+    DEFAULT_STORE,
+    StateLayout,
+    StorePartition,
+    holding,
+    scan_state,
+    schema_file_paths,
+    stray_schema_paths,
+)
 
 if TYPE_CHECKING:
     from .state_schema import ColumnFamilySchema
@@ -42,66 +52,6 @@ PINNED_CONFS = {
     "compression_codec": "spark.sql.streaming.stateStore.compression.codec",
     "encoding_format": "spark.sql.streaming.stateStore.encodingFormat",
 }
-
-
-CHECKPOINT_ENTRIES = frozenset({OFFSETS, COMMITS, "metadata"})
-LOOKED_INTO = 20
-"""How many directories below a location that is not a checkpoint are looked into for one."""
-
-
-LOOKED_ABOVE = 5
-"""How many directories above a location that is not a checkpoint are looked at for the one holding it
-(``state/<op>/<partition>/SSTs`` lies four below its checkpoint)."""
-
-
-def checkpoints_below(fs: FileSystem, names: set[str]) -> list[str]:
-    """The directories among ``names`` (the entries of ``fs``'s root) that are checkpoints: what a user meant who
-    passed the directory above one (a query's folder holding ``checkpoint/``, ``input/`` and ``output/``)."""
-    candidates = sorted(names, key=lambda n: (n != "checkpoint", n))[:LOOKED_INTO]
-    return [name for name in candidates if not name.startswith((".", "_")) and set(fs.names(name)) & CHECKPOINT_ENTRIES]
-
-
-def holder_above(fs: FileSystem) -> tuple[FileSystem, str, bool] | None:
-    """The checkpoint, or file sink output, that holds ``fs``'s root: what a user meant who passed a directory inside
-    one (``state/0/1``, ``offsets``, ``sources/0``, a sink's ``_spark_metadata``); as (its file system, the root's
-    path in it, whether it is a file sink's output). None when none of the :data:`LOOKED_ABOVE` directories above
-    is one, or one cannot be listed."""
-    here, inside = fs, ""
-    for _ in range(LOOKED_ABOVE):
-        up = here.parent()
-        if up is None:
-            return None
-        inside = posixpath.join(posixpath.basename(here.root.rstrip("/")), inside).rstrip("/")
-        try:
-            names = set(up.names(""))
-        except CheckpointError:
-            return None
-        if names & CHECKPOINT_ENTRIES or SINK_LOG in names:
-            return up, inside, not names & CHECKPOINT_ENTRIES
-        here = up
-    return None
-
-
-def not_a_checkpoint(fs: FileSystem, names: set[str]) -> NotACheckpointError:
-    """Why ``fs``'s root (whose entries are ``names``) is no checkpoint, the hint naming the location the user meant:
-    the checkpoint below it or the one holding it (:attr:`~.errors.NotACheckpointError.suggested`), or, for a file
-    sink's output directory or a directory in it, the query's checkpoint with the sink."""
-    below = checkpoints_below(fs, names)
-    above = None if below or SINK_LOG in names else holder_above(fs)
-    sink = fs if SINK_LOG in names else above[0] if above is not None and above[2] else None
-    if below:
-        hint = f"did you mean {' or '.join(fs.uri(b) for b in below)}? It holds offsets/ and commits/"
-    elif sink is not None:
-        hint = (f"{sink.uri()} is the output directory of a file sink: pass the query's checkpointLocation, and "
-                f"{arg('file_sink', sink.uri())} to check the sink against it")
-    elif above is not None:
-        hint = f"did you mean {above[0].uri()}? It is the checkpoint that {above[1]}/ belongs to"
-    else:
-        hint = "pass the directory given as checkpointLocation (it holds offsets/ and commits/)"
-    error = NotACheckpointError(f"not a Structured Streaming checkpoint: no offsets/, commits/ or metadata in {fs.uri()}",
-                                hint=hint)
-    error.suggested = fs.uri(below[0]) if len(below) == 1 else above[0].uri() if above and sink is None else None
-    return error
 
 
 @dataclass(frozen=True)
@@ -447,22 +397,8 @@ class Checkpoint:
                          f"{last.batch} moved the state to {current} and Spark does not rewrite v1 metadata")
 
     def schema_file_paths(self, operator_id: int, store: str) -> list[str]:
-        """Schema files of a store, newest first: v3 ``_stateSchema/<store>/<batch>_<id>``, then v1/v2
-        ``0/[<store>/]_metadata/schema``."""
-        op = next((o for o in self.state_layout.operators if o.operator_id == operator_id), None)
-        v3 = [f for f in (op.schema_files if op else ()) if posixpath.basename(posixpath.dirname(f.path)) == store
-              and is_number(f.name.split("_")[0])]
-        v3.sort(key=lambda f: int(f.name.split("_")[0]), reverse=True)
-        legacy = f"{STATE}/{operator_id}/0/" + ("" if store == DEFAULT_STORE else f"{store}/") + "_metadata/schema"
-        return [f.path for f in v3] + ([legacy] if self.fs.exists(legacy) else [])
-
-    def stray_schema_paths(self, operator_id: int, store: str) -> list[str]:
-        """v1/v2 schema files of a store in other partitions' directories than 0's, where Spark neither reads nor
-        writes one (partition directories moved or swapped), by partition."""
-        op = next((o for o in self.state_layout.operators if o.operator_id == operator_id), None)
-        parts = sorted((p.partition, f.path) for p in (op.partitions if op else ()) if p.store == store and p.partition
-                       for f in p.other_files if f.path == f"{p.directory}/_metadata/schema")
-        return [path for _, path in parts]
+        """Schema files of a store, newest first (:func:`~.state_files.schema_file_paths`)."""
+        return schema_file_paths(self.state_layout, self.fs.exists, operator_id, store)
 
     def store_schema(self, operator_id: int, store: str, column_family: str = DEFAULT_STORE) -> "ColumnFamilySchema | None":
         """The key and value schema of a store's column family from its newest schema file, if any (else from a
@@ -470,7 +406,7 @@ class Checkpoint:
         from .state_schema import parse_state_schema
 
         paths = self.schema_file_paths(operator_id, store)
-        for path in paths or self.stray_schema_paths(operator_id, store):
+        for path in paths or stray_schema_paths(self.state_layout, operator_id, store):
             found = next((cf for cf in self.parse(path, parse_state_schema).column_families if cf.name == column_family), None)
             if found:
                 return found
@@ -496,11 +432,6 @@ class Checkpoint:
         return [(a + 1, b - 1) for a, b in zip(ids, ids[1:]) if b - a > 1]
 
 
-def loadable(ckpt: Checkpoint, op: Operator, part: StorePartition, version: int) -> bool:
-    """Whether ``version`` of one store partition can be rebuilt (by unique id for checkpoint format v2)."""
-    return part.can_load(version, store_unique_ids(ckpt, op, part))
-
-
 def store_unique_ids(ckpt: Checkpoint, op: Operator, part: StorePartition) -> dict[int, str] | None:
     """Checkpoint format v2: state version -> unique id of one store partition (None for v1 files)."""
     if not any(f.unique_id for f in part.files):
@@ -509,28 +440,9 @@ def store_unique_ids(ckpt: Checkpoint, op: Operator, part: StorePartition) -> di
     return ckpt.unique_ids_for(op.operator_id, part.partition, index) or None
 
 
-def check_span(start: int | None, end: int | None, last: int | None, last_what: str = "batch", beyond: bool = True) -> None:
-    """The rule every command applies to a range of batch ids ``start..end`` (either may be open): ids start at 0,
-    ``start`` is not after ``end``, and neither is beyond ``last`` (the last ``last_what``: ``batch``, ``committed
-    batch``; ``beyond=False``: the caller checks that itself). Violations are errors on the parameter at fault,
-    never an empty result."""
-    bounds = ((start, "start", arg("start", start), arg("start", 0), arg("start", last)),
-              (end, "end", arg("end", end), arg("end", 0), arg("end", last)))
-    for batch, param, given, first, _ in bounds:
-        if batch is not None and batch < 0:
-            raise CheckpointError(f"{given}: batch ids start at 0", hint=f"use {first} or more", param=param)
-    if start is not None and end is not None and start > end:
-        raise CheckpointError(f"{arg('start', start)} is after {arg('end', end)}",
-                              hint=f"batches go up to {last}" if last is not None else None, param="start")
-    for batch, param, _, _, at_most in bounds if beyond else ():
-        if batch is not None and last is not None and batch > last:
-            raise CheckpointError(f"batch {batch} does not exist: the last {last_what} is {last}",
-                                  hint=f"use {at_most} or less", param=param)
-
-
 def open_checkpoint(location: str, fs_options: Mapping[str, str] | None = None) -> Checkpoint:
     """Open a checkpoint by path or URI (the library's entry point)."""
     return Checkpoint.open(location, fs_options)
 
 
-__all__ = ["Checkpoint", "Operator", "open_checkpoint", "CheckpointError", "MissingFileError", "PINNED_CONFS"]
+__all__ = ["Checkpoint", "Operator", "open_checkpoint", "CheckpointError", "MissingFileError", "PINNED_CONFS", "check_span"]

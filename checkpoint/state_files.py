@@ -6,12 +6,13 @@ version 0 is the empty state.
 """
 from __future__ import annotations
 
+import posixpath
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Callable, Iterable
 
 from .errors import CheckpointError
 from .fs import FileInfo
-from .layout import DEFAULT_STORE
+from .layout import DEFAULT_STORE, STATE
 from .numbers import is_number
 from .state_formats import (
     BASE_KINDS,
@@ -249,3 +250,23 @@ def scan_state(files: Iterable[FileInfo], prefix: str = "state") -> StateLayout:
         )
         operators.append(OperatorFiles(op, parts_, tuple(op_meta.get(op, ())), tuple(op_schema.get(op, ()))))
     return StateLayout(tuple(operators), tuple(temp), tuple(crc), tuple(unknown))
+
+
+def schema_file_paths(layout: StateLayout, exists: Callable[[str], bool], operator_id: int, store: str) -> list[str]:
+    """Schema files of a store, newest first: v3 ``_stateSchema/<store>/<batch>_<id>``, then v1/v2
+    ``0/[<store>/]_metadata/schema`` where ``exists``."""
+    op = next((o for o in layout.operators if o.operator_id == operator_id), None)
+    v3 = [f for f in (op.schema_files if op else ()) if posixpath.basename(posixpath.dirname(f.path)) == store
+          and is_number(f.name.split("_")[0])]
+    v3.sort(key=lambda f: int(f.name.split("_")[0]), reverse=True)
+    legacy = f"{STATE}/{operator_id}/0/" + ("" if store == DEFAULT_STORE else f"{store}/") + "_metadata/schema"
+    return [f.path for f in v3] + ([legacy] if exists(legacy) else [])
+
+
+def stray_schema_paths(layout: StateLayout, operator_id: int, store: str) -> list[str]:
+    """v1/v2 schema files of a store in other partitions' directories than 0's, where Spark neither reads nor
+    writes one (partition directories moved or swapped), by partition."""
+    op = next((o for o in layout.operators if o.operator_id == operator_id), None)
+    parts = sorted((p.partition, f.path) for p in (op.partitions if op else ()) if p.store == store and p.partition
+                   for f in p.other_files if f.path == f"{p.directory}/_metadata/schema")
+    return [path for _, path in parts]

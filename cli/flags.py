@@ -10,6 +10,7 @@ FLAGS = {
     "batch": "--batch",
     "bootstrap_server": "--bootstrap-server",
     "by_duration": "--by-duration",
+    "conf": "--conf",
     "debug": "--debug",
     "delta_sink": "--delta-sink",
     "end": "--to",

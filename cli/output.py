@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence, TextIO
 
 import click
 
+from wmcheck.checkpoint.kafka_retention import partition_ranges
 from wmcheck.checkpoint.timeutil import format_ms
 
 from . import repair_views, views
@@ -77,8 +78,12 @@ def repair_doc(result: "RepairResult") -> dict[str, Any]:
 
 def replay_plan_doc(plan: ReplayPlan, tz: tzinfo) -> dict[str, Any]:
     """``wmcheck replay --plan --format json``: the checkpoint and every batch's input."""
+    retention = plan.kafka_retention
     return {"checkpoint": plan.checkpoint, "oldest_replayable_batch": plan.oldest_replayable_batch,
-            "batches": [{**batch_doc(b, tz), "sources": [source_doc(s) for s in b.sources]} for b in plan.batches]}
+            "batches": [{**batch_doc(b, tz), "sources": [source_doc(s) for s in b.sources]} for b in plan.batches],
+            "kafka_retention": None if retention is None else {
+                "bootstrap": retention.bootstrap, "line": retention.line, "gone": plain(retention.gone),
+                "lost_batches": list(retention.lost_batches), "replayable_batches": list(retention.replayable_batches)}}
 
 
 def batch_doc(b: BatchInput, tz: tzinfo) -> dict[str, Any]:
@@ -98,7 +103,7 @@ def source_doc(s: SourceInput) -> dict[str, Any]:
     elif s.kind == "kafka":
         out.update(starting_offsets=s.starting_offsets, ending_offsets=s.ending_offsets,
                    starting_offsets_json=s.starting_offsets_json, ending_offsets_json=s.ending_offsets_json,
-                   records=s.records)
+                   records=s.records, partitions=[{**plain(r), "records": r.records} for r in partition_ranges(s)])
     elif s.kind == "delta":
         out.update(start_version=s.start_version, end_version=s.end_version)
     return out

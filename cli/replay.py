@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import click
 
 from wmcheck.checkpoint.batch_inputs import LATE_RULES, plan, replay_plan
+from wmcheck.checkpoint.kafka_retention import BOOTSTRAP_OPTION, ask_retention, client_installed, kafka_sources
 from wmcheck.checkpoint.model import open_checkpoint
 from wmcheck.checkpoint.operator_watermarks import operator_watermarks
 from wmcheck.checkpoint.timeutil import format_duration
@@ -37,7 +38,9 @@ def _print_lateness(out: Output, found: "Lateness") -> None:
 @click.option("--from", "start", type=int, required=True, help="First batch to replay.")
 @click.option("--to", "end", type=int, help="Last batch (default: the last committed one).")
 @click.option("--source", help="Source id to replay (as `wmcheck batches` lists them); needed with several sources.")
-@click.option("--plan", "show_plan", is_flag=True, help="Only print each batch's offsets, files and watermarks (no Spark).")
+@click.option("--plan", "show_plan", is_flag=True,
+              help="Only print each batch's offsets, files and watermarks (no Spark; with --option "
+                   "kafka.bootstrap.servers=..., which recorded Kafka offsets the broker still holds).")
 @click.option("--output", metavar="DIR", help="Write the rows as Parquet partitioned by batch_id.")
 @click.option("--overwrite", is_flag=True, help="Replace a non-empty --output DIR.")
 @click.option("--foreach-batch", "foreach", metavar="MODULE:FUNCTION", help="Call FUNCTION(df, batch_id) per batch, in order.")
@@ -91,7 +94,9 @@ def replay(checkpoint: str, start: int, end: int | None, source: str | None, sho
     if show_plan:
         batches = plan(ckpt, start, end, source=source, include_pending=include_pending, path_map=path_map,
                        late_rule=late_watermark, fs_options=fs_opts)
-        make_output(fmt, tz=tz).replay_plan(replay_plan(ckpt, batches))
+        bootstrap = parse_pairs(reader_options, "--option").get(BOOTSTRAP_OPTION)
+        asked = ask_retention(batches, bootstrap) if bootstrap and kafka_sources(batches) and client_installed() else None
+        make_output(fmt, tz=tz).replay_plan(replay_plan(ckpt, batches, asked))
         return
     from wmcheck.statestore.late_rows import infer_window, lateness, window_key
     from wmcheck.statestore.replay import ReplayOptions, prepare, read_batches
@@ -128,6 +133,7 @@ def replay(checkpoint: str, start: int, end: int | None, source: str | None, sho
             _print_lateness(out, found)
             return
         rows = run_replay(spark, batches, opts, sink or (lambda _df, _batch: None), keys,
-                          lambda done, total, batch: meter.phase(f"batch {batch}: {done} of {total}"), ckpt, reports)
+                          lambda done, total, batch: meter.phase(f"batch {batch}: {done} of {total}"), ckpt, reports,
+                          grouped=stored is not None)
         meter.clear()
     out.replay_rows(rows)

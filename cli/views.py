@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from datetime import timezone, tzinfo
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
+from wmcheck.checkpoint.kafka_retention import partition_ranges
 from wmcheck.checkpoint.source_labels import SourceLabel
 from wmcheck.checkpoint.source_offsets import SourceOffset
 from wmcheck.checkpoint.state_formats import FORMATS
@@ -226,6 +227,8 @@ PLAN_CSV_COLUMNS = ["batch_id", "committed", "watermark_ms", "late_watermark_ms"
                     "num_files", "bytes", "missing_files", "starting_offsets_json", "ending_offsets_json", "records",
                     "replayable", "note", "files"]
 FILE_COLUMNS = ["batch", "source", "log batch", "location", "size", "exists"]
+KAFKA_COLUMNS = ["batch", "source", "topic", "partition", "from", "to", "records"]
+RETAINED_COLUMNS = [*KAFKA_COLUMNS, "earliest now", "retained"]
 REPLAY_COLUMNS = ["batch", "committed", "watermark_ms", "late_watermark_ms", "source_id", "files", "missing_files",
                   "rows", "late_rows", "on_time_rows", "late_groups", "kept_rows", "operators"]
 
@@ -260,14 +263,30 @@ def replay_plan(plan: ReplayPlan, tz: tzinfo) -> tuple[Fields, list[Table]]:
     } for b, s in rows]
     files = [{"batch": b.batch_id, "source": s.source_id, "log batch": f.log_batch, "location": f.location,
               "size": f.size, "exists": f.exists} for b, s in rows for f in s.files]
+    retention = plan.kafka_retention
+    kafka = []
+    for b, s in rows:
+        for r in partition_ranges(s):
+            row = {"batch": b.batch_id, "source": s.source_id, "topic": r.topic, "partition": r.partition,
+                   "from": "earliest" if r.records is None else r.start, "to": r.end, "records": r.records}
+            if retention is not None:
+                now = retention.earliest_of(r.topic, r.partition)
+                row.update({"earliest now": "gone" if now is None else now,
+                            "retained": r.records is None or r.start >= r.end or (now is not None and r.start >= now)})
+            kafka.append(row)
     first, last = (plan.batches[0].batch_id, plan.batches[-1].batch_id) if plan.batches else (None, None)
     fields: Fields = [("checkpoint", plan.checkpoint), ("batches", f"{first}..{last}"),
                       ("oldest replayable", plan.oldest_replayable_batch)]
+    if retention is not None:
+        fields.append(("kafka retention", retention.line))
     missing = sum(not f.exists for _, s in rows for f in s.files)
     if missing:
         fields.append(("missing files", f"{missing} of the {len(files)} logged input files are not where the logs say: if the "
                        "input moved, pass --path-map OLD=NEW (what wmcheck check's relocate fix names), or --skip-missing"))
-    return fields, [("Batches", table, PLAN_COLUMNS), ("Files", files, FILE_COLUMNS)]
+    tables: list[Table] = [("Batches", table, PLAN_COLUMNS), ("Files", files, FILE_COLUMNS)]
+    if kafka:
+        tables.append(("Kafka offsets", kafka, KAFKA_COLUMNS if retention is None else RETAINED_COLUMNS))
+    return fields, tables
 
 
 REPLAY_HEADERS = {"watermark_ms": "watermark", "late_watermark_ms": "late watermark", "source_id": "source",

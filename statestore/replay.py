@@ -19,6 +19,7 @@ from wmcheck.checkpoint.errors import (
     UnsupportedError,
     arg,
 )
+from wmcheck.checkpoint.kafka_retention import check_retained
 from wmcheck.checkpoint.model import Checkpoint, open_checkpoint
 
 from .late_rule import parse_window, with_lateness
@@ -33,7 +34,8 @@ if TYPE_CHECKING:
     from .operator_late import OperatorLate
 
 KEEP = ("all", "late", "on_time")
-KAFKA_PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13:<your Spark version>"
+KAFKA_PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13:{version}"
+KAFKA_JARS = "spark-sql-kafka-0-10_2.13-{version}.jar, spark-token-provider-kafka-0-10_2.13-{version}.jar, kafka-clients, commons-pool2"
 SHOWN_MISSING = 5
 KAFKA_NOT_FOUND = ("KAFKA_DATA_SOURCE_NOT_ENABLED", "DATA_SOURCE_NOT_FOUND")
 
@@ -114,8 +116,9 @@ def _read_kafka(spark: "SparkSession", src: SourceInput, opts: ReplayOptions) ->
     except Exception as exc:
         if condition(exc) in KAFKA_NOT_FOUND or "find data source: kafka" in str(exc).lower():
             raise SparkUnavailableError(
-                "reading a Kafka source needs the Kafka connector, which is not on the Spark classpath",
-                hint=f"add {arg('packages', KAFKA_PACKAGE)} (or {arg('jars')} with the connector and kafka-clients)",
+                f"reading a Kafka source needs Spark's Kafka connector, which is not on the classpath of Spark {spark.version}",
+                hint=f"add {arg('packages', KAFKA_PACKAGE.format(version=spark.version))}, or {arg('jars')} (or "
+                     f"{arg('conf', 'spark.jars=...')}) with {KAFKA_JARS.format(version=spark.version)}",
             ) from None
         raise
 
@@ -183,6 +186,7 @@ def prepare(ckpt: Checkpoint | str, start: int, end: int | None = None,
     batches = plan(ckpt, start, end, source=opts.source, include_pending=opts.include_pending,
                    path_map=opts.path_map, late_rule=opts.late_watermark, fs_options=opts.fs_options)
     _check_sources(batches, opts)
+    check_retained(batches, opts.options)
     return batches
 
 
@@ -235,8 +239,10 @@ def _union(frames: list["DataFrame"]) -> "DataFrame":
     return union
 
 
-def count_batches(batches: list[ReplayBatch], group_by: tuple[str, ...] = ()) -> dict[int, dict[str, int | None]]:
-    """Per batch: its rows and, with an event time, its late and on-time rows (and distinct late groups).
+def count_batches(batches: list[ReplayBatch], group_by: tuple[str, ...] = (),
+                  grouped: bool = False) -> dict[int, dict[str, int | None]]:
+    """Per batch: its rows and, with an event time, its late and on-time rows (and distinct late groups: with
+    ``group_by``, or ``grouped`` for a query grouped by its window alone).
 
     One Spark job for all batches (two with ``group_by``): every batch tagged with its id, then grouped.
     With a window, late and on-time count (row, window) pairs, as Spark's window() expands them.
@@ -266,7 +272,7 @@ def count_batches(batches: list[ReplayBatch], group_by: tuple[str, ...] = ()) ->
         for counts in out.values():
             counts["late_rows"] = counts["late_rows"] or 0
             counts["on_time_rows"] = counts["on_time_rows"] or 0
-    if timed and group_by:
+    if timed and (group_by or grouped):
         keys = (["window"] if batches[0].data is not batches[0].input else []) + list(group_by)
         groups = _union([rb.data.filter(rb.late).select(F.lit(rb.batch_id).alias("batch"), *keys).distinct()
                          for rb in batches if rb.late is not None]).groupBy("batch").count().collect()
@@ -299,14 +305,15 @@ class ReplaySummary:
 
 def replay(spark: "SparkSession", prepared: list[BatchInput], opts: ReplayOptions, sink: Sink,
            group_by: tuple[str, ...] = (), on_batch: Callable[[int, int, int], None] | None = None,
-           ckpt: Checkpoint | None = None, progress: "QueryProgress | None" = None) -> list[ReplaySummary]:
+           ckpt: Checkpoint | None = None, progress: "QueryProgress | None" = None,
+           grouped: bool = False) -> list[ReplaySummary]:
     """Hand each prepared batch's kept rows to ``sink(df, batch_id)`` in batch order (then ``sink.close()``
     if it has one); one summary row per batch, with ``ckpt`` each stateful operator's late rows (``operators``,
     :mod:`.operator_late`; Spark's own counts from ``progress``). ``on_batch(k, n, batch_id)`` is called as the k-th
-    of n starts."""
+    of n starts; ``grouped``: count late groups (the window's) without ``group_by`` columns."""
     batches = list(read_batches(spark, prepared, opts))
     with spark_errors("counting the rows of the batches"):
-        counts = count_batches(batches, group_by)
+        counts = count_batches(batches, group_by, grouped)
     out: list[ReplaySummary] = []
     for index, rb in enumerate(batches, start=1):
         if on_batch is not None:

@@ -5,6 +5,7 @@ from contextlib import contextmanager
 from typing import Iterator
 
 from wmcheck.checkpoint.errors import CheckpointError, arg
+from wmcheck.checkpoint.kafka_retention import data_lost
 
 
 def first_line(exc: BaseException) -> str:
@@ -34,5 +35,8 @@ def spark_errors(what: str) -> Iterator[None]:
     except CheckpointError:
         raise
     except (PySparkException, Py4JError) as exc:
+        lost = data_lost(exc)
+        if lost is not None:
+            raise lost from exc
         raise CheckpointError(f"Spark failed {what}: {first_line(exc)}",
                               hint=f"check {arg('source_format')}, {arg('schema')} and {arg('options')}; {arg('debug')} shows Spark's error") from exc

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from wmcheck.checkpoint.errors import CheckpointError, arg
 from wmcheck.checkpoint.model import Checkpoint, open_checkpoint
-from wmcheck.checkpoint.operator_watermarks import OperatorWatermarks, operator_watermarks
+from wmcheck.checkpoint.operator_watermarks import PASS_EVENT_LOG, OperatorWatermarks, operator_watermarks
 
 if TYPE_CHECKING:
     from wmcheck.checkpoint.progress import QueryProgress
@@ -20,6 +20,12 @@ if TYPE_CHECKING:
 
 # histogram bucket edges: event time minus watermark, in ms; buckets are (lower, upper]
 EDGES = (-86_400_000, -3_600_000, -600_000, -60_000, -10_000, 0, 10_000, 60_000, 600_000, 3_600_000, 86_400_000)
+
+
+JOIN = "symmetricHashJoin"
+JOIN_UNKNOWN = ("a stream-stream join removes each side's rows by a state watermark that Spark derives from the other "
+                "side's watermark and the join's condition (a time range or a window key), which only the plan in the "
+                f"event log records, not by its eviction watermark: {PASS_EVENT_LOG}")
 
 
 @dataclass(frozen=True)
@@ -87,6 +93,9 @@ def store_target(tgt: Target, store: "Store", model: OperatorWatermarks) -> Targ
     if link is not None and link.join_sides and side in link.join_sides:
         value, whose = value + link.join_sides[side], f"operator {store.operator_id}'s {side} state watermark"
         source = "the join condition in the event log"
+    elif store.operator_name == JOIN and not what_if:
+        return replace(tgt, watermark_from=f"{tgt.watermark_from}: operator {store.operator_id}'s {side} state "
+                                           "watermark is unknown", unknown=JOIN_UNKNOWN, operator_id=store.operator_id)
     if value == tgt.watermark_ms and len(model.operators) == 1:  # the global watermark, nothing to tell apart
         return replace(tgt, operator_id=store.operator_id)
     return replace(tgt, watermark_ms=value, watermark_from=f"{tgt.watermark_from}, {whose} ({source})",
@@ -104,7 +113,10 @@ def store_targets(ckpt: Checkpoint, stores: Sequence["Store"], batch: int | None
 def require_known(stores: Sequence["Store"], targets: Sequence[Target]) -> None:
     """Refuse rows judged by an operator watermark that is unknown (one line: why, and what to pass)."""
     for store, tgt in zip(stores, targets):
-        if tgt.unknown is not None:
-            raise CheckpointError(f"operator {store.operator_id}'s own eviction watermark at batch {tgt.batch} is "
-                                  f"unknown: {tgt.unknown}", param="progress",
-                                  hint=f"or pass {arg('watermark', 'TIME')} to judge its state by a watermark you choose")
+        if tgt.unknown is None:
+            continue
+        whose = f"state watermark of its {store.name.split('-')[0]} side" if tgt.unknown == JOIN_UNKNOWN \
+            else "own eviction watermark"
+        raise CheckpointError(f"operator {store.operator_id}'s {whose} at batch {tgt.batch} is unknown: {tgt.unknown}",
+                              param="progress",
+                              hint=f"or pass {arg('watermark', 'TIME')} to judge its state by a watermark you choose")

@@ -207,11 +207,32 @@ later_session_timeout = edited(QUERIES.pandas_state_timeout, (
 """pandas_state_timeout's query with sessions timing out 20 s (not 10 s) after their last row."""
 
 
+# Output changes the re-run batch does not show: compaction's and stalled_event_time's last data batch closed no
+# window and wrote no rows, so their new columns are compared with those of the old code's newest output files.
+rename_quiet_output = edited(QUERIES.compaction, ('.agg(F.count("*").alias("n"))', '.agg(F.count("*").alias("events"))'))
+"""compaction's query with its count named ``events``."""
+project_quiet_output = edited(QUERIES.compaction, ("return file_sink(counts,",
+                                                   'return file_sink(counts.withColumn("n_twice", F.col("n") * 2),'))
+"""compaction's query with a column computed after the aggregation."""
+retype_quiet_output = edited(QUERIES.compaction, ("return file_sink(counts,",
+                                                  'return file_sink(counts.withColumn("n", F.col("n").cast("int")),'))
+"""compaction's query writing its count as an int (Parquet files carry the type)."""
+rename_quiet_json_output = edited(QUERIES.windowed_count, ('.agg(F.count("*").alias("n"))',
+                                                           '.agg(F.count("*").alias("events"))'))
+"""windowed_count's query (a JSON sink) with its count named ``events``."""
+
+
 KEY_SCHEMA = "STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE"
 VALUE_SCHEMA = "STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE"
 OPERATORS = "STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA"
 
 CASES: dict[str, Case] = {
+    "quiet_batch_same_code": Case("compaction", QUERIES.compaction, RESTARTS, changes=False),
+    "quiet_batch_rename_output": Case("compaction", rename_quiet_output, RESTARTS, changes=True),
+    "quiet_batch_add_projection": Case("compaction", project_quiet_output, RESTARTS, changes=True),
+    "quiet_batch_retype_output": Case("compaction", retype_quiet_output, RESTARTS, changes=True),
+    "quiet_json_batch_same_code": Case("stalled_event_time", QUERIES.windowed_count, RESTARTS, changes=False),
+    "quiet_json_batch_rename_output": Case("stalled_event_time", rename_quiet_json_output, RESTARTS, changes=True),
     "same_code": Case("agg_window_hdfs", same_code, RESTARTS, changes=False),
     "same_code_rocksdb": Case("agg_window_rocksdb", same_code, RESTARTS, changes=False),
     "same_code_checkpoint_v2": Case("checkpoint_v2", same_code, RESTARTS, changes=False),

@@ -4,7 +4,7 @@ tests/requirements-spark42.txt, with Spark's Kafka connector from the jar cache 
 
 Request: ``{"query": NAME, "bootstrap": ..., "source": {...}, "checkpoint": DIR, "output": DIR, "options": {...},
 "conf": {...}}``, NAME one of fixtures/kafka_queries.py's QUERIES; the query runs to its end (availableNow).
-Answer: ``{"ok": true, "batches": [batch ids run], "dropped_by_watermark": rows}`` or ``{"ok": false, "error": "Spark's first line"}``.
+Answer: ``{"ok": true, "batches": [batch ids run], "dropped_by_watermark": rows, "dropped_per_batch": {"id": rows}}`` or ``{"ok": false, "error": "Spark's first line"}``.
 """
 from __future__ import annotations
 
@@ -67,7 +67,10 @@ def run(spark, request: dict) -> dict:
         return {"ok": False, "error": error_line(error)}
     progress = query.recentProgress
     dropped = sum(op.get("numRowsDroppedByWatermark", 0) for p in progress for op in p["stateOperators"])
-    return {"ok": True, "batches": [p["batchId"] for p in progress], "dropped_by_watermark": dropped}
+    per_batch = {str(p["batchId"]): sum(op.get("numRowsDroppedByWatermark", 0) for op in p["stateOperators"])
+                 for p in progress}
+    return {"ok": True, "batches": [p["batchId"] for p in progress], "dropped_by_watermark": dropped,
+            "dropped_per_batch": per_batch}
 
 
 def main() -> int:

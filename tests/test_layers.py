@@ -16,14 +16,14 @@ from conftest import ROOT
 TOP = ("cli", "checkpoint", "statestore")
 # (layer rank, group, modules of wmcheck.checkpoint by their first name component)
 CHECKPOINT_GROUPS = {
-    "formats": (0, ["errors", "numbers", "timeutil", "textlog", "source_offsets", "offsets", "commits", "file_logs",
-                    "query_metadata", "operator_metadata", "state_schema", "checksums", "operator_kinds", "progress", "plans",
+    "formats": (0, ["errors", "batch_span", "numbers", "timeutil", "textlog", "source_offsets", "offsets", "commits", "file_logs",
+                    "query_metadata", "operator_metadata", "state_schema", "state_schema_write", "checksums", "operator_kinds", "progress", "plans",
                     "kafka_offsets", "state_formats", "rocksdb_zip", "rocksdb_sst", "rocksdb_manifest", "sst_walk", "sst_columns", "state_codecs", "state_records", "row_checksums",
                     "list_frames", "state_content", "key_partitions", "stale_keys", "sized_columns", "value_encoding",
                     "stale_columns", "join_rows", "extras"]),
-    "layout": (1, ["layout", "fs", "sources", "metadata_log", "state_files", "state_load", "locations", "repair_records", "progress_files"]),
+    "layout": (1, ["layout", "not_a_checkpoint", "fs", "sources", "metadata_log", "state_files", "state_load", "locations", "repair_records", "progress_files"]),
     "model": (2, ["model", "relocation", "repartitions", "activity", "pinned_conf", "conf_values", "broken_tail"]),
-    "batch facts": (3, ["sinks", "batch_inputs", "source_labels", "stall", "operator_watermarks"]),  # what each batch read (the replay plan), stalls
+    "batch facts": (3, ["sinks", "batch_inputs", "kafka_retention", "source_labels", "stall", "operator_watermarks"]),  # what each batch read (the replay plan), stalls
     "checks": (4.5, ["checks", "validate", "verdict"]),  # findings carry the repair's requests as their fixes
     "repair": (4, ["repair"]),
     "summary": (4, ["summary"]),
@@ -361,3 +361,30 @@ def test_one_function_opens_a_file_sink():
     defined = [p.relative_to(ROOT).as_posix() for p in package_files()
                for node in ast.walk(ast.parse(p.read_text())) if isinstance(node, ast.FunctionDef) and node.name == "open_file_sink"]
     assert defined == ["checkpoint/locations.py"]
+
+
+def untyped_shared_state(path: Path) -> list[str]:
+    """Attributes of a check module's ``Context`` that hold anything by a string key (``dict[str, Any]``), and
+    reads or writes of a ``memo``: what checks share goes through ``ctx.once(function)``, typed by the function."""
+    tree = ast.parse(path.read_text(), str(path))
+    hits = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Attribute) \
+                and re.fullmatch(r"dict\[str, *Any\]", ast.unparse(node.annotation)):
+            hits.append(f"{path.name}:{node.lineno}: self.{node.target.attr}: {ast.unparse(node.annotation)}")
+        if isinstance(node, ast.Attribute) and node.attr == "memo":
+            hits.append(f"{path.name}:{node.lineno}: {ast.unparse(node)}")
+    return hits
+
+
+def test_checks_share_results_through_typed_services_not_string_keys():
+    checks = sorted((ROOT / "checkpoint" / "checks").glob("*.py"))
+    assert [hit for path in checks for hit in untyped_shared_state(path)] == []
+
+
+def test_the_shared_state_rule_catches_a_memo(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text("from typing import Any\n\n\nclass Context:\n    def __init__(self):\n"
+                     "        self.memo: dict[str, Any] = {}\n\n\ndef plans(ctx):\n    return ctx.memo['plans']\n")
+    assert untyped_shared_state(probe) == ["probe.py:6: self.memo: dict[str, Any]", "probe.py:6: self.memo",
+                                           "probe.py:10: ctx.memo"]

@@ -247,6 +247,33 @@ def test_state_refuses_an_operator_whose_watermark_is_unknown():
     assert "is unknown" in agg["watermark_from"]
 
 
+def test_a_join_sides_state_watermark_is_unknown_without_the_event_log():
+    """A stream-stream join removes each side's rows by a state watermark derived from the other side's watermark and
+    the join's condition, which only the plan records: without the event log its rows are not judged by the join's
+    eviction watermark (join_stream_stream's left row at 41 s is kept by Spark although the watermark is 44 s)."""
+    from conftest import run_cli
+
+    ckpt = str(fixture_checkpoint("join_stream_stream"))
+    out = run_cli("state", ckpt, "--older-than-watermark", exit_code=2)
+    assert out.stdout == "" and out.stderr.count("\n") == 1
+    assert out.stderr == (
+        "Error: operator 0's state watermark of its left side at batch 8 is unknown: a stream-stream join removes each "
+        "side's rows by a state watermark that Spark derives from the other side's watermark and the join's condition "
+        "(a time range or a window key), which only the plan in the event log records, not by its eviction watermark: "
+        "pass Spark's event log of the query (--progress EVENTLOG) (hint: or pass --watermark TIME to judge its state "
+        "by a watermark you choose)\n")
+    summary = json.loads(run_cli("state", ckpt, "--format", "json").stdout)
+    assert [(s["store"], s["older_than_watermark"], s["watermark_ms"]) for s in summary["stores"]] == [
+        ("left", None, None), ("right", None, None)]
+    assert all("left state watermark is unknown" in s["watermark_from"] or "right state watermark is unknown"
+               in s["watermark_from"] for s in summary["stores"])
+    logged = json.loads(run_cli("state", str(fixture_checkpoint("join_then_agg")), "--operator", "1", "--format", "json",
+                                "--progress", str(FIXTURES / "join_then_agg" / "eventlog")).stdout)
+    assert [(s["store"], s["watermark_from"].split(", ", 1)[1]) for s in logged["stores"]] == [
+        ("left", "operator 1's left state watermark (the join condition in the event log)"),
+        ("right", "operator 1's right state watermark (the join condition in the event log)")]
+
+
 # -- show and batches ------------------------------------------------------------------------------------------------
 
 

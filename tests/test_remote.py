@@ -327,9 +327,10 @@ def test_a_bare_logged_input_path_is_looked_up_on_the_checkpoint_store(s3_option
     """WM064 on S3: a file-source log entry rewritten as a bare path names a file of the checkpoint's bucket, not of
     the local disk; while that object is there the file is input read again, once it is gone nothing is."""
     from pyarrow import fs as pafs
-    from test_check import edit_json
 
     from wmcheck.checkpoint.validate import CHECKS, check_location
+
+    from check_breaks import edit_json
 
     shutil.copytree(fixture_checkpoint(NAME).parent, tmp_path / "q")
     bare = "/bare-q/input/run2-002.json"

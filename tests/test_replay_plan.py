@@ -216,6 +216,56 @@ def test_kafka_multi_topic_recorded_offsets(tmp_path, corpus):
     assert batch["committed"] is False
 
 
+def test_kafka_plan_lists_each_partitions_offset_range():
+    """kafka_agg (written by a real query): per batch and topic-partition the recorded range, offline."""
+    ckpt = FIXTURES / "kafka_agg" / "checkpoint"
+    doc = plan_json(ckpt, "--from", "0", "--to", "3")
+    topic = "wmcheck-kafka-agg"
+    assert [s["partitions"] for b in doc["batches"] for s in b["sources"]] == [
+        [{"topic": topic, "partition": p, "start": start, "end": end, "records": end - start} for p in (0, 1)]
+        for start, end in ((0, 4), (4, 8), (8, 8), (8, 12))]
+    assert doc["kafka_retention"] is None  # the broker is asked only with --option kafka.bootstrap.servers=...
+    table = run_cli("replay", ckpt, "--from", "2", "--to", "3", "--plan").stdout
+    assert table.split("Kafka offsets\n", 1)[1] == (
+        "batch    source    topic              partition    from    to    records\n"
+        "-------  --------  -----------------  -----------  ------  ----  ---------\n"
+        f"2        0         {topic}  0            8       8     0\n"
+        f"2        0         {topic}  1            8       8     0\n"
+        f"3        0         {topic}  0            8       12    4\n"
+        f"3        0         {topic}  1            8       12    4\n")
+
+
+def test_kafka_retention_loses_the_batches_that_read_removed_offsets(tmp_path, corpus):
+    """Pure: a batch is lost when one partition's range starts below the broker's earliest offset (a gone partition:
+    always); a partition that starts at the earliest or reads nothing loses nothing."""
+    from wmcheck.checkpoint.batch_inputs import plan
+    from wmcheck.checkpoint.kafka_retention import GonePartition, retention
+    from wmcheck.checkpoint.model import open_checkpoint
+
+    batches = plan(open_checkpoint(str(kafka_checkpoint(tmp_path, corpus))), 0, source="1")
+    found = retention(batches, {("topic-0", 0): 5, ("topic-0", 1): 0, ("topic-1", 0): None}, "b:9092")
+    assert (found.lost_batches, found.replayable_batches) == ((0, 1), (2,))
+    assert found.gone == (GonePartition("1", "topic-0", 0, 0, 5),)
+    assert found.line == ("the broker no longer holds the recorded offsets of topic-0[0] (recorded from 0, earliest now "
+                          "5): batches 0..1 read them; batch 2 can still be replayed")
+    gone = retention(batches, {("topic-0", 0): 0, ("topic-0", 1): None, ("topic-1", 0): 0}, "b:9092")
+    assert (gone.lost_batches, gone.replayable_batches) == ((2,), ())
+    assert gone.line == ("the broker no longer holds the recorded offsets of topic-0[1] (recorded from 2, the partition "
+                         "is gone): batch 2 read them; no batch of this range can be replayed")
+    kept = retention(batches, {("topic-0", 0): 0, ("topic-0", 1): 2, ("topic-1", 0): 0}, "b:9092")
+    assert (kept.gone, kept.lost_batches, kept.replayable_batches) == ((), (), (0, 1, 2))
+    assert kept.line == "the broker at b:9092 still holds every recorded offset of these batches"
+
+
+def test_kafka_plan_with_a_broker_that_does_not_answer_is_one_line():
+    result = run_cli("replay", FIXTURES / "kafka_etl" / "checkpoint", "--from", "0", "--plan", "--option",
+                     "kafka.bootstrap.servers=127.0.0.1:9", exit_code=2)
+    assert result.output.startswith("Error: the Kafka broker at 127.0.0.1:9 did not answer a metadata request within 10 s: ")
+    assert result.output.endswith(" (hint: check --option kafka.bootstrap.servers=HOST:PORT (and that the broker is up): "
+                                  "replay asks it which recorded offsets it still holds)\n")
+    assert len(result.output.splitlines()) == 1
+
+
 def test_kafka_initial_offsets_errors():
     assert parse_kafka_initial_offsets(b'v1\n{"t":{"0":3}}', "sources/0/0") == {"t": {0: 3}}
     with pytest.raises(MalformedFileError, match="sources/0/0: line 2: expected"):

@@ -245,3 +245,17 @@ def test_batches_table_shows_times_and_no_empty_progress_columns():
     progress = fixture_checkpoint("union_stall_min").parent / "progress.jsonl"
     with_progress = run_cli("batches", fixture_checkpoint("union_stall_min"), "--last", "1", "--progress", progress).stdout
     assert re.split(r" {2,}", with_progress.splitlines()[0])[-3:] == ["rows", "max event time", "late rows"]
+
+
+def test_show_imports_no_repair_planner_spark_or_plotting():
+    """``show`` runs check's cheap part, whose findings name repair requests as fixes: the requests come without
+    their planners, backups and executors (start-up time), and without pyspark, pyarrow or matplotlib."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from wmcheck.cli.main import cli\n"
+            f"try:\n    cli(['show', {str(fixture_checkpoint('agg_window_hdfs'))!r}])\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pyspark', 'pyarrow', 'pandas', 'matplotlib')\n"
+            "  or m.startswith('wmcheck.checkpoint.repair.') and m.rsplit('.', 1)[1] not in ('requests', 'targets')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "[]"

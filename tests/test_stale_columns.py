@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from wmcheck.checkpoint import stale_columns
-from wmcheck.checkpoint.checks import state
+from wmcheck.checkpoint.checks import state_reads as state
 from wmcheck.checkpoint.model import open_checkpoint
 from wmcheck.checkpoint.rocksdb_sst import read_whole
 from wmcheck.checkpoint.stale_columns import Unproven, event_times

@@ -358,7 +358,8 @@ def test_a_row_that_does_not_decode_is_one_line_naming_its_partition(copy_fixtur
     """A value schema wider than the rows Spark wrote (one more long field than the rows hold)."""
     from dataclasses import replace
 
-    from wmcheck.checkpoint.state_schema import StructField, StructType, parse_state_schema, serialize_state_schema
+    from wmcheck.checkpoint.state_schema import StructField, StructType, parse_state_schema
+    from wmcheck.checkpoint.state_schema_write import serialize_state_schema
 
     ckpt = copy_fixture("agg_window_hdfs") / "checkpoint"
     path = ckpt / "state" / "0" / "0" / "_metadata" / "schema"

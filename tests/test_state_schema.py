@@ -22,8 +22,8 @@ from wmcheck.checkpoint.state_schema import (
     StructType,
     event_time_field,
     parse_state_schema,
-    serialize_state_schema,
 )
+from wmcheck.checkpoint.state_schema_write import serialize_state_schema
 
 DATA = Path(__file__).parent / "data"
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

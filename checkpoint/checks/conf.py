@@ -46,8 +46,10 @@ def shown(value: str | None, recorded: bool) -> str:
 
 def drifts(ctx: Context) -> list[Drift]:
     """Every pinned conf whose value differs between the offsets files with batch metadata, once per conf."""
-    if "conf-drifts" in ctx.memo:
-        return ctx.memo["conf-drifts"]
+    return ctx.once(_drifts)
+
+
+def _drifts(ctx: Context) -> list[Drift]:
     batches = [(b, c) for b, c in ctx.confs.items() if ctx.offsets[b].metadata is not None]
     out: list[Drift] = []
     if batches:
@@ -62,7 +64,6 @@ def drifts(ctx: Context) -> list[Drift]:
             drift = conf_drift(ctx, conf, rows, matters(conf, facts))
             if drift is not None:
                 out.append(drift)
-    ctx.memo["conf-drifts"] = out
     return out
 
 

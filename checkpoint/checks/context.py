@@ -168,7 +168,7 @@ class Context:
         self.offsets: dict[int, OffsetSeq] = {}  # parsed ones, by batch in order (so are confs and commits)
         self.confs: dict[int, Mapping[str, Any]] = {}
         self.commits: dict[int, CommitEntry] = {}
-        self.memo: dict[str, Any] = {}
+        self._shared: dict[tuple[Any, ...], Any] = {}
         self._load()
 
     # -- loading -------------------------------------------------------------------------------
@@ -254,6 +254,15 @@ class Context:
     def unique_ids_known(self) -> bool:
         """Whether every commit parsed, so checkpoint v2 unique ids can be trusted."""
         return not any(p.startswith(COMMIT_LOG.directory + "/") for p in self.failures)
+
+    def once(self, compute: Callable[..., T], *args: Any) -> T:
+        """``compute(self, *args)``, computed once per check run: what several checks share (a typed service function
+        with its own name and return type, never a key into a dict of anything)."""
+        key = (compute, *args)
+        if key not in self._shared:
+            self._shared[key] = compute(self, *args)
+        value: T = self._shared[key]
+        return value
 
     def conf(self, key: str) -> str | None:
         """A pinned conf as the last parsed offsets file with metadata records it."""

@@ -20,11 +20,11 @@ from ..state_content import Decoding
 from ..state_files import StateFile
 from ..state_load import StoreLoad
 from ..state_records import DELETE, sized_records
-from . import state
+from . import state_reads
 from .context import Context
 from .definition import WARNING, Issue, check
 from .loaded_state import Reader
-from .state import content_loads, judged_for_output, rewind_fix
+from .state_reads import content_loads, judged_for_output, rewind_fix
 
 HDFS_RECORDS = "records"
 """The decoder of HDFS deltas and snapshots (one sized record stream)."""
@@ -45,7 +45,7 @@ def absent_delete(reader: Reader, load: StoreLoad, checksums: bool) -> StateFile
     skip = CHECKSUM_BYTES if checksums else 0
     try:
         plain = [decompress(data[f.path], reader.codec, f.path) for f in chain]
-        found = _absent_delete_columns(chain, plain) if state.COLUMNAR and not checksums else None
+        found = _absent_delete_columns(chain, plain) if state_reads.COLUMNAR and not checksums else None
         if found is not None:
             return found[0] if found else None
         for f, contents in zip(chain, plain):

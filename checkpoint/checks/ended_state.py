@@ -19,7 +19,7 @@ from ..timeutil import format_ms
 from .context import Context
 from .definition import ERROR, Issue, check
 from .loaded_state import Reader
-from .state import (
+from .state_reads import (
     APPEND,
     judged_for_output,
     load_version,
@@ -49,6 +49,10 @@ def processing_time(ctx: Context, batch: int) -> int | None:
     written (the batch ran before it committed) while the batch before's agrees with its commit's time (the files'
     times are believed then: a copy that reset them makes them later, not earlier). Tested: tws_ttl's last
     timestamp raised a day, the control run's output."""
+    return ctx.once(_processing_time, batch)  # asked for every partition: the commits' times looked up once
+
+
+def _processing_time(ctx: Context, batch: int) -> int | None:
     def after_commit(number: int) -> bool | None:
         seq, info = ctx.offsets.get(number), ctx.ckpt.fs.info(COMMIT_LOG.path(number))
         if seq is None or seq.metadata is None or info is None:
@@ -57,11 +61,7 @@ def processing_time(ctx: Context, batch: int) -> int | None:
 
     meta = ctx.offsets[batch].metadata
     assert meta is not None  # ran_with_recorded_watermark
-    key = f"processing-time-{batch}"
-    if key not in ctx.memo:  # asked for every partition: the commits' times looked up once
-        ctx.memo[key] = None if after_commit(batch) and after_commit(batch - 1) is False else meta.batch_timestamp_ms
-    found: int | None = ctx.memo[key]
-    return found
+    return None if after_commit(batch) and after_commit(batch - 1) is False else meta.batch_timestamp_ms
 """The most bytes of state files this check reads (larger states are not judged)."""
 
 Ended = Callable[[bytes], int | None]
@@ -158,9 +158,7 @@ def removes(ctx: Context, reader: Reader, op: Operator, version: int) -> bool:
     (within the two versions before ``version``); complete mode never removes."""
     if ctx.sink is not None or printed_modes(ctx, op.operator_id) == {APPEND}:
         return True
-    if "removes" not in ctx.memo:
-        ctx.memo["removes"] = {}
-    known: dict[int, bool] = ctx.memo["removes"]
+    known = ctx.once(_removals_known)
     if op.operator_id not in known:
         before = reader.removals
         found = False
@@ -172,6 +170,11 @@ def removes(ctx: Context, reader: Reader, op: Operator, version: int) -> bool:
                 new is not None and old is not None and bool(set(old) - set(new)) for new, old in zip(states, states[1:]))
         known[op.operator_id] = found
     return known[op.operator_id]
+
+
+def _removals_known(ctx: Context) -> dict[int, bool]:
+    """By operator id: whether :func:`removes` found it removes state (filled as it is asked)."""
+    return {}
 
 
 @check("WM069", ERROR, "state holding groups, timers or sessions the batch that wrote it had ended")

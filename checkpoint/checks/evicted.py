@@ -17,10 +17,10 @@ from ..repair.requests import RewindRequest
 from ..stale_keys import FileChanges, latest_removal, stale_keys
 from ..state_load import StoreLoad
 from ..timeutil import format_ms
-from . import state
+from . import state_reads
 from .context import Context
 from .definition import ERROR, Issue, check
-from .state import ZIP_DECODER, Bound, aging, content_loads, judged_for_output, rewind_fix
+from .state_reads import ZIP_DECODER, Bound, aging, content_loads, judged_for_output, rewind_fix
 from .text import plural
 
 
@@ -29,7 +29,7 @@ def judged(ctx: Context, load: StoreLoad) -> tuple[list[FileChanges], list[FileC
     whole (or the load fails or skips a file: other checks' findings)."""
     if load.failure is not None or load.skipped or not load.chain:
         return None
-    found: dict[str, FileChanges | None] = ctx.memo.get("aged-changes", {})
+    found = state_reads.state_reads(ctx).aged_changes
     first = load.chain[0]
     tables_dir = f"{load.part.directory}/SSTs/"
     tables = [c for p, c in sorted(found.items()) if p.startswith(tables_dir)] \
@@ -58,16 +58,16 @@ def evicted_keys_loaded(ctx: Context) -> Iterator[Issue]:
             held = {key: at for key, at in held.items() if at <= bound.bound_us}
         if held:
             yield issue(ctx, load, bound, held)
-    unjudged = ctx.memo.get("aged-unjudged", set()) & {load.part.directory for load, _ in loads}
+    unjudged = state_reads.state_reads(ctx).aged_unjudged & {load.part.directory for load, _ in loads}
     if unjudged:
-        ctx.notes.append(f"WM062 reads {state.AGED_BUDGET:,} bytes of state files whole per check and left "
+        ctx.notes.append(f"WM062 reads {state_reads.AGED_BUDGET:,} bytes of state files whole per check and left "
                          f"{plural(len(unjudged), 'store partition')} past them unjudged (their keys are not compared "
                          "with the last batch's eviction watermark)")
 
 
 def held_keys(tables: list[FileChanges], files: list[FileChanges]) -> dict[bytes, int]:
-    """:func:`..stale_keys.stale_keys` of a load, with NumPy where it can (:data:`.state.COLUMNAR`)."""
-    if state.COLUMNAR:
+    """:func:`..stale_keys.stale_keys` of a load, with NumPy where it can (:data:`.state_reads.COLUMNAR`)."""
+    if state_reads.COLUMNAR:
         try:
             return stale_columns.stale_keys(tables, files)
         except stale_columns.Unproven:

@@ -16,7 +16,7 @@ from ..state_load import StoreLoad, replays
 from .context import Context
 from .definition import ERROR, Instruction, Issue, check
 from .loaded_state import Reader
-from .state import content_loads, file_kinds
+from .state_reads import content_loads, file_kinds
 from .text import plural
 
 READ_LIMIT = 32 << 20

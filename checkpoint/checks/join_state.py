@@ -9,7 +9,7 @@ from ..state_content import Decoding
 from .context import Context
 from .definition import ERROR, Issue, check
 from .loaded_state import Reader
-from .state import Plan, load_version, plans, rewind_fix
+from .state_reads import Plan, load_version, plans, rewind_fix
 from .text import plural
 
 JOIN = "symmetricHashJoin"

@@ -4,15 +4,17 @@ broker they do not run, and one note says so."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from ..errors import arg
 from ..metadata_log import OFFSET_LOG
-from ..repair.reset_request import ResetOffsetsRequest
 from ..sources.kafka_topics import KafkaTopics, TopicState
 from .context import Context
 from .definition import ERROR, Instruction, Issue, check
 from .text import plural
+
+if TYPE_CHECKING:
+    from ..repair.reset_request import ResetOffsetsRequest
 
 OFFLINE_NOTE = ("WM081-WM084 compare Kafka offsets with the topics as the broker holds them now: not verified "
                 f"without the broker (pass {arg('bootstrap_server', 'HOST:PORT')})")
@@ -35,8 +37,10 @@ class KafkaOffsetsNow:
 def kafka_offsets_now(ctx: Context) -> list[KafkaOffsetsNow]:
     """Each Kafka source's offsets and its topics now (asked once per check); none without ``ctx.kafka``, with a note
     where the checkpoint has a Kafka source."""
-    if "kafka-now" in ctx.memo:
-        return ctx.memo["kafka-now"]
+    return ctx.once(_kafka_offsets_now)
+
+
+def _kafka_offsets_now(ctx: Context) -> list[KafkaOffsetsNow]:
     ckpt = ctx.ckpt
     done, pending = ckpt.last_committed_batch, ckpt.pending_batch
     base = ctx.offsets.get(done) if done is not None else None
@@ -56,7 +60,6 @@ def kafka_offsets_now(ctx: Context) -> list[KafkaOffsetsNow]:
         topics = ctx.kafka.topics({t for start, end in found for t, _ in (*start, *end)})
         batch = done if done is not None else pending
         out = [KafkaOffsetsNow(int(batch or 0), start, end, topics) for start, end in found]
-    ctx.memo["kafka-now"] = out
     return out
 
 
@@ -70,6 +73,8 @@ def names(parts: list[tuple[str, int]]) -> str:
 
 def reset_to_earliest(ctx: Context, kafka: KafkaTopics, parts: list[tuple[str, int]]) -> ResetOffsetsRequest:
     """The reset of ``parts`` to the earliest offsets the broker retains."""
+    from ..repair.reset_request import ResetOffsetsRequest  # the repair's module: imported only for a finding
+
     topics = sorted({t for t, _ in parts})
     specs = tuple(f"{t}:{','.join(str(p) for tt, p in sorted(parts) if tt == t)}" for t in topics)
     return ResetOffsetsRequest(topic=specs, to_earliest=True, bootstrap_server=kafka.bootstrap,

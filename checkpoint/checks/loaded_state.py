@@ -14,7 +14,7 @@ from ..state_files import StateFile, StorePartition
 from ..state_load import StoreLoad, resolve
 from ..state_records import DELETE, PUT, Record, changelog_records, sized_records
 from .context import Context
-from .state import CHANGELOG_DECODER, SST_DIR, ZIP_DECODER, lineages
+from .state_reads import CHANGELOG_DECODER, SST_DIR, ZIP_DECODER, lineages, state_reads
 
 READ_LIMIT = 32 << 20
 """The most bytes of state files one check reads here (larger states are not judged)."""
@@ -40,7 +40,7 @@ class Reader:
             self.over = True
             return None
         self.budget -= size
-        kept = self.ctx.memo.get("read-state", {})  # what the content check read already
+        kept = state_reads(self.ctx).read_state  # what the content check read already
         found = {p: kept[p] for p in paths if p in kept}
         missing = [p for p in paths if p not in found]
         return {**found, **self.ctx.read_state(missing)} if missing else found
@@ -99,7 +99,7 @@ class Reader:
         if data is None:
             return None
         newest: dict[bytes, TableEntry] = {}
-        kept = self.ctx.memo.get("verified-tables", {})
+        kept = state_reads(self.ctx).verified_tables
         for path in tables:
             entries = read_whole(data[path], list, kept[path].blocks if path in kept else None)
             if entries is None:

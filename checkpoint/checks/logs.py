@@ -341,18 +341,20 @@ def metadata_invalid(ctx: Context) -> Iterator[Issue]:
 
 def strays(ctx: Context) -> tuple[list[tuple[Tree, str]], list[tuple[Tree, str]]]:
     """Leftover temp files and checksum sidecars whose file is gone, in the checkpoint and the file sink."""
-    if "strays" not in ctx.memo:
-        temps, orphans = [], []
-        for tree in ctx.trees:
-            covered = {s for path in tree.entries for s in sidecars(path)}
-            for path in tree.entries:
-                name = path.rpartition("/")[2]
-                if is_temp(name):
-                    temps.append((tree, path))
-                elif is_crc(name) and path not in covered:
-                    orphans.append((tree, path))
-        ctx.memo["strays"] = temps, orphans
-    return ctx.memo["strays"]
+    return ctx.once(_strays)
+
+
+def _strays(ctx: Context) -> tuple[list[tuple[Tree, str]], list[tuple[Tree, str]]]:
+    temps, orphans = [], []
+    for tree in ctx.trees:
+        covered = {s for path in tree.entries for s in sidecars(path)}
+        for path in tree.entries:
+            name = path.rpartition("/")[2]
+            if is_temp(name):
+                temps.append((tree, path))
+            elif is_crc(name) and path not in covered:
+                orphans.append((tree, path))
+    return temps, orphans
 
 
 @check("WM009", WARNING, "leftover temp file")

@@ -10,7 +10,7 @@ from ..numbers import is_number
 from ..state_formats import StateFormat, formats_of, version_file
 from .context import Context
 from .definition import ERROR, Instruction, Issue, check
-from .state import load_version
+from .state_reads import load_version
 
 SNAPSHOT, _ = formats_of("hdfs")
 """The HDFS-backed store's full copy: Spark lists every entry named so, directories too, and fails on the newest."""

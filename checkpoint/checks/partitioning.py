@@ -17,7 +17,7 @@ from .context import Context
 from .definition import ERROR, Instruction, Issue, check
 from .operator_metadata import rewrite_fix
 from .remedies import swap_back
-from .state import SST_DIR, Plan, content_loads, plans
+from .state_reads import SST_DIR, Plan, content_loads, plans, state_reads
 
 
 def samples(ctx: Context) -> dict[str, Sample]:
@@ -26,7 +26,7 @@ def samples(ctx: Context) -> dict[str, Sample]:
     content_loads(ctx)  # samples the rows of each file it reads
     if len({str(effective(conf, ROW_CHECKSUM)).lower() for conf in ctx.confs.values()}) > 1:
         return {}
-    return ctx.memo.get("row-samples", {})
+    return state_reads(ctx).row_samples
 
 
 def sampled(found: dict[str, Sample], plan: Plan) -> list[tuple[str, Sample]]:

@@ -6,7 +6,6 @@ from collections.abc import Iterator
 
 from ..layout import SINK_LOG
 from ..metadata_log import DEFAULT_COMPACT_INTERVAL, FILE_SINK_LOG, OFFSET_LOG, next_compaction
-from ..repair.repartition import RepartitionRequest
 from ..repartitions import (
     PROVIDER,
     ROCKSDB_PROVIDER,
@@ -21,10 +20,12 @@ from .definition import ERROR, Issue, check
 
 def moves(ctx: Context) -> tuple[Repartition, ...]:
     """The repartition batches among the offsets files that parsed."""
-    if "repartitions" not in ctx.memo:
-        plans = {b: (partitions_in(ctx.confs[b]), [s.raw for s in seq.sources]) for b, seq in ctx.offsets.items()}
-        ctx.memo["repartitions"] = find_repartitions(plans, ctx.commits, ctx.ckpt.state_layout)
-    return ctx.memo["repartitions"]
+    return ctx.once(_moves)
+
+
+def _moves(ctx: Context) -> tuple[Repartition, ...]:
+    plans = {b: (partitions_in(ctx.confs[b]), [s.raw for s in seq.sources]) for b, seq in ctx.offsets.items()}
+    return find_repartitions(plans, ctx.commits, ctx.ckpt.state_layout)
 
 
 def repartition_batches(ctx: Context) -> set[int]:
@@ -61,6 +62,8 @@ def sink_lacks_repartition(ctx: Context) -> Iterator[Issue]:
             continue
         interval, how = log.interval or (DEFAULT_COMPACT_INTERVAL, f"Spark's default {FILE_SINK_LOG.interval_conf}")
         fails = next_compaction(move.batch, interval)
+        from ..repair.repartition import RepartitionRequest  # the repair's module: imported only for a finding
+
         yield Issue(ctx.sink.shown(FILE_SINK_LOG.path(move.batch)), (
             f"batch {move.batch} repartitioned the state ({move.from_partitions} -> {move.to_partitions} partitions) "
             f"and wrote no file sink log entry: the query restarts, but the sink log's compaction at batch {fails} "

@@ -19,9 +19,11 @@ from .text import plural
 
 def sink_files(ctx: Context) -> SinkFiles:
     """The sink's data files, found by the names its log records."""
-    if "sink-files" not in ctx.memo:
-        ctx.memo["sink-files"] = SinkFiles(sink_of(ctx).fs, sink_of(ctx).fs.root.rstrip("/"))
-    return ctx.memo["sink-files"]
+    return ctx.once(_sink_files)
+
+
+def _sink_files(ctx: Context) -> SinkFiles:
+    return SinkFiles(sink_of(ctx).fs, sink_of(ctx).fs.root.rstrip("/"))
 
 
 def sink_of(ctx: Context) -> Tree:
@@ -56,18 +58,20 @@ def live_entries(ctx: Context) -> list[FileLogEntry]:
 def outside(ctx: Context) -> tuple[list[tuple[str, str | None]], list[tuple[str, str | None]]]:
     """Entries naming files outside the sink directory, with the file's path below the sink when it is there
     too: (those whose named file is gone, those whose named file exists or is not looked up)."""
-    if "sink-outside" not in ctx.memo:
-        root = sink_of(ctx).fs.root.rstrip("/")
-        files = sink_files(ctx)
-        gone: list[tuple[str, str | None]] = []
-        elsewhere: list[tuple[str, str | None]] = []
-        named = [entry.path for entry in live_entries(ctx) if not entry_location(entry.path).startswith(root + "/")]
-        there = present_files(sink_of(ctx).fs, [spark_location(path) for path in named])
-        for path in named:
-            found = files.find(path)
-            (gone if there.get(spark_location(path)) is False else elsewhere).append((path, found.path if found else None))
-        ctx.memo["sink-outside"] = gone, elsewhere
-    return ctx.memo["sink-outside"]
+    return ctx.once(_outside)
+
+
+def _outside(ctx: Context) -> tuple[list[tuple[str, str | None]], list[tuple[str, str | None]]]:
+    root = sink_of(ctx).fs.root.rstrip("/")
+    files = sink_files(ctx)
+    gone: list[tuple[str, str | None]] = []
+    elsewhere: list[tuple[str, str | None]] = []
+    named = [entry.path for entry in live_entries(ctx) if not entry_location(entry.path).startswith(root + "/")]
+    there = present_files(sink_of(ctx).fs, [spark_location(path) for path in named])
+    for path in named:
+        found = files.find(path)
+        (gone if there.get(spark_location(path)) is False else elsewhere).append((path, found.path if found else None))
+    return gone, elsewhere
 
 
 def path_map_fix(ctx: Context, entries: list[tuple[str, str | None]]) -> RelocateRequest:
@@ -124,8 +128,7 @@ def changed_inside(ctx: Context) -> list[Changed]:
         if not entry_location(entry.path).startswith(root + "/"):
             continue
         found = files.find(entry.path)
-        logged = entry.fields.get("size")
-        logged = logged if isinstance(logged, int) and not isinstance(logged, bool) else None
+        logged = entry.size
         if found is None and logged == 0:
             continue  # a file of no bytes has no split: Spark's readers never open it
         if found is None or (logged is not None and not found.is_dir and found.size != logged):

@@ -104,13 +104,14 @@ def last_input(ctx: Context) -> list[tuple[str, str]]:
 def last_input_gone(ctx: Context) -> tuple[list[str], tuple[str, str] | None]:
     """The logged paths of the last batch's input files that are not there, and the path map under which they are
     found below the checkpoint's parent (moved with it), if any."""
-    if "last-input-gone" not in ctx.memo:
-        logged = [(path, where, spark_location(path)) for path, where in last_input(ctx)]
-        there = present_files(ctx.ckpt.fs, [loc for _, _, loc in logged])
-        gone = [(path, where) for path, where, loc in logged if there.get(loc) is False]
-        ctx.memo["last-input-gone"] = [p for p, _ in gone], suggest_path_map([where for _, where in gone],
-                                                                             moved_bases(ctx.ckpt.fs))
-    return ctx.memo["last-input-gone"]
+    return ctx.once(_last_input_gone)
+
+
+def _last_input_gone(ctx: Context) -> tuple[list[str], tuple[str, str] | None]:
+    logged = [(path, where, spark_location(path)) for path, where in last_input(ctx)]
+    there = present_files(ctx.ckpt.fs, [loc for _, _, loc in logged])
+    gone = [(path, where) for path, where, loc in logged if there.get(loc) is False]
+    return [p for p, _ in gone], suggest_path_map([where for _, where in gone], moved_bases(ctx.ckpt.fs))
 
 
 def gone_text(gone: list[str]) -> str:
@@ -467,9 +468,11 @@ def late_rows_dropped(ctx: Context) -> bool:
     column (:data:`EVENT_KEYED`), an event-time transformWithState, or any other stateful operator (a join, a
     (flat)MapGroupsWithState, a session window: taken to drop). Without one (a stateless query, a count by a key without
     event time, a processing-time transformWithState) every row read again comes out again (tested: wrong output)."""
-    if "late-rows-dropped" not in ctx.memo:
-        ctx.memo["late-rows-dropped"] = any(_drops_late_rows(ctx, op) for op in ctx.operators)
-    return bool(ctx.memo["late-rows-dropped"])
+    return ctx.once(_any_drops_late_rows)
+
+
+def _any_drops_late_rows(ctx: Context) -> bool:
+    return any(_drops_late_rows(ctx, op) for op in ctx.operators)
 
 
 def _drops_late_rows(ctx: Context, op: Operator) -> bool:

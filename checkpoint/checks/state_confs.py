@@ -29,7 +29,7 @@ from ..value_encoding import AVRO, UNSAFE_ROW
 from .conf import drifts, last_conf, rejected
 from .context import Context
 from .definition import ERROR, Instruction, Issue, check
-from .state import content_loads
+from .state_reads import content_loads, state_reads
 from .text import listed
 
 PROVIDER = PINNED_CONFS["state_provider"]
@@ -163,7 +163,7 @@ def join_format(ctx: Context, pinned: str) -> Written | None:
 def encoding(ctx: Context, pinned: str) -> Written | None:
     pinned = pinned.lower()
     content_loads(ctx)  # samples the values of transformWithState's table files
-    found = ctx.memo.get("value-encodings", {})
+    found = state_reads(ctx).value_encodings
     for op in ctx.operators:
         if not any(p.provider == "rocksdb" for p in op.partitions if p.files):
             continue

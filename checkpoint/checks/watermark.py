@@ -26,10 +26,12 @@ STUCK_AFTER_BATCHES = 10
 
 def watermarks(ctx: Context) -> list[tuple[int, int, int]]:
     """(batch, batchWatermarkMs, batchTimestampMs) of every parsed offsets file with metadata."""
-    if "watermarks" not in ctx.memo:
-        ctx.memo["watermarks"] = [(b, s.metadata.batch_watermark_ms, s.metadata.batch_timestamp_ms)
-                                  for b, s in ctx.offsets.items() if s.metadata is not None]
-    return ctx.memo["watermarks"]
+    return ctx.once(_watermarks)
+
+
+def _watermarks(ctx: Context) -> list[tuple[int, int, int]]:
+    return [(b, s.metadata.batch_watermark_ms, s.metadata.batch_timestamp_ms)
+            for b, s in ctx.offsets.items() if s.metadata is not None]
 
 
 def next_watermark(ctx: Context) -> int | None:

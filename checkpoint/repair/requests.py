@@ -7,25 +7,22 @@ its plan does not list every change) listed in :mod:`.registry`, plus its planne
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar, Mapping
+from typing import TYPE_CHECKING, ClassVar, Mapping
 
 from ..activity import DEFAULT_IDLE_MS
 from ..errors import CheckpointError, arg, on_param
-from ..locations import open_file_sink
-from ..model import Checkpoint
-from ..sources.kafka_topics import KafkaTopics
-from ..timeutil import parse_duration_ms, parse_time_ms
-from .backup import Backup
-from .plan import Plan
-from .plan_params import RelocateParams, RewindParams, WatermarkParams
-from .relocate import plan_relocate
-from .results import Restored
-from .rewind import FileSink, plan_rewind
-from .sink_effects import SinksNamed, delta_sink_of, with_sink_effects
-from .sink_step import DeltaSinkStep, undo_table
-from .strategy import STEPS, Execution
-from .targets import resolve_target
-from .watermark import plan_set_watermark
+
+if TYPE_CHECKING:
+    from ..model import Checkpoint
+    from .backup import Backup
+    from .plan import Plan
+    from .results import Restored
+    from .rewind import FileSink
+    from .sink_effects import SinksNamed
+    from .strategy import Execution
+
+# The planners are imported when a request plans, not with the request: check's findings name requests as their
+# fixes, and ``show`` runs check's cheap part, so the requests stay light to import.
 
 FsOptions = Mapping[str, str] | None
 
@@ -63,6 +60,8 @@ class RepairRequest:
 
     def execution(self) -> Execution:
         """How an executed plan of this request changes the checkpoint (made afresh for each run)."""
+        from .strategy import STEPS
+
         return STEPS
 
     @staticmethod
@@ -97,6 +96,10 @@ class RewindRequest(RepairRequest):
     """The query writes with foreachBatch: the plan names the batch ids its function sees again."""
 
     def plan(self, ckpt: Checkpoint, now: int, fs_options: FsOptions) -> Plan:
+        from .rewind import plan_rewind
+        from .sink_effects import with_sink_effects
+        from .targets import resolve_target
+
         target = resolve_target(ckpt, to_batch=self.to_batch, to_watermark=self.to_watermark, to_time=self.to_time,
                                 shift=self.shift, now=now)
         plan = plan_rewind(ckpt, target.batch, sink=repair_sink(self.file_sink, ckpt, fs_options),
@@ -105,22 +108,37 @@ class RewindRequest(RepairRequest):
         return with_sink_effects(plan, ckpt, self.sinks_named(), fs_options)
 
     def sinks_named(self) -> SinksNamed:
+        from ..sources.kafka_topics import KafkaTopics
+        from .sink_effects import SinksNamed
+
         broker = KafkaTopics(self.bootstrap_server, self.kafka_options) if self.bootstrap_server else None
         return SinksNamed(self.delta_sink, self.kafka_sink, broker, self.foreach_batch)
 
     @classmethod
     def from_plan(cls, plan: Plan) -> "RewindRequest":
+        from .plan_params import RewindParams
+        from .sink_effects import delta_sink_of
+
         req = plan.params(RewindParams)
         return cls(to_batch=req.batch, file_sink=plan.file_sink, keep_next_offsets=req.keep_next_offsets,
                    keep_source_log=req.keep_source_log, delta_sink=delta_sink_of(plan))
 
     def conflicts_with(self, plan: Plan) -> bool:
+        from .plan_params import RewindParams
+
         return self.to_batch is not None and plan.params(RewindParams).batch != self.to_batch
 
     def execution(self) -> Execution:
+        from .sink_step import DeltaSinkStep
+
         return DeltaSinkStep()
 
-    undo_unplanned = staticmethod(undo_table)
+    @staticmethod
+    def undo_unplanned(ckpt: Checkpoint, plan: Plan, backup: Backup, now: int) -> list[Restored]:
+        """The Delta sink table a rewind restored, restored again (:func:`.sink_step.undo_table`)."""
+        from .sink_step import undo_table
+
+        return undo_table(ckpt, plan, backup, now)
 
 
 @dataclass(frozen=True)
@@ -134,6 +152,9 @@ class SetWatermarkRequest(RepairRequest):
     window: str | int | None = None
 
     def plan(self, ckpt: Checkpoint, now: int, fs_options: FsOptions) -> Plan:
+        from ..timeutil import parse_duration_ms, parse_time_ms
+        from .watermark import plan_set_watermark
+
         if self.watermark is None:
             raise CheckpointError(f"set-watermark needs {arg('watermark', 'TIME')} (or {arg('from_plan', 'FILE')})",
                                   hint="e.g. " + arg("watermark", '"-2 hours"') + " (relative to the current watermark)",
@@ -148,6 +169,8 @@ class SetWatermarkRequest(RepairRequest):
 
     @classmethod
     def from_plan(cls, plan: Plan) -> "SetWatermarkRequest":
+        from .plan_params import WatermarkParams
+
         req = plan.params(WatermarkParams)
         return cls(watermark=req.watermark_ms, allow_raise=req.allow_raise, window=req.window_ms)
 
@@ -162,11 +185,15 @@ class RelocateRequest(RepairRequest):
     file_sink: str | None = None
 
     def plan(self, ckpt: Checkpoint, now: int, fs_options: FsOptions) -> Plan:
+        from .relocate import plan_relocate
+
         return plan_relocate(ckpt, path_map=self.path_map, sink=repair_sink(self.file_sink, ckpt, fs_options),
                              created_ms=now)
 
     @classmethod
     def from_plan(cls, plan: Plan) -> "RelocateRequest":
+        from .plan_params import RelocateParams
+
         return cls(path_map=plan.params(RelocateParams).path_map, file_sink=plan.file_sink)
 
 
@@ -186,6 +213,9 @@ def inside(path: str, parent: str) -> bool:
 def repair_sink(location: str | None, ckpt: Checkpoint, fs_options: FsOptions) -> FileSink | None:
     """The file sink directory a repair changes at ``location`` (None: no sink): a file sink
     (:func:`~..locations.open_file_sink`) that lies apart from the checkpoint."""
+    from ..locations import open_file_sink
+    from .rewind import FileSink
+
     if location is None:
         return None
     fs = open_file_sink(location, fs_options)

@@ -17,7 +17,7 @@ from ..fs import FileInfo, FileSystem
 from ..layout import COMMITS, OFFSETS, SINK_LOG, SOURCES, sidecar_target
 from ..locations import SinkFiles
 from ..metadata_log import COMMIT_LOG, FILE_SOURCE_LOG, OFFSET_LOG, MetadataLog
-from ..model import Checkpoint, loadable
+from ..model import Checkpoint, Operator, store_unique_ids
 from ..numbers import is_number
 from ..repartitions import partitions_of
 from ..rocksdb_zip import read_snapshot_zip
@@ -109,6 +109,11 @@ class Options:
 
     def last_offsets(self, batch: int) -> int:
         return batch + 1 if self.keep_next_offsets else batch
+
+
+def loadable(ckpt: Checkpoint, op: Operator, part: StorePartition, version: int) -> bool:
+    """Whether ``version`` of one store partition can be rebuilt (by unique id for checkpoint format v2)."""
+    return part.can_load(version, store_unique_ids(ckpt, op, part))
 
 
 def problems(view: RewindView, batch: int, opts: Options) -> list[str]:

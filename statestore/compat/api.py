@@ -24,7 +24,16 @@ from wmcheck.checkpoint.model import Checkpoint, open_checkpoint
 
 from ..spark_errors import spark_errors
 from ..user_code import load_callable, locate_callable
-from .compare import diff_output, read_files, schema_changes, schemas_of, sink_batch_files, state_changes
+from .compare import (
+    SELF_DESCRIBING,
+    diff_output,
+    read_files,
+    schema_changes,
+    schemas_of,
+    sink_batch_files,
+    state_changes,
+    written_shape,
+)
 from .explain import explain
 from .query import CAPTURED, CAPTURED_SCHEMA, DEFAULT_TIMEOUT_S, BatchRun, NewQuery, build, run_batch
 from .results import REFUSED, RESTARTS, CompatReport, OutputChange, SourceNote
@@ -147,9 +156,12 @@ def _output(spark: "SparkSession", query: NewQuery, scratch: Scratch, run: Batch
     new_files = sink_batch_files(open_fs(scratch.sink), batch) or []
     new = read_files(spark, fmt, new_files, query.df)
     old_files = sink_batch_files(sink, batch) if sink is not None else None
-    if old_files is None:
+    if old_files is None or sink is None:
         return diff_output("file", None, new, note=f"the old sink log has no entry for batch {batch}")
-    return diff_output("file", read_files(spark, fmt, old_files, query.df), new)
+    if old_files:
+        return diff_output("file", read_files(spark, fmt, old_files, query.df), new, typed=fmt in SELF_DESCRIBING)
+    shape, how = written_shape(spark, fmt, sink, batch, query.df)
+    return diff_output("file", shape, new, typed=fmt in SELF_DESCRIBING, note=how)
 
 
 @dataclass(frozen=True)

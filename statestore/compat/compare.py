@@ -8,7 +8,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any, Iterable
 
 from wmcheck.checkpoint.errors import CheckpointError
-from wmcheck.checkpoint.file_logs import parse_file_log
+from wmcheck.checkpoint.file_logs import FileLogEntry, parse_file_log
 from wmcheck.checkpoint.fs import FileSystem
 from wmcheck.checkpoint.layout import COMPACT_SUFFIX, SINK_LOG
 from wmcheck.checkpoint.locations import spark_location
@@ -34,8 +34,7 @@ Schemas = dict[tuple[int, str, str], ColumnFamilySchema]
 # -- output ------------------------------------------------------------------------------------
 
 
-def sink_batch_files(sink: FileSystem, batch: int) -> list[str] | None:
-    """The files a file sink's log says ``batch`` wrote (as Spark reads them); None when the log has no entry."""
+def _added(sink: FileSystem, batch: int) -> list[FileLogEntry] | None:
     log = MetadataLog.listed(sink, SINK_LOG)
     holder = log.holder(batch)
     if holder is None:
@@ -43,7 +42,53 @@ def sink_batch_files(sink: FileSystem, batch: int) -> list[str] | None:
     entries = parse_file_log(sink.read(holder), holder).entries
     if holder.endswith(COMPACT_SUFFIX):
         entries = tuple(e for e in entries if e.batch_id == batch)
-    return [spark_location(e.path) for e in entries if e.action == "add"]
+    return [e for e in entries if e.action == "add"]
+
+
+def sink_batch_files(sink: FileSystem, batch: int) -> list[str] | None:
+    """The files a file sink's log says ``batch`` wrote (as Spark reads them); None when the log has no entry."""
+    added = _added(sink, batch)
+    return None if added is None else [spark_location(e.path) for e in added]
+
+
+SELF_DESCRIBING = ("parquet", "orc", "avro")
+"""File formats whose files carry their columns' types."""
+
+
+def newest_sink_files(sink: FileSystem, batch: int, with_bytes: bool = False) -> list[str]:
+    """The files of the newest batch up to ``batch`` whose sink log entry adds any (``with_bytes``: any that is not
+    empty), as Spark reads them."""
+    log = MetadataLog.listed(sink, SINK_LOG)
+    for earlier in sorted((b for b in log.batch_ids if b <= batch), reverse=True):
+        files = [spark_location(e.path) for e in _added(sink, earlier) or () if e.size or not with_bytes]
+        if files:
+            return files
+    return []
+
+
+def written_shape(spark: "SparkSession", fmt: str, sink: FileSystem, batch: int,
+                  like: "DataFrame") -> tuple["DataFrame", str]:
+    """No rows, with the columns the old code wrote (read from the newest files its sink log lists), and how they
+    were found: what a batch that wrote nothing is compared by, so a renamed or added output column shows without
+    data. Self-describing formats give the types too (an empty file its schema); JSON the names of a file's rows
+    (in ``like``'s order where they match); other formats, or JSON files without a row, leave them unknown (taken
+    as ``like``'s)."""
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    unknown = (f"batch {batch} wrote no rows before, and the columns the old code wrote are unknown (no {fmt} file of "
+               f"its sink holds a row): output columns not compared")
+    files = newest_sink_files(sink, batch, with_bytes=fmt not in SELF_DESCRIBING)
+    if not files or fmt not in (*SELF_DESCRIBING, "json"):
+        return spark.createDataFrame([], like.schema), unknown
+    found = f"batch {batch} wrote no rows before: the columns compared are those of the old code's newest output files"
+    if fmt in SELF_DESCRIBING:
+        return spark.createDataFrame([], spark.read.format(fmt).load(files[:1]).schema), found
+    names = spark.read.json(files[:1]).columns
+    if not names:
+        return spark.createDataFrame([], like.schema), unknown
+    known = {f.name: f for f in like.schema.fields}
+    ordered = [n for n in like.columns if n in names] + [n for n in names if n not in known]
+    return spark.createDataFrame([], StructType([known.get(n) or StructField(n, StringType()) for n in ordered])), found
 
 
 def read_files(spark: "SparkSession", fmt: str, files: list[str], like: "DataFrame") -> "DataFrame":
@@ -62,8 +107,17 @@ def _as_json(df: "DataFrame", columns: list[str]) -> "DataFrame":
     return df.select(F.to_json(F.struct(*[F.col(f"`{c}`") for c in columns])).alias("row"))
 
 
-def diff_output(sink: str, old: "DataFrame | None", new: "DataFrame", note: str | None = None) -> OutputChange:
-    """Rows only the old output has and only the new one has (as multisets, on the columns both have)."""
+def type_changes(old: "DataFrame", new: "DataFrame") -> tuple[str, ...]:
+    """``column: old type -> new type`` for each column both outputs have with another type."""
+    before = {f.name: f.dataType.simpleString() for f in old.schema.fields}
+    return tuple(f"{f.name}: {before[f.name]} -> {f.dataType.simpleString()}" for f in new.schema.fields
+                 if f.name in before and before[f.name] != f.dataType.simpleString())
+
+
+def diff_output(sink: str, old: "DataFrame | None", new: "DataFrame", note: str | None = None,
+                typed: bool = False) -> OutputChange:
+    """Rows only the old output has and only the new one has (as multisets, on the columns both have); with
+    ``typed`` (the old files carry their types), the columns whose type changed."""
     new_columns = tuple(new.columns)
     new_rows = new.count()
     if old is None:
@@ -74,14 +128,18 @@ def diff_output(sink: str, old: "DataFrame | None", new: "DataFrame", note: str 
     only_old, only_new = old_json.exceptAll(new_json), new_json.exceptAll(old_json)
     samples = tuple(RowSample("old", json.loads(r["row"])) for r in only_old.limit(SAMPLES).collect()) + tuple(
         RowSample("new", json.loads(r["row"])) for r in only_new.limit(SAMPLES).collect())
-    if old_columns != new_columns:
+    retyped = type_changes(old, new) if typed else ()
+    if old_columns != new_columns or retyped:
         dropped = [c for c in old_columns if c not in new_columns]
         added = [c for c in new_columns if c not in old_columns]
         parts = ([f"new columns: {', '.join(added)}"] if added else []) + ([f"dropped columns: {', '.join(dropped)}"]
                                                                             if dropped else [])
+        parts += [f"column types: {', '.join(retyped)}"] if retyped else []
+        if not added and not dropped and old_columns != new_columns:
+            parts.append(f"columns reordered: {', '.join(old_columns)} -> {', '.join(new_columns)}")
         note = "; ".join(parts + ([note] if note else []) + ([f"rows compared on {', '.join(common)}"] if common else []))
     return OutputChange(sink, new_rows, old.count(), only_old.count(), only_new.count(), old_columns, new_columns, samples,
-                        note)
+                        note, retyped)
 
 
 # -- state -------------------------------------------------------------------------------------

@@ -95,10 +95,14 @@ class OutputChange:
     new_columns: tuple[str, ...] = ()
     samples: tuple[RowSample, ...] = ()
     note: str | None = None
+    changed_types: tuple[str, ...] = ()
+    """``column: old type -> new type`` of the columns both outputs have (where the old files carry types)."""
 
     @property
     def differs(self) -> bool:
-        return bool(self.only_old or self.only_new) or (self.old_columns != self.new_columns and self.old_rows is not None)
+        """Other rows, or other columns: a batch that wrote nothing is compared by the columns the old code wrote."""
+        return bool(self.only_old or self.only_new or self.changed_types) or (
+            self.old_columns != self.new_columns and self.old_rows is not None)
 
 
 @dataclass(frozen=True)
