@@ -8,13 +8,13 @@ from pathlib import Path
 from xml.etree import ElementTree as ET
 
 import pytest
-from test_check import b_unloadable
 from test_corpus import corpus_roots
 
 from wmcheck.checkpoint.errors import NotACheckpointError
 from wmcheck.checkpoint.model import open_checkpoint
 from wmcheck.checkpoint.validate import CHECKS, check_checkpoint, check_location
 
+from check_breaks import b_unloadable
 from conftest import (
     FIXTURES,
     fixture_checkpoint,
@@ -226,7 +226,7 @@ def test_copy_of_every_fixture_without_sink_files_still_passes(tmp_path):
 
 
 def test_times_in_messages_follow_tz(copy_fixture):
-    from test_check import b_decreasing
+    from check_breaks import b_decreasing
 
     root = copy_fixture("agg_window_hdfs")
     b_decreasing(root, fixture_facts("agg_window_hdfs"))
