@@ -98,14 +98,18 @@ def batches(checkpoint: str | Checkpoint, *, last: int | None = None, start: int
 
 def check(checkpoint: str, *, file_sink: str | None = None, select: Iterable[str] | None = None,
           ignore: Iterable[str] = (), stall_batches: int | None = None, content: bool = True,
-          tz: tzinfo = timezone.utc, fs_options: FsOptions = None) -> list[Finding]:
+          tz: tzinfo = timezone.utc, fs_options: FsOptions = None, delta_sink: str | None = None) -> list[Finding]:
     """``wmcheck check``: every finding (code, severity, path, message, fix); a checkpoint that cannot be read
-    is one WM000 finding. ``select``/``ignore``: check codes."""
+    is one WM000 finding. ``select``/``ignore``: check codes; ``delta_sink``: the query's Delta table (WM086, WM087;
+    a CheckpointError when it is not one)."""
     from wmcheck.checkpoint.checks.context import STALL_BATCHES
+    from wmcheck.checkpoint.sinks.delta import read_delta_log
     from wmcheck.checkpoint.validate import check_location, select_checks
 
+    delta = read_delta_log(delta_sink, fs_options) if delta_sink is not None else None
     return check_location(checkpoint, file_sink, fs_options=fs_options, checks=select_checks(select, ignore), tz=tz,
-                          stall_batches=STALL_BATCHES if stall_batches is None else stall_batches, content=content)
+                          stall_batches=STALL_BATCHES if stall_batches is None else stall_batches, content=content,
+                          delta=delta)
 
 
 def _repair(checkpoint: str | Checkpoint, request: RepairRequest, execute: bool, options: RunOptions | None,

@@ -22,6 +22,7 @@ from .locations import open_file_sink
 from .model import Checkpoint, open_checkpoint
 from .plans import BatchPlan
 from .progress import BatchProgress, QueryProgress, query_progress
+from .sinks.delta import DeltaTableLog
 from .sources.kafka_topics import KafkaTopics
 
 __all__ = ["CHECKS", "ERROR", "WARNING", "OPEN_FAILED", "Check", "Finding", "check_checkpoint", "check_location",
@@ -81,6 +82,7 @@ def check_checkpoint(
     notes: list[str] | None = None,
     operator_lag_ms: int | None = None,
     kafka: KafkaTopics | None = None,
+    delta: DeltaTableLog | None = None,
 ) -> list[Finding]:
     """Run ``checks`` (default: all) on ``ckpt`` and, with ``file_sink``, on the sink's log; findings by code and path.
 
@@ -89,13 +91,15 @@ def check_checkpoint(
     log) each operator's own watermark; ``operator_lag_ms``: how far that may lag the global one before WM042
     warns (default: the query's watermark delay). ``content``: decode the state files the next batch loads as Spark
     reads them (else their names only), calling ``state_progress(done, total)`` per store partition; ``notes``
-    receives what could not be checked; ``kafka``: the broker the Kafka sources' offsets are compared with."""
+    receives what could not be checked; ``kafka``: the broker the Kafka sources' offsets are compared with; ``delta``: the
+    query's Delta sink table (WM086, WM087)."""
     sink = open_file_sink(file_sink, lost_log=True) if isinstance(file_sink, str) else file_sink
     label = name or ckpt.location
     if ckpt.state_layout.unreadable:  # every state check would see its partitions missing: what cannot be read, only
         return [open_failure(label, exc) for exc in ckpt.state_layout.unreadable]
     ctx = Context(ckpt, sink, shown_relative(sink.uri(), ckpt.location) if sink else "", tz, stall_batches, progress,
-                  content, state_progress, operator_lag_ms, kafka)
+                  content, state_progress, operator_lag_ms, kafka, delta,
+                  shown_relative(delta.location, ckpt.location) if delta else "")
     findings: list[Finding] = []
     unreadable: list[CheckpointError] = []
     for check in CHECKS.values() if checks is None else checks:
@@ -130,6 +134,7 @@ def check_location(
     plans: Sequence[BatchPlan] = (),
     operator_lag_ms: int | None = None,
     kafka: KafkaTopics | None = None,
+    delta: DeltaTableLog | None = None,
 ) -> list[Finding]:
     """Open ``location`` and check it; a checkpoint that cannot be read at all is one ``WM000`` finding.
     ``progress`` and ``plans``: Spark's progress reports and batch plans
@@ -142,7 +147,7 @@ def check_location(
         return check_checkpoint(ckpt, sink, checks=checks, name=location, tz=tz, stall_batches=stall_batches,
                                 progress=reports if reports and (reports.batches or reports.plans) else None,
                                 content=content, state_progress=state_progress, notes=notes, operator_lag_ms=operator_lag_ms,
-                                kafka=kafka)
+                                kafka=kafka, delta=delta)
     except CheckpointError as exc:
         return [open_failure(location, exc)]
 

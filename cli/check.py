@@ -15,6 +15,7 @@ from wmcheck.checkpoint.checks.context import STALL_BATCHES
 from wmcheck.checkpoint.errors import on_param
 from wmcheck.checkpoint.fs import scheme_of
 from wmcheck.checkpoint.progress_files import read_records
+from wmcheck.checkpoint.sinks.delta import read_delta_log
 from wmcheck.checkpoint.sources.kafka_topics import DEFAULT_TIMEOUT_S, KafkaTopics
 from wmcheck.checkpoint.timeutil import parse_duration_ms
 from wmcheck.checkpoint.validate import check_location, fails, open_file_sink, select_checks
@@ -75,6 +76,8 @@ def progress_line(location: str) -> Callable[[int, int], None] | None:
               "lags the global one by more than this (default: the query's withWatermark delay), e.g. '10 minutes'.")
 @click.option("--bootstrap-server", metavar="HOST:PORT", help="The Kafka broker: compare each Kafka source's offsets "
               "with its topics as they are now (WM081-WM084).")
+@click.option("--delta-sink", metavar="PATH", help="The query's Delta sink table: report it re-created (WM086) or "
+              "restored below batches the query committed (WM087).")
 @click.option("--kafka-option", "kafka_options", multiple=True, metavar="KEY=VALUE",
               help="A Kafka client setting (librdkafka names: security.protocol=SSL, sasl.mechanism=...; repeatable).")
 @progress_option()
@@ -82,7 +85,7 @@ def progress_line(location: str) -> Callable[[int, int], None] | None:
 @gc_paused
 def check(checkpoints: tuple[str, ...], file_sink: str | None, strict: bool, output: str | None, select: str | None,
           ignore: str | None, stall_batches: int, no_content: bool, operator_lag: str | None, progress: str | None,
-          bootstrap_server: str | None, kafka_options: tuple[str, ...], fmt: str, tz: tzinfo,
+          bootstrap_server: str | None, kafka_options: tuple[str, ...], delta_sink: str | None, fmt: str, tz: tzinfo,
           fs_options: tuple[str, ...]) -> None:
     """Validate each CKPT: every inconsistency that makes Spark fail, lose data or misbehave on restart.
 
@@ -91,9 +94,12 @@ def check(checkpoints: tuple[str, ...], file_sink: str | None, strict: bool, out
     """
     if file_sink and len(checkpoints) > 1:
         raise click.UsageError("--file-sink belongs to one checkpoint: pass exactly one CKPT with it")
+    if delta_sink and len(checkpoints) > 1:
+        raise click.UsageError("--delta-sink belongs to one checkpoint: pass exactly one CKPT with it")
     options = parse_pairs(fs_options, "--fs-option")
     chosen = select_checks(codes(select), codes(ignore) or ())
     sink = open_file_sink(file_sink, options, lost_log=True) if file_sink else None
+    delta = read_delta_log(delta_sink, options) if delta_sink else None
     records = read_records(progress, options) if progress else None
     with on_param("operator_lag"):
         lag_ms = parse_duration_ms(operator_lag) if operator_lag is not None else None
@@ -108,7 +114,7 @@ def check(checkpoints: tuple[str, ...], file_sink: str | None, strict: bool, out
             Result(loc, check_location(loc, sink, fs_options=options, checks=chosen, tz=tz, stall_batches=stall_batches,
                                        progress=records.reports if records else (), plans=records.plans if records else (),
                                        operator_lag_ms=lag_ms, content=not no_content, state_progress=progress_line(loc),
-                                       notes=notes, kafka=kafka), chosen, sink is not None)
+                                       notes=notes, kafka=kafka, delta=delta), chosen, sink is not None)
             for loc in expand(checkpoints)
         ]
     for note in dict.fromkeys(notes):

@@ -52,7 +52,8 @@ def _run(checkpoint: str, request: repair.RepairRequest, execute: bool, plan_out
 @click.option("--to-time", metavar="TIME", help="The last batch that ran (batchTimestampMs) at or before TIME.")
 @click.option("--shift", type=int, metavar="-K", help="K batches before the last committed one.")
 @click.option("--file-sink", metavar="PATH", help="Also rewind this file sink's _spark_metadata and move out its orphaned files.")
-@click.option("--delta-sink", metavar="PATH", help="The query's Delta table: say what its sink does with the re-run batches.")
+@click.option("--delta-sink", metavar="PATH", help="The query's Delta table: say what its sink does with the re-run batches; with --execute, "
+              "restore it so that they are written (undo restores it again).")
 @click.option("--kafka-sink", metavar="TOPIC", help="The query's Kafka sink topic: count the records the re-run batches "
               "write again (asks --bootstrap-server).")
 @click.option("--bootstrap-server", metavar="HOST:PORT", help="The Kafka broker of --kafka-sink.")

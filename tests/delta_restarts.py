@@ -1,7 +1,8 @@
 """The child process of tests/test_delta_sink.py, run by the Delta environment's python (tests/requirements-delta.txt):
 for each job (a copy of fixtures/agg_window_delta whose checkpoint the test repaired), optionally restores the Delta
 table with deltalake first (to a version, with or without a ``txn`` for the query id), restarts the fixture's query
-once (availableNow) and reports what Spark did; then the rows of the control run's table (the fixture's own, written
+once (availableNow) and reports what Spark did (a job may first remove the table, or re-create it empty at the same
+path, or add an input file of rows); then the rows of the control run's table (the fixture's own, written
 from scratch). One JSON document on stdout: {"jobs": [...], "control": rows}.
 
     python tests/delta_restarts.py JOBS_JSON
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import time
 
@@ -33,6 +35,17 @@ def run(spark, job):
     table = os.path.join(root, "output")
     query_id = json.load(open(os.path.join(root, "checkpoint", "metadata")))["id"]
     restore = job.get("restore")
+    if job.get("table") in ("gone", "recreated"):
+        schema = DeltaTable(table).schema().to_arrow()
+        shutil.rmtree(table)
+        if job["table"] == "recreated":
+            import pyarrow as pa
+            from deltalake import write_deltalake
+
+            write_deltalake(table, pa.Table.from_pylist([], schema=pa.schema(schema)))
+    if job.get("input"):
+        with open(os.path.join(root, "input", "run9-000.json"), "w") as out:
+            out.writelines(json.dumps(row) + "\n" for row in job["input"])
     if restore is not None:
         txns = [Transaction(app_id=query_id, version=restore["txn"])] if restore.get("txn") is not None else None
         DeltaTable(table).restore(restore["version"], commit_properties=CommitProperties(app_transactions=txns))
@@ -43,8 +56,11 @@ def run(spark, job):
         q.awaitTermination()
     except Exception as exc:  # reported to the test
         error = generate.error_message(exc)
+    batches = [p["batchId"] for p in generate.progress_dicts(q)]
+    if not os.path.isdir(os.path.join(table, "_delta_log")):
+        return {"error": error, "batches": batches, "version": None, "txn": None, "rows": []}
     after = DeltaTable(table)
-    return {"error": error, "batches": [p["batchId"] for p in generate.progress_dicts(q)], "version": after.version(),
+    return {"error": error, "batches": batches, "version": after.version(),
             "txn": after.transaction_version(query_id), "rows": table_rows(spark, table)}
 
 

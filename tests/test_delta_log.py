@@ -25,6 +25,10 @@ WRITTEN = {9: (9, 0, 0), 10: (10, 2, 2), 11: (11, 2, 3), 12: (12, 1, 1)}
 SUMMARY = ("the table's txn for this query is at 12: Spark's Delta sink skips the re-run batches 9..12 and writes "
            "nothing for them (their 6 row(s) stay as first written; restore the table to the version before batch 9's "
            "commit and lower the txn for the re-run batches to reach the table)")
+# what --execute does to the table (tests/test_delta_restore.py makes it, tests/test_delta_sink.py restarts after it)
+RESTORE = {"to_version": 8, "from_version": 12, "txn": 8, "txn_before": 12, "rows": 6, "files": 5, "other_writers": []}
+NOTE = ("Delta sink: restore the table from version 12 to version 8 in a commit that sets the query's txn from 12 to 8 "
+        "(removes 6 row(s) in 5 file(s) of versions 9..12)")
 
 
 def test_the_log_gives_the_txn_and_every_batch_commit():
@@ -88,12 +92,16 @@ def test_the_plan_says_what_the_delta_sink_does_in_json(copy):
     doc = json.loads(rewind(copy, "json").output)
     assert doc["sinks"] == [{"kind": "delta", "location": str(copy / "output"), "query_id": QUERY_ID, "committed": 12,
                              "batches": [{"batch": b, "action": "skip", "version": v, "files": f, "rows": r}
-                                         for b, (v, f, r) in WRITTEN.items()], "summary": SUMMARY}]
+                                         for b, (v, f, r) in WRITTEN.items()], "summary": SUMMARY,
+                             "restore": RESTORE}]
+    assert doc["notes"] == ["target: --to-batch 8", NOTE]
     assert doc["warnings"] == []  # no "no --file-sink given": the plan says what the sink does
 
 
 def test_the_plan_says_what_the_delta_sink_does_in_a_table_and_csv(copy):
     text = rewind(copy, "table").output
+    assert [line for line in text.splitlines() if line.startswith("note:")] == [
+        "note:           target: --to-batch 8", f"note:           {NOTE}"]
     section = text[text.index("What the delta sink"):text.index("\nSteps")].strip().splitlines()
     assert section[0] == f"What the delta sink does with the re-run batches: {SUMMARY}"
     assert [line.split() for line in section[3:]] == [["9", "skip", "9", "0", "0"], ["10", "skip", "10", "2", "2"],
@@ -101,6 +109,10 @@ def test_the_plan_says_what_the_delta_sink_does_in_a_table_and_csv(copy):
     rows = dict(list(csv.reader(io.StringIO(rewind(copy, "csv").output)))[1:])
     assert (rows["sinks.0.committed"], rows["sinks.0.batches.1.batch"], rows["sinks.0.batches.1.action"],
             rows["sinks.0.batches.1.rows"], rows["sinks.0.summary"]) == ("12", "10", "skip", "2", SUMMARY)
+    assert {k.removeprefix("sinks.0.restore."): v for k, v in rows.items() if k.startswith("sinks.0.restore.")} == {
+        "to_version": "8", "from_version": "12", "txn": "8", "txn_before": "12", "rows": "6", "files": "5",
+        "other_writers": ""}
+    assert rows["notes"] == f"target: --to-batch 8; {NOTE}"
 
 
 def test_a_delta_sink_that_is_no_delta_table_is_one_line_exit_2_and_nothing_changes(copy):

@@ -5,8 +5,10 @@ copies of fixtures/agg_window_delta (pyspark 4.2.0, delta-spark 4.4.0) in one ch
 * rewind only: the restart re-runs the batches, and the sink writes nothing (the plan's "skip");
 * the table restored (deltalake) to the version before the first re-run batch: the txn stays, the restart writes
   nothing either, and the table has lost the rows of those batches for good;
-* restored with a txn for the query id lowered to the rewind's batch: the restart writes the re-run batches and the
-  table holds exactly the control run's rows.
+* restored with a txn for the query id lowered to the rewind's batch, which ``rewind --delta-sink --execute`` does: the
+  restart writes the re-run batches and the table holds exactly the control run's rows;
+* that repair undone (the table restored again to version 12, the txn back at 12): the restart writes nothing to it and the
+  table holds the control run's rows.
 
 The environment is ``tests/requirements-delta.txt`` plus wmcheck (``pip install --no-deps -e .``), which .ci/run
 makes as ``.venv-delta``, and the jars of ``tests/jvm/fetch-delta.sh`` (``WMCHECK_DELTA_JARS``, default: the
@@ -31,7 +33,9 @@ import queries  # noqa: E402
 
 NAME = "agg_window_delta"
 CONTROL_ROWS = 17
-CASES = {"rewound": None, "restored": {"version": 8}, "restored+txn": {"version": 8, "txn": 8}}
+CASES = {"rewound": None, "restored": {"version": 8}, "repaired": None, "undone": None}
+SINK_STEP = ("repaired", "undone")
+"""The cases rewound with --delta-sink --execute (wmcheck restores the table); the others without it."""
 
 
 def _missing() -> str | None:
@@ -46,7 +50,8 @@ def _missing() -> str | None:
 
 @pytest.fixture(scope="module")
 def restarts(tmp_path_factory):
-    """Every case's copy rewound to batch 8 by wmcheck, then restarted by Spark in one child: (plans, outcomes)."""
+    """Every case's copy rewound to batch 8 by wmcheck (the table restored by it in SINK_STEP, and undone in
+    ``undone``), then restarted by Spark in one child: (plans, outcomes, the control run's rows)."""
     missing = _missing()
     if missing:
         if os.environ.get("CI"):
@@ -59,8 +64,11 @@ def restarts(tmp_path_factory):
         shutil.copytree(FIXTURES / NAME, root)
         run_cli("relocate", root / "checkpoint", "--path-map", f"{fixture_facts(NAME)['root']}={root}", "--execute",
                 "--idle", "0")
-        plans[case] = json.loads(run_cli("rewind", root / "checkpoint", "--to-batch", "8", "--delta-sink",
-                                         root / "output", "--execute", "--idle", "0", "--format", "json").output)
+        rewind = ("rewind", root / "checkpoint", "--to-batch", "8", "--idle", "0", "--format", "json")
+        plans[case] = json.loads(run_cli(*rewind, "--delta-sink", root / "output").output)
+        run_cli(*rewind, *(("--delta-sink", root / "output") if case in SINK_STEP else ()), "--execute")
+        if case == "undone":
+            run_cli("undo", root / "checkpoint", "--idle", "0")
         jobs.append({"root": str(root), "restore": restore})
     done = subprocess.run([python, str(ROOT / "tests" / "delta_restarts.py"), json.dumps(jobs)], capture_output=True,
                           text=True, timeout=600, env={**os.environ, "PYSPARK_PYTHON": python})
@@ -93,10 +101,24 @@ def test_a_restored_table_keeps_the_txn_and_loses_the_re_run_batches_rows(restar
 
 
 @pytest.mark.spark
-def test_restored_with_the_txn_lowered_the_restart_writes_the_control_runs_rows(restarts):
-    """Restore to version 8 in a commit whose txn for the query id is 8: Spark writes batches 9..12 again (versions
-    14..17) and the table holds exactly what the control run from scratch holds."""
-    _, outcomes, control = restarts
-    got = outcomes["restored+txn"]
+def test_rewind_with_the_delta_sink_step_writes_the_control_runs_rows(restarts):
+    """rewind --delta-sink --execute restores the table to version 8 in a commit whose txn for the query id is 8
+    (version 13): Spark writes batches 9..12 again (versions 14..17) and the table holds exactly what the control run
+    from scratch holds."""
+    plans, outcomes, control = restarts
+    assert plans["repaired"]["sinks"][0]["restore"] == {"to_version": 8, "from_version": 12, "txn": 8, "txn_before": 12,
+                                                        "rows": 6, "files": 5, "other_writers": []}
+    got = outcomes["repaired"]
     assert (got["error"], got["batches"], got["version"], got["txn"]) == (None, [9, 10, 11, 12], 17, 12)
+    assert got["rows"] == control
+
+
+@pytest.mark.spark
+def test_the_delta_sink_step_undone_leaves_the_table_as_it_was(restarts):
+    """undo restores the table again (version 14, the files of version 12) with the txn at 12: the restarted query
+    (at batch 12 again) runs one batch, 13, without input, which writes nothing to the table, and the table holds the
+    control run's rows."""
+    _, outcomes, control = restarts
+    got = outcomes["undone"]
+    assert (got["error"], got["batches"], got["version"], got["txn"]) == (None, [13], 14, 12)
     assert got["rows"] == control

@@ -3,6 +3,8 @@
 editable install used by the tests hides such gaps)."""
 from __future__ import annotations
 
+import ast
+import re
 import shutil
 import subprocess
 import sys
@@ -45,3 +47,24 @@ def test_wheel_holds_every_module_data_file_and_package(tmp_path):
     typed = {p for p in packages(sorted(names)) if p.replace(".", "/") + "/py.typed" in names}
     assert typed == installed - {"wmcheck.checkpoint.repair.added"}  # every package of the source is typed (PEP 561)
 
+
+
+def test_each_optional_module_names_an_extra_that_installs_it():
+    """Every ``optional_module(NAME, ..., EXTRA)`` of the source names an extra of pyproject.toml whose requirements
+    give that module's distribution (the error's ``pip install 'wmcheck[EXTRA]'`` must work), and the test extra
+    holds it too."""
+    text = (ROOT / "pyproject.toml").read_text()  # no tomllib before Python 3.11
+    section = text[text.index("[project.optional-dependencies]"):].split("\n[", 1)[0]
+    extras = {name: re.findall(r'"([^"]+)"', reqs) for name, reqs in re.findall(r'(?m)^(\w+) = \[((?:"[^"]*"|[^]"])*)\]', section)}
+    assert {"delta", "kafka", "test"} <= set(extras)
+    distribution = {"deltalake": "deltalake", "confluent_kafka": "confluent-kafka"}
+    used = set()
+    for path in [p for top in SOURCES for p in (ROOT / top).rglob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "optional_module":
+                used.add((node.args[0].value, node.args[2].value))
+    assert used == {("deltalake", "delta"), ("confluent_kafka", "kafka")}
+    for module, extra in used:
+        names = {re.split(r"[<>=\[ ]", req)[0] for req in extras[extra]}
+        assert distribution[module] in names and distribution[module] in {
+            re.split(r"[<>=\[ ]", req)[0] for req in extras["test"]}, (module, extra)

@@ -125,6 +125,8 @@ TESTED_ELSEWHERE = {  # fix lines of docs/check.md run by other Spark tests, whi
     "wmcheck relocate CKPT": "WM027: tests/test_repair_spark.py",
     "wmcheck rewind CKPT --to-batch 8 --file-sink SINK": "WM035: tests/test_repartition_spark.py",
     "wmcheck repartition CKPT --file-sink SINK": "WM036: tests/test_repartition_spark.py",
+    "wmcheck rewind CKPT --to-batch 8 --delta-sink TABLE": "WM087: tests/test_delta_check.py",
+    "wmcheck rewind CKPT --to-batch 8 --delta-sink PATH --execute": "WM086: tests/test_delta_check.py",
 }
 
 

@@ -17,6 +17,7 @@ from ..model import Checkpoint, Operator
 from ..offsets import FAST_METADATA, BatchMetadata, OffsetSeq
 from ..progress import QueryProgress
 from ..repair.requests import RewindRequest
+from ..sinks.delta import DeltaTableLog
 from ..sources.kafka_topics import KafkaTopics
 from ..state_files import StateFile, StateLayout
 from ..state_schema import StateSchemaFile, parse_state_schema
@@ -138,9 +139,13 @@ class Context:
     def __init__(self, ckpt: Checkpoint, sink: FileSystem | None = None, sink_shown: str = "", tz: tzinfo = timezone.utc,
                  stall_batches: int = STALL_BATCHES, progress: QueryProgress | None = None, content: bool = True,
                  state_progress: Callable[[int, int], None] | None = None, operator_lag_ms: int | None = None,
-                 kafka: KafkaTopics | None = None) -> None:
+                 kafka: KafkaTopics | None = None, delta: DeltaTableLog | None = None, delta_shown: str = "") -> None:
         self.ckpt = ckpt
         self.kafka = kafka
+        self.delta = delta
+        """The query's Delta sink table, its log read (``check --delta-sink``; None: not checked)."""
+        self.delta_shown = delta_shown
+        """How findings name the table (relative to the checkpoint where it can be)."""
         """The broker the Kafka sources' offsets are compared with (``check --bootstrap-server``; None: not compared)."""
         self.content = content
         """Decode the state files the next batch loads (``check --no-content``: names only)."""
@@ -281,9 +286,9 @@ class Context:
         shown = self.tree.shown(path)
         return next((problem for where, problem in self.tree.mismatches[kind] if where == shown), None)
 
-    def rewind(self, batch: int) -> RewindRequest:
+    def rewind(self, batch: int, delta_sink: str | None = None) -> RewindRequest:
         """The rewind to ``batch``, with the file sink when one is checked (else the sink stays ahead: WM024)."""
-        return RewindRequest(to_batch=batch, file_sink=self.sink_location)
+        return RewindRequest(to_batch=batch, file_sink=self.sink_location, delta_sink=delta_sink)
 
     def verify_state_files(self, files: list[StateFile]) -> None:
         """Verify the checksum sidecars of state files Spark reads (their bytes are not kept)."""

@@ -9,6 +9,7 @@ from . import (
     access,
     async_progress,
     conf,
+    delta_sink,
     deltas,
     ended_state,
     evicted,
@@ -75,6 +76,7 @@ LISTED: tuple[Check, ...] = (
     deltas.deletes_of_absent_keys, watermark.raised_last_commit_watermark, operator_metadata.misplaced_operator_state,
     kafka_live.offsets_aged_out, kafka_live.topic_gone, kafka_live.offsets_beyond_end, kafka_live.partitions_gone,
     async_progress.async_progress_gaps,
+    delta_sink.table_recreated, delta_sink.table_restored_below,
 )
 
 

@@ -15,7 +15,7 @@ from ..repair_records import APPLIED, APPLYING, UNDOING, UNDONE, BackupHead, Int
 from . import preflight, safety, trust
 from ._hooks import current
 from .backup import Backup, clear_journal, manifest_plan, new_backup_id, open_backup, tidy
-from .execute import apply, step_done, undo
+from .execute import step_done, undo
 from .lock import Lock, acquire
 from .manifest import Manifest, read_manifest
 from .plan import Plan, dumps, load_plan
@@ -252,6 +252,9 @@ def _check_fresh(plan: Plan, replan: Callable[[], Plan]) -> None:
         raise RefusedError(f"the checkpoint changed since the plan was made: {exc.message}", hint=exc.hint) from None
     if plan.same_changes(fresh):
         return
+    if [s.key() for s in plan.steps] == [s.key() for s in fresh.steps] and plan.request == fresh.request:
+        raise RefusedError(f"the Delta sink changed since the plan was made: {_restores(plan)} then, {_restores(fresh)} now",
+                           hint=f"plan again (without {arg('from_plan')}) and review the new plan", param="from_plan")
     old, new = plan.steps, fresh.steps
     index = next((i for i, (a, b) in enumerate(zip(old, new)) if a.key() != b.key()), min(len(old), len(new)))
     if index < min(len(old), len(new)) and old[index].path != new[index].path:
@@ -262,6 +265,13 @@ def _check_fresh(plan: Plan, replan: Callable[[], Plan]) -> None:
         what = "the request differs"
     raise RefusedError(f"the checkpoint changed since the plan was made ({len(old)} steps then, {len(new)} now): {what}",
                        hint=f"plan again (without {arg('from_plan')}) and review the new plan", param="from_plan")
+
+
+def _restores(plan: Plan) -> str:
+    """What a plan does to its sinks' tables, for a refusal."""
+    done = [f"its version {s.restore.from_version} restored to {s.restore.to_version}"
+            for s in plan.sinks if s.restore is not None]
+    return "; ".join(done) or "nothing restored"
 
 
 def _finish(ckpt: Checkpoint, plan: Plan, execution: Execution, options: RunOptions, now: int, fail_after: int | None,
@@ -279,11 +289,11 @@ def _finish(ckpt: Checkpoint, plan: Plan, execution: Execution, options: RunOpti
         extra = [f"{activity}: {arg('execute')} would refuse (stop the query, or {arg('force')})"] if activity else []
         extra += [f"{arg('execute')} would refuse: {link}" for link in safety.link_problems(roots, plan)]
         try:
-            execution.check(plan)
+            execution.check(plan, options.force)
         except CheckpointError as exc:
             extra.append(f"{arg('execute')} would refuse: {exc.message}")
         return RepairResult(plan, False, plan.warnings + tuple(extra))
-    execution.check(plan)
+    execution.check(plan, options.force)
     safety.check_idle(ckpt, options.idle_ms, options.force, now)
     if not execution.needed(plan):
         return RepairResult(plan, True, plan.warnings)
@@ -340,7 +350,8 @@ def _resume(ckpt: Checkpoint, pending: Interrupted, request: RepairRequest, exec
         return RepairResult(plan, False, (note, *plan.warnings), backup_id, backup.files_location, resumed)
     safety.refuse_links(roots, plan)
     safety.check_idle(ckpt, options.idle_ms, options.force, now, safety.written_paths(plan))
-    apply(plan, backup, now, fail_after, resume=True, guard=_guard(ckpt, plan, options, lock))
+    execution.carry_out(Run(ckpt, plan, backup, options.fs_options, now, fail_after, _guard(ckpt, plan, options, lock),
+                            resume=True))
     return RepairResult(plan, True, plan.warnings, backup_id, backup.files_location, resumed)
 
 

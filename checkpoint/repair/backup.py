@@ -165,9 +165,12 @@ class Backup:
     def start(self, plan: Plan, status: Status, plan_sha256: str, entries_sha256: str, resolved: Resolved) -> None:
         """The first manifest of a new backup."""
         head = BackupHead(self.backup_id, plan.command, status, plan.created_ms)
+        table = next((s for s in plan.sinks if s.restore is not None), None)
         self.manifest = Manifest(head, plan.checkpoint, plan.file_sink, None if self.files_fs is None else
                                  self.files_fs.uri(), plan.request, plan.before, plan.after, len(plan.steps),
-                                 plan_sha256, entries_sha256, resolved)
+                                 plan_sha256, entries_sha256, resolved,
+                                 delta_table=table.location if table else None,
+                                 delta_version_before=table.restore.from_version if table and table.restore else None)
         write_manifest(self.ckpt_fs, self.manifest)
 
     def set_status(self, status: Status, applied_ms: int | None = None, undone_ms: int | None = None) -> None:

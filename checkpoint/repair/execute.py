@@ -54,13 +54,15 @@ def _changed(step: Step, what: str) -> CheckpointError:
 
 
 def apply(plan: Plan, backup: Backup, now_ms: int, fail_after: int | None = None, resume: bool = False,
-          guard: Callable[[], None] | None = None) -> None:
+          guard: Callable[[], None] | None = None, then: Callable[[], None] | None = None) -> None:
     """Run (or finish) ``plan``: save originals, apply each step, mark the backup applied, drop the journal.
 
     A fresh plan was checked against the files moments ago; a resumed one is checked step by step
     (a file to remove must still have its planned size). ``guard`` runs before the first change and
     after the last one (the active-query check): if it raises, the run stops journaled, as if killed.
-    ``fail_after=k`` raises :class:`InjectedFailure` once ``k`` steps are done (a test hook).
+    ``fail_after=k`` raises :class:`InjectedFailure` once ``k`` steps are done (a test hook). ``then`` is a change
+    that is no file step (a sink's table restored), made after the last step and before the backup is marked
+    applied: it must tell by itself whether a killed run made it already.
     """
     write_journal(backup.ckpt_fs, backup.backup_id, plan.command, "apply", now_ms)
     _save_originals(plan, backup)
@@ -75,6 +77,8 @@ def apply(plan: Plan, backup: Backup, now_ms: int, fail_after: int | None = None
             raise half_done(plan, index, exc, "apply") from None
     if fail_after == len(plan.steps):
         raise InjectedFailure(f"injected failure after all {len(plan.steps)} steps")
+    if then:
+        then()
     if guard:
         guard()
     if resume:

@@ -51,6 +51,10 @@ class Manifest:
     applied_ms: int | None = None
     undone_ms: int | None = None
     version: int = MANIFEST_VERSION
+    delta_table: str | None = None
+    """The Delta sink table the repair restores (None: none)."""
+    delta_version_before: int | None = None
+    """Its version before the repair: what ``undo`` restores it to."""
 
     @property
     def backup_id(self) -> str:
@@ -82,6 +86,8 @@ class Manifest:
             "resolved": None if self.resolved is None else self.resolved.to_json(),
             "request": self.request.to_json(), "before": self.before.to_json(), "after": self.after.to_json(),
             "steps": self.steps,
+            **({"delta_table": self.delta_table, "delta_version_before": self.delta_version_before}
+               if self.delta_table is not None else {}),
         }
         doc[CHECKSUM] = checksum(doc)
         return doc
@@ -110,7 +116,8 @@ def read_manifest(ckpt_fs: FileSystem, backup_id: str, missing_ok: bool = False)
             entries_sha256=_text(doc.get("entries_sha256")),
             resolved=None if resolved is None else Resolved.from_json(resolved),
             applied_ms=_count(doc.get("applied_ms")), undone_ms=_count(doc.get("undone_ms")),
-            version=int(doc.get("version", 1)),
+            version=int(doc.get("version", 1)), delta_table=_text(doc.get("delta_table")),
+            delta_version_before=_count(doc.get("delta_version_before")),
         )
     except (AttributeError, TypeError, ValueError) as exc:
         raise MalformedFileError(f"expected a wmcheck backup manifest ({exc})", path=path, hint=EDITED_HINT) from None

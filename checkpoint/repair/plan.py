@@ -139,8 +139,8 @@ class Plan:
 
     def same_changes(self, other: "Plan") -> bool:
         """True when ``other`` makes exactly the same changes to exactly the same files."""
-        return (self.command, self.request, [s.key() for s in self.steps]) == (
-            other.command, other.request, [s.key() for s in other.steps])
+        return (self.command, self.request, [s.key() for s in self.steps], [s.restore for s in self.sinks]) == (
+            other.command, other.request, [s.key() for s in other.steps], [s.restore for s in other.sinks])
 
     def to_json(self) -> dict[str, Any]:
         return {

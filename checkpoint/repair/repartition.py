@@ -136,7 +136,7 @@ class SparkBatch(Execution):
     runner: Repartitioner | None
     before: StateRows | None = None
 
-    def check(self, plan: Plan) -> None:
+    def check(self, plan: Plan, force: bool = False) -> None:
         if plan.params(RepartitionParams).partitions is None:
             return
         if self.runner is None:

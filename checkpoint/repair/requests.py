@@ -85,7 +85,8 @@ class RewindRequest(RepairRequest):
     keep_next_offsets: bool = False
     keep_source_log: bool = False
     delta_sink: str | None = None
-    """The query's Delta sink table: the plan says what it does with the re-run batches."""
+    """The query's Delta sink table: the plan says what it does with the re-run batches, and an executed rewind
+    restores it so that they are written (:mod:`.sink_step`)."""
     kafka_sink: str | None = None
     """The topic of the query's Kafka sink: the plan counts the records the re-run batches write again."""
     bootstrap_server: str | None = None
@@ -126,6 +127,18 @@ class RewindRequest(RepairRequest):
         from .plan_params import RewindParams
 
         return self.to_batch is not None and plan.params(RewindParams).batch != self.to_batch
+
+    def execution(self) -> Execution:
+        from .sink_step import DeltaSinkStep
+
+        return DeltaSinkStep()
+
+    @staticmethod
+    def undo_unplanned(ckpt: Checkpoint, plan: Plan, backup: Backup, now: int) -> list[Restored]:
+        """The Delta sink table a rewind restored, restored again (:func:`.sink_step.undo_table`)."""
+        from .sink_step import undo_table
+
+        return undo_table(ckpt, plan, backup, now)
 
 
 @dataclass(frozen=True)

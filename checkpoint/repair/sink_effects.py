@@ -1,6 +1,7 @@
 """The plan's section "what the sink does with the re-run batches": the batch ids a repair makes the query run again
-and, per id, what the sink does: a Delta sink (``delta_sink``) skips or writes it (its ``txn``), a Kafka sink
-(``kafka_sink``, asked of the broker) writes its records again, a ``foreachBatch`` function is called with it again."""
+and, per id, what the sink does: a Delta sink (``delta_sink``) skips or writes it (its ``txn``), with the table's
+restore ``--execute`` makes so that the skipped ones are written (:mod:`.sink_step`); a Kafka sink (``kafka_sink``,
+asked of the broker) writes its records again; a ``foreachBatch`` function is called with it again."""
 from __future__ import annotations
 
 import dataclasses
@@ -11,6 +12,7 @@ from ..errors import CheckpointError, arg
 from ..model import Checkpoint
 from ..sinks import foreach_batch, kafka
 from ..sinks.delta import read_delta_log, rerun_effect
+from ..sinks.delta_restore import plan_restore, restore_text
 from ..sources.kafka_topics import KafkaTopics
 from .plan import Plan
 
@@ -56,7 +58,12 @@ def _with_delta(plan: Plan, ckpt: Checkpoint, delta_sink: str | None, fs_options
         raise CheckpointError("the checkpoint has no metadata file: its query id, which the Delta sink's txn names, "
                               "is unknown", path="metadata", param="delta_sink")
     log = read_delta_log(delta_sink, fs_options)
-    return dataclasses.replace(plan, sinks=(*plan.sinks, rerun_effect(log, meta.query_id, rerun_batches(plan))))
+    after = plan.after.last_committed_batch
+    effect = rerun_effect(log, meta.query_id, rerun_batches(plan))
+    restore = plan_restore(log, effect, after) if after is not None else None
+    effect = dataclasses.replace(effect, restore=restore)
+    notes = (f"Delta sink: {restore_text(restore)}",) if restore else ()
+    return dataclasses.replace(plan, sinks=(*plan.sinks, effect), notes=(*plan.notes, *notes))
 
 
 def delta_sink_of(plan: Plan) -> str | None:

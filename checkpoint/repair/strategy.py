@@ -28,13 +28,16 @@ class Run:
     fail_after: int | None
     guard: Callable[[], None]
     """The idle and lock check, repeated right before the first change (see :func:`.safety.idle_guard`)."""
+    resume: bool = False
+    """Finishing an interrupted run (each step checked against the files first)."""
 
 
 class Execution:
     """The default strategy: the plan's steps, applied in order (:func:`.execute.apply`)."""
 
-    def check(self, plan: Plan) -> None:
-        """Raise a CheckpointError when ``plan`` cannot be executed here (a dry run shows it as a warning)."""
+    def check(self, plan: Plan, force: bool = False) -> None:
+        """Raise a CheckpointError when ``plan`` cannot be executed here (a dry run shows it as a warning);
+        ``force``: the user overrides what may be overridden."""
 
     def needed(self, plan: Plan) -> bool:
         """Whether executing ``plan`` changes anything (else no backup is made)."""
@@ -45,7 +48,7 @@ class Execution:
 
     def carry_out(self, run: Run) -> Verification | None:
         """Make the plan's changes; the journal and the manifest's status are this method's to keep."""
-        apply(run.plan, run.backup, run.now, run.fail_after, guard=run.guard)
+        apply(run.plan, run.backup, run.now, run.fail_after, resume=run.resume, guard=run.guard)
         return None
 
     def restarts(self, plan: Plan) -> bool:

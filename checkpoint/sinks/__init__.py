@@ -27,6 +27,34 @@ class SinkBatch:
 
 
 @dataclass(frozen=True)
+class TableRestore:
+    """The sink-side step of an executed repair: restore the Delta table from version ``from_version`` (its latest
+    when planned) to ``to_version`` (the version before the first re-run batch's commit) in a commit that sets the
+    query's ``txn`` from ``txn_before`` to ``txn`` (the rewind's batch), so that the restart writes the re-run batches.
+    ``rows`` and ``files``: what the versions after ``to_version`` added and the table still holds, which the restore
+    removes (``rows`` None: not counted: a commit records no count, or lost some of its files since); ``other_writers``: versions after ``to_version`` whose commit has no ``txn`` of this
+    query (another writer's, or a commit whose JSON file is gone)."""
+
+    to_version: int
+    from_version: int
+    txn: int
+    txn_before: int
+    rows: int | None
+    files: int
+    other_writers: tuple[int, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"to_version": self.to_version, "from_version": self.from_version, "txn": self.txn,
+                "txn_before": self.txn_before, "rows": self.rows, "files": self.files,
+                "other_writers": list(self.other_writers)}
+
+    @classmethod
+    def from_json(cls, obj: Any) -> "TableRestore":
+        return cls(int(obj["to_version"]), int(obj["from_version"]), int(obj["txn"]), int(obj["txn_before"]),
+                   obj["rows"], int(obj["files"]), tuple(int(v) for v in obj["other_writers"]))
+
+
+@dataclass(frozen=True)
 class SinkEffect:
     """What the sink does with the batches a repair makes the query run again: ``kind`` (``delta``), where it is,
     the batch ids, and per id what happens; ``summary`` says it in one sentence."""
@@ -38,13 +66,17 @@ class SinkEffect:
     """The last batch id the sink committed for this query (Delta: the ``txn`` version; None: none)."""
     batches: tuple[SinkBatch, ...]
     summary: str
+    restore: TableRestore | None = None
+    """What ``--execute`` does to the table (None: nothing, no re-run batch is skipped)."""
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "location": self.location, "query_id": self.query_id, "committed": self.committed,
-                "batches": [b.to_json() for b in self.batches], "summary": self.summary}
+                "batches": [b.to_json() for b in self.batches], "summary": self.summary,
+                "restore": None if self.restore is None else self.restore.to_json()}
 
     @classmethod
     def from_json(cls, obj: Any) -> "SinkEffect":
         return cls(str(obj["kind"]), str(obj["location"]), str(obj["query_id"]), obj["committed"],
                    tuple(SinkBatch(int(b["batch"]), b["action"], b["version"], int(b["files"]), b["rows"])
-                         for b in obj["batches"]), str(obj["summary"]))
+                         for b in obj["batches"]), str(obj["summary"]),
+                   None if obj.get("restore") is None else TableRestore.from_json(obj["restore"]))

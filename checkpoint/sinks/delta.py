@@ -39,6 +39,9 @@ class DeltaCommit:
     added: tuple[str, ...]
     removed: tuple[str, ...]
     rows: int | None
+    restored_to: int | None = None
+    """A ``RESTORE`` commit's target version (``operationParameters.version``; None: another operation, or a restore
+    named by time)."""
 
 
 @dataclass(frozen=True)
@@ -60,8 +63,9 @@ class DeltaTableLog:
         return self.txns.get(app_id)
 
     def batch_commits(self, app_id: str) -> dict[int, DeltaCommit]:
-        """Batch id -> the (latest) table version whose commit recorded it for query ``app_id``."""
-        return {c.txns[app_id]: c for c in self.commits if app_id in c.txns}
+        """Batch id -> the (latest) table version whose commit wrote it for query ``app_id`` (a ``RESTORE`` commit
+        that sets the query's txn, as ``rewind --delta-sink --execute`` makes, writes no batch)."""
+        return {c.txns[app_id]: c for c in self.commits if app_id in c.txns and c.operation != "RESTORE"}
 
     def commit(self, version: int) -> DeltaCommit | None:
         return next((c for c in self.commits if c.version == version), None)
@@ -158,8 +162,17 @@ def _commit(version: int, data: bytes) -> DeltaCommit:
             info = action["commitInfo"]
     rows = None if None in counts else sum(c for c in counts if c is not None)
     stamp = info.get("timestamp")
+    params = info.get("operationParameters")
+    target = params.get("version") if info.get("operation") == "RESTORE" and isinstance(params, dict) else None
     return DeltaCommit(version, stamp if isinstance(stamp, int) else None, info.get("operation"), txns,
-                       tuple(added), tuple(removed), rows)
+                       tuple(added), tuple(removed), rows, _version(target))
+
+
+def _version(value: object) -> int | None:
+    """A version as a commit's parameters give it (a number, or its text)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    return int(value) if isinstance(value, str) and value.isdigit() else None
 
 
 def _replay(data: bytes, path: str, txns: dict[str, int], files: set[str]) -> str | None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from ..errors import CheckpointError, arg
+from ..extras import optional_module
 
 if TYPE_CHECKING:
     from confluent_kafka.admin import AdminClient
@@ -42,12 +43,7 @@ class TopicState:
 
 
 def _client_module() -> Any:
-    try:
-        import confluent_kafka
-    except ImportError:
-        raise CheckpointError("asking the Kafka broker needs the Kafka client, which is not installed",
-                              hint="pip install 'wmcheck[kafka]'") from None
-    return confluent_kafka
+    return optional_module("confluent_kafka", "asking the Kafka broker", "kafka", "the Kafka client")
 
 
 class KafkaTopics:
