@@ -160,7 +160,7 @@ class Output:
         self.rows(rows, view=views.batches(rows, self.tz))
 
     def state_summary(self, summary: StateSummary) -> None:
-        self.document(summary, *views.state_summary(summary))
+        self.document(summary, *views.state_summary(summary, self.tz))
 
     def findings(self, results: Sequence[Result], strict: bool) -> None:
         """``wmcheck check``: every finding of every checkpoint, its fix as an object (kind, text, request)."""

@@ -153,8 +153,8 @@ STORE_COLUMNS = ["operator_id", "operator", "store", "rows", "per partition", "e
 BAR = 40
 
 
-def state_summary(s: StateSummary) -> tuple[Fields, list[Table]]:
-    """``wmcheck state``."""
+def state_summary(s: StateSummary, tz: tzinfo | None = None) -> tuple[Fields, list[Table]]:
+    """``wmcheck state``: times in ``tz`` (epoch ms in JSON and CSV)."""
     fields: Fields = [
         ("checkpoint", s.checkpoint),
         ("batch", f"{s.batch} (state written by batch {s.state_batch_id})"),
@@ -175,8 +175,8 @@ def state_summary(s: StateSummary) -> tuple[Fields, list[Table]]:
     tables: list[Table] = [
         ("Stores", rows, STORE_COLUMNS),
         ("Eviction", [{"operator_id": st.operator_id, "store": st.store, "rule": st.eviction,
-                       "watermark": st.watermark_ms if st.watermark_ms is not None else "unknown",
-                       "watermark from": st.watermark_from} for st in s.stores],
+                       "watermark": format_ms(st.watermark_ms, tz or timezone.utc) or "unknown",
+                       "watermark from": st.watermark_from or "unknown"} for st in s.stores],
          ["operator_id", "store", "watermark", "watermark from", "rule"]),
     ]
     for st in s.stores:
