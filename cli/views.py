@@ -148,6 +148,14 @@ def batches(rows: Sequence[BatchRow], tz: tzinfo | None = None) -> RowView:
 
     return RowView([*BATCH_COLUMNS, *progress, *(f"operator {i} late / evict" for i in ids)], row)
 
+def behind_watermark(ms: int | None) -> str | None:
+    """How far the watermark is past an event time; one the watermark has not reached yet is ``ahead by 5s``
+    (JSON and CSV: the signed milliseconds)."""
+    if ms is None or ms >= 0:
+        return format_duration(ms)
+    return f"ahead by {format_duration(-ms)}"
+
+
 STORE_COLUMNS = ["operator_id", "operator", "store", "rows", "per partition", "event-time column",
                  "older than watermark", "oldest event time", "behind watermark"]
 BAR = 40
@@ -168,9 +176,9 @@ def state_summary(s: StateSummary, tz: tzinfo | None = None) -> tuple[Fields, li
         "rows": st.rows,
         "per partition": " ".join(f"{p}:{n}" for p, n in st.rows_per_partition.items()),
         "event-time column": st.event_time_column or "none: never evicted",
-        "older than watermark": st.older_than_watermark if st.evictable else None,
-        "oldest event time": st.oldest_event_time,
-        "behind watermark": format_duration(st.oldest_behind_watermark_ms),
+        "older than watermark": st.older_than_watermark if st.evictable else "never evicted",
+        "oldest event time": st.oldest_event_time if st.event_time_column else "none",
+        "behind watermark": behind_watermark(st.oldest_behind_watermark_ms) if st.event_time_column else "none",
     } for st in s.stores]
     tables: list[Table] = [
         ("Stores", rows, STORE_COLUMNS),
@@ -204,7 +212,7 @@ def state_rows(targets: Mapping[tuple[int, str], Target], notes: Sequence[str], 
     def row(r: Mapping[str, Any]) -> dict[str, Any]:
         ms = r["event_time_ms"]
         wm = targets[(r["operator_id"], r["store"])].watermark_ms
-        return {**r, "event time": format_ms(ms, tz), "behind watermark": format_duration(None if ms is None else wm - ms)}
+        return {**r, "event time": format_ms(ms, tz), "behind watermark": behind_watermark(None if ms is None else wm - ms)}
 
     return title, RowView(["operator_id", "store", "partition_id", "key", "value", "event time", "behind watermark"], row)
 
