@@ -344,6 +344,12 @@ def _samples(samples: Sequence[Any]) -> list[dict[str, Any]]:
              "row": json.dumps(s.row, sort_keys=True, ensure_ascii=False)} for s in samples]
 
 
+def _schema_fields(sc: Any) -> list[dict[str, Any]]:
+    """A state schema field by field; a side without the field says ``none``."""
+    return [{"field": f.name, "checkpoint": f.old or "none", "new query": f.new or "none", "change": f.change}
+            for f in sc.fields]
+
+
 def compat_report(report: "CompatReport") -> tuple[Fields, list[Table]]:
     """``wmcheck compat``."""
     how = {"rerun": "a committed batch, re-run", "pending": "the planned batch a restart re-runs",
@@ -360,7 +366,7 @@ def compat_report(report: "CompatReport") -> tuple[Fields, list[Table]]:
         if refusal.schema is not None:
             sc = refusal.schema
             tables.append((f"Operator {sc.operator_id} {sc.store} {sc.part} schema: checkpoint -> new query",
-                           [{"field": f.name, "checkpoint": f.old, "new query": f.new, "change": f.change} for f in sc.fields],
+                           _schema_fields(sc),
                            ["field", "checkpoint", "new query", "change"]))
         if refusal.operators:
             tables.append(("Stateful operators: checkpoint -> new query",
@@ -384,7 +390,7 @@ def compat_report(report: "CompatReport") -> tuple[Fields, list[Table]]:
             tables.append(("State rows that differ", changed, ["operator_id", "store", "side", "row"]))
     for sc in report.schemas:
         tables.append((f"State schema evolved: operator {sc.operator_id} {sc.store} {sc.part}",
-                       [{"field": f.name, "checkpoint": f.old, "new query": f.new, "change": f.change} for f in sc.fields],
+                       _schema_fields(sc),
                        ["field", "checkpoint", "new query", "change"]))
     wm = report.watermark
     if wm is not None:
