@@ -34,8 +34,9 @@ def own_process() -> None:
     """Called by the console script: wmcheck is the whole process, so commands may make settings that outlast them.
     Ctrl-C ends it at once (:func:`interrupted`)."""
     _PROCESS["own"] = True
-    with contextlib.suppress(OSError):  # Spark's start sends fd 2 to /dev/null for a while: the line still shows
-        _PROCESS["stderr"] = os.dup(2)
+    if _PROCESS["stderr"] == 2:  # Spark's start sends fd 2 to /dev/null for a while: the line still shows
+        with contextlib.suppress(OSError):
+            _PROCESS["stderr"] = os.dup(2)
     own_interrupts()
 
 
