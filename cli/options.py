@@ -11,7 +11,7 @@ import click
 from wmcheck.checkpoint.errors import CheckpointError
 from wmcheck.checkpoint.timeutil import zone
 
-from .output import FORMATS
+from .output import FORMATS, WIDE_KEY
 
 if TYPE_CHECKING:
     from wmcheck.checkpoint.model import Checkpoint
@@ -79,14 +79,21 @@ def _keep_format(ctx: click.Context, _param: click.Parameter, value: str) -> str
     return value
 
 
+def _set_wide(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:
+        ctx.find_root().meta[WIDE_KEY] = True
+
+
 def _zone(_ctx: click.Context, _param: click.Parameter, value: str) -> tzinfo:
     return zone(value)
 
 
 def common_options(formats: tuple[str, ...] = FORMATS) -> Callable:
-    """``--format``, ``--tz``, ``--fs-option``, ``--timeout`` and ``--debug``."""
+    """``--format``, ``--wide``, ``--tz``, ``--fs-option``, ``--timeout`` and ``--debug``."""
 
     def decorate(fn: Callable) -> Callable:
+        fn = click.option("--wide", is_flag=True, expose_value=False, is_eager=True, callback=_set_wide,
+                          help="Tables: full text in every cell, lines as long as they are (default: wrapped to the terminal).")(fn)
         fn = click.option("--debug", is_flag=True, expose_value=False, is_eager=True, callback=_set_debug, help="Show tracebacks.")(fn)
         fn = click.option("--timeout", type=click.FloatRange(min=0, min_open=True), expose_value=False, is_eager=True,
                           callback=_set_timeout, metavar="SECONDS",

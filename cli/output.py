@@ -165,7 +165,7 @@ class Output:
         self.rows(rows, view=views.batches(rows, self.tz))
 
     def state_summary(self, summary: StateSummary) -> None:
-        self.document(summary, *views.state_summary(summary))
+        self.document(summary, *views.state_summary(summary, self.tz))
 
     def findings(self, results: Sequence[Result], strict: bool) -> None:
         """``wmcheck check``: every finding of every checkpoint, its fix as an object (kind, text, request)."""
@@ -274,6 +274,27 @@ def terminal_width(stream: TextIO | None) -> int | None:
     return None
 
 
+WIDE_KEY = "wmcheck.wide"
+"""``--wide`` was given: tables keep their lines as long as they are."""
+
+
+def wide_requested() -> bool:
+    """``--wide`` (kept in the command line's root context as it is parsed)."""
+    ctx = click.get_current_context(silent=True)
+    return ctx is not None and bool(ctx.find_root().meta.get(WIDE_KEY))
+
+
+UNKNOWN = "unknown"
+"""A table's cell whose value is not known (JSON and CSV: null and empty)."""
+
+
+def table_cell(value: Any) -> str:
+    """A value as a table cell: never blank (``unknown``; an empty list: ``none``)."""
+    if isinstance(value, (list, tuple)) and not value:
+        return "none"
+    return cell(value) or UNKNOWN
+
+
 MIN_WRAPPED = 24
 """The narrowest a wrapped column gets, however narrow the terminal."""
 
@@ -295,13 +316,15 @@ def fitted_widths(cells: Sequence[Sequence[str]], columns: Sequence[str], width:
 class TableOutput(Output):
     def __init__(self, stream: TextIO | None = None, tz: tzinfo = timezone.utc) -> None:
         super().__init__(stream, tz)
-        self.width = terminal_width(stream)
+        self.width = None if wide_requested() else terminal_width(stream)
 
     def _table(self, rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> str:
-        """A table; wider than the terminal, its widest columns (messages, fixes) wrap to fit."""
+        """A table; wider than the terminal (and without ``--wide``), its widest columns (messages, fixes) wrap to
+        fit. A column no row has a value in is left out; a cell without one says ``unknown``."""
         from tabulate import tabulate
 
-        cells = [[cell(r.get(c)) for c in columns] for r in rows]
+        columns = [c for c in columns if any(r.get(c) not in (None, "") for r in rows)]
+        cells = [[table_cell(r.get(c)) for c in columns] for r in rows]
         caps = None if self.width is None else fitted_widths(cells, columns, self.width)
         return tabulate(cells, headers=list(columns), tablefmt="simple", disable_numparse=True,
                         **({"maxcolwidths": caps} if caps else {}))
@@ -319,7 +342,7 @@ class TableOutput(Output):
     def document(self, doc, fields, tables):
         width = max((len(label) for label, _ in fields), default=0)
         for label, text in fields:
-            self.write(f"{label + ':':<{width + 1}} {cell(text)}")
+            self.write(f"{label + ':':<{width + 1}} {table_cell(text)}")
         for title, rows, columns in tables:
             self.write("")
             self.rows(rows, columns, title=title)

@@ -27,13 +27,16 @@ class _Hidden:
         return None
 
 
-_PROCESS = {"own": False}
+_PROCESS: dict[str, Any] = {"own": False, "stderr": 2}
 
 
 def own_process() -> None:
     """Called by the console script: wmcheck is the whole process, so commands may make settings that outlast them.
     Ctrl-C ends it at once (:func:`interrupted`)."""
     _PROCESS["own"] = True
+    if _PROCESS["stderr"] == 2:  # Spark's start sends fd 2 to /dev/null for a while: the line still shows
+        with contextlib.suppress(OSError):
+            _PROCESS["stderr"] = os.dup(2)
     own_interrupts()
 
 
@@ -46,9 +49,10 @@ def own_interrupts() -> None:
 
 
 def interrupted() -> None:
-    """End the process for Ctrl-C: exit 130, no traceback, without waiting for threads or Spark."""
+    """End the process for Ctrl-C: exit 130, no traceback, without waiting for threads or Spark; the ``interrupted``
+    line goes to the standard error the process started with (while a driver JVM starts, fd 2 is /dev/null)."""
     try:
-        os.write(2, b"\ninterrupted\n")
+        os.write(_PROCESS["stderr"], b"\ninterrupted\n")
     except OSError:
         pass
     os._exit(EXIT_INTERRUPTED)

@@ -58,12 +58,15 @@ def repair_result(result: RepairResult, tz: tzinfo) -> tuple[Fields, list[Table]
         ("last batch", f"{before.last_batch} -> {after.last_batch}"),
         ("last committed", f"{before.last_committed_batch} -> {after.last_committed_batch}"),
         ("watermark", f"{_watermark(before.watermark_ms, tz)} -> {_watermark(after.watermark_ms, tz)}"),
-        ("changes", f"{plan.count('remove')} file(s) removed (moved into the backup), {plan.count('write')} written"),
+        ("changes", f"{plan.count('remove')} file(s) removed (moved into the backup), {plan.count('write')} written"
+                    + (f"; Spark writes {len(plan.spark_writes)} more (steps marked Spark)" if plan.spark_writes else "")),
         *([("backup", result.backup)] if result.backup else []),
         *[("warning", w) for w in result.warnings],
     ]
-    steps = [{"step": i, "action": s.action, "phase": s.phase, "path": s.path, "reason": s.reason}
-             for i, s in enumerate(plan.steps)]
+    steps = [*({"step": "Spark", "action": "write", "phase": w.phase, "path": w.path + ((" (and their .crc)" if w.optional else " (and its .crc)") if w.crc else ""),
+                "reason": w.reason} for w in plan.spark_writes),
+             *({"step": i, "action": s.action, "phase": s.phase, "path": s.path, "reason": s.reason}
+               for i, s in enumerate(plan.steps))]
     if plan.command == "reset-offsets":
         tables: list[Table] = [("Offsets (where the next batch starts)", reset_rows(plan), RESET_COLUMNS)]
     else:

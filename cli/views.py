@@ -149,13 +149,21 @@ def batches(rows: Sequence[BatchRow], tz: tzinfo | None = None) -> RowView:
 
     return RowView([*BATCH_COLUMNS, *progress, *(f"operator {i} late / evict" for i in ids)], row)
 
+def behind_watermark(ms: int | None) -> str | None:
+    """How far the watermark is past an event time; one the watermark has not reached yet is ``ahead by 5s``
+    (JSON and CSV: the signed milliseconds)."""
+    if ms is None or ms >= 0:
+        return format_duration(ms)
+    return f"ahead by {format_duration(-ms)}"
+
+
 STORE_COLUMNS = ["operator_id", "operator", "store", "rows", "per partition", "event-time column",
                  "older than watermark", "oldest event time", "behind watermark"]
 BAR = 40
 
 
-def state_summary(s: StateSummary) -> tuple[Fields, list[Table]]:
-    """``wmcheck state``."""
+def state_summary(s: StateSummary, tz: tzinfo | None = None) -> tuple[Fields, list[Table]]:
+    """``wmcheck state``: times in ``tz`` (epoch ms in JSON and CSV)."""
     fields: Fields = [
         ("checkpoint", s.checkpoint),
         ("batch", f"{s.batch} (state written by batch {s.state_batch_id})"),
@@ -169,15 +177,15 @@ def state_summary(s: StateSummary) -> tuple[Fields, list[Table]]:
         "rows": st.rows,
         "per partition": " ".join(f"{p}:{n}" for p, n in st.rows_per_partition.items()),
         "event-time column": st.event_time_column or "none: never evicted",
-        "older than watermark": st.older_than_watermark if st.evictable else None,
-        "oldest event time": st.oldest_event_time,
-        "behind watermark": format_duration(st.oldest_behind_watermark_ms),
+        "older than watermark": st.older_than_watermark if st.evictable else "never evicted",
+        "oldest event time": st.oldest_event_time if st.event_time_column else "none",
+        "behind watermark": behind_watermark(st.oldest_behind_watermark_ms) if st.event_time_column else "none",
     } for st in s.stores]
     tables: list[Table] = [
         ("Stores", rows, STORE_COLUMNS),
         ("Eviction", [{"operator_id": st.operator_id, "store": st.store, "rule": st.eviction,
-                       "watermark": st.watermark_ms if st.watermark_ms is not None else "unknown",
-                       "watermark from": st.watermark_from} for st in s.stores],
+                       "watermark": format_ms(st.watermark_ms, tz or timezone.utc) or "unknown",
+                       "watermark from": st.watermark_from or "unknown"} for st in s.stores],
          ["operator_id", "store", "watermark", "watermark from", "rule"]),
     ]
     for st in s.stores:
@@ -205,7 +213,7 @@ def state_rows(targets: Mapping[tuple[int, str], Target], notes: Sequence[str], 
     def row(r: Mapping[str, Any]) -> dict[str, Any]:
         ms = r["event_time_ms"]
         wm = targets[(r["operator_id"], r["store"])].watermark_ms
-        return {**r, "event time": format_ms(ms, tz), "behind watermark": format_duration(None if ms is None else wm - ms)}
+        return {**r, "event time": format_ms(ms, tz), "behind watermark": behind_watermark(None if ms is None else wm - ms)}
 
     return title, RowView(["operator_id", "store", "partition_id", "key", "value", "event time", "behind watermark"], row)
 
@@ -355,6 +363,12 @@ def _samples(samples: Sequence[Any]) -> list[dict[str, Any]]:
              "row": json.dumps(s.row, sort_keys=True, ensure_ascii=False)} for s in samples]
 
 
+def _schema_fields(sc: Any) -> list[dict[str, Any]]:
+    """A state schema field by field; a side without the field says ``none``."""
+    return [{"field": f.name, "checkpoint": f.old or "none", "new query": f.new or "none", "change": f.change}
+            for f in sc.fields]
+
+
 def compat_report(report: "CompatReport") -> tuple[Fields, list[Table]]:
     """``wmcheck compat``."""
     how = {"rerun": "a committed batch, re-run", "pending": "the planned batch a restart re-runs",
@@ -371,7 +385,7 @@ def compat_report(report: "CompatReport") -> tuple[Fields, list[Table]]:
         if refusal.schema is not None:
             sc = refusal.schema
             tables.append((f"Operator {sc.operator_id} {sc.store} {sc.part} schema: checkpoint -> new query",
-                           [{"field": f.name, "checkpoint": f.old, "new query": f.new, "change": f.change} for f in sc.fields],
+                           _schema_fields(sc),
                            ["field", "checkpoint", "new query", "change"]))
         if refusal.operators:
             tables.append(("Stateful operators: checkpoint -> new query",
@@ -395,7 +409,7 @@ def compat_report(report: "CompatReport") -> tuple[Fields, list[Table]]:
             tables.append(("State rows that differ", changed, ["operator_id", "store", "side", "row"]))
     for sc in report.schemas:
         tables.append((f"State schema evolved: operator {sc.operator_id} {sc.store} {sc.part}",
-                       [{"field": f.name, "checkpoint": f.old, "new query": f.new, "change": f.change} for f in sc.fields],
+                       _schema_fields(sc),
                        ["field", "checkpoint", "new query", "change"]))
     wm = report.watermark
     if wm is not None:

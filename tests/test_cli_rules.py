@@ -244,3 +244,20 @@ def test_ctrl_c_while_the_command_line_is_imported_ends_it_as_at_any_other_point
             "runpy.run_module('wmcheck.cli', run_name='__main__')\n")
     done = subprocess.run([sys.executable, "-c", hook, "show", str(CKPT)], capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stdout, done.stderr) == (130, "", "\ninterrupted\n")
+
+
+def test_ctrl_c_while_spark_starts_prints_the_interrupted_line_too():
+    """SIGINT while replay's driver JVM starts (its standard error sent to /dev/null for the JVM's own warnings): the
+    same ``interrupted`` line on the terminal's standard error and exit 130 as at any other point."""
+    hook = ("import os, runpy, signal, sys, time\n"
+            "from pyspark.sql import SparkSession\n"
+            "def starting(self):\n"
+            "    assert os.path.samefile('/proc/self/fd/2', os.devnull)\n"
+            "    os.kill(os.getpid(), signal.SIGINT)\n"
+            "    time.sleep(60)\n"
+            "SparkSession.Builder.getOrCreate = starting\n"
+            "sys.argv = ['wmcheck', *sys.argv[1:]]\n"
+            "runpy.run_module('wmcheck.cli', run_name='__main__')\n")
+    args = ["replay", str(CKPT), "--from", "4", "--to", "4", "--source-format", "json", "--count"]
+    done = subprocess.run([sys.executable, "-c", hook, *args], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (130, "", "\ninterrupted\n")

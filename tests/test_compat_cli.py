@@ -79,7 +79,7 @@ def test_a_refused_change_exits_2_with_the_field_side_by_side(spark, fixture_cop
                                              "added max int.")
     table = run_cli("compat", fixture_copy / "checkpoint", "--query", query, exit_code=2).stdout
     assert "Operator 0 default value schema: checkpoint -> new query" in table
-    assert [line.split() for line in table.splitlines() if line.startswith("max ")] == [["max", "int", "added"]]
+    assert [line.split() for line in table.splitlines() if line.startswith("max ")] == [["max", "none", "int", "added"]]
     assert "rule:" in table and "Streaming aggregation: any change in number or type of grouping keys" in table
 
 

@@ -380,25 +380,26 @@ def test_a_backup_dir_given_as_a_link_or_holding_links_is_checked(tmp_path):
     refused(case, f"the backup directory {link}/{case.backup_id} led to {real}/{case.backup_id} when repair")
 
 
-# -- a saved plan may not widen what a command touches ---------------------------------------------
+# -- a saved plan changes what it lists, and only that ---------------------------------------------
 
 
-def test_a_saved_plan_naming_another_sink_is_refused(tmp_path):
+def test_a_saved_plan_changes_its_own_sink_and_a_command_naming_another_is_refused(tmp_path):
     root = copy_of(HDFS, tmp_path)
     other = tmp_path / "other-sink"
     shutil.copytree(root / "output", other)
     plan = tmp_path / "plan.json"
     run_cli("rewind", root / "checkpoint", "--to-batch", "10", "--file-sink", other, "--plan-out", plan, "--idle", "0")
     before = snapshot(root), snapshot(other)
-    result = run_cli("rewind", root / "checkpoint", "--from-plan", plan, "--execute", "--idle", "0", exit_code=2)
-    assert result.stderr.startswith(f"Error: the plan changes the file sink {other}, which the command does not name: "
-                                    "a saved plan cannot choose what is changed (hint: pass --file-sink ")
     result = run_cli("rewind", root / "checkpoint", "--from-plan", plan, "--file-sink", root / "output", "--execute",
                      "--idle", "0", exit_code=2)
-    assert f"the plan changes the file sink {other}, which the command does not name (it names {root / 'output'})" \
-        in result.stderr
+    assert result.stderr == (f"Error: the plan changes the file sink {other}, the command names {root / 'output'}: "
+                             "a saved plan changes only what it lists (hint: leave out --file-sink to apply the plan "
+                             "as saved, or plan again with the sink meant)\n")
     assert (snapshot(root), snapshot(other)) == before
-    run_cli("rewind", root / "checkpoint", "--from-plan", plan, "--file-sink", other, "--execute", "--idle", "0")
+    done = run_cli("rewind", root / "checkpoint", "--from-plan", plan, "--execute", "--idle", "0").stdout
+    assert f"file sink:      {other}" in done.split("\n")
+    assert not (other / "_spark_metadata" / "12").exists()  # the plan's sink rewound, the query's own untouched
+    assert (root / "output" / "_spark_metadata" / "12").exists()
 
 
 def test_a_saved_plan_without_a_sink_is_refused_with_one(tmp_path):

@@ -152,6 +152,20 @@ def test_plan_out_then_from_plan_on_the_command_line(copy, tmp_path):
     assert err.startswith("Error: the checkpoint changed since the plan was made")
 
 
+def test_a_saved_plan_with_a_file_sink_executes_without_naming_the_sink_again(copy, tmp_path):
+    """The plan names its sink (and shows it): --from-plan FILE --execute applies it to that sink, no --file-sink."""
+    plan = tmp_path / "plan.json"
+    sink = copy / "output"
+    run_cli("rewind", copy / "checkpoint", "--to-batch", "10", "--file-sink", sink, "--plan-out", plan, "--idle", "0")
+    done = run_cli("rewind", copy / "checkpoint", "--from-plan", plan, "--execute", "--idle", "0").stdout
+    head = done.split("\n")[:4]
+    assert head[:3] == ["command:        rewind", f"checkpoint:     {copy / 'checkpoint'}", f"file sink:      {sink}"]
+    assert head[3].startswith("mode:           applied; backup ") and head[3].endswith("-rewind")
+    assert "changes:        34 file(s) removed (moved into the backup), 0 written" in done.split("\n")
+    assert {p.name for p in (sink / "_spark_metadata").iterdir() if not p.name.startswith(".")} == {
+        *map(str, range(9)), "9.compact", "10"}  # the sink's log rewound with the checkpoint
+
+
 @pytest.mark.parametrize("args, message", [
     (["rewind", "{ckpt}", "--to-batch", "13", "--idle", "0"],
      "Error: cannot rewind to batch 13: batch 13 is not committed: the last committed batch is 12 "

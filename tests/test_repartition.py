@@ -202,3 +202,55 @@ def test_operator_view_uses_the_metadata_of_the_batch_the_state_is_loaded_from(c
     assert [op["num_partitions"] for op in doc["operators"]] == [5] and doc["next_batch_partitions"] == 5
     assert doc["repartitions"] == [{"batch": last + 1, "from": 2, "to": 5}]
     assert [op["metadata_lag"] for op in doc["operators"]] == [None]  # v2 metadata follows the repartition
+
+
+def spark_wrote(writes, written: list[str]) -> dict[str, list[str]]:
+    """Each planned Spark write (by path) with the files of ``written`` it names (a file's ``.NAME.crc`` with it);
+    fails on a file no planned write names."""
+    import fnmatch
+
+    out: dict[str, list[str]] = {w.path: [] for w in writes}
+    for path in written:
+        folder, _, name = path.rpartition("/")
+        checksum = name.startswith(".") and name.endswith(".crc")
+        named = f"{folder}/{name[1:-4]}" if checksum else path
+        [write] = [w for w in writes if fnmatch.fnmatchcase(named, w.path) and (w.crc or not checksum)]
+        out[write.path].append(path)
+    return out
+
+
+def test_the_dry_run_lists_what_sparks_repartition_writes_as_the_steps_spark_runs(copy_fixture):
+    """repartition_rocksdb rewound to batch 8 is the checkpoint Spark repartitioned 3 -> 5: the plan's Spark steps
+    name every file Spark wrote as batch 9 (fixture.json: files_written), and each of them that is not optional."""
+    root = copy_fixture("repartition_rocksdb")
+    repair.run(str(root / "checkpoint"), repair.RewindRequest(to_batch=8, file_sink=str(root / "output")),
+               repair.RunOptions(execute=True, idle_ms=0))
+    plan = repair.run(str(root / "checkpoint"), repair.RepartitionRequest(partitions=5, file_sink=str(root / "output")),
+                      repair.RunOptions(idle_ms=0)).plan
+    written = fixture_facts("repartition_rocksdb")["repartition"]["files_written"]
+    named = spark_wrote(plan.spark_writes, written)
+    assert [w.path for w in plan.spark_writes if not w.optional and not named[w.path]] == []
+    assert named["offsets/9"] == ["offsets/.9.crc", "offsets/9"] and named["state/0/4/10.zip"] == [
+        "state/0/4/.10.zip.crc", "state/0/4/10.zip"]
+    assert [(s.action, s.path) for s in plan.steps] == [("write", "_spark_metadata/9")]  # wmcheck's own write
+
+
+def test_the_dry_run_table_lists_sparks_writes_and_counts_them():
+    out = run_cli("repartition", fixture_checkpoint("dedup_rocksdb_p3"), "--partitions", "5", "--idle", "0").stdout
+    lines = out.split("\n")
+    assert "changes:        0 file(s) removed (moved into the backup), 0 written; Spark writes 12 more (steps marked " \
+           "Spark)" in lines
+    steps = lines[lines.index("Steps") + 1:]
+    assert [" ".join(line.split()) for line in steps[2:5]] + [" ".join(steps[-2].split())] == [
+        "Spark write offsets offsets/4 (and its .crc) offsets/3 with spark.sql.shuffle.partitions=5",
+        "Spark write state state/0/0/5.zip (and its .crc) a snapshot of state version 5: the default rows of partition "
+        "0 of 5",
+        "Spark write state state/0/0/SSTs/*.sst (and their .crc) the snapshot's SST files, where the partition holds "
+        "rows (Spark names them)",
+        "Spark write commits commits/4 (and its .crc) batch 4 committed",
+    ]
+    assert len(steps) == 2 + 12 + 1  # header, rule, Spark's 12, the final newline
+    doc = json.loads(plan_json("dedup_rocksdb_p3", "--partitions", "5", "--idle", "0").stdout)
+    assert doc["steps"] == [] and doc["spark_writes"][0] == {
+        "path": "offsets/4", "phase": "offsets", "reason": "offsets/3 with spark.sql.shuffle.partitions=5", "crc": True,
+        "optional": False}

@@ -15,7 +15,7 @@ from collections import Counter
 
 import pytest
 from test_repair_spark import QUERIES, fixture_conf, sink_rows
-from test_repartition_spark import files, restart, restartable
+from test_repartition_spark import assert_planned_spark_writes, files, restart, restartable
 
 from wmcheck.checkpoint import repair
 from wmcheck.checkpoint.model import open_checkpoint
@@ -67,6 +67,7 @@ def test_spark_repartitions_every_operator_kind_and_the_restart_matches_the_cont
 
         doc = cli_json("repartition", ckpt, "--partitions", "5", "--file-sink", sink, "--execute", "--idle", "0")
         assert (doc["executed"], doc["request"]["batch"], doc["verification"]["partitions"]) == (True, last + 1, 5)
+        assert_planned_spark_writes(doc, before, files(root))
         assert doc["verification"]["errors"] == [] and [s["path"] for s in doc["steps"]] == [
             f"_spark_metadata/{last + 1}"]
         progress = restart(spark, name, root)

@@ -122,9 +122,11 @@ def test_repartition_3_to_5_then_restart_past_compaction(spark, tmp_path, name, 
             assert files(root) != before
             undone = repair.undo_repair(str(root / "checkpoint"), idle_ms=0)
             assert files(root) == before and undone.command == "repartition"
+        before = files(root)
         doc = run_cli_json("repartition", root / "checkpoint", "--partitions", "5", "--file-sink", root / "output",
                            "--execute", "--idle", "0")
         assert (doc["executed"], doc["request"]["batch"], doc["verification"]["partitions"]) == (True, last + 1, 5)
+        assert_planned_spark_writes(doc, before, files(root))
         [count] = doc["verification"]["counts"]
         assert count["operator_id"] == 0 and count["store"] == "default" and count["before"] == count["after"] > 0
         assert doc["verification"]["errors"] == [] == doc["verification"]["warnings"]
@@ -135,6 +137,19 @@ def test_repartition_3_to_5_then_restart_past_compaction(spark, tmp_path, name, 
             (root / "output" / "_spark_metadata" / f"{b}.compact").exists() for b in range(last + 2, last + 6))
         assert sink_rows(spark, name, root) == baseline(spark, reference)
     assert check_location(str(root / "checkpoint"), str(root / "output")) == []
+
+
+def assert_planned_spark_writes(doc: dict, before: dict[str, bytes], after: dict[str, bytes]) -> None:
+    """Every file Spark's repartition wrote in the checkpoint is one the plan's Spark steps name, and each step that
+    is not optional wrote one."""
+    from test_repartition import spark_wrote
+
+    from wmcheck.checkpoint.repair.plan import SparkWrite
+
+    writes = [SparkWrite.from_json(w) for w in doc["spark_writes"]]
+    new = sorted(p.removeprefix("checkpoint/") for p in set(after) - set(before) if p.startswith("checkpoint/"))
+    named = spark_wrote(writes, new)
+    assert new and [w.path for w in writes if not w.optional and not named[w.path]] == []
 
 
 def run_cli_json(*args) -> list[dict]:

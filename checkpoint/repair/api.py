@@ -213,17 +213,19 @@ def _roots(ckpt: Checkpoint, file_sink: str | None, fs_options: FsOptions) -> di
 
 
 def _same_sink(plan: Plan, request: RepairRequest, ckpt: Checkpoint, fs_options: FsOptions) -> None:
-    """A saved plan may not widen what the command changes: its file sink must be the one the command names."""
+    """A saved plan carries its file sink (the result names it); a command that names one must name the plan's."""
     given = getattr(request, "file_sink", None)
-    sink = repair_sink(given, ckpt, fs_options) if given else None
+    if not given:
+        return
+    sink = repair_sink(given, ckpt, fs_options)
     if plan.file_sink == (sink.location if sink else None):
         return
     if plan.file_sink is None:
         raise RefusedError(f"the plan changes no file sink, the command names {given}", param="file_sink",
                            hint=f"leave out {arg('file_sink')}, or plan again with it")
-    raise RefusedError(f"the plan changes the file sink {plan.file_sink}, which the command does not name"
-                       + (f" (it names {sink.location})" if sink else "") + ": a saved plan cannot choose what is changed",
-                       param="file_sink", hint=f"pass {arg('file_sink', plan.file_sink)} if that sink is meant")
+    raise RefusedError(f"the plan changes the file sink {plan.file_sink}, the command names "
+                       f"{sink.location if sink else given}: a saved plan changes only what it lists", param="file_sink",
+                       hint=f"leave out {arg('file_sink')} to apply the plan as saved, or plan again with the sink meant")
 
 
 def _load(path: str, command: str, ckpt: Checkpoint) -> Plan:

@@ -106,6 +106,28 @@ class SourcePosition:
 
 
 @dataclass(frozen=True)
+class SparkWrite:
+    """A file the repair's Spark job writes (wmcheck writes none of them): ``path`` may hold a ``*`` where Spark
+    picks the name; ``crc``: with its Hadoop checksum ``.NAME.crc``; ``optional``: only where there is something to
+    write (a partition's SST files, when it holds rows)."""
+
+    path: str
+    phase: str
+    reason: str
+    crc: bool = True
+    optional: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "phase": self.phase, "reason": self.reason, "crc": self.crc,
+                "optional": self.optional}
+
+    @classmethod
+    def from_json(cls, obj: Any) -> "SparkWrite":
+        return cls(str(obj["path"]), str(obj["phase"]), str(obj["reason"]), bool(obj.get("crc", True)),
+                   bool(obj.get("optional", False)))
+
+
+@dataclass(frozen=True)
 class Plan:
     """Everything one repair changes, and what the checkpoint looks like before and after."""
 
@@ -123,6 +145,8 @@ class Plan:
     """Where each source continues from before and after (a rewind moves them back)."""
     sinks: tuple[SinkEffect, ...] = ()
     """What each sink named (``--delta-sink``) does with the batches the repair makes the query run again."""
+    spark_writes: tuple[SparkWrite, ...] = ()
+    """What Spark writes before the steps run (``repartition``: its batch L+1)."""
 
     def count(self, action: Action) -> int:
         """How many steps do ``action``."""
@@ -157,6 +181,7 @@ class Plan:
             "notes": list(self.notes),
             "sources": [s.to_json() for s in self.sources],
             "sinks": [s.to_json() for s in self.sinks],
+            "spark_writes": [w.to_json() for w in self.spark_writes],
             "created_ms": self.created_ms,
             "steps": [s.to_json(i) for i, s in enumerate(self.steps)],
         }
@@ -189,6 +214,7 @@ def plan_from_json(obj: Any, path: str) -> Plan:
             sources=tuple(SourcePosition(str(s["source_id"]), str(s["kind"]), str(s["position"]), s["before"], s["after"])
                           for s in obj.get("sources", ())),
             sinks=tuple(SinkEffect.from_json(s) for s in obj.get("sinks", ())),
+            spark_writes=tuple(SparkWrite.from_json(w) for w in obj.get("spark_writes", ())),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise _bad(path, f"missing or invalid field ({exc})") from None

@@ -16,7 +16,7 @@ from typing import ClassVar, Protocol
 
 from ..errors import CheckpointError, RefusedError, arg
 from ..layout import SINK_LOG
-from ..metadata_log import FILE_SINK_LOG
+from ..metadata_log import COMMIT_LOG, FILE_SINK_LOG, OFFSET_LOG
 from ..model import COMMITS, OFFSETS, Checkpoint, open_checkpoint
 from ..repair_records import UNDONE
 from ..repartitions import (
@@ -31,7 +31,7 @@ from ..state_files import is_temp
 from .backup import Backup, clear_journal, write_journal
 from .execute import apply, apply_step
 from .logs import remove_steps
-from .plan import Plan, Step
+from .plan import Plan, SparkWrite, Step
 from .plan_params import Position, RepartitionParams
 from .requests import FsOptions, RepairRequest, repair_sink
 from .results import Restored, Verification
@@ -286,7 +286,40 @@ def plan_repartition(ckpt: Checkpoint, partitions: int | None, *, sink: FileSink
         Position(batch, batch, watermark_ms=ckpt.watermark_ms, next_batch_partitions=partitions),
         steps, warnings, created_ms,
         notes=(f"{current} -> {partitions} partitions", *operator_notes(ckpt, current), written, needs),
+        spark_writes=spark_writes(ckpt, batch, partitions),
     )
+
+
+def spark_writes(ckpt: Checkpoint, batch: int, partitions: int) -> tuple[SparkWrite, ...]:
+    """What Spark's repartition writes as batch ``batch`` (L+1) of the checkpoint, in the order it writes it: the
+    offsets, per operator its v2 metadata and in each new partition a snapshot of every store (state version
+    L+2; with checkpoint format v2 a unique id in its name, and its SST files where the partition holds rows),
+    then the commit (tests/test_repartition.py, tests/test_repartition_kinds.py compare it with what Spark wrote)."""
+    version = batch + 1
+    snapshot = f"{version}_*.zip" if spark_confs(ckpt).get(CHECKPOINT_FORMAT) == "2" else f"{version}.zip"
+    out = [SparkWrite(OFFSET_LOG.path(batch), "offsets", f"offsets/{batch - 1} with {SHUFFLE_PARTITIONS}={partitions}")]
+    for op in ckpt.operators:
+        top = f"state/{op.operator_id}"
+        if op.metadata is not None and getattr(op.metadata, "version", 1) == 2:
+            out.append(SparkWrite(f"{top}/_metadata/v2/{batch}", "state", "the operator's metadata of the batch"))
+        stores = sorted({(p.store, p.directory) for p in op.partitions if p.partition == 0})
+        for partition in range(partitions):
+            for store, directory in stores:
+                where = f"{top}/{partition}{directory[len(f'{top}/0'):]}"
+                out += [SparkWrite(f"{where}/{snapshot}", "state", f"a snapshot of state version {version}: the {store} "
+                                   f"rows of partition {partition} of {partitions}")]
+                if _checksum_files(ckpt, directory):
+                    out.append(SparkWrite(f"{where}/{snapshot}.crc", "state", "the snapshot's checksum file (the "
+                                          "store's state files have them)"))
+                out.append(SparkWrite(f"{where}/SSTs/*.sst", "state", "the snapshot's SST files, where the partition "
+                                      "holds rows (Spark names them)", optional=True))
+    out.append(SparkWrite(COMMIT_LOG.path(batch), "commits", f"batch {batch} committed"))
+    return tuple(out)
+
+
+def _checksum_files(ckpt: Checkpoint, directory: str) -> bool:
+    """Whether a store's snapshots come with a checksum file ``NAME.zip.crc`` (its directory holds one already)."""
+    return any(i.name.endswith(".zip.crc") and not i.name.startswith(".") for i in ckpt.fs.list_dir(directory))
 
 
 def spark_version_problem(version: str) -> str | None:
