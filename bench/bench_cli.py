@@ -4,12 +4,13 @@ Usage: python bench/bench_cli.py [--fixture NAME] [--batches 10000] [--repeat 5]
 
 Builds a synthetic checkpoint of N batches from a fixture's real offsets and commit files (each
 batch's files are copies of real Spark files with the batch's watermark), then times whole
-commands as a user runs them (a new process each time, wmcheck's bytecode compiled as an install has it) and prints the ratios to
+commands as a user runs them (a new process each time, wmcheck's bytecode compiled as an install has it) and prints the ratios of wall and CPU time to
 ``python -c pass`` measured in the same run.
 """
 from __future__ import annotations
 
 import argparse
+import resource
 import shutil
 import statistics
 import subprocess
@@ -22,13 +23,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from as_installed import ROOT, compile_wmcheck  # noqa: E402
 
 
-def median_seconds(cmd: list[str], repeat: int) -> float:
-    times = []
+def median_seconds(cmd: list[str], repeat: int) -> tuple[float, float]:
+    """Median wall time and median CPU time (user + system of the child) of ``cmd`` over ``repeat`` runs."""
+    times, cpu = [], []
     for _ in range(repeat):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
         times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    return statistics.median(times), statistics.median(cpu)
 
 
 def build_synthetic(source: Path, target: Path, batches: int) -> None:
@@ -65,9 +70,9 @@ def main() -> None:
              median_seconds(wmcheck + ["batches", str(synthetic), "--format", "json"], args.repeat)),
             ("wmcheck --help", median_seconds(wmcheck + ["--help"], args.repeat)),
         ]
-    print(f"{'command':<50} {'median s':>9} {'x python':>9}")
-    for name, seconds in rows:
-        print(f"{name:<50} {seconds:>9.3f} {seconds / base:>9.1f}")
+    print(f"{'command':<50} {'median s':>9} {'x python':>9} {'CPU s':>7} {'x python':>9}")
+    for name, (seconds, cpu) in rows:
+        print(f"{name:<50} {seconds:>9.3f} {seconds / base[0]:>9.1f} {cpu:>7.3f} {cpu / max(base[1], 1e-3):>9.1f}")
 
 
 if __name__ == "__main__":
