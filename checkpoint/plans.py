@@ -56,6 +56,8 @@ class PlanOperator:
     cleanup: tuple[JoinCleanup, ...] = ()
     output_mode: str | None = None
     """A streaming aggregation's output mode (``Append``, ``Update``, ``Complete``), where it prints one."""
+    timeout: str | None = None
+    """A (flat)MapGroupsWithState's timeout conf (``NoTimeout``, ``ProcessingTimeTimeout``, ``EventTimeTimeout``)."""
 
 
 @dataclass(frozen=True)
@@ -185,8 +187,9 @@ def plan_operator(node: str, text: str) -> PlanOperator | None:
         tokens = tokens[1:]
     late, evict = _watermarks(node, tokens)
     mode = next((t for t in tokens if t in OUTPUT_MODES), None) if node == "StateStoreSave" else None
+    timeout = next((t for t in tokens if t in TIMEOUTS), None) if node in NO_OUTPUT_NODES else None
     return PlanOperator(int(match[1]), node, late, evict, _output_watermark(node, tokens),
-                        _cleanup(tokens) if node == JOIN_NODE else (), mode)
+                        _cleanup(tokens) if node == JOIN_NODE else (), mode, timeout)
 
 
 def _reduce(info: Mapping[str, Any], seen: set[int]) -> list[PlanNode]:

@@ -6,13 +6,16 @@ aggregation, which Spark counts after its partial aggregation; input rows otherw
 that passes its watermark on (aggregation, deduplication, event-time transformWithState, a stream-stream join)
 drops none: Spark gives it the watermark its input was emitted under (Spark 3.5+), so nothing it receives is
 behind it. After (flat)MapGroupsWithState or applyInPandasWithState, whose function may emit any event time, the
-replay cannot tell. Spark's own counts (``numRowsDroppedByWatermark`` of its progress reports) come alongside.
+replay cannot tell. An entry (flat)MapGroupsWithState or applyInPandasWithState drops late rows only with
+EventTimeTimeout, a transformWithState only in event time (:mod:`wmcheck.checkpoint.late_filters`); where the timeout
+is unknown, so is the count. Spark's own counts (``numRowsDroppedByWatermark`` of its progress reports) come alongside.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping, Sequence
 
+from wmcheck.checkpoint.late_filters import operator_filter
 from wmcheck.checkpoint.operator_watermarks import NONE, OperatorLink, OperatorWatermarks, operator_watermarks
 
 if TYPE_CHECKING:
@@ -62,6 +65,8 @@ def operator_late_rows(ckpt: "Checkpoint", rows: Sequence["ReplaySummary"],
     """For each replayed batch, every operator's late rows."""
     model = operator_watermarks(ckpt, progress, [r.batch for r in rows])
     entries = entry_operators(model)
+    plans = sorted(progress.plans.values(), key=lambda p: p.batch_id) if progress is not None else []
+    filters = {link.operator_id: operator_filter(ckpt, link.operator_id, plans) for link in entries}
     out = []
     for row in rows:
         batch = model.batch(row.batch)
@@ -73,13 +78,18 @@ def operator_late_rows(ckpt: "Checkpoint", rows: Sequence["ReplaySummary"],
             upstream = model.upstream(link.operator_id, rows=True)
             blocked = next((u for u in upstream if u.output == NONE), None)
             if link in entries:
+                rule = filters.get(link.operator_id)
                 if len(entries) > 1:
                     late, how = None, "several operators read the raw input: the replay cannot tell which rows each got"
+                elif rule is not None and not rule.drops:
+                    late, how = (0 if rule.drops is False else None), rule.reason
                 elif link.name in GROUPED:
                     late, how = row.late_groups, "late groups of the replayed input (Spark counts one per group)"
                 else:
                     late, how = row.late_rows, "late rows of the replayed input"
-                if late is None and len(entries) == 1:
+                if rule is not None and not rule.drops:
+                    pass
+                elif late is None and len(entries) == 1:
                     how += ": pass the event-time column" + (" and the window" if link.name in GROUPED else "")
                 elif _sources(ckpt, row.batch) > 1:
                     how += f" of source {row.source_id} (Spark's count covers every input)"

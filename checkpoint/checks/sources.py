@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import posixpath
 from collections import Counter
-from typing import Iterator, Mapping, NamedTuple
+from typing import Iterator, NamedTuple
 
 from ..batch_inputs import article, changed_kind, source_kind, source_log_entries, unreadable_file_offset
 from ..errors import CheckpointError
 from ..file_logs import FileLogEntry
 from ..fs import local_path, scheme_of
+from ..late_filters import operator_filter
 from ..layout import DEFAULT_STORE, log_file_batch
 from ..locations import listed_spelling, moved_bases, present_files, spark_location, suggest_path_map, uri_form
 from ..metadata_log import (
@@ -17,7 +18,6 @@ from ..metadata_log import (
 )
 from ..model import Operator
 from ..numbers import is_number
-from ..operator_kinds import is_transform_with_state
 from ..repair.requests import RelocateRequest
 from ..repair.targets import restartable_batches
 from ..state_schema import event_time_field
@@ -360,10 +360,9 @@ def _any_drops_late_rows(ctx: Context) -> bool:
 
 
 def _drops_late_rows(ctx: Context, op: Operator) -> bool:
-    if is_transform_with_state(op.name):
-        props = getattr(op.metadata, "properties", None)
-        mode = props.get("timeMode") if isinstance(props, Mapping) else None
-        return mode is None or mode == "EventTime"
+    rule = operator_filter(ctx.ckpt, op.operator_id)  # group state and transformWithState: late_filters' table
+    if rule is not None:
+        return rule.drops is not False
     if op.name in EVENT_KEYED:
         try:
             schema = ctx.ckpt.store_schema(op.operator_id, DEFAULT_STORE)
