@@ -91,7 +91,7 @@ def test_the_fixtures_table_is_as_the_checkpoint_says(copy):
         f"{copy / 'checkpoint'}: ok: 0 error(s), 0 warning(s) from 2 checks\n")
 
 
-def test_a_re_created_table_is_wm085(copy):
+def test_a_re_created_table_is_wm086(copy):
     recreate(copy)
     assert findings(copy) == [{
         "code": "WM086", "severity": "error", "checkpoint": str(copy / "checkpoint"), "path": "../output/_delta_log",
@@ -100,7 +100,7 @@ def test_a_re_created_table_is_wm085(copy):
                 "new checkpoint (it writes every batch again); to keep only what comes next, nothing to do", "request": None}}]
 
 
-def test_a_table_restored_below_committed_batches_is_wm086_fixed_by_a_rewind_with_the_delta_sink(copy):
+def test_a_table_restored_below_committed_batches_is_wm087_fixed_by_a_rewind_with_the_delta_sink(copy):
     restore_below(copy)
     assert findings(copy) == [{
         "code": "WM087", "severity": "error", "checkpoint": str(copy / "checkpoint"),
@@ -109,7 +109,7 @@ def test_a_table_restored_below_committed_batches_is_wm086_fixed_by_a_rewind_wit
                 "request": {"to_batch": 8, "delta_sink": str(copy / "output")}}}]
     text = check(copy).output.splitlines()
     assert text[-2:] == [f"recommended repair: wmcheck rewind {copy / 'checkpoint'} --to-batch 8 --delta-sink "
-                         f"{copy / 'output'}", f"{copy / 'checkpoint'}: FAIL: 1 error(s), 0 warning(s) from 75 checks"]
+                         f"{copy / 'output'}", f"{copy / 'checkpoint'}: FAIL: 1 error(s), 0 warning(s) from 76 checks"]
     plan = json.loads(run_cli("rewind", copy / "checkpoint", "--to-batch", "8", "--delta-sink", copy / "output",
                               "--idle", "0", "--format", "json").output)
     assert plan["notes"][1:] == ["Delta sink: restore the table from version 13 to version 8 in a commit that sets the "
@@ -182,7 +182,7 @@ def test_the_control_run_writes_batches_13_and_14(restarts):
 
 
 @pytest.mark.spark
-def test_wm085_a_re_created_table_gets_the_restarts_batches_only(restarts):
+def test_wm086_a_re_created_table_gets_the_restarts_batches_only(restarts):
     checks, outcomes, fixture_rows, _ = restarts
     (found,), message = checks["recreated"]
     assert (found["code"], found["message"]) == ("WM086", message)
@@ -192,7 +192,7 @@ def test_wm085_a_re_created_table_gets_the_restarts_batches_only(restarts):
 
 
 @pytest.mark.spark
-def test_wm086_a_restored_table_never_gets_the_lost_batches_again(restarts):
+def test_wm087_a_restored_table_never_gets_the_lost_batches_again(restarts):
     checks, outcomes, _, _ = restarts
     (found,), _ = checks["restored"]
     assert (found["code"], found["message"]) == ("WM087", RESTORED)
@@ -202,7 +202,7 @@ def test_wm086_a_restored_table_never_gets_the_lost_batches_again(restarts):
 
 
 @pytest.mark.spark
-def test_wm086s_fix_makes_the_restart_write_the_control_runs_rows(restarts):
+def test_wm087s_fix_makes_the_restart_write_the_control_runs_rows(restarts):
     """The restored copy rewound to batch 8 with --delta-sink --execute --force: check finds nothing, the restart
     writes batches 9..13 (one batch fewer than the control run's 9..12 and 13, 14: the new file and what the rewound
     batches read are planned again) and the table holds exactly the control run's rows."""
