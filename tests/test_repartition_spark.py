@@ -175,8 +175,8 @@ def test_rewind_before_a_repartition_restores_the_old_layout_then_5_to_2(spark, 
                         "--execute", "--idle", "0").stdout  # also the sink entry Spark's own repartition to 5 left out
         assert "verified:       yes: check finds no error and every store has as many rows as before\n" in table
         assert "check warning:  WM019 state/0/2\n" in table and "partitions now: 2\n" in table
-        assert [line.split()[3] for line in table.splitlines() if " write " in line] == [
-            "_spark_metadata/9", "_spark_metadata/10"]
+        assert [line.split()[3] for line in table.splitlines() if " write " in line and not line.startswith("Spark")] == [
+            "_spark_metadata/9", "_spark_metadata/10"]  # wmcheck's own steps (Spark's marked Spark: its offline repartition)
         stale = [f for f in check_location(str(new / "checkpoint"), str(new / "output"))]
         assert [(f.code, f.path) for f in stale] == [("WM019", "state/0/2")]
         assert "left by the repartition from 5 to 2 partitions at batch 10" in stale[0].message
