@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 import traceback
 from pathlib import Path
 
@@ -46,6 +47,14 @@ def error_line(exc: BaseException) -> str:
     return text.splitlines()[0][:2000]
 
 
+def caught_up(query) -> bool:
+    """The last batch reported ended at the latest offsets its sources saw (every record then available read)."""
+    last = query.lastProgress
+    return bool(last and last["sources"]) and all(
+        s["latestOffset"] is not None and json.loads(s["endOffset"]) == json.loads(s["latestOffset"])
+        for s in last["sources"])
+
+
 def run(spark, request: dict) -> dict:
     for key, value in request.get("conf", {}).items():
         spark.conf.set(key, value)
@@ -56,6 +65,11 @@ def run(spark, request: dict) -> dict:
     try:
         if request["query"] in kafka_queries.UNTIL_ALL_AVAILABLE:
             query.processAllAvailable()
+            if request["query"] in kafka_queries.REAL_TIME:  # may return before a batch has ended: wait for one
+                waited = 0.0
+                while not caught_up(query) and waited < TIMEOUT_S and query.isActive:
+                    time.sleep(0.5)
+                    waited += 0.5
             query.stop()
         elif not query.awaitTermination(TIMEOUT_S):
             query.stop()
