@@ -10,7 +10,7 @@ from ..errors import arg
 from ..metadata_log import OFFSET_LOG
 from ..sources.kafka_topics import KafkaTopics, TopicState
 from .context import Context
-from .definition import ERROR, Instruction, Issue, check
+from .definition import ERROR, WARNING, Instruction, Issue, check
 from .text import plural
 
 if TYPE_CHECKING:
@@ -145,3 +145,23 @@ def partitions_gone(ctx: Context) -> Iterator[Issue]:
             f"({DATA_LOST}); with failOnDataLoss false it drops them and reads the others on (tested with Spark 4.2)"),
             Instruction("restart the query once with the source option failOnDataLoss=false (it drops the partitions "
                         "that are gone), or start it from a new checkpoint"))
+
+
+@check("WM088", WARNING, "Kafka partitions added to a topic the source reads")
+def partitions_added(ctx: Context) -> Iterator[Issue]:
+    for src in kafka_offsets_now(ctx):
+        known = {**src.start, **src.pending}
+        added = {(t, p.partition): p for t in {t for t, _ in known} if src.topics[t].exists
+                 for p in src.topics[t].partitions if (t, p.partition) not in known}
+        if not added:
+            continue
+        records = sum(p.latest - p.earliest for p in added.values())
+        from_zero = all(p.earliest == 0 for p in added.values())
+        yield Issue(OFFSET_LOG.path(src.batch), (
+            f"{plural(len(added), 'partition')} {'was' if len(added) == 1 else 'were'} added since the offsets were "
+            f"written ({names(sorted(added))}): the next batch reads "
+            f"{'it' if len(added) == 1 else 'them'} from the earliest offset the broker retains, "
+            f"{plural(records, 'record')} now" + (" (tested with Spark 4.2: every record once)" if from_zero else
+                                                  ", where records before it are gone: not tested")),
+            Instruction("nothing to do if the records of the new partitions belong to the query; to skip them, "
+                        "reset the new partitions with wmcheck reset-offsets once the next batch has run"))

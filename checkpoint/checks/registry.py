@@ -77,6 +77,7 @@ LISTED: tuple[Check, ...] = (
     kafka_live.offsets_aged_out, kafka_live.topic_gone, kafka_live.offsets_beyond_end, kafka_live.partitions_gone,
     async_progress.async_progress_gaps,
     delta_sink.table_recreated, delta_sink.table_restored_below,
+    kafka_live.partitions_added,
 )
 
 
