@@ -26,7 +26,7 @@ from .layout import DEFAULT_STORE
 from .operator_kinds import is_transform_with_state
 
 if TYPE_CHECKING:
-    from .model import Checkpoint
+    from .model import Checkpoint, Operator
     from .plans import BatchPlan
     from .state_schema import ColumnFamilySchema
 
@@ -93,11 +93,15 @@ def late_filter(name: str | None, timeout: str | None = None, schema: "ColumnFam
     return group_state_filter(name, timeout or from_schema, None if schema is None else from_schema is None)
 
 
-def operator_filter(ckpt: "Checkpoint", operator_id: int, plans: Iterable["BatchPlan"] = ()) -> LateFilter | None:
-    """:func:`late_filter` for one operator of ``ckpt``: its timeout from the latest of ``plans`` that prints it."""
-    op = next((o for o in ckpt.operators if o.operator_id == operator_id), None)
+def operator_filter(ckpt: "Checkpoint", operator: "int | Operator", plans: Iterable["BatchPlan"] = ()) -> LateFilter | None:
+    """:func:`late_filter` for one operator of ``ckpt`` (by id, or as the caller read it: check reads the operators
+    itself, a v1 metadata file that does not parse being its own finding): its timeout from the latest of ``plans``
+    that prints it."""
+    op = operator if not isinstance(operator, int) else next(
+        (o for o in ckpt.operators if o.operator_id == operator), None)
     if op is None:
         return None
+    operator_id = op.operator_id
     printed = [p.operators.get(operator_id) for p in plans]
     timeout = next((o.timeout for o in reversed(printed) if o is not None and o.timeout), None)
     schema = None

@@ -360,7 +360,7 @@ def _any_drops_late_rows(ctx: Context) -> bool:
 
 
 def _drops_late_rows(ctx: Context, op: Operator) -> bool:
-    rule = operator_filter(ctx.ckpt, op.operator_id)  # group state and transformWithState: late_filters' table
+    rule = operator_filter(ctx.ckpt, op)  # group state and transformWithState: late_filters' table
     if rule is not None:
         return rule.drops is not False
     if op.name in EVENT_KEYED:
