@@ -113,6 +113,10 @@ def test_summary_matches_reader_rows_and_watermark(name, spark, engine):
         assert s["rows_per_partition"] == facts["state"][op][side]["rows_per_partition"]
         times = [event_ms(name, store, r) for r in rows]
         known = [t for t in times if t is not None]
+        if name in JOINS:  # a join side's state watermark is the event log's (its condition): unknown without it
+            assert (s["older_than_watermark"], s["watermark_ms"]) == (None, None)
+            assert s["oldest_event_time_ms"] == (min(known) if known else None)
+            continue
         assert s["older_than_watermark"] == sum(evicted(name, store, t, wm) for t in times)
         assert s["oldest_event_time_ms"] == (min(known) if known else None)
         if s["evictable"]:
