@@ -31,3 +31,5 @@ def parse_kafka_initial_offsets(data: bytes, path: str) -> dict[str, dict[int, i
 def kafka_json(offsets: Mapping[str, Mapping[int, int]]) -> dict[str, dict[str, int]]:
     """Offsets as Spark's ``startingOffsets``/``endingOffsets`` JSON object (topics and partitions sorted)."""
     return {topic: {str(p): offsets[topic][p] for p in sorted(offsets[topic])} for topic in sorted(offsets)}
+DATA_LOST = "Some data may have been lost because they are not available in Kafka any more"
+"""What Spark's Kafka source says when offsets it must read are no longer on the broker (``failOnDataLoss`` true)."""

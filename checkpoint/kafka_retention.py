@@ -7,12 +7,13 @@ batch did without a word (``failOnDataLoss`` false); tests/test_replay_kafka.py 
 """
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from .batch_inputs import BatchInput, SourceInput
 from .errors import CheckpointError, arg
-from .kafka_offsets import KAFKA_EARLIEST
+from .kafka_offsets import DATA_LOST, KAFKA_EARLIEST
 
 BOOTSTRAP_OPTION = "kafka.bootstrap.servers"
 
@@ -140,11 +141,8 @@ def ask_retention(batches: Sequence[BatchInput], bootstrap: str, timeout_s: floa
 
 
 def client_installed() -> bool:
-    try:
-        import confluent_kafka  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    """Whether the Kafka client of the ``kafka`` extra is installed (not imported here)."""
+    return importlib.util.find_spec("confluent_kafka") is not None
 
 
 def check_retained(batches: Sequence[BatchInput], options: Mapping[str, str]) -> KafkaRetention | None:
@@ -159,10 +157,6 @@ def check_retained(batches: Sequence[BatchInput], options: Mapping[str, str]) ->
                 "the records are gone from the broker; replay a later range")
         raise CheckpointError(found.line, hint=hint, param="start")
     return found
-
-
-DATA_LOST = "Some data may have been lost because they are not available in Kafka any more"
-"""What Spark's Kafka source says when a range's start is no longer on the broker (``failOnDataLoss`` true)."""
 
 
 def data_lost(exc: BaseException) -> CheckpointError | None:

@@ -23,14 +23,13 @@ from typing import TYPE_CHECKING, Iterable, Mapping
 
 from .errors import CheckpointError, arg
 from .layout import DEFAULT_STORE
-from .operator_kinds import is_transform_with_state
+from .operator_kinds import is_group_state, is_transform_with_state
 
 if TYPE_CHECKING:
     from .model import Checkpoint, Operator
     from .plans import BatchPlan
     from .state_schema import ColumnFamilySchema
 
-GROUP_STATE_NAMES = ("flatMapGroupsWithState", "applyInPandasWithState")
 NO_TIMEOUT, PROCESSING_TIME_TIMEOUT, EVENT_TIME_TIMEOUT = "NoTimeout", "ProcessingTimeTimeout", "EventTimeTimeout"
 TIMEOUT_FIELD = "timeoutTimestamp"
 
@@ -42,10 +41,6 @@ class LateFilter:
     drops: bool | None
     """True: rows at or before its late-events watermark are dropped; False: none are; None: unknown."""
     reason: str
-
-
-def is_group_state(operator_name: str | None) -> bool:
-    return operator_name in GROUP_STATE_NAMES
 
 
 def schema_timeout(schema: "ColumnFamilySchema | None") -> str | None:

@@ -19,6 +19,14 @@ SPARK_OPERATOR_NAMES = frozenset({
 own ``globalLimit``): on restart it compares the metadata's names with the query's operators' exactly."""
 
 
+GROUP_STATE = frozenset({"flatMapGroupsWithState", "applyInPandasWithState"})
+"""(flat)MapGroupsWithState and its Python form: a user function over each group's state, with an optional timeout."""
+
+
+def is_group_state(operator_name: str | None) -> bool:
+    return operator_name in GROUP_STATE
+
+
 def is_join(operator_name: str | None, stores: tuple[str, ...]) -> bool:
     return operator_name == "symmetricHashJoin" or any(s.startswith(("left-", "right-")) for s in stores)
 

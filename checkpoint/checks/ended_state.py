@@ -10,6 +10,7 @@ from ..join_rows import long_field
 from ..layout import DEFAULT_STORE
 from ..metadata_log import COMMIT_LOG
 from ..model import PINNED_CONFS, Operator
+from ..operator_kinds import GROUP_STATE
 from ..operator_watermarks import CHECKPOINT, PLAN, operator_watermarks
 from ..repair.requests import RewindRequest
 from ..stale_keys import event_time_reader
@@ -30,7 +31,6 @@ from .state_reads import (
 )
 from .text import plural
 
-GROUP_STATE = frozenset({"flatMapGroupsWithState", "applyInPandasWithState"})
 TIMERS = frozenset({"transformWithStateExec", "transformWithStateInPandasExec", "transformWithStateInPySparkExec"})
 EVENT_TIMERS, PROCESSING_TIMERS = "$eventTimers_timestampToKey", "$procTimers_timestampToKey"
 """transformWithState's timers by time (``TimerStateUtils``), a range-scan key: the family's 2-byte id, the int32

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator
 
 from ..errors import arg
+from ..kafka_offsets import DATA_LOST as SPARK_DATA_LOST
 from ..metadata_log import OFFSET_LOG
 from ..sources.kafka_topics import KafkaTopics, TopicState
 from .context import Context
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
 
 OFFLINE_NOTE = ("WM081-WM084 compare Kafka offsets with the topics as the broker holds them now: not verified "
                 f"without the broker (pass {arg('bootstrap_server', 'HOST:PORT')})")
-DATA_LOST = "'Some data may have been lost because they are not available in Kafka any more'"
+DATA_LOST = f"'{SPARK_DATA_LOST}'"
 
 
 @dataclass(frozen=True)

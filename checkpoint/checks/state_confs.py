@@ -21,7 +21,7 @@ from ..conf_values import SPARK_STATE_PACKAGE
 from ..layout import DEFAULT_STORE
 from ..metadata_log import OFFSET_LOG
 from ..model import PINNED_CONFS, Operator
-from ..operator_kinds import is_join, is_transform_with_state
+from ..operator_kinds import GROUP_STATE, is_join, is_transform_with_state
 from ..pinned_conf import effective
 from ..repartitions import SHUFFLE_PARTITIONS
 from ..state_schema import ColumnFamilySchema, StructType
@@ -39,7 +39,6 @@ GROUP_STATE_FORMAT = PINNED_CONFS["flatmapgroups_state_format"]
 ENCODING = PINNED_CONFS["encoding_format"]
 SOURCE_EVOLUTION = "spark.sql.streaming.queryEvolution.enableSourceEvolution"
 JOIN_VALUES = "left-keyWithIndexToValue"
-GROUP_STATE_OPERATORS = frozenset({"flatMapGroupsWithState", "applyInPandasWithState"})
 AGGREGATIONS = frozenset({"stateStoreSave"})
 PROVIDER_CLASSES = {"hdfs": f"{SPARK_STATE_PACKAGE}HDFSBackedStateStoreProvider",
                     "rocksdb": f"{SPARK_STATE_PACKAGE}RocksDBStateStoreProvider"}
@@ -215,7 +214,7 @@ def written_confs(ctx: Context) -> list[Written]:
         (PROVIDER, provider),
         (AGG_FORMAT, lambda c, v: value_schema_format(c, AGG_FORMAT, v, AGGREGATIONS, aggregation_written)),
         (JOIN_FORMAT, join_format),
-        (GROUP_STATE_FORMAT, lambda c, v: value_schema_format(c, GROUP_STATE_FORMAT, v, GROUP_STATE_OPERATORS,
+        (GROUP_STATE_FORMAT, lambda c, v: value_schema_format(c, GROUP_STATE_FORMAT, v, GROUP_STATE,
                                                               group_state_written)),
         (ENCODING, encoding), (SOURCE_EVOLUTION, source_evolution))
     for key, judge in judges:
