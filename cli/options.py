@@ -11,7 +11,8 @@ import click
 from wmcheck.checkpoint.errors import CheckpointError
 from wmcheck.checkpoint.timeutil import zone
 
-from .output import FORMATS, WIDE_KEY
+from .output import FORMATS
+from .table_fit import WIDE_KEY
 
 if TYPE_CHECKING:
     from wmcheck.checkpoint.model import Checkpoint
