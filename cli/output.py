@@ -13,7 +13,7 @@ import io
 import json
 from abc import ABC, abstractmethod
 from datetime import timezone, tzinfo
-from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence, TextIO
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence, TextIO
 
 import click
 
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from wmcheck.checkpoint.repair.results import BackupRow, RepairResult, UndoResult
     from wmcheck.checkpoint.summary import BatchRow, CheckpointSummary
     from wmcheck.statestore.compat import CompatReport
-    from wmcheck.statestore.engines import StateEngine, StoreReadLike
+    from wmcheck.statestore.engines import StoreReadLike
     from wmcheck.statestore.replay import ReplaySummary
     from wmcheck.statestore.summary import StateSummary
     from wmcheck.statestore.targets import Target
@@ -204,13 +204,17 @@ class Output(ABC):
         notes = [f"operator {r.store.operator_id} {r.store.name}: {r.rule.rule}" for r in reads if not r.rule.evictable]
         self.state_rows(table_rows(tables, limit), {(r.store.operator_id, r.store.name): r.target for r in reads}, notes)
 
-    def older_rows(self, reads: Sequence[StoreReadLike], engine: StateEngine) -> None:
-        """The state rows older than the watermark, read by ``engine`` (either) in the form this output writes:
-        ``(index in reads, Arrow table)`` batches here."""
+    row_parts = False
+    """:meth:`older_rows` takes the rows encoded as Parquet parts (the engine's ``older_parts``), else as Arrow tables
+    (its ``older_batches``)."""
+
+    def older_rows(self, reads: Sequence[StoreReadLike], batches: Iterable[tuple[int, Any]]) -> None:
+        """The state rows older than the watermark, as an engine (either) read them: ``(index in reads, Arrow
+        table)`` batches here."""
         import pyarrow as pa
 
         parts: list[list[Any]] = [[] for _ in reads]
-        for index, table in engine.older_batches(reads):
+        for index, table in batches:
             parts[index].append(table)
         self.older_state(reads, [pa.concat_tables(p) for p in parts], None)
 
@@ -333,12 +337,14 @@ class ParquetOutput(OneKindOutput):
         pq.write_table(table, self.path)
         self.write(f"wrote {table.num_rows} rows to {self.path}")
 
-    def older_rows(self, reads: Sequence[StoreReadLike], engine: StateEngine) -> None:
+    row_parts = True
+
+    def older_rows(self, reads: Sequence[StoreReadLike], batches: Iterable[tuple[int, Any]]) -> None:
         """The state rows older than the watermark as ``(index in reads, Parquet part)`` batches, encoded where
-        ``engine`` reads them, copied into one file."""
+        the engine read them, copied into one file."""
         from wmcheck.statestore.rows import write_parts
 
-        self.write(f"wrote {write_parts(self.path, reads, engine.older_parts(reads))} rows to {self.path}")
+        self.write(f"wrote {write_parts(self.path, reads, iter(batches))} rows to {self.path}")
 
 
 @contextlib.contextmanager
