@@ -1,4 +1,5 @@
-"""Spark-backed features: the state reader and batch replay (need pyspark).
+"""The state store: every state file format, its bytes, rows and load chain, and the engines that read them (the
+JVM-free one, and Spark's in statestore/spark/).
 
 ``read_state`` and ``older_than_watermark`` are loaded on first use, so importing this package
 does not import pyspark.

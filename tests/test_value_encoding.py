@@ -1,4 +1,4 @@
-"""How a RocksDB store's values were encoded, told from their bytes (checkpoint.value_encoding)."""
+"""How a RocksDB store's values were encoded, told from their bytes (statestore.encodings.value_encoding)."""
 from __future__ import annotations
 
 from wmcheck.statestore.encodings.value_encoding import AVRO, UNSAFE_ROW, unsafe_row_value, written_encoding
