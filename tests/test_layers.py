@@ -168,6 +168,39 @@ def test_state_file_formats_are_named_in_their_registry_only():
     assert STATE_FORMAT_NAMES.search('kind == "zip"') and STATE_FORMAT_NAMES.search("name.endswith('.delta')")
 
 
+STATE_FILE_LITERAL = re.compile(r"\.(delta|snapshot|zip|changelog|sst)\b|^\.?(snapshot|zip|changelog)$|(^|/)SSTs(/|$)")
+"""A state file's suffix (``.zip``, ``13.delta``, ``*.sst``) or RocksDB's shared directory (``SSTs``) in a string."""
+
+
+def state_file_literals(path: Path, decoders: set[str]) -> list[str]:
+    """Strings (docstrings aside) in ``path`` that spell a state file's suffix, the shared directory or a decoder."""
+    tree = ast.parse(path.read_text(), str(path))
+    docs = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
+    where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+    found = [n for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs
+             and (STATE_FILE_LITERAL.search(n.value) or n.value in decoders)]
+    return [f"{where}:{n.lineno}: {n.value!r}" for n in sorted(found, key=lambda n: (n.lineno, n.col_offset))]
+
+
+def test_no_module_outside_the_state_store_spells_a_state_file_suffix_or_decoder():
+    """Checks, repairs and the CLI ask statestore/formats/registry.py (a format's kind, its decoder object,
+    ``SST_DIR``, ``file_name``): a new state file layout touches statestore/ only. (``records`` is also an output
+    format of the CLI, so decoder names are looked for in checkpoint/.)"""
+    from wmcheck.statestore.formats.registry import DECODERS
+
+    names = {d.name for d in DECODERS}
+    files = [ROOT / "api" / "__init__.py", *(ROOT / "cli").rglob("*.py"), *(ROOT / "checkpoint").rglob("*.py")]
+    assert [hit for p in files for hit in state_file_literals(p, names if "checkpoint" in p.parts else set())] == []
+
+
+def test_the_suffix_rule_catches_suffixes_the_shared_dir_and_decoder_names(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text('"""Reads V.zip and SSTs/ (a docstring)."""\nA = f"{v}_*.zip"\nB = f"{d}/SSTs/"\nC = "rocksdb-zip"\n'
+                     'D = "1.delta does not exist"\nE = "delta"\nF = "the deltas"\nG = "zip"\n')
+    assert [hit.split(": ", 1)[1] for hit in state_file_literals(probe, {"rocksdb-zip"})] == [
+        "'_*.zip'", "'/SSTs/'", "'rocksdb-zip'", "'1.delta does not exist'", "'zip'"]
+
+
 def test_the_python_state_engine_imports_nothing_of_sparks_reader_and_the_command_only_the_engine_protocol():
     """Both engines sit behind ``statestore.engines``: ``wmcheck state`` names neither, and the JVM-free engine
     loads no module of Spark's reader (its targets and summaries are shared, not borrowed)."""

@@ -15,6 +15,7 @@ from wmcheck.checkpoint.errors import UnsupportedError
 from wmcheck.checkpoint.model import open_checkpoint
 from wmcheck.statestore.discovery import Store
 from wmcheck.statestore.engine.python_engine import read_store
+from wmcheck.statestore.formats.registry import ROCKSDB_CHANGELOG, ROCKSDB_ZIP
 from wmcheck.statestore.output.rows import jsonable, pylist
 from wmcheck.statestore.targets import target
 
@@ -100,7 +101,7 @@ def test_fast_and_reference_decoders_give_identical_tables(name, op, store, monk
     assert len(decoded) == len(decoded_fast)  # the reference never calls the fast decoder
     assert len(snapshots) == tables_read  # nor the table files' reader: RocksDB reads the snapshots
     rocksdb = [p for o in ckpt.operators if o.operator_id == int(op) for p in o.partitions if p.provider == "rocksdb"]
-    assert bool(tables_read) == any(f.format.decoder == "rocksdb-zip" for p in rocksdb for f in p.files)
+    assert bool(tables_read) == any(f.format.decoder == ROCKSDB_ZIP for p in rocksdb for f in p.files)
     assert same_arrow(got, reference)
     assert all(d is not None for d in decoded_fast)
     prefixed = fixture_facts(name)["operators"][int(op)]["operator_name"] == "sessionWindowStateStoreSaveExec"
@@ -510,8 +511,8 @@ def test_increments_over_a_streamed_full_copy_give_the_state_a_whole_load_gives(
     stream.fs = SimpleNamespace(read_many=lambda paths: {p: b"" for p in paths})
     stream.part = SimpleNamespace(operator_id=0, store="default", partition=0, directory="state/0/0", provider="rocksdb")
     stream.version, stream.codec, stream.checksums, stream.meta, stream.fast = 2, "lz4", False, None, False
-    stream.chain = [SimpleNamespace(format=SimpleNamespace(role="base", decoder="rocksdb-zip"), path="1.zip", version=1),
-                    SimpleNamespace(format=SimpleNamespace(role="increment", decoder="rocksdb-changelog"), path="2.changelog", version=2)]
+    stream.chain = [SimpleNamespace(format=SimpleNamespace(role="base", decoder=ROCKSDB_ZIP), path="1.zip", version=1),
+                    SimpleNamespace(format=SimpleNamespace(role="increment", decoder=ROCKSDB_CHANGELOG), path="2.changelog", version=2)]
     got: dict[bytes, bytes] = {}
     for keys, values in stream.chunks(rows):
         assert len(keys) <= rows and not set(keys) & set(got) and all(type(v) is bytes for v in values)

@@ -135,12 +135,12 @@ def snapshots_listed_under_another_name(ctx: Context) -> Iterator[Issue]:
                 if listed is None or not 0 < listed <= version or any(listed <= b <= version for b in bases):
                     continue
                 yield Issue(info.path, (
-                    f"Spark takes {name} for the snapshot of version {listed} (it lists every '*.zip' in "
+                    f"Spark takes {name} for the snapshot of version {listed} (it lists every '*.{zipped}' in "
                     f"{part.directory} and reads the rest of the name with Long.parseLong), the newest at or below "
-                    f"version {version} that the next batch loads, and reads {listed}.zip, which is not there: Spark "
+                    f"version {version} that the next batch loads, and reads {listed}.{zipped}, which is not there: Spark "
                     f"4.3 falls back to an older snapshot and the changelogs (tested: the control run's output); "
                     f"Spark before 4.1 fails instead: Spark 3.5 stops the restart with 'FileNotFoundException: File "
-                    f"…/{listed}.zip does not exist' (tested)"
+                    f"…/{listed}.{zipped} does not exist' (tested)"
                 ), Instruction(f"move {info.path} out of the checkpoint (or delete it) while the query is stopped"))
 
 

@@ -25,6 +25,7 @@ from wmcheck.statestore.formats.files import StateFile, StorePartition
 from wmcheck.statestore.formats.load import Lineages, resolve
 from wmcheck.statestore.formats.record_spans import resolved_state
 from wmcheck.statestore.formats.records import DELETE, MERGE, changelog_records, sized_records
+from wmcheck.statestore.formats.registry import ROCKSDB_CHANGELOG, ROCKSDB_ZIP
 from wmcheck.statestore.formats.row_checksums import RowPlace, verified_key, verified_value, verified_values
 from wmcheck.statestore.formats.sized_columns import file_records
 from wmcheck.statestore.rocksdb.files import ZipMetadata, open_snapshot
@@ -110,7 +111,7 @@ class PartitionStream:
         contents = self.fs.read_many(f.path for f in increments)
         for f in increments:
             data = decompress(contents.pop(f.path), self.codec, f.path)
-            if f.format.decoder == "rocksdb-changelog":
+            if f.format.decoder == ROCKSDB_CHANGELOG:
                 for kind, key, value in changelog_records(data, f.path):
                     if kind == DELETE:
                         overlay[key] = None
@@ -151,7 +152,7 @@ class PartitionStream:
             yield keys, values
 
     def _full_copy(self, base: StateFile, rows: int) -> Iterator[Chunk]:
-        if base.format.decoder == "rocksdb-zip":
+        if base.format.decoder == ROCKSDB_ZIP:
             with open_snapshot(self.fs, base, self.part.directory, self.tables) as snapshot:
                 self.meta = snapshot.meta
                 yield from snapshot.chunks(rows)

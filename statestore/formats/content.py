@@ -22,7 +22,7 @@ from typing import Callable, Mapping
 from wmcheck.checkpoint.errors import CheckpointError, UnsupportedError
 from wmcheck.statestore.formats.codecs import codec_name, decompress, require_codec, require_module
 from wmcheck.statestore.formats.records import DELETE, changelog_records, sized_records
-from wmcheck.statestore.formats.registry import StateFormat
+from wmcheck.statestore.formats.registry import RECORDS, ROCKSDB_CHANGELOG, ROCKSDB_ZIP, Decoder, StateFormat
 from wmcheck.statestore.formats.row_checksums import RowPlace, verified_key, verified_value, verified_values
 from wmcheck.statestore.formats.sized_columns import file_records
 from wmcheck.statestore.rocksdb.manifest import live_files
@@ -122,8 +122,8 @@ def _zip(data: bytes, fmt: StateFormat, decoding: Decoding, path: str, place: Ro
     read_snapshot_zip(data, path)
 
 
-DECODERS: Mapping[str, Callable[[bytes, StateFormat, Decoding, str, RowPlace], None]] = {
-    "records": _records, "rocksdb-changelog": _changelog, "rocksdb-zip": _zip,
+DECODERS: Mapping[Decoder, Callable[[bytes, StateFormat, Decoding, str, RowPlace], None]] = {
+    RECORDS: _records, ROCKSDB_CHANGELOG: _changelog, ROCKSDB_ZIP: _zip,
 }
 
 

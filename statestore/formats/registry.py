@@ -10,12 +10,13 @@ A store partition directory ``state/<op>/<partition>/[<store>/]`` holds, per ver
   checkpointing: the puts, deletes and merges of one version);
 * checkpoint format 2: the same names with the unique id of the run that wrote them, ``V_<uuid>.zip``;
 * Spark 4.1+ with checkpoint format 2: a JSON checksum file ``<file>.crc`` beside each of them (see
-  :mod:`.checksums`); Hadoop's ``.<file>.crc`` sidecars on local and HDFS file systems.
+  :mod:`wmcheck.checkpoint.checksums`); Hadoop's ``.<file>.crc`` sidecars on local and HDFS file systems.
 
 Rows written with ``rowChecksum.enabled`` carry a checksum inside the records (not a file format).
-Adding a format means adding a :class:`StateFormat` to :data:`FORMATS` (and its decoder to
-:mod:`wmcheck.statestore.formats.content` when no existing reader decodes it); the scan, the checks, the rewind, ``show``'s
-counts and the python engine all go through this module.
+Adding a format means adding a :class:`StateFormat` to :data:`FORMATS` (and, when no existing :class:`Decoder`
+reads it, a new one here and its function in :mod:`wmcheck.statestore.formats.content`); the scan, the checks, the
+rewind, ``show``'s counts and the python engine all go through this module: no module outside statestore/ spells a
+suffix, the shared directory or a decoder (tests/test_layers.py).
 """
 from __future__ import annotations
 
@@ -29,7 +30,32 @@ Kind = Literal["snapshot", "delta", "zip", "changelog"]
 """A state file's kind: the suffix of its name."""
 Provider = Literal["hdfs", "rocksdb"]
 Role = Literal["base", "increment"]
-Decoder = Literal["records", "rocksdb-zip", "rocksdb-changelog"]
+
+
+@dataclass(frozen=True)
+class Decoder:
+    """A reader of state files: what the bytes of its formats' files hold (:data:`wmcheck.statestore.formats.content.DECODERS`
+    gives its function)."""
+
+    name: str
+    rows: bool
+    """The file holds the rows itself, read entry by entry (HDFS records, a RocksDB changelog); else it is a RocksDB
+    snapshot zip, whose rows are in the SST tables it names."""
+    rocksdb: bool
+    """Its rows are the RocksDB provider's (encoded by its key and value encoders)."""
+
+
+RECORDS = Decoder("records", rows=True, rocksdb=False)
+"""HDFS deltas and snapshots: one compressed stream of size-prefixed records."""
+ROCKSDB_ZIP = Decoder("rocksdb-zip", rows=False, rocksdb=True)
+"""A RocksDB snapshot: a zip of RocksDB's own files and the ``metadata`` naming its SST tables."""
+ROCKSDB_CHANGELOG = Decoder("rocksdb-changelog", rows=True, rocksdb=True)
+"""A RocksDB changelog: the puts, deletes and merges of one version."""
+DECODERS: tuple[Decoder, ...] = (RECORDS, ROCKSDB_ZIP, ROCKSDB_CHANGELOG)
+SST_DIR = "SSTs"
+"""The directory of a RocksDB store's shared table files, which its snapshots name."""
+SST_SUFFIX = ".sst"
+"""The suffix of those table files (``SSTs/<n>-<uuid>.sst``)."""
 
 
 @dataclass(frozen=True)
@@ -43,7 +69,8 @@ class StateFormat:
     """``base``: the whole state of its version (a load starts from the newest one at or below the version);
     ``increment``: the changes of its version (a load applies every one after the base)."""
     decoder: Decoder
-    """Which reader decodes it (:mod:`wmcheck.statestore.formats.content`): size-prefixed records, a RocksDB snapshot zip, a changelog."""
+    """Which reader decodes it (:mod:`wmcheck.statestore.formats.content`): size-prefixed records, a RocksDB snapshot
+    zip, a changelog."""
     plural: str
     """Its count's name in ``show`` (``OperatorSummary.files``)."""
     read_later: bool
@@ -60,11 +87,11 @@ class StateFormat:
 
 
 FORMATS: tuple[StateFormat, ...] = (
-    StateFormat("snapshot", "hdfs", "base", "records", "snapshots", read_later=True),
-    StateFormat("delta", "hdfs", "increment", "records", "deltas", read_later=False),
-    StateFormat("zip", "rocksdb", "base", "rocksdb-zip", "zips", read_later=True, shared_dir="SSTs",
+    StateFormat("snapshot", "hdfs", "base", RECORDS, "snapshots", read_later=True),
+    StateFormat("delta", "hdfs", "increment", RECORDS, "deltas", read_later=False),
+    StateFormat("zip", "rocksdb", "base", ROCKSDB_ZIP, "zips", read_later=True, shared_dir=SST_DIR,
                 each_commit_alone=True),
-    StateFormat("changelog", "rocksdb", "increment", "rocksdb-changelog", "changelogs", read_later=False),
+    StateFormat("changelog", "rocksdb", "increment", ROCKSDB_CHANGELOG, "changelogs", read_later=False),
 )
 BY_KIND: dict[str, StateFormat] = {f.kind: f for f in FORMATS}
 BASE_KINDS = frozenset(f.kind for f in FORMATS if f.role == "base")
