@@ -1,4 +1,5 @@
-"""Spark-backed features: the state reader and batch replay (need pyspark).
+"""The state store: every state file format, its bytes, rows and load chain, and the engines that read them (the
+JVM-free one, and Spark's in statestore/spark/).
 
 ``read_state`` and ``older_than_watermark`` are loaded on first use, so importing this package
 does not import pyspark.
@@ -12,7 +13,7 @@ __all__ = ["read_state", "older_than_watermark"]
 
 def __getattr__(name: str) -> Any:
     if name in __all__:
-        from . import reader
+        from wmcheck.statestore.spark import reader
 
         return getattr(reader, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

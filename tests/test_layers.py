@@ -1,7 +1,8 @@
-"""Dependencies point one way: formats -> layout -> model -> batch facts (the replay plan, stalls) -> (repair |
-summary | timeline) -> checks (a finding's fix is a repair's request) -> Spark features -> cli. A module imports its
-own group and lower layers only, never a sibling (function-level imports included), so e.g. the repair API does
-not import (and register) the checks."""
+"""Dependencies point one way: foundation (errors, file access, layout, the text log) -> state files
+(statestore/formats, rocksdb, encodings, keys) -> logs -> model -> batch facts (watermarks, the replay plan) ->
+(repair | summary | timeline) -> checks (a finding's fix is a repair's request) -> the state store's engines and
+Spark features -> cli. A module imports its own group and lower layers only, never a sibling (function-level imports
+included), so e.g. the repair API does not import (and register) the checks."""
 from __future__ import annotations
 
 import ast
@@ -14,35 +15,43 @@ from pathlib import Path
 from conftest import ROOT
 
 TOP = ("cli", "checkpoint", "statestore")
-# (layer rank, group, modules of wmcheck.checkpoint by their first name component)
-CHECKPOINT_GROUPS = {
-    "formats": (0, ["errors", "batch_span", "numbers", "timeutil", "textlog", "source_offsets", "offsets", "commits", "file_logs",
-                    "query_metadata", "operator_metadata", "state_schema", "state_schema_write", "checksums", "operator_kinds", "progress", "plans",
-                    "kafka_offsets", "state_formats", "rocksdb_zip", "rocksdb_sst", "rocksdb_manifest", "sst_walk", "sst_columns", "state_codecs", "state_records", "row_checksums",
-                    "list_frames", "state_content", "key_partitions", "stale_keys", "sized_columns", "value_encoding",
-                    "stale_columns", "join_rows", "extras"]),
-    "layout": (1, ["layout", "not_a_checkpoint", "fs", "sources", "metadata_log", "state_files", "state_load", "locations", "repair_records", "progress_files"]),
-    "model": (2, ["model", "relocation", "repartitions", "activity", "pinned_conf", "conf_values", "broken_tail"]),
-    "batch facts": (3, ["sinks", "batch_inputs", "kafka_retention", "source_labels", "stall", "operator_watermarks", "late_filters"]),  # what each batch read (the replay plan), stalls
-    "checks": (4.5, ["checks", "validate", "verdict"]),  # findings carry the repair's requests as their fixes
-    "repair": (4, ["repair"]),
-    "summary": (4, ["summary"]),
-    "timeline": (4, ["timeline"]),
+FOUNDATION = ["checkpoint.errors", "checkpoint.batch_span", "checkpoint.numbers", "checkpoint.timeutil", "checkpoint.extras",
+              "checkpoint.checksums", "checkpoint.layout", "checkpoint.fs", "checkpoint.logs.textlog"]
+"""What the state-file rooms of statestore/ may import of checkpoint/."""
+STATE_FILES = ["statestore.formats", "statestore.rocksdb", "statestore.encodings", "statestore.keys"]
+"""statestore/'s JVM-free knowledge of state files: what checkpoint/ may import of statestore/."""
+# (layer rank, group, the modules and packages it holds, named relative to wmcheck; the longest name matching wins)
+GROUPS = {
+    "foundation": (0, FOUNDATION),
+    "state files": (1, STATE_FILES),
+    "logs": (2, ["checkpoint.logs", "checkpoint.operator_kinds", "checkpoint.not_a_checkpoint", "checkpoint.sources",
+                 "checkpoint.locations", "checkpoint.repair_records"]),
+    "model": (3, ["checkpoint.model", "checkpoint.relocation", "checkpoint.repartitions", "checkpoint.activity",
+                  "checkpoint.pinned_conf", "checkpoint.conf_values", "checkpoint.broken_tail"]),
+    "batch facts": (4, ["checkpoint.watermarks", "checkpoint.sinks", "checkpoint.batch_inputs",  # what each batch read
+                        "checkpoint.kafka_retention", "checkpoint.source_labels"]),  # (the replay plan), stalls
+    "checks": (5.5, ["checkpoint.checks", "checkpoint.validate", "checkpoint.verdict"]),  # findings carry repairs' requests
+    "repair": (5, ["checkpoint.repair"]),
+    "summary": (5, ["checkpoint.summary"]),
+    "timeline": (5, ["checkpoint.watermarks.timeline"]),
+    "state store": (6, ["statestore"]),  # the engines, their output, Spark's reader, replay, the repartition runner, compat
+    "cli": (7, ["cli"]),
 }
-RANKS = {"spark": 5, "cli": 6, **{group: rank for group, (rank, _) in CHECKPOINT_GROUPS.items()}}
+RANKS = {group: rank for group, (rank, _) in GROUPS.items()}
 
 
 def group_of(module: str) -> str:
     """The group of a module named relative to ``wmcheck`` (``checkpoint.repair.api`` -> ``repair``)."""
-    top, _, rest = module.partition(".")
-    if top == "cli":
-        return "cli"
-    if top == "statestore":
-        return "spark"
-    first = rest.split(".")[0]
-    found = [group for group, (_, names) in CHECKPOINT_GROUPS.items() if first in names]
-    assert found, f"wmcheck.{module} belongs to no layer: add it to CHECKPOINT_GROUPS"
-    return found[0]
+    parts = module.split(".")
+    for i in range(len(parts), 0, -1):
+        found = [group for group, (_, names) in GROUPS.items() if ".".join(parts[:i]) in names]
+        if found:
+            return found[0]
+    raise AssertionError(f"wmcheck.{module} belongs to no layer: add it to GROUPS")
+
+
+def within(module: str, names: list[str]) -> bool:
+    return any(module == n or module.startswith(n + ".") for n in names)
 
 
 def module_name(path: Path) -> str:
@@ -89,12 +98,53 @@ def test_modules_import_only_their_group_and_lower_layers():
 
 def test_the_rule_catches_sideways_and_upward_imports():
     assert not allowed("checkpoint.repair.backup", "checkpoint.checks.logs")
-    assert not allowed("checkpoint.checks.logs", "statestore.repartition")
+    assert not allowed("checkpoint.checks.logs", "statestore.spark.repartition")
+    assert not allowed("statestore.formats.load", "checkpoint.model") and not allowed("checkpoint.layout", "statestore.formats.files")
+    assert not allowed("checkpoint.model", "statestore.engine.python_engine")
     assert not allowed("checkpoint.repair.api", "checkpoint.validate")
     assert not allowed("checkpoint.model", "checkpoint.summary")
     assert not allowed("checkpoint.layout", "checkpoint.model")
     assert allowed("checkpoint.repair.api", "checkpoint.repair_records") and allowed("cli.show", "checkpoint.summary")
-    assert allowed("statestore.replay", "checkpoint.batch_inputs")
+    assert allowed("statestore.spark.replay", "checkpoint.batch_inputs")
+    assert allowed("checkpoint.model", "statestore.formats.files") and allowed("statestore.formats.schema", "checkpoint.logs.textlog")
+
+
+ABOVE_THE_STATE_FILES = ["checkpoint.checks", "checkpoint.repair", "checkpoint.validate", "checkpoint.verdict",
+                         "checkpoint.summary", "checkpoint.watermarks.timeline"]
+"""What no room of statestore/ outside statestore/spark/ imports: the checks, the repairs, show's and timeline's facts."""
+SPARK_ENTRIES = {"statestore", "statestore.engines"}
+"""Where Spark's engine is chosen (``read_state``, ``--engine spark``), imported only when it is."""
+
+
+def one_way_breaks(edges: list[tuple[str, str]]) -> list[str]:
+    """Imports (importer, imported) against the one-way rule between checkpoint/ and statestore/."""
+    wrong = []
+    for mine, theirs in edges:
+        if mine.startswith("checkpoint") and theirs.startswith("statestore") and not within(theirs, STATE_FILES):
+            wrong.append(f"{mine} -> {theirs}: checkpoint/ imports statestore's state-file rooms only")
+        elif within(mine, STATE_FILES) and theirs.startswith("checkpoint") and not within(theirs, FOUNDATION):
+            wrong.append(f"{mine} -> {theirs}: the state-file rooms import checkpoint's foundation only")
+        elif mine.startswith("statestore") and not within(mine, ["statestore.spark"]) and (
+                within(theirs, ABOVE_THE_STATE_FILES) or within(theirs, ["statestore.spark"]) and mine not in SPARK_ENTRIES):
+            wrong.append(f"{mine} -> {theirs}: only statestore/spark/ imports checks, repairs or Spark's room")
+    return wrong
+
+
+def test_checkpoint_and_the_state_store_import_each_other_one_way():
+    """checkpoint/ imports of statestore/ only the state-file rooms (formats, rocksdb, encodings, keys), and they
+    import of checkpoint/ only its foundation; the JVM-free rooms of statestore/ never import checkpoint's checks or
+    repairs, nor statestore/spark/ (but where Spark's engine is chosen): the repartition runner, in statestore/spark/,
+    is the one module of statestore/ that runs a repair."""
+    edges = [(module_name(p), target) for p in package_files() for _, target in imports(p) if target.split(".")[0] in TOP]
+    assert one_way_breaks(edges) == []
+    assert "statestore.spark.repartition" in {mine for mine, theirs in edges if within(theirs, ["checkpoint.repair"])}
+    assert one_way_breaks([("checkpoint.model", "statestore.engine.store_files"), ("statestore.formats.load", "checkpoint.model"),
+                           ("statestore.engine.python_jobs", "checkpoint.repair.api"), ("statestore.discovery", "statestore.spark.reader"),
+                           ("statestore.engines", "statestore.spark.spark_engine"), ("checkpoint.model", "statestore.formats.files")]) == [
+        "checkpoint.model -> statestore.engine.store_files: checkpoint/ imports statestore's state-file rooms only",
+        "statestore.formats.load -> checkpoint.model: the state-file rooms import checkpoint's foundation only",
+        "statestore.engine.python_jobs -> checkpoint.repair.api: only statestore/spark/ imports checks, repairs or Spark's room",
+        "statestore.discovery -> statestore.spark.reader: only statestore/spark/ imports checks, repairs or Spark's room"]
 
 
 def test_importing_the_repair_api_imports_no_check():
@@ -109,24 +159,57 @@ STATE_FORMAT_NAMES = re.compile(r"""["'](\.?(snapshot|zip|changelog)|\.delta)["'
 
 
 def test_state_file_formats_are_named_in_their_registry_only():
-    """Adding a state file format touches checkpoint/state_formats.py (and its tests): no other module names one
+    """Adding a state file format touches statestore/formats/registry.py (and its tests): no other module names one
     (``"delta"`` is also a Delta Lake source's kind, so only its suffix is looked for)."""
-    files = [p for top in TOP for p in (ROOT / top).rglob("*.py") if p.name != "state_formats.py"]
+    files = [p for top in TOP for p in (ROOT / top).rglob("*.py") if p != ROOT / "statestore" / "formats" / "registry.py"]
     named = [f"{p.relative_to(ROOT)}:{n}: {line.strip()}" for p in files
              for n, line in enumerate(p.read_text().splitlines(), 1) if STATE_FORMAT_NAMES.search(line)]
     assert named == []
     assert STATE_FORMAT_NAMES.search('kind == "zip"') and STATE_FORMAT_NAMES.search("name.endswith('.delta')")
 
 
+STATE_FILE_LITERAL = re.compile(r"\.(delta|snapshot|zip|changelog|sst)\b|^\.?(snapshot|zip|changelog)$|(^|/)SSTs(/|$)")
+"""A state file's suffix (``.zip``, ``13.delta``, ``*.sst``) or RocksDB's shared directory (``SSTs``) in a string."""
+
+
+def state_file_literals(path: Path, decoders: set[str]) -> list[str]:
+    """Strings (docstrings aside) in ``path`` that spell a state file's suffix, the shared directory or a decoder."""
+    tree = ast.parse(path.read_text(), str(path))
+    docs = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
+    where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+    found = [n for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs
+             and (STATE_FILE_LITERAL.search(n.value) or n.value in decoders)]
+    return [f"{where}:{n.lineno}: {n.value!r}" for n in sorted(found, key=lambda n: (n.lineno, n.col_offset))]
+
+
+def test_no_module_outside_the_state_store_spells_a_state_file_suffix_or_decoder():
+    """Checks, repairs and the CLI ask statestore/formats/registry.py (a format's kind, its decoder object,
+    ``SST_DIR``, ``file_name``): a new state file layout touches statestore/ only. (``records`` is also an output
+    format of the CLI, so decoder names are looked for in checkpoint/.)"""
+    from wmcheck.statestore.formats.registry import DECODERS
+
+    names = {d.name for d in DECODERS}
+    files = [ROOT / "api" / "__init__.py", *(ROOT / "cli").rglob("*.py"), *(ROOT / "checkpoint").rglob("*.py")]
+    assert [hit for p in files for hit in state_file_literals(p, names if "checkpoint" in p.parts else set())] == []
+
+
+def test_the_suffix_rule_catches_suffixes_the_shared_dir_and_decoder_names(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text('"""Reads V.zip and SSTs/ (a docstring)."""\nA = f"{v}_*.zip"\nB = f"{d}/SSTs/"\nC = "rocksdb-zip"\n'
+                     'D = "1.delta does not exist"\nE = "delta"\nF = "the deltas"\nG = "zip"\n')
+    assert [hit.split(": ", 1)[1] for hit in state_file_literals(probe, {"rocksdb-zip"})] == [
+        "'_*.zip'", "'/SSTs/'", "'rocksdb-zip'", "'1.delta does not exist'", "'zip'"]
+
+
 def test_the_python_state_engine_imports_nothing_of_sparks_reader_and_the_command_only_the_engine_protocol():
     """Both engines sit behind ``statestore.engines``: ``wmcheck state`` names neither, and the JVM-free engine
     loads no module of Spark's reader (its targets and summaries are shared, not borrowed)."""
-    code = ("import sys, wmcheck.statestore.python_engine, wmcheck.cli.state; "
-            "print(sorted(m for m in sys.modules if m in ('wmcheck.statestore.reader', 'wmcheck.statestore.spark_engine', "
-            "'wmcheck.statestore.session', 'pyspark')))")
+    code = ("import sys, wmcheck.statestore.engine.python_engine, wmcheck.cli.state; "
+            "print(sorted(m for m in sys.modules if m in ('wmcheck.statestore.spark.reader', 'wmcheck.statestore.spark.spark_engine', "
+            "'wmcheck.statestore.spark.session', 'pyspark')))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
-    engine_modules = {"statestore.python_engine", "statestore.spark_engine", "statestore.reader", "statestore.summary"}
+    engine_modules = {"statestore.engine.python_engine", "statestore.spark.spark_engine", "statestore.spark.reader", "statestore.summary"}
     assert engine_modules & {target for _, target in imports(ROOT / "cli" / "state.py")} == set()
 
 
@@ -234,7 +317,7 @@ def test_every_repair_is_registered_once_by_its_command():
 # -- typed documents across seams -------------------------------------------------------------------
 
 DOCUMENT_SEAMS = [*sorted((ROOT / "checkpoint" / "repair").glob("*.py")), *(ROOT / "cli" / f"{m}.py" for m in (
-    "repair", "repartition", "replay", "output", "views", "repair_views", "reset_offsets")), ROOT / "statestore" / "repartition.py"]
+    "repair", "repartition", "replay", "output", "views", "repair_views", "reset_offsets")), ROOT / "statestore" / "spark" / "repartition.py"]
 """Where the repair document, the replay plan, a plan's request/before/after and backup manifests are made or read."""
 PARSERS = re.compile(r"(^|_)(from_json|parse)|^read_manifest$")
 """Functions that turn JSON into those documents: the one place their keys are spelled."""
@@ -354,7 +437,7 @@ def test_spark_log_paths_and_the_compaction_rule_are_written_in_metadata_log_onl
     compaction rule ``(N + 1) % interval`` is written once."""
     found = {(p.relative_to(ROOT).as_posix(), pattern.pattern) for p in package_files()
              for pattern in (LOG_PATH, COMPACTION_RULE) for line in p.read_text().splitlines() if pattern.search(line)}
-    assert found == {("checkpoint/metadata_log.py", COMPACTION_RULE.pattern)}
+    assert found == {("checkpoint/logs/metadata_log.py", COMPACTION_RULE.pattern)}
 
 
 def test_one_function_opens_a_file_sink():

@@ -37,12 +37,14 @@ def test_wheel_holds_every_module_data_file_and_package(tmp_path):
     wanted = {SOURCES[path.split("/")[0]] + path[len(path.split("/")[0]):] for path in tracked if not path.endswith(".c")}
     assert wanted and wanted <= names, sorted(wanted - names)
     assert {n.split("/")[0] for n in names} == {"wmcheck", "-".join(wheel.name.split("-")[:2]) + ".dist-info"}
-    assert [n for n in names if n.startswith("wmcheck/checkpoint/sst_walk.") and n.endswith(".so")]  # the C walk, built
+    assert [n for n in names if n.startswith("wmcheck/statestore/rocksdb/sst_walk.") and n.endswith(".so")]  # the C walk, built
     installed = {"wmcheck" if name == "api" else "wmcheck." + name for name in packages([*tracked, added])}
     assert packages(sorted(names)) == installed
-    assert packages(tracked) == {"api", "checkpoint", "checkpoint.checks", "checkpoint.fs", "checkpoint.repair", "checkpoint.sinks", "checkpoint.sources",
+    assert packages(tracked) == {"api", "checkpoint", "checkpoint.checks", "checkpoint.fs", "checkpoint.logs", "checkpoint.repair", "checkpoint.sinks",
+                                 "checkpoint.sources", "checkpoint.watermarks",
                                  "cli",
-                                 "statestore", "statestore.compat"}
+                                 "statestore", "statestore.encodings", "statestore.engine", "statestore.formats", "statestore.keys",
+                                 "statestore.output", "statestore.rocksdb", "statestore.spark", "statestore.spark.compat"}
     assert "wmcheck.checkpoint.repair.added" in packages(sorted(names))
     typed = {p for p in packages(sorted(names)) if p.replace(".", "/") + "/py.typed" in names}
     assert typed == installed - {"wmcheck.checkpoint.repair.added"}  # every package of the source is typed (PEP 561)

@@ -6,9 +6,11 @@ import os
 import stat
 from typing import Iterator
 
+from wmcheck.checkpoint.logs.metadata_log import FILE_SOURCE_LOG
+from wmcheck.statestore.formats.registry import SST_DIR
+
 from ..fs import local_path
 from ..layout import COMMITS, OFFSETS, SINK_LOG
-from ..metadata_log import FILE_SOURCE_LOG
 from .context import Context, Tree
 from .definition import ERROR, Instruction, Issue, check
 from .text import listed, plural
@@ -23,7 +25,7 @@ def written_dirs(ctx: Context) -> list[tuple[Tree, str]]:
         for part in op.partitions:
             dirs.append(part.directory)
             if part.sst_files:
-                dirs.append(f"{part.directory}/SSTs")
+                dirs.append(f"{part.directory}/{SST_DIR}")
     out = [(tree, d) for d in dirs]
     if ctx.sink is not None:
         out += [(ctx.sink, ""), (ctx.sink, SINK_LOG)]

@@ -12,22 +12,21 @@ from __future__ import annotations
 
 from typing import Iterator, Sequence
 
+from wmcheck.statestore.formats.codecs import decompress
+from wmcheck.statestore.formats.content import Decoding
+from wmcheck.statestore.formats.files import StateFile
+from wmcheck.statestore.formats.load import StoreLoad
+from wmcheck.statestore.formats.records import DELETE, sized_records
+from wmcheck.statestore.formats.registry import RECORDS, file_name
+from wmcheck.statestore.formats.row_checksums import CHECKSUM_BYTES
+from wmcheck.statestore.formats.sized_columns import file_records, joined, key_fingerprints, keys_equal, word_view
+
 from ..errors import CheckpointError
-from ..row_checksums import CHECKSUM_BYTES
-from ..sized_columns import file_records, joined, key_fingerprints, keys_equal, word_view
-from ..state_codecs import decompress
-from ..state_content import Decoding
-from ..state_files import StateFile
-from ..state_load import StoreLoad
-from ..state_records import DELETE, sized_records
 from . import state_reads
 from .context import Context
 from .definition import WARNING, Issue, check
 from .loaded_state import Reader
 from .state_reads import content_loads, judged_for_output, rewind_fix
-
-HDFS_RECORDS = "records"
-"""The decoder of HDFS deltas and snapshots (one sized record stream)."""
 
 
 def absent_delete(reader: Reader, load: StoreLoad, checksums: bool) -> StateFile | None:
@@ -36,7 +35,7 @@ def absent_delete(reader: Reader, load: StoreLoad, checksums: bool) -> StateFile
     ``checksums``: deleted keys carry their row checksum first (rowChecksum.enabled)."""
     chain = load.chain
     if (not chain or load.failure is not None or load.skipped or not load.loadable
-            or any(f.format.decoder != HDFS_RECORDS for f in chain)):
+            or any(f.format.decoder != RECORDS for f in chain)):
         return None
     data = reader.take([f.path for f in chain], sum(f.size for f in chain))
     if data is None:
@@ -109,6 +108,6 @@ def deletes_of_absent_keys(ctx: Context) -> Iterator[Issue]:
             f"deletes a key that version {version - 1} does not hold: Spark's HDFS-backed store writes a delete only "
             f"for a key it removed, so this is not the file Spark wrote for version {version} (an older delta of the "
             f"partition copied over it, or another partition's). Spark loads it without an error, and whatever the "
-            f"lost delta held is gone: nothing here tells whether the output needed it (state_types's state/0/1/10.delta "
-            f"replaced by its 9.delta restarts with the control run's output, tested); {why}"
+            f"lost delta held is gone: nothing here tells whether the output needed it (state_types's state/0/1/"
+            f"{file_name(10, found.format.kind)} replaced by its {file_name(9, found.format.kind)} restarts with the control run's output, tested); {why}"
         ), fix)

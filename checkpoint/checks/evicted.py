@@ -12,15 +12,17 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Iterator
 
-from .. import stale_columns
+from wmcheck.statestore.formats.load import StoreLoad
+from wmcheck.statestore.formats.registry import ROCKSDB_ZIP, SST_DIR
+from wmcheck.statestore.keys import stale_columns
+from wmcheck.statestore.keys.stale import FileChanges, latest_removal, stale_keys
+
 from ..repair.requests import RewindRequest
-from ..stale_keys import FileChanges, latest_removal, stale_keys
-from ..state_load import StoreLoad
 from ..timeutil import format_ms
 from . import state_reads
 from .context import Context
 from .definition import ERROR, Issue, check
-from .state_reads import ZIP_DECODER, Bound, aging, content_loads, judged_for_output, rewind_fix
+from .state_reads import Bound, aging, content_loads, judged_for_output, rewind_fix
 from .text import plural
 
 
@@ -31,10 +33,10 @@ def judged(ctx: Context, load: StoreLoad) -> tuple[list[FileChanges], list[FileC
         return None
     found = state_reads.state_reads(ctx).aged_changes
     first = load.chain[0]
-    tables_dir = f"{load.part.directory}/SSTs/"
+    tables_dir = f"{load.part.directory}/{SST_DIR}/"
     tables = [c for p, c in sorted(found.items()) if p.startswith(tables_dir)] \
-        if first.format.decoder == ZIP_DECODER else []
-    files = [found.get(f.path) for f in load.chain if f.format.decoder != ZIP_DECODER]
+        if first.format.decoder == ROCKSDB_ZIP else []
+    files = [found.get(f.path) for f in load.chain if f.format.decoder != ROCKSDB_ZIP]
     if any(c is None for c in tables + files):
         return None
     return [c for c in tables if c is not None], [c for c in files if c is not None]

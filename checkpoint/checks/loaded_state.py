@@ -4,21 +4,23 @@ from __future__ import annotations
 
 from typing import Iterable, Iterator
 
+from wmcheck.statestore.encodings.join_rows import fold
+from wmcheck.statestore.formats.codecs import decompress
+from wmcheck.statestore.formats.content import Decoding
+from wmcheck.statestore.formats.files import StateFile, StorePartition
+from wmcheck.statestore.formats.load import StoreLoad, resolve
+from wmcheck.statestore.formats.records import DELETE, PUT, Record, changelog_records, sized_records
+from wmcheck.statestore.formats.registry import RECORDS, ROCKSDB_CHANGELOG, ROCKSDB_ZIP, SST_DIR
+from wmcheck.statestore.rocksdb.sst import TableEntry, read_whole
+from wmcheck.statestore.rocksdb.zips import read_snapshot_zip
+
 from ..errors import CheckpointError
-from ..join_rows import fold
-from ..rocksdb_sst import TableEntry, read_whole
-from ..rocksdb_zip import read_snapshot_zip
-from ..state_codecs import decompress
-from ..state_content import Decoding
-from ..state_files import StateFile, StorePartition
-from ..state_load import StoreLoad, resolve
-from ..state_records import DELETE, PUT, Record, changelog_records, sized_records
 from .context import Context
-from .state_reads import CHANGELOG_DECODER, SST_DIR, ZIP_DECODER, lineages, state_reads
+from .state_reads import lineages, state_reads
 
 READ_LIMIT = 32 << 20
 """The most bytes of state files one check reads here (larger states are not judged)."""
-READ_HERE = ("records", ZIP_DECODER, CHANGELOG_DECODER)
+READ_HERE = (RECORDS, ROCKSDB_ZIP, ROCKSDB_CHANGELOG)
 """The decoders of the files read here: HDFS deltas and snapshots, RocksDB snapshots and changelogs."""
 
 
@@ -58,25 +60,25 @@ class Reader:
         part = load.part
         if not load.loadable or any(f.format.decoder not in READ_HERE for f in load.chain):
             return None
-        zipped = bool(load.chain) and load.chain[0].format.decoder == ZIP_DECODER
+        zipped = bool(load.chain) and load.chain[0].format.decoder == ROCKSDB_ZIP
         if families and not zipped:
             return None
         try:
             files = self._snapshot(part, load.chain[0], families) if zipped else []
             if files is None:
                 return None
-            steps = [f for f in load.chain if f.format.decoder != ZIP_DECODER]
+            steps = [f for f in load.chain if f.format.decoder != ROCKSDB_ZIP]
             data = self.take([f.path for f in steps], sum(f.size for f in steps))
             if data is None:
                 return None
             for f in steps:
                 plain = decompress(data[f.path], self.codec, f.path)
-                read = changelog_records if f.format.decoder == CHANGELOG_DECODER else sized_records
+                read = changelog_records if f.format.decoder == ROCKSDB_CHANGELOG else sized_records
                 files.append(self._counted(read(plain, f.path)))
             state = fold(files)
         except (CheckpointError, KeyError):
             return None  # damaged (WM039) or unreadable
-        rocksdb = any(f.format.decoder in (ZIP_DECODER, CHANGELOG_DECODER) for f in load.chain)
+        rocksdb = any(f.format.decoder.rocksdb for f in load.chain)
         return {k[1:]: v[1:] for k, v in state.items()} if rocksdb and not families else state
 
     def _counted(self, records: Iterable[Record]) -> Iterator[Record]:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import posixpath
 from typing import Iterator
 
+from wmcheck.statestore.formats.registry import StateFormat, formats_of, version_file
+
 from ..layout import STATE
 from ..numbers import is_number
-from ..state_formats import StateFormat, formats_of, version_file
 from .context import Context
 from .definition import ERROR, Instruction, Issue, check
 from .state_reads import load_version
@@ -39,7 +40,7 @@ def misplaced_entries(ctx: Context) -> Iterator[Issue]:
         if fmt == SNAPSHOT:
             yield Issue(directory, (
                 f"a directory named as the snapshot of version {at}: Spark 4.3's HDFS-backed state store lists every "
-                f"entry named 'V.snapshot', directories too, and loading state version {version}, which the next batch "
+                f"entry named 'V.{fmt.kind}', directories too, and loading state version {version}, which the next batch "
                 f"loads, starts from the newest at or below it, this one: the load fails, and automatic snapshot repair "
                 f"does not step over it ('[CANNOT_LOAD_STATE_STORE.UNCATEGORIZED] An error occurred during loading "
                 f"state', caused by 'NoSuchElementException: None.get', tested, an empty directory too). Without it "

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from ..key_partitions import Sample
+from wmcheck.statestore.formats.registry import SST_DIR
+from wmcheck.statestore.keys.partitions import Sample
+
 from ..pinned_conf import ROW_CHECKSUM, effective
 from .context import Context
 from .definition import ERROR, Instruction, Issue, check
 from .operator_metadata import rewrite_fix
 from .remedies import swap_back
-from .state_reads import SST_DIR, Plan, content_loads, plans, state_reads
+from .state_reads import Plan, content_loads, plans, state_reads
 
 
 def samples(ctx: Context) -> dict[str, Sample]:

@@ -5,15 +5,16 @@ from __future__ import annotations
 import posixpath
 from typing import Iterator
 
+from wmcheck.statestore.formats.content import LOAD_ERROR, Decoding, damage
+from wmcheck.statestore.formats.files import BASE_KINDS, StateFile, StorePartition
+from wmcheck.statestore.formats.load import StoreLoad, resolve, verify_loads
+from wmcheck.statestore.formats.registry import formats_of, unloadable_base_name
+from wmcheck.statestore.formats.row_checksums import VERIFICATION_FAILED, RowPlace
+
 from ..errors import CheckpointError
 from ..model import Operator
 from ..numbers import java_long
 from ..pinned_conf import ROW_CHECKSUM, effective
-from ..row_checksums import VERIFICATION_FAILED, RowPlace
-from ..state_content import LOAD_ERROR, Decoding, damage
-from ..state_files import BASE_KINDS, StateFile, StorePartition
-from ..state_formats import formats_of, unloadable_base_name
-from ..state_load import StoreLoad, resolve, verify_loads
 from .context import Context
 from .definition import ERROR, WARNING, Fix, Instruction, Issue, check
 from .logs import checkpoint_format
@@ -134,12 +135,12 @@ def snapshots_listed_under_another_name(ctx: Context) -> Iterator[Issue]:
                 if listed is None or not 0 < listed <= version or any(listed <= b <= version for b in bases):
                     continue
                 yield Issue(info.path, (
-                    f"Spark takes {name} for the snapshot of version {listed} (it lists every '*.zip' in "
+                    f"Spark takes {name} for the snapshot of version {listed} (it lists every '*.{zipped}' in "
                     f"{part.directory} and reads the rest of the name with Long.parseLong), the newest at or below "
-                    f"version {version} that the next batch loads, and reads {listed}.zip, which is not there: Spark "
+                    f"version {version} that the next batch loads, and reads {listed}.{zipped}, which is not there: Spark "
                     f"4.3 falls back to an older snapshot and the changelogs (tested: the control run's output); "
                     f"Spark before 4.1 fails instead: Spark 3.5 stops the restart with 'FileNotFoundException: File "
-                    f"…/{listed}.zip does not exist' (tested)"
+                    f"…/{listed}.{zipped} does not exist' (tested)"
                 ), Instruction(f"move {info.path} out of the checkpoint (or delete it) while the query is stopped"))
 
 

@@ -17,15 +17,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
+from wmcheck.checkpoint.logs.metadata_log import OFFSET_LOG
+from wmcheck.statestore.encodings.value_encoding import AVRO, UNSAFE_ROW
+from wmcheck.statestore.formats.registry import file_name, formats_of
+from wmcheck.statestore.formats.schema import ColumnFamilySchema, StructType
+
 from ..conf_values import SPARK_STATE_PACKAGE
 from ..layout import DEFAULT_STORE
-from ..metadata_log import OFFSET_LOG
 from ..model import PINNED_CONFS, Operator
 from ..operator_kinds import GROUP_STATE, is_join, is_transform_with_state
 from ..pinned_conf import effective
 from ..repartitions import SHUFFLE_PARTITIONS
-from ..state_schema import ColumnFamilySchema, StructType
-from ..value_encoding import AVRO, UNSAFE_ROW
 from .conf import drifts, last_conf, rejected
 from .context import Context
 from .definition import ERROR, Instruction, Issue, check
@@ -81,7 +83,8 @@ def provider(ctx: Context, pinned: str) -> Written | None:
     if mine is None or len(kinds) != 1 or mine in kinds:
         return None
     [written] = kinds
-    missing = "1.changelog does not exist" if mine == "rocksdb" else "CANNOT_READ_DELTA_FILE_NOT_EXISTS] … 1.delta"
+    first = file_name(1, formats_of("rocksdb" if mine == "rocksdb" else "hdfs")[1].kind)  # the first increment
+    missing = f"{first} does not exist" if mine == "rocksdb" else f"CANNOT_READ_DELTA_FILE_NOT_EXISTS] … {first}"
     return Written(PROVIDER, pinned, PROVIDER_CLASSES[written], f"the state holds {PROVIDER_FILES[written]} only", (
         f"Spark opens every store with the pinned provider, which finds none of its own files there, and loading the "
         f"state fails (tested: [CANNOT_LOAD_STATE_STORE.{'CANNOT_READ_STREAMING_STATE_FILE] … ' if mine == 'rocksdb' else ''}"

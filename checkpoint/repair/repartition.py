@@ -5,7 +5,7 @@ write).
 Spark's ``StreamingCheckpointManager.repartition`` (4.2+) writes batch L+1 of a stopped query (see
 :mod:`..repartitions`); what it writes cannot be planned file by file (fresh snapshots, new unique ids),
 so the plan describes it and its steps are only wmcheck's own writes. Running it needs Spark: a
-:class:`Repartitioner` (:class:`wmcheck.statestore.repartition.SparkRepartitioner`); undoing it is a rewind to
+:class:`Repartitioner` (:class:`wmcheck.statestore.spark.repartition.SparkRepartitioner`); undoing it is a rewind to
 L (everything batch L+1 wrote, moved into the backup), which needs none.
 """
 from __future__ import annotations
@@ -14,9 +14,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
 
+from wmcheck.checkpoint.logs.metadata_log import COMMIT_LOG, FILE_SINK_LOG, OFFSET_LOG
+from wmcheck.statestore.formats.files import is_temp
+from wmcheck.statestore.formats.registry import SST_DIR, SST_SUFFIX, file_name, formats_of
+
 from ..errors import CheckpointError, RefusedError, arg
 from ..layout import SINK_LOG
-from ..metadata_log import COMMIT_LOG, FILE_SINK_LOG, OFFSET_LOG
 from ..model import COMMITS, OFFSETS, Checkpoint, open_checkpoint
 from ..repair_records import UNDONE
 from ..repartitions import (
@@ -27,7 +30,6 @@ from ..repartitions import (
     repartitions,
     unfinished,
 )
-from ..state_files import is_temp
 from .backup import Backup, clear_journal, write_journal
 from .execute import apply, apply_step
 from .logs import remove_steps
@@ -82,7 +84,7 @@ StateRows = Mapping[tuple[int, str], int]
 
 class Repartitioner(Protocol):
     """What runs Spark's offline state repartition for :class:`RepartitionRequest`
-    (:class:`wmcheck.statestore.repartition.SparkRepartitioner`)."""
+    (:class:`wmcheck.statestore.spark.repartition.SparkRepartitioner`)."""
 
     def check(self) -> None:
         """Raise a CheckpointError when Spark's repartition cannot run here (pyspark too old, Spark Connect)."""
@@ -141,7 +143,7 @@ class SparkBatch(Execution):
             return
         if self.runner is None:
             raise CheckpointError("running Spark's repartition needs a runner: RepartitionRequest(runner="
-                                  "wmcheck.statestore.repartition.SparkRepartitioner())")
+                                  "wmcheck.statestore.spark.repartition.SparkRepartitioner())")
         self.runner.check()
 
     def needed(self, plan: Plan) -> bool:
@@ -290,13 +292,17 @@ def plan_repartition(ckpt: Checkpoint, partitions: int | None, *, sink: FileSink
     )
 
 
+ROCKSDB_BASE = formats_of("rocksdb")[0]
+"""The snapshot format Spark's repartition writes (RocksDB's ``V.zip``)."""
+
+
 def spark_writes(ckpt: Checkpoint, batch: int, partitions: int) -> tuple[SparkWrite, ...]:
     """What Spark's repartition writes as batch ``batch`` (L+1) of the checkpoint, in the order it writes it: the
     offsets, per operator its v2 metadata and in each new partition a snapshot of every store (state version
     L+2; with checkpoint format v2 a unique id in its name, and its SST files where the partition holds rows),
     then the commit (tests/test_repartition.py, tests/test_repartition_kinds.py compare it with what Spark wrote)."""
     version = batch + 1
-    snapshot = f"{version}_*.zip" if spark_confs(ckpt).get(CHECKPOINT_FORMAT) == "2" else f"{version}.zip"
+    snapshot = file_name(version, ROCKSDB_BASE.kind, "*" if spark_confs(ckpt).get(CHECKPOINT_FORMAT) == "2" else None)
     out = [SparkWrite(OFFSET_LOG.path(batch), "offsets", f"offsets/{batch - 1} with {SHUFFLE_PARTITIONS}={partitions}")]
     for op in ckpt.operators:
         top = f"state/{op.operator_id}"
@@ -311,7 +317,7 @@ def spark_writes(ckpt: Checkpoint, batch: int, partitions: int) -> tuple[SparkWr
                 if _checksum_files(ckpt, directory):
                     out.append(SparkWrite(f"{where}/{snapshot}.crc", "state", "the snapshot's checksum file (the "
                                           "store's state files have them)"))
-                out.append(SparkWrite(f"{where}/SSTs/*.sst", "state", "the snapshot's SST files, where the partition "
+                out.append(SparkWrite(f"{where}/{SST_DIR}/*{SST_SUFFIX}", "state", "the snapshot's SST files, where the partition "
                                       "holds rows (Spark names them)", optional=True))
     out.append(SparkWrite(COMMIT_LOG.path(batch), "commits", f"batch {batch} committed"))
     return tuple(out)
@@ -319,7 +325,7 @@ def spark_writes(ckpt: Checkpoint, batch: int, partitions: int) -> tuple[SparkWr
 
 def _checksum_files(ckpt: Checkpoint, directory: str) -> bool:
     """Whether a store's snapshots come with a checksum file ``NAME.zip.crc`` (its directory holds one already)."""
-    return any(i.name.endswith(".zip.crc") and not i.name.startswith(".") for i in ckpt.fs.list_dir(directory))
+    return any(i.name.endswith(f".{ROCKSDB_BASE.kind}.crc") and not i.name.startswith(".") for i in ckpt.fs.list_dir(directory))
 
 
 def spark_version_problem(version: str) -> str | None:

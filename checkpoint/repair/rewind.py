@@ -12,17 +12,19 @@ import posixpath
 from dataclasses import dataclass
 from functools import cached_property
 
+from wmcheck.checkpoint.logs.metadata_log import COMMIT_LOG, FILE_SOURCE_LOG, OFFSET_LOG, MetadataLog
+from wmcheck.checkpoint.logs.source_offsets import SourceOffset
+from wmcheck.statestore.formats.files import StorePartition
+from wmcheck.statestore.formats.registry import SST_DIR
+from wmcheck.statestore.rocksdb.zips import read_snapshot_zip
+
 from ..errors import CheckpointError, RefusedError, arg
 from ..fs import FileInfo, FileSystem
 from ..layout import COMMITS, OFFSETS, SINK_LOG, SOURCES, sidecar_target
 from ..locations import SinkFiles
-from ..metadata_log import COMMIT_LOG, FILE_SOURCE_LOG, OFFSET_LOG, MetadataLog
 from ..model import Checkpoint, Operator, store_unique_ids
 from ..numbers import is_number
 from ..repartitions import partitions_of
-from ..rocksdb_zip import read_snapshot_zip
-from ..source_offsets import SourceOffset
-from ..state_files import StorePartition
 from .logs import LogRewind, read_parsed, remove_steps, rewind_log, sink_orphans
 from .plan import Plan, SourcePosition, Step
 from .plan_params import Position, RewindParams
@@ -328,7 +330,7 @@ def _orphaned_ssts(fs: FileSystem, part: StorePartition, version: int, warnings:
     refs = {z.path: zip_sst_files(data[z.path], z.path) for z in zips}
     unreadable = [p for p, r in refs.items() if r is None]
     if unreadable:
-        warnings.append(f"{unreadable[0]}: cannot read its SST file list, so {part.directory}/SSTs/ is left as it is")
+        warnings.append(f"{unreadable[0]}: cannot read its SST file list, so {part.directory}/{SST_DIR}/ is left as it is")
         return []
     kept = {name for z in zips if z.version <= version for name in refs[z.path] or ()}
     dropped = {name for z in zips if z.version > version for name in refs[z.path] or ()} - kept
