@@ -9,8 +9,7 @@ Spark's rules, per operator (the watermark is epoch ms; timestamps in state are 
 * ``dropDuplicatesWithinWatermark``: ``value.expiresAtMicros <= watermark``;
 * ``flatMapGroupsWithState`` / ``applyInPandasWithState``: a key times out once
   ``value.timeoutTimestamp`` (ms, ``-1`` = none set) is ``<`` the watermark;
-* ``transformWithState``: an event-time timer fires once ``expiration_timestamp_ms < watermark`` (``<=`` in its Python
-  forms, transformWithStateInPandas / InPySpark);
+* ``transformWithState``: an event-time timer fires once ``expiration_timestamp_ms < watermark``;
   state variables are never evicted by the watermark (the processor or TTL clears them).
 """
 from __future__ import annotations
@@ -29,10 +28,6 @@ if TYPE_CHECKING:
 EVENT_TIMERS = "$eventTimers_keyToTimestamp"
 TIMER_COLUMN = "expiration_timestamp_ms"
 FMGWS_NAMES = ("flatMapGroupsWithState", "applyInPandasWithState")
-PYTHON_TWS = ("transformWithStateInPandasExec", "transformWithStateInPySparkExec")
-"""transformWithState's Python forms: their processor's event-time timers fire once at or before the eviction watermark
-(tests/test_matrix_spark.py: a timer at exactly the watermark fires), the JVM's ``TimerStateImpl.getExpiredTimers``
-only strictly before it."""
 NO_WATERMARK = "this state is never evicted by the watermark and grows with every new key"
 
 
@@ -77,9 +72,6 @@ def eviction_rule(operator_name: str | None, store: str, key: StructType | None,
     """
     value_fields = {f.name for f in value.fields} if value is not None else set()
     if is_transform_with_state(operator_name):
-        if store == EVENT_TIMERS and operator_name in PYTHON_TWS:
-            return Eviction((TIMER_COLUMN,), f"an event-time timer fires (handleExpiredTimer) once {TIMER_COLUMN} <= watermark "
-                                             "(the Python processor's timers)", "ms")
         if store == EVENT_TIMERS:
             return Eviction((TIMER_COLUMN,), f"an event-time timer fires (handleExpiredTimer) once {TIMER_COLUMN} < watermark", "ms", strict=True)
         if store.startswith("$procTimers"):

@@ -132,36 +132,38 @@ def evictions(spark, name, ckpt, prog, reports):
 
 
 def late_rows(spark, name, ckpt, prog, reports):
+    """Each operator's late rows in every batch: the replay of each source (summed), its operators judged with and
+    without the event log (Spark's own count beside what the replay cannot tell, with it)."""
     from wmcheck.statestore.late_rows import infer_window, window_key
+    from wmcheck.statestore.operator_late import operator_late_rows
     from wmcheck.statestore.replay import ReplayOptions, prepare, replay
 
     sources = [s.source_id for s in ckpt.offsets(ckpt.last_batch).sources]
+    replayed = []
+    for source in sources:
+        opts = ReplayOptions(source=source if len(sources) > 1 else None, source_format="json", schema=SCHEMA,
+                             event_time="ts")
+        keys: tuple[str, ...] = ()
+        stored = window_key(ckpt)
+        if stored is not None:
+            inferred = infer_window(spark, ckpt, stored)
+            opts = ReplayOptions(**{**opts.__dict__, "window": inferred.spec})
+            keys = inferred.group_by
+        replayed.extend(replay(spark, prepare(ckpt, 0, None, opts), opts, lambda _df, _b: None, keys))
     for with_log in (True, False):
-        given = prog if with_log else None
         got: dict[tuple[int, int], int | None] = {}
         notes: dict[tuple[int, int], str] = {}
         shown: dict[tuple[int, int], int | None] = {}
-        for source in sources:
-            opts = ReplayOptions(source=source if len(sources) > 1 else None, source_format="json", schema=SCHEMA,
-                                 event_time="ts")
-            keys: tuple[str, ...] = ()
-            stored = window_key(ckpt, given)
-            if stored is not None:
-                inferred = infer_window(spark, ckpt, stored)
-                opts = ReplayOptions(**{**opts.__dict__, "window": inferred.spec})
-                keys = inferred.group_by
-            for row in replay(spark, prepare(ckpt, 0, None, opts), opts, lambda _df, _b: None, keys, ckpt=ckpt,
-                              progress=given):
-                for op in row.operators:
-                    at = (row.batch, op.operator_id)
-                    before = got.get(at, 0)
-                    got[at] = None if op.late_rows is None or before is None else before + op.late_rows
-                    notes[at], shown[at] = op.how, op.spark_late_rows
-        for at, n in got.items():  # what the replay cannot tell, Spark's own count beside it (with the progress) does
-            got[at] = shown[at] if n is None else n
-        for (b, op_id), n in sorted(got.items()):
+        for row, ops in zip(replayed, operator_late_rows(ckpt, replayed, prog if with_log else None)):
+            for op in ops:
+                at = (row.batch, op.operator_id)
+                before = got.get(at, 0)
+                got[at] = None if op.late_rows is None or before is None else before + op.late_rows
+                notes[at], shown[at] = op.how, op.spark_late_rows
+        for (b, op_id), n in sorted(got.items()):  # what the replay cannot tell, Spark's count beside it (progress) does
             truth = reports[b]["stateOperators"][op_id]["numRowsDroppedByWatermark"]
-            yield Answer(name, "late rows", f"batch {b} operator {op_id}", with_log, n, truth, notes[(b, op_id)])
+            yield Answer(name, "late rows", f"batch {b} operator {op_id}", with_log, shown[(b, op_id)] if n is None else n,
+                         truth, notes[(b, op_id)])
 
 
 def wrong(answers: list[Answer]) -> list[Answer]:
