@@ -99,27 +99,33 @@ def shown_operator(root: Path, *args: str) -> tuple[dict, str]:
     return doc["operators"][0], " ".join(row.split())
 
 
-@pytest.mark.parametrize("timeout,logged,drops,late_s,late,note", [
-    ("NoTimeout", False, False, 45, "drops none", "0: applyInPandasWithState with NoTimeout drops no late rows (Spark filters "
+@pytest.mark.parametrize("timeout,logged,drops,late,note", [
+    ("NoTimeout", False, False, "drops none", "0: applyInPandasWithState with NoTimeout drops no late rows (Spark filters "
                                                "them only with EventTimeTimeout)"),
-    ("ProcessingTimeTimeout", False, None, 45, "2024-01-01T00:00:45.000Z (if it drops any)",
+    ("ProcessingTimeTimeout", False, None, "{late} (if it drops any)",
      "applyInPandasWithState drops late rows only with EventTimeTimeout; its state stores a timeout timestamp, but "
      "whether the timeout is ProcessingTimeTimeout or EventTimeTimeout only the plan shows: " + EVENT_LOG_HINT),
-    ("ProcessingTimeTimeout", True, False, 45, "drops none", "0: applyInPandasWithState with ProcessingTimeTimeout drops no "
+    ("ProcessingTimeTimeout", True, False, "drops none", "0: applyInPandasWithState with ProcessingTimeTimeout drops no "
                                                           "late rows (Spark filters them only with EventTimeTimeout)"),
-    ("EventTimeTimeout", True, True, 40, "2024-01-01T00:00:40.000Z", "applyInPandasWithState with EventTimeTimeout drops the "
+    ("EventTimeTimeout", True, True, "{late}", "applyInPandasWithState with EventTimeTimeout drops the "
                                                                   "input rows behind its late-events watermark"),
 ])
 def test_show_says_whether_the_operator_drops_late_input_as_replay_counts_it(runs, spark_event_log, timeout, logged, drops,
-                                                                          late_s, late, note):
+                                                                          late, note):
     """show's late watermark of a group-state operator follows the rule replay counts late rows by: none dropped
     without an event-time timeout, unknown where only the plan tells the timeout."""
     _, rows, root = runs[timeout]
     args = ("--progress", str(spark_event_log)) if logged else ()
     op, row = shown_operator(root, *args)
+    from wmcheck.checkpoint.model import open_checkpoint
+    from wmcheck.checkpoint.timeutil import format_ms
+
+    ckpt = open_checkpoint(str(root / "checkpoint"))  # the next batch drops by the last one's watermark, evicts by 45 s
+    late_ms = ckpt.offsets(ckpt.next_batch - 1).metadata.batch_watermark_ms
     assert (op["drops_late_input"], op["late_input_note"], op["late_watermark_ms"], op["eviction_watermark_ms"]) == \
-        (drops, note, 1704067200000 + late_s * 1000, 1704067245000)  # the next batch's: a@10, b@40, d@55 read
-    assert row.startswith(f"0 applyInPandasWithState {late} 2024-01-01T00:00:45.000Z "), row
+        (drops, note, late_ms, 1704067245000)
+    shown = late.format(late=format_ms(late_ms, __import__("datetime").timezone.utc))
+    assert row.startswith(f"0 applyInPandasWithState {shown} 2024-01-01T00:00:45.000Z "), row
     assert row.endswith("; " + " ".join(note.split())), row
     if not logged:  # the same rule as replay's
         assert rows[2]["operators"][0]["how"] == note

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 from matrix_shapes import SCHEMA, SHAPES, ShapeRun, run_shape
@@ -17,10 +16,10 @@ from matrix_shapes import SCHEMA, SHAPES, ShapeRun, run_shape
 from wmcheck.checkpoint.errors import CheckpointError, spelled
 from wmcheck.checkpoint.model import open_checkpoint
 from wmcheck.checkpoint.operator_watermarks import UNKNOWN, operator_watermarks
-from wmcheck.checkpoint.progress_files import load_progress
+from wmcheck.checkpoint.progress import QueryProgress, query_progress
+from wmcheck.checkpoint.progress_files import load_progress, read_records
 from wmcheck.cli.flags import cli_spelling
 
-pytestmark = pytest.mark.spark
 KINDS = ("watermarks", "global watermark", "evictions", "history", "late rows")
 EVICTING = ("default", "left", "right", "$eventTimers_keyToTimestamp")
 """The stores whose rows Spark removes only by an operator's own eviction watermark (or timeout / timer) in these shapes."""
@@ -45,24 +44,31 @@ def names_an_option(note: str) -> bool:
 
 @pytest.fixture(scope="module")
 def matrix(spark, spark_event_log, tmp_path_factory):
-    """shape name -> its answers, each shape run and asked once."""
+    """shape name -> its answers: every shape run first, the event log then read once, each shape asked once."""
+    runs = {s.name: run_shape(spark, s, tmp_path_factory.mktemp(s.name)) for s in SHAPES}
+    records = read_records(str(spark_event_log))
     done: dict[str, list[Answer]] = {}
 
     def answers(name: str) -> list[Answer]:
         if name not in done:
-            shape = next(s for s in SHAPES if s.name == name)
-            run = run_shape(spark, shape, tmp_path_factory.mktemp(name))
-            done[name] = list(ask(spark, run, Path(spark_event_log)))
+            run = runs[name]
+            done[name] = list(ask(spark, run, query_progress(run.query_id, records.reports, records.plans)))
         return done[name]
 
     return answers
 
 
-def ask(spark, run: ShapeRun, event_log: Path):
+def ask(spark, run: ShapeRun, prog: QueryProgress):
     name = run.shape.name
     ckpt = open_checkpoint(str(run.checkpoint))
-    prog = load_progress(run.query_id, str(event_log))
     reports = {r["batchId"]: r for r in run.reports}
+    yield from watermark_answers(name, ckpt, prog, reports)
+    yield from evictions(spark, name, ckpt, prog, reports)
+    yield from late_rows(spark, name, ckpt, prog, reports)
+
+
+def watermark_answers(name, ckpt, prog, reports):
+    """Every batch's global watermark and each operator's own (late, eviction), with and without the event log."""
     planned = {b: {op.operator_id: (op.late_ms, op.evict_ms) for op in plan.root.operators()} for b, plan in prog.plans.items()}
     assert sorted(planned) == sorted(reports), name  # the event log holds every batch's plan
 
@@ -77,8 +83,6 @@ def ask(spark, run: ShapeRun, event_log: Path):
                 known = own.source != UNKNOWN
                 yield Answer(name, "watermarks", f"batch {b} operator {op_id}", with_log,
                              (own.late_ms, own.evict_ms) if known else None, truth, own.note)
-    yield from evictions(spark, name, ckpt, prog, reports)
-    yield from late_rows(spark, name, ckpt, prog, reports)
 
 
 def _ms(iso: str | None) -> int | None:
@@ -124,7 +128,7 @@ def evictions(spark, name, ckpt, prog, reports):
                 except CheckpointError as exc:
                     yield Answer(name, "evictions", where, with_log, None, removed, f"{exc.message} {exc.hint or ''}")
         sample = batches[len(batches) // 2]
-        for b in (sample, sample + 1):  # the history (state --batch N) through Spark's own reader
+        for b in (sample, sample + 1) if spark is not None else ():  # the history (state --batch N) through Spark's own reader
             by_spark, with_value = _spark_rows(engines.read_state(ckpt, store.operator_id, store.name, b, engine="spark",
                                                                   spark=spark))
             yield Answer(name, "history", f"batch {b} operator {store.operator_id} store {store.name}", False,
@@ -171,6 +175,7 @@ def wrong(answers: list[Answer]) -> list[Answer]:
     return [a for a in answers if (a.got is not None and a.got != a.truth) or (a.got is None and not names_an_option(a.note))]
 
 
+@pytest.mark.spark
 @pytest.mark.parametrize("name", [s.name for s in SHAPES])
 def test_every_answer_of_the_shape_is_sparks_or_names_the_option(matrix, name):
     answers = matrix(name)
@@ -180,11 +185,36 @@ def test_every_answer_of_the_shape_is_sparks_or_names_the_option(matrix, name):
     assert [a for a in answers if a.with_log and a.kind in ("watermarks", "global watermark", "evictions") and a.got is None] == []
 
 
+@pytest.mark.spark
 def test_no_answer_is_confidently_wrong_on_any_shape(matrix):
-    answers = [a for s in SHAPES for a in matrix(s.name)]
+    answers = [a for s in SHAPES for a in matrix(s.name)] + [a for n in COMMITTED for a in committed(n)]
     assert [(a.shape, a.kind, a.where, a.with_log, a.got, a.truth) for a in answers
             if a.got is not None and a.got != a.truth] == []
     assert [a for a in answers if a.got is None and not names_an_option(a.note)] == []
     # the answers compared are real ones: late rows and evictions Spark counted are in the matrix
     assert sum(a.truth for a in answers if a.kind == "late rows" and a.with_log) > 0
     assert sum(len(a.truth) for a in answers if a.kind == "evictions" and a.with_log) > 0
+
+
+COMMITTED = ["join_then_agg", "agg_then_agg", "dedup_then_agg", "fmgws_then_agg", "tws_then_agg", "fmgws_tws_agg",
+             "join_then_agg_spark35", "fmgws_then_agg_spark35"]
+"""The committed chain fixtures (fixtures/queries.py): their event logs and progress reports (progress.jsonl) are
+Spark's; their late rows against Spark's are tests/test_operator_watermarks.py's replay test."""
+
+
+def committed(name: str) -> list[Answer]:
+    from conftest import FIXTURES, fixture_checkpoint
+
+    ckpt = open_checkpoint(str(fixture_checkpoint(name)))
+    prog = load_progress(json.loads((fixture_checkpoint(name) / "metadata").read_text())["id"], str(FIXTURES / name / "eventlog"))
+    lines = (FIXTURES / name / "progress.jsonl").read_text().splitlines()
+    reports = {r["batchId"]: r for r in map(json.loads, lines)}
+    return [*watermark_answers(name, ckpt, prog, reports), *evictions(None, name, ckpt, prog, reports)]
+
+
+@pytest.mark.parametrize("name", COMMITTED)
+def test_the_committed_chains_answer_as_spark_did(name):
+    """Watermarks and next-batch evictions of the committed chains, with and without their event logs."""
+    answers = committed(name)
+    assert wrong(answers) == []
+    assert [a for a in answers if a.with_log and a.got is None] == []
