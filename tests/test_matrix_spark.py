@@ -45,6 +45,8 @@ def names_an_option(note: str) -> bool:
 @pytest.fixture(scope="module")
 def matrix(spark, spark_event_log, tmp_path_factory):
     """shape name -> its answers: every shape run first, the event log then read once, each shape asked once."""
+    if spark.sparkContext.getConf().get("spark.eventLog.enabled") != "true":  # a session started before the fixture's
+        pytest.fail("the test session's Spark writes no event log: start it through conftest's spark fixture")
     runs = {s.name: run_shape(spark, s, tmp_path_factory.mktemp(s.name)) for s in SHAPES}
     records = read_records(str(spark_event_log))
     done: dict[str, list[Answer]] = {}
