@@ -80,12 +80,15 @@ def progress_line(location: str) -> Callable[[int, int], None] | None:
               "restored below batches the query committed (WM087).")
 @click.option("--kafka-option", "kafka_options", multiple=True, metavar="KEY=VALUE",
               help="A Kafka client setting (librdkafka names: security.protocol=SSL, sasl.mechanism=...; repeatable).")
+@click.option("--subscribe-pattern", metavar="REGEX", help="With --bootstrap-server: the subscribePattern of a Kafka "
+              "source (the checkpoint names only the topics read so far): report the new topics it matches (WM088).")
 @progress_option()
 @common_options(FORMATS + tuple(REPORT_OUTPUTS))
 @gc_paused
 def check(checkpoints: tuple[str, ...], file_sink: str | None, strict: bool, output: str | None, select: str | None,
           ignore: str | None, stall_batches: int, no_content: bool, operator_lag: str | None, progress: str | None,
-          bootstrap_server: str | None, kafka_options: tuple[str, ...], delta_sink: str | None, fmt: str, tz: tzinfo,
+          bootstrap_server: str | None, kafka_options: tuple[str, ...], subscribe_pattern: str | None,
+          delta_sink: str | None, fmt: str, tz: tzinfo,
           fs_options: tuple[str, ...]) -> None:
     """Validate each CKPT: every inconsistency that makes Spark fail, lose data or misbehave on restart.
 
@@ -104,8 +107,11 @@ def check(checkpoints: tuple[str, ...], file_sink: str | None, strict: bool, out
     with on_param("operator_lag"):
         lag_ms = parse_duration_ms(operator_lag) if operator_lag is not None else None
     timeout = click.get_current_context().find_root().meta.get(TIMEOUT_KEY)
+    if subscribe_pattern is not None and not bootstrap_server:
+        raise click.UsageError("--subscribe-pattern needs --bootstrap-server (the broker lists the topics it matches)")
     kafka = KafkaTopics(bootstrap_server, parse_pairs(kafka_options, "--kafka-option"),
-                        float(timeout) if timeout is not None else DEFAULT_TIMEOUT_S) if bootstrap_server else None
+                        float(timeout) if timeout is not None else DEFAULT_TIMEOUT_S, subscribe_pattern) \
+        if bootstrap_server else None
     if kafka is not None:
         kafka.ping()
     notes: list[str] = []
