@@ -140,7 +140,7 @@ def spark_event_log(tmp_path_factory) -> Path:
 def spark(spark_event_log):
     """One real local Spark session for the whole test run, writing its event log to ``spark_event_log``."""
     pytest.importorskip("pyspark")
-    from wmcheck.statestore.session import spark_session
+    from wmcheck.statestore.spark.session import spark_session
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # Python workers (pandas UDFs) run in this environment
 

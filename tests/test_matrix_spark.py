@@ -15,9 +15,9 @@ from matrix_shapes import SCHEMA, SHAPES, ShapeRun, run_shape
 
 from wmcheck.checkpoint.errors import CheckpointError, spelled
 from wmcheck.checkpoint.model import open_checkpoint
-from wmcheck.checkpoint.operator_watermarks import UNKNOWN, operator_watermarks
-from wmcheck.checkpoint.progress import QueryProgress, query_progress
-from wmcheck.checkpoint.progress_files import load_progress, read_records
+from wmcheck.checkpoint.watermarks.operators import UNKNOWN, operator_watermarks
+from wmcheck.checkpoint.watermarks.progress import QueryProgress, query_progress
+from wmcheck.checkpoint.watermarks.progress_files import load_progress, read_records
 from wmcheck.cli.flags import cli_spelling
 
 KINDS = ("watermarks", "global watermark", "evictions", "history", "late rows")
@@ -140,9 +140,9 @@ def evictions(spark, name, ckpt, prog, reports):
 def late_rows(spark, name, ckpt, prog, reports):
     """Each operator's late rows in every batch: the replay of each source (summed), its operators judged with and
     without the event log (Spark's own count beside what the replay cannot tell, with it)."""
-    from wmcheck.statestore.late_rows import infer_window, window_key
-    from wmcheck.statestore.operator_late import operator_late_rows
-    from wmcheck.statestore.replay import ReplayOptions, prepare, replay
+    from wmcheck.statestore.spark.late_rows import infer_window, window_key
+    from wmcheck.statestore.spark.operator_late import operator_late_rows
+    from wmcheck.statestore.spark.replay import ReplayOptions, prepare, replay
 
     sources = [s.source_id for s in ckpt.offsets(ckpt.last_batch).sources]
     replayed = []
