@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from datetime import timezone, tzinfo
 from typing import Mapping, Protocol, Sequence
 
+from wmcheck.checkpoint.watermarks.late_filters import operator_filter
 from wmcheck.checkpoint.watermarks.operators import (
     OperatorStall,
     OperatorWatermark,
@@ -12,6 +13,7 @@ from wmcheck.checkpoint.watermarks.operators import (
     operator_stalls,
     operator_watermarks,
 )
+from wmcheck.checkpoint.watermarks.plans import BatchPlan
 from wmcheck.checkpoint.watermarks.progress import BatchProgress, QueryProgress
 from wmcheck.checkpoint.watermarks.stall import SourceActivity, WatermarkStall, batch_activity, watermark_stall
 from wmcheck.statestore.formats.registry import FORMATS
@@ -111,6 +113,12 @@ class OperatorSummary:
     """``plan``, ``checkpoint``, ``join condition`` or ``unknown`` (see :mod:`wmcheck.checkpoint.watermarks.operators`)."""
     watermark_note: str | None = None
     """Where the two values come from, or why they are unknown."""
+    drops_late_input: bool | None = True
+    """Whether the next batch drops its input rows at or before ``late_watermark_ms``: False for a group-state operator
+    that filters none (no event-time timeout; transformWithState outside event time), None when that is unknown
+    (:mod:`wmcheck.checkpoint.watermarks.late_filters`, the rule ``replay`` counts late rows by)."""
+    late_input_note: str | None = None
+    """Why, for a group-state or transformWithState operator."""
 
     @property
     def label(self) -> str | None:
@@ -216,10 +224,12 @@ def blocking(findings: Sequence[CheckFinding], operator_id: int) -> list[str]:
 
 
 def operator_summary(ckpt: Checkpoint, op: Operator, findings: Sequence[CheckFinding],
-                     watermarks: OperatorWatermarks | None = None) -> OperatorSummary:
+                     watermarks: OperatorWatermarks | None = None, plans: Sequence[BatchPlan] = ()) -> OperatorSummary:
     """One stateful operator: stores, partitions, versions and bytes on disk, whether the next batch can load its
-    state (no error of check's, ``findings``, about it) and, from ``watermarks``, its own watermarks in the next batch."""
+    state (no error of check's, ``findings``, about it) and, from ``watermarks``, its own watermarks in the next batch;
+    whether it drops late input at all from its kind, timeout or time mode (the latest of ``plans`` naming it)."""
     own = watermarks.of(ckpt.next_batch, op.operator_id) if watermarks is not None else None
+    rule = operator_filter(ckpt, op, plans)
     version = ckpt.next_batch  # the version the next batch loads (check's WM016/WM018: the pending batch re-run too)
     versions = sorted({v for p in op.partitions for v in p.versions})
     unloadable = blocking(findings, op.operator_id)
@@ -247,6 +257,8 @@ def operator_summary(ckpt: Checkpoint, op: Operator, findings: Sequence[CheckFin
         eviction_watermark_ms=own.evict_ms if own else None,
         watermark_source=own.source if own else None,
         watermark_note=own.note if own else None,
+        drops_late_input=rule.drops if rule is not None else True,
+        late_input_note=rule.reason if rule is not None else None,
     )
 
 
@@ -315,7 +327,8 @@ def describe(ckpt: Checkpoint, tz: tzinfo = timezone.utc, progress: QueryProgres
         repartitions=tuple(RepartitionSummary(r.batch, r.from_partitions, r.to_partitions) for r in moves if r.committed),
         unfinished_repartition=RepartitionSummary(stuck.batch, stuck.from_partitions, stuck.to_partitions) if stuck else None,
         sources=tuple(source_summaries(ckpt)),
-        operators=tuple(operator_summary(ckpt, op, findings, own) for op in ckpt.operators),
+        operators=tuple(operator_summary(ckpt, op, findings, own, sorted(progress.plans.values(), key=lambda p: p.batch_id)
+                                         if progress is not None else ()) for op in ckpt.operators),
         warnings=tuple(warnings(ckpt)),
         findings=shown,
         watermark_stall=watermark_stall(ckpt, progress, tz),

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
     from wmcheck.checkpoint.batch_inputs import BatchInput, ReplayPlan, SourceInput
     from wmcheck.checkpoint.checks.definition import Finding
-    from wmcheck.checkpoint.summary import BatchRow, CheckpointSummary
+    from wmcheck.checkpoint.summary import BatchRow, CheckpointSummary, OperatorSummary
     from wmcheck.checkpoint.watermarks.stall import SourceActivity
     from wmcheck.statestore.spark.compat import CompatReport
     from wmcheck.statestore.spark.operator_late import OperatorLate
@@ -71,9 +71,10 @@ def checkpoint_summary(s: CheckpointSummary, tz: tzinfo | None = None) -> tuple[
                            ("Stateful operators", operators, OPERATOR_COLUMNS)]
     if s.operators:
         own = [{"operator_id": op.operator_id, "name": op.label,
-                "late watermark": _own(op.late_watermark_ms, None, tz),
+                "late watermark": _late(op, tz),
                 "eviction watermark": _own(op.eviction_watermark_ms, s.watermark_ms, tz),
-                "from": op.watermark_source, "how": op.watermark_note} for op in s.operators]
+                "from": op.watermark_source,
+                "how": "; ".join(n for n in (op.watermark_note, op.late_input_note) if n) or None} for op in s.operators]
         tables.append((f"Operator watermarks (batch {s.next_batch})", own, OPERATOR_WATERMARK_COLUMNS))
     return fields, tables
 
@@ -103,6 +104,15 @@ def _own(value: int | None, global_ms: int | None, tz: tzinfo | None = None) -> 
     if global_ms is None or value == global_ms:
         return str(shown)
     return f"{shown} ({(value - global_ms) / 1000:+.3f}s)"
+
+
+def _late(op: "OperatorSummary", tz: tzinfo | None = None) -> str:
+    """An operator's late-events watermark, or that it drops no late input (a group-state operator without an
+    event-time timeout), or that whether it drops any is unknown."""
+    if op.drops_late_input is False:
+        return "drops none"
+    shown = _own(op.late_watermark_ms, None, tz)
+    return shown if op.drops_late_input else f"{shown} (if it drops any)"
 
 
 def _batch_row(r: BatchRow, tz: tzinfo | None = None) -> dict[str, Any]:

@@ -131,13 +131,21 @@ def run_cli(*args: str, exit_code: int | None = 0) -> Result:
 
 
 @pytest.fixture(scope="session")
-def spark():
-    """One real local Spark session for the whole test run."""
+def spark_event_log(tmp_path_factory) -> Path:
+    """Where the session's Spark writes its event log (one plain file): the plans of every batch a test's query runs."""
+    return tmp_path_factory.mktemp("eventlog")
+
+
+@pytest.fixture(scope="session")
+def spark(spark_event_log):
+    """One real local Spark session for the whole test run, writing its event log to ``spark_event_log``."""
     pytest.importorskip("pyspark")
     from wmcheck.statestore.spark.session import spark_session
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # Python workers (pandas UDFs) run in this environment
 
-    session = spark_session(master="local[2]", conf={"spark.sql.shuffle.partitions": "3"})
+    session = spark_session(master="local[2]", conf={
+        "spark.sql.shuffle.partitions": "3", "spark.eventLog.enabled": "true", "spark.eventLog.dir": str(spark_event_log),
+        "spark.eventLog.rolling.enabled": "false", "spark.eventLog.compress": "false"})
     yield session
     session.stop()

@@ -65,12 +65,12 @@ def runs(spark, tmp_path_factory):
     out = {}
     for timeout in ("NoTimeout", "ProcessingTimeTimeout", "EventTimeTimeout"):
         root = tmp_path_factory.mktemp(timeout)
-        out[timeout] = (run_query(spark, root, timeout), replayed(root))
+        out[timeout] = (run_query(spark, root, timeout), replayed(root), root)
     return out
 
 
 def test_no_timeout_drops_no_late_rows_and_replay_says_so(runs):
-    spark_counts, rows = runs["NoTimeout"]
+    spark_counts, rows, _ = runs["NoTimeout"]
     assert spark_counts == {0: 0, 1: 0, 2: 0}
     assert [(r["batch"], r["late_rows"]) for r in rows] == [(0, 0), (1, 0), (2, 2)]  # two rows behind the watermark
     assert {r["batch"]: r["operators"][0]["late_rows"] for r in rows} == spark_counts
@@ -81,9 +81,51 @@ def test_no_timeout_drops_no_late_rows_and_replay_says_so(runs):
 @pytest.mark.parametrize("timeout,dropped", [("ProcessingTimeTimeout", 0), ("EventTimeTimeout", 2)])
 def test_a_set_timeout_without_the_plan_is_unknown(runs, timeout, dropped):
     """Both timeouts store a timeoutTimestamp in the state; only the plan tells which one drops late rows."""
-    spark_counts, rows = runs[timeout]
+    spark_counts, rows, _ = runs[timeout]
     assert spark_counts == {0: 0, 1: 0, 2: dropped}
     assert [r["operators"][0]["late_rows"] for r in rows] == [None, None, None]
     assert rows[2]["operators"][0]["how"] == (
         "applyInPandasWithState drops late rows only with EventTimeTimeout; its state stores a timeout timestamp, but "
         "whether the timeout is ProcessingTimeTimeout or EventTimeTimeout only the plan shows: " + EVENT_LOG_HINT)
+
+
+def shown_operator(root: Path, *args: str) -> tuple[dict, str]:
+    """``show``'s operator (JSON) and its row of the operator watermarks table."""
+    ckpt = root / "checkpoint"
+    doc = json.loads(run_cli("show", ckpt, *args, "--format", "json").stdout)
+    table = run_cli("show", ckpt, *args).stdout.splitlines()
+    row = next(line for line in table[table.index(next(t for t in table if t.startswith("Operator watermarks"))):]
+               if line.startswith("0 "))
+    return doc["operators"][0], " ".join(row.split())
+
+
+@pytest.mark.parametrize("timeout,logged,drops,late,note", [
+    ("NoTimeout", False, False, "drops none", "0: applyInPandasWithState with NoTimeout drops no late rows (Spark filters "
+                                               "them only with EventTimeTimeout)"),
+    ("ProcessingTimeTimeout", False, None, "{late} (if it drops any)",
+     "applyInPandasWithState drops late rows only with EventTimeTimeout; its state stores a timeout timestamp, but "
+     "whether the timeout is ProcessingTimeTimeout or EventTimeTimeout only the plan shows: " + EVENT_LOG_HINT),
+    ("ProcessingTimeTimeout", True, False, "drops none", "0: applyInPandasWithState with ProcessingTimeTimeout drops no "
+                                                          "late rows (Spark filters them only with EventTimeTimeout)"),
+    ("EventTimeTimeout", True, True, "{late}", "applyInPandasWithState with EventTimeTimeout drops the "
+                                                                  "input rows behind its late-events watermark"),
+])
+def test_show_says_whether_the_operator_drops_late_input_as_replay_counts_it(runs, spark_event_log, timeout, logged, drops,
+                                                                          late, note):
+    """show's late watermark of a group-state operator follows the rule replay counts late rows by: none dropped
+    without an event-time timeout, unknown where only the plan tells the timeout."""
+    _, rows, root = runs[timeout]
+    args = ("--progress", str(spark_event_log)) if logged else ()
+    op, row = shown_operator(root, *args)
+    from wmcheck.checkpoint.model import open_checkpoint
+    from wmcheck.checkpoint.timeutil import format_ms
+
+    ckpt = open_checkpoint(str(root / "checkpoint"))  # the next batch drops by the last one's watermark, evicts by 45 s
+    late_ms = ckpt.offsets(ckpt.next_batch - 1).metadata.batch_watermark_ms
+    assert (op["drops_late_input"], op["late_input_note"], op["late_watermark_ms"], op["eviction_watermark_ms"]) == \
+        (drops, note, late_ms, 1704067245000)
+    shown = late.format(late=format_ms(late_ms, __import__("datetime").timezone.utc))
+    assert row.startswith(f"0 applyInPandasWithState {shown} 2024-01-01T00:00:45.000Z "), row
+    assert row.endswith("; " + " ".join(note.split())), row
+    if not logged:  # the same rule as replay's
+        assert rows[2]["operators"][0]["how"] == note

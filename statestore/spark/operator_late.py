@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping, Sequence
 
+from wmcheck.checkpoint.errors import arg
 from wmcheck.checkpoint.watermarks.late_filters import operator_filter
 from wmcheck.checkpoint.watermarks.operators import NONE, OperatorLink, OperatorWatermarks, operator_watermarks
 
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
     from wmcheck.checkpoint.watermarks.progress import QueryProgress
     from wmcheck.statestore.spark.replay import ReplaySummary
 
+SPARK_COUNTS = f"Spark's own count is in its progress reports: pass them or its event log ({arg('progress', 'PATH')})"
+"""Where the count the replay cannot tell is."""
 GROUPED = ("stateStoreSave", "sessionWindowStateStoreSaveExec")
 """Operators Spark judges late after a partial aggregation: one late row per group."""
 
@@ -79,7 +82,8 @@ def operator_late_rows(ckpt: "Checkpoint", rows: Sequence["ReplaySummary"],
             if link in entries:
                 rule = filters.get(link.operator_id)
                 if len(entries) > 1:
-                    late, how = None, "several operators read the raw input: the replay cannot tell which rows each got"
+                    late, how = None, ("several operators read the raw input: the replay cannot tell which rows each "
+                                       "got" + ("" if link.operator_id in spark else f"; {SPARK_COUNTS}"))
                 elif rule is not None and not rule.drops:
                     late, how = (0 if rule.drops is False else None), rule.reason
                 elif link.name in GROUPED:
@@ -96,7 +100,7 @@ def operator_late_rows(ckpt: "Checkpoint", rows: Sequence["ReplaySummary"],
                 late, how = 0, "0: its late-events watermark is 0, so nothing it receives is behind it"
             elif blocked is not None:
                 late, how = None, (f"its input comes from {blocked.label}'s function, which may emit any event time: "
-                                   "the replay cannot tell")
+                                   "the replay cannot tell" + ("" if link.operator_id in spark else f"; {SPARK_COUNTS}"))
             else:
                 late, how = 0, (f"0: {', '.join(j.label for j in upstream) or 'the operators upstream'} emit nothing at or "
                                 "before the watermark they pass on")
