@@ -22,6 +22,8 @@ from ..fs import FileSystem, open_fs
 from . import SinkBatch, SinkEffect
 
 LOG_DIR = "_delta_log"
+_ROLE = {"delta_source": "reads"}
+"""What the query does with the table a parameter names (the sink's: writes to)."""
 _COMMIT = re.compile(r"^(\d{20})\.json$")
 _CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(?:\.(\d{10})\.(\d{10}))?\.parquet$")
 
@@ -78,7 +80,8 @@ def open_delta_table(location: str, fs_options: Mapping[str, str] | None = None,
     names = fs.names(LOG_DIR) if fs.exists(LOG_DIR) else []
     if not any(_COMMIT.match(n) or _CHECKPOINT.match(n) for n in names):
         raise MissingFileError(f"no {LOG_DIR}/ commits in {fs.uri()}: not a Delta table",
-                               hint=f"pass the table's directory (the path the query writes to), or omit {arg('delta_sink')}",
+                               hint=f"pass the table's directory (the path the query {_ROLE.get(param, 'writes to')}), "
+                                    f"or omit {arg(param)}",
                                param=param)
     return fs
 
