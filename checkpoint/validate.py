@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+from dataclasses import replace
 from datetime import timezone, tzinfo
 from typing import Callable, Iterable, Mapping, Sequence
 
@@ -153,11 +154,23 @@ def check_location(
         return check_checkpoint(ckpt, sink, checks=checks, name=location, tz=tz, stall_batches=stall_batches,
                                 progress=reports if reports and (reports.batches or reports.plans) else None,
                                 content=content, state_progress=state_progress, notes=notes, operator_lag_ms=operator_lag_ms,
-                                kafka=kafka, delta=delta, delta_sources=match_delta_sources(ckpt, delta_sources, fs_options))
+                                kafka=kafka, delta=delta, delta_sources=_delta_sources(ckpt, delta_sources, fs_options))
     except CheckpointError as exc:
         if exc.param == DELTA_SOURCE:  # the option's table is not one the query reads: bad input, not a finding
             raise
         return [open_failure(location, exc)]
+
+
+def _delta_sources(ckpt: Checkpoint, locations: Sequence[str],
+                   fs_options: Mapping[str, str] | None) -> tuple[DeltaSourceTable, ...]:
+    """The tables at ``locations`` matched to the Delta sources of the last committed batch's offsets."""
+    if not locations:
+        return ()
+    done = ckpt.last_committed_batch
+    sources = [] if done is None or ckpt.offsets_failure(done) is not None else [
+        (i, s) for i, s in enumerate(ckpt.offsets(done).sources) if s.kind == "delta"]
+    return tuple(replace(t, shown=shown_relative(t.log.location, ckpt.location))
+                 for t in match_delta_sources(done, sources, locations, fs_options))
 
 
 def open_failure(location: str, exc: CheckpointError) -> Finding:

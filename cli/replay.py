@@ -13,6 +13,7 @@ from wmcheck.checkpoint.batch_inputs import LATE_RULES, plan, replay_plan
 from wmcheck.checkpoint.kafka_retention import BOOTSTRAP_OPTION, ask_retention, client_installed, kafka_sources
 from wmcheck.checkpoint.model import open_checkpoint
 from wmcheck.checkpoint.operator_watermarks import operator_watermarks
+from wmcheck.checkpoint.sources.delta_files import DeltaSourceLog
 from wmcheck.checkpoint.timeutil import format_duration
 
 from .options import checkpoint_progress, common_options, parse_pairs, progress_option
@@ -61,6 +62,8 @@ def _print_lateness(out: Output, found: "Lateness") -> None:
 @click.option("--source-format", metavar="FORMAT", help="The format the query read: json, csv, parquet, text, ...")
 @click.option("--schema", metavar="DDL", help="The schema the query read with, e.g. 'id STRING, ts TIMESTAMP'.")
 @click.option("--option", "reader_options", multiple=True, metavar="KEY=VALUE", help="A reader option the query used (repeatable).")
+@click.option("--delta-source", metavar="PATH", help="The Delta table the query reads: each batch's data files from "
+              "its _delta_log (the range of the batch's Delta offsets).")
 @click.option("--path-map", "path_maps", multiple=True, metavar="FROM=TO", help="Read files logged under FROM from TO (repeatable).")
 @click.option("--skip-missing", is_flag=True, help="Replay without input files that no longer exist.")
 @click.option("--master", help="Spark master (default local[*]; an active session is reused).")
@@ -74,8 +77,8 @@ def replay(checkpoint: str, start: int, end: int | None, source: str | None, sho
            overwrite: bool, foreach: str | None, count_only: bool, show_lateness: bool, include_pending: bool,
            late_only: bool, on_time_only: bool,
            event_time: str | None, window: str | None, group_by: str | None, late_watermark: str | None,
-           source_format: str | None, schema: str | None, reader_options: tuple[str, ...], path_maps: tuple[str, ...],
-           skip_missing: bool, master: str | None, confs: tuple[str, ...], packages: tuple[str, ...],
+           source_format: str | None, schema: str | None, reader_options: tuple[str, ...], delta_source: str | None,
+           path_maps: tuple[str, ...], skip_missing: bool, master: str | None, confs: tuple[str, ...], packages: tuple[str, ...],
            jars: tuple[str, ...], quiet: bool, progress: str | None, fmt: str, tz: tzinfo,
            fs_options: tuple[str, ...]) -> None:
     """Rebuild the exact input of batches --from N --to M of CHECKPOINT and reprocess it (see docs/replay.md)."""
@@ -88,12 +91,13 @@ def replay(checkpoint: str, start: int, end: int | None, source: str | None, sho
     fs_opts = parse_pairs(fs_options, "--fs-option")
     path_map = parse_pairs(path_maps, "--path-map")
     ckpt = open_checkpoint(checkpoint, fs_opts)
+    table = DeltaSourceLog(delta_source, fs_opts) if delta_source else None
     reports = checkpoint_progress(ckpt, progress, fs_opts)
     if late_watermark is None:  # the batches' plans say whether the operators had watermarks of their own
         late_watermark = "previous" if operator_watermarks(ckpt, reports, []).allow_multiple else "current"
     if show_plan:
         batches = plan(ckpt, start, end, source=source, include_pending=include_pending, path_map=path_map,
-                       late_rule=late_watermark, fs_options=fs_opts)
+                       late_rule=late_watermark, fs_options=fs_opts, delta_source=table)
         bootstrap = parse_pairs(reader_options, "--option").get(BOOTSTRAP_OPTION)
         asked = ask_retention(batches, bootstrap) if bootstrap and kafka_sources(batches) and client_installed() else None
         make_output(fmt, tz=tz).replay_plan(replay_plan(ckpt, batches, asked))
@@ -110,7 +114,7 @@ def replay(checkpoint: str, start: int, end: int | None, source: str | None, sho
         window=window, keep="late" if late_only else "on_time" if on_time_only else "all",
         late_watermark=late_watermark, fs_options=fs_opts,
     )
-    batches = prepare(ckpt, start, end, opts)
+    batches = prepare(ckpt, start, end, opts, table)
     if foreach and os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())  # --foreach-batch MODULE:FUNCTION: MODULE may be in the current directory
     sink = ParquetSink(output, overwrite, fs_opts) if output else load_function(foreach) if foreach else None

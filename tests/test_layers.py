@@ -21,7 +21,7 @@ CHECKPOINT_GROUPS = {
                     "kafka_offsets", "state_formats", "rocksdb_zip", "rocksdb_sst", "rocksdb_manifest", "sst_walk", "sst_columns", "state_codecs", "state_records", "row_checksums",
                     "list_frames", "state_content", "key_partitions", "stale_keys", "sized_columns", "value_encoding",
                     "stale_columns", "join_rows", "extras"]),
-    "layout": (1, ["layout", "not_a_checkpoint", "fs", "sources", "metadata_log", "state_files", "state_load", "locations", "repair_records", "progress_files"]),
+    "layout": (1, ["layout", "not_a_checkpoint", "fs", "delta_log", "sources", "metadata_log", "state_files", "state_load", "locations", "repair_records", "progress_files"]),
     "model": (2, ["model", "relocation", "repartitions", "activity", "pinned_conf", "conf_values", "broken_tail"]),
     "batch facts": (3, ["sinks", "batch_inputs", "kafka_retention", "source_labels", "stall", "operator_watermarks", "late_filters"]),  # what each batch read (the replay plan), stalls
     "checks": (4.5, ["checks", "validate", "verdict"]),  # findings carry the repair's requests as their fixes

@@ -6,18 +6,11 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from ..sinks.delta import LOG_DIR
-from ..sources.delta_table import DeltaSourceTable
+from ..delta_log import LOG_DIR
 from .context import Context
 from .definition import ERROR, Instruction, Issue, check
 
 TESTED = "tested with delta-spark 4.4"
-
-
-def _shown(ctx: Context, table: DeltaSourceTable) -> str:
-    from ..validate import shown_relative
-
-    return shown_relative(table.log.location, ctx.ckpt.location)
 
 
 def _span(first: int, last: int) -> str:
@@ -29,7 +22,7 @@ def source_table_replaced(ctx: Context) -> Iterator[Issue]:
     for table in ctx.delta_sources:
         if not table.replaced:
             continue
-        yield Issue(f"{_shown(ctx, table)}/{LOG_DIR}", (
+        yield Issue(f"{table.shown}/{LOG_DIR}", (
             f"the Delta table at source {table.source}'s path has id {table.log.table_id}, the query read table "
             f"{table.reservoir_id} (the reservoirId of batch {table.batch}'s offsets): it was re-created at its path, or "
             "is another table. The restart fails with DIFFERENT_DELTA_TABLE_READ_BY_STREAMING_SOURCE, also with the "
@@ -47,7 +40,7 @@ def source_commits_gone(ctx: Context) -> Iterator[Issue]:
             continue
         first, last = missing
         earliest = table.earliest_commit if table.earliest_commit is not None else table.log.version
-        yield Issue(f"{_shown(ctx, table)}/{LOG_DIR}", (
+        yield Issue(f"{table.shown}/{LOG_DIR}", (
             f"the log of Delta source {table.source}'s table no longer holds the commits of {_span(first, last)} (its "
             f"JSON commits start at version {earliest}), and the next batch reads the table from version "
             f"{table.start_version} on (batch {table.batch}'s end offset): the restart fails with "
@@ -66,7 +59,7 @@ def source_files_gone(ctx: Context) -> Iterator[Issue]:
             continue
         versions = sorted({v for v, _ in table.gone_files})
         first, path = table.gone_files[0]
-        yield Issue(f"{_shown(ctx, table)}/{path}", (
+        yield Issue(f"{table.shown}/{path}", (
             f"{len(table.gone_files)} data file(s) that the commits of Delta source {table.source}'s table add at "
             f"version(s) {', '.join(map(str, versions))} are gone from its directory (vacuumed or deleted), and the "
             f"next batch reads the table from version {table.start_version} on: the batch that reads version {first} "

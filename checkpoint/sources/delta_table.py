@@ -1,5 +1,5 @@
 """A query's Delta Lake *source* tables as they are now (``check --delta-source PATH``), their ``_delta_log`` read without
-a JVM (:mod:`..sinks.delta`), each matched to the checkpoint's Delta source whose offsets name its table id.
+a JVM (:mod:`..delta_log`), each matched to the checkpoint's Delta source whose offsets name its table id.
 
 A Delta source's offset (``offsets/N``) is ``{"sourceVersion", "reservoirId", "reservoirVersion", "index",
 "isStartingVersion"}``: ``reservoirId`` is the table id (``metaData.id``) the query read, ``reservoirVersion``/``index``
@@ -18,10 +18,9 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 from urllib.parse import unquote
 
+from ..delta_log import DeltaTableLog, read_delta_log
 from ..errors import MissingFileError, arg
 from ..fs import open_fs
-from ..model import Checkpoint
-from ..sinks.delta import DeltaTableLog, read_delta_log
 from ..source_offsets import SourceOffset
 
 PARAM = "delta_source"
@@ -43,6 +42,8 @@ class DeltaSourceTable:
     gone_files: tuple[tuple[int, str], ...] = ()
     """The data files that the commits from the start version on add and that are not in the table's directory
     (version, path as the ``add`` action names it)."""
+    shown: str = ""
+    """How findings name the table (relative to the checkpoint where it can be)."""
 
     @property
     def earliest_commit(self) -> int | None:
@@ -71,30 +72,19 @@ class DeltaSourceTable:
         return self.start_version, (earliest - 1) if earliest is not None else self.log.version
 
 
-def delta_offsets(ckpt: Checkpoint) -> tuple[int, list[tuple[int, SourceOffset]]] | None:
-    """The batch whose end offsets the next batch starts from (the last committed one, else none: the first batch
-    starts where the query's options say) and its Delta sources (index, offset)."""
-    done = ckpt.last_committed_batch
-    if done is None or ckpt.offsets_failure(done) is not None:
-        return None
-    return done, [(i, s) for i, s in enumerate(ckpt.offsets(done).sources) if s.kind == "delta"]
-
-
-def match_delta_sources(ckpt: Checkpoint, locations: Sequence[str],
+def match_delta_sources(batch: int | None, sources: Sequence[tuple[int, SourceOffset]], locations: Sequence[str],
                         fs_options: Mapping[str, str] | None = None) -> tuple[DeltaSourceTable, ...]:
-    """Each table at ``locations`` matched to the checkpoint's Delta source whose ``reservoirId`` is its table id; a
-    table of another id is the source's when the checkpoint has exactly one Delta source (re-created at its path).
-    :class:`~..errors.MissingFileError` for a path that is not a Delta table, or a table that is none of the query's
-    sources."""
+    """Each table at ``locations`` matched to the Delta source (index, end offset of ``batch``, the last committed
+    one: where the next batch starts) whose ``reservoirId`` is its table id; a table of another id is the source's
+    when there is exactly one Delta source (re-created at its path). :class:`~..errors.MissingFileError` for a path that
+    is not a Delta table, or a table that is none of the query's sources."""
     logs = [read_delta_log(loc, fs_options, PARAM) for loc in locations]
-    found = delta_offsets(ckpt)
     if not logs:
         return ()
-    if found is None or not found[1]:
+    if batch is None or not sources:
         raise MissingFileError(f"the checkpoint's last committed offsets name no Delta source: {logs[0].location} is "
-                               "not the query's source", hint=f"pass {arg(PARAM)} only for a query that reads a Delta "
+                               "not the query's source", hint=f"pass {arg('delta_source')} only for a query that reads a Delta "
                                "table", param=PARAM)
-    batch, sources = found
     out = []
     for log in logs:
         same = [(i, s) for i, s in sources if s.value.get("reservoirId") == log.table_id]
