@@ -41,7 +41,8 @@ class DeltaSourceTable:
     log: DeltaTableLog
     gone_files: tuple[tuple[int, str], ...] = ()
     """The data files that the commits from the start version on add and that are not in the table's directory
-    (version, path as the ``add`` action names it)."""
+    (version, path as the ``add`` action names it); not looked for while the next batch goes on inside the starting
+    snapshot."""
     shown: str = ""
     """How findings name the table (relative to the checkpoint where it can be)."""
 
@@ -58,15 +59,13 @@ class DeltaSourceTable:
     @property
     def missing_versions(self) -> tuple[int, int] | None:
         """The versions from the start version on that the next batch reads and the log no longer holds (first, last);
-        None when it holds them (or the table has no version at or after the start yet)."""
+        None when it holds them, the table has no version at or after the start yet, or the next batch goes on inside
+        the starting snapshot (not checked)."""
         earliest = self.earliest_commit
         if self.log.version < self.start_version:
             return None
         if self.starting and self.start_index >= 0:
-            # the snapshot at the start version: a checkpoint at or below it, or every JSON commit up to it
-            if self.log.checkpoint is not None and self.log.checkpoint <= self.start_version:
-                return None
-            return None if earliest == 0 else (0, min(self.start_version, (earliest or 1) - 1))
+            return None  # inside the starting snapshot: Delta rebuilds it from a checkpoint; not checked
         if earliest is not None and earliest <= self.start_version:
             return None
         return self.start_version, (earliest - 1) if earliest is not None else self.log.version
@@ -97,8 +96,9 @@ def match_delta_sources(batch: int | None, sources: Sequence[tuple[int, SourceOf
         value = offset.value
         start = int(value["reservoirVersion"])
         fs = open_fs(log.location, fs_options)
-        gone = tuple((c.version, path) for c in log.commits if c.version >= start for path in c.added
-                     if not fs.exists(unquote(path)))
+        starting = bool(value.get("isStartingVersion")) and int(value["index"]) >= 0  # in the snapshot: not checked
+        gone = () if starting else tuple((c.version, path) for c in log.commits if c.version >= start
+                                         for path in c.added if not fs.exists(unquote(path)))
         out.append(DeltaSourceTable(index, str(value.get("reservoirId")), batch, start, int(value["index"]),
                                     bool(value.get("isStartingVersion")), log, gone))
     return tuple(out)
