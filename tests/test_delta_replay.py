@@ -92,3 +92,12 @@ def test_a_table_that_is_not_the_querys_source_is_one_line_exit_2():
                              "(reservoirId a6a17f96-e4c0-4560-b206-45cdc3dd9f80) (hint: pass the path of the table the "
                              "query reads as --delta-source)\n")
     assert tree(FIXTURES / NAME) == before
+
+
+def test_the_python_api_plans_with_the_delta_source():
+    import wmcheck
+
+    plan = wmcheck.replay_plan(str(CKPT), 5, 5, delta_source=str(TABLE))
+    (src,) = plan.batches[0].sources
+    assert (src.kind, src.replayable, [f.log_batch for f in src.files]) == ("delta", True, [4])
+    assert not wmcheck.replay_plan(str(CKPT), 5, 5).batches[0].sources[0].replayable
