@@ -71,16 +71,14 @@ class Operator:
     metadata_conflict: str | None = None
     """Why ``num_partitions`` is not the metadata's when nothing Spark did explains it: the pinned count wins."""
     written_partitions: int | None = None
-    """The partition count the state the next batch loads was written with, when the offsets pin another one
-    (``num_partitions``) while the operator metadata and the state's partitions agree on this one: the offsets
-    file was edited, and the restart runs with a count the state was not written with."""
+    """The count the next batch's state was written with (metadata and partitions agree) where the edited offsets pin
+    another (``num_partitions``)."""
 
     @property
     def live_partitions(self) -> tuple[StorePartition, ...]:
         """The store partitions the next batch loads: those below ``num_partitions`` (a scale-down leaves more)."""
-        if self.num_partitions is None:
-            return self.partitions
-        return tuple(p for p in self.partitions if p.partition < self.num_partitions)
+        limit = self.num_partitions
+        return self.partitions if limit is None else tuple(p for p in self.partitions if p.partition < limit)
 
 
 class Checkpoint:
@@ -89,6 +87,7 @@ class Checkpoint:
     def __init__(self, fs: FileSystem) -> None:
         self.fs = fs
         self._cache: dict[str, object] = {}
+        self.unread_operator_metadata: dict[str, CheckpointError] = {}  # v1 operator metadata that does not parse
         self._raw: dict[str, bytes] = {}
         self._offset_failures: dict[int, CheckpointError | None] = {}
 
@@ -110,8 +109,7 @@ class Checkpoint:
 
     def preload(self, paths: list[str]) -> None:
         """Read many files at once (a thread pool on remote stores); parse lazily later."""
-        missing = [p for p in paths if p not in self._cache and p not in self._raw]
-        self._raw.update(self.fs.read_many(missing))
+        self._raw.update(self.fs.read_many([p for p in paths if p not in self._cache and p not in self._raw]))
 
     def remember(self, data: Mapping[str, bytes]) -> None:
         """Keep bytes already read (e.g. to verify a checksum) for the first parse of each path."""
@@ -198,11 +196,9 @@ class Checkpoint:
 
     @cached_property
     def broken_tail(self) -> tuple[int, ...]:
-        """The last batches whose offsets files do not parse, oldest first: what a crash while Spark wrote
-        ``offsets/N`` leaves. Spark fails to restart on them; without them it plans those batches again. (A file of a
-        newer format is no crash leftover: reading it fails.)"""
-        ids = self.offset_ids
-        end = len(ids)
+        """The last batches whose offsets files do not parse (a crash while Spark wrote ``offsets/N``; a newer format
+        is none), oldest first: Spark fails to restart on them; without them it plans those batches again."""
+        ids, end = self.offset_ids, len(self.offset_ids)
         while end and isinstance(self.offsets_failure(ids[end - 1]), MalformedFileError):
             end -= 1
         return tuple(ids[end:])
@@ -425,7 +421,13 @@ class Checkpoint:
         chosen = v2[-1] if v2 else next((f for f in files if f.name == "metadata"), None)
         from .operator_metadata import parse_operator_metadata
 
-        return self.parse(chosen.path, parse_operator_metadata) if chosen else None
+        try:
+            return self.parse(chosen.path, parse_operator_metadata) if chosen else None
+        except CheckpointError as exc:  # Spark reads v1 metadata only for a check it skips when it cannot (WM045)
+            if v2 or chosen is None:
+                raise
+            self.unread_operator_metadata[chosen.path] = exc
+            return None
 
     def gaps(self, ids: list[int]) -> list[tuple[int, int]]:
         """Missing id ranges (inclusive) between the first and last id present."""

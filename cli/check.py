@@ -83,13 +83,16 @@ def progress_line(location: str) -> Callable[[int, int], None] | None:
               "commits (WM090) or data files (WM091) the next batch reads gone.")
 @click.option("--kafka-option", "kafka_options", multiple=True, metavar="KEY=VALUE",
               help="A Kafka client setting (librdkafka names: security.protocol=SSL, sasl.mechanism=...; repeatable).")
+@click.option("--subscribe-pattern", metavar="REGEX", help="With --bootstrap-server: the subscribePattern of a Kafka "
+              "source (the checkpoint names only the topics read so far): report the new topics it matches (WM088).")
 @progress_option()
 @common_options(FORMATS + tuple(REPORT_OUTPUTS))
 @gc_paused
 def check(checkpoints: tuple[str, ...], file_sink: str | None, strict: bool, output: str | None, select: str | None,
           ignore: str | None, stall_batches: int, no_content: bool, operator_lag: str | None, progress: str | None,
-          bootstrap_server: str | None, kafka_options: tuple[str, ...], delta_sink: str | None,
-          delta_sources: tuple[str, ...], fmt: str, tz: tzinfo, fs_options: tuple[str, ...]) -> None:
+          bootstrap_server: str | None, kafka_options: tuple[str, ...], subscribe_pattern: str | None,
+          delta_sink: str | None, delta_sources: tuple[str, ...], fmt: str, tz: tzinfo,
+          fs_options: tuple[str, ...]) -> None:
     """Validate each CKPT: every inconsistency that makes Spark fail, lose data or misbehave on restart.
 
     Exit 0: no errors (warnings allowed unless --strict); 1: findings that fail; 2: a checkpoint or
@@ -109,8 +112,11 @@ def check(checkpoints: tuple[str, ...], file_sink: str | None, strict: bool, out
     with on_param("operator_lag"):
         lag_ms = parse_duration_ms(operator_lag) if operator_lag is not None else None
     timeout = click.get_current_context().find_root().meta.get(TIMEOUT_KEY)
+    if subscribe_pattern is not None and not bootstrap_server:
+        raise click.UsageError("--subscribe-pattern needs --bootstrap-server (the broker lists the topics it matches)")
     kafka = KafkaTopics(bootstrap_server, parse_pairs(kafka_options, "--kafka-option"),
-                        float(timeout) if timeout is not None else DEFAULT_TIMEOUT_S) if bootstrap_server else None
+                        float(timeout) if timeout is not None else DEFAULT_TIMEOUT_S, subscribe_pattern) \
+        if bootstrap_server else None
     if kafka is not None:
         kafka.ping()
     notes: list[str] = []

@@ -32,6 +32,7 @@ FLAGS = {
     "jobs": "--jobs",
     "join_side": "--join-side",
     "kafka_option": "--kafka-option",
+    "subscribe_pattern": "--subscribe-pattern",
     "kafka_sink": "--kafka-sink",
     "keep_next_offsets": "--keep-next-offsets",
     "keep_source_log": "--keep-source-log",

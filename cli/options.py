@@ -1,6 +1,7 @@
 """Options every command shares, and the small helpers commands use to stay thin."""
 from __future__ import annotations
 
+import dataclasses
 import functools
 import gc
 from datetime import tzinfo
@@ -11,7 +12,8 @@ import click
 from wmcheck.checkpoint.errors import CheckpointError
 from wmcheck.checkpoint.timeutil import zone
 
-from .output import FORMATS, WIDE_KEY
+from .output import FORMATS
+from .table_fit import WIDE_KEY
 
 if TYPE_CHECKING:
     from wmcheck.checkpoint.model import Checkpoint
@@ -138,3 +140,20 @@ def gc_paused(fn: Callable) -> Callable:
                 gc.enable()
 
     return wrapper
+
+
+def options_object(cls: type, name: str = "opts") -> Callable:
+    """Hand a command the values of its options named like the fields of the dataclass ``cls`` as one typed object
+    ``name`` (for commands with many options; the command's other parameters stay as they are)."""
+    names = [f.name for f in dataclasses.fields(cls)]
+
+    def decorate(fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def command(**kwargs: Any) -> Any:
+            kwargs[name] = cls(**{n: kwargs.pop(n) for n in names})
+            return fn(**kwargs)
+
+        return command
+
+    return decorate
+

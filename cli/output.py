@@ -11,11 +11,9 @@ import csv
 import dataclasses
 import io
 import json
-import os
-import shutil
-import sys
+from abc import ABC, abstractmethod
 from datetime import timezone, tzinfo
-from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence, TextIO
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence, TextIO
 
 import click
 
@@ -25,6 +23,7 @@ from wmcheck.checkpoint.timeutil import format_ms
 from . import repair_views, views
 from .fixes import fix_text
 from .flags import for_cli
+from .table_fit import cell, fitted_widths, table_cell, terminal_width, wide_requested
 from .text import printable
 from .views import RowView
 
@@ -33,7 +32,7 @@ if TYPE_CHECKING:
     from wmcheck.checkpoint.repair.results import BackupRow, RepairResult, UndoResult
     from wmcheck.checkpoint.summary import BatchRow, CheckpointSummary
     from wmcheck.statestore.compat import CompatReport
-    from wmcheck.statestore.engines import StateEngine, StoreReadLike
+    from wmcheck.statestore.engines import StoreReadLike
     from wmcheck.statestore.replay import ReplaySummary
     from wmcheck.statestore.summary import StateSummary
     from wmcheck.statestore.targets import Target
@@ -111,19 +110,6 @@ def source_doc(s: SourceInput) -> dict[str, Any]:
     return out
 
 
-def cell(value: Any) -> str:
-    """A value as one table/CSV cell."""
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, (list, tuple)):
-        return "; ".join(cell(v) for v in value)
-    if isinstance(value, dict):
-        return json.dumps(value, separators=(",", ":"))
-    return str(value)
-
-
 def flatten(doc: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
     """Nested objects as ``a.b.c`` keys (lists of objects as ``a.0.b``)."""
     out: list[tuple[str, Any]] = []
@@ -139,8 +125,9 @@ def flatten(doc: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
     return out
 
 
-class Output:
-    """Renders results in one format."""
+class Output(ABC):
+    """Renders results in one format: each format implements ``rows`` and ``document``; the methods per kind of
+    result hand them their machine and human forms."""
 
     def __init__(self, stream: TextIO | None = None, tz: tzinfo = timezone.utc) -> None:
         self.stream = stream
@@ -149,14 +136,14 @@ class Output:
     def write(self, text: str) -> None:
         click.echo("\n".join(printable(line) for line in for_cli(text).split("\n")), file=self.stream)
 
+    @abstractmethod
     def rows(self, rows: Sequence[Any], columns: Sequence[str] | None = None, title: str | None = None,
              view: RowView | None = None) -> None:
         """A list of records of one kind; a table shows them through ``view`` when given."""
-        raise NotImplementedError
 
+    @abstractmethod
     def document(self, doc: Any, fields: Sequence[tuple[str, Any]], tables: Sequence[views.Table]) -> None:
         """One object: ``doc`` is the machine form; ``fields`` (label, text) and ``tables`` (title, rows, columns) the human form."""
-        raise NotImplementedError
 
     # one method per kind of result
 
@@ -190,7 +177,7 @@ class Output:
     def replay_rows(self, rows: Sequence[ReplaySummary]) -> None:
         self.rows(rows, views.REPLAY_COLUMNS, view=views.replay_rows(self.tz))
 
-    def note(self, text: str) -> None:
+    def note(self, text: str) -> None:  # noqa: B027 (machine formats leave it out; the table writes it)
         """A line for people only (machine formats leave it out)."""
 
     def warning(self, text: str | None) -> None:
@@ -219,13 +206,17 @@ class Output:
         notes = [f"operator {r.store.operator_id} {r.store.name}: {r.rule.rule}" for r in reads if not r.rule.evictable]
         self.state_rows(table_rows(tables, limit), {(r.store.operator_id, r.store.name): r.target for r in reads}, notes)
 
-    def older_rows(self, reads: Sequence[StoreReadLike], engine: StateEngine) -> None:
-        """The state rows older than the watermark, read by ``engine`` (either) in the form this output writes:
-        ``(index in reads, Arrow table)`` batches here."""
+    row_parts = False
+    """:meth:`older_rows` takes the rows encoded as Parquet parts (the engine's ``older_parts``), else as Arrow tables
+    (its ``older_batches``)."""
+
+    def older_rows(self, reads: Sequence[StoreReadLike], batches: Iterable[tuple[int, Any]]) -> None:
+        """The state rows older than the watermark, as an engine (either) read them: ``(index in reads, Arrow
+        table)`` batches here."""
         import pyarrow as pa
 
         parts: list[list[Any]] = [[] for _ in reads]
-        for index, table in engine.older_batches(reads):
+        for index, table in batches:
             parts[index].append(table)
         self.older_state(reads, [pa.concat_tables(p) for p in parts], None)
 
@@ -263,56 +254,6 @@ class CsvOutput(Output):
     def replay_plan(self, plan):
         self.rows([{**batch_doc(b, self.tz), **source_doc(s), "files": [f.location for f in s.files]}
                    for b, s in views.plan_sources(plan)], views.PLAN_CSV_COLUMNS)
-
-
-def terminal_width(stream: TextIO | None) -> int | None:
-    """The width to fit tables to: ``COLUMNS`` when set, else the terminal's when writing to one (None: a file or
-    a pipe, lines as long as they are)."""
-    columns = os.environ.get("COLUMNS", "")
-    if columns.isdigit() and int(columns) > 0:
-        return int(columns)
-    if stream is None and sys.stdout.isatty():
-        return shutil.get_terminal_size().columns
-    return None
-
-
-WIDE_KEY = "wmcheck.wide"
-"""``--wide`` was given: tables keep their lines as long as they are."""
-
-
-def wide_requested() -> bool:
-    """``--wide`` (kept in the command line's root context as it is parsed)."""
-    ctx = click.get_current_context(silent=True)
-    return ctx is not None and bool(ctx.find_root().meta.get(WIDE_KEY))
-
-
-UNKNOWN = "unknown"
-"""A table's cell whose value is not known (JSON and CSV: null and empty)."""
-
-
-def table_cell(value: Any) -> str:
-    """A value as a table cell: never blank (``unknown``; an empty list: ``none``)."""
-    if isinstance(value, (list, tuple)) and not value:
-        return "none"
-    return cell(value) or UNKNOWN
-
-
-MIN_WRAPPED = 24
-"""The narrowest a wrapped column gets, however narrow the terminal."""
-
-
-def fitted_widths(cells: Sequence[Sequence[str]], columns: Sequence[str], width: int) -> list[int | None] | None:
-    """The widths to wrap columns at so that a table fits ``width``: the widest columns share what the narrow
-    ones leave (one cap for all of them); None when the table fits as it is."""
-    # tabulate pads each header by 2 ("simple" format)
-    natural = [max([len(h) + 2] + [max(map(len, row[i].split("\n"))) for row in cells]) for i, h in enumerate(columns)]
-    room = width - 2 * (len(columns) - 1)
-    if sum(natural) <= room:
-        return None
-    cap = max(natural)
-    while cap > MIN_WRAPPED and sum(min(w, cap) for w in natural) > room:
-        cap -= 1
-    return [cap if w > cap else None for w in natural]
 
 
 class TableOutput(Output):
@@ -364,8 +305,26 @@ class TableOutput(Output):
             self.write(result.summary(strict))
 
 
-class ParquetOutput(Output):
+class OneKindOutput(Output):
+    """A format for one kind of result (Parquet: state rows; GitHub and JUnit: check's findings and compat's report):
+    the commands offer it for nothing else, so any other result is a usage error naming the format."""
+
+    format_name = ""
+
+    def _refuse(self) -> None:
+        raise click.UsageError(f"--format {self.format_name} does not write this command's result")
+
+    def rows(self, rows, columns=None, title=None, view=None):
+        self._refuse()
+
+    def document(self, doc, fields, tables):
+        self._refuse()
+
+
+class ParquetOutput(OneKindOutput):
     """``wmcheck state --older-than-watermark --format parquet``: the rows as one Parquet file at ``path``."""
+
+    format_name = "parquet"
 
     def __init__(self, path: str, tz: tzinfo = timezone.utc) -> None:
         super().__init__(None, tz)
@@ -380,12 +339,14 @@ class ParquetOutput(Output):
         pq.write_table(table, self.path)
         self.write(f"wrote {table.num_rows} rows to {self.path}")
 
-    def older_rows(self, reads: Sequence[StoreReadLike], engine: StateEngine) -> None:
+    row_parts = True
+
+    def older_rows(self, reads: Sequence[StoreReadLike], batches: Iterable[tuple[int, Any]]) -> None:
         """The state rows older than the watermark as ``(index in reads, Parquet part)`` batches, encoded where
-        ``engine`` reads them, copied into one file."""
+        the engine read them, copied into one file."""
         from wmcheck.statestore.rows import write_parts
 
-        self.write(f"wrote {write_parts(self.path, reads, engine.older_parts(reads))} rows to {self.path}")
+        self.write(f"wrote {write_parts(self.path, reads, iter(batches))} rows to {self.path}")
 
 
 @contextlib.contextmanager
@@ -402,8 +363,10 @@ def output_to(fmt: str, path: str | None, tz: tzinfo = timezone.utc) -> Iterator
             yield make_output(fmt, stream, tz)
 
 
-class GithubOutput(Output):
+class GithubOutput(OneKindOutput):
     """``--format github`` (``wmcheck check``, ``wmcheck compat``): annotations for GitHub Actions."""
+
+    format_name = "github"
 
     def findings(self, results, strict):
         from .reports import github  # the checks' registry, only for check
@@ -416,8 +379,10 @@ class GithubOutput(Output):
         self.write(compat_github(report, allow_output_change))
 
 
-class JunitOutput(Output):
+class JunitOutput(OneKindOutput):
     """``--format junit`` (``wmcheck check``, ``wmcheck compat``): JUnit XML."""
+
+    format_name = "junit"
 
     def findings(self, results, strict):
         from .reports import junit

@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+from dataclasses import dataclass
 from datetime import tzinfo
 from typing import TYPE_CHECKING
 
@@ -16,13 +17,70 @@ from wmcheck.checkpoint.operator_watermarks import operator_watermarks
 from wmcheck.checkpoint.sources.delta_files import DeltaSourceLog
 from wmcheck.checkpoint.timeutil import format_duration
 
-from .options import checkpoint_progress, common_options, parse_pairs, progress_option
+from .options import checkpoint_progress, common_options, options_object, parse_pairs, progress_option
 from .output import Output, make_output
 from .process import own_interrupts
 from .progress import progress_for, quiet_option, spark_progress
 
 if TYPE_CHECKING:
+    from wmcheck.checkpoint.model import Checkpoint
+    from wmcheck.checkpoint.progress import QueryProgress
     from wmcheck.statestore.late_rows import Lateness
+    from wmcheck.statestore.replay import ReplayOptions
+
+
+@dataclass(frozen=True)
+class ReplayArgs:
+    """``wmcheck replay``'s options: the batches, what to do with them, how the query read its input, and Spark's."""
+
+    start: int
+    end: int | None
+    source: str | None
+    show_plan: bool
+    output: str | None
+    overwrite: bool
+    foreach: str | None
+    count_only: bool
+    show_lateness: bool
+    include_pending: bool
+    late_only: bool
+    on_time_only: bool
+    event_time: str | None
+    window: str | None
+    group_by: str | None
+    late_watermark: str | None
+    source_format: str | None
+    schema: str | None
+    reader_options: tuple[str, ...]
+    delta_source: str | None
+    path_maps: tuple[str, ...]
+    skip_missing: bool
+    master: str | None
+    confs: tuple[str, ...]
+    packages: tuple[str, ...]
+    jars: tuple[str, ...]
+    quiet: bool
+    progress: str | None
+
+    def validate(self) -> None:
+        """Options that go together: one thing to do; late or on-time rows, windows and groups need the event time."""
+        if sum(map(bool, (self.show_plan, self.output, self.foreach, self.count_only, self.show_lateness))) != 1:
+            raise click.UsageError("pass exactly one of --plan, --output DIR, --foreach-batch MODULE:FUNCTION, --count or --lateness")
+        if self.late_only and self.on_time_only:
+            raise click.UsageError("use either --late-only or --on-time-only")
+        if (self.late_only or self.on_time_only or self.window or self.group_by or self.show_lateness) and not self.event_time:
+            raise click.UsageError("--late-only, --on-time-only, --window, --group-by and --lateness need --event-time COL")
+
+    def replay_options(self, late_rule: str, fs_options: dict[str, str]) -> "ReplayOptions":
+        """How the library reads the batches (``late_rule``: the watermark late rows are judged by)."""
+        from wmcheck.statestore.replay import ReplayOptions
+
+        return ReplayOptions(
+            source=self.source, source_format=self.source_format, schema=self.schema,
+            options=parse_pairs(self.reader_options, "--option"), path_map=parse_pairs(self.path_maps, "--path-map"),
+            skip_missing=self.skip_missing, include_pending=self.include_pending, event_time=self.event_time,
+            window=self.window, keep="late" if self.late_only else "on_time" if self.on_time_only else "all",
+            late_watermark=late_rule, fs_options=fs_options)
 
 def _print_lateness(out: Output, found: "Lateness") -> None:
     doc = dataclasses.asdict(found)
@@ -73,66 +131,55 @@ def _print_lateness(out: Output, found: "Lateness") -> None:
 @quiet_option()
 @progress_option()
 @common_options()
-def replay(checkpoint: str, start: int, end: int | None, source: str | None, show_plan: bool, output: str | None,
-           overwrite: bool, foreach: str | None, count_only: bool, show_lateness: bool, include_pending: bool,
-           late_only: bool, on_time_only: bool,
-           event_time: str | None, window: str | None, group_by: str | None, late_watermark: str | None,
-           source_format: str | None, schema: str | None, reader_options: tuple[str, ...], delta_source: str | None,
-           path_maps: tuple[str, ...], skip_missing: bool, master: str | None, confs: tuple[str, ...], packages: tuple[str, ...],
-           jars: tuple[str, ...], quiet: bool, progress: str | None, fmt: str, tz: tzinfo,
-           fs_options: tuple[str, ...]) -> None:
+@options_object(ReplayArgs)
+def replay(checkpoint: str, opts: ReplayArgs, fmt: str, tz: tzinfo, fs_options: tuple[str, ...]) -> None:
     """Rebuild the exact input of batches --from N --to M of CHECKPOINT and reprocess it (see docs/replay.md)."""
-    if sum(map(bool, (show_plan, output, foreach, count_only, show_lateness))) != 1:
-        raise click.UsageError("pass exactly one of --plan, --output DIR, --foreach-batch MODULE:FUNCTION, --count or --lateness")
-    if late_only and on_time_only:
-        raise click.UsageError("use either --late-only or --on-time-only")
-    if (late_only or on_time_only or window or group_by or show_lateness) and not event_time:
-        raise click.UsageError("--late-only, --on-time-only, --window, --group-by and --lateness need --event-time COL")
+    opts.validate()
     fs_opts = parse_pairs(fs_options, "--fs-option")
-    path_map = parse_pairs(path_maps, "--path-map")
     ckpt = open_checkpoint(checkpoint, fs_opts)
-    table = DeltaSourceLog(delta_source, fs_opts) if delta_source else None
-    reports = checkpoint_progress(ckpt, progress, fs_opts)
-    if late_watermark is None:  # the batches' plans say whether the operators had watermarks of their own
-        late_watermark = "previous" if operator_watermarks(ckpt, reports, []).allow_multiple else "current"
-    if show_plan:
-        batches = plan(ckpt, start, end, source=source, include_pending=include_pending, path_map=path_map,
-                       late_rule=late_watermark, fs_options=fs_opts, delta_source=table)
-        bootstrap = parse_pairs(reader_options, "--option").get(BOOTSTRAP_OPTION)
+    table = DeltaSourceLog(opts.delta_source, fs_opts) if opts.delta_source else None
+    reports = checkpoint_progress(ckpt, opts.progress, fs_opts)
+    # the batches' plans say whether the operators had watermarks of their own
+    late_rule = opts.late_watermark or ("previous" if operator_watermarks(ckpt, reports, []).allow_multiple else "current")
+    if opts.show_plan:
+        batches = plan(ckpt, opts.start, opts.end, source=opts.source, include_pending=opts.include_pending,
+                       path_map=parse_pairs(opts.path_maps, "--path-map"), late_rule=late_rule, fs_options=fs_opts,
+                       delta_source=table)
+        bootstrap = parse_pairs(opts.reader_options, "--option").get(BOOTSTRAP_OPTION)
         asked = ask_retention(batches, bootstrap) if bootstrap and kafka_sources(batches) and client_installed() else None
         make_output(fmt, tz=tz).replay_plan(replay_plan(ckpt, batches, asked))
         return
+    _run(ckpt, reports, opts, opts.replay_options(late_rule, fs_opts), make_output(fmt, tz=tz), table)
+
+
+def _run(ckpt: "Checkpoint", reports: "QueryProgress | None", args: ReplayArgs, opts: "ReplayOptions", out: Output,
+         table: DeltaSourceLog | None) -> None:
+    """Replay under Spark: the batches' rows to the sink, or how late their late rows were."""
     from wmcheck.statestore.late_rows import infer_window, lateness, window_key
-    from wmcheck.statestore.replay import ReplayOptions, prepare, read_batches
+    from wmcheck.statestore.replay import prepare, read_batches
     from wmcheck.statestore.replay import replay as run_replay
     from wmcheck.statestore.session import get_session
     from wmcheck.statestore.sinks import ParquetSink, load_function
 
-    opts = ReplayOptions(
-        source=source, source_format=source_format, schema=schema, options=parse_pairs(reader_options, "--option"),
-        path_map=path_map, skip_missing=skip_missing, include_pending=include_pending, event_time=event_time,
-        window=window, keep="late" if late_only else "on_time" if on_time_only else "all",
-        late_watermark=late_watermark, fs_options=fs_opts,
-    )
-    batches = prepare(ckpt, start, end, opts, table)
-    if foreach and os.getcwd() not in sys.path and "" not in sys.path:
+    batches = prepare(ckpt, args.start, args.end, opts, table)
+    if args.foreach and os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())  # --foreach-batch MODULE:FUNCTION: MODULE may be in the current directory
-    sink = ParquetSink(output, overwrite, fs_opts) if output else load_function(foreach) if foreach else None
-    with spark_progress(progress_for(quiet)) as meter:
-        spark, _created = get_session(master, parse_pairs(confs, "--conf"), None, packages, jars)
+    sink = ParquetSink(args.output, args.overwrite, opts.fs_options) if args.output else \
+        load_function(args.foreach) if args.foreach else None
+    with spark_progress(progress_for(args.quiet)) as meter:
+        spark, _created = get_session(args.master, parse_pairs(args.confs, "--conf"), None, args.packages, args.jars)
         own_interrupts()  # pyspark installed its own Ctrl-C handler with the session
         meter.phase(f"reading {len(batches)} batch(es)")
-        keys = tuple(c.strip() for c in group_by.split(",") if c.strip()) if group_by else ()
-        out = make_output(fmt, tz=tz)
-        stored = window_key(ckpt, reports) if event_time and not window else None
+        keys = tuple(c.strip() for c in args.group_by.split(",") if c.strip()) if args.group_by else ()
+        stored = window_key(ckpt, reports) if args.event_time and not args.window else None
         if stored is not None:
             inferred = infer_window(spark, ckpt, stored)
             opts = dataclasses.replace(opts, window=inferred.spec)
             keys = keys or inferred.group_by
             out.note(f"window: {format_duration(inferred.duration_ms)} every {format_duration(inferred.slide_ms)}, "
                      f"grouped by {', '.join(inferred.group_by) or 'nothing else'} (inferred from state/{stored.operator_id})")
-        if show_lateness:
-            found = lateness(list(read_batches(spark, batches, opts)), str(event_time))
+        if args.show_lateness:
+            found = lateness(list(read_batches(spark, batches, opts)), str(args.event_time))
             meter.clear()
             _print_lateness(out, found)
             return

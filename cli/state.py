@@ -19,7 +19,8 @@ from .progress import Progress, progress_for, quiet_option
 from .spark import command_session
 
 if TYPE_CHECKING:
-    from wmcheck.statestore.engines import EngineChoice, EngineName, StateEngine
+    from wmcheck.statestore.engines import StateEngine
+    from wmcheck.statestore.plan import EngineChoice, EngineName
 
 
 @click.command()
@@ -64,33 +65,31 @@ def state(checkpoint: str, operator: int | None, store: str | None, join_side: s
     options = parse_pairs(fs_options, "--fs-option")
     ckpt = open_checkpoint(checkpoint, options)
     make_output(fmt if fmt != "parquet" else "table").warning(broken_tail_warning(ckpt))
-    from wmcheck.statestore.discovery import select
-    from wmcheck.statestore.engines import choose
-    from wmcheck.statestore.targets import require_known, store_targets, target
+    from wmcheck.statestore.plan import plan_state
+    from wmcheck.statestore.targets import target
 
     selection = store or join_side or state_var
     kind = "store" if store else "join_side" if join_side else "state_var" if state_var else None
-    stores = select(ckpt, operator, selection, kind)  # an unknown operator or store fails here, before anything is read
     base = target(ckpt, batch).watermark_ms
-    reports = checkpoint_progress(ckpt, progress, options)
     watermark_ms = None if watermark is None else parse_time_ms(watermark, watermark_ms=base, default_anchor="watermark")
-    if older:  # an operator whose own watermark is unknown is refused before the state (or a JVM) is touched
-        require_known(stores, store_targets(ckpt, stores, batch, watermark_ms, reports))
     if engine == "auto" and (master or confs or remote):
         engine = "spark"
-    engine, note = choose(ckpt, operator, selection, kind, engine)
-    if note:
-        click.echo(f"note: {for_cli(note)}", err=True)
-    with _engine(engine, ckpt, master, confs, remote, jobs, budget, progress_for(quiet)) as eng:
+    # once, before the state (or a JVM) is touched: an unknown operator or store fails here, and with --older-than-
+    # watermark an operator whose own watermark is unknown
+    plan = plan_state(ckpt, operator, selection, kind, batch, watermark_ms, checkpoint_progress(ckpt, progress, options),
+                      engine, older)
+    if plan.note:
+        click.echo(f"note: {for_cli(plan.note)}", err=True)
+    with _engine(plan.engine, ckpt, master, confs, remote, jobs, budget, progress_for(quiet)) as eng:
         if older:
-            reads = eng.read_stores(ckpt, operator, selection, batch, watermark_ms, reports)
+            reads = eng.read_stores(plan)
             with output_to(fmt, output, tz) as out:
                 if limit is not None:
                     out.older_state(reads, eng.older_tables(reads, limit), limit)
                 else:
-                    out.older_rows(reads, eng)
+                    out.older_rows(reads, eng.older_parts(reads) if out.row_parts else eng.older_batches(reads))
             return
-        summary = eng.summarize(ckpt, operator, selection, batch, watermark_ms, tz, reports)
+        summary = eng.summarize(plan, tz)
     with output_to(fmt, output, tz) as out:
         out.state_summary(summary)
 

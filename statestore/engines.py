@@ -1,18 +1,20 @@
 """The state engines behind one protocol: ``python`` (the state files read in Python, no JVM) and
 ``spark`` (Spark's own state reader); ``auto`` takes python when it reads every selected store.
 
-The command (``wmcheck state``) and the Python API below both choose an engine here and then only
-talk to :class:`StateEngine`: the python engine returns Arrow tables, Spark DataFrames.
+The command (``wmcheck state``) and the Python API below both plan the read once (:func:`.plan.plan_state`: the
+stores, their targets and the engine) and then only talk to :class:`StateEngine`: the python engine returns Arrow
+tables, Spark DataFrames.
 """
 from __future__ import annotations
 
 from datetime import timezone, tzinfo
-from typing import TYPE_CHECKING, Any, Iterator, Literal, Protocol, Sequence, get_args
+from typing import TYPE_CHECKING, Any, Iterator, Protocol, Sequence
 
-from wmcheck.checkpoint.errors import CheckpointError, UnsupportedError
+from wmcheck.checkpoint.errors import CheckpointError
 from wmcheck.checkpoint.model import Checkpoint
 
 from .discovery import Store, only_one
+from .plan import EngineChoice, EngineName, StatePlan, plan_state
 from .targets import Target, as_checkpoint, require_known
 
 if TYPE_CHECKING:
@@ -24,13 +26,6 @@ if TYPE_CHECKING:
     from .eviction import Eviction
     from .parquet_parts import ParquetPart
     from .summary import StateSummary
-
-EngineChoice = Literal["auto", "python", "spark"]
-"""An engine to read state with (``auto``: python where it reads every store, else Spark)."""
-ENGINES: tuple[EngineChoice, ...] = get_args(EngineChoice)
-EngineName = Literal["python", "spark"]
-"""The engine that reads state: Python (the files, no JVM) or Spark's state reader."""
-
 
 class StoreReadLike(Protocol):
     """One store read at a target by an engine: its rows (``raw``: the reader's columns, ``older()``: the
@@ -58,15 +53,11 @@ class StateEngine(Protocol):
     @property
     def name(self) -> str: ...
 
-    def read_stores(self, ckpt: Checkpoint, operator: int | None = None, store: str | None = None, batch: int | None = None,
-                    watermark_ms: int | None = None, progress: "QueryProgress | None" = None) -> Sequence[StoreReadLike]:
-        """Every selected store read at one batch, each at its operator's own eviction watermark (``progress``: Spark's
-        event log, where the plan decides it), lazily: rows are read when asked for."""
+    def read_stores(self, plan: StatePlan) -> Sequence[StoreReadLike]:
+        """Every store of ``plan`` read at its target, lazily: rows are read when asked for."""
 
-    def summarize(self, ckpt: Checkpoint, operator: int | None = None, store: str | None = None, batch: int | None = None,
-                  watermark_ms: int | None = None, tz: tzinfo = timezone.utc,
-                  progress: "QueryProgress | None" = None) -> "StateSummary":
-        """What ``wmcheck state`` prints."""
+    def summarize(self, plan: StatePlan, tz: tzinfo = timezone.utc) -> "StateSummary":
+        """What ``wmcheck state`` prints of ``plan``'s stores."""
 
     def older_tables(self, reads: Sequence[Any], limit: int | None = None) -> list["pa.Table"]:
         """The evicted rows of each of ``reads`` as an Arrow table (the ``limit`` oldest of each when given)."""
@@ -77,25 +68,6 @@ class StateEngine(Protocol):
 
     def older_parts(self, reads: Sequence[Any]) -> Iterator[tuple[int, "ParquetPart"]]:
         """:meth:`older_batches` encoded as Parquet (:func:`.rows.write_parts` writes them as one file)."""
-
-
-def choose(ckpt: Checkpoint, operator: int | None, store: str | None, kind: str | None,
-           engine: EngineChoice) -> tuple[EngineName, str | None]:
-    """``(engine, note)``: the engine to read the selection with and, when ``auto`` falls back to
-    Spark, why (the python engine's first unsupported store). Nothing is read here."""
-    if engine not in ENGINES:
-        raise CheckpointError(f"unknown state engine {engine!r}", hint=f"use one of {', '.join(ENGINES)}")
-    if engine == "spark":
-        return "spark", None
-    from .python_engine import plans
-
-    try:
-        plans(ckpt, operator, store, kind)
-    except UnsupportedError as exc:
-        if engine == "python":
-            raise
-        return "spark", f"reading with Spark: {exc.message}"
-    return "python", None
 
 
 def engine_for(name: EngineName, spark: "SparkSession | None" = None, jobs: int | None = None,
@@ -113,8 +85,11 @@ def engine_for(name: EngineName, spark: "SparkSession | None" = None, jobs: int 
     return SparkEngine(spark)
 
 
-def _chosen(ckpt: Checkpoint, operator: int | None, store: str | None, engine: EngineChoice, spark: "SparkSession | None") -> StateEngine:
-    return engine_for(choose(ckpt, operator, store, None, engine)[0], spark)
+def _planned(ckpt: Checkpoint, operator: int | None, store: str | None, batch: int | None, watermark_ms: int | None,
+             progress: "QueryProgress | None", engine: EngineChoice, spark: "SparkSession | None",
+             older: bool = False) -> tuple[StatePlan, StateEngine]:
+    plan = plan_state(ckpt, operator, store, None, batch, watermark_ms, progress, engine, older)
+    return plan, engine_for(plan.engine, spark)
 
 
 def summarize(ckpt: Checkpoint | str, operator: int | None = None, store: str | None = None, batch: int | None = None,
@@ -122,25 +97,23 @@ def summarize(ckpt: Checkpoint | str, operator: int | None = None, store: str | 
               spark: "SparkSession | None" = None, progress: "QueryProgress | None" = None) -> "StateSummary":
     """What ``wmcheck state`` prints (``engine`` names the engine that read it); ``progress`` (Spark's event log)
     gives operators downstream of a join their own watermarks."""
-    ckpt = as_checkpoint(ckpt)
-    return _chosen(ckpt, operator, store, engine, spark).summarize(ckpt, operator, store, batch, watermark_ms, tz, progress)
+    plan, eng = _planned(as_checkpoint(ckpt), operator, store, batch, watermark_ms, progress, engine, spark)
+    return eng.summarize(plan, tz)
 
 
 def read_state(ckpt: Checkpoint | str, operator: int = 0, store: str | None = None, batch: int | None = None,
                engine: EngineChoice = "auto", spark: "SparkSession | None" = None) -> Any:
     """The reader's rows of one store (a store name, join side or state variable) of ``operator``:
     an Arrow table (python engine) or Spark's DataFrame."""
-    ckpt = as_checkpoint(ckpt)
-    reads = _chosen(ckpt, operator, store, engine, spark).read_stores(ckpt, operator, store, batch)
-    return only_one(list(reads), operator, False).raw
+    plan, eng = _planned(as_checkpoint(ckpt), operator, store, batch, None, None, engine, spark)
+    return only_one(list(eng.read_stores(plan)), operator, False).raw
 
 
 def older_than_watermark(ckpt: Checkpoint | str, operator: int = 0, store: str | None = None, batch: int | None = None,
                          watermark_ms: int | None = None, engine: EngineChoice = "auto", spark: "SparkSession | None" = None,
                          progress: "QueryProgress | None" = None) -> Any:
     """The rows the operator's own watermark evicts, with ``event_time_ms`` (see :func:`.reader.older_than_watermark`)."""
-    ckpt = as_checkpoint(ckpt)
-    reads = _chosen(ckpt, operator, store, engine, spark).read_stores(ckpt, operator, store, batch, watermark_ms, progress)
-    read = only_one(list(reads), operator, True)
+    plan, eng = _planned(as_checkpoint(ckpt), operator, store, batch, watermark_ms, progress, engine, spark)
+    read = only_one(list(eng.read_stores(plan)), operator, True)
     require_known([read.store], [read.target])
     return read.older()

@@ -12,16 +12,17 @@ from contextlib import closing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generator, Iterator, TypeVar
 
-from wmcheck.checkpoint.errors import MalformedFileError
+from wmcheck.checkpoint.errors import MalformedFileError, UnsupportedError, arg
 from wmcheck.checkpoint.model import Checkpoint, store_unique_ids
 from wmcheck.checkpoint.state_schema import StructType
 
-from .discovery import Store, select
+from .discovery import Store
 from .evicted_rows import evicted, rows_table
 from .eviction import Eviction, store_eviction
+from .plan import StatePlan, plan_state
 from .presentation import StorePlan, plan_store
 from .store_files import Chunk, PartitionStream, load_partition
-from .targets import EDGES, Target, as_checkpoint, store_targets
+from .targets import EDGES, Target, as_checkpoint
 from .unsafe_row import arrow_type
 
 T = TypeVar("T")
@@ -268,9 +269,10 @@ def state_rows(raw: "pa.Table", store: Store, rule: Eviction, watermark_ms: int)
     return rows_table(store, raw.column("partition_id"), raw.column("key"), value, event_ms, older)
 
 
-def read_store(ckpt: Checkpoint, store: Store, tgt: Target, fast: bool = True) -> PythonStoreRead:
-    """``store`` read at ``tgt`` (``fast``: rows decoded column-wise where possible, else row by row only)."""
-    plan = plan_store(ckpt, store, fast)
+def read_store(ckpt: Checkpoint, store: Store, tgt: Target, fast: bool = True, plan: StorePlan | None = None) -> PythonStoreRead:
+    """``store`` read at ``tgt`` (``fast``: rows decoded column-wise where possible, else row by row only; ``plan``:
+    its plan when already made)."""
+    plan = plan or plan_store(ckpt, store, fast)
     fields = {f.name: f.data_type for f in plan.columns.fields}
     key, value = fields.get("key"), fields.get("value")
     rule = store_eviction(ckpt, store, key if isinstance(key, StructType) else None,
@@ -278,12 +280,11 @@ def read_store(ckpt: Checkpoint, store: Store, tgt: Target, fast: bool = True) -
     return PythonStoreRead(store, rule, plan, tgt, ckpt, fast)
 
 
-def plans(ckpt: Checkpoint | str, operator: int | None = None, store: str | None = None,
-          kind: str | None = None) -> list[StorePlan]:
-    """Plans for every selected store: raises UnsupportedError (before any state file is read) for
-    anything the python engine does not read."""
-    ckpt = as_checkpoint(ckpt)
-    return [plan_store(ckpt, s) for s in select(ckpt, operator, store, kind)]
+def read_planned(plan: StatePlan) -> list[PythonStoreRead]:
+    """Every store of ``plan`` (planned for the python engine) read at its target, lazily."""
+    if len(plan.store_plans) != len(plan.stores):
+        raise UnsupportedError(f"this read was planned for the {plan.engine} engine", hint=f"use {arg('engine', plan.engine)}")
+    return [read_store(plan.ckpt, s, t, plan=p) for s, t, p in zip(plan.stores, plan.targets, plan.store_plans)]
 
 
 def read_stores(ckpt: Checkpoint | str, operator: int | None = None, store: str | None = None,
@@ -291,11 +292,7 @@ def read_stores(ckpt: Checkpoint | str, operator: int | None = None, store: str 
                 progress: "QueryProgress | None" = None) -> list[PythonStoreRead]:
     """Every selected store read at one batch, each at its operator's own eviction watermark (``progress``: Spark's
     event log, where the plan decides it)."""
-    ckpt = as_checkpoint(ckpt)
-    stores = select(ckpt, operator, store)
-    for s in stores:
-        plan_store(ckpt, s)
-    return [read_store(ckpt, s, t) for s, t in zip(stores, store_targets(ckpt, stores, batch, watermark_ms, progress))]
+    return read_planned(plan_state(as_checkpoint(ckpt), operator, store, None, batch, watermark_ms, progress, "python"))
 
 
 def _bucket(delta: Any):

@@ -12,28 +12,25 @@ from datetime import timezone, tzinfo
 from typing import TYPE_CHECKING, Any, Generator, Iterator, Sequence
 
 from wmcheck.checkpoint.fs import LocalFileSystem
-from wmcheck.checkpoint.model import Checkpoint
 
 from .evicted_rows import rows_table
 from .parquet_parts import ParquetPart, encode_part
+from .plan import StatePlan
 from .python_engine import (
     PythonStoreRead,
     older_tables,
     partition_groups,
     partition_tables,
+    read_planned,
     read_store,
-    read_stores,
     reader_schema,
     state_rows,
 )
 from .summary import StateSummary, state_summary, summary_of_groups
-from .targets import as_checkpoint, target
 from .workers import run
 
 if TYPE_CHECKING:
     import pyarrow as pa
-
-    from wmcheck.checkpoint.progress import QueryProgress
 
 OLDER, PARTS, GROUPS = "older", "parts", "groups"
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
@@ -142,20 +139,16 @@ class PythonEngine:
         local = bool(reads) and isinstance(reads[0].ckpt.fs, LocalFileSystem)
         return run(_work, _Job(reads), tasks, self.jobs, self.max_memory, fork=local)
 
-    def read_stores(self, ckpt: Checkpoint, operator: int | None = None, store: str | None = None, batch: int | None = None,
-                    watermark_ms: int | None = None, progress: "QueryProgress | None" = None) -> list[PythonStoreRead]:
-        return read_stores(ckpt, operator, store, batch, watermark_ms, progress)
+    def read_stores(self, plan: StatePlan) -> list[PythonStoreRead]:
+        return read_planned(plan)
 
-    def summarize(self, ckpt: Checkpoint | str, operator: int | None = None, store: str | None = None, batch: int | None = None,
-                  watermark_ms: int | None = None, tz: tzinfo = timezone.utc,
-                  progress: "QueryProgress | None" = None) -> StateSummary:
-        ckpt = as_checkpoint(ckpt)
-        reads = read_stores(ckpt, operator, store, batch, watermark_ms, progress)
+    def summarize(self, plan: StatePlan, tz: tzinfo = timezone.utc) -> StateSummary:
+        reads = read_planned(plan)
         groups: list[list] = [[] for _ in reads]
         for index, found in self._run(GROUPS, reads):
             groups[index] += found
         summaries = tuple(summary_of_groups(r.store, r.rule, r.target, g, tz) for r, g in zip(reads, groups))
-        return state_summary(ckpt, target(ckpt, batch, watermark_ms), summaries, "python", tz)
+        return state_summary(plan.ckpt, plan.target, summaries, "python", tz)
 
     def older_batches(self, reads: Sequence[PythonStoreRead]) -> Iterator[tuple[int, "pa.Table"]]:
         """``(store index, evicted rows)`` as the workers read them; an empty table for each store first (its schema)."""

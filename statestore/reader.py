@@ -17,10 +17,11 @@ from wmcheck.checkpoint.errors import CheckpointError, SparkUnavailableError, ar
 from wmcheck.checkpoint.model import Checkpoint
 from wmcheck.checkpoint.state_schema import StructField, StructType
 
-from .discovery import Store, only_one, select
+from .discovery import Store, only_one
 from .eviction import Eviction, store_eviction
+from .plan import StatePlan, plan_state
 from .relocated_view import reader_location
-from .targets import Target, as_checkpoint, require_known, store_targets
+from .targets import Target, as_checkpoint, require_known
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -204,12 +205,15 @@ def read_stores(spark: "SparkSession", ckpt: Checkpoint | str, operator: int | N
                 progress: "QueryProgress | None" = None) -> list[StoreRead]:
     """Every selected store (see :func:`~wmcheck.statestore.discovery.select`) read at one batch, each judged by its
     operator's own eviction watermark (``progress``: the event log, where the plan decides it)."""
-    ckpt = as_checkpoint(ckpt)
-    stores = select(ckpt, operator, store)
+    return read_planned(spark, plan_state(as_checkpoint(ckpt), operator, store, None, batch, watermark_ms, progress, "spark"))
+
+
+def read_planned(spark: "SparkSession", plan: StatePlan) -> list[StoreRead]:
+    """Every store of ``plan`` read by Spark's state reader at its target."""
     out = []
-    for s, tgt in zip(stores, store_targets(ckpt, stores, batch, watermark_ms, progress)):
-        raw = load(spark, ckpt, s, tgt)
-        out.append(StoreRead(s, eviction_for(ckpt, s, raw), raw, tgt, reader_location(ckpt)))
+    for s, tgt in zip(plan.stores, plan.targets):
+        raw = load(spark, plan.ckpt, s, tgt)
+        out.append(StoreRead(s, eviction_for(plan.ckpt, s, raw), raw, tgt, reader_location(plan.ckpt)))
     return out
 
 

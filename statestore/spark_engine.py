@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING, Iterator, Sequence
 from wmcheck.checkpoint.model import Checkpoint
 
 from .parquet_parts import ParquetPart, encode_part
-from .reader import StoreRead, read_stores, spark_errors
+from .plan import StatePlan, plan_state
+from .reader import StoreRead, read_planned, spark_errors
 from .summary import StateSummary, StoreSummary, state_summary, summary_of_groups
-from .targets import EDGES, as_checkpoint, target
+from .targets import EDGES, as_checkpoint
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -49,10 +50,14 @@ def summarize(spark: SparkSession, ckpt: Checkpoint | str, operator: int | None 
               batch: int | None = None, watermark_ms: int | None = None, tz: tzinfo = timezone.utc,
               progress: QueryProgress | None = None) -> StateSummary:
     """Every selected store of every stateful operator: rows, eviction rule, rows older than its operator's watermark."""
-    ckpt = as_checkpoint(ckpt)
-    reads = read_stores(spark, ckpt, operator, store, batch, watermark_ms, progress)
-    tgt = target(ckpt, batch, watermark_ms)
-    return state_summary(ckpt, tgt, tuple(store_summary(r, tz) for r in reads), "spark", tz)
+    return summarize_planned(spark, plan_state(as_checkpoint(ckpt), operator, store, None, batch, watermark_ms, progress,
+                                               "spark"), tz)
+
+
+def summarize_planned(spark: SparkSession, plan: StatePlan, tz: tzinfo = timezone.utc) -> StateSummary:
+    """:func:`summarize` of the stores ``plan`` names."""
+    reads = read_planned(spark, plan)
+    return state_summary(plan.ckpt, plan.target, tuple(store_summary(r, tz) for r in reads), "spark", tz)
 
 
 def older_tables(reads: Sequence[StoreRead], limit: int | None = None) -> list["pa.Table"]:
@@ -76,14 +81,11 @@ class SparkEngine:
     spark: "SparkSession"
     name = "spark"
 
-    def read_stores(self, ckpt: Checkpoint, operator: int | None = None, store: str | None = None, batch: int | None = None,
-                    watermark_ms: int | None = None, progress: QueryProgress | None = None) -> list[StoreRead]:
-        return read_stores(self.spark, ckpt, operator, store, batch, watermark_ms, progress)
+    def read_stores(self, plan: StatePlan) -> list[StoreRead]:
+        return read_planned(self.spark, plan)
 
-    def summarize(self, ckpt: Checkpoint, operator: int | None = None, store: str | None = None, batch: int | None = None,
-                  watermark_ms: int | None = None, tz: tzinfo = timezone.utc,
-                  progress: QueryProgress | None = None) -> StateSummary:
-        return summarize(self.spark, ckpt, operator, store, batch, watermark_ms, tz, progress)
+    def summarize(self, plan: StatePlan, tz: tzinfo = timezone.utc) -> StateSummary:
+        return summarize_planned(self.spark, plan, tz)
 
     def older_tables(self, reads: Sequence[StoreRead], limit: int | None = None) -> list["pa.Table"]:
         return older_tables(reads, limit)

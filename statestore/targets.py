@@ -11,10 +11,9 @@ from typing import TYPE_CHECKING, Sequence
 
 from wmcheck.checkpoint.errors import CheckpointError, arg
 from wmcheck.checkpoint.model import Checkpoint, open_checkpoint
-from wmcheck.checkpoint.operator_watermarks import PASS_EVENT_LOG, OperatorWatermarks, operator_watermarks
+from wmcheck.checkpoint.operator_watermarks import PASS_EVENT_LOG, OperatorWatermarks
 
 if TYPE_CHECKING:
-    from wmcheck.checkpoint.progress import QueryProgress
 
     from .discovery import Store
 
@@ -44,6 +43,8 @@ class Target:
     not judged by it."""
     operator_id: int | None = None
     """The operator whose own watermark this is (None: the global watermark)."""
+    what_if: bool = False
+    """The watermark is one the user chose (``--watermark``), not the batch's."""
 
 
 def as_checkpoint(ckpt: Checkpoint | str) -> Checkpoint:
@@ -63,7 +64,7 @@ def target(ckpt: Checkpoint, batch: int | None = None, watermark_ms: int | None 
         raise CheckpointError(f"batch {batch - 1} is not committed, so no state was written for batch {batch} to start from",
                               path=f"commits/{batch - 1}", hint="pick a batch after a committed one (wmcheck batches CKPT)")
     if watermark_ms is not None:
-        return Target(batch, batch - 1, watermark_ms, arg("watermark_ms"))
+        return Target(batch, batch - 1, watermark_ms, arg("watermark_ms"), what_if=True)
     seq = ckpt.readable_offsets(batch) if batch in ckpt.offset_id_set else None  # a broken tail: planned again
     if seq is not None:
         meta = seq.metadata
@@ -75,7 +76,7 @@ def store_target(tgt: Target, store: "Store", model: OperatorWatermarks) -> Targ
     """``tgt`` for one store: its operator's own eviction watermark at the batch (or, for a what-if watermark, the one
     the operator would get from it, or the what-if watermark itself where that is unknown); a join side's state
     watermark when the event log shows the join's condition."""
-    what_if = tgt.watermark_from == arg("watermark_ms")
+    what_if = tgt.what_if
     own = next((o for o in model.evicting(tgt.watermark_ms) if o.operator_id == store.operator_id), None) if what_if \
         else model.of(tgt.batch, store.operator_id)
     if own is None:
@@ -100,14 +101,6 @@ def store_target(tgt: Target, store: "Store", model: OperatorWatermarks) -> Targ
         return replace(tgt, operator_id=store.operator_id)
     return replace(tgt, watermark_ms=value, watermark_from=f"{tgt.watermark_from}, {whose} ({source})",
                    operator_id=store.operator_id)
-
-
-def store_targets(ckpt: Checkpoint, stores: Sequence["Store"], batch: int | None = None, watermark_ms: int | None = None,
-                  progress: "QueryProgress | None" = None) -> list[Target]:
-    """Each store's target at ``batch``: its operator's own eviction watermark (see :func:`store_target`)."""
-    tgt = target(ckpt, batch, watermark_ms)
-    model = operator_watermarks(ckpt, progress, [tgt.batch])  # the event log's plans decide where they print it
-    return [store_target(tgt, s, model) for s in stores]
 
 
 def require_known(stores: Sequence["Store"], targets: Sequence[Target]) -> None:

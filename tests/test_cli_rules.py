@@ -102,7 +102,16 @@ def test_the_console_script_ends_without_tearing_the_interpreter_down_yet_as_a_n
     assert (done.returncode, done.stderr.splitlines()[-1]) == (code, "atexit ran")
     if code == 0:
         assert done.stdout == run_cli(*args).stdout
-    waiting = PRELUDE + ("threading.Thread(target=lambda: (__import__('time').sleep(1), print('thread done'))).start()\n"
+    # the thread prints once the command's output is out (however long the command takes) and a moment more, so that
+    # it is still alive when the command ends
+    waiting = PRELUDE + ("written = threading.Event()\n"
+                         "class Written:\n"
+                         "    def __init__(self, stream): self.stream = stream\n"
+                         "    def write(self, text): written.set(); return self.stream.write(text)\n"
+                         "    def __getattr__(self, name): return getattr(self.stream, name)\n"
+                         "sys.stdout, sys.stderr = Written(sys.stdout), Written(sys.stderr)\n"
+                         "threading.Thread(target=lambda: (written.wait(60), __import__('time').sleep(0.3), "
+                         "print('thread done', file=sys.stdout.stream))).start()\n"
                          "from wmcheck.cli.main import main\nmain()")
     done = subprocess.run([sys.executable, "-c", waiting, *args], capture_output=True, text=True, timeout=120)
     assert (done.returncode, done.stdout.splitlines()[-1], done.stderr.splitlines()[-1]) == (code, "thread done", "atexit ran")
@@ -261,3 +270,16 @@ def test_ctrl_c_while_spark_starts_prints_the_interrupted_line_too():
     args = ["replay", str(CKPT), "--from", "4", "--to", "4", "--source-format", "json", "--count"]
     done = subprocess.run([sys.executable, "-c", hook, *args], capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stdout, done.stderr) == (130, "", "\ninterrupted\n")
+
+
+def test_replay_takes_its_options_as_one_typed_object():
+    """replay's 27 options reach it as one ReplayArgs (every option a field of it); the command keeps the shared ones."""
+    import dataclasses
+    import inspect
+
+    from wmcheck.cli.replay import ReplayArgs, replay
+
+    assert replay.callback is not None
+    assert list(inspect.signature(replay.callback.__wrapped__).parameters) == ["checkpoint", "opts", "fmt", "tz", "fs_options"]
+    exposed = {p.name for p in replay.params if p.expose_value}
+    assert exposed - {"checkpoint", "fmt", "tz", "fs_options"} == {f.name for f in dataclasses.fields(ReplayArgs)}

@@ -173,6 +173,45 @@ def test_partitions_gone_and_added(spark_kafka, kafka_bootstrap, tmp_path):
 
 
 @pytest.mark.spark
+def test_a_new_topic_matching_the_sources_subscribe_pattern(spark_kafka, kafka_bootstrap, tmp_path):
+    """The checkpoint names the topics a subscribePattern source has read, not the pattern: given the pattern, check
+    names a topic created since, whose records the restart reads from the earliest offset (each once)."""
+    prefix = unique_topic("pat")
+    first = create_topic(kafka_bootstrap, f"{prefix}-a", 1)
+    produce(kafka_bootstrap, first, records(0, 0, 3))
+    source = {"subscribePattern": f"{prefix}-.*"}
+    work = tmp_path
+    assert spark_kafka.run("kafka_etl", kafka_bootstrap, source, work / "ckpt", work / "out")["ok"]
+    later = create_topic(kafka_bootstrap, f"{prefix}-b", 2)
+    create_topic(kafka_bootstrap, f"other-{prefix}", 1)  # not matched: the pattern matches whole names
+    produce(kafka_bootstrap, later, records(0, 0, 2) + records(1, 0, 1))
+    ckpt = open_checkpoint(str(work / "ckpt"))
+    assert [f for f in check_checkpoint(ckpt, kafka=KafkaTopics(kafka_bootstrap, timeout_s=10)) if f.code in KAFKA_CODES] == []
+    patterned = KafkaTopics(kafka_bootstrap, timeout_s=10, subscribe_pattern=f"{prefix}-.*")
+    [new] = [f for f in check_checkpoint(ckpt, kafka=patterned) if f.code in KAFKA_CODES]
+    assert (new.code, new.severity, new.path) == ("WM088", "warning", "offsets/0")
+    assert new.message == (
+        f"1 topic matching the source's subscribePattern is new ({later}: {later}[0], {later}[1]): the next batch "
+        "reads them from the earliest offset the broker retains, 3 records now (tested with Spark 4.2: every record once)")
+    other = KafkaTopics(kafka_bootstrap, timeout_s=10, subscribe_pattern="elsewhere-.*")  # not this source's pattern
+    assert [f for f in check_checkpoint(ckpt, kafka=other) if f.code in KAFKA_CODES] == []
+    assert spark_kafka.run("kafka_etl", kafka_bootstrap, source, work / "ckpt", work / "out")["ok"]
+    rows = read_rows(work / "out")
+    assert sorted((r["topic"], r["partition"], r["offset"]) for r in rows) == [
+        (first, 0, 0), (first, 0, 1), (first, 0, 2), (later, 0, 0), (later, 0, 1), (later, 1, 0)]
+    assert [f for f in check_checkpoint(open_checkpoint(str(work / "ckpt")), kafka=patterned)
+            if f.code in KAFKA_CODES] == []  # the offsets now name it
+
+
+def test_a_subscribe_pattern_that_is_no_regular_expression_is_one_line():
+    pytest.importorskip("confluent_kafka")
+    with pytest.raises(CheckpointError) as bad:
+        KafkaTopics("127.0.0.1:1", timeout_s=1, subscribe_pattern="events-(")
+    assert (bad.value.param, bad.value.hint) == (
+        "subscribe_pattern", "pass the source's subscribePattern option as the query gives it, e.g. 'events-.*'")
+
+
+@pytest.mark.spark
 def test_offline_one_note(spark_kafka, kafka_bootstrap, tmp_path):
     _, work = started(spark_kafka, kafka_bootstrap, tmp_path)
     notes: list[str] = []
@@ -217,3 +256,16 @@ def test_without_the_client(monkeypatch):
     with pytest.raises(CheckpointError) as exc:
         KafkaTopics("127.0.0.1:1")
     assert exc.value.hint == "pip install 'wmcheck[kafka]'"
+
+
+def test_subscribe_pattern_on_the_command_line_needs_the_broker_and_a_regular_expression(tmp_path):
+    from conftest import fixture_checkpoint, run_cli
+
+    ckpt = fixture_checkpoint("kafka_pattern")
+    out = run_cli("check", ckpt, "--subscribe-pattern", "a|b", exit_code=2).output
+    assert out == ("Error: --subscribe-pattern needs --bootstrap-server (the broker lists the topics it matches) "
+                   "(hint: see wmcheck check --help)\n")
+    pytest.importorskip("confluent_kafka")
+    out = run_cli("check", ckpt, "--bootstrap-server", "127.0.0.1:1", "--subscribe-pattern", "a(", exit_code=2).output
+    assert out == ("Error: --subscribe-pattern 'a(' is not a regular expression: missing ), unterminated subpattern at "
+                   "position 1 (hint: pass the source's subscribePattern option as the query gives it, e.g. 'events-.*')\n")

@@ -525,6 +525,7 @@ def test_parquet_parts_hold_the_evicted_rows_of_several_chunks(monkeypatch, tmp_
     import pyarrow.parquet as pq
 
     from wmcheck.statestore import python_jobs
+    from wmcheck.statestore.plan import plan_state
     from wmcheck.statestore.rows import write_parts
     from wmcheck.statestore.store_files import PartitionStream
 
@@ -532,7 +533,7 @@ def test_parquet_parts_hold_the_evicted_rows_of_several_chunks(monkeypatch, tmp_
     monkeypatch.setattr(python_jobs, "PART_ROWS", part_rows)
     engine = python_jobs.PythonEngine(jobs=1)
     ckpt = open_checkpoint(str(fixture_checkpoint("sliding_window")))
-    reads = engine.read_stores(ckpt, watermark_ms=10 ** 13)
+    reads = engine.read_stores(plan_state(ckpt, watermark_ms=10 ** 13, engine="python"))
     out = tmp_path / "rows.parquet"
     written = write_parts(str(out), reads, engine.older_parts(reads))
     want = engine.older_tables(reads)[0]
@@ -555,3 +556,33 @@ def test_a_store_is_read_in_ranges_of_partitions_a_few_per_job():
     assert [t[2] for t in two if t[1] == 0] == [range(k, k + 25) for k in range(0, 200, 25)]
     assert [t[2] for t in two if t[1] == 1] == [range(0, 1), range(1, 2), range(2, 3)]
     assert [t[1] for t in two].count(2) == 0
+
+
+@pytest.mark.parametrize(("name", "args"), [
+    ("join_stream_stream", ()), ("join_stream_stream", ("--operator", "0", "--format", "csv")),
+    ("agg_then_agg", ("--older-than-watermark",)), ("agg_then_agg", ("--older-than-watermark", "--format", "json")),
+    ("agg_then_agg", ("--older-than-watermark", "--limit", "1")), ("join_stream_stream", ("--older-than-watermark",))])
+def test_state_plans_its_read_once(monkeypatch, tmp_path, name, args):
+    """One planning pass: the stores are selected once, each store's file plan and the operators' watermarks are
+    worked out once, whatever the output (the output renders what the engine read, it does not call the engine); a
+    join side whose state watermark is unknown is refused before any store's files are planned."""
+    from wmcheck.statestore import discovery, plan, presentation, python_engine
+
+    calls: dict[str, int] = {}
+
+    def counted(module, attr):
+        real = getattr(module, attr)
+
+        def wrapper(*a, **k):
+            calls[attr] = calls.get(attr, 0) + 1
+            return real(*a, **k)
+        monkeypatch.setattr(module, attr, wrapper)
+
+    stores = len(discovery.select(open_checkpoint(str(fixture_checkpoint(name)))))
+    for module, attr in [(plan, "select"), (discovery, "select"), (plan, "operator_watermarks"),
+                         (presentation, "plan_store"), (python_engine, "plan_store")]:
+        counted(module, attr)
+    refused = name == "join_stream_stream" and "--older-than-watermark" in args
+    run_cli("state", fixture_checkpoint(name), "--engine", "python", *args, exit_code=2 if refused else 0)
+    assert calls == ({"select": 1, "operator_watermarks": 1} if refused else
+                     {"select": 1, "operator_watermarks": 1, "plan_store": stores})

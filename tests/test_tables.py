@@ -90,3 +90,21 @@ def test_long_text_wraps_to_the_terminal_and_wide_keeps_it_whole(monkeypatch):
         "  the global watermark (offsets/N for eviction, offsets/N-1 for late rows), which every operator upstream "
         "passes on; the operators' order from the checkpoint (no plan: operators taken as one chain, operator 0 last)")
     assert run_cli("show", CKPT, "--wide", "--format", "json").stdout == run_cli("show", CKPT, "--format", "json").stdout
+
+
+def test_every_format_is_an_output_with_rows_and_documents_and_a_one_kind_format_refuses_the_rest():
+    import click
+    import pytest
+
+    from wmcheck.cli.output import REPORT_OUTPUTS, Output, ParquetOutput, make_output
+
+    with pytest.raises(TypeError, match="abstract methods document, rows"):
+        Output()  # type: ignore[abstract]
+    for fmt in ("table", "json", "csv"):
+        assert isinstance(make_output(fmt), Output)
+    for output in (ParquetOutput("/nonexistent/rows.parquet"), *(kind() for kind in REPORT_OUTPUTS.values())):
+        with pytest.raises(click.UsageError) as refused:
+            output.rows([{"a": 1}])
+        assert refused.value.message == f"--format {output.format_name} does not write this command's result"
+        with pytest.raises(click.UsageError):
+            output.document({}, [], [])

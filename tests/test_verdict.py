@@ -171,3 +171,30 @@ def test_a_damaged_log_file_is_read_around_by_one_rule_with_a_hint_true_where_it
     found = [f for f in check_json(ckpt) if f["path"] == path and f["code"] in ("WM001", "WM055")]
     assert [f["code"] for f in found] == ["WM055" if hint == MIDDLE_HINT else "WM001"]
     assert "delete it" not in found[0]["message"] or hint != MIDDLE_HINT
+
+
+def _sinkless_breaks() -> list[str]:
+    from check_breaks import BREAKS
+
+    return sorted(key for key, case in BREAKS.items() if not case.sink)
+
+
+@pytest.mark.parametrize("key", _sinkless_breaks())
+def test_show_and_check_agree_on_every_breaking_case(copy_fixture, key):
+    """The class of show-against-check disagreements: every case that breaks a checkpoint for check (the sink's
+    cases aside: show does not read a sink) gets from show the findings check reports without decoding state
+    contents, its verdict and each operator's next state version; where check's full read finds more, show's first
+    line says it did not decode the contents."""
+    from check_breaks import broken_copy
+
+    root, _ = broken_copy(copy_fixture, key)
+    ckpt = root / "checkpoint"
+    shown = run_cli("show", ckpt, "--format", "json", exit_code=None)
+    if shown.exit_code == 2:  # not readable as a checkpoint at all: one line, as check's WM000 says
+        assert json.loads(run_cli("check", ckpt, "--format", "json", exit_code=None).stdout)[0]["code"] == "WM000"
+        return
+    doc = json.loads(shown.stdout)
+    as_check_has_it(doc, check_json(ckpt))
+    full = json.loads(run_cli("check", ckpt, "--format", "json", exit_code=None).stdout)
+    if any(f["severity"] == "error" for f in full) and doc["verdict"]["restarts"]:
+        assert "state file contents not decoded" in run_cli("show", ckpt).stdout.splitlines()[0]

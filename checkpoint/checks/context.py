@@ -245,14 +245,14 @@ class Context:
         """The stateful operators; without their metadata when it does not parse (reported as WM001, or as WM045 for
         v1 metadata, which Spark reads only for a check it skips when it cannot)."""
         try:
-            return self.ckpt.operators
+            operators = self.ckpt.operators
         except CheckpointError as exc:
             path = exc.path or "state"
             (self.unread_metadata if path.endswith(V1_METADATA) else self.failures).setdefault(path, exc)
-        return [
-            Operator(op.operator_id, None, tuple(op.stores), None, op.partitions, None)
-            for op in self.ckpt.state_layout.operators
-        ]
+            return [Operator(op.operator_id, None, tuple(op.stores), None, op.partitions, None)
+                    for op in self.ckpt.state_layout.operators]
+        self.unread_metadata.update(self.ckpt.unread_operator_metadata)  # read without them, as Spark runs them
+        return operators
 
     @property
     def unique_ids_known(self) -> bool:

@@ -33,6 +33,8 @@ class KafkaOffsetsNow:
     pending: dict[tuple[str, int], int]
     """Where the pending batch Spark re-runs ends (empty without one)."""
     topics: dict[str, TopicState]
+    new_topics: tuple[str, ...] = ()
+    """Topics that match the source's ``subscribePattern`` (when given) and that the offsets do not name yet."""
 
 
 def kafka_offsets_now(ctx: Context) -> list[KafkaOffsetsNow]:
@@ -58,9 +60,16 @@ def _kafka_offsets_now(ctx: Context) -> list[KafkaOffsetsNow]:
     if found and ctx.kafka is None:
         ctx.notes.append(OFFLINE_NOTE)
     elif found and ctx.kafka is not None:
-        topics = ctx.kafka.topics({t for start, end in found for t, _ in (*start, *end)})
+        read = {t for start, end in found for t, _ in (*start, *end)}
+        pattern = ctx.kafka.subscribe_pattern
+        matching = set(ctx.kafka.matching(pattern)) if pattern is not None else set()
+        topics = ctx.kafka.topics(read | matching)
         batch = done if done is not None else pending
-        out = [KafkaOffsetsNow(int(batch or 0), start, end, topics) for start, end in found]
+        for start, end in found:
+            named = {t for t, _ in (*start, *end)}
+            # the pattern is the source's when every topic it read matches it
+            new = tuple(sorted(matching - named)) if named and named <= matching else ()
+            out.append(KafkaOffsetsNow(int(batch or 0), start, end, topics, new))
     return out
 
 
@@ -148,21 +157,27 @@ def partitions_gone(ctx: Context) -> Iterator[Issue]:
                         "that are gone), or start it from a new checkpoint"))
 
 
-@check("WM088", WARNING, "Kafka partitions added to a topic the source reads")
+@check("WM088", WARNING, "Kafka partitions (or topics matching its subscribePattern) the source has not read yet")
 def partitions_added(ctx: Context) -> Iterator[Issue]:
     for src in kafka_offsets_now(ctx):
         known = {**src.start, **src.pending}
-        added = {(t, p.partition): p for t in {t for t, _ in known} if src.topics[t].exists
+        added = {(t, p.partition): p for t in {t for t, _ in known} | set(src.new_topics) if src.topics[t].exists
                  for p in src.topics[t].partitions if (t, p.partition) not in known}
         if not added:
             continue
         records = sum(p.latest - p.earliest for p in added.values())
         from_zero = all(p.earliest == 0 for p in added.values())
+        grown = sorted(tp for tp in added if tp[0] not in src.new_topics)
+        what = [f"{plural(len(grown), 'partition')} {'was' if len(grown) == 1 else 'were'} added since the offsets were "
+                f"written ({names(grown)})"] if grown else []
+        if src.new_topics:
+            what.append(f"{plural(len(src.new_topics), 'topic')} matching the source's subscribePattern "
+                        f"{'is' if len(src.new_topics) == 1 else 'are'} new ({', '.join(src.new_topics)}: "
+                        f"{names(sorted(tp for tp in added if tp[0] in src.new_topics))})")
         yield Issue(OFFSET_LOG.path(src.batch), (
-            f"{plural(len(added), 'partition')} {'was' if len(added) == 1 else 'were'} added since the offsets were "
-            f"written ({names(sorted(added))}): the next batch reads "
-            f"{'it' if len(added) == 1 else 'them'} from the earliest offset the broker retains, "
-            f"{plural(records, 'record')} now" + (" (tested with Spark 4.2: every record once)" if from_zero else
-                                                  ", where records before it are gone: not tested")),
+            f"{' and '.join(what)}: the next batch reads {'it' if len(added) == 1 else 'them'} from the earliest offset "
+            f"the broker retains, {plural(records, 'record')} now" + (" (tested with Spark 4.2: every record once)"
+                                                                      if from_zero else
+                                                                      ", where records before it are gone: not tested")),
             Instruction("nothing to do if the records of the new partitions belong to the query; to skip them, "
                         "reset the new partitions with wmcheck reset-offsets once the next batch has run"))

@@ -14,6 +14,8 @@ from ..errors import CheckpointError, arg
 from ..extras import optional_module
 
 if TYPE_CHECKING:
+    import re
+
     from confluent_kafka.admin import AdminClient
 
 DEFAULT_TIMEOUT_S = 10.0
@@ -42,6 +44,22 @@ class TopicState:
         return {p.partition: p for p in self.partitions}
 
 
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+"""Kafka's own topics, which a pattern subscription leaves out (the consumer's exclude.internal.topics)."""
+
+
+def _compiled(pattern: str) -> "re.Pattern[str]":
+    """``pattern`` as a regular expression (Python's: Java's syntax for the common cases), or one line naming it."""
+    import re
+
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise CheckpointError(f"{arg('subscribe_pattern', repr(pattern))} is not a regular expression: {exc}",
+                              param="subscribe_pattern",
+                              hint="pass the source's subscribePattern option as the query gives it, e.g. 'events-.*'") from None
+
+
 def _client_module() -> Any:
     return optional_module("confluent_kafka", "asking the Kafka broker", "kafka", "the Kafka client")
 
@@ -51,10 +69,14 @@ class KafkaTopics:
     security.protocol=SSL`` ...); every call fails after ``timeout_s`` with a CheckpointError naming the broker."""
 
     def __init__(self, bootstrap: str, options: Mapping[str, str] | None = None,
-                 timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+                 timeout_s: float = DEFAULT_TIMEOUT_S, subscribe_pattern: str | None = None) -> None:
         self.bootstrap = bootstrap
         self.options = dict(options or {})
         self.timeout_s = timeout_s
+        self.subscribe_pattern = subscribe_pattern
+        """The ``subscribePattern`` a source reads by (the checkpoint records the topics read so far, not it)."""
+        if subscribe_pattern is not None:
+            _compiled(subscribe_pattern)
         self._kafka = _client_module()
         from confluent_kafka.admin import AdminClient
 
@@ -102,14 +124,12 @@ class KafkaTopics:
     def matching(self, pattern: str) -> list[str]:
         """The topics whose whole name matches ``pattern`` (Java regex semantics for the common cases: Spark's
         ``subscribePattern``), internal topics left out."""
-        import re
-
         try:
             meta = self._admin.list_topics(timeout=self.timeout_s)
         except self._kafka.KafkaException as exc:
             raise self._failed("a metadata request", exc) from None
-        regex = re.compile(pattern)
-        return sorted(n for n in meta.topics if not n.startswith("__") and regex.fullmatch(n))
+        regex = _compiled(pattern)
+        return sorted(n for n in meta.topics if n not in INTERNAL_TOPICS and regex.fullmatch(n))
 
     def offsets_for_time(self, parts: Iterable[TopicPartition], ms: int) -> dict[TopicPartition, int]:
         """The first offset of each partition whose record timestamp is at or after ``ms``; the latest offset where no
