@@ -10,5 +10,5 @@ setup(
     package_dir={"wmcheck": "api", **{f"wmcheck.{top}": top for top in TOP}},
     packages=["wmcheck", *(f"wmcheck.{name}" for name in find_packages(include=[f"{top}*" for top in TOP])
                           if name.split(".")[0] in TOP)],
-    ext_modules=[Extension("wmcheck.checkpoint.sst_walk", ["checkpoint/sst_walk.c"], optional=True)],
+    ext_modules=[Extension("wmcheck.statestore.rocksdb.sst_walk", ["statestore/rocksdb/sst_walk.c"], optional=True)],
 )

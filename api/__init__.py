@@ -40,9 +40,9 @@ if TYPE_CHECKING:
     from wmcheck.checkpoint.model import Checkpoint
     from wmcheck.checkpoint.repair import BackupRow, RepairRequest, RepairResult, RunOptions, UndoResult
     from wmcheck.checkpoint.summary import BatchRow, CheckpointSummary
-    from wmcheck.checkpoint.timeline import Timeline
-    from wmcheck.statestore.compat import CompatReport
+    from wmcheck.checkpoint.watermarks.timeline import Timeline
     from wmcheck.statestore.engines import EngineChoice
+    from wmcheck.statestore.spark.compat import CompatReport
     from wmcheck.statestore.summary import StateSummary
 
 FsOptions = Mapping[str, str] | None
@@ -72,7 +72,7 @@ def _location(checkpoint: str | Checkpoint) -> str:
 def _progress(ckpt: Checkpoint, progress: str | None, fs_options: FsOptions) -> Any:
     if progress is None:
         return None
-    from wmcheck.checkpoint.progress_files import load_progress
+    from wmcheck.checkpoint.watermarks.progress_files import load_progress
 
     return load_progress(ckpt.query_metadata.query_id if ckpt.query_metadata else None, progress, fs_options or {})
 
@@ -184,7 +184,7 @@ def repartition(checkpoint: str | Checkpoint, partitions: int | None, *, file_si
                 master: str | None = None, conf: Mapping[str, str] | None = None) -> RepairResult:
     """``wmcheck repartition``: Spark's offline state repartition (pyspark 4.2+); planning needs no Spark."""
     from wmcheck.checkpoint.repair import RepartitionRequest
-    from wmcheck.statestore.repartition import SparkRepartitioner
+    from wmcheck.statestore.spark.repartition import SparkRepartitioner
 
     runner = SparkRepartitioner(master=master, conf=dict(conf or {})) if execute else None
     return _repair(checkpoint, RepartitionRequest(partitions=partitions, file_sink=file_sink, runner=runner),
@@ -251,8 +251,8 @@ def replay_plan(checkpoint: str | Checkpoint, start: int, end: int | None = None
 def replay_batches(spark: SparkSession, checkpoint: str | Checkpoint, start: int, end: int | None = None,
                    **options: Any) -> Iterator[tuple[int, DataFrame, int]]:
     """``wmcheck replay``: ``(batch id, DataFrame, watermark ms)`` of each recorded batch's exact input (options
-    as :class:`wmcheck.statestore.replay.ReplayOptions`: ``event_time``, ``keep="late"``, ``path_map``...)."""
-    from wmcheck.statestore.replay import batch_inputs
+    as :class:`wmcheck.statestore.spark.replay.ReplayOptions`: ``event_time``, ``keep="late"``, ``path_map``...)."""
+    from wmcheck.statestore.spark.replay import batch_inputs
 
     return batch_inputs(spark, checkpoint, start, end, **options)
 
@@ -261,7 +261,7 @@ def timeline(checkpoint: str | Checkpoint, *, output: str | None = None, progres
              tz: tzinfo = timezone.utc, fs_options: FsOptions = None) -> tuple[Timeline, Figure]:
     """``wmcheck timeline``: the facts and the matplotlib figure; with ``output`` also written (``.html``,
     ``.png``, ``.svg``)."""
-    from wmcheck.checkpoint import timeline as drawing
+    from wmcheck.checkpoint.watermarks import timeline as drawing
 
     ckpt = _opened(checkpoint, fs_options)
     facts = drawing.timeline(ckpt, _progress(ckpt, progress, fs_options), tz)
@@ -278,8 +278,8 @@ def compat(spark: SparkSession, checkpoint: str | Checkpoint, query: str | Calla
     """``wmcheck compat``: will the new query code (``module:function``, or the function: ``function(spark)``
     returns its streaming DataFrame or DataStreamWriter) restart on the checkpoint, and what will it change? One
     batch runs with Spark on a scratch copy; the checkpoint is only read (docs/compat.md)."""
-    from wmcheck.statestore.compat import CompatOptions
-    from wmcheck.statestore.compat import compat as run
+    from wmcheck.statestore.spark.compat import CompatOptions
+    from wmcheck.statestore.spark.compat import compat as run
 
     options = CompatOptions(file_sink=file_sink, batch=batch, inputs=dict(inputs or {}), scratch_dir=scratch_dir,
                             keep_scratch=keep_scratch, timeout_s=timeout_s, fs_options=dict(fs_options or {}))

@@ -36,7 +36,7 @@ from pathlib import Path
 sys.path[:0] = [{fixtures!r}, {tests!r}]
 import queries
 from restart_oracle import add_input
-from wmcheck.statestore.session import spark_session
+from wmcheck.statestore.spark.session import spark_session
 
 src, dst = {src!r}, {dst!r}
 shutil.rmtree(dst, ignore_errors=True)

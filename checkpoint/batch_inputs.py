@@ -12,15 +12,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 from urllib.parse import unquote
 
+from wmcheck.checkpoint.logs.kafka_offsets import KAFKA_EARLIEST, kafka_json, parse_kafka_initial_offsets
+from wmcheck.checkpoint.logs.metadata_log import FILE_SOURCE_LOG
+from wmcheck.checkpoint.logs.source_offsets import SourceOffset
+from wmcheck.checkpoint.logs.textlog import dump_json
+
 from .errors import CheckpointError, MissingFileError, arg
-from .kafka_offsets import KAFKA_EARLIEST, kafka_json, parse_kafka_initial_offsets
 from .layout import COMPACT_SUFFIX, SOURCES
 from .locations import map_location, spark_location, stat_locations
-from .metadata_log import FILE_SOURCE_LOG
 from .model import Checkpoint, check_span
 from .numbers import is_number
-from .source_offsets import SourceOffset
-from .textlog import dump_json
 
 if TYPE_CHECKING:
     from .kafka_retention import KafkaRetention

@@ -31,8 +31,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Mapping
 
+from wmcheck.checkpoint.logs.textlog import int_field, parse_json_object
+
 from .errors import MalformedFileError, UnsupportedError
-from .textlog import int_field, parse_json_object
 
 HADOOP_MAGIC = b"crc\0"
 HADOOP_BYTES_PER_CHECKSUM = 512

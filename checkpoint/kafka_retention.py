@@ -11,9 +11,10 @@ import importlib.util
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
+from wmcheck.checkpoint.logs.kafka_offsets import DATA_LOST, KAFKA_EARLIEST
+
 from .batch_inputs import BatchInput, SourceInput
 from .errors import CheckpointError, arg
-from .kafka_offsets import DATA_LOST, KAFKA_EARLIEST
 
 BOOTSTRAP_OPTION = "kafka.bootstrap.servers"
 

@@ -11,20 +11,12 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Callable, Mapping, TypeVar
 
-from .batch_span import check_span
-from .commits import CommitEntry
-from .errors import CheckpointError, MalformedFileError, MissingFileError
-from .file_logs import FileLog, parse_file_log
-from .fs import FileInfo, FileSystem, open_fs, require_dir
-from .layout import COMMITS, OFFSETS, SOURCES, STATE, batch_ids
-from .metadata_log import COMMIT_LOG, OFFSET_LOG, LogKind, MetadataLog
-from .not_a_checkpoint import CHECKPOINT_ENTRIES, not_a_checkpoint
-from .numbers import is_number
-from .offsets import OffsetSeq
-from .operator_kinds import infer_operator_name
-from .query_metadata import QueryMetadata, parse_query_metadata
-from .repartitions import Repartition, find_repartitions, partitions_of, source_ends
-from .state_files import (
+from wmcheck.checkpoint.logs.commits import CommitEntry
+from wmcheck.checkpoint.logs.file_logs import FileLog, parse_file_log
+from wmcheck.checkpoint.logs.metadata_log import COMMIT_LOG, OFFSET_LOG, LogKind, MetadataLog
+from wmcheck.checkpoint.logs.offsets import OffsetSeq
+from wmcheck.checkpoint.logs.query_metadata import QueryMetadata, parse_query_metadata
+from wmcheck.statestore.formats.files import (
     DEFAULT_STORE,
     StateLayout,
     StorePartition,
@@ -34,8 +26,17 @@ from .state_files import (
     stray_schema_paths,
 )
 
+from .batch_span import check_span
+from .errors import CheckpointError, MalformedFileError, MissingFileError
+from .fs import FileInfo, FileSystem, open_fs, require_dir
+from .layout import COMMITS, OFFSETS, SOURCES, STATE, batch_ids
+from .not_a_checkpoint import CHECKPOINT_ENTRIES, not_a_checkpoint
+from .numbers import is_number
+from .operator_kinds import infer_operator_name
+from .repartitions import Repartition, find_repartitions, partitions_of, source_ends
+
 if TYPE_CHECKING:
-    from .state_schema import ColumnFamilySchema
+    from wmcheck.statestore.formats.schema import ColumnFamilySchema
 
 T = TypeVar("T")
 
@@ -235,7 +236,7 @@ class Checkpoint:
     def source_dirs(self) -> list[int]:
         """Source ids that have a file-source log under ``sources/``: its numbered directories but those of the sources
         the last readable offsets name as Kafka or Delta sources (a Kafka source's directory holds its initial offsets,
-        ``sources/<i>/0``, in a format of its own: :func:`~.kafka_offsets.parse_kafka_initial_offsets`)."""
+        ``sources/<i>/0``, in a format of its own: :func:`~wmcheck.checkpoint.logs.kafka_offsets.parse_kafka_initial_offsets`)."""
         numbered = sorted(int(i.name) for i in self.fs.list_dir(SOURCES) if i.is_dir and is_number(i.name))
         try:
             last = self.last_readable_batch if numbered else None
@@ -393,13 +394,13 @@ class Checkpoint:
                          f"{last.batch} moved the state to {current} and Spark does not rewrite v1 metadata")
 
     def schema_file_paths(self, operator_id: int, store: str) -> list[str]:
-        """Schema files of a store, newest first (:func:`~.state_files.schema_file_paths`)."""
+        """Schema files of a store, newest first (:func:`~wmcheck.statestore.formats.files.schema_file_paths`)."""
         return schema_file_paths(self.state_layout, self.fs.exists, operator_id, store)
 
     def store_schema(self, operator_id: int, store: str, column_family: str = DEFAULT_STORE) -> "ColumnFamilySchema | None":
         """The key and value schema of a store's column family from its newest schema file, if any (else from a
         schema file moved to another partition's directory: the store's rows are the same)."""
-        from .state_schema import parse_state_schema
+        from wmcheck.statestore.formats.schema import parse_state_schema
 
         paths = self.schema_file_paths(operator_id, store)
         for path in paths or stray_schema_paths(self.state_layout, operator_id, store):
@@ -419,7 +420,7 @@ class Checkpoint:
         # the metadata of the batch the state is loaded from: not one written by an uncommitted batch
         v2 = [f for f in v2 if done is None or int(f.name) <= done] or v2
         chosen = v2[-1] if v2 else next((f for f in files if f.name == "metadata"), None)
-        from .operator_metadata import parse_operator_metadata
+        from wmcheck.checkpoint.logs.operator_metadata import parse_operator_metadata
 
         try:
             return self.parse(chosen.path, parse_operator_metadata) if chosen else None

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .state_schema import ColumnFamilySchema
+    from wmcheck.statestore.formats.schema import ColumnFamilySchema
 
 JOIN_SIDES = ("left", "right")
 SPARK_OPERATOR_NAMES = frozenset({

@@ -14,11 +14,17 @@ import posixpath
 import re
 from dataclasses import dataclass
 
+from wmcheck.checkpoint.logs.operator_metadata import (
+    OperatorMetadata,
+    StoreMetadata,
+    parse_operator_metadata,
+    serialize_operator_metadata,
+)
+
 from .errors import CheckpointError
 from .fs import LocalFileSystem, local_path
 from .locations import holding
 from .model import Checkpoint
-from .operator_metadata import OperatorMetadata, StoreMetadata, parse_operator_metadata, serialize_operator_metadata
 
 _TAIL = re.compile(r"/(state/\d+/_stateSchema/[^?#]+)$")
 _S3 = ("s3", "s3a", "s3n")

@@ -15,13 +15,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from wmcheck.checkpoint.logs.offsets import OffsetSeq
+
 from .errors import CheckpointError
 from .numbers import is_number
-from .offsets import OffsetSeq
 
 if TYPE_CHECKING:
+    from wmcheck.statestore.formats.files import StateLayout
+
     from .model import Checkpoint
-    from .state_files import StateLayout
 
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 PROVIDER = "spark.sql.streaming.stateStore.providerClass"

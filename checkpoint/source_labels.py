@@ -4,12 +4,13 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass
 
+from wmcheck.checkpoint.logs.metadata_log import FILE_SOURCE_LOG
+from wmcheck.checkpoint.logs.source_offsets import SourceOffset
+
 from .batch_inputs import source_kind, spark_location
 from .fs import local_path
-from .metadata_log import FILE_SOURCE_LOG
 from .model import Checkpoint
 from .numbers import is_number
-from .source_offsets import SourceOffset
 
 
 @dataclass(frozen=True)

@@ -5,22 +5,23 @@ from dataclasses import dataclass, field
 from datetime import timezone, tzinfo
 from typing import Mapping, Protocol, Sequence
 
-from .broken_tail import broken_tail_warning
-from .errors import CheckpointError, arg
-from .layout import STATE
-from .model import PINNED_CONFS, Checkpoint, Operator, check_span
-from .operator_watermarks import (
+from wmcheck.checkpoint.watermarks.operators import (
     OperatorStall,
     OperatorWatermark,
     OperatorWatermarks,
     operator_stalls,
     operator_watermarks,
 )
-from .progress import BatchProgress, QueryProgress
+from wmcheck.checkpoint.watermarks.progress import BatchProgress, QueryProgress
+from wmcheck.checkpoint.watermarks.stall import SourceActivity, WatermarkStall, batch_activity, watermark_stall
+from wmcheck.statestore.formats.registry import FORMATS
+
+from .broken_tail import broken_tail_warning
+from .errors import CheckpointError, arg
+from .layout import STATE
+from .model import PINNED_CONFS, Checkpoint, Operator, check_span
 from .repartitions import batch_kind, partitions_of, repartitions, unfinished
 from .source_labels import label, source_labels
-from .stall import SourceActivity, WatermarkStall, batch_activity, watermark_stall
-from .state_formats import FORMATS
 from .timeutil import format_ms
 
 UNREADABLE = "unreadable"
@@ -100,14 +101,14 @@ class OperatorSummary:
     next_version_loadable: bool
     unloadable: tuple[str, ...]
     files: Mapping[str, int] = field(default_factory=dict)
-    """The number of files of each state file format (:data:`~.state_formats.FORMATS`, by plural name);
+    """The number of files of each state file format (:data:`~wmcheck.statestore.formats.registry.FORMATS`, by plural name);
     ``snapshots``, ``deltas``, ``zips`` and ``changelogs`` above repeat four of them."""
     late_watermark_ms: int | None = None
     """The next batch drops rows at or before it as late (its own, since Spark 3.5); None when unknown."""
     eviction_watermark_ms: int | None = None
     """The next batch evicts state at or before it (its own); None when unknown."""
     watermark_source: str | None = None
-    """``plan``, ``checkpoint``, ``join condition`` or ``unknown`` (see :mod:`.operator_watermarks`)."""
+    """``plan``, ``checkpoint``, ``join condition`` or ``unknown`` (see :mod:`wmcheck.checkpoint.watermarks.operators`)."""
     watermark_note: str | None = None
     """Where the two values come from, or why they are unknown."""
 

@@ -13,6 +13,9 @@ from dataclasses import replace
 from datetime import timezone, tzinfo
 from typing import Callable, Iterable, Mapping, Sequence
 
+from wmcheck.checkpoint.watermarks.plans import BatchPlan
+from wmcheck.checkpoint.watermarks.progress import BatchProgress, QueryProgress, query_progress
+
 from .checks.context import STALL_BATCHES, Context, error_text
 from .checks.definition import ERROR, WARNING, Check, Finding, Instruction
 from .checks.registry import CHECKS, OPEN_FAILED
@@ -21,8 +24,6 @@ from .errors import CheckpointError, NotACheckpointError, arg
 from .fs import FileSystem, scheme_of
 from .locations import open_file_sink
 from .model import Checkpoint, open_checkpoint
-from .plans import BatchPlan
-from .progress import BatchProgress, QueryProgress, query_progress
 from .sinks.delta import DeltaTableLog
 from .sources.delta_table import PARAM as DELTA_SOURCE
 from .sources.delta_table import DeltaSourceTable, match_delta_sources
@@ -143,7 +144,7 @@ def check_location(
 ) -> list[Finding]:
     """Open ``location`` and check it; a checkpoint that cannot be read at all is one ``WM000`` finding.
     ``progress`` and ``plans``: Spark's progress reports and batch plans
-    (:func:`~wmcheck.checkpoint.progress_files.read_records`), any query's; those of this checkpoint's query are used.
+    (:func:`~wmcheck.checkpoint.watermarks.progress_files.read_records`), any query's; those of this checkpoint's query are used.
     ``delta_sources``: the query's Delta source tables (WM089, WM090), each matched to its source by the table id;
     a path that is not a Delta table or not one of the query's sources raises (``param`` ``delta_source``)."""
     sink = open_file_sink(file_sink, fs_options, lost_log=True) if isinstance(file_sink, str) else file_sink

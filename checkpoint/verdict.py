@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from datetime import timezone, tzinfo
 
+from wmcheck.checkpoint.watermarks.progress import QueryProgress
+
 from .model import Checkpoint
-from .progress import QueryProgress
 from .summary import CheckpointSummary, describe
 from .validate import check_checkpoint
 

@@ -14,11 +14,11 @@ import click
 from wmcheck.checkpoint.checks.context import STALL_BATCHES
 from wmcheck.checkpoint.errors import on_param
 from wmcheck.checkpoint.fs import scheme_of
-from wmcheck.checkpoint.progress_files import read_records
 from wmcheck.checkpoint.sinks.delta import read_delta_log
 from wmcheck.checkpoint.sources.kafka_topics import DEFAULT_TIMEOUT_S, KafkaTopics
 from wmcheck.checkpoint.timeutil import parse_duration_ms
 from wmcheck.checkpoint.validate import check_location, fails, open_file_sink, select_checks
+from wmcheck.checkpoint.watermarks.progress_files import read_records
 
 from .flags import for_cli
 from .main import EXIT_INPUT

@@ -45,8 +45,8 @@ def compat(checkpoint: str, query: str, inputs: tuple[str, ...], file_sink: str 
     with the same output and state; 1: it restarts but changes them (0 with --allow-output-change); 2: Spark
     refuses it, or the input cannot be used.
     """
-    from wmcheck.statestore.compat import CompatOptions, prepare, run
-    from wmcheck.statestore.session import get_session
+    from wmcheck.statestore.spark.compat import CompatOptions, prepare, run
+    from wmcheck.statestore.spark.session import get_session
 
     opts = CompatOptions(file_sink=file_sink, batch=batch, inputs=parse_pairs(inputs, "--input"), scratch_dir=scratch_dir,
                          keep_scratch=keep_scratch, timeout_s=timeout_s, fs_options=parse_pairs(fs_options, "--fs-option"))

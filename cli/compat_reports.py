@@ -10,7 +10,7 @@ from .text import workflow_escape
 from .views import compat_summary
 
 if TYPE_CHECKING:
-    from wmcheck.statestore.compat import CompatReport
+    from wmcheck.statestore.spark.compat import CompatReport
 
 
 def compat_github(report: "CompatReport", allow_output_change: bool) -> str:

@@ -17,7 +17,7 @@ from .table_fit import WIDE_KEY
 
 if TYPE_CHECKING:
     from wmcheck.checkpoint.model import Checkpoint
-    from wmcheck.checkpoint.progress import QueryProgress
+    from wmcheck.checkpoint.watermarks.progress import QueryProgress
 
 PAIR_EXAMPLES = {
     "--fs-option": "endpoint_override=http://localhost:9000",
@@ -119,7 +119,7 @@ def checkpoint_progress(ckpt: "Checkpoint", location: str | None, fs_options: Ma
     """The progress reports of the checkpoint's query in ``--progress PATH`` (None without the option)."""
     if location is None:
         return None
-    from wmcheck.checkpoint.progress_files import load_progress
+    from wmcheck.checkpoint.watermarks.progress_files import load_progress
 
     return load_progress(ckpt.query_metadata.query_id if ckpt.query_metadata else None, location, fs_options)
 

@@ -31,9 +31,9 @@ if TYPE_CHECKING:
     from wmcheck.checkpoint.batch_inputs import BatchInput, ReplayPlan, SourceInput
     from wmcheck.checkpoint.repair.results import BackupRow, RepairResult, UndoResult
     from wmcheck.checkpoint.summary import BatchRow, CheckpointSummary
-    from wmcheck.statestore.compat import CompatReport
     from wmcheck.statestore.engines import StoreReadLike
-    from wmcheck.statestore.replay import ReplaySummary
+    from wmcheck.statestore.spark.compat import CompatReport
+    from wmcheck.statestore.spark.replay import ReplaySummary
     from wmcheck.statestore.summary import StateSummary
     from wmcheck.statestore.targets import Target
 
@@ -201,7 +201,7 @@ class Output(ABC):
 
     def older_state(self, reads: Sequence[StoreReadLike], tables: list, limit: int | None) -> None:
         """The state rows older than the watermark: one Arrow table per store of ``reads`` (either engine's)."""
-        from wmcheck.statestore.rows import table_rows
+        from wmcheck.statestore.output.rows import table_rows
 
         notes = [f"operator {r.store.operator_id} {r.store.name}: {r.rule.rule}" for r in reads if not r.rule.evictable]
         self.state_rows(table_rows(tables, limit), {(r.store.operator_id, r.store.name): r.target for r in reads}, notes)
@@ -333,7 +333,7 @@ class ParquetOutput(OneKindOutput):
     def older_state(self, reads, tables, limit):
         import pyarrow.parquet as pq
 
-        from wmcheck.statestore.rows import one_table
+        from wmcheck.statestore.output.rows import one_table
 
         table = one_table(list(reads), tables, limit)
         pq.write_table(table, self.path)
@@ -344,7 +344,7 @@ class ParquetOutput(OneKindOutput):
     def older_rows(self, reads: Sequence[StoreReadLike], batches: Iterable[tuple[int, Any]]) -> None:
         """The state rows older than the watermark as ``(index in reads, Parquet part)`` batches, encoded where
         the engine read them, copied into one file."""
-        from wmcheck.statestore.rows import write_parts
+        from wmcheck.statestore.output.rows import write_parts
 
         self.write(f"wrote {write_parts(self.path, reads, iter(batches))} rows to {self.path}")
 

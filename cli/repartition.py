@@ -7,7 +7,7 @@ import click
 
 from wmcheck.checkpoint import repair
 from wmcheck.checkpoint.repair.targets import parse_idle
-from wmcheck.statestore.repartition import SparkRepartitioner
+from wmcheck.statestore.spark.repartition import SparkRepartitioner
 
 from .options import common_options, parse_pairs
 from .output import make_output

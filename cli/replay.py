@@ -13,9 +13,9 @@ import click
 from wmcheck.checkpoint.batch_inputs import LATE_RULES, plan, replay_plan
 from wmcheck.checkpoint.kafka_retention import BOOTSTRAP_OPTION, ask_retention, client_installed, kafka_sources
 from wmcheck.checkpoint.model import open_checkpoint
-from wmcheck.checkpoint.operator_watermarks import operator_watermarks
 from wmcheck.checkpoint.sources.delta_files import DeltaSourceLog
 from wmcheck.checkpoint.timeutil import format_duration
+from wmcheck.checkpoint.watermarks.operators import operator_watermarks
 
 from .options import checkpoint_progress, common_options, options_object, parse_pairs, progress_option
 from .output import Output, make_output
@@ -24,9 +24,9 @@ from .progress import progress_for, quiet_option, spark_progress
 
 if TYPE_CHECKING:
     from wmcheck.checkpoint.model import Checkpoint
-    from wmcheck.checkpoint.progress import QueryProgress
-    from wmcheck.statestore.late_rows import Lateness
-    from wmcheck.statestore.replay import ReplayOptions
+    from wmcheck.checkpoint.watermarks.progress import QueryProgress
+    from wmcheck.statestore.spark.late_rows import Lateness
+    from wmcheck.statestore.spark.replay import ReplayOptions
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ class ReplayArgs:
 
     def replay_options(self, late_rule: str, fs_options: dict[str, str]) -> "ReplayOptions":
         """How the library reads the batches (``late_rule``: the watermark late rows are judged by)."""
-        from wmcheck.statestore.replay import ReplayOptions
+        from wmcheck.statestore.spark.replay import ReplayOptions
 
         return ReplayOptions(
             source=self.source, source_format=self.source_format, schema=self.schema,
@@ -155,11 +155,11 @@ def replay(checkpoint: str, opts: ReplayArgs, fmt: str, tz: tzinfo, fs_options: 
 def _run(ckpt: "Checkpoint", reports: "QueryProgress | None", args: ReplayArgs, opts: "ReplayOptions", out: Output,
          table: DeltaSourceLog | None) -> None:
     """Replay under Spark: the batches' rows to the sink, or how late their late rows were."""
-    from wmcheck.statestore.late_rows import infer_window, lateness, window_key
-    from wmcheck.statestore.replay import prepare, read_batches
-    from wmcheck.statestore.replay import replay as run_replay
-    from wmcheck.statestore.session import get_session
-    from wmcheck.statestore.sinks import ParquetSink, load_function
+    from wmcheck.statestore.spark.late_rows import infer_window, lateness, window_key
+    from wmcheck.statestore.spark.replay import prepare, read_batches
+    from wmcheck.statestore.spark.replay import replay as run_replay
+    from wmcheck.statestore.spark.session import get_session
+    from wmcheck.statestore.spark.sinks import ParquetSink, load_function
 
     batches = prepare(ckpt, args.start, args.end, opts, table)
     if args.foreach and os.getcwd() not in sys.path and "" not in sys.path:

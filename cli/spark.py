@@ -16,7 +16,7 @@ def command_session(master: str | None = None, conf: Mapping[str, str] | None = 
                     progress: Progress | None = None, doing: str = "running") -> Iterator["SparkSession"]:
     """A session for one command: reuses the running one, stops one it started (a clean JVM shutdown).
     ``progress`` shows Spark starting, then ``doing`` with the running job's tasks."""
-    from wmcheck.statestore.session import get_session
+    from wmcheck.statestore.spark.session import get_session
 
     with spark_progress(progress or Progress(None)) as shown:
         spark, created = get_session(master, conf, remote)

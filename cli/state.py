@@ -103,12 +103,12 @@ def _engine(name: EngineName, ckpt: Checkpoint, master: str | None, confs: tuple
     from wmcheck.statestore.engines import engine_for
 
     if name == "python":
-        from wmcheck.statestore.workers import available_memory, default_jobs
+        from wmcheck.statestore.engine.workers import available_memory, default_jobs
 
         with lean_imports():
             yield engine_for(name, jobs=jobs or default_jobs(), max_memory=budget or available_memory())
         return
-    from wmcheck.statestore.relocated_view import reader_location
+    from wmcheck.statestore.spark.relocated_view import reader_location
 
     reader_location(ckpt)  # a copied remote checkpoint whose metadata names schema files elsewhere fails before Spark starts
     with command_session(master, parse_pairs(confs, "--conf"), remote, progress, "reading state with Spark") as spark:

@@ -7,7 +7,7 @@ import click
 
 from wmcheck.checkpoint.broken_tail import broken_tail_warning
 from wmcheck.checkpoint.model import open_checkpoint
-from wmcheck.checkpoint.timeline import FORMATS, figure, save, stall_label, timeline
+from wmcheck.checkpoint.watermarks.timeline import FORMATS, figure, save, stall_label, timeline
 
 from .flags import cli_spelling
 from .options import checkpoint_progress, common_options, parse_pairs, progress_option

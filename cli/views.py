@@ -6,10 +6,10 @@ from datetime import timezone, tzinfo
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from wmcheck.checkpoint.kafka_retention import partition_ranges
+from wmcheck.checkpoint.logs.source_offsets import SourceOffset
 from wmcheck.checkpoint.source_labels import SourceLabel
-from wmcheck.checkpoint.source_offsets import SourceOffset
-from wmcheck.checkpoint.state_formats import FORMATS
 from wmcheck.checkpoint.timeutil import format_duration, format_ms
+from wmcheck.statestore.formats.registry import FORMATS
 
 from .fixes import fix_doc, fix_text
 
@@ -17,11 +17,11 @@ if TYPE_CHECKING:
 
     from wmcheck.checkpoint.batch_inputs import BatchInput, ReplayPlan, SourceInput
     from wmcheck.checkpoint.checks.definition import Finding
-    from wmcheck.checkpoint.stall import SourceActivity
     from wmcheck.checkpoint.summary import BatchRow, CheckpointSummary
-    from wmcheck.statestore.compat import CompatReport
-    from wmcheck.statestore.operator_late import OperatorLate
-    from wmcheck.statestore.replay import ReplaySummary
+    from wmcheck.checkpoint.watermarks.stall import SourceActivity
+    from wmcheck.statestore.spark.compat import CompatReport
+    from wmcheck.statestore.spark.operator_late import OperatorLate
+    from wmcheck.statestore.spark.replay import ReplaySummary
     from wmcheck.statestore.summary import StateSummary
     from wmcheck.statestore.targets import Target
 

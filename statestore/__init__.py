@@ -12,7 +12,7 @@ __all__ = ["read_state", "older_than_watermark"]
 
 def __getattr__(name: str) -> Any:
     if name in __all__:
-        from . import reader
+        from wmcheck.statestore.spark import reader
 
         return getattr(reader, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

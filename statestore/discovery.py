@@ -12,7 +12,7 @@ from typing import Any, Mapping
 from wmcheck.checkpoint.errors import CheckpointError
 from wmcheck.checkpoint.model import Checkpoint, Operator
 from wmcheck.checkpoint.operator_kinds import JOIN_SIDES, is_join, is_transform_with_state
-from wmcheck.checkpoint.state_files import DEFAULT_STORE
+from wmcheck.statestore.formats.files import DEFAULT_STORE
 
 STATE = "state"
 KINDS = {"store": ("storeName",), "join_side": ("joinSide",), "state_var": ("stateVarName", "readRegisteredTimers")}

@@ -21,10 +21,10 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import SparkSession
 
-    from wmcheck.checkpoint.progress import QueryProgress
+    from wmcheck.checkpoint.watermarks.progress import QueryProgress
+    from wmcheck.statestore.output.parquet_parts import ParquetPart
 
     from .eviction import Eviction
-    from .parquet_parts import ParquetPart
     from .summary import StateSummary
 
 class StoreReadLike(Protocol):
@@ -67,7 +67,7 @@ class StateEngine(Protocol):
         store's schema comes at least once, in a table that may be empty)."""
 
     def older_parts(self, reads: Sequence[Any]) -> Iterator[tuple[int, "ParquetPart"]]:
-        """:meth:`older_batches` encoded as Parquet (:func:`.rows.write_parts` writes them as one file)."""
+        """:meth:`older_batches` encoded as Parquet (:func:`wmcheck.statestore.output.rows.write_parts` writes them as one file)."""
 
 
 def engine_for(name: EngineName, spark: "SparkSession | None" = None, jobs: int | None = None,
@@ -75,12 +75,12 @@ def engine_for(name: EngineName, spark: "SparkSession | None" = None, jobs: int 
     """The engine called ``name`` (``python`` or ``spark``; Spark's needs the session). The python engine
     reads with ``jobs`` worker processes (default: in this process) within ``max_memory`` bytes (default: no budget)."""
     if name == "python":
-        from .python_jobs import PythonEngine
+        from wmcheck.statestore.engine.python_jobs import PythonEngine
 
         return PythonEngine(jobs, max_memory)
     if spark is None:
         raise CheckpointError(f"the {name} engine needs a SparkSession here", hint="pass spark=..., or engine='python'")
-    from .spark_engine import SparkEngine
+    from wmcheck.statestore.spark.spark_engine import SparkEngine
 
     return SparkEngine(spark)
 
@@ -112,7 +112,7 @@ def read_state(ckpt: Checkpoint | str, operator: int = 0, store: str | None = No
 def older_than_watermark(ckpt: Checkpoint | str, operator: int = 0, store: str | None = None, batch: int | None = None,
                          watermark_ms: int | None = None, engine: EngineChoice = "auto", spark: "SparkSession | None" = None,
                          progress: "QueryProgress | None" = None) -> Any:
-    """The rows the operator's own watermark evicts, with ``event_time_ms`` (see :func:`.reader.older_than_watermark`)."""
+    """The rows the operator's own watermark evicts, with ``event_time_ms`` (see :func:`wmcheck.statestore.spark.reader.older_than_watermark`)."""
     plan, eng = _planned(as_checkpoint(ckpt), operator, store, batch, watermark_ms, progress, engine, spark)
     read = only_one(list(eng.read_stores(plan)), operator, True)
     require_known([read.store], [read.target])

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 from wmcheck.checkpoint.operator_kinds import JOIN_SIDES, is_transform_with_state
-from wmcheck.checkpoint.state_schema import StructType, event_time_field
+from wmcheck.statestore.formats.schema import StructType, event_time_field
 
 if TYPE_CHECKING:
     from wmcheck.checkpoint.model import Checkpoint

@@ -8,15 +8,14 @@ from typing import TYPE_CHECKING, Literal, get_args
 
 from wmcheck.checkpoint.errors import CheckpointError, UnsupportedError
 from wmcheck.checkpoint.model import Checkpoint
-from wmcheck.checkpoint.operator_watermarks import operator_watermarks
+from wmcheck.checkpoint.watermarks.operators import operator_watermarks
 
 from .discovery import Store, select
 from .targets import Target, require_known, store_target, target
 
 if TYPE_CHECKING:
-    from wmcheck.checkpoint.progress import QueryProgress
-
-    from .presentation import StorePlan
+    from wmcheck.checkpoint.watermarks.progress import QueryProgress
+    from wmcheck.statestore.engine.presentation import StorePlan
 
 EngineChoice = Literal["auto", "python", "spark"]
 """An engine to read state with (``auto``: python where it reads every store, else Spark)."""
@@ -49,7 +48,7 @@ def _engine(ckpt: Checkpoint, stores: list[Store],
         raise CheckpointError(f"unknown state engine {engine!r}", hint=f"use one of {', '.join(ENGINES)}")
     if engine == "spark":
         return "spark", None, ()
-    from .presentation import plan_store
+    from wmcheck.statestore.engine.presentation import plan_store
 
     try:
         return "python", None, tuple(plan_store(ckpt, s) for s in stores)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from wmcheck.checkpoint.errors import CheckpointError, arg
 from wmcheck.checkpoint.model import Checkpoint, open_checkpoint
-from wmcheck.checkpoint.operator_watermarks import PASS_EVENT_LOG, OperatorWatermarks
+from wmcheck.checkpoint.watermarks.operators import PASS_EVENT_LOG, OperatorWatermarks
 
 if TYPE_CHECKING:
 

@@ -70,7 +70,7 @@ def _json_rows(df) -> list[str]:
 def sink_rows(spark, sink: Path, batch: int, fmt: str, like) -> list[str] | None:
     """The rows a file sink's log says ``batch`` wrote (None: no entry); text formats read with ``like``'s schema."""
     from wmcheck.checkpoint.fs import open_fs
-    from wmcheck.statestore.compat.compare import read_files, sink_batch_files
+    from wmcheck.statestore.spark.compat.compare import read_files, sink_batch_files
 
     files = sink_batch_files(open_fs(str(sink)), batch)
     return None if files is None else _json_rows(read_files(spark, fmt, files, like))
@@ -93,7 +93,7 @@ def crash_in_last_data_batch(root: Path, sink: bool) -> None:
     ``wmcheck rewind`` to the batch before, keeping its offsets file."""
     from wmcheck.checkpoint import repair
     from wmcheck.checkpoint.model import open_checkpoint
-    from wmcheck.statestore.compat.scratch import rerun_batch
+    from wmcheck.statestore.spark.compat.scratch import rerun_batch
 
     batch, _ = rerun_batch(open_checkpoint(str(root / "checkpoint")))
     repair.run(str(root / "checkpoint"), repair.RewindRequest(to_batch=batch - 1, keep_next_offsets=True,
@@ -115,7 +115,7 @@ def _case(spark, name: str, work: Path) -> dict:
     from compat_cases import CASES
 
     from wmcheck.checkpoint import repair
-    from wmcheck.statestore.compat import CompatOptions, compat
+    from wmcheck.statestore.spark.compat import CompatOptions, compat
 
     import restart_oracle
     from restart_oracle import QUERIES
@@ -188,7 +188,7 @@ def _case(spark, name: str, work: Path) -> dict:
 
 def main(spec_path: str, out_path: str) -> None:
     sys.path[:0] = [str(HERE), str(HERE.parent)]
-    from wmcheck.statestore.session import spark_session
+    from wmcheck.statestore.spark.session import spark_session
 
     spec = json.loads(Path(spec_path).read_text())
     os.environ["PYSPARK_PYTHON"] = sys.executable

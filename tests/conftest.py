@@ -134,7 +134,7 @@ def run_cli(*args: str, exit_code: int | None = 0) -> Result:
 def spark():
     """One real local Spark session for the whole test run."""
     pytest.importorskip("pyspark")
-    from wmcheck.statestore.session import spark_session
+    from wmcheck.statestore.spark.session import spark_session
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # Python workers (pandas UDFs) run in this environment
 

@@ -595,7 +595,7 @@ def garbled(path: str, seed: int = 17) -> Callable[[Path], None]:
 def sst_named_only_by(root: Path, zip_path: str) -> Path:
     """An SST file that the snapshot ``zip_path`` names and no older snapshot of its partition does (else one it
     names)."""
-    from wmcheck.checkpoint.rocksdb_zip import read_snapshot_zip
+    from wmcheck.statestore.rocksdb.zips import read_snapshot_zip
 
     folder = (root / C / zip_path).parent
     named = {z.name: {f.dfs_name for f in read_snapshot_zip(z.read_bytes(), z.name)[1].sst_files}

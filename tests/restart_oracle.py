@@ -194,7 +194,7 @@ def _restart(spark, name: str, root: Path, query=None, conf=None) -> dict:
 
 def main(spec_path: str, out_path: str) -> None:
     sys.path.insert(0, str(HERE.parent))
-    from wmcheck.statestore.session import spark_session
+    from wmcheck.statestore.spark.session import spark_session
 
     cases = json.loads(Path(spec_path).read_text())
     os.environ["PYSPARK_PYTHON"] = sys.executable  # pandas UDF workers run this interpreter, as the generator's did

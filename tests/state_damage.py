@@ -12,8 +12,8 @@ import os
 import random
 
 from wmcheck.checkpoint.model import open_checkpoint, store_unique_ids
-from wmcheck.checkpoint.rocksdb_zip import read_snapshot_zip
-from wmcheck.checkpoint.state_load import resolve
+from wmcheck.statestore.formats.load import resolve
+from wmcheck.statestore.rocksdb.zips import read_snapshot_zip
 
 from conftest import FIXTURES
 from oracle_cases import FAILS, OK, WRONG, Case, cut, flipped, garbled, zeroed

@@ -14,8 +14,8 @@ import pytest
 from wmcheck.checkpoint import repair
 from wmcheck.checkpoint.checks.definition import Instruction
 from wmcheck.checkpoint.errors import CheckpointError
+from wmcheck.checkpoint.logs.offsets import parse_offsets
 from wmcheck.checkpoint.model import open_checkpoint
-from wmcheck.checkpoint.offsets import parse_offsets
 from wmcheck.checkpoint.validate import CHECKS, check_checkpoint
 
 from check_breaks import (

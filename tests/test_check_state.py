@@ -14,11 +14,11 @@ from test_row_checksums import _lz4_raw
 from wmcheck.checkpoint import repair
 from wmcheck.checkpoint.checks.definition import Instruction
 from wmcheck.checkpoint.model import open_checkpoint
-from wmcheck.checkpoint.plans import PASSES, BatchPlan, PlanNode, PlanOperator
-from wmcheck.checkpoint.progress import QueryProgress
-from wmcheck.checkpoint.state_codecs import decompress
-from wmcheck.checkpoint.state_records import DELETE, sized_records
 from wmcheck.checkpoint.validate import check_checkpoint
+from wmcheck.checkpoint.watermarks.plans import PASSES, BatchPlan, PlanNode, PlanOperator
+from wmcheck.checkpoint.watermarks.progress import QueryProgress
+from wmcheck.statestore.formats.codecs import decompress
+from wmcheck.statestore.formats.records import DELETE, sized_records
 
 from check_breaks import (
     TTL_SCHEMA,
@@ -462,7 +462,7 @@ def test_rows_of_one_file_that_do_not_fit_while_others_do_are_not_the_schema_fil
     from wmcheck.checkpoint.checks.context import Context
     from wmcheck.checkpoint.checks.partitioning import misfit_schema
     from wmcheck.checkpoint.checks.state_reads import content_loads, state_reads
-    from wmcheck.checkpoint.key_partitions import Sample
+    from wmcheck.statestore.keys.partitions import Sample
 
     ctx = Context(open_checkpoint(str(Path(__file__).resolve().parents[1] / "fixtures/agg_window_hdfs/checkpoint")))
     content_loads(ctx)

@@ -3,8 +3,8 @@ checkpoint's schema files; the translations themselves are checked on real Spark
 from __future__ import annotations
 
 from wmcheck.checkpoint.model import open_checkpoint
-from wmcheck.statestore.compat.explain import clean_message, kind_of, schemas_in, store_schemas
-from wmcheck.statestore.compat.schemas import parse_struct_text, render, side_by_side, struct_fields
+from wmcheck.statestore.spark.compat.explain import clean_message, kind_of, schemas_in, store_schemas
+from wmcheck.statestore.spark.compat.schemas import parse_struct_text, render, side_by_side, struct_fields
 
 from conftest import fixture_checkpoint
 
@@ -63,7 +63,7 @@ def test_operator_kinds():
 def test_the_new_codes_python_exception_is_one_line_at_its_own_frame():
     """Spark's PYTHON_EXCEPTION carries the worker's traceback (its newlines escaped): the user's innermost frame and
     the exception line are kept, pyspark's frames dropped."""
-    from wmcheck.statestore.compat.explain import SparkFailure, explain
+    from wmcheck.statestore.spark.compat.explain import SparkFailure, explain
 
     message = ("[PYTHON_EXCEPTION] An exception was thrown from the Python worker: Traceback (most recent call last):\\n"
                '  File "/opt/spark/python/pyspark/worker.py", line 1200, in main\\n    process()\\n'

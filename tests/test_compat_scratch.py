@@ -13,7 +13,7 @@ from wmcheck.checkpoint.errors import CheckpointError, MissingFileError
 from wmcheck.checkpoint.fs import open_fs
 from wmcheck.checkpoint.model import open_checkpoint
 from wmcheck.checkpoint.relocation import foreign_references
-from wmcheck.statestore.compat.scratch import make_scratch, needed_files, rerun_batch, sink_format
+from wmcheck.statestore.spark.compat.scratch import make_scratch, needed_files, rerun_batch, sink_format
 
 from conftest import FIXTURES, fixture_checkpoint
 
@@ -124,7 +124,7 @@ def test_the_rows_given_for_a_source_are_its_batchs_files(tmp_path):
     """--input DIR: its data files, or those of DIR/batch_id=N as `wmcheck replay --output DIR` writes them;
     Spark's and hidden files are not data; one format only."""
     from wmcheck.cli.flags import cli_spelling
-    from wmcheck.statestore.compat.substitute import batch_rows
+    from wmcheck.statestore.spark.compat.substitute import batch_rows
 
     for batch in (2, 3):
         (tmp_path / "replayed" / f"batch_id={batch}").mkdir(parents=True)

@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from wmcheck.checkpoint.commits import parse_commit, serialize_commit
+from wmcheck.checkpoint.logs.commits import parse_commit, serialize_commit
+from wmcheck.checkpoint.logs.offsets import parse_offsets, serialize_offsets
 from wmcheck.checkpoint.model import open_checkpoint
-from wmcheck.checkpoint.offsets import parse_offsets, serialize_offsets
 from wmcheck.checkpoint.summary import batch_range, batch_rows
 from wmcheck.checkpoint.verdict import show_checkpoint as describe
 from wmcheck.cli.output import plain
@@ -79,7 +79,7 @@ def test_checkpoint_v2_commits_and_multi_source(corpus):
 
 
 def test_pretty_printed_legacy_metadata(corpus):
-    from wmcheck.checkpoint.query_metadata import parse_query_metadata
+    from wmcheck.checkpoint.logs.query_metadata import parse_query_metadata
 
     data = (corpus / "query-metadata-logs-version-2.1.0.txt").read_bytes()
     assert parse_query_metadata(data).query_id

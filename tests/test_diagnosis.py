@@ -11,9 +11,9 @@ import pytest
 
 from wmcheck.checkpoint.errors import spelled
 from wmcheck.checkpoint.model import open_checkpoint
-from wmcheck.checkpoint.progress import query_progress
-from wmcheck.checkpoint.progress_files import load_progress, read_reports
-from wmcheck.checkpoint.stall import EVENT_TIME, HELD, NO_INPUT, watermark_stall
+from wmcheck.checkpoint.watermarks.progress import query_progress
+from wmcheck.checkpoint.watermarks.progress_files import load_progress, read_reports
+from wmcheck.checkpoint.watermarks.stall import EVENT_TIME, HELD, NO_INPUT, watermark_stall
 
 from conftest import FIXTURES, fixture_checkpoint, fixture_facts, restartable_checkpoint, run_cli, sink_at_home
 

@@ -16,16 +16,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from wmcheck.checkpoint.checksums import verify_hadoop_crc, verify_spark_checksum
-from wmcheck.checkpoint.commits import parse_commit
 from wmcheck.checkpoint.errors import CheckpointError
-from wmcheck.checkpoint.file_logs import parse_file_log
-from wmcheck.checkpoint.kafka_offsets import parse_kafka_initial_offsets
-from wmcheck.checkpoint.offsets import parse_offsets
-from wmcheck.checkpoint.operator_metadata import parse_operator_metadata
-from wmcheck.checkpoint.query_metadata import parse_query_metadata
+from wmcheck.checkpoint.logs.commits import parse_commit
+from wmcheck.checkpoint.logs.file_logs import parse_file_log
+from wmcheck.checkpoint.logs.kafka_offsets import parse_kafka_initial_offsets
+from wmcheck.checkpoint.logs.offsets import parse_offsets
+from wmcheck.checkpoint.logs.operator_metadata import parse_operator_metadata
+from wmcheck.checkpoint.logs.query_metadata import parse_query_metadata
 from wmcheck.checkpoint.repair.plan import load_plan
 from wmcheck.checkpoint.repair.rewind import zip_sst_files
-from wmcheck.checkpoint.state_schema import parse_state_schema
+from wmcheck.statestore.formats.schema import parse_state_schema
 
 from conftest import FIXTURES
 

@@ -1,4 +1,4 @@
-"""Late rows at applyInPandasWithState by its timeout (checkpoint/late_filters.py), against Spark's own counts.
+"""Late rows at applyInPandasWithState by its timeout (checkpoint/watermarks/late_filters.py), against Spark's own counts.
 
 Real queries: one applyInPandasWithState after a 10 s watermark, fed three files one batch each, the last with two
 rows behind the watermark; run with each timeout conf. Spark drops them only with EventTimeTimeout. The event-time

@@ -1,4 +1,4 @@
-"""The table of which group-state operators drop late rows (checkpoint/late_filters.py), on real checkpoints and plans.
+"""The table of which group-state operators drop late rows (checkpoint/watermarks/late_filters.py), on real checkpoints and plans.
 
 Spark's behaviour per cell is proven by real queries in test_group_state_late_spark.py (NoTimeout,
 ProcessingTimeTimeout, EventTimeTimeout) and test_operator_watermarks.py (EventTimeTimeout with the event log, 4.x and
@@ -9,10 +9,10 @@ import pytest
 from test_operator_watermarks import query_id
 
 from wmcheck.checkpoint.errors import spelled
-from wmcheck.checkpoint.late_filters import group_state_filter, operator_filter, time_mode_filter
 from wmcheck.checkpoint.model import open_checkpoint
-from wmcheck.checkpoint.progress_files import load_progress
-from wmcheck.statestore.operator_late import operator_late_rows
+from wmcheck.checkpoint.watermarks.late_filters import group_state_filter, operator_filter, time_mode_filter
+from wmcheck.checkpoint.watermarks.progress_files import load_progress
+from wmcheck.statestore.spark.operator_late import operator_late_rows
 
 from conftest import FIXTURES, fixture_checkpoint
 
@@ -50,7 +50,7 @@ def test_the_timeout_comes_from_the_plan(name):
 
 def test_aggregations_and_unknown_timeouts_in_replay_rows():
     """Without the event log the replay leaves applyInPandasWithState's count open, naming --progress."""
-    from wmcheck.statestore.replay import ReplaySummary
+    from wmcheck.statestore.spark.replay import ReplaySummary
 
     ckpt = open_checkpoint(str(fixture_checkpoint("fmgws_then_agg")))
     row = ReplaySummary(4, True, 0, 0, "0", 1, 0, 2, 1, 1, None, 1)

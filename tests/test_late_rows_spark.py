@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from wmcheck.statestore.late_rows import lateness_of, window_from_bounds
+from wmcheck.statestore.spark.late_rows import lateness_of, window_from_bounds
 
 from conftest import fixture_checkpoint, fixture_facts, root_map, run_cli
 

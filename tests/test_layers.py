@@ -109,7 +109,7 @@ STATE_FORMAT_NAMES = re.compile(r"""["'](\.?(snapshot|zip|changelog)|\.delta)["'
 
 
 def test_state_file_formats_are_named_in_their_registry_only():
-    """Adding a state file format touches checkpoint/state_formats.py (and its tests): no other module names one
+    """Adding a state file format touches statestore/formats/registry.py (and its tests): no other module names one
     (``"delta"`` is also a Delta Lake source's kind, so only its suffix is looked for)."""
     files = [p for top in TOP for p in (ROOT / top).rglob("*.py") if p.name != "state_formats.py"]
     named = [f"{p.relative_to(ROOT)}:{n}: {line.strip()}" for p in files
@@ -121,9 +121,9 @@ def test_state_file_formats_are_named_in_their_registry_only():
 def test_the_python_state_engine_imports_nothing_of_sparks_reader_and_the_command_only_the_engine_protocol():
     """Both engines sit behind ``statestore.engines``: ``wmcheck state`` names neither, and the JVM-free engine
     loads no module of Spark's reader (its targets and summaries are shared, not borrowed)."""
-    code = ("import sys, wmcheck.statestore.python_engine, wmcheck.cli.state; "
-            "print(sorted(m for m in sys.modules if m in ('wmcheck.statestore.reader', 'wmcheck.statestore.spark_engine', "
-            "'wmcheck.statestore.session', 'pyspark')))")
+    code = ("import sys, wmcheck.statestore.engine.python_engine, wmcheck.cli.state; "
+            "print(sorted(m for m in sys.modules if m in ('wmcheck.statestore.spark.reader', 'wmcheck.statestore.spark.spark_engine', "
+            "'wmcheck.statestore.spark.session', 'pyspark')))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
     engine_modules = {"statestore.python_engine", "statestore.spark_engine", "statestore.reader", "statestore.summary"}
@@ -354,7 +354,7 @@ def test_spark_log_paths_and_the_compaction_rule_are_written_in_metadata_log_onl
     compaction rule ``(N + 1) % interval`` is written once."""
     found = {(p.relative_to(ROOT).as_posix(), pattern.pattern) for p in package_files()
              for pattern in (LOG_PATH, COMPACTION_RULE) for line in p.read_text().splitlines() if pattern.search(line)}
-    assert found == {("checkpoint/metadata_log.py", COMPACTION_RULE.pattern)}
+    assert found == {("checkpoint/logs/metadata_log.py", COMPACTION_RULE.pattern)}
 
 
 def test_one_function_opens_a_file_sink():

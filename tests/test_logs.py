@@ -5,13 +5,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wmcheck.checkpoint.commits import CommitEntry, parse_commit, serialize_commit
 from wmcheck.checkpoint.errors import CheckpointError, MalformedFileError, NewerVersionError
-from wmcheck.checkpoint.file_logs import parse_file_log, serialize_file_log
 from wmcheck.checkpoint.layout import log_file_batch
-from wmcheck.checkpoint.offsets import BatchMetadata, OffsetSeq, parse_offsets, serialize_offsets
-from wmcheck.checkpoint.query_metadata import parse_query_metadata
-from wmcheck.checkpoint.source_offsets import SourceOffset
+from wmcheck.checkpoint.logs.commits import CommitEntry, parse_commit, serialize_commit
+from wmcheck.checkpoint.logs.file_logs import parse_file_log, serialize_file_log
+from wmcheck.checkpoint.logs.offsets import BatchMetadata, OffsetSeq, parse_offsets, serialize_offsets
+from wmcheck.checkpoint.logs.query_metadata import parse_query_metadata
+from wmcheck.checkpoint.logs.source_offsets import SourceOffset
 
 OFFSETS_V1 = (
     b'v1\n{"batchWatermarkMs":5000,"batchTimestampMs":1531292029003,"conf":'
@@ -247,9 +247,9 @@ def test_an_empty_offsets_file_names_the_rewind_that_removes_it():
 
 def test_every_log_parser_opens_a_file_the_same_way():
     """Empty files and version headers: one rule (textlog.open_log) for every Spark text log."""
-    from wmcheck.checkpoint.file_logs import parse_file_log
-    from wmcheck.checkpoint.kafka_offsets import parse_kafka_initial_offsets
-    from wmcheck.checkpoint.operator_metadata import parse_operator_metadata
+    from wmcheck.checkpoint.logs.file_logs import parse_file_log
+    from wmcheck.checkpoint.logs.kafka_offsets import parse_kafka_initial_offsets
+    from wmcheck.checkpoint.logs.operator_metadata import parse_operator_metadata
 
     for parse in (parse_offsets, parse_commit, parse_file_log, parse_operator_metadata, parse_kafka_initial_offsets):
         with pytest.raises(MalformedFileError, match=r"^x/1: file is empty: expected a version line, then "):

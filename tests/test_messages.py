@@ -17,8 +17,8 @@ from wmcheck.checkpoint.repair.targets import parse_idle
 from wmcheck.checkpoint.validate import check_location
 from wmcheck.cli.flags import FLAGS, cli_spelling, for_cli
 from wmcheck.cli.main import COMMANDS, cli
-from wmcheck.statestore.late_rule import parse_window
-from wmcheck.statestore.sinks import ParquetSink
+from wmcheck.statestore.spark.late_rule import parse_window
+from wmcheck.statestore.spark.sinks import ParquetSink
 
 from conftest import ROOT, fixture_checkpoint, fixture_facts, run_cli
 

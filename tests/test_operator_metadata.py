@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from wmcheck.checkpoint.errors import CheckpointError, MalformedFileError, NewerVersionError
-from wmcheck.checkpoint.operator_metadata import (
+from wmcheck.checkpoint.logs.operator_metadata import (
     OperatorMetadata,
     StoreMetadata,
     parse_operator_metadata,

@@ -10,10 +10,10 @@ import pytest
 
 from wmcheck.checkpoint.errors import spelled
 from wmcheck.checkpoint.model import open_checkpoint
-from wmcheck.checkpoint.operator_watermarks import CHECKPOINT, JOIN_CONDITION, PLAN, UNKNOWN, operator_watermarks
-from wmcheck.checkpoint.plans import JOIN, NONE, PASSES, batch_plan
-from wmcheck.checkpoint.progress import QueryProgress
-from wmcheck.checkpoint.progress_files import load_progress, read_records
+from wmcheck.checkpoint.watermarks.operators import CHECKPOINT, JOIN_CONDITION, PLAN, UNKNOWN, operator_watermarks
+from wmcheck.checkpoint.watermarks.plans import JOIN, NONE, PASSES, batch_plan
+from wmcheck.checkpoint.watermarks.progress import QueryProgress
+from wmcheck.checkpoint.watermarks.progress_files import load_progress, read_records
 
 from conftest import FIXTURES, fixture_checkpoint, fixture_facts
 
@@ -350,8 +350,8 @@ def test_replayed_late_rows_per_operator_equal_sparks(spark, name):
     """Every operator's late rows in every batch: the replay's for the operator reading the input (late groups for an
     aggregation; a join's sources summed), 0 after operators that pass their watermark on (or with a late-events
     watermark of 0); after applyInPandasWithState's function re-watermarked (fmgws_then_agg) the replay cannot tell."""
-    from wmcheck.statestore.late_rows import infer_window, window_key
-    from wmcheck.statestore.replay import ReplayOptions, prepare, replay
+    from wmcheck.statestore.spark.late_rows import infer_window, window_key
+    from wmcheck.statestore.spark.replay import ReplayOptions, prepare, replay
 
     from conftest import root_map
 
@@ -387,7 +387,7 @@ def test_replayed_late_rows_per_operator_equal_sparks(spark, name):
 
 
 def test_timeline_draws_each_operators_watermark_and_where_it_parts(tmp_path):
-    from wmcheck.checkpoint.timeline import event_time_lines, figure, save, timeline
+    from wmcheck.checkpoint.watermarks.timeline import event_time_lines, figure, save, timeline
 
     ckpt = open_checkpoint(str(fixture_checkpoint("join_then_agg")))
     tl = timeline(ckpt, progress("join_then_agg"))

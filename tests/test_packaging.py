@@ -37,7 +37,7 @@ def test_wheel_holds_every_module_data_file_and_package(tmp_path):
     wanted = {SOURCES[path.split("/")[0]] + path[len(path.split("/")[0]):] for path in tracked if not path.endswith(".c")}
     assert wanted and wanted <= names, sorted(wanted - names)
     assert {n.split("/")[0] for n in names} == {"wmcheck", "-".join(wheel.name.split("-")[:2]) + ".dist-info"}
-    assert [n for n in names if n.startswith("wmcheck/checkpoint/sst_walk.") and n.endswith(".so")]  # the C walk, built
+    assert [n for n in names if n.startswith("wmcheck/statestore/rocksdb/sst_walk.") and n.endswith(".so")]  # the C walk, built
     installed = {"wmcheck" if name == "api" else "wmcheck." + name for name in packages([*tracked, added])}
     assert packages(sorted(names)) == installed
     assert packages(tracked) == {"api", "checkpoint", "checkpoint.checks", "checkpoint.fs", "checkpoint.repair", "checkpoint.sinks", "checkpoint.sources",

@@ -10,8 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from wmcheck.checkpoint.errors import CheckpointError, MalformedFileError
-from wmcheck.statestore.parquet_parts import ParquetPart, PartsWriter, encode_part
-from wmcheck.statestore.thrift_compact import read_struct, write_struct
+from wmcheck.statestore.output.parquet_parts import ParquetPart, PartsWriter, encode_part
+from wmcheck.statestore.output.thrift_compact import read_struct, write_struct
 
 
 def _table(start: int, n: int) -> pa.Table:

@@ -1,4 +1,4 @@
-"""The fast read of HDFS provider state files (statestore/record_spans.py) against the reference
+"""The fast read of HDFS provider state files (statestore/formats/record_spans.py) against the reference
 (``sized_records`` and the overlay dict): the same keys and values in the same order, or the same error,
 on every HDFS partition and version of the fixtures and on hand-made files."""
 from __future__ import annotations
@@ -9,13 +9,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from wmcheck.checkpoint import sized_columns
 from wmcheck.checkpoint.errors import CheckpointError, MalformedFileError
 from wmcheck.checkpoint.model import store_unique_ids
-from wmcheck.checkpoint.sized_columns import key_fingerprints
-from wmcheck.checkpoint.state_codecs import codec_name
-from wmcheck.statestore import record_spans, store_files
-from wmcheck.statestore.presentation import CODEC
+from wmcheck.statestore.engine import store_files
+from wmcheck.statestore.engine.presentation import CODEC
+from wmcheck.statestore.formats import record_spans, sized_columns
+from wmcheck.statestore.formats.codecs import codec_name
+from wmcheck.statestore.formats.sized_columns import key_fingerprints
 from wmcheck.statestore.targets import as_checkpoint
 
 from conftest import FIXTURES

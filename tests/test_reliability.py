@@ -18,11 +18,11 @@ from test_repair_execute import copy_of, tree, trees
 from test_repair_kill import STRACE, cli, leftovers
 
 from wmcheck.checkpoint import repair
-from wmcheck.checkpoint.commits import parse_commit
 from wmcheck.checkpoint.errors import CheckpointError, MalformedFileError, RefusedError, spelled
-from wmcheck.checkpoint.file_logs import parse_file_log
-from wmcheck.checkpoint.offsets import parse_offsets
-from wmcheck.checkpoint.source_offsets import SourceOffset
+from wmcheck.checkpoint.logs.commits import parse_commit
+from wmcheck.checkpoint.logs.file_logs import parse_file_log
+from wmcheck.checkpoint.logs.offsets import parse_offsets
+from wmcheck.checkpoint.logs.source_offsets import SourceOffset
 from wmcheck.checkpoint.validate import check_location
 
 from conftest import age, fixture_facts, run_cli, sink_at_home
@@ -212,7 +212,7 @@ def test_e1_only_the_commit_log_trims_its_header():
 
 
 def test_e1_kafka_initial_offsets_with_odd_digits_are_malformed():
-    from wmcheck.checkpoint.kafka_offsets import parse_kafka_initial_offsets
+    from wmcheck.checkpoint.logs.kafka_offsets import parse_kafka_initial_offsets
 
     for header in ("v\u00b2", "v" + "9" * 5000):
         with pytest.raises(CheckpointError):

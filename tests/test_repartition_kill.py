@@ -53,7 +53,7 @@ from wmcheck.checkpoint.errors import RefusedError
 from wmcheck.checkpoint.model import open_checkpoint
 from wmcheck.checkpoint.repair_records import find_interrupted
 from wmcheck.statestore import engines
-from wmcheck.statestore.repartition import SparkRepartitioner
+from wmcheck.statestore.spark.repartition import SparkRepartitioner
 
 pytestmark = [pytest.mark.spark,
               pytest.mark.skipif(STRACE is None and not os.environ.get("CI"), reason="strace is not installed")]

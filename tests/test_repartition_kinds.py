@@ -21,7 +21,7 @@ from wmcheck.checkpoint import repair
 from wmcheck.checkpoint.model import open_checkpoint
 from wmcheck.checkpoint.repair.repartition import JOIN_V4_MISPLACED, SPARK_FAILS_SOONER, spark_confs
 from wmcheck.checkpoint.validate import check_location
-from wmcheck.statestore.repartition import SparkRepartitioner, session_confs
+from wmcheck.statestore.spark.repartition import SparkRepartitioner, session_confs
 
 from conftest import FIXTURES, fixture_facts, run_cli
 

@@ -20,7 +20,7 @@ from wmcheck.checkpoint.model import open_checkpoint
 from wmcheck.checkpoint.repartitions import UNFINISHED_RESTART_ERROR
 from wmcheck.checkpoint.validate import check_location
 from wmcheck.cli.fixes import fix_text
-from wmcheck.statestore.repartition import SparkRepartitioner
+from wmcheck.statestore.spark.repartition import SparkRepartitioner
 
 from conftest import FIXTURES, fixture_facts, run_cli
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from wmcheck.checkpoint.errors import MalformedFileError
-from wmcheck.checkpoint.kafka_offsets import parse_kafka_initial_offsets
 from wmcheck.checkpoint.locations import map_location, spark_location
+from wmcheck.checkpoint.logs.kafka_offsets import parse_kafka_initial_offsets
 
 from conftest import FIXTURES, fixture_checkpoint, fixture_facts, fixture_names, root_map, run_cli
 

@@ -111,7 +111,7 @@ def test_late_counts_equal_spark(name, copy_fixture, spark):
     """Every single-source fixture: late rows per batch == Spark's numRowsDroppedByWatermark."""
     from wmcheck.checkpoint.batch_inputs import oldest_replayable
     from wmcheck.checkpoint.model import open_checkpoint
-    from wmcheck.statestore.replay import batch_inputs
+    from wmcheck.statestore.spark.replay import batch_inputs
 
     facts = fixture_facts(name)
     copy = copy_fixture(name)

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from rocksdict import Options, Rdict
 
-from wmcheck.checkpoint.rocksdb_manifest import BLOCK, live_files, log_records
-from wmcheck.checkpoint.rocksdb_zip import read_snapshot_zip
+from wmcheck.statestore.rocksdb.manifest import BLOCK, live_files, log_records
+from wmcheck.statestore.rocksdb.zips import read_snapshot_zip
 
 from conftest import FIXTURES
 
@@ -82,7 +82,7 @@ def test_records_across_blocks_and_what_no_manifest_holds():
 def test_a_snapshot_whose_metadata_misses_or_resizes_a_live_table_does_not_open():
     from dataclasses import replace
 
-    from wmcheck.checkpoint.state_content import manifest_damage
+    from wmcheck.statestore.formats.content import manifest_damage
 
     path = "state/0/0/12.zip"
     entries, meta = read_snapshot_zip((FIXTURES / "agg_window_rocksdb/checkpoint" / path).read_bytes(), path)

@@ -58,7 +58,7 @@ def _lz4_raw(data: bytes, original: bytes) -> bytes:
 
 
 def test_xxh32_matches_the_fixture_files():
-    from wmcheck.checkpoint.state_codecs import decompress
+    from wmcheck.statestore.formats.codecs import decompress
 
     original = (FIXTURES / "row_checksum_hdfs/checkpoint/state/0/0/12.delta").read_bytes()
     size, raw, check = struct.unpack_from("<iii", original, 9)
@@ -67,8 +67,8 @@ def test_xxh32_matches_the_fixture_files():
 
 def _flip_first_value(path: Path) -> None:
     """Flip the last byte of the first row put in the (lz4) state file at ``path``, framing kept valid."""
-    from wmcheck.checkpoint.state_codecs import decompress
-    from wmcheck.checkpoint.state_records import DELETE, changelog_records, sized_records
+    from wmcheck.statestore.formats.codecs import decompress
+    from wmcheck.statestore.formats.records import DELETE, changelog_records, sized_records
 
     original = path.read_bytes()
     data = decompress(original, "lz4", path.name)

@@ -1,4 +1,4 @@
-"""The NumPy reader of RocksDB table files (checkpoint/sst_columns.py, statestore/snapshot_rows.py) against
+"""The NumPy reader of RocksDB table files (statestore/rocksdb/sst_columns.py, statestore/rocksdb/snapshot_rows.py) against
 RocksDB's own iterator, on databases RocksDB wrote: every table option and write pattern that changes what the
 files hold (compressions, restart intervals, tiny blocks, overlapping tables, deletes, a key's older versions
 kept by a snapshot, keys that extend others with zero bytes, compaction)."""
@@ -11,10 +11,10 @@ import random
 import pytest
 from rocksdict import AccessType, BlockBasedOptions, Options, Rdict
 
-from wmcheck.checkpoint import sst_columns
-from wmcheck.checkpoint.rocksdb_sst import checked, table_entries, verified
-from wmcheck.checkpoint.sst_columns import open_table, table_puts
-from wmcheck.statestore.snapshot_rows import snapshot_rows
+from wmcheck.statestore.rocksdb import sst_columns
+from wmcheck.statestore.rocksdb.snapshot_rows import snapshot_rows
+from wmcheck.statestore.rocksdb.sst import checked, table_entries, verified
+from wmcheck.statestore.rocksdb.sst_columns import open_table, table_puts
 
 from rocksdb_tables import write_tables
 

@@ -1,4 +1,4 @@
-"""The C walk of RocksDB data blocks (checkpoint/sst_walk.c) against the NumPy reader it stands in for: the same
+"""The C walk of RocksDB data blocks (statestore/rocksdb/sst_walk.c) against the NumPy reader it stands in for: the same
 runs, field by field, on every table file the fixtures hold and on tables RocksDB wrote with every restart interval,
 block size and compression; and every block the NumPy reader refuses left to it (the C walk declines, the reader's
 own error is raised)."""
@@ -12,9 +12,9 @@ import struct
 import numpy as np
 import pytest
 
-from wmcheck.checkpoint import sst_columns
-from wmcheck.checkpoint.rocksdb_sst import inflate, verified
-from wmcheck.checkpoint.sst_columns import PAD, UnreadBlock, open_table
+from wmcheck.statestore.rocksdb import sst_columns
+from wmcheck.statestore.rocksdb.sst import inflate, verified
+from wmcheck.statestore.rocksdb.sst_columns import PAD, UnreadBlock, open_table
 
 from conftest import FIXTURES
 from rocksdb_tables import write_tables
@@ -88,7 +88,7 @@ def _same(native, numpy) -> None:
 
 
 def _runs(data: bytes, rows: int) -> list[list[bytes]]:
-    """The inflated blocks of each run of a table file, as :meth:`.sst_columns.Table.runs` groups them."""
+    """The inflated blocks of each run of a table file, as :meth:`wmcheck.statestore.rocksdb.sst_columns.Table.runs` groups them."""
     blocks, _ = verified(data)
     table = open_table(data, blocks) if blocks else None
     if table is None:

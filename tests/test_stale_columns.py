@@ -1,5 +1,5 @@
-"""The NumPy reading of the keys at or before a bound (checkpoint/stale_columns.py) against the reference, entry by
-entry (checkpoint/stale_keys.py): every state file WM062 reads in the fixtures, at several bounds, and WM062's
+"""The NumPy reading of the keys at or before a bound (statestore/keys/stale_columns.py) against the reference, entry by
+entry (statestore/keys/stale.py): every state file WM062 reads in the fixtures, at several bounds, and WM062's
 findings with and without the fast path on the fixtures and the checkpoints it reports."""
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ from typing import Any, Callable
 import numpy as np
 import pytest
 
-from wmcheck.checkpoint import stale_columns
 from wmcheck.checkpoint.checks import state_reads as state
 from wmcheck.checkpoint.model import open_checkpoint
-from wmcheck.checkpoint.rocksdb_sst import read_whole
-from wmcheck.checkpoint.stale_columns import Unproven, event_times
-from wmcheck.checkpoint.stale_keys import Change, EventField, FileChanges, record_changes, stale_keys, table_changes
-from wmcheck.checkpoint.state_records import DELETE
 from wmcheck.checkpoint.validate import check_checkpoint
+from wmcheck.statestore.formats.records import DELETE
+from wmcheck.statestore.keys import stale_columns
+from wmcheck.statestore.keys.stale import Change, EventField, FileChanges, record_changes, stale_keys, table_changes
+from wmcheck.statestore.keys.stale_columns import Unproven, event_times
+from wmcheck.statestore.rocksdb.sst import read_whole
 
 from oracle_cases import state_file_of
 from restart_oracle import FIXTURES

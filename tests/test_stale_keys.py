@@ -3,8 +3,10 @@ resolved by sequence number, increments applied in order."""
 from __future__ import annotations
 
 from wmcheck.checkpoint.model import open_checkpoint
-from wmcheck.checkpoint.rocksdb_sst import TableEntry, read_whole
-from wmcheck.checkpoint.stale_keys import (
+from wmcheck.statestore.formats.codecs import decompress
+from wmcheck.statestore.formats.records import DELETE, PUT, sized_records
+from wmcheck.statestore.formats.schema import StructField, StructType
+from wmcheck.statestore.keys.stale import (
     Change,
     FileChanges,
     event_time_reader,
@@ -12,9 +14,7 @@ from wmcheck.checkpoint.stale_keys import (
     stale_keys,
     table_changes,
 )
-from wmcheck.checkpoint.state_codecs import decompress
-from wmcheck.checkpoint.state_records import DELETE, PUT, sized_records
-from wmcheck.checkpoint.state_schema import StructField, StructType
+from wmcheck.statestore.rocksdb.sst import TableEntry, read_whole
 
 from restart_oracle import FIXTURES
 

@@ -8,10 +8,10 @@ import pytest
 
 from wmcheck.checkpoint.errors import MalformedFileError
 from wmcheck.checkpoint.model import open_checkpoint, store_unique_ids
-from wmcheck.checkpoint.rocksdb_zip import read_snapshot_zip, sst_footer_ok, zip_entries
-from wmcheck.checkpoint.state_content import Decoding
-from wmcheck.checkpoint.state_formats import FORMATS, version_file
-from wmcheck.checkpoint.state_load import Lineages, resolve, verify_loads
+from wmcheck.statestore.formats.content import Decoding
+from wmcheck.statestore.formats.load import Lineages, resolve, verify_loads
+from wmcheck.statestore.formats.registry import FORMATS, version_file
+from wmcheck.statestore.rocksdb.zips import read_snapshot_zip, sst_footer_ok, zip_entries
 
 from conftest import FIXTURES
 
@@ -219,7 +219,7 @@ SSTS = sorted(FIXTURES.glob("*/checkpoint/state/**/SSTs/*.sst"))
 
 def test_every_fixture_sst_file_reads_block_by_block():
     """Every block of every SST file of the fixtures matches its checksum (XXH3, RocksDB's default)."""
-    from wmcheck.checkpoint.rocksdb_sst import sst_damage
+    from wmcheck.statestore.rocksdb.sst import sst_damage
 
     assert len(SSTS) > 100 and all(sst_damage(p.read_bytes()) is None for p in SSTS)
 
@@ -227,7 +227,7 @@ def test_every_fixture_sst_file_reads_block_by_block():
 def test_index_blocks_read_at_once_give_the_handles_read_entry_by_entry():
     """The data block handles of every fixture SST's index block, read with NumPy (every entry a restart point),
     are those of the entry-by-entry reader; an index with fewer restart points is read entry by entry."""
-    from wmcheck.checkpoint import rocksdb_sst as sst
+    from wmcheck.statestore.rocksdb import sst
 
     checked = 0
     for path in SSTS:
@@ -269,7 +269,7 @@ def test_a_flipped_sst_block_is_found_where_spark_or_rocksdb_reads_it(tmp_path, 
     on a damaged data block, whose rows every scan then misses (WM048, rocksdb-sst-data-block-flipped-no-sidecar).
     The python engine refuses all of them (RocksDB's iterators stop at a damaged block without an error, so it
     verifies the blocks first)."""
-    from wmcheck.checkpoint.rocksdb_sst import sst_damage
+    from wmcheck.statestore.rocksdb.sst import sst_damage
 
     from conftest import run_cli
     from oracle_cases import C, index_offset, sst_block_flipped
@@ -298,7 +298,9 @@ def test_check_hashes_each_block_of_a_table_file_once(monkeypatch, name):
     import zlib
     from collections import Counter
 
-    from wmcheck.checkpoint import key_partitions, rocksdb_sst, stale_columns
+    from wmcheck.statestore.keys import partitions as key_partitions
+    from wmcheck.statestore.keys import stale_columns
+    from wmcheck.statestore.rocksdb import sst as rocksdb_sst
 
     from conftest import run_cli
 
@@ -338,10 +340,10 @@ def sized_file(records: list[tuple[bytes, bytes | None]]) -> bytes:
 
 @pytest.mark.parametrize("columnar_bytes", [0, 1 << 40], ids=["at-once", "record-by-record"])
 def test_both_ways_of_reading_a_file_s_records_judge_alike(monkeypatch, columnar_bytes):
-    import wmcheck.checkpoint.state_content as content
-    from wmcheck.checkpoint.row_checksums import RowPlace
-    from wmcheck.checkpoint.sized_columns import file_records
-    from wmcheck.checkpoint.state_formats import BY_KIND
+    import wmcheck.statestore.formats.content as content
+    from wmcheck.statestore.formats.registry import BY_KIND
+    from wmcheck.statestore.formats.row_checksums import RowPlace
+    from wmcheck.statestore.formats.sized_columns import file_records
 
     monkeypatch.setattr(content, "COLUMNAR_BYTES", columnar_bytes)
     read = []

@@ -14,8 +14,8 @@ import pytest
 from wmcheck.checkpoint.errors import UnsupportedError
 from wmcheck.checkpoint.model import open_checkpoint
 from wmcheck.statestore.discovery import Store
-from wmcheck.statestore.python_engine import read_store
-from wmcheck.statestore.rows import jsonable, pylist
+from wmcheck.statestore.engine.python_engine import read_store
+from wmcheck.statestore.output.rows import jsonable, pylist
 from wmcheck.statestore.targets import target
 
 from conftest import ROOT, fixture_checkpoint, fixture_facts, fixture_names, run_cli
@@ -80,7 +80,8 @@ def test_fast_and_reference_decoders_give_identical_tables(name, op, store, monk
     same Arrow table; where the fast path applies (plain stores) it proves every chunk itself."""
     from test_unsafe_row import same_arrow
 
-    from wmcheck.statestore import rocksdb_files, unsafe_columns
+    from wmcheck.statestore.encodings import unsafe_columns
+    from wmcheck.statestore.rocksdb import files as rocksdb_files
 
     ckpt = open_checkpoint(str(fixture_checkpoint(name)))
     chosen = reader_store(ckpt, int(op), store)
@@ -116,7 +117,7 @@ def test_evicted_rows_alone_are_the_whole_read_filtered(name, op, store):
 
     from test_unsafe_row import same_arrow
 
-    from wmcheck.statestore.python_engine import older_tables, state_rows
+    from wmcheck.statestore.engine.python_engine import older_tables, state_rows
 
     ckpt = open_checkpoint(str(fixture_checkpoint(name)))
     read = read_store(ckpt, reader_store(ckpt, int(op), store), target(ckpt))
@@ -138,8 +139,8 @@ def test_evicted_rows_alone_are_the_whole_read_filtered(name, op, store):
 def test_no_evicted_rows_have_the_columns_of_the_whole_read(name, op, store):
     """The empty table the Parquet writer takes its schema from (built without Arrow's compute functions) has the
     columns of the whole read's rows without ``older``, field for field."""
-    from wmcheck.statestore.python_engine import reader_schema, state_rows
-    from wmcheck.statestore.python_jobs import _empty_older
+    from wmcheck.statestore.engine.python_engine import reader_schema, state_rows
+    from wmcheck.statestore.engine.python_jobs import _empty_older
 
     ckpt = open_checkpoint(str(fixture_checkpoint(name)))
     read = read_store(ckpt, reader_store(ckpt, int(op), store), target(ckpt))
@@ -271,7 +272,7 @@ def _late_failure(job: float, task: int):
 def test_workers_raise_the_error_a_run_in_one_process_raises():
     """Two workers, task 3 failing long before task 1: the error raised is task 1's, as with one process, after the
     outputs of the tasks before it."""
-    from wmcheck.statestore.workers import run
+    from wmcheck.statestore.engine.workers import run
 
     for jobs in (1, 2):
         seen: list[int] = []
@@ -300,7 +301,7 @@ def test_a_killed_worker_leaves_no_temporary_files(tmp_path):
     import tempfile
 
     from wmcheck.checkpoint.errors import CheckpointError
-    from wmcheck.statestore.workers import run
+    from wmcheck.statestore.engine.workers import run
 
     where = str(tmp_path / "made")
     with pytest.raises(CheckpointError, match=r"a state worker process stopped \(exit code -9\)"):
@@ -327,7 +328,7 @@ def test_one_job_past_its_budget_is_interrupted_where_it_is():
     import signal
 
     from wmcheck.checkpoint.errors import CheckpointError
-    from wmcheck.statestore.workers import resident, run
+    from wmcheck.statestore.engine.workers import resident, run
 
     held: list[bytes] = []
     before = signal.getsignal(signal.SIGUSR1)
@@ -358,8 +359,8 @@ def test_a_row_that_does_not_decode_is_one_line_naming_its_partition(copy_fixtur
     """A value schema wider than the rows Spark wrote (one more long field than the rows hold)."""
     from dataclasses import replace
 
-    from wmcheck.checkpoint.state_schema import StructField, StructType, parse_state_schema
-    from wmcheck.checkpoint.state_schema_write import serialize_state_schema
+    from wmcheck.statestore.formats.schema import StructField, StructType, parse_state_schema
+    from wmcheck.statestore.formats.schema_write import serialize_state_schema
 
     ckpt = copy_fixture("agg_window_hdfs") / "checkpoint"
     path = ckpt / "state" / "0" / "0" / "_metadata" / "schema"
@@ -431,8 +432,8 @@ def test_python_api_returns_arrow_tables():
 
 @pytest.mark.parametrize("type_name", ["interval", "interval year to month", "interval month", "variant"])
 def test_types_without_proof_are_refused(type_name):
-    from wmcheck.checkpoint.state_schema import StructField, StructType
-    from wmcheck.statestore.unsafe_row import check_supported
+    from wmcheck.statestore.encodings.unsafe_row import check_supported
+    from wmcheck.statestore.formats.schema import StructField, StructType
 
     with pytest.raises(UnsupportedError, match=f"state column type '{type_name}' is not decoded by the python engine"):
         check_supported(StructType((StructField("k", "long", True, {}), StructField("x", type_name, True, {}))))
@@ -441,7 +442,7 @@ def test_types_without_proof_are_refused(type_name):
 def test_checksummed_rocksdb_values_lose_their_framing_and_damage_is_one_error():
     """RocksDB values under rowChecksum.enabled: checksum, little-endian size, row, merged elements joined by ','."""
     from wmcheck.checkpoint.errors import MalformedFileError
-    from wmcheck.checkpoint.row_checksums import RowPlace, verified_values
+    from wmcheck.statestore.formats.row_checksums import RowPlace, verified_values
 
     place = RowPlace(0, "default", 1, 2, "state/0/1/2.changelog")
 
@@ -489,7 +490,7 @@ def test_increments_over_a_streamed_full_copy_give_the_state_a_whole_load_gives(
     them in order to the whole copy (a merge appends ',' and the value, onto nothing the value alone)."""
     from types import SimpleNamespace
 
-    from wmcheck.statestore import store_files
+    from wmcheck.statestore.engine import store_files
 
     base = {b"a": b"1", b"b": b"2", b"c": b"3", b"d": b"4", b"i": b"5"}
     want = dict(base)
@@ -524,10 +525,10 @@ def test_parquet_parts_hold_the_evicted_rows_of_several_chunks(monkeypatch, tmp_
     evicted row, in row groups of that many rows but the last (chunks of 1 row here; one job: one task)."""
     import pyarrow.parquet as pq
 
-    from wmcheck.statestore import python_jobs
+    from wmcheck.statestore.engine import python_jobs
+    from wmcheck.statestore.engine.store_files import PartitionStream
+    from wmcheck.statestore.output.rows import write_parts
     from wmcheck.statestore.plan import plan_state
-    from wmcheck.statestore.rows import write_parts
-    from wmcheck.statestore.store_files import PartitionStream
 
     monkeypatch.setattr(PartitionStream.chunks, "__defaults__", (1,))
     monkeypatch.setattr(python_jobs, "PART_ROWS", part_rows)
@@ -548,7 +549,7 @@ def test_a_store_is_read_in_ranges_of_partitions_a_few_per_job():
     """One job reads each store in one task; several split a store in up to 4 consecutive ranges per job."""
     from types import SimpleNamespace
 
-    from wmcheck.statestore.python_jobs import _tasks
+    from wmcheck.statestore.engine.python_jobs import _tasks
 
     reads = [SimpleNamespace(store=SimpleNamespace(num_partitions=n)) for n in (200, 3, 0)]
     assert _tasks("parts", reads, 1) == [("parts", 0, range(0, 200)), ("parts", 1, range(0, 3))]
@@ -566,7 +567,8 @@ def test_state_plans_its_read_once(monkeypatch, tmp_path, name, args):
     """One planning pass: the stores are selected once, each store's file plan and the operators' watermarks are
     worked out once, whatever the output (the output renders what the engine read, it does not call the engine); a
     join side whose state watermark is unknown is refused before any store's files are planned."""
-    from wmcheck.statestore import discovery, plan, presentation, python_engine
+    from wmcheck.statestore import discovery, plan
+    from wmcheck.statestore.engine import presentation, python_engine
 
     calls: dict[str, int] = {}
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from wmcheck.checkpoint.errors import CheckpointError, MalformedFileError, NewerVersionError, UnsupportedError
-from wmcheck.checkpoint.state_schema import (
+from wmcheck.statestore.formats.schema import (
     ArrayType,
     ColumnFamilySchema,
     EventTimeField,
@@ -23,7 +23,7 @@ from wmcheck.checkpoint.state_schema import (
     event_time_field,
     parse_state_schema,
 )
-from wmcheck.checkpoint.state_schema_write import serialize_state_schema
+from wmcheck.statestore.formats.schema_write import serialize_state_schema
 
 DATA = Path(__file__).parent / "data"
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

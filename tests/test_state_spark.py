@@ -371,7 +371,7 @@ def test_older_than_watermark_dataframe(spark):
 
 
 def test_active_session_is_reused(spark):
-    from wmcheck.statestore.session import get_session, quiet_java_options
+    from wmcheck.statestore.spark.session import get_session, quiet_java_options
 
     assert get_session() == (spark, False)
     options = quiet_java_options("-Dx=1")
@@ -533,7 +533,7 @@ def test_spark_connect_reads_what_the_classic_session_reads(args, tmp_path):
 def _rows(rows: list[dict]) -> list[str]:
     from test_state_python import as_collected
 
-    from wmcheck.statestore.rows import jsonable
+    from wmcheck.statestore.output.rows import jsonable
 
     return sorted(json.dumps(as_collected(jsonable(r)), sort_keys=True) for r in rows)
 
@@ -542,7 +542,7 @@ def _spark_rows(df) -> list[dict]:
     """Spark's rows through Arrow, or collected when Arrow refuses them (a struct repeating a field name)."""
     from pyspark.errors import PySparkException
 
-    from wmcheck.statestore.rows import pylist
+    from wmcheck.statestore.output.rows import pylist
 
     try:
         return pylist(df.toArrow())
@@ -559,8 +559,9 @@ def test_python_engine_rows_equal_spark_rows_at_several_batches(name, spark):
     """Every store the summary shows (join sides included), at the first, a middle and the next batch:
     after snapshots, changelogs and maintenance, checkpoint v1 and v2, HDFS and RocksDB, Spark 3.5 and 4."""
     from wmcheck.checkpoint.model import open_checkpoint
-    from wmcheck.statestore import python_engine, reader
-    from wmcheck.statestore.rows import pylist
+    from wmcheck.statestore.engine import python_engine
+    from wmcheck.statestore.output.rows import pylist
+    from wmcheck.statestore.spark import reader
 
     ckpt = open_checkpoint(str(fixture_checkpoint(name)))
     first = min(ckpt.commit_ids) + 1
@@ -604,8 +605,9 @@ def rocksdb_generated(spark, tmp_path_factory):
 @pytest.mark.parametrize("name", ["session", "dedup_within"])
 def test_python_engine_reads_rocksdb_session_windows_and_dedup_within(name, rocksdb_generated, spark):
     from wmcheck.checkpoint.model import open_checkpoint
-    from wmcheck.statestore import python_engine, reader
-    from wmcheck.statestore.rows import pylist
+    from wmcheck.statestore.engine import python_engine
+    from wmcheck.statestore.output.rows import pylist
+    from wmcheck.statestore.spark import reader
 
     ckpt = open_checkpoint(str(rocksdb_generated[name]))
     assert "RocksDB" in ckpt.conf["spark.sql.streaming.stateStore.providerClass"]

@@ -12,9 +12,9 @@ import pytest
 
 from wmcheck.checkpoint.errors import MalformedFileError
 from wmcheck.checkpoint.model import open_checkpoint
-from wmcheck.checkpoint.rocksdb_zip import zip_entries
-from wmcheck.checkpoint.state_load import resolve
-from wmcheck.statestore.rocksdb_files import open_snapshot
+from wmcheck.statestore.formats.load import resolve
+from wmcheck.statestore.rocksdb.files import open_snapshot
+from wmcheck.statestore.rocksdb.zips import zip_entries
 
 from conftest import fixture_checkpoint, run_cli
 

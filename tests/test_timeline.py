@@ -85,7 +85,7 @@ def test_python_api_returns_the_figure():
     from matplotlib.figure import Figure
 
     from wmcheck.checkpoint.model import open_checkpoint
-    from wmcheck.checkpoint.timeline import figure, timeline
+    from wmcheck.checkpoint.watermarks.timeline import figure, timeline
 
     tl = timeline(open_checkpoint(str(fixture_checkpoint("union_stall_max"))))
     fig = figure(tl)
@@ -115,7 +115,7 @@ def test_time_axes_are_ticked_by_their_span():
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     from wmcheck.checkpoint.model import open_checkpoint
-    from wmcheck.checkpoint.timeline import figure, timeline
+    from wmcheck.checkpoint.watermarks.timeline import figure, timeline
 
     for name in ("union_stall_min", "agg_window_hdfs"):
         fig = figure(timeline(open_checkpoint(str(fixture_checkpoint(name)))))

@@ -20,10 +20,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from wmcheck.checkpoint.errors import MalformedFileError
-from wmcheck.checkpoint.state_schema import StructType, _struct
-from wmcheck.statestore.columnar import StructColumns
-from wmcheck.statestore.unsafe_columns import decode, leaf
-from wmcheck.statestore.unsafe_row import row_decoder
+from wmcheck.statestore.encodings.columnar import StructColumns
+from wmcheck.statestore.encodings.unsafe_columns import decode, leaf
+from wmcheck.statestore.encodings.unsafe_row import row_decoder
+from wmcheck.statestore.formats.schema import StructType, _struct
 
 from conftest import FIXTURES
 from fixture_modules import fixture_module

@@ -7,7 +7,7 @@ import pytest
 
 from wmcheck.checkpoint.errors import CheckpointError
 from wmcheck.cli.flags import cli_spelling
-from wmcheck.statestore.user_code import load_callable, locate_callable
+from wmcheck.statestore.spark.user_code import load_callable, locate_callable
 
 EXAMPLE = "jobs.orders:new_query"
 

@@ -1,7 +1,7 @@
 """How a RocksDB store's values were encoded, told from their bytes (checkpoint.value_encoding)."""
 from __future__ import annotations
 
-from wmcheck.checkpoint.value_encoding import AVRO, UNSAFE_ROW, unsafe_row_value, written_encoding
+from wmcheck.statestore.encodings.value_encoding import AVRO, UNSAFE_ROW, unsafe_row_value, written_encoding
 
 ROW = bytes.fromhex("00" + "00" * 8 + "0200000000000000")  # a version byte, then an UnsafeRow of one long
 LISTED = (25).to_bytes(4, "little") + bytes(25)  # a list state's element: its size, then a version byte and 24 bytes

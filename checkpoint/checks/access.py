@@ -6,9 +6,10 @@ import os
 import stat
 from typing import Iterator
 
+from wmcheck.checkpoint.logs.metadata_log import FILE_SOURCE_LOG
+
 from ..fs import local_path
 from ..layout import COMMITS, OFFSETS, SINK_LOG
-from ..metadata_log import FILE_SOURCE_LOG
 from .context import Context, Tree
 from .definition import ERROR, Instruction, Issue, check
 from .text import listed, plural

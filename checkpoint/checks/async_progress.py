@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from ..metadata_log import OFFSET_LOG
+from wmcheck.checkpoint.logs.metadata_log import OFFSET_LOG
+
 from .context import Context
 from .definition import WARNING, Instruction, Issue, check
 from .text import span

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Iterator, NamedTuple
 
+from wmcheck.checkpoint.logs.metadata_log import OFFSET_LOG
+
 from ..conf_values import SPARK35_RESTORED, refusal
-from ..metadata_log import OFFSET_LOG
 from ..model import PINNED_CONFS
 from ..pinned_conf import PINNED, PinnedConf, Usage, effective, matters
 from ..repartitions import SHUFFLE_PARTITIONS

@@ -6,22 +6,23 @@ import posixpath
 from datetime import timezone, tzinfo
 from typing import Any, Callable, Iterable, Mapping, TypeVar
 
+from wmcheck.checkpoint.logs.commits import CommitEntry
+from wmcheck.checkpoint.logs.file_logs import FileLog, parse_file_log
+from wmcheck.checkpoint.logs.metadata_log import COMMIT_LOG, FILE_SOURCE_LOG, OFFSET_LOG, LogKind, MetadataLog
+from wmcheck.checkpoint.logs.offsets import FAST_METADATA, BatchMetadata, OffsetSeq
+from wmcheck.checkpoint.watermarks.progress import QueryProgress
+from wmcheck.statestore.formats.files import StateFile, StateLayout
+from wmcheck.statestore.formats.schema import StateSchemaFile, parse_state_schema
+
 from ..checksums import verify_hadoop_crc, verify_spark_checksum
-from ..commits import CommitEntry
 from ..errors import CheckpointError
-from ..file_logs import FileLog, parse_file_log
 from ..fs import FileSystem
 from ..layout import COMMITS, OFFSETS, SINK_LOG, sidecars
-from ..metadata_log import COMMIT_LOG, FILE_SOURCE_LOG, OFFSET_LOG, LogKind, MetadataLog
 from ..model import Checkpoint, Operator
-from ..offsets import FAST_METADATA, BatchMetadata, OffsetSeq
-from ..progress import QueryProgress
 from ..repair.requests import RewindRequest
 from ..sinks.delta import DeltaTableLog
 from ..sources.delta_table import DeltaSourceTable
 from ..sources.kafka_topics import KafkaTopics
-from ..state_files import StateFile, StateLayout
-from ..state_schema import StateSchemaFile, parse_state_schema
 
 T = TypeVar("T")
 V1_METADATA = "/_metadata/metadata"

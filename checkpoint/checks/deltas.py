@@ -12,14 +12,15 @@ from __future__ import annotations
 
 from typing import Iterator, Sequence
 
+from wmcheck.statestore.formats.codecs import decompress
+from wmcheck.statestore.formats.content import Decoding
+from wmcheck.statestore.formats.files import StateFile
+from wmcheck.statestore.formats.load import StoreLoad
+from wmcheck.statestore.formats.records import DELETE, sized_records
+from wmcheck.statestore.formats.row_checksums import CHECKSUM_BYTES
+from wmcheck.statestore.formats.sized_columns import file_records, joined, key_fingerprints, keys_equal, word_view
+
 from ..errors import CheckpointError
-from ..row_checksums import CHECKSUM_BYTES
-from ..sized_columns import file_records, joined, key_fingerprints, keys_equal, word_view
-from ..state_codecs import decompress
-from ..state_content import Decoding
-from ..state_files import StateFile
-from ..state_load import StoreLoad
-from ..state_records import DELETE, sized_records
 from . import state_reads
 from .context import Context
 from .definition import WARNING, Issue, check

@@ -5,17 +5,18 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Callable, Iterator
 
+from wmcheck.checkpoint.logs.metadata_log import COMMIT_LOG
+from wmcheck.checkpoint.watermarks.operators import CHECKPOINT, PLAN, operator_watermarks
+from wmcheck.statestore.encodings.join_rows import long_field
+from wmcheck.statestore.formats.content import Decoding
+from wmcheck.statestore.formats.schema import StructType, event_time_field
+from wmcheck.statestore.keys.stale import event_time_reader
+
 from ..errors import CheckpointError
-from ..join_rows import long_field
 from ..layout import DEFAULT_STORE
-from ..metadata_log import COMMIT_LOG
 from ..model import PINNED_CONFS, Operator
 from ..operator_kinds import GROUP_STATE
-from ..operator_watermarks import CHECKPOINT, PLAN, operator_watermarks
 from ..repair.requests import RewindRequest
-from ..stale_keys import event_time_reader
-from ..state_content import Decoding
-from ..state_schema import StructType, event_time_field
 from ..timeutil import format_ms
 from .context import Context
 from .definition import ERROR, Issue, check

@@ -12,10 +12,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Iterator
 
-from .. import stale_columns
+from wmcheck.statestore.formats.load import StoreLoad
+from wmcheck.statestore.keys import stale_columns
+from wmcheck.statestore.keys.stale import FileChanges, latest_removal, stale_keys
+
 from ..repair.requests import RewindRequest
-from ..stale_keys import FileChanges, latest_removal, stale_keys
-from ..state_load import StoreLoad
 from ..timeutil import format_ms
 from . import state_reads
 from .context import Context

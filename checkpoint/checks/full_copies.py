@@ -11,8 +11,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Iterator
 
+from wmcheck.statestore.formats.load import StoreLoad, replays
+
 from ..layout import hadoop_sidecar
-from ..state_load import StoreLoad, replays
 from .context import Context
 from .definition import ERROR, Instruction, Issue, check
 from .loaded_state import Reader

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from ..join_rows import Missing, missing_rows, shown_key
+from wmcheck.statestore.encodings.join_rows import Missing, missing_rows, shown_key
+from wmcheck.statestore.formats.content import Decoding
+
 from ..model import PINNED_CONFS
-from ..state_content import Decoding
 from .context import Context
 from .definition import ERROR, Issue, check
 from .loaded_state import Reader

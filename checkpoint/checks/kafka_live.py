@@ -6,9 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator
 
+from wmcheck.checkpoint.logs.kafka_offsets import DATA_LOST as SPARK_DATA_LOST
+from wmcheck.checkpoint.logs.metadata_log import OFFSET_LOG
+
 from ..errors import arg
-from ..kafka_offsets import DATA_LOST as SPARK_DATA_LOST
-from ..metadata_log import OFFSET_LOG
 from ..sources.kafka_topics import KafkaTopics, TopicState
 from .context import Context
 from .definition import ERROR, WARNING, Instruction, Issue, check

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from typing import Iterable, Iterator
 
+from wmcheck.statestore.encodings.join_rows import fold
+from wmcheck.statestore.formats.codecs import decompress
+from wmcheck.statestore.formats.content import Decoding
+from wmcheck.statestore.formats.files import StateFile, StorePartition
+from wmcheck.statestore.formats.load import StoreLoad, resolve
+from wmcheck.statestore.formats.records import DELETE, PUT, Record, changelog_records, sized_records
+from wmcheck.statestore.rocksdb.sst import TableEntry, read_whole
+from wmcheck.statestore.rocksdb.zips import read_snapshot_zip
+
 from ..errors import CheckpointError
-from ..join_rows import fold
-from ..rocksdb_sst import TableEntry, read_whole
-from ..rocksdb_zip import read_snapshot_zip
-from ..state_codecs import decompress
-from ..state_content import Decoding
-from ..state_files import StateFile, StorePartition
-from ..state_load import StoreLoad, resolve
-from ..state_records import DELETE, PUT, Record, changelog_records, sized_records
 from .context import Context
 from .state_reads import CHANGELOG_DECODER, SST_DIR, ZIP_DECODER, lineages, state_reads
 

@@ -7,9 +7,10 @@ from collections import Counter
 from typing import Any, Iterator, Mapping, NamedTuple
 from urllib.parse import unquote, urlsplit
 
-from ..file_logs import FileLogEntry
+from wmcheck.checkpoint.logs.file_logs import FileLogEntry
+from wmcheck.checkpoint.logs.metadata_log import FILE_SOURCE_LOG
+
 from ..layout import SINK_LOG, log_file_batch
-from ..metadata_log import FILE_SOURCE_LOG
 from ..numbers import is_number
 from .context import Context
 from .definition import ERROR, Instruction, Issue, check

@@ -7,6 +7,15 @@ import re
 from collections import Counter
 from typing import Iterator
 
+from wmcheck.checkpoint.logs.metadata_log import (
+    COMMIT_LOG,
+    DEFAULT_COMPACT_INTERVAL,
+    FILE_SINK_LOG,
+    FILE_SOURCE_LOG,
+    OFFSET_LOG,
+    is_compaction_batch,
+)
+
 from ..errors import CheckpointError
 from ..fs import NOT_A_FILE
 from ..layout import (
@@ -17,14 +26,6 @@ from ..layout import (
     SINK_LOG,
     log_file_batch,
     odd_batch_names,
-)
-from ..metadata_log import (
-    COMMIT_LOG,
-    DEFAULT_COMPACT_INTERVAL,
-    FILE_SINK_LOG,
-    FILE_SOURCE_LOG,
-    OFFSET_LOG,
-    is_compaction_batch,
 )
 from ..numbers import is_number
 from ..repair.requests import UndoRequest

@@ -5,9 +5,10 @@ from __future__ import annotations
 import posixpath
 from typing import Iterator
 
+from wmcheck.statestore.formats.registry import StateFormat, formats_of, version_file
+
 from ..layout import STATE
 from ..numbers import is_number
-from ..state_formats import StateFormat, formats_of, version_file
 from .context import Context
 from .definition import ERROR, Instruction, Issue, check
 from .state_reads import load_version

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from wmcheck.checkpoint.logs.operator_metadata import OperatorMetadata
+
 from ..layout import DEFAULT_STORE
 from ..model import Operator
 from ..operator_kinds import SPARK_OPERATOR_NAMES, infer_operator_name, is_transform_with_state
-from ..operator_metadata import OperatorMetadata
 from ..repartitions import SHUFFLE_PARTITIONS
 from .conf import rejected
 from .context import Context, error_text

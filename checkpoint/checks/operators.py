@@ -3,11 +3,12 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from wmcheck.checkpoint.watermarks.operators import JOIN, NONE, OperatorLink, operator_watermarks
+from wmcheck.statestore.formats.schema import event_time_field
+
 from ..errors import CheckpointError, arg
 from ..layout import STATE
 from ..operator_kinds import is_transform_with_state
-from ..operator_watermarks import JOIN, NONE, OperatorLink, operator_watermarks
-from ..state_schema import event_time_field
 from ..timeutil import format_duration, format_ms
 from .context import Context
 from .definition import WARNING, Instruction, Issue, check

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from ..key_partitions import Sample
+from wmcheck.statestore.keys.partitions import Sample
+
 from ..pinned_conf import ROW_CHECKSUM, effective
 from .context import Context
 from .definition import ERROR, Instruction, Issue, check

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from wmcheck.checkpoint.logs.metadata_log import DEFAULT_COMPACT_INTERVAL, FILE_SINK_LOG, OFFSET_LOG, next_compaction
+
 from ..layout import SINK_LOG
-from ..metadata_log import DEFAULT_COMPACT_INTERVAL, FILE_SINK_LOG, OFFSET_LOG, next_compaction
 from ..repartitions import (
     PROVIDER,
     ROCKSDB_PROVIDER,

@@ -4,11 +4,12 @@ from __future__ import annotations
 import posixpath
 from typing import Iterator, NamedTuple
 
+from wmcheck.checkpoint.logs.metadata_log import FILE_SOURCE_LOG
+
 from ..errors import CheckpointError
 from ..fs import local_path, open_fs
 from ..layout import log_file_batch
 from ..locations import spark_location
-from ..metadata_log import FILE_SOURCE_LOG
 from ..numbers import is_number
 from ..repair.requests import RewindRequest
 from ..source_labels import file_source_dir

@@ -5,8 +5,9 @@ from __future__ import annotations
 import posixpath
 from typing import Iterator, NamedTuple
 
+from wmcheck.checkpoint.logs.file_logs import FileLogEntry
+
 from ..errors import CheckpointError
-from ..file_logs import FileLogEntry
 from ..fs import FileInfo, local_path
 from ..layout import log_file_batch
 from ..locations import SinkFiles, entry_location, parent_location, present_files, root_location, spark_location

@@ -5,14 +5,15 @@ from __future__ import annotations
 import posixpath
 from typing import Iterator
 
-from ..layout import COMPACT_SUFFIX, SINK_LOG
-from ..metadata_log import (
+from wmcheck.checkpoint.logs.metadata_log import (
     DEFAULT_COMPACT_INTERVAL,
     FILE_SINK_LOG,
     FILE_SOURCE_LOG,
     is_compaction_batch,
     next_compaction,
 )
+
+from ..layout import COMPACT_SUFFIX, SINK_LOG
 from .context import Context, Tree
 from .definition import ERROR, Instruction, Issue, check
 from .logs import checkpoint_format

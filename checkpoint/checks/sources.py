@@ -6,21 +6,20 @@ import posixpath
 from collections import Counter
 from typing import Iterator, NamedTuple
 
+from wmcheck.checkpoint.logs.file_logs import FileLogEntry
+from wmcheck.checkpoint.logs.metadata_log import FILE_SOURCE_LOG
+from wmcheck.checkpoint.watermarks.late_filters import operator_filter
+from wmcheck.statestore.formats.schema import event_time_field
+
 from ..batch_inputs import article, changed_kind, source_kind, source_log_entries, unreadable_file_offset
 from ..errors import CheckpointError
-from ..file_logs import FileLogEntry
 from ..fs import local_path, scheme_of
-from ..late_filters import operator_filter
 from ..layout import DEFAULT_STORE, log_file_batch
 from ..locations import listed_spelling, moved_bases, present_files, spark_location, suggest_path_map, uri_form
-from ..metadata_log import (
-    FILE_SOURCE_LOG,
-)
 from ..model import Operator
 from ..numbers import is_number
 from ..repair.requests import RelocateRequest
 from ..repair.targets import restartable_batches
-from ..state_schema import event_time_field
 from .context import Context
 from .definition import ERROR, Instruction, Issue, check
 from .remedies import rewind_before

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from wmcheck.checkpoint.logs.metadata_log import OFFSET_LOG
+from wmcheck.checkpoint.watermarks.stall import HELD, watermark_stall
+
 from ..errors import CheckpointError
-from ..metadata_log import OFFSET_LOG
-from ..stall import HELD, watermark_stall
 from .context import Context
 from .definition import WARNING, Instruction, Issue, check
 

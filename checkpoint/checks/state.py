@@ -5,15 +5,16 @@ from __future__ import annotations
 import posixpath
 from typing import Iterator
 
+from wmcheck.statestore.formats.content import LOAD_ERROR, Decoding, damage
+from wmcheck.statestore.formats.files import BASE_KINDS, StateFile, StorePartition
+from wmcheck.statestore.formats.load import StoreLoad, resolve, verify_loads
+from wmcheck.statestore.formats.registry import formats_of, unloadable_base_name
+from wmcheck.statestore.formats.row_checksums import VERIFICATION_FAILED, RowPlace
+
 from ..errors import CheckpointError
 from ..model import Operator
 from ..numbers import java_long
 from ..pinned_conf import ROW_CHECKSUM, effective
-from ..row_checksums import VERIFICATION_FAILED, RowPlace
-from ..state_content import LOAD_ERROR, Decoding, damage
-from ..state_files import BASE_KINDS, StateFile, StorePartition
-from ..state_formats import formats_of, unloadable_base_name
-from ..state_load import StoreLoad, resolve, verify_loads
 from .context import Context
 from .definition import ERROR, WARNING, Fix, Instruction, Issue, check
 from .logs import checkpoint_format

@@ -17,15 +17,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
+from wmcheck.checkpoint.logs.metadata_log import OFFSET_LOG
+from wmcheck.statestore.encodings.value_encoding import AVRO, UNSAFE_ROW
+from wmcheck.statestore.formats.schema import ColumnFamilySchema, StructType
+
 from ..conf_values import SPARK_STATE_PACKAGE
 from ..layout import DEFAULT_STORE
-from ..metadata_log import OFFSET_LOG
 from ..model import PINNED_CONFS, Operator
 from ..operator_kinds import GROUP_STATE, is_join, is_transform_with_state
 from ..pinned_conf import effective
 from ..repartitions import SHUFFLE_PARTITIONS
-from ..state_schema import ColumnFamilySchema, StructType
-from ..value_encoding import AVRO, UNSAFE_ROW
 from .conf import drifts, last_conf, rejected
 from .context import Context
 from .definition import ERROR, Instruction, Issue, check

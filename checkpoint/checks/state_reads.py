@@ -9,9 +9,17 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Iterator
 
-from .. import stale_columns
-from ..errors import CheckpointError
-from ..key_partitions import (
+from wmcheck.checkpoint.watermarks.operators import CHECKPOINT, PLAN, operator_watermarks
+from wmcheck.statestore.encodings.value_encoding import written_encoding
+from wmcheck.statestore.formats.codecs import decompress
+from wmcheck.statestore.formats.content import Decoding
+from wmcheck.statestore.formats.files import StateFile, StorePartition
+from wmcheck.statestore.formats.load import Lineages, StoreLoad, resolve, verify_loads
+from wmcheck.statestore.formats.records import DELETE, PUT, changelog_records, sized_records
+from wmcheck.statestore.formats.registry import formats_of
+from wmcheck.statestore.formats.schema import event_time_field
+from wmcheck.statestore.keys import stale_columns
+from wmcheck.statestore.keys.partitions import (
     KEYED_BY_PARTITIONING,
     Sample,
     StoreRows,
@@ -20,22 +28,15 @@ from ..key_partitions import (
     sample_rows,
     sample_table,
 )
+from wmcheck.statestore.keys.stale import EventField, FileChanges, event_time_reader, record_changes, table_changes
+from wmcheck.statestore.keys.stale_columns import Unproven
+from wmcheck.statestore.rocksdb.sst import CheckedTable, TableEntry, read_whole
+
+from ..errors import CheckpointError
 from ..layout import DEFAULT_STORE, STATE
 from ..model import PINNED_CONFS, Operator, store_unique_ids
 from ..numbers import is_number
 from ..operator_kinds import is_transform_with_state
-from ..operator_watermarks import CHECKPOINT, PLAN, operator_watermarks
-from ..rocksdb_sst import CheckedTable, TableEntry, read_whole
-from ..stale_columns import Unproven
-from ..stale_keys import EventField, FileChanges, event_time_reader, record_changes, table_changes
-from ..state_codecs import decompress
-from ..state_content import Decoding
-from ..state_files import StateFile, StorePartition
-from ..state_formats import formats_of
-from ..state_load import Lineages, StoreLoad, resolve, verify_loads
-from ..state_records import DELETE, PUT, changelog_records, sized_records
-from ..state_schema import event_time_field
-from ..value_encoding import written_encoding
 from .context import Context
 from .definition import Fix, Instruction
 from .remedies import state_rewind

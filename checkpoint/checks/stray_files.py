@@ -5,6 +5,10 @@ from __future__ import annotations
 import posixpath
 from typing import Iterator
 
+from wmcheck.checkpoint.logs.metadata_log import COMMIT_LOG, FILE_SOURCE_LOG, OFFSET_LOG
+from wmcheck.statestore.formats.files import is_crc, is_temp
+from wmcheck.statestore.formats.registry import version_file
+
 from ..activity import DEFAULT_IDLE_MS, newest_recent, now_ms
 from ..layout import (
     COMMITS,
@@ -16,16 +20,9 @@ from ..layout import (
     sidecar_target,
     sidecars,
 )
-from ..metadata_log import (
-    COMMIT_LOG,
-    FILE_SOURCE_LOG,
-    OFFSET_LOG,
-)
 from ..numbers import is_number
 from ..repair.requests import RewindRequest
 from ..repair.targets import restartable_batches
-from ..state_files import is_crc, is_temp
-from ..state_formats import version_file
 from ..timeutil import format_duration
 from .context import Context, Tree
 from .definition import ERROR, WARNING, Fix, Instruction, Issue, check

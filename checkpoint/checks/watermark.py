@@ -3,14 +3,15 @@ from __future__ import annotations
 
 from typing import Iterator, Mapping
 
+from wmcheck.checkpoint.logs.metadata_log import COMMIT_LOG, OFFSET_LOG
+from wmcheck.statestore.formats.schema import event_time_field
+
 from ..errors import CheckpointError
 from ..layout import COMMITS
-from ..metadata_log import COMMIT_LOG, OFFSET_LOG
 from ..model import WATERMARK_POLICY
 from ..operator_kinds import is_transform_with_state
 from ..repair.requests import SetWatermarkRequest
 from ..repair_records import APPLIED, list_heads, manifest_json
-from ..state_schema import event_time_field
 from ..timeutil import format_duration, format_ms
 from .context import Context
 from .definition import ERROR, WARNING, Instruction, Issue, check

@@ -1,5 +1,5 @@
 """Safe checkpoint repair: ``rewind``, ``set-watermark``, ``relocate``, ``repartition``, ``reset-offsets``, ``undo``
-and ``backups`` (see docs/repair.md; Spark's repartition runs with a :class:`wmcheck.statestore.repartition.SparkRepartitioner`).
+and ``backups`` (see docs/repair.md; Spark's repartition runs with a :class:`wmcheck.statestore.spark.repartition.SparkRepartitioner`).
 
 ``run(location, RewindRequest(to_batch=7), RunOptions(execute=True))`` plans (and applies) a repair.
 

@@ -14,11 +14,12 @@ import posixpath
 from dataclasses import dataclass
 from typing import Callable
 
+from wmcheck.checkpoint.logs.file_logs import FileLog, FileLogEntry, parse_file_log, serialize_file_log
+from wmcheck.checkpoint.logs.metadata_log import MetadataLog
+
 from ..errors import CheckpointError
-from ..file_logs import FileLog, FileLogEntry, parse_file_log, serialize_file_log
 from ..fs import FileInfo, FileSystem
 from ..layout import all_sidecars
-from ..metadata_log import MetadataLog
 from .plan import Root, Step
 
 

@@ -16,12 +16,13 @@ from __future__ import annotations
 import json
 from typing import Mapping
 
+from wmcheck.checkpoint.logs.file_logs import FileLog, FileLogEntry, parse_file_log, serialize_file_log
+from wmcheck.checkpoint.logs.metadata_log import FILE_SOURCE_LOG, MetadataLog
+
 from ..errors import RefusedError, arg
-from ..file_logs import FileLog, FileLogEntry, parse_file_log, serialize_file_log
 from ..fs import FileSystem, local_path
 from ..layout import SINK_LOG
 from ..locations import map_location, moved_bases, present_files, spark_location, suggest_path_map
-from ..metadata_log import FILE_SOURCE_LOG, MetadataLog
 from ..model import Checkpoint
 from ..relocation import foreign_references, home_location, relocated_metadata
 from .plan import Plan, Root, Step, rewrite_step

@@ -5,7 +5,7 @@ write).
 Spark's ``StreamingCheckpointManager.repartition`` (4.2+) writes batch L+1 of a stopped query (see
 :mod:`..repartitions`); what it writes cannot be planned file by file (fresh snapshots, new unique ids),
 so the plan describes it and its steps are only wmcheck's own writes. Running it needs Spark: a
-:class:`Repartitioner` (:class:`wmcheck.statestore.repartition.SparkRepartitioner`); undoing it is a rewind to
+:class:`Repartitioner` (:class:`wmcheck.statestore.spark.repartition.SparkRepartitioner`); undoing it is a rewind to
 L (everything batch L+1 wrote, moved into the backup), which needs none.
 """
 from __future__ import annotations
@@ -14,9 +14,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
 
+from wmcheck.checkpoint.logs.metadata_log import COMMIT_LOG, FILE_SINK_LOG, OFFSET_LOG
+from wmcheck.statestore.formats.files import is_temp
+
 from ..errors import CheckpointError, RefusedError, arg
 from ..layout import SINK_LOG
-from ..metadata_log import COMMIT_LOG, FILE_SINK_LOG, OFFSET_LOG
 from ..model import COMMITS, OFFSETS, Checkpoint, open_checkpoint
 from ..repair_records import UNDONE
 from ..repartitions import (
@@ -27,7 +29,6 @@ from ..repartitions import (
     repartitions,
     unfinished,
 )
-from ..state_files import is_temp
 from .backup import Backup, clear_journal, write_journal
 from .execute import apply, apply_step
 from .logs import remove_steps
@@ -82,7 +83,7 @@ StateRows = Mapping[tuple[int, str], int]
 
 class Repartitioner(Protocol):
     """What runs Spark's offline state repartition for :class:`RepartitionRequest`
-    (:class:`wmcheck.statestore.repartition.SparkRepartitioner`)."""
+    (:class:`wmcheck.statestore.spark.repartition.SparkRepartitioner`)."""
 
     def check(self) -> None:
         """Raise a CheckpointError when Spark's repartition cannot run here (pyspark too old, Spark Connect)."""
@@ -141,7 +142,7 @@ class SparkBatch(Execution):
             return
         if self.runner is None:
             raise CheckpointError("running Spark's repartition needs a runner: RepartitionRequest(runner="
-                                  "wmcheck.statestore.repartition.SparkRepartitioner())")
+                                  "wmcheck.statestore.spark.repartition.SparkRepartitioner())")
         self.runner.check()
 
     def needed(self, plan: Plan) -> bool:

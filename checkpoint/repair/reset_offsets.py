@@ -13,14 +13,15 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from ..commits import serialize_commit
+from wmcheck.checkpoint.logs.commits import serialize_commit
+from wmcheck.checkpoint.logs.file_logs import FileLog, serialize_file_log
+from wmcheck.checkpoint.logs.kafka_offsets import kafka_json
+from wmcheck.checkpoint.logs.metadata_log import COMMIT_LOG, FILE_SINK_LOG, OFFSET_LOG, MetadataLog
+from wmcheck.checkpoint.logs.offsets import OffsetSeq, serialize_offsets
+from wmcheck.checkpoint.logs.source_offsets import SourceOffset
+
 from ..errors import CheckpointError, RefusedError, arg
-from ..file_logs import FileLog, serialize_file_log
-from ..kafka_offsets import kafka_json
-from ..metadata_log import COMMIT_LOG, FILE_SINK_LOG, OFFSET_LOG, MetadataLog
 from ..model import Checkpoint
-from ..offsets import OffsetSeq, serialize_offsets
-from ..source_offsets import SourceOffset
 from ..sources.kafka_topics import TopicState
 from .logs import read_parsed
 from .plan import Plan, SourcePosition, Step, rewrite_step

@@ -12,17 +12,18 @@ import posixpath
 from dataclasses import dataclass
 from functools import cached_property
 
+from wmcheck.checkpoint.logs.metadata_log import COMMIT_LOG, FILE_SOURCE_LOG, OFFSET_LOG, MetadataLog
+from wmcheck.checkpoint.logs.source_offsets import SourceOffset
+from wmcheck.statestore.formats.files import StorePartition
+from wmcheck.statestore.rocksdb.zips import read_snapshot_zip
+
 from ..errors import CheckpointError, RefusedError, arg
 from ..fs import FileInfo, FileSystem
 from ..layout import COMMITS, OFFSETS, SINK_LOG, SOURCES, sidecar_target
 from ..locations import SinkFiles
-from ..metadata_log import COMMIT_LOG, FILE_SOURCE_LOG, OFFSET_LOG, MetadataLog
 from ..model import Checkpoint, Operator, store_unique_ids
 from ..numbers import is_number
 from ..repartitions import partitions_of
-from ..rocksdb_zip import read_snapshot_zip
-from ..source_offsets import SourceOffset
-from ..state_files import StorePartition
 from .logs import LogRewind, read_parsed, remove_steps, rewind_log, sink_orphans
 from .plan import Plan, SourcePosition, Step
 from .plan_params import Position, RewindParams

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..commits import serialize_commit
+from wmcheck.checkpoint.logs.commits import serialize_commit
+from wmcheck.checkpoint.logs.metadata_log import COMMIT_LOG, OFFSET_LOG
+from wmcheck.checkpoint.logs.offsets import serialize_offsets
+
 from ..errors import RefusedError, arg
-from ..metadata_log import COMMIT_LOG, OFFSET_LOG
 from ..model import Checkpoint
-from ..offsets import serialize_offsets
 from ..timeutil import format_duration, format_ms
 from .plan import Plan, rewrite_step
 from .plan_params import Position, WatermarkParams

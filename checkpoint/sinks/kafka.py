@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from ..metadata_log import COMMIT_LOG
+from wmcheck.checkpoint.logs.metadata_log import COMMIT_LOG
+
 from ..model import Checkpoint
 from ..sources.kafka_topics import KafkaTopics
 from . import SinkBatch, SinkEffect

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 from urllib.parse import unquote
 
+from wmcheck.checkpoint.logs.source_offsets import SourceOffset
+
 from ..delta_log import LOG_DIR, log_actions, open_delta_table
 from ..errors import MissingFileError, UnsupportedError, arg
-from ..source_offsets import SourceOffset
 
 PARAM = "delta_source"
 

@@ -18,10 +18,11 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 from urllib.parse import unquote
 
+from wmcheck.checkpoint.logs.source_offsets import SourceOffset
+
 from ..delta_log import DeltaTableLog, read_delta_log
 from ..errors import MissingFileError, arg
 from ..fs import open_fs
-from ..source_offsets import SourceOffset
 
 PARAM = "delta_source"
 

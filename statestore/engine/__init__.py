@@ -1,0 +1,1 @@
+"""The JVM-free state engine: a store's files loaded and decoded in Python, in worker processes."""

@@ -1,0 +1,1 @@
+"""State rows as output: Arrow tables, Parquet parts, JSON-ready records."""

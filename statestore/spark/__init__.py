@@ -1,0 +1,1 @@
+"""What needs Spark: its state reader and session, replay, the repartition runner, compat."""
