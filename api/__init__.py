@@ -18,7 +18,7 @@ package loads nothing else: each function imports what it needs when called (pys
 from __future__ import annotations
 
 from datetime import timezone, tzinfo
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from wmcheck.checkpoint.errors import (
     CheckpointError,
@@ -98,10 +98,12 @@ def batches(checkpoint: str | Checkpoint, *, last: int | None = None, start: int
 
 def check(checkpoint: str, *, file_sink: str | None = None, select: Iterable[str] | None = None,
           ignore: Iterable[str] = (), stall_batches: int | None = None, content: bool = True,
-          tz: tzinfo = timezone.utc, fs_options: FsOptions = None, delta_sink: str | None = None) -> list[Finding]:
+          tz: tzinfo = timezone.utc, fs_options: FsOptions = None, delta_sink: str | None = None,
+          delta_sources: Sequence[str] = ()) -> list[Finding]:
     """``wmcheck check``: every finding (code, severity, path, message, fix); a checkpoint that cannot be read
     is one WM000 finding. ``select``/``ignore``: check codes; ``delta_sink``: the query's Delta table (WM086, WM087;
-    a CheckpointError when it is not one)."""
+    a CheckpointError when it is not one); ``delta_sources``: the Delta tables it reads (WM089-WM091; a CheckpointError
+    for a path that is not a Delta table or not one of its sources)."""
     from wmcheck.checkpoint.checks.context import STALL_BATCHES
     from wmcheck.checkpoint.sinks.delta import read_delta_log
     from wmcheck.checkpoint.validate import check_location, select_checks
@@ -109,7 +111,7 @@ def check(checkpoint: str, *, file_sink: str | None = None, select: Iterable[str
     delta = read_delta_log(delta_sink, fs_options) if delta_sink is not None else None
     return check_location(checkpoint, file_sink, fs_options=fs_options, checks=select_checks(select, ignore), tz=tz,
                           stall_batches=STALL_BATCHES if stall_batches is None else stall_batches, content=content,
-                          delta=delta)
+                          delta=delta, delta_sources=delta_sources)
 
 
 def _repair(checkpoint: str | Checkpoint, request: RepairRequest, execute: bool, options: RunOptions | None,
@@ -233,14 +235,17 @@ def older_than_watermark(checkpoint: str | Checkpoint, *, operator: int = 0, sto
 
 def replay_plan(checkpoint: str | Checkpoint, start: int, end: int | None = None, *, source: str | None = None,
                 include_pending: bool = False, path_map: Mapping[str, str] | None = None,
-                fs_options: FsOptions = None) -> ReplayPlan:
-    """``wmcheck replay --plan``: the input files and offsets of batches ``start``..``end``, no Spark."""
+                fs_options: FsOptions = None, delta_source: str | None = None) -> ReplayPlan:
+    """``wmcheck replay --plan``: the input files and offsets of batches ``start``..``end``, no Spark; ``delta_source``:
+    the Delta table the query reads, whose log gives a Delta source's files."""
     from wmcheck.checkpoint.batch_inputs import plan
     from wmcheck.checkpoint.batch_inputs import replay_plan as assembled
+    from wmcheck.checkpoint.sources.delta_files import DeltaSourceLog
 
     ckpt = _opened(checkpoint, fs_options)
+    table = DeltaSourceLog(delta_source, fs_options) if delta_source is not None else None
     return assembled(ckpt, plan(ckpt, start, end, source=source, include_pending=include_pending, path_map=path_map,
-                                fs_options=fs_options))
+                                delta_source=table, fs_options=fs_options))
 
 
 def replay_batches(spark: SparkSession, checkpoint: str | Checkpoint, start: int, end: int | None = None,

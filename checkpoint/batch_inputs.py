@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from urllib.parse import unquote
 
 from wmcheck.checkpoint.logs.kafka_offsets import KAFKA_EARLIEST, kafka_json, parse_kafka_initial_offsets
 from wmcheck.checkpoint.logs.metadata_log import FILE_SOURCE_LOG
@@ -24,6 +25,7 @@ from .numbers import is_number
 
 if TYPE_CHECKING:
     from .kafka_retention import KafkaRetention
+    from .sources.delta_files import DeltaSourceLog
 
 LATE_RULES = ("previous", "current")
 
@@ -298,9 +300,23 @@ def _file_input(ckpt: Checkpoint, src: SourceOffset, prev: SourceOffset | None, 
     return SourceInput(src.source_id, "file", prev, src, files=files, log_batches=log_batches)
 
 
+def _delta_input(table: "DeltaSourceLog", batch: int, src: SourceOffset, prev: SourceOffset | None) -> SourceInput:
+    recorded = src.value.get("reservoirId")
+    if table.table_id != recorded:
+        raise CheckpointError(f"the table at {table.location} (id {table.table_id}) is not the table batch {batch} read "
+                              f"(reservoirId {recorded})", path=f"offsets/{batch}",
+                              hint=f"pass the path of the table the query reads as {arg('delta_source')}",
+                              param="delta_source")
+    files = tuple(InputFile(f.path, table.location_of(f), f.version, f.size, table.fs.exists(unquote(f.path)))
+                  for f in table.batch_files(prev, src))
+    return SourceInput(src.source_id, "delta", prev, src, files=files)
+
+
 def source_input(ckpt: Checkpoint, batch: int, src: SourceOffset, path_map: Mapping[str, str] | None = None,
-                 sizes: bool = True, fs_options: Mapping[str, str] | None = None) -> SourceInput:
-    """What ``src`` (batch ``batch``'s end offset of one source) read in that batch."""
+                 sizes: bool = True, fs_options: Mapping[str, str] | None = None,
+                 delta_source: "DeltaSourceLog | None" = None) -> SourceInput:
+    """What ``src`` (batch ``batch``'s end offset of one source) read in that batch; a Delta source's files from its
+    table (``delta_source``) when given."""
     prev = None
     if batch > 0:
         prev = next((s for s in ckpt.offsets(batch - 1).sources if s.source_id == src.source_id), None)
@@ -314,6 +330,8 @@ def source_input(ckpt: Checkpoint, batch: int, src: SourceOffset, path_map: Mapp
         return _file_input(ckpt, src, prev, path_map or {}, sizes, fs_options)
     if kind == "kafka":
         return _kafka_input(ckpt, src, prev)
+    if kind == "delta" and delta_source is not None:
+        return _delta_input(delta_source, batch, src, prev)
     if kind == "delta":
         return SourceInput(src.source_id, kind, prev, src, replayable=False,
                            note="Delta source: read versions/indexes after start up to end with delta-spark")
@@ -326,7 +344,8 @@ def source_input(ckpt: Checkpoint, batch: int, src: SourceOffset, path_map: Mapp
 
 
 def plan_batch(ckpt: Checkpoint, batch: int, source: str | None = None, path_map: Mapping[str, str] | None = None,
-               late_rule: str = "previous", sizes: bool = True, fs_options: Mapping[str, str] | None = None) -> BatchInput:
+               late_rule: str = "previous", sizes: bool = True, fs_options: Mapping[str, str] | None = None,
+               delta_source: "DeltaSourceLog | None" = None) -> BatchInput:
     """Batch ``batch``: watermarks and each source's input (only ``source`` when given)."""
     seq = ckpt.offsets(batch)
     sources = [s for s in seq.sources if source is None or s.source_id == source]
@@ -342,21 +361,23 @@ def plan_batch(ckpt: Checkpoint, batch: int, source: str | None = None, path_map
         watermark_ms=meta.batch_watermark_ms if meta else 0,
         late_watermark_ms=late_watermark_ms(ckpt, batch, late_rule),
         timestamp_ms=meta.batch_timestamp_ms if meta else None,
-        sources=tuple(source_input(ckpt, batch, s, path_map, sizes, fs_options) for s in sources),
+        sources=tuple(source_input(ckpt, batch, s, path_map, sizes, fs_options, delta_source) for s in sources),
     )
 
 
 def plan(ckpt: Checkpoint, start: int, end: int | None = None, *, source: str | None = None,
          include_pending: bool = False, path_map: Mapping[str, str] | None = None, late_rule: str = "previous",
-         sizes: bool = True, fs_options: Mapping[str, str] | None = None) -> list[BatchInput]:
+         sizes: bool = True, fs_options: Mapping[str, str] | None = None,
+         delta_source: "DeltaSourceLog | None" = None) -> list[BatchInput]:
     """The input of batches ``start..end`` (default: to the last committed batch), without Spark; repartition
-    batches are skipped (they read no input and ran no query)."""
+    batches are skipped (they read no input and ran no query). ``delta_source``: the table of the Delta source, whose
+    log gives each batch's data files."""
     from .repartitions import repartitions
 
     moved = {r.batch for r in repartitions(ckpt)}
     ids = [b for b in replay_range(ckpt, start, end, include_pending) if b not in moved]
     ckpt.load_batches(sorted(set(ids) | {b - 1 for b in ids if b > 0}))
-    return [plan_batch(ckpt, b, source, path_map, late_rule, sizes, fs_options) for b in ids]
+    return [plan_batch(ckpt, b, source, path_map, late_rule, sizes, fs_options, delta_source) for b in ids]
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+from dataclasses import replace
 from datetime import timezone, tzinfo
 from typing import Callable, Iterable, Mapping, Sequence
 
@@ -24,6 +25,8 @@ from .fs import FileSystem, scheme_of
 from .locations import open_file_sink
 from .model import Checkpoint, open_checkpoint
 from .sinks.delta import DeltaTableLog
+from .sources.delta_table import PARAM as DELTA_SOURCE
+from .sources.delta_table import DeltaSourceTable, match_delta_sources
 from .sources.kafka_topics import KafkaTopics
 
 __all__ = ["CHECKS", "ERROR", "WARNING", "OPEN_FAILED", "Check", "Finding", "check_checkpoint", "check_location",
@@ -84,6 +87,7 @@ def check_checkpoint(
     operator_lag_ms: int | None = None,
     kafka: KafkaTopics | None = None,
     delta: DeltaTableLog | None = None,
+    delta_sources: tuple[DeltaSourceTable, ...] = (),
 ) -> list[Finding]:
     """Run ``checks`` (default: all) on ``ckpt`` and, with ``file_sink``, on the sink's log; findings by code and path.
 
@@ -93,14 +97,14 @@ def check_checkpoint(
     warns (default: the query's watermark delay). ``content``: decode the state files the next batch loads as Spark
     reads them (else their names only), calling ``state_progress(done, total)`` per store partition; ``notes``
     receives what could not be checked; ``kafka``: the broker the Kafka sources' offsets are compared with; ``delta``: the
-    query's Delta sink table (WM086, WM087)."""
+    query's Delta sink table (WM086, WM087); ``delta_sources``: its Delta source tables (WM089, WM090)."""
     sink = open_file_sink(file_sink, lost_log=True) if isinstance(file_sink, str) else file_sink
     label = name or ckpt.location
     if ckpt.state_layout.unreadable:  # every state check would see its partitions missing: what cannot be read, only
         return [open_failure(label, exc) for exc in ckpt.state_layout.unreadable]
     ctx = Context(ckpt, sink, shown_relative(sink.uri(), ckpt.location) if sink else "", tz, stall_batches, progress,
                   content, state_progress, operator_lag_ms, kafka, delta,
-                  shown_relative(delta.location, ckpt.location) if delta else "")
+                  shown_relative(delta.location, ckpt.location) if delta else "", delta_sources)
     findings: list[Finding] = []
     unreadable: list[CheckpointError] = []
     for check in CHECKS.values() if checks is None else checks:
@@ -136,10 +140,13 @@ def check_location(
     operator_lag_ms: int | None = None,
     kafka: KafkaTopics | None = None,
     delta: DeltaTableLog | None = None,
+    delta_sources: Sequence[str] = (),
 ) -> list[Finding]:
     """Open ``location`` and check it; a checkpoint that cannot be read at all is one ``WM000`` finding.
     ``progress`` and ``plans``: Spark's progress reports and batch plans
-    (:func:`~wmcheck.checkpoint.watermarks.progress_files.read_records`), any query's; those of this checkpoint's query are used."""
+    (:func:`~wmcheck.checkpoint.watermarks.progress_files.read_records`), any query's; those of this checkpoint's query are used.
+    ``delta_sources``: the query's Delta source tables (WM089, WM090), each matched to its source by the table id;
+    a path that is not a Delta table or not one of the query's sources raises (``param`` ``delta_source``)."""
     sink = open_file_sink(file_sink, fs_options, lost_log=True) if isinstance(file_sink, str) else file_sink
     try:
         ckpt = open_checkpoint(location, fs_options)
@@ -148,9 +155,23 @@ def check_location(
         return check_checkpoint(ckpt, sink, checks=checks, name=location, tz=tz, stall_batches=stall_batches,
                                 progress=reports if reports and (reports.batches or reports.plans) else None,
                                 content=content, state_progress=state_progress, notes=notes, operator_lag_ms=operator_lag_ms,
-                                kafka=kafka, delta=delta)
+                                kafka=kafka, delta=delta, delta_sources=_delta_sources(ckpt, delta_sources, fs_options))
     except CheckpointError as exc:
+        if exc.param == DELTA_SOURCE:  # the option's table is not one the query reads: bad input, not a finding
+            raise
         return [open_failure(location, exc)]
+
+
+def _delta_sources(ckpt: Checkpoint, locations: Sequence[str],
+                   fs_options: Mapping[str, str] | None) -> tuple[DeltaSourceTable, ...]:
+    """The tables at ``locations`` matched to the Delta sources of the last committed batch's offsets."""
+    if not locations:
+        return ()
+    done = ckpt.last_committed_batch
+    sources = [] if done is None or ckpt.offsets_failure(done) is not None else [
+        (i, s) for i, s in enumerate(ckpt.offsets(done).sources) if s.kind == "delta"]
+    return tuple(replace(t, shown=shown_relative(t.log.location, ckpt.location))
+                 for t in match_delta_sources(done, sources, locations, fs_options))
 
 
 def open_failure(location: str, exc: CheckpointError) -> Finding:

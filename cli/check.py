@@ -78,6 +78,9 @@ def progress_line(location: str) -> Callable[[int, int], None] | None:
               "with its topics as they are now (WM081-WM084).")
 @click.option("--delta-sink", metavar="PATH", help="The query's Delta sink table: report it re-created (WM086) or "
               "restored below batches the query committed (WM087).")
+@click.option("--delta-source", "delta_sources", multiple=True, metavar="PATH", help="A Delta table the query reads "
+              "(repeatable; matched to its source by the offsets' reservoirId): report it re-created (WM089), the "
+              "commits (WM090) or data files (WM091) the next batch reads gone.")
 @click.option("--kafka-option", "kafka_options", multiple=True, metavar="KEY=VALUE",
               help="A Kafka client setting (librdkafka names: security.protocol=SSL, sasl.mechanism=...; repeatable).")
 @click.option("--subscribe-pattern", metavar="REGEX", help="With --bootstrap-server: the subscribePattern of a Kafka "
@@ -88,7 +91,7 @@ def progress_line(location: str) -> Callable[[int, int], None] | None:
 def check(checkpoints: tuple[str, ...], file_sink: str | None, strict: bool, output: str | None, select: str | None,
           ignore: str | None, stall_batches: int, no_content: bool, operator_lag: str | None, progress: str | None,
           bootstrap_server: str | None, kafka_options: tuple[str, ...], subscribe_pattern: str | None,
-          delta_sink: str | None, fmt: str, tz: tzinfo,
+          delta_sink: str | None, delta_sources: tuple[str, ...], fmt: str, tz: tzinfo,
           fs_options: tuple[str, ...]) -> None:
     """Validate each CKPT: every inconsistency that makes Spark fail, lose data or misbehave on restart.
 
@@ -99,6 +102,8 @@ def check(checkpoints: tuple[str, ...], file_sink: str | None, strict: bool, out
         raise click.UsageError("--file-sink belongs to one checkpoint: pass exactly one CKPT with it")
     if delta_sink and len(checkpoints) > 1:
         raise click.UsageError("--delta-sink belongs to one checkpoint: pass exactly one CKPT with it")
+    if delta_sources and len(checkpoints) > 1:
+        raise click.UsageError("--delta-source belongs to one checkpoint: pass exactly one CKPT with it")
     options = parse_pairs(fs_options, "--fs-option")
     chosen = select_checks(codes(select), codes(ignore) or ())
     sink = open_file_sink(file_sink, options, lost_log=True) if file_sink else None
@@ -120,7 +125,8 @@ def check(checkpoints: tuple[str, ...], file_sink: str | None, strict: bool, out
             Result(loc, check_location(loc, sink, fs_options=options, checks=chosen, tz=tz, stall_batches=stall_batches,
                                        progress=records.reports if records else (), plans=records.plans if records else (),
                                        operator_lag_ms=lag_ms, content=not no_content, state_progress=progress_line(loc),
-                                       notes=notes, kafka=kafka, delta=delta), chosen, sink is not None)
+                                       notes=notes, kafka=kafka, delta=delta, delta_sources=delta_sources), chosen,
+                   sink is not None)
             for loc in expand(checkpoints)
         ]
     for note in dict.fromkeys(notes):

@@ -13,6 +13,7 @@ FLAGS = {
     "conf": "--conf",
     "debug": "--debug",
     "delta_sink": "--delta-sink",
+    "delta_source": "--delta-source",
     "end": "--to",
     "engine": "--engine",
     "event_time": "--event-time",

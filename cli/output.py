@@ -105,6 +105,8 @@ def source_doc(s: SourceInput) -> dict[str, Any]:
                    records=s.records, partitions=[{**plain(r), "records": r.records} for r in partition_ranges(s)])
     elif s.kind == "delta":
         out.update(start_version=s.start_version, end_version=s.end_version)
+        if s.replayable:  # the files from the table's log (--delta-source)
+            out.update(num_files=len(s.files), bytes=s.total_bytes, missing_files=len(s.missing), files=plain(s.files))
     return out
 
 

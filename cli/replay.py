@@ -13,6 +13,7 @@ import click
 from wmcheck.checkpoint.batch_inputs import LATE_RULES, plan, replay_plan
 from wmcheck.checkpoint.kafka_retention import BOOTSTRAP_OPTION, ask_retention, client_installed, kafka_sources
 from wmcheck.checkpoint.model import open_checkpoint
+from wmcheck.checkpoint.sources.delta_files import DeltaSourceLog
 from wmcheck.checkpoint.timeutil import format_duration
 from wmcheck.checkpoint.watermarks.operators import operator_watermarks
 
@@ -51,6 +52,7 @@ class ReplayArgs:
     source_format: str | None
     schema: str | None
     reader_options: tuple[str, ...]
+    delta_source: str | None
     path_maps: tuple[str, ...]
     skip_missing: bool
     master: str | None
@@ -118,6 +120,8 @@ def _print_lateness(out: Output, found: "Lateness") -> None:
 @click.option("--source-format", metavar="FORMAT", help="The format the query read: json, csv, parquet, text, ...")
 @click.option("--schema", metavar="DDL", help="The schema the query read with, e.g. 'id STRING, ts TIMESTAMP'.")
 @click.option("--option", "reader_options", multiple=True, metavar="KEY=VALUE", help="A reader option the query used (repeatable).")
+@click.option("--delta-source", metavar="PATH", help="The Delta table the query reads: each batch's data files from "
+              "its _delta_log (the range of the batch's Delta offsets).")
 @click.option("--path-map", "path_maps", multiple=True, metavar="FROM=TO", help="Read files logged under FROM from TO (repeatable).")
 @click.option("--skip-missing", is_flag=True, help="Replay without input files that no longer exist.")
 @click.option("--master", help="Spark master (default local[*]; an active session is reused).")
@@ -133,20 +137,23 @@ def replay(checkpoint: str, opts: ReplayArgs, fmt: str, tz: tzinfo, fs_options: 
     opts.validate()
     fs_opts = parse_pairs(fs_options, "--fs-option")
     ckpt = open_checkpoint(checkpoint, fs_opts)
+    table = DeltaSourceLog(opts.delta_source, fs_opts) if opts.delta_source else None
     reports = checkpoint_progress(ckpt, opts.progress, fs_opts)
     # the batches' plans say whether the operators had watermarks of their own
     late_rule = opts.late_watermark or ("previous" if operator_watermarks(ckpt, reports, []).allow_multiple else "current")
     if opts.show_plan:
         batches = plan(ckpt, opts.start, opts.end, source=opts.source, include_pending=opts.include_pending,
-                       path_map=parse_pairs(opts.path_maps, "--path-map"), late_rule=late_rule, fs_options=fs_opts)
+                       path_map=parse_pairs(opts.path_maps, "--path-map"), late_rule=late_rule, fs_options=fs_opts,
+                       delta_source=table)
         bootstrap = parse_pairs(opts.reader_options, "--option").get(BOOTSTRAP_OPTION)
         asked = ask_retention(batches, bootstrap) if bootstrap and kafka_sources(batches) and client_installed() else None
         make_output(fmt, tz=tz).replay_plan(replay_plan(ckpt, batches, asked))
         return
-    _run(ckpt, reports, opts, opts.replay_options(late_rule, fs_opts), make_output(fmt, tz=tz))
+    _run(ckpt, reports, opts, opts.replay_options(late_rule, fs_opts), make_output(fmt, tz=tz), table)
 
 
-def _run(ckpt: "Checkpoint", reports: "QueryProgress | None", args: ReplayArgs, opts: "ReplayOptions", out: Output) -> None:
+def _run(ckpt: "Checkpoint", reports: "QueryProgress | None", args: ReplayArgs, opts: "ReplayOptions", out: Output,
+         table: DeltaSourceLog | None) -> None:
     """Replay under Spark: the batches' rows to the sink, or how late their late rows were."""
     from wmcheck.statestore.spark.late_rows import infer_window, lateness, window_key
     from wmcheck.statestore.spark.replay import prepare, read_batches
@@ -154,7 +161,7 @@ def _run(ckpt: "Checkpoint", reports: "QueryProgress | None", args: ReplayArgs, 
     from wmcheck.statestore.spark.session import get_session
     from wmcheck.statestore.spark.sinks import ParquetSink, load_function
 
-    batches = prepare(ckpt, args.start, args.end, opts)
+    batches = prepare(ckpt, args.start, args.end, opts, table)
     if args.foreach and os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())  # --foreach-batch MODULE:FUNCTION: MODULE may be in the current directory
     sink = ParquetSink(args.output, args.overwrite, opts.fs_options) if args.output else \

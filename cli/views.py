@@ -260,7 +260,8 @@ def _input_text(src: SourceInput) -> str | None:
     if src.kind == "kafka":
         return f"{src.starting_offsets_json} -> {src.ending_offsets_json}"
     if src.kind == "delta":
-        return f"{src.start_version} -> {src.end_version}"
+        files = f": {len(src.files)} file(s)" if src.replayable else ""  # from the table's log (--delta-source)
+        return f"{src.start_version} -> {src.end_version}{files}"
     return f"{src.start.raw if src.start else None} -> {src.end.raw}"
 
 

@@ -1,6 +1,7 @@
 """The child process of tests/test_delta_sink.py, run by the Delta environment's python (tests/requirements-delta.txt):
 for each job (a copy of fixtures/agg_window_delta whose checkpoint the test repaired), optionally restores the Delta
-table with deltalake first (to a version, with or without a ``txn`` for the query id), restarts the fixture's query
+table with deltalake first (to a version, with or without a ``txn`` for the query id) and vacuums it (``vacuum``:
+retention 0), restarts the fixture's query
 once (availableNow) and reports what Spark did (a job may first remove the table, or re-create it empty at the same
 path, or add an input file of rows); then the rows of the control run's table (the fixture's own, written
 from scratch). One JSON document on stdout: {"jobs": [...], "control": rows}.
@@ -49,6 +50,9 @@ def run(spark, job):
     if restore is not None:
         txns = [Transaction(app_id=query_id, version=restore["txn"])] if restore.get("txn") is not None else None
         DeltaTable(table).restore(restore["version"], commit_properties=CommitProperties(app_transactions=txns))
+    vacuumed = None
+    if job.get("vacuum"):  # VACUUM RETAIN 0 HOURS: every file no version at or after the latest one needs
+        vacuumed = sorted(DeltaTable(table).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False))
     queries.set_input_mtimes(NAME, root)
     q = queries.agg_window_delta(spark, os.path.join(root, "input"), os.path.join(root, "checkpoint"), table).start()
     error = None
@@ -58,10 +62,10 @@ def run(spark, job):
         error = generate.error_message(exc)
     batches = [p["batchId"] for p in generate.progress_dicts(q)]
     if not os.path.isdir(os.path.join(table, "_delta_log")):
-        return {"error": error, "batches": batches, "version": None, "txn": None, "rows": []}
+        return {"error": error, "batches": batches, "version": None, "txn": None, "rows": [], "vacuumed": vacuumed}
     after = DeltaTable(table)
     return {"error": error, "batches": batches, "version": after.version(),
-            "txn": after.transaction_version(query_id), "rows": table_rows(spark, table)}
+            "txn": after.transaction_version(query_id), "rows": table_rows(spark, table), "vacuumed": vacuumed}
 
 
 def main():

@@ -33,9 +33,11 @@ def test_every_check_has_a_breaking_case():
     """(WM037's cases need another user or a read-only mount: tests/test_access.py; WM081-WM084's a live broker and
     the topic broken there: tests/test_kafka_check.py; WM085's Spark's own async progress tracking:
     tests/test_kafka_fixture_restarts.py; WM086 and WM087's a Delta table broken with deltalake: tests/test_delta_check.py;
-    WM088's partitions added on the live broker: tests/test_kafka_check.py.)"""
+    WM088's partitions added on the live broker: tests/test_kafka_check.py; WM089-WM091's a Delta source table broken
+    with deltalake: tests/test_delta_source_check.py.)"""
     assert {b.code for b in BREAKS.values()} == set(CHECKS) - {"WM000", "WM037", "WM081", "WM082", "WM083", "WM084",
-                                                               "WM085", "WM086", "WM087", "WM088"}
+                                                               "WM085", "WM086", "WM087", "WM088", "WM089", "WM090",
+                                                               "WM091"}
 
 
 @pytest.fixture(params=sorted(BREAKS))

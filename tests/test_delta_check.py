@@ -109,7 +109,7 @@ def test_a_table_restored_below_committed_batches_is_wm087_fixed_by_a_rewind_wit
                 "request": {"to_batch": 8, "delta_sink": str(copy / "output")}}}]
     text = check(copy).output.splitlines()
     assert text[-2:] == [f"recommended repair: wmcheck rewind {copy / 'checkpoint'} --to-batch 8 --delta-sink "
-                         f"{copy / 'output'}", f"{copy / 'checkpoint'}: FAIL: 1 error(s), 0 warning(s) from 77 checks"]
+                         f"{copy / 'output'}", f"{copy / 'checkpoint'}: FAIL: 1 error(s), 0 warning(s) from 80 checks"]
     plan = json.loads(run_cli("rewind", copy / "checkpoint", "--to-batch", "8", "--delta-sink", copy / "output",
                               "--idle", "0", "--format", "json").output)
     assert plan["notes"][1:] == ["Delta sink: restore the table from version 13 to version 8 in a commit that sets the "

@@ -134,7 +134,7 @@ def test_check_passes_every_kafka_fixture(name):
     assert json.loads(result.stdout) == []
     table = run_cli("check", ckpt(name)).output.splitlines()
     assert table[0] == OFFLINE
-    assert table[-1].endswith(": ok: 0 error(s), 0 warning(s) from 77 checks")
+    assert table[-1].endswith(": ok: 0 error(s), 0 warning(s) from 80 checks")
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -289,9 +289,9 @@ def test_check_reads_async_progress_tracking_s_gaps_as_written_by_design():
                                                                "asyncProgressTrackingEnabled, as it ran",
                                "request": None}}
     table = run_cli("check", ckpt("kafka_async")).output.splitlines()
-    assert table[-1] == f"{ckpt('kafka_async')}: ok: 0 error(s), 1 warning(s) from 77 checks"
+    assert table[-1] == f"{ckpt('kafka_async')}: ok: 0 error(s), 1 warning(s) from 80 checks"
     assert run_cli("check", ckpt("kafka_async"), "--strict", exit_code=1).output.splitlines()[-1].endswith(
-        ": FAIL: 0 error(s), 1 warning(s) from 77 checks")
+        ": FAIL: 0 error(s), 1 warning(s) from 80 checks")
     show = run_cli("show", ckpt("kafka_async")).stdout.splitlines()
     assert show[1] == f"worst finding:              warning WM085 offsets/2: {ASYNC_MESSAGE}"
 

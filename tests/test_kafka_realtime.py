@@ -68,7 +68,7 @@ def test_batches_json_and_table():
 def test_check_passes():
     assert json.loads(run_cli("check", CKPT, "--format", "json").stdout) == []
     table = run_cli("check", CKPT).output.splitlines()
-    assert table == [OFFLINE, f"{CKPT}: ok: 0 error(s), 0 warning(s) from 77 checks"]
+    assert table == [OFFLINE, f"{CKPT}: ok: 0 error(s), 0 warning(s) from 80 checks"]
 
 
 def test_timeline_draws_every_batch(tmp_path):

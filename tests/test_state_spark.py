@@ -30,7 +30,7 @@ in tests/test_state_python.py; their operators' eviction rules are not written d
 WINDOWED = {"agg_then_agg", "agg_then_agg_spark35", "state_types", "state_types_rocksdb", "agg_window_hdfs", "agg_window_rocksdb", "checkpoint_v2", "compaction", "multi_watermark_max", "agg_spark35", "chained_aggs",
             "repartition_rocksdb", "repartition_failed_hdfs", "agg_rocksdb_v2_p3", "union_stall_min", "union_stall_max",
             "sliding_window", "no_new_input", "stalled_event_time", "row_checksum_hdfs", "interval_state", "python_source",
-            "agg_window_rocksdb_spark35", "compaction_spark35", "union_stall_min_spark35", "agg_window_delta"}
+            "agg_window_rocksdb_spark35", "compaction_spark35", "union_stall_min_spark35", "agg_window_delta", "delta_source_agg", "foreach_batch_delta"}
 JOINS = {"join_stream_stream", "join_stream_stream_spark35"}
 """Stream-stream joins shown by side (left, right), their rows those of each side's keyWithIndexToValue store."""
 DEDUPLICATED = {"dedup_watermark", "dedup_rocksdb_p3"}

@@ -21,6 +21,7 @@ from ..layout import COMMITS, OFFSETS, SINK_LOG, sidecars
 from ..model import Checkpoint, Operator
 from ..repair.requests import RewindRequest
 from ..sinks.delta import DeltaTableLog
+from ..sources.delta_table import DeltaSourceTable
 from ..sources.kafka_topics import KafkaTopics
 
 T = TypeVar("T")
@@ -140,9 +141,12 @@ class Context:
     def __init__(self, ckpt: Checkpoint, sink: FileSystem | None = None, sink_shown: str = "", tz: tzinfo = timezone.utc,
                  stall_batches: int = STALL_BATCHES, progress: QueryProgress | None = None, content: bool = True,
                  state_progress: Callable[[int, int], None] | None = None, operator_lag_ms: int | None = None,
-                 kafka: KafkaTopics | None = None, delta: DeltaTableLog | None = None, delta_shown: str = "") -> None:
+                 kafka: KafkaTopics | None = None, delta: DeltaTableLog | None = None, delta_shown: str = "",
+                 delta_sources: tuple[DeltaSourceTable, ...] = ()) -> None:
         self.ckpt = ckpt
         self.kafka = kafka
+        self.delta_sources = delta_sources
+        """The query's Delta source tables now, each matched to its source (``check --delta-source``; empty: not checked)."""
         self.delta = delta
         """The query's Delta sink table, its log read (``check --delta-sink``; None: not checked)."""
         self.delta_shown = delta_shown

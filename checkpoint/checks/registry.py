@@ -10,6 +10,7 @@ from . import (
     async_progress,
     conf,
     delta_sink,
+    delta_source,
     deltas,
     ended_state,
     evicted,
@@ -78,6 +79,7 @@ LISTED: tuple[Check, ...] = (
     async_progress.async_progress_gaps,
     delta_sink.table_recreated, delta_sink.table_restored_below,
     kafka_live.partitions_added,
+    delta_source.source_table_replaced, delta_source.source_commits_gone, delta_source.source_files_gone,
 )
 
 

@@ -28,6 +28,7 @@ from wmcheck.statestore.spark.spark_errors import condition, spark_errors
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
+    from wmcheck.checkpoint.sources.delta_files import DeltaSourceLog
     from wmcheck.checkpoint.watermarks.progress import QueryProgress
     from wmcheck.statestore.spark.operator_late import OperatorLate
 
@@ -89,9 +90,12 @@ def _empty(spark: "SparkSession", schema: Any) -> "DataFrame":
     return spark.createDataFrame([], schema if schema is not None else StructType([]))
 
 
-def _read_files(spark: "SparkSession", locations: list[str], opts: ReplayOptions, schema: Any) -> "DataFrame":
+def _read_files(spark: "SparkSession", locations: list[str], opts: ReplayOptions, schema: Any,
+               kind: str = "file") -> "DataFrame":
     if not locations:
         return _empty(spark, schema)
+    if kind == "delta":  # a Delta table's data files, as its log names them
+        return (spark.read.schema(schema) if schema is not None else spark.read).parquet(*locations)
     assert opts.source_format is not None  # prepare() requires it for file sources
     reader = spark.read.format(opts.source_format).options(**opts.options)
     if schema is not None:
@@ -155,11 +159,13 @@ def _infer_schema(spark: "SparkSession", batches: list[BatchInput], opts: Replay
     """The user's --schema, or one schema inferred from every file of the range (the same for each batch)."""
     if opts.schema is not None:
         return opts.schema
-    locations = [f.location for b in batches for s in b.sources if s.kind == "file" for f in s.files if f.exists is not False]
+    kinds = {s.kind for b in batches for s in b.sources if s.files}
+    kind = "delta" if kinds == {"delta"} else "file"
+    locations = [f.location for b in batches for s in b.sources if s.kind == kind for f in s.files if f.exists is not False]
     if not locations:
         return None
     with spark_errors("inferring the input schema"):
-        return _read_files(spark, locations, opts, None).schema
+        return _read_files(spark, locations, opts, None, kind).schema
 
 
 # -- the batches -------------------------------------------------------------------------------------
@@ -170,8 +176,9 @@ def _open(ckpt: Checkpoint | str, fs_options: Mapping[str, str]) -> Checkpoint:
 
 
 def prepare(ckpt: Checkpoint | str, start: int, end: int | None = None,
-            opts: ReplayOptions = ReplayOptions()) -> list[BatchInput]:
-    """The plan of batches ``start..end``, checked before any Spark work: options, sources, missing files."""
+            opts: ReplayOptions = ReplayOptions(), delta_source: "DeltaSourceLog | None" = None) -> list[BatchInput]:
+    """The plan of batches ``start..end``, checked before any Spark work: options, sources, missing files;
+    ``delta_source``: the Delta source's table, whose log gives each batch's data files (read as Parquet)."""
     if opts.keep not in KEEP:
         raise CheckpointError(f"unknown keep {opts.keep!r}", hint=f"one of {', '.join(KEEP)}")
     if opts.keep != "all" and opts.event_time is None:
@@ -182,7 +189,8 @@ def prepare(ckpt: Checkpoint | str, start: int, end: int | None = None,
         parse_window(opts.window)
     ckpt = _open(ckpt, opts.fs_options)
     batches = plan(ckpt, start, end, source=opts.source, include_pending=opts.include_pending,
-                   path_map=opts.path_map, late_rule=opts.late_watermark, fs_options=opts.fs_options)
+                   path_map=opts.path_map, late_rule=opts.late_watermark, fs_options=opts.fs_options,
+                   delta_source=delta_source)
     _check_sources(batches, opts)
     check_retained(batches, opts.options)
     return batches
@@ -200,7 +208,7 @@ def read_batches(spark: "SparkSession", batches: list[BatchInput], opts: ReplayO
             elif src.kind == "kafka":
                 df = _read_kafka(spark, src, opts)
             else:
-                df = _read_files(spark, [f.location for f in src.files if f.exists is not False], opts, schema)
+                df = _read_files(spark, [f.location for f in src.files if f.exists is not False], opts, schema, src.kind)
             data, late = df, None
             if opts.event_time is not None:
                 if batch.late_watermark_ms is None:
@@ -329,7 +337,7 @@ def replay(spark: "SparkSession", prepared: list[BatchInput], opts: ReplayOption
             watermark_ms=rb.plan.watermark_ms,
             late_watermark_ms=rb.plan.late_watermark_ms,
             source_id=src.source_id if src else None,
-            files=len(src.files) - len(rb.missing) if src and src.kind == "file" else None,
+            files=len(src.files) - len(rb.missing) if src and src.kind in ("file", "delta") else None,
             missing_files=len(rb.missing),
             rows=got["rows"], late_rows=got["late_rows"], on_time_rows=got["on_time_rows"], late_groups=got["late_groups"],
             kept_rows=kept,
