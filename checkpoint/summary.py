@@ -1,6 +1,7 @@
 """What ``wmcheck show`` and ``wmcheck batches`` report, as plain data (the Python API behind them)."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from datetime import timezone, tzinfo
 from typing import Mapping, Protocol, Sequence
@@ -368,6 +369,9 @@ def batch_rows(ckpt: Checkpoint, ids: list[int], tz: tzinfo = timezone.utc,
     ``operators``, each stateful operator's own watermarks."""
     ckpt.load_batches(ids + [b - 1 for b in ids if b > 0])
     own = operator_watermarks(ckpt, progress, ids) if operators else None
+    plans = sorted(progress.plans.values(), key=lambda p: p.batch_id) if progress else []
+    rules = {op.operator_id: operator_filter(ckpt, op, plans) for op in ckpt.operators} if operators else {}
+    drops = {i: rule.drops if rule is not None else True for i, rule in rules.items()}
     labels = source_labels(ckpt)
     offsets, commits = set(ckpt.offset_ids), set(ckpt.commit_ids)
     moved = {r.batch for r in repartitions(ckpt)}
@@ -397,13 +401,16 @@ def batch_rows(ckpt: Checkpoint, ids: list[int], tz: tzinfo = timezone.utc,
             source_activity=batch_activity(ckpt, batch, progress, labels=labels).sources if seq else (),
             progress=progress.get(batch) if progress else None,
             error=failure.text(arg) if failure is not None else None,
-            operators=_operators_of(own, batch),
+            operators=_operators_of(own, batch, drops),
         ))
     return rows
 
 
-def _operators_of(watermarks: OperatorWatermarks | None, batch: int) -> tuple[OperatorWatermark, ...] | None:
+def _operators_of(watermarks: OperatorWatermarks | None, batch: int,
+                  drops: Mapping[int, bool | None]) -> tuple[OperatorWatermark, ...] | None:
+    """The operators' watermarks in ``batch``, each with whether it drops late input at all (``drops``)."""
     if watermarks is None:
         return None
     found = watermarks.batch(batch)
-    return found.operators if found else ()
+    return tuple(dataclasses.replace(o, drops_late_input=drops.get(o.operator_id, True)) for o in found.operators) \
+        if found else ()

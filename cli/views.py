@@ -107,12 +107,16 @@ def _own(value: int | None, global_ms: int | None, tz: tzinfo | None = None) -> 
 
 
 def _late(op: "OperatorSummary", tz: tzinfo | None = None) -> str:
+    return _late_of(op.drops_late_input, op.late_watermark_ms, tz)
+
+
+def _late_of(drops: bool | None, late_ms: int | None, tz: tzinfo | None = None) -> str:
     """An operator's late-events watermark, or that it drops no late input (a group-state operator without an
     event-time timeout), or that whether it drops any is unknown."""
-    if op.drops_late_input is False:
+    if drops is False:
         return "drops none"
-    shown = _own(op.late_watermark_ms, None, tz)
-    return shown if op.drops_late_input else f"{shown} (if it drops any)"
+    shown = _own(late_ms, None, tz)
+    return shown if drops else f"{shown} (if it drops any)"
 
 
 def _batch_row(r: BatchRow, tz: tzinfo | None = None) -> dict[str, Any]:
@@ -153,7 +157,7 @@ def batches(rows: Sequence[BatchRow], tz: tzinfo | None = None) -> RowView:
     def row(r: BatchRow) -> dict[str, Any]:
         out = _batch_row(r, tz)
         for o in r.operators or ():
-            out[f"operator {o.operator_id} late / evict"] = (f"{_own(o.late_ms, r.batch_watermark_ms and None, tz)} / "
+            out[f"operator {o.operator_id} late / evict"] = (f"{_late_of(o.drops_late_input, o.late_ms, tz)} / "
                                                             f"{_own(o.evict_ms, r.batch_watermark_ms, tz)}")
         return out
 

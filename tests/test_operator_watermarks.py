@@ -5,17 +5,19 @@ import csv
 import io
 import json
 import re
+from datetime import timezone
 
 import pytest
 
 from wmcheck.checkpoint.errors import spelled
 from wmcheck.checkpoint.model import open_checkpoint
+from wmcheck.checkpoint.timeutil import format_ms
 from wmcheck.checkpoint.watermarks.operators import CHECKPOINT, JOIN_CONDITION, PLAN, UNKNOWN, operator_watermarks
 from wmcheck.checkpoint.watermarks.plans import JOIN, NONE, PASSES, batch_plan
 from wmcheck.checkpoint.watermarks.progress import QueryProgress
 from wmcheck.checkpoint.watermarks.progress_files import load_progress, read_records
 
-from conftest import FIXTURES, fixture_checkpoint, fixture_facts
+from conftest import FIXTURES, fixture_checkpoint, fixture_facts, run_cli
 
 SPARK35 = ["join_then_agg_spark35", "agg_then_agg_spark35", "dedup_then_agg_spark35", "fmgws_then_agg_spark35"]
 """The same chains written by pyspark 3.5.9 (it has no transformWithState)."""
@@ -441,3 +443,21 @@ def test_a_chosen_watermark_judges_an_operator_whose_own_is_unknown():
     what_if = run_cli("state", ckpt, "--operator", "0", "--older-than-watermark", "--watermark", str(BASE + 44000),
                       "--progress", log, "--format", "json").stdout
     assert json.loads(what_if) == []  # the aggregation gets 33.999 s from it: Spark keeps [30 s, 40 s)
+
+
+@pytest.mark.parametrize(("name", "drops"), [("pandas_state_p3", {0: None}), ("pandas_state_timeout", {0: None}),
+                                            ("fmgws_then_agg", {0: True, 1: None}), ("agg_window_hdfs", {0: True})])
+def test_batches_operators_say_whether_an_operator_drops_late_input_as_show_does(name, drops):
+    """One rule for show and batches --operators: a group-state operator whose timeout only the plan tells may drop
+    no late input (``(if it drops any)`` in the table, null in JSON), the others drop by their late watermark."""
+    ckpt = fixture_checkpoint(name)
+    shown = json.loads(run_cli("show", ckpt, "--format", "json").stdout)
+    assert {op["operator_id"]: op["drops_late_input"] for op in shown["operators"]} == drops
+    rows = json.loads(run_cli("batches", ckpt, "--operators", "--format", "json").stdout)
+    assert {(o["operator_id"], o["drops_late_input"]) for r in rows for o in r["operators"]} == set(drops.items())
+    last = rows[-1]
+    table = run_cli("batches", ckpt, "--operators", "--last", "1", "--wide").stdout.splitlines()[-1]
+    for o in last["operators"]:
+        late = "unknown" if o["late_ms"] is None else format_ms(o["late_ms"], timezone.utc)
+        cell = late if o["drops_late_input"] else f"{late} (if it drops any)"
+        assert f"{cell} / " in table

@@ -74,6 +74,9 @@ class OperatorWatermark:
     source: str
     note: str
     """Where the values come from, or why they are unknown."""
+    drops_late_input: bool | None = True
+    """Whether the operator drops late input at all (a group-state operator without an event-time timeout drops none;
+    None: only the plan tells), as replay counts it (``late_filters``)."""
 
     @property
     def known(self) -> bool:
