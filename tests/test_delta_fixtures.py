@@ -111,7 +111,7 @@ def test_replay_plan_gives_each_batchs_delta_range():
 def test_replay_plan_of_the_foreach_batch_fixture_names_its_input_files():
     doc = json.loads(run_cli("replay", fixture_checkpoint(FOREACH), "--from", "0", "--to", "12", "--plan", "--format",
                              "json").output)
-    root = FIXTURES / FOREACH
+    root = Path(fixture_facts(FOREACH)["root"])  # the logs name the files where the fixture was generated
     got = [(b["batch_id"], sorted(str(Path(f["path"].removeprefix("file://")).relative_to(root)) for s in b["sources"]
                                   for f in s.get("files", []))) for b in doc["batches"]]
     assert got == [(b["batch"], b["input_files"]) for b in fixture_facts(FOREACH)["batches"]]
