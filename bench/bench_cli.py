@@ -1,4 +1,4 @@
-"""Benchmark ``wmcheck show`` and ``wmcheck batches`` against bare Python start-up, in one run.
+"""Benchmark ``wmcheck show``, ``batches``, ``--help``, ``check`` and ``state``'s start-up against bare Python start-up, in one run.
 
 Usage: python bench/bench_cli.py [--fixture NAME] [--batches 10000] [--repeat 5]
 
@@ -21,6 +21,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from as_installed import ROOT, compile_wmcheck  # noqa: E402
+
+TINY = ROOT / "fixtures" / "dedup_rocksdb_p3" / "checkpoint"
+"""A RocksDB state of a few keys: ``wmcheck state``'s start-up (as bench_state_engine.py measures it)."""
 
 
 def median_seconds(cmd: list[str], repeat: int) -> tuple[float, float]:
@@ -69,6 +72,10 @@ def main() -> None:
             (f"wmcheck batches --format json ({args.batches} batches)",
              median_seconds(wmcheck + ["batches", str(synthetic), "--format", "json"], args.repeat)),
             ("wmcheck --help", median_seconds(wmcheck + ["--help"], args.repeat)),
+            (f"wmcheck check (fixture {args.fixture})", median_seconds(wmcheck + ["check", str(fixture)], args.repeat)),
+            ("wmcheck state start-up (dedup_rocksdb_p3)", median_seconds(wmcheck + [
+                "state", str(TINY), "--engine", "python", "--older-than-watermark", "--format", "parquet", "--output",
+                str(Path(tmp) / "tiny.parquet")], args.repeat)),
         ]
     print(f"{'command':<50} {'median s':>9} {'x python':>9} {'CPU s':>7} {'x python':>9}")
     for name, (seconds, cpu) in rows:

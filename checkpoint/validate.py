@@ -11,7 +11,7 @@ import os
 import posixpath
 from dataclasses import replace
 from datetime import timezone, tzinfo
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence
 
 from wmcheck.checkpoint.watermarks.plans import BatchPlan
 from wmcheck.checkpoint.watermarks.progress import BatchProgress, QueryProgress, query_progress
@@ -24,10 +24,11 @@ from .errors import CheckpointError, NotACheckpointError, arg
 from .fs import FileSystem, scheme_of
 from .locations import open_file_sink
 from .model import Checkpoint, open_checkpoint
-from .sinks.delta import DeltaTableLog
-from .sources.delta_table import PARAM as DELTA_SOURCE
-from .sources.delta_table import DeltaSourceTable, match_delta_sources
-from .sources.kafka_topics import KafkaTopics
+
+if TYPE_CHECKING:  # a Delta table's log and a broker: imported where given (wmcheck show reads neither)
+    from .sinks.delta import DeltaTableLog
+    from .sources.delta_table import DeltaSourceTable
+    from .sources.kafka_topics import KafkaTopics
 
 __all__ = ["CHECKS", "ERROR", "WARNING", "OPEN_FAILED", "Check", "Finding", "check_checkpoint", "check_location",
            "open_file_sink", "select_checks", "fails"]
@@ -157,6 +158,8 @@ def check_location(
                                 content=content, state_progress=state_progress, notes=notes, operator_lag_ms=operator_lag_ms,
                                 kafka=kafka, delta=delta, delta_sources=_delta_sources(ckpt, delta_sources, fs_options))
     except CheckpointError as exc:
+        from .sources.delta_table import PARAM as DELTA_SOURCE
+
         if exc.param == DELTA_SOURCE:  # the option's table is not one the query reads: bad input, not a finding
             raise
         return [open_failure(location, exc)]
@@ -167,6 +170,8 @@ def _delta_sources(ckpt: Checkpoint, locations: Sequence[str],
     """The tables at ``locations`` matched to the Delta sources of the last committed batch's offsets."""
     if not locations:
         return ()
+    from .sources.delta_table import match_delta_sources
+
     done = ckpt.last_committed_batch
     sources = [] if done is None or ckpt.offsets_failure(done) is not None else [
         (i, s) for i, s in enumerate(ckpt.offsets(done).sources) if s.kind == "delta"]

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import json
 import sys
 import threading
 from typing import Any
@@ -106,6 +105,8 @@ class CommandError(CliError):
 
     def show(self, file: Any = None) -> None:
         if self.as_json:
+            import json  # an error's alone (start-up of --help)
+
             click.echo(json.dumps(self.doc, ensure_ascii=False, indent=2))
         else:
             super().show(file)

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence, Te
 
 import click
 
-from wmcheck.checkpoint.kafka_retention import partition_ranges
 from wmcheck.checkpoint.timeutil import format_ms
 
 from . import repair_views, views
@@ -100,6 +99,8 @@ def source_doc(s: SourceInput) -> dict[str, Any]:
         out.update(log_batches=list(s.log_batches), num_files=len(s.files), bytes=s.total_bytes,
                    missing_files=len(s.missing), files=plain(s.files))
     elif s.kind == "kafka":
+        from wmcheck.checkpoint.kafka_retention import partition_ranges  # replay's alone (start-up of the others)
+
         out.update(starting_offsets=s.starting_offsets, ending_offsets=s.ending_offsets,
                    starting_offsets_json=s.starting_offsets_json, ending_offsets_json=s.ending_offsets_json,
                    records=s.records, partitions=[{**plain(r), "records": r.records} for r in partition_ranges(s)])

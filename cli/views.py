@@ -5,7 +5,6 @@ from dataclasses import dataclass
 from datetime import timezone, tzinfo
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from wmcheck.checkpoint.kafka_retention import partition_ranges
 from wmcheck.checkpoint.logs.source_offsets import SourceOffset
 from wmcheck.checkpoint.source_labels import SourceLabel
 from wmcheck.checkpoint.timeutil import format_duration, format_ms
@@ -286,6 +285,8 @@ def replay_plan(plan: ReplayPlan, tz: tzinfo) -> tuple[Fields, list[Table]]:
     } for b, s in rows]
     files = [{"batch": b.batch_id, "source": s.source_id, "log batch": f.log_batch, "location": f.location,
               "size": f.size, "exists": f.exists} for b, s in rows for f in s.files]
+    from wmcheck.checkpoint.kafka_retention import partition_ranges  # replay's alone (start-up of the others)
+
     retention = plan.kafka_retention
     kafka = []
     for b, s in rows:

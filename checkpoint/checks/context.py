@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import posixpath
 from datetime import timezone, tzinfo
-from typing import Any, Callable, Iterable, Mapping, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, TypeVar
 
 from wmcheck.checkpoint.logs.commits import CommitEntry
 from wmcheck.checkpoint.logs.file_logs import FileLog, parse_file_log
@@ -20,9 +20,11 @@ from ..fs import FileSystem
 from ..layout import COMMITS, OFFSETS, SINK_LOG, sidecars
 from ..model import Checkpoint, Operator
 from ..repair.requests import RewindRequest
-from ..sinks.delta import DeltaTableLog
-from ..sources.delta_table import DeltaSourceTable
-from ..sources.kafka_topics import KafkaTopics
+
+if TYPE_CHECKING:  # what a check run is given for a Delta table or a broker: imported by who gives it
+    from ..sinks.delta import DeltaTableLog
+    from ..sources.delta_table import DeltaSourceTable
+    from ..sources.kafka_topics import KafkaTopics
 
 T = TypeVar("T")
 V1_METADATA = "/_metadata/metadata"

@@ -4,14 +4,17 @@ gone while the ``txn`` stays). Spark's Delta sink writes a batch only when its i
 for the query id (tests/test_delta_check.py restarts the query after each)."""
 from __future__ import annotations
 
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from ..errors import arg
-from ..sinks.delta import LOG_DIR, DeltaTableLog
+from ..logs.delta_log import LOG_DIR
 from ..timeutil import format_ms
 from .context import Context
 from .definition import ERROR, Instruction, Issue, check
 from .text import plural
+
+if TYPE_CHECKING:
+    from ..logs.delta_log import DeltaTableLog
 
 
 def _span(ids: list[int]) -> str:

@@ -7,10 +7,8 @@ from typing import Callable, Iterator
 
 from wmcheck.checkpoint.logs.metadata_log import COMMIT_LOG
 from wmcheck.checkpoint.watermarks.operators import CHECKPOINT, PLAN, operator_watermarks
-from wmcheck.statestore.encodings.join_rows import long_field
 from wmcheck.statestore.formats.content import Decoding
 from wmcheck.statestore.formats.schema import StructType, event_time_field
-from wmcheck.statestore.keys.stale import event_time_reader
 
 from ..errors import CheckpointError
 from ..layout import DEFAULT_STORE
@@ -77,6 +75,7 @@ def timed_out(value: StructType, threshold_ms: int) -> Ended | None:
     if not names or names[-1] != TIMEOUT or value.fields[-1].data_type != "long":
         return None
     index, total = len(names) - 1, len(names)
+    from wmcheck.statestore.encodings.join_rows import long_field
 
     def ended(row: bytes) -> int | None:
         at = long_field(row, index, total)
@@ -87,6 +86,8 @@ def timed_out(value: StructType, threshold_ms: int) -> Ended | None:
 
 def closed(value: StructType, evict_ms: int) -> Ended | None:
     """A session (its value's watermarked ``session_window.end``) at or before ``evict_ms``: evicted and emitted."""
+    from wmcheck.statestore.keys.stale import event_time_reader
+
     column = event_time_field(value)
     event = event_time_reader(value, column.path) if column is not None else None
     if event is None:

@@ -10,12 +10,10 @@ whose files removes any key is not judged.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from wmcheck.statestore.formats.load import StoreLoad
 from wmcheck.statestore.formats.registry import ROCKSDB_ZIP, SST_DIR
-from wmcheck.statestore.keys import stale_columns
-from wmcheck.statestore.keys.stale import FileChanges, latest_removal, stale_keys
 
 from ..repair.requests import RewindRequest
 from ..timeutil import format_ms
@@ -24,6 +22,9 @@ from .context import Context
 from .definition import ERROR, Issue, check
 from .state_reads import Bound, aging, content_loads, judged_for_output, rewind_fix
 from .text import plural
+
+if TYPE_CHECKING:  # the keys' readers: imported where a load is judged (wmcheck show judges none)
+    from wmcheck.statestore.keys.stale import FileChanges
 
 
 def judged(ctx: Context, load: StoreLoad) -> tuple[list[FileChanges], list[FileChanges]] | None:
@@ -49,6 +50,8 @@ def evicted_keys_loaded(ctx: Context) -> Iterator[Issue]:
     read = [(load, bound, judged(ctx, load)) for load, bound in loads]
     evicting = {load.part.operator_id for load, _, seen in read
                 if seen is not None and any(c.removes for c in seen[0] + seen[1])}
+    from wmcheck.statestore.keys.stale import latest_removal
+
     removed = {op: latest_removal([c for load, _, seen in read if seen is not None and load.part.operator_id == op
                                    for c in seen[0] + seen[1]]) for op in evicting}
     for load, bound, seen in read:
@@ -69,6 +72,9 @@ def evicted_keys_loaded(ctx: Context) -> Iterator[Issue]:
 
 def held_keys(tables: list[FileChanges], files: list[FileChanges]) -> dict[bytes, int]:
     """:func:`..stale_keys.stale_keys` of a load, with NumPy where it can (:data:`.state_reads.COLUMNAR`)."""
+    from wmcheck.statestore.keys import stale_columns
+    from wmcheck.statestore.keys.stale import stale_keys
+
     if state_reads.COLUMNAR:
         try:
             return stale_columns.stale_keys(tables, files)

@@ -1,9 +1,8 @@
 """Checks of a stream-stream join's state: its four stores per partition agree as the next batch loads them."""
 from __future__ import annotations
 
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
-from wmcheck.statestore.encodings.join_rows import Missing, missing_rows, shown_key
 from wmcheck.statestore.formats.content import Decoding
 
 from ..model import PINNED_CONFS
@@ -12,6 +11,9 @@ from .definition import ERROR, Issue, check
 from .loaded_state import Reader
 from .state_reads import Plan, load_version, plans, rewind_fix
 from .text import plural
+
+if TYPE_CHECKING:  # the join rows' reader: imported where the stores are read (wmcheck show reads none)
+    from wmcheck.statestore.encodings.join_rows import Missing
 
 JOIN = "symmetricHashJoin"
 COUNTS, ROWS = "keyToNumValues", "keyWithIndexToValue"
@@ -34,6 +36,8 @@ def side_pairs(ctx: Context) -> dict[tuple[int, int, str], dict[str, Plan]]:
 
 def disagreement(reader: Reader, pair: dict[str, Plan], version: int, key) -> list[Missing] | None:
     """The keys whose count names rows the indexed store lacks at ``version``; None when it cannot be read."""
+    from wmcheck.statestore.encodings.join_rows import missing_rows
+
     counts = reader.state(pair[COUNTS].part, version, pair[COUNTS].ids)
     rows = reader.state(pair[ROWS].part, version, pair[ROWS].ids) if counts is not None else None
     return None if counts is None or rows is None else missing_rows(counts, rows, key)
@@ -56,6 +60,8 @@ def join_counts_disagree(ctx: Context) -> Iterator[Issue]:
         agrees = next((v for v in range(version - 1, max(version - 1 - VERSIONS_BACK, 0), -1)
                        if disagreement(reader, pair, v, schema.key_schema) == []), None)
         first = found[0]
+        from wmcheck.statestore.encodings.join_rows import shown_key
+
         shown = f"state/{op}/{partition}/{side}-{{{COUNTS},{ROWS}}}"
         why, fix = rewind_fix(ctx, agrees) if agrees is not None else rewind_fix(ctx, 0)
         yield Issue(pair[COUNTS].part.directory, (

@@ -10,13 +10,13 @@ from wmcheck.checkpoint.logs.kafka_offsets import DATA_LOST as SPARK_DATA_LOST
 from wmcheck.checkpoint.logs.metadata_log import OFFSET_LOG
 
 from ..errors import arg
-from ..sources.kafka_topics import KafkaTopics, TopicState
 from .context import Context
 from .definition import ERROR, WARNING, Instruction, Issue, check
 from .text import plural
 
 if TYPE_CHECKING:
     from ..repair.reset_request import ResetOffsetsRequest
+    from ..sources.kafka_topics import KafkaTopics, TopicState
 
 OFFLINE_NOTE = ("WM081-WM084 compare Kafka offsets with the topics as the broker holds them now: not verified "
                 f"without the broker (pass {arg('bootstrap_server', 'HOST:PORT')})")

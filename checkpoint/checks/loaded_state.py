@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Iterable, Iterator
 
-from wmcheck.statestore.encodings.join_rows import fold
 from wmcheck.statestore.formats.codecs import decompress
 from wmcheck.statestore.formats.content import Decoding
 from wmcheck.statestore.formats.files import StateFile, StorePartition
@@ -75,6 +74,8 @@ class Reader:
                 plain = decompress(data[f.path], self.codec, f.path)
                 read = changelog_records if f.format.decoder == ROCKSDB_CHANGELOG else sized_records
                 files.append(self._counted(read(plain, f.path)))
+            from wmcheck.statestore.encodings.join_rows import fold
+
             state = fold(files)
         except (CheckpointError, KeyError):
             return None  # damaged (WM039) or unreadable

@@ -9,10 +9,9 @@ compares that file with the query's schema on restart.
 """
 from __future__ import annotations
 
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from wmcheck.statestore.formats.registry import SST_DIR
-from wmcheck.statestore.keys.partitions import Sample
 
 from ..pinned_conf import ROW_CHECKSUM, effective
 from .context import Context
@@ -20,6 +19,9 @@ from .definition import ERROR, Instruction, Issue, check
 from .operator_metadata import rewrite_fix
 from .remedies import swap_back
 from .state_reads import Plan, content_loads, plans, state_reads
+
+if TYPE_CHECKING:  # the rows' sampler: imported where state files are read (wmcheck show reads none)
+    from wmcheck.statestore.keys.partitions import Sample
 
 
 def samples(ctx: Context) -> dict[str, Sample]:

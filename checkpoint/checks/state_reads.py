@@ -7,10 +7,9 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 from itertools import islice
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from wmcheck.checkpoint.watermarks.operators import CHECKPOINT, PLAN, operator_watermarks
-from wmcheck.statestore.encodings.value_encoding import written_encoding
 from wmcheck.statestore.formats.codecs import decompress
 from wmcheck.statestore.formats.content import Decoding
 from wmcheck.statestore.formats.files import StateFile, StorePartition
@@ -18,18 +17,6 @@ from wmcheck.statestore.formats.load import Lineages, StoreLoad, resolve, verify
 from wmcheck.statestore.formats.records import DELETE, PUT, changelog_records, sized_records
 from wmcheck.statestore.formats.registry import ROCKSDB_ZIP, SST_DIR, formats_of
 from wmcheck.statestore.formats.schema import event_time_field
-from wmcheck.statestore.keys import stale_columns
-from wmcheck.statestore.keys.partitions import (
-    KEYED_BY_PARTITIONING,
-    Sample,
-    StoreRows,
-    key_partitioner,
-    row_fit,
-    sample_rows,
-    sample_table,
-)
-from wmcheck.statestore.keys.stale import EventField, FileChanges, event_time_reader, record_changes, table_changes
-from wmcheck.statestore.keys.stale_columns import Unproven
 from wmcheck.statestore.rocksdb.sst import CheckedTable, TableEntry, read_whole
 
 from ..errors import CheckpointError
@@ -41,6 +28,10 @@ from .context import Context
 from .definition import Fix, Instruction
 from .remedies import state_rewind
 from .watermark import FUTURE_TOLERANCE_MS
+
+if TYPE_CHECKING:  # the keys' and rows' readers: imported where the content is read (wmcheck show reads none)
+    from wmcheck.statestore.keys.partitions import Sample, StoreRows
+    from wmcheck.statestore.keys.stale import EventField, FileChanges
 
 AGGREGATION = "stateStoreSave"
 
@@ -162,11 +153,12 @@ def _content_loads(ctx: Context) -> list[StoreLoad]:
         ctx.notes.append(f"state file contents not verified: {missing}")
     todo = [p.load for p in plans(ctx) if p.missing is None]
     verify = ctx.content and not missing and bool(todo)
+    if not verify:
+        return []
     sampler = RowSampler(ctx, decoding)
     loads = verify_loads(ctx.ckpt.fs, todo, decoding, ctx.state_progress, sampler.read, ctx.spark_checksum_problem,
-                         lineages(ctx), ctx.tree.entries, sampler.table, ctx.hadoop_checksum_problem) if verify else []
-    if verify:
-        state_reads(ctx).sidecars_verified = True  # the checksum sidecars of every file read were verified on the way
+                         lineages(ctx), ctx.tree.entries, sampler.table, ctx.hadoop_checksum_problem)
+    state_reads(ctx).sidecars_verified = True  # the checksum sidecars of every file read were verified on the way
     return loads
 
 
@@ -174,6 +166,8 @@ def store_rows(ctx: Context, decoding: Decoding) -> dict[str, StoreRows]:
     """Each HDFS or RocksDB changelog file of a load, and each RocksDB snapshot's table folder (``…/SSTs/``), of a
     store whose schema :mod:`..key_partitions` reads (the default store of an operator keyed by its partitioning
     keys): how its rows are laid out and partitioned."""
+    from wmcheck.statestore.keys.partitions import KEYED_BY_PARTITIONING, StoreRows, key_partitioner, row_fit
+
     out: dict[str, StoreRows] = {}
     if (ctx.conf(PINNED_CONFS["encoding_format"]) or "unsaferow").lower() != "unsaferow":
         return out  # Avro rows: not read here
@@ -219,6 +213,8 @@ class RowSampler:
             if self.read_bytes + len(content) <= KEPT_FILE_BYTES:
                 self.read_state[path] = content
                 self.read_bytes += len(content)
+        from wmcheck.statestore.keys.partitions import sample_rows
+
         for path in set(data) & set(self.known):
             rows = self.known[path]
             try:
@@ -231,6 +227,9 @@ class RowSampler:
         return data
 
     def _changes(self, data: bytes, path: str, rows: StoreRows, bound: Bound) -> FileChanges | None:
+        from wmcheck.statestore.keys import stale_columns
+        from wmcheck.statestore.keys.stale import record_changes
+
         try:
             plain = decompress(data, self.codec, path, AGED_LIMIT + 1)
             if len(plain) > AGED_LIMIT:
@@ -241,7 +240,7 @@ class RowSampler:
                     return stale_columns.record_changes(plain, lambda: parse(plain, path), rows.key_start(PUT),
                                                         rows.key_start(DELETE), bound.event, bound.bound_us,
                                                         not rows.rocksdb)
-                except Unproven:
+                except stale_columns.Unproven:
                     pass
             return record_changes(parse(plain, path), rows.key_start, bound.event, bound.bound_us)
         except (CheckpointError, struct.error, IndexError):
@@ -259,6 +258,8 @@ class RowSampler:
         folder = path.rsplit("/", 1)[0]
         rows = self.known.get(folder + "/")
         if rows is not None:
+            from wmcheck.statestore.keys.partitions import sample_table
+
             self.found[path] = sample_table(table, rows)
             bound = self.aged.get(folder.rsplit("/", 1)[0])
             if bound is not None:
@@ -267,6 +268,8 @@ class RowSampler:
 
 def sampled_encoding(entries: Iterator[TableEntry]) -> str | None:
     """The encoding the first :data:`VALUE_SAMPLE` live values of a table file show (:func:`..value_encoding.written_encoding`)."""
+    from wmcheck.statestore.encodings.value_encoding import written_encoding
+
     return written_encoding(islice((e.value for e in entries if e.live), VALUE_SAMPLE))
 
 
@@ -282,10 +285,13 @@ with :mod:`..sized_columns` (off: with :mod:`..stale_keys` and record by record 
 
 def table_file_changes(table: CheckedTable, bound: Bound) -> FileChanges | None:
     """The :class:`FileChanges` of a snapshot's table file, None where it is not read whole."""
+    from wmcheck.statestore.keys import stale_columns
+    from wmcheck.statestore.keys.stale import table_changes
+
     if COLUMNAR:
         try:
             return stale_columns.table_changes(table, bound.event, bound.bound_us)
-        except Unproven:
+        except stale_columns.Unproven:
             pass
     return read_whole(table.data, lambda entries: table_changes(entries, bound.event, bound.bound_us))
 
@@ -381,6 +387,8 @@ def aging(ctx: Context) -> dict[str, Bound]:
 
 
 def _aging(ctx: Context) -> dict[str, Bound]:
+    from wmcheck.statestore.keys.stale import event_time_reader
+
     out: dict[str, Bound] = {}
     writer = load_version(ctx) - 1
     aggregations = [op for op in ctx.operators if op.name == AGGREGATION]
