@@ -5,7 +5,8 @@ retention 0), restarts the fixture's query
 once (availableNow) and reports what Spark did (a job may first remove the table, or re-create it empty at the same
 path, or add an input file of rows); then the rows of the control run's table (the fixture's own, written
 from scratch). A job's ``fixture`` (default agg_window_delta; foreach_batch_delta: its foreachBatch function's
-idempotent writes) names the query restarted, its ``app_id`` the txn app id reported (default: the query id).
+idempotent writes) names the query restarted, its ``app_id`` the txn app id reported (default: the query id), its
+``conf`` SQL confs set for its restart only.
 One JSON document on stdout: {"jobs": [...], "control": rows, "controls": {fixture: rows}}.
 
     python tests/delta_restarts.py JOBS_JSON
@@ -57,12 +58,16 @@ def run(spark, job):
     if job.get("vacuum"):  # VACUUM RETAIN 0 HOURS: every file no version at or after the latest one needs
         vacuumed = sorted(DeltaTable(table).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False))
     queries.set_input_mtimes(name, root)
+    for key, value in job.get("conf", {}).items():  # SQL confs for this restart only
+        spark.conf.set(key, value)
     q = getattr(queries, name)(spark, os.path.join(root, "input"), os.path.join(root, "checkpoint"), table).start()
     error = None
     try:
         q.awaitTermination()
     except Exception as exc:  # reported to the test
         error = generate.error_message(exc)
+    for key in job.get("conf", {}):
+        spark.conf.unset(key)
     batches = [p["batchId"] for p in generate.progress_dicts(q)]
     if not os.path.isdir(os.path.join(table, "_delta_log")):
         return {"error": error, "batches": batches, "version": None, "txn": None, "rows": [], "vacuumed": vacuumed}

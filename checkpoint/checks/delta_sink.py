@@ -1,8 +1,9 @@
 """Checks of the query's Delta sink table against the checkpoint (``check --delta-sink PATH``): the table re-created
 at its path (it holds no ``txn`` of the query) and the table restored below batches the query committed (their rows
 gone while the ``txn`` stays), each judged by the ``txn`` of the query id or of ``--delta-txn-app-id`` (a foreachBatch
-function's ``txnAppId``, which Delta checks by the same rule: DeltaCommand.hasBeenExecuted). Spark's Delta sink writes a batch only when its id is above the table's ``txn`` version
-for the query id (tests/test_delta_check.py restarts the query after each)."""
+function's ``txnAppId``, which Delta checks by the same rule: DeltaCommand.hasBeenExecuted). Spark's Delta sink
+writes a batch only when its id is above the table's ``txn`` version for the query id (tests/test_delta_check.py
+restarts the query after each; tests/test_delta_txn_app_id.py a foreachBatch writer's)."""
 from __future__ import annotations
 
 from typing import Iterator

@@ -16,6 +16,10 @@ __all__ = ["LOG_DIR", "DeltaCommit", "DeltaTableLog", "open_delta_table", "read_
            "check_txn_app_id"]
 
 
+STATE_COMMIT_VALIDATION = "spark.sql.streaming.stateStore.commitValidation.enabled"
+"""Spark 4.2's check that every state store of a foreachBatch query's batch committed (on by default)."""
+
+
 def check_txn_app_id(app_id: str | None, delta_sink: str | None) -> str | None:
     """``app_id`` (``delta_txn_app_id``: the txn app id the Delta sink's writer uses) when it can be used: a
     CheckpointError when it is empty or given without ``delta_sink``."""
@@ -64,7 +68,12 @@ def _summary(committed: int | None, rows: list[SinkBatch], skipped: list[int], w
                 f"the table holds no txn for {whose}: the re-run batches {_span([b.batch for b in rows])} are written")
     lost = sum(b.rows or 0 for b in rows if b.action == "skip")
     sink = "Spark's Delta sink" if whose == "this query" else "Delta"
-    return (f"the table's txn for {whose} is at {committed}: {sink} skips the re-run batches "
+    text = (f"the table's txn for {whose} is at {committed}: {sink} skips the re-run batches "
             f"{_span(skipped)} and writes nothing for them (their {lost} row(s) stay as first written; restore the "
             f"table to the version before batch {skipped[0]}'s commit and lower the txn for the re-run batches to "
             "reach the table)")
+    if whose == "this query":
+        return text
+    return (f"{text}; a stateful query then fails batch {skipped[0]} on Spark 4.2 unless "
+            f"{STATE_COMMIT_VALIDATION}=false: the skipped write runs no job, so its state stores never commit "
+            "(tested with delta-spark 4.4)")
