@@ -99,19 +99,21 @@ def batches(checkpoint: str | Checkpoint, *, last: int | None = None, start: int
 def check(checkpoint: str, *, file_sink: str | None = None, select: Iterable[str] | None = None,
           ignore: Iterable[str] = (), stall_batches: int | None = None, content: bool = True,
           tz: tzinfo = timezone.utc, fs_options: FsOptions = None, delta_sink: str | None = None,
-          delta_sources: Sequence[str] = ()) -> list[Finding]:
+          delta_sources: Sequence[str] = (), delta_txn_app_id: str | None = None) -> list[Finding]:
     """``wmcheck check``: every finding (code, severity, path, message, fix); a checkpoint that cannot be read
     is one WM000 finding. ``select``/``ignore``: check codes; ``delta_sink``: the query's Delta table (WM086, WM087;
-    a CheckpointError when it is not one); ``delta_sources``: the Delta tables it reads (WM089-WM091; a CheckpointError
+    a CheckpointError when it is not one), judged by the ``txn`` of ``delta_txn_app_id`` (the ``txnAppId`` writer option
+    of a foreachBatch function's idempotent writes; default: the query id); ``delta_sources``: the Delta tables it reads (WM089-WM091; a CheckpointError
     for a path that is not a Delta table or not one of its sources)."""
     from wmcheck.checkpoint.checks.context import STALL_BATCHES
-    from wmcheck.checkpoint.sinks.delta import read_delta_log
+    from wmcheck.checkpoint.sinks.delta import check_txn_app_id, read_delta_log
     from wmcheck.checkpoint.validate import check_location, select_checks
 
+    app_id = check_txn_app_id(delta_txn_app_id, delta_sink)
     delta = read_delta_log(delta_sink, fs_options) if delta_sink is not None else None
     return check_location(checkpoint, file_sink, fs_options=fs_options, checks=select_checks(select, ignore), tz=tz,
                           stall_batches=STALL_BATCHES if stall_batches is None else stall_batches, content=content,
-                          delta=delta, delta_sources=delta_sources)
+                          delta=delta, delta_sources=delta_sources, delta_app_id=app_id)
 
 
 def _repair(checkpoint: str | Checkpoint, request: RepairRequest, execute: bool, options: RunOptions | None,
@@ -131,15 +133,16 @@ def rewind(checkpoint: str | Checkpoint, *, to_batch: int | None = None, to_wate
            to_time: str | None = None, shift: int | None = None, file_sink: str | None = None,
            keep_next_offsets: bool = False, keep_source_log: bool = False, execute: bool = False,
            options: RunOptions | None = None, fs_options: FsOptions = None,
-           delta_sink: str | None = None) -> RepairResult:
+           delta_sink: str | None = None, delta_txn_app_id: str | None = None) -> RepairResult:
     """``wmcheck rewind``: make an earlier batch the last committed one. A dry run (the plan) unless ``execute``;
     ``options`` for saved plans, the idle check, the backup directory; ``delta_sink``: the query's Delta table, for
-    the plan's ``sinks`` (what it does with the re-run batches)."""
+    the plan's ``sinks`` (what it does with the re-run batches); ``delta_txn_app_id``: the ``txn`` app id its writer
+    uses (default: the query id)."""
     from wmcheck.checkpoint.repair import RewindRequest
 
     request = RewindRequest(to_batch=to_batch, to_watermark=to_watermark, to_time=to_time, shift=shift,
                             file_sink=file_sink, keep_next_offsets=keep_next_offsets, keep_source_log=keep_source_log,
-                            delta_sink=delta_sink)
+                            delta_sink=delta_sink, delta_txn_app_id=delta_txn_app_id)
     return _repair(checkpoint, request, execute, options, fs_options)
 
 

@@ -89,6 +89,7 @@ def check_checkpoint(
     kafka: KafkaTopics | None = None,
     delta: DeltaTableLog | None = None,
     delta_sources: tuple[DeltaSourceTable, ...] = (),
+    delta_app_id: str | None = None,
 ) -> list[Finding]:
     """Run ``checks`` (default: all) on ``ckpt`` and, with ``file_sink``, on the sink's log; findings by code and path.
 
@@ -98,14 +99,15 @@ def check_checkpoint(
     warns (default: the query's watermark delay). ``content``: decode the state files the next batch loads as Spark
     reads them (else their names only), calling ``state_progress(done, total)`` per store partition; ``notes``
     receives what could not be checked; ``kafka``: the broker the Kafka sources' offsets are compared with; ``delta``: the
-    query's Delta sink table (WM086, WM087); ``delta_sources``: its Delta source tables (WM089, WM090)."""
+    query's Delta sink table (WM086, WM087), judged by the ``txn`` of ``delta_app_id`` (None: the query id);
+    ``delta_sources``: its Delta source tables (WM089, WM090)."""
     sink = open_file_sink(file_sink, lost_log=True) if isinstance(file_sink, str) else file_sink
     label = name or ckpt.location
     if ckpt.state_layout.unreadable:  # every state check would see its partitions missing: what cannot be read, only
         return [open_failure(label, exc) for exc in ckpt.state_layout.unreadable]
     ctx = Context(ckpt, sink, shown_relative(sink.uri(), ckpt.location) if sink else "", tz, stall_batches, progress,
                   content, state_progress, operator_lag_ms, kafka, delta,
-                  shown_relative(delta.location, ckpt.location) if delta else "", delta_sources)
+                  shown_relative(delta.location, ckpt.location) if delta else "", delta_sources, delta_app_id)
     findings: list[Finding] = []
     unreadable: list[CheckpointError] = []
     for check in CHECKS.values() if checks is None else checks:
@@ -142,6 +144,7 @@ def check_location(
     kafka: KafkaTopics | None = None,
     delta: DeltaTableLog | None = None,
     delta_sources: Sequence[str] = (),
+    delta_app_id: str | None = None,
 ) -> list[Finding]:
     """Open ``location`` and check it; a checkpoint that cannot be read at all is one ``WM000`` finding.
     ``progress`` and ``plans``: Spark's progress reports and batch plans
@@ -156,7 +159,8 @@ def check_location(
         return check_checkpoint(ckpt, sink, checks=checks, name=location, tz=tz, stall_batches=stall_batches,
                                 progress=reports if reports and (reports.batches or reports.plans) else None,
                                 content=content, state_progress=state_progress, notes=notes, operator_lag_ms=operator_lag_ms,
-                                kafka=kafka, delta=delta, delta_sources=_delta_sources(ckpt, delta_sources, fs_options))
+                                kafka=kafka, delta=delta, delta_sources=_delta_sources(ckpt, delta_sources, fs_options),
+                                delta_app_id=delta_app_id)
     except CheckpointError as exc:
         from .sources.delta_table import PARAM as DELTA_SOURCE
 

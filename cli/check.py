@@ -14,7 +14,7 @@ import click
 from wmcheck.checkpoint.checks.context import STALL_BATCHES
 from wmcheck.checkpoint.errors import on_param
 from wmcheck.checkpoint.fs import scheme_of
-from wmcheck.checkpoint.sinks.delta import read_delta_log
+from wmcheck.checkpoint.sinks.delta import check_txn_app_id, read_delta_log
 from wmcheck.checkpoint.sources.kafka_topics import DEFAULT_TIMEOUT_S, KafkaTopics
 from wmcheck.checkpoint.timeutil import parse_duration_ms
 from wmcheck.checkpoint.validate import check_location, fails, open_file_sink, select_checks
@@ -22,7 +22,7 @@ from wmcheck.checkpoint.watermarks.progress_files import read_records
 
 from .flags import for_cli
 from .main import EXIT_INPUT
-from .options import TIMEOUT_KEY, common_options, gc_paused, parse_pairs, progress_option
+from .options import TIMEOUT_KEY, common_options, delta_txn_app_id_option, gc_paused, parse_pairs, progress_option
 from .output import FORMATS, REPORT_OUTPUTS, make_output
 from .process import lean_imports
 from .reports import Result
@@ -78,6 +78,7 @@ def progress_line(location: str) -> Callable[[int, int], None] | None:
               "with its topics as they are now (WM081-WM084).")
 @click.option("--delta-sink", metavar="PATH", help="The query's Delta sink table: report it re-created (WM086) or "
               "restored below batches the query committed (WM087).")
+@delta_txn_app_id_option()
 @click.option("--delta-source", "delta_sources", multiple=True, metavar="PATH", help="A Delta table the query reads "
               "(repeatable; matched to its source by the offsets' reservoirId): report it re-created (WM089), the "
               "commits (WM090) or data files (WM091) the next batch reads gone.")
@@ -91,7 +92,7 @@ def progress_line(location: str) -> Callable[[int, int], None] | None:
 def check(checkpoints: tuple[str, ...], file_sink: str | None, strict: bool, output: str | None, select: str | None,
           ignore: str | None, stall_batches: int, no_content: bool, operator_lag: str | None, progress: str | None,
           bootstrap_server: str | None, kafka_options: tuple[str, ...], subscribe_pattern: str | None,
-          delta_sink: str | None, delta_sources: tuple[str, ...], fmt: str, tz: tzinfo,
+          delta_sink: str | None, delta_txn_app_id: str | None, delta_sources: tuple[str, ...], fmt: str, tz: tzinfo,
           fs_options: tuple[str, ...]) -> None:
     """Validate each CKPT: every inconsistency that makes Spark fail, lose data or misbehave on restart.
 
@@ -107,6 +108,7 @@ def check(checkpoints: tuple[str, ...], file_sink: str | None, strict: bool, out
     options = parse_pairs(fs_options, "--fs-option")
     chosen = select_checks(codes(select), codes(ignore) or ())
     sink = open_file_sink(file_sink, options, lost_log=True) if file_sink else None
+    app_id = check_txn_app_id(delta_txn_app_id, delta_sink)
     delta = read_delta_log(delta_sink, options) if delta_sink else None
     records = read_records(progress, options) if progress else None
     with on_param("operator_lag"):
@@ -125,7 +127,8 @@ def check(checkpoints: tuple[str, ...], file_sink: str | None, strict: bool, out
             Result(loc, check_location(loc, sink, fs_options=options, checks=chosen, tz=tz, stall_batches=stall_batches,
                                        progress=records.reports if records else (), plans=records.plans if records else (),
                                        operator_lag_ms=lag_ms, content=not no_content, state_progress=progress_line(loc),
-                                       notes=notes, kafka=kafka, delta=delta, delta_sources=delta_sources), chosen,
+                                       notes=notes, kafka=kafka, delta=delta, delta_sources=delta_sources,
+                                       delta_app_id=app_id), chosen,
                    sink is not None)
             for loc in expand(checkpoints)
         ]

@@ -115,6 +115,13 @@ def progress_option() -> Callable:
                         "or JSON lines of StreamingQueryProgress, matched by query id and batch id.")
 
 
+def delta_txn_app_id_option() -> Callable:
+    """``--delta-txn-app-id ID``: the txn app id the Delta sink's writer uses (check and rewind)."""
+    return click.option("--delta-txn-app-id", metavar="ID", help="With --delta-sink: the txn app id the table's writer "
+                        "uses (the txnAppId writer option of a foreachBatch function's idempotent writes, txnVersion = "
+                        "the batch id); default: the query id, as Spark's Delta sink writes.")
+
+
 def checkpoint_progress(ckpt: "Checkpoint", location: str | None, fs_options: Mapping[str, str]) -> "QueryProgress | None":
     """The progress reports of the checkpoint's query in ``--progress PATH`` (None without the option)."""
     if location is None:

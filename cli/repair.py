@@ -9,7 +9,7 @@ import click
 from wmcheck.checkpoint import repair
 from wmcheck.checkpoint.repair.targets import parse_idle
 
-from .options import common_options, gc_paused, parse_pairs
+from .options import common_options, delta_txn_app_id_option, gc_paused, parse_pairs
 from .output import make_output
 
 
@@ -54,6 +54,7 @@ def _run(checkpoint: str, request: repair.RepairRequest, execute: bool, plan_out
 @click.option("--file-sink", metavar="PATH", help="Also rewind this file sink's _spark_metadata and move out its orphaned files.")
 @click.option("--delta-sink", metavar="PATH", help="The query's Delta table: say what its sink does with the re-run batches; with --execute, "
               "restore it so that they are written (undo restores it again).")
+@delta_txn_app_id_option()
 @click.option("--kafka-sink", metavar="TOPIC", help="The query's Kafka sink topic: count the records the re-run batches "
               "write again (asks --bootstrap-server).")
 @click.option("--bootstrap-server", metavar="HOST:PORT", help="The Kafka broker of --kafka-sink.")
@@ -66,7 +67,8 @@ def _run(checkpoint: str, request: repair.RepairRequest, execute: bool, plan_out
 @repair_options
 @common_options()
 @gc_paused
-def rewind(checkpoint: str, to_batch, to_watermark, to_time, shift, file_sink, delta_sink, kafka_sink, bootstrap_server,
+def rewind(checkpoint: str, to_batch, to_watermark, to_time, shift, file_sink, delta_sink, delta_txn_app_id, kafka_sink,
+           bootstrap_server,
            kafka_options, foreach_batch, keep_next_offsets,
            keep_source_log, execute, plan_out, from_plan, idle, force, backup_dir, fmt, tz, fs_options) -> None:
     """Roll CHECKPOINT back so that an earlier batch is the last committed one (dry run unless --execute).
@@ -77,7 +79,8 @@ def rewind(checkpoint: str, to_batch, to_watermark, to_time, shift, file_sink, d
     """
     request = repair.RewindRequest(to_batch=to_batch, to_watermark=to_watermark, to_time=to_time, shift=shift,
                                    file_sink=file_sink, keep_next_offsets=keep_next_offsets,
-                                   keep_source_log=keep_source_log, delta_sink=delta_sink, kafka_sink=kafka_sink,
+                                   keep_source_log=keep_source_log, delta_sink=delta_sink,
+                                   delta_txn_app_id=delta_txn_app_id, kafka_sink=kafka_sink,
                                    bootstrap_server=bootstrap_server,
                                    kafka_options=parse_pairs(kafka_options, "--kafka-option"), foreach_batch=foreach_batch)
     _run(checkpoint, request, execute, plan_out, from_plan, idle, force, backup_dir, fs_options, fmt, tz)

@@ -4,7 +4,10 @@ table with deltalake first (to a version, with or without a ``txn`` for the quer
 retention 0), restarts the fixture's query
 once (availableNow) and reports what Spark did (a job may first remove the table, or re-create it empty at the same
 path, or add an input file of rows); then the rows of the control run's table (the fixture's own, written
-from scratch). One JSON document on stdout: {"jobs": [...], "control": rows}.
+from scratch). A job's ``fixture`` (default agg_window_delta; foreach_batch_delta: its foreachBatch function's
+idempotent writes) names the query restarted, its ``app_id`` the txn app id reported (default: the query id), its
+``conf`` SQL confs set for its restart only.
+One JSON document on stdout: {"jobs": [...], "control": rows, "controls": {fixture: rows}}.
 
     python tests/delta_restarts.py JOBS_JSON
 """
@@ -32,9 +35,10 @@ def table_rows(spark, path):
 def run(spark, job):
     from deltalake import CommitProperties, DeltaTable, Transaction
 
-    root = job["root"]
+    root, name = job["root"], job.get("fixture", NAME)
     table = os.path.join(root, "output")
     query_id = json.load(open(os.path.join(root, "checkpoint", "metadata")))["id"]
+    app_id = job.get("app_id") or query_id
     restore = job.get("restore")
     if job.get("table") in ("gone", "recreated"):
         schema = DeltaTable(table).schema().to_arrow()
@@ -53,19 +57,23 @@ def run(spark, job):
     vacuumed = None
     if job.get("vacuum"):  # VACUUM RETAIN 0 HOURS: every file no version at or after the latest one needs
         vacuumed = sorted(DeltaTable(table).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False))
-    queries.set_input_mtimes(NAME, root)
-    q = queries.agg_window_delta(spark, os.path.join(root, "input"), os.path.join(root, "checkpoint"), table).start()
+    queries.set_input_mtimes(name, root)
+    for key, value in job.get("conf", {}).items():  # SQL confs for this restart only
+        spark.conf.set(key, value)
+    q = getattr(queries, name)(spark, os.path.join(root, "input"), os.path.join(root, "checkpoint"), table).start()
     error = None
     try:
         q.awaitTermination()
     except Exception as exc:  # reported to the test
         error = generate.error_message(exc)
+    for key in job.get("conf", {}):
+        spark.conf.unset(key)
     batches = [p["batchId"] for p in generate.progress_dicts(q)]
     if not os.path.isdir(os.path.join(table, "_delta_log")):
         return {"error": error, "batches": batches, "version": None, "txn": None, "rows": [], "vacuumed": vacuumed}
     after = DeltaTable(table)
     return {"error": error, "batches": batches, "version": after.version(),
-            "txn": after.transaction_version(query_id), "rows": table_rows(spark, table), "vacuumed": vacuumed}
+            "txn": after.transaction_version(app_id), "rows": table_rows(spark, table), "vacuumed": vacuumed}
 
 
 def main():
@@ -75,8 +83,11 @@ def main():
     conf = {**queries.FIXTURES[NAME]["conf"], **queries.delta_conf(), "spark.ui.showConsoleProgress": "false"}
     spark = generate.make_spark("delta-restarts", conf)
     try:
+        fixtures = os.path.join(os.path.dirname(HERE), "fixtures")
         out = {"jobs": [run(spark, job) for job in jobs],
-               "control": table_rows(spark, os.path.join(os.path.dirname(HERE), "fixtures", NAME, "output"))}
+               "control": table_rows(spark, os.path.join(fixtures, NAME, "output")),
+               "controls": {name: table_rows(spark, os.path.join(fixtures, name, "output"))
+                            for name in sorted({job.get("fixture", NAME) for job in jobs})}}
     finally:
         spark.stop()
     print(json.dumps(out))

@@ -93,7 +93,7 @@ def test_the_plan_says_what_the_delta_sink_does_in_json(copy):
     assert doc["sinks"] == [{"kind": "delta", "location": str(copy / "output"), "query_id": QUERY_ID, "committed": 12,
                              "batches": [{"batch": b, "action": "skip", "version": v, "files": f, "rows": r}
                                          for b, (v, f, r) in WRITTEN.items()], "summary": SUMMARY,
-                             "restore": RESTORE}]
+                             "restore": RESTORE, "txn_app_id": None}]
     assert doc["notes"] == ["target: --to-batch 8", NOTE]
     assert doc["warnings"] == []  # no "no --file-sink given": the plan says what the sink does
 

@@ -144,7 +144,7 @@ class Context:
                  stall_batches: int = STALL_BATCHES, progress: QueryProgress | None = None, content: bool = True,
                  state_progress: Callable[[int, int], None] | None = None, operator_lag_ms: int | None = None,
                  kafka: KafkaTopics | None = None, delta: DeltaTableLog | None = None, delta_shown: str = "",
-                 delta_sources: tuple[DeltaSourceTable, ...] = ()) -> None:
+                 delta_sources: tuple[DeltaSourceTable, ...] = (), delta_app_id: str | None = None) -> None:
         self.ckpt = ckpt
         self.kafka = kafka
         self.delta_sources = delta_sources
@@ -152,6 +152,8 @@ class Context:
         self.delta = delta
         """The query's Delta sink table, its log read (``check --delta-sink``; None: not checked)."""
         self.delta_shown = delta_shown
+        self.delta_app_id = delta_app_id
+        """The ``txn`` app id the Delta sink's writer uses (``--delta-txn-app-id``; None: the query id)."""
         """How findings name the table (relative to the checkpoint where it can be)."""
         """The broker the Kafka sources' offsets are compared with (``check --bootstrap-server``; None: not compared)."""
         self.content = content
@@ -294,8 +296,10 @@ class Context:
         return next((problem for where, problem in self.tree.mismatches[kind] if where == shown), None)
 
     def rewind(self, batch: int, delta_sink: str | None = None) -> RewindRequest:
-        """The rewind to ``batch``, with the file sink when one is checked (else the sink stays ahead: WM024)."""
-        return RewindRequest(to_batch=batch, file_sink=self.sink_location, delta_sink=delta_sink)
+        """The rewind to ``batch``, with the file sink when one is checked (else the sink stays ahead: WM024); with
+        ``delta_sink``, the txn app id it is checked by."""
+        return RewindRequest(to_batch=batch, file_sink=self.sink_location, delta_sink=delta_sink,
+                             delta_txn_app_id=self.delta_app_id if delta_sink is not None else None)
 
     def verify_state_files(self, files: list[StateFile]) -> None:
         """Verify the checksum sidecars of state files Spark reads (their bytes are not kept)."""

@@ -24,6 +24,7 @@ def recommended_repair(findings: Iterable[Finding]) -> RepairRequest | UndoReque
         there = [r for r in rewinds if r.to_batch == batch]
         return RewindRequest(to_batch=batch, file_sink=next((r.file_sink for r in rewinds if r.file_sink), None),
                              keep_next_offsets=all(r.keep_next_offsets for r in there),
-                             delta_sink=next((r.delta_sink for r in rewinds if r.delta_sink), None))
+                             delta_sink=next((r.delta_sink for r in rewinds if r.delta_sink), None),
+                             delta_txn_app_id=next((r.delta_txn_app_id for r in rewinds if r.delta_txn_app_id), None))
     distinct = [fix for i, fix in enumerate(fixes) if fix not in fixes[:i]]  # requests with a path map do not hash
     return distinct[0] if len(distinct) == 1 else None

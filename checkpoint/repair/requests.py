@@ -87,6 +87,9 @@ class RewindRequest(RepairRequest):
     delta_sink: str | None = None
     """The query's Delta sink table: the plan says what it does with the re-run batches, and an executed rewind
     restores it so that they are written (:mod:`.sink_step`)."""
+    delta_txn_app_id: str | None = None
+    """The ``txn`` app id the Delta sink's writer uses (a foreachBatch function's ``txnAppId`` writer option; None:
+    the query id, as Spark's Delta sink writes): the plan and the restore judge the table by it."""
     kafka_sink: str | None = None
     """The topic of the query's Kafka sink: the plan counts the records the re-run batches write again."""
     bootstrap_server: str | None = None
@@ -112,16 +115,17 @@ class RewindRequest(RepairRequest):
         from .sink_effects import SinksNamed
 
         broker = KafkaTopics(self.bootstrap_server, self.kafka_options) if self.bootstrap_server else None
-        return SinksNamed(self.delta_sink, self.kafka_sink, broker, self.foreach_batch)
+        return SinksNamed(self.delta_sink, self.kafka_sink, broker, self.foreach_batch, self.delta_txn_app_id)
 
     @classmethod
     def from_plan(cls, plan: Plan) -> "RewindRequest":
         from .plan_params import RewindParams
-        from .sink_effects import delta_sink_of
+        from .sink_effects import delta_sink_of, delta_txn_app_id_of
 
         req = plan.params(RewindParams)
         return cls(to_batch=req.batch, file_sink=plan.file_sink, keep_next_offsets=req.keep_next_offsets,
-                   keep_source_log=req.keep_source_log, delta_sink=delta_sink_of(plan))
+                   keep_source_log=req.keep_source_log, delta_sink=delta_sink_of(plan),
+                   delta_txn_app_id=delta_txn_app_id_of(plan))
 
     def conflicts_with(self, plan: Plan) -> bool:
         from .plan_params import RewindParams

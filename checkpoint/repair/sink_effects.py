@@ -11,7 +11,7 @@ from typing import Mapping
 from ..errors import CheckpointError, arg
 from ..model import Checkpoint
 from ..sinks import foreach_batch, kafka
-from ..sinks.delta import read_delta_log, rerun_effect
+from ..sinks.delta import check_txn_app_id, read_delta_log, rerun_effect
 from ..sinks.delta_restore import plan_restore, restore_text
 from ..sources.kafka_topics import KafkaTopics
 from .plan import Plan
@@ -25,6 +25,8 @@ class SinksNamed:
     kafka_sink: str | None = None
     broker: KafkaTopics | None = None
     foreach_batch: bool = False
+    delta_txn_app_id: str | None = None
+    """The ``txn`` app id the Delta sink's writer uses (None: the query id)."""
 
     def any(self) -> bool:
         return self.delta_sink is not None or self.kafka_sink is not None or self.foreach_batch
@@ -47,10 +49,11 @@ def with_sink_effects(plan: Plan, ckpt: Checkpoint, named: SinksNamed, fs_option
     if named.foreach_batch:
         effects.append(foreach_batch.rerun_effect(ckpt, rerun_batches(plan)))
     plan = dataclasses.replace(plan, sinks=(*plan.sinks, *effects)) if effects else plan
-    return _with_delta(plan, ckpt, named.delta_sink, fs_options)
+    return _with_delta(plan, ckpt, named, fs_options)
 
 
-def _with_delta(plan: Plan, ckpt: Checkpoint, delta_sink: str | None, fs_options: Mapping[str, str] | None) -> Plan:
+def _with_delta(plan: Plan, ckpt: Checkpoint, named: SinksNamed, fs_options: Mapping[str, str] | None) -> Plan:
+    delta_sink, app_id = named.delta_sink, check_txn_app_id(named.delta_txn_app_id, named.delta_sink)
     if delta_sink is None:
         return plan
     meta = ckpt.query_metadata
@@ -59,14 +62,19 @@ def _with_delta(plan: Plan, ckpt: Checkpoint, delta_sink: str | None, fs_options
                               "is unknown", path="metadata", param="delta_sink")
     log = read_delta_log(delta_sink, fs_options)
     after = plan.after.last_committed_batch
-    effect = rerun_effect(log, meta.query_id, rerun_batches(plan))
+    effect = rerun_effect(log, meta.query_id, rerun_batches(plan), app_id)
     restore = plan_restore(log, effect, after) if after is not None else None
     effect = dataclasses.replace(effect, restore=restore)
-    notes = (f"Delta sink: {restore_text(restore)}",) if restore else ()
+    notes = (f"Delta sink: {restore_text(restore, app_id)}",) if restore else ()
     return dataclasses.replace(plan, sinks=(*plan.sinks, effect), notes=(*plan.notes, *notes))
 
 
 def delta_sink_of(plan: Plan) -> str | None:
     """The Delta sink a plan's section names (None: none)."""
     return next((s.location for s in plan.sinks if s.kind == "delta"), None)
+
+
+def delta_txn_app_id_of(plan: Plan) -> str | None:
+    """The txn app id a plan's Delta sink section is judged by when it is not the query id (None: the query id)."""
+    return next((s.txn_app_id for s in plan.sinks if s.kind == "delta"), None)
 

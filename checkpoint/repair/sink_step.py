@@ -68,13 +68,13 @@ class DeltaSinkStep(Execution):
 
 def _restore(effect: SinkEffect, restore: TableRestore, fs_options: FsOptions) -> None:
     log = read_delta_log(effect.location, fs_options)
-    if _restored_by(log, restore.from_version + 1, effect.query_id, restore.txn):
+    if _restored_by(log, restore.from_version + 1, effect.app_id, restore.txn):
         return  # a killed run restored it already
     if log.version != restore.from_version:
         raise CheckpointError(f"the Delta table is at version {log.version}, not {restore.from_version} as planned: "
                               "the checkpoint is rewound, the table is not restored", path=effect.location,
                               hint="stop every writer of the table; 'wmcheck undo' reverts the checkpoint")
-    restore_table(effect.location, restore.to_version, effect.query_id, restore.txn)
+    restore_table(effect.location, restore.to_version, effect.app_id, restore.txn)
 
 
 def undo_table(ckpt: Checkpoint, plan: Plan, backup: Backup, now: int) -> list[Restored]:
@@ -86,14 +86,14 @@ def undo_table(ckpt: Checkpoint, plan: Plan, backup: Backup, now: int) -> list[R
     effect, restore = found
     log = read_delta_log(effect.location)
     before = restore.from_version
-    if log.version == before or _restored_by(log, before + 2, effect.query_id, restore.txn_before):
+    if log.version == before or _restored_by(log, before + 2, effect.app_id, restore.txn_before):
         return []
-    if not _restored_by(log, before + 1, effect.query_id, restore.txn):
+    if not _restored_by(log, before + 1, effect.app_id, restore.txn):
         raise RefusedError(f"the Delta table is at version {log.version}: something wrote to it after the repair's "
                            f"restore (version {before + 1})", path=effect.location, param="delta_sink",
                            hint=f"nothing was changed; stop the writer: before the repair the table was at version "
                                 f"{before}, the query's txn {restore.txn_before}")
     write_journal(ckpt.fs, backup.backup_id, plan.command, "undo", now)
-    version = restore_table(effect.location, before, effect.query_id, restore.txn_before)
+    version = restore_table(effect.location, before, effect.app_id, restore.txn_before)
     return [Restored(-1, "write", "sink", effect.location,
                      f"Delta table restored to version {before} (as version {version}, txn {restore.txn_before})")]

@@ -68,15 +68,24 @@ class SinkEffect:
     summary: str
     restore: TableRestore | None = None
     """What ``--execute`` does to the table (None: nothing, no re-run batch is skipped)."""
+    txn_app_id: str | None = None
+    """Delta: the ``txn`` app id the table is judged by when it is not the query id (the ``txnAppId`` writer option
+    of a foreachBatch function's idempotent writes; None: the query id, as Spark's Delta sink writes)."""
+
+    @property
+    def app_id(self) -> str:
+        """The ``txn`` app id whose version says which batches the table holds."""
+        return self.txn_app_id if self.txn_app_id is not None else self.query_id
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "location": self.location, "query_id": self.query_id, "committed": self.committed,
                 "batches": [b.to_json() for b in self.batches], "summary": self.summary,
-                "restore": None if self.restore is None else self.restore.to_json()}
+                "restore": None if self.restore is None else self.restore.to_json(), "txn_app_id": self.txn_app_id}
 
     @classmethod
     def from_json(cls, obj: Any) -> "SinkEffect":
         return cls(str(obj["kind"]), str(obj["location"]), str(obj["query_id"]), obj["committed"],
                    tuple(SinkBatch(int(b["batch"]), b["action"], b["version"], int(b["files"]), b["rows"])
                          for b in obj["batches"]), str(obj["summary"]),
-                   None if obj.get("restore") is None else TableRestore.from_json(obj["restore"]))
+                   None if obj.get("restore") is None else TableRestore.from_json(obj["restore"]),
+                   None if obj.get("txn_app_id") is None else str(obj["txn_app_id"]))

@@ -34,7 +34,7 @@ def plan_restore(log: DeltaTableLog, effect: SinkEffect, batch: int) -> TableRes
     to_version = first.version - 1
     later = [log.commit(v) for v in range(to_version + 1, log.version + 1)]
     others = tuple(v for v, c in zip(range(to_version + 1, log.version + 1), later)
-                   if c is None or effect.query_id not in c.txns)
+                   if c is None or effect.app_id not in c.txns)
     counts = [_live_rows(c, log.files) for c in later]
     rows = None if None in counts else sum(n for n in counts if n is not None)
     files = sum(len([p for p in c.added if p in log.files]) for c in later if c is not None)
@@ -52,11 +52,12 @@ def _live_rows(commit: DeltaCommit | None, live: frozenset[str]) -> int | None:
     return commit.rows if len(kept) == len(commit.added) else None
 
 
-def restore_text(r: TableRestore) -> str:
-    """The plan's line for the sink-side step."""
+def restore_text(r: TableRestore, app_id: str | None = None) -> str:
+    """The plan's line for the sink-side step (``app_id``: the txn's app id when it is not the query id)."""
     removed = f"{r.rows} row(s)" if r.rows is not None else "rows (uncounted)"
+    whose = "query's txn" if app_id is None else f"txn of app id {app_id}"
     return (f"restore the table from version {r.from_version} to version {r.to_version} in a commit that sets the "
-            f"query's txn from {r.txn_before} to {r.txn} (removes {removed} in {r.files} file(s) of versions "
+            f"{whose} from {r.txn_before} to {r.txn} (removes {removed} in {r.files} file(s) of versions "
             f"{r.to_version + 1}..{r.from_version})")
 
 
@@ -78,14 +79,14 @@ def check_deltalake() -> None:
     _deltalake()
 
 
-def restore_table(location: str, version: int, query_id: str, txn: int) -> int:
-    """Restore the table at ``location`` to ``version`` in one commit whose ``txn`` for ``query_id`` is ``txn``;
+def restore_table(location: str, version: int, app_id: str, txn: int) -> int:
+    """Restore the table at ``location`` to ``version`` in one commit whose ``txn`` for ``app_id`` is ``txn``;
     returns the new table version."""
     lake = _deltalake()
     try:
         table = lake.DeltaTable(location)
         table.restore(version, commit_properties=lake.CommitProperties(
-            app_transactions=[lake.Transaction(app_id=query_id, version=txn)]))
+            app_transactions=[lake.Transaction(app_id=app_id, version=txn)]))
         return int(table.version())
     except Exception as exc:  # deltalake raises its own errors (DeltaError, OSError, ...)
         raise CheckpointError(f"deltalake could not restore the table to version {version}: "

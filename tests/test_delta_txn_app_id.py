@@ -1,0 +1,219 @@
+"""``--delta-txn-app-id`` on copies of fixtures/foreach_batch_delta, whose foreachBatch function writes its Delta table
+with the writer options txnAppId=foreach_batch_delta and txnVersion=the batch id (so the table's txn actions are that
+app id's, not the query id's), and what Delta really does on restarts by delta-spark 4.4 in one child
+(tests/delta_restarts.py), compared with the control run (the fixture's table, written from scratch):
+
+* check with the option reports nothing; without it WM086 names the other app id and the option;
+* rewound to batch 8 (checkpoint only): the plan with the option says Delta skips 9..12; the restart writes nothing
+  (the table keeps its 13 versions and the control run's rows), and fails at batch 9 (Spark 4.2's state store commit
+  validation: the skipped write ran no job) unless that validation is off, when it re-runs 9..12;
+* rewound with the option and ``--execute``: the table is restored in a commit whose txn for the app id is 8, the
+  restart writes 9..12 again and the table holds exactly the control run's rows; undone: the table is restored back
+  (txn 12) and the restart writes nothing to it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from test_delta_sink import _missing
+
+from conftest import FIXTURES, ROOT, fixture_facts, run_cli
+
+NAME = "foreach_batch_delta"
+APP = "foreach_batch_delta"
+QUERY_ID = json.loads((FIXTURES / NAME / "checkpoint" / "metadata").read_text())["id"]
+SKIPS = [(9, "skip", 9, 0, 0), (10, "skip", 10, 2, 2), (11, "skip", 11, 2, 3), (12, "skip", 12, 1, 1)]
+SUMMARY = ("the table's txn for app id foreach_batch_delta is at 12: Delta skips the re-run batches 9..12 and writes "
+           "nothing for them (their 6 row(s) stay as first written; restore the table to the version before batch 9's "
+           "commit and lower the txn for the re-run batches to reach the table); a stateful query then fails batch 9 on "
+           "Spark 4.2 unless spark.sql.streaming.stateStore.commitValidation.enabled=false: the skipped write runs no "
+           "job, so its state stores never commit (tested with delta-spark 4.4)")
+
+
+def copy_of(root: Path) -> Path:
+    shutil.copytree(FIXTURES / NAME, root)
+    run_cli("relocate", root / "checkpoint", "--path-map", f"{fixture_facts(NAME)['root']}={root}", "--execute",
+            "--idle", "0")
+    return root
+
+
+@pytest.fixture
+def copy(tmp_path) -> Path:
+    return copy_of(tmp_path / NAME)
+
+
+def _created(root: Path) -> str:
+    from wmcheck.checkpoint.sinks.delta import read_delta_log
+    from wmcheck.checkpoint.timeutil import format_ms
+
+    return format_ms(read_delta_log(str(root / "output")).commit(0).timestamp_ms)
+
+
+def test_check_with_the_app_id_reports_nothing(copy):
+    assert run_cli("check", copy / "checkpoint", "--delta-sink", copy / "output", "--delta-txn-app-id", APP,
+                   exit_code=0).output == f"{copy / 'checkpoint'}: ok: 0 error(s), 0 warning(s) from 80 checks\n"
+
+
+def test_without_the_app_id_wm086_names_the_other_app_id_and_the_option(copy):
+    import wmcheck
+
+    message = (
+        f"the Delta table holds no txn of query {QUERY_ID}, whose checkpoint committed batches up to 12, but one of "
+        "app id foreach_batch_delta at 12: if the query's foreachBatch function writes the table with the writer "
+        "options txnAppId=foreach_batch_delta and txnVersion=the batch id (Delta then skips a batch id at most that "
+        "txn), pass --delta-txn-app-id foreach_batch_delta to check it by that app id; else the table was re-created "
+        f"at its path (its version 0 was written at {_created(copy)}) and written by another writer, or is another "
+        "table, and the restart writes batches 13 on only: the rows batches 0..12 wrote are not in the table and are "
+        "not written again (tested with delta-spark 4.4)")
+    found = json.loads(run_cli("check", copy / "checkpoint", "--delta-sink", copy / "output", "--format", "json",
+                               exit_code=1).output)
+    assert [(f["code"], f["severity"], f["path"], f["message"]) for f in found] == [
+        ("WM086", "error", "../output/_delta_log", message)]
+    api = wmcheck.check(str(copy / "checkpoint"), delta_sink=str(copy / "output"))
+    assert [(f.code, f.message) for f in api] == [
+        ("WM086", message.replace("--delta-txn-app-id foreach_batch_delta", "{{delta_txn_app_id=foreach_batch_delta}}"))]
+    assert wmcheck.check(str(copy / "checkpoint"), delta_sink=str(copy / "output"), delta_txn_app_id=APP) == []
+
+
+def test_with_an_app_id_the_table_lacks_wm086_names_it(copy):
+    found = json.loads(run_cli("check", copy / "checkpoint", "--delta-sink", copy / "output", "--delta-txn-app-id",
+                               "other", "--format", "json", exit_code=1).output)
+    assert [(f["code"], f["message"]) for f in found] == [("WM086", (
+        f"the Delta table holds no txn of app id other (--delta-txn-app-id) of query {QUERY_ID}, whose checkpoint "
+        f"committed batches up to 12: the table was re-created at its path (its version 0 was written at "
+        f"{_created(copy)}), or is another table. The restart writes batches 13 on only: the rows batches 0..12 "
+        "wrote are not in the table and are not written again (tested with delta-spark 4.4)"))]
+
+
+@pytest.mark.parametrize("command", [("check",), ("rewind", "--to-batch", "8", "--idle", "0")])
+def test_the_app_id_without_the_delta_sink_is_one_line_exit_2(copy, command):
+    result = run_cli(command[0], copy / "checkpoint", *command[1:], "--delta-txn-app-id", APP, exit_code=2)
+    assert result.output == ("Error: --delta-txn-app-id names the txn app id of the Delta sink's table: it needs "
+                             "--delta-sink PATH (hint: pass --delta-sink PATH (the table's directory) with it)\n")
+
+
+@pytest.mark.parametrize("command", [("check",), ("rewind", "--to-batch", "8", "--idle", "0")])
+def test_an_empty_app_id_is_one_line_exit_2(copy, command):
+    result = run_cli(command[0], copy / "checkpoint", *command[1:], "--delta-sink", copy / "output",
+                     "--delta-txn-app-id", "", exit_code=2)
+    assert result.output == ("Error: --delta-txn-app-id is empty: expected the txnAppId writer option of the table's "
+                             "writer (hint: pass the app id, or omit --delta-txn-app-id (the query id))\n")
+
+
+def test_the_rewind_plan_judges_the_table_by_the_app_id(copy):
+    import wmcheck
+
+    plan = json.loads(run_cli("rewind", copy / "checkpoint", "--to-batch", "8", "--delta-sink", copy / "output",
+                              "--delta-txn-app-id", APP, "--idle", "0", "--format", "json").output)
+    (sink,) = plan["sinks"]
+    assert (sink["query_id"], sink["txn_app_id"], sink["committed"], sink["summary"]) == (QUERY_ID, APP, 12, SUMMARY)
+    assert [(b["batch"], b["action"], b["version"], b["files"], b["rows"]) for b in sink["batches"]] == SKIPS
+    assert sink["restore"] == {"to_version": 8, "from_version": 12, "txn": 8, "txn_before": 12, "rows": 6, "files": 5,
+                               "other_writers": []}
+    assert plan["notes"][1:] == ["Delta sink: restore the table from version 12 to version 8 in a commit that sets the "
+                                 "txn of app id foreach_batch_delta from 12 to 8 (removes 6 row(s) in 5 file(s) of "
+                                 "versions 9..12)"]
+    text = run_cli("rewind", copy / "checkpoint", "--to-batch", "8", "--delta-sink", copy / "output",
+                   "--delta-txn-app-id", APP, "--idle", "0").output
+    assert f"What the delta sink does with the re-run batches: {SUMMARY}\n" in text
+    api = wmcheck.rewind(str(copy / "checkpoint"), to_batch=8, delta_sink=str(copy / "output"), delta_txn_app_id=APP)
+    assert api.plan.sinks[0].to_json() == sink
+    without = json.loads(run_cli("rewind", copy / "checkpoint", "--to-batch", "8", "--delta-sink", copy / "output",
+                                 "--idle", "0", "--format", "json").output)["sinks"][0]
+    assert (without["txn_app_id"], without["committed"], without["restore"]) == (None, None, None)
+    assert without["summary"] == "the table holds no txn for this query: the re-run batches 9..12 are written"
+
+
+STREAM_FAILED = f"[STREAM_FAILED] Query [id = {QUERY_ID}, runId = "
+CASES = ("control", "rewound", "rewound-unvalidated", "repaired", "undone")
+UNVALIDATED = {"spark.sql.streaming.stateStore.commitValidation.enabled": "false"}
+
+
+@pytest.fixture(scope="module")
+def restarts(tmp_path_factory):
+    """Each case's copy: untouched (control), rewound to batch 8 (checkpoint only), rewound with --delta-sink
+    --delta-txn-app-id --execute (repaired), and that undone; then restarted by Spark in one child:
+    (plans, outcomes, the control run's rows)."""
+    missing = _missing()
+    if missing:
+        if os.environ.get("CI"):
+            pytest.fail(missing)
+        pytest.skip(missing)
+    python = os.environ.get("WMCHECK_DELTA_PYTHON") or str(ROOT / ".venv-delta" / "bin" / "python")
+    plans, jobs = {}, []
+    for case in CASES:
+        root = copy_of(tmp_path_factory.mktemp(case) / NAME)
+        sink = ("--delta-sink", root / "output", "--delta-txn-app-id", APP)
+        rewind = ("rewind", root / "checkpoint", "--to-batch", "8", "--idle", "0")
+        if case != "control":
+            plans[case] = json.loads(run_cli(*rewind, *sink, "--format", "json").output)
+            run_cli(*rewind, *(sink if case in ("repaired", "undone") else ()), "--execute")
+        if case == "undone":
+            run_cli("undo", root / "checkpoint", "--idle", "0")
+        jobs.append({"root": str(root), "fixture": NAME, "app_id": APP,
+                     "conf": UNVALIDATED if case == "rewound-unvalidated" else {}})
+    done = subprocess.run([python, str(ROOT / "tests" / "delta_restarts.py"), json.dumps(jobs)], capture_output=True,
+                          text=True, timeout=900, env={**os.environ, "PYSPARK_PYTHON": python})
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.splitlines()[-1])
+    return plans, dict(zip(CASES, out["jobs"])), out["controls"][NAME]
+
+
+@pytest.mark.spark
+def test_the_control_restart_writes_nothing_new(restarts):
+    _, outcomes, control = restarts
+    got = outcomes["control"]  # one batch without input, 13, which commits no table version
+    assert (got["error"], got["batches"], got["version"], got["txn"]) == (None, [13], 12, 12)
+    assert got["rows"] == control
+
+
+@pytest.mark.spark
+def test_after_a_rewind_delta_skips_the_re_run_batches_as_the_plan_says(restarts):
+    """The plan (with the app id) says skip for 9..12; Spark re-runs batch 9, the function's write is skipped by Delta
+    (its DataFrame never runs): the table keeps version 12, txn 12 and the control run's rows. Found by this restart:
+    pyspark 4.2 then fails the query (the batch's state stores never committed: "Not all StateStores committed for
+    batch 9"), so the restart writes nothing new and does not get past batch 9 either."""
+    plans, outcomes, control = restarts
+    sink = plans["rewound"]["sinks"][0]
+    assert [(b["batch"], b["action"], b["version"], b["files"], b["rows"]) for b in sink["batches"]] == SKIPS
+    got = outcomes["rewound"]
+    assert (got["error"][:len(STREAM_FAILED)], got["batches"], got["version"], got["txn"]) == (STREAM_FAILED, [], 12, 12)
+    assert got["error"].endswith("terminated with exception: Exception thrown in awaitResult:  SQLSTATE: XXKST")
+    assert got["rows"] == control
+
+
+@pytest.mark.spark
+def test_after_a_rewind_without_state_commit_validation_the_restart_writes_nothing_new(restarts):
+    """The same rewind, restarted with spark.sql.streaming.stateStore.commitValidation.enabled=false: Spark runs
+    batches 9..11 again (12, a batch without input, is not planned again), Delta skips each write, and the table
+    keeps version 12, txn 12 and the control run's rows."""
+    plans, outcomes, control = restarts
+    assert plans["rewound-unvalidated"]["sinks"][0]["summary"] == SUMMARY
+    got = outcomes["rewound-unvalidated"]
+    assert (got["error"], got["batches"], got["version"], got["txn"]) == (None, [9, 10, 11], 12, 12)
+    assert got["rows"] == control
+
+
+@pytest.mark.spark
+def test_rewind_execute_with_the_app_id_makes_the_restart_write_the_control_runs_rows(restarts):
+    """The table restored to version 8 in a commit (version 13) whose txn for the app id is 8: the restart writes
+    9..12 again (versions 14..17) and the table holds exactly the control run's rows."""
+    _, outcomes, control = restarts
+    got = outcomes["repaired"]
+    assert (got["error"], got["batches"], got["version"], got["txn"]) == (None, [9, 10, 11, 12], 17, 12)
+    assert got["rows"] == control
+
+
+@pytest.mark.spark
+def test_undo_restores_the_table_back(restarts):
+    """undo restores the table again (version 14, version 12's files, txn 12): the restarted query runs batch 13 as
+    the control run does, which writes nothing to it, and the table holds the control run's rows."""
+    _, outcomes, control = restarts
+    got = outcomes["undone"]
+    assert (got["error"], got["batches"], got["version"], got["txn"]) == (None, [13], 14, 12)
+    assert got["rows"] == control and len(control) == 17
