@@ -10,7 +10,7 @@ from typing import Mapping
 
 from ..errors import CheckpointError, arg
 from ..model import Checkpoint
-from ..sinks import foreach_batch, kafka
+from ..sinks import SinkEffect, foreach_batch, kafka
 from ..sinks.delta import read_delta_log, rerun_effect
 from ..sinks.delta_restore import plan_restore, restore_text
 from ..sources.kafka_topics import KafkaTopics
@@ -36,8 +36,14 @@ def rerun_batches(plan: Plan) -> range:
     return range((after if after is not None else -1) + 1, (before if before is not None else -1) + 1)
 
 
+NO_RERUN = "no batch runs again: the sink gets the next batch only"
+
+
 def with_sink_effects(plan: Plan, ckpt: Checkpoint, named: SinksNamed, fs_options: Mapping[str, str] | None) -> Plan:
-    """``plan`` with each named sink's effect added."""
+    """``plan`` with each named sink's effect added (when the plan runs no batch again, each sink's is that it gets
+    the next batch only; a Delta sink's table is read all the same, so that a path that is not one is refused)."""
+    if not rerun_batches(plan) and named.any():
+        return dataclasses.replace(plan, sinks=(*plan.sinks, *_no_rerun(ckpt, named, fs_options)))
     effects = []
     if named.kafka_sink is not None:
         if named.broker is None:
@@ -48,6 +54,20 @@ def with_sink_effects(plan: Plan, ckpt: Checkpoint, named: SinksNamed, fs_option
         effects.append(foreach_batch.rerun_effect(ckpt, rerun_batches(plan)))
     plan = dataclasses.replace(plan, sinks=(*plan.sinks, *effects)) if effects else plan
     return _with_delta(plan, ckpt, named.delta_sink, fs_options)
+
+
+def _no_rerun(ckpt: Checkpoint, named: SinksNamed, fs_options: Mapping[str, str] | None) -> tuple[SinkEffect, ...]:
+    meta = ckpt.query_metadata
+    query_id = meta.query_id if meta else ""
+    out = []
+    if named.delta_sink is not None:
+        log = read_delta_log(named.delta_sink, fs_options)
+        out.append(SinkEffect("delta", log.location, query_id, log.txn_version(query_id), (), NO_RERUN))
+    if named.kafka_sink is not None:
+        out.append(SinkEffect("kafka", named.kafka_sink, query_id, None, (), NO_RERUN))
+    if named.foreach_batch:
+        out.append(SinkEffect("foreachBatch", "", query_id, None, (), NO_RERUN))
+    return tuple(out)
 
 
 def _with_delta(plan: Plan, ckpt: Checkpoint, delta_sink: str | None, fs_options: Mapping[str, str] | None) -> Plan:
@@ -70,3 +90,9 @@ def delta_sink_of(plan: Plan) -> str | None:
     """The Delta sink a plan's section names (None: none)."""
     return next((s.location for s in plan.sinks if s.kind == "delta"), None)
 
+
+
+def asked_of(plan: Plan) -> dict[str, str | bool | None]:
+    """The sink parameters a plan's section was made for (to plan it again from a saved plan)."""
+    kinds = {s.kind: s.location for s in plan.sinks}
+    return {"delta_sink": kinds.get("delta"), "kafka_sink": kinds.get("kafka"), "foreach_batch": "foreachBatch" in kinds}
