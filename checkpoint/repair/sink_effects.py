@@ -94,5 +94,6 @@ def delta_sink_of(plan: Plan) -> str | None:
 
 def asked_of(plan: Plan) -> dict[str, str | bool | None]:
     """The sink parameters a plan's section was made for (to plan it again from a saved plan)."""
-    kinds = {s.kind: s.location for s in plan.sinks}
-    return {"delta_sink": kinds.get("delta"), "kafka_sink": kinds.get("kafka"), "foreach_batch": "foreachBatch" in kinds}
+    delta = next((s.location for s in plan.sinks if s.kind == "delta"), None)
+    topic = next((s.location for s in plan.sinks if s.kind == "kafka"), None)
+    return {"delta_sink": delta, "kafka_sink": topic, "foreach_batch": any(s.kind == "foreachBatch" for s in plan.sinks)}
