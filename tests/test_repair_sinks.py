@@ -223,3 +223,14 @@ def test_set_watermark_on_a_planned_batch_the_delta_sink_holds_runs_it_again_and
     [got] = out["jobs"]
     assert (got["error"], got["batches"][0], got["version"], got["txn"]) == (None, 12, 12, 12)
     assert got["rows"] == out["control"]
+
+
+def test_the_python_api_takes_the_sinks_of_every_repair(copy_fixture):
+    import wmcheck
+
+    etl = copy_fixture("kafka_etl")
+    [effect] = wmcheck.reset_offsets(str(etl / "checkpoint"), shift_by=-2, kafka_sink="out").plan.sinks
+    assert (effect.kind, [(b.batch, b.action, b.rows) for b in effect.batches]) == ("kafka", [(8, "duplicate", 4)])
+    delta = copy_fixture("agg_window_delta")
+    [effect] = wmcheck.set_watermark(str(delta / "checkpoint"), "-1 minute", delta_sink=str(delta / "output")).plan.sinks
+    assert (effect.kind, effect.committed, effect.batches, effect.summary) == ("delta", 12, (), NO_RERUN)
