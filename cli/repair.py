@@ -111,15 +111,17 @@ def rewind(checkpoint: str, to_batch, to_watermark, to_time, shift, file_sink, d
 @click.option("--watermark", metavar="TIME", help='The new watermark: ISO-8601, epoch ms, or "-2 hours" (from the current one).')
 @click.option("--allow-raise", is_flag=True, help="Allow a watermark above the current one.")
 @click.option("--window", metavar="DURATION", help="The query's window length, to list windows re-opened in append mode.")
+@click.option("--file-sink", metavar="PATH", help="The query's file sink: say what it does with a planned batch run "
+              "again (its log is left alone).")
 @sink_options(broker=True)
 @repair_options
 @common_options()
 @gc_paused
-def set_watermark(checkpoint: str, watermark, allow_raise, window, delta_sink, kafka_sink, foreach_batch,
+def set_watermark(checkpoint: str, watermark, allow_raise, window, file_sink, delta_sink, kafka_sink, foreach_batch,
                   bootstrap_server, kafka_options, execute, plan_out, from_plan, idle, force, backup_dir, fmt, tz,
                   fs_options) -> None:
     """Set the watermark the next batch of CHECKPOINT starts from (dry run unless --execute)."""
-    request = repair.SetWatermarkRequest(watermark=watermark, allow_raise=allow_raise, window=window,
+    request = repair.SetWatermarkRequest(watermark=watermark, allow_raise=allow_raise, window=window, file_sink=file_sink,
                                          delta_sink=delta_sink, kafka_sink=kafka_sink, foreach_batch=foreach_batch,
                                          bootstrap_server=bootstrap_server,
                                          kafka_options=parse_pairs(kafka_options, "--kafka-option"))

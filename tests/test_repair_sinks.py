@@ -234,3 +234,35 @@ def test_the_python_api_takes_the_sinks_of_every_repair(copy_fixture):
     delta = copy_fixture("agg_window_delta")
     [effect] = wmcheck.set_watermark(str(delta / "checkpoint"), "-1 minute", delta_sink=str(delta / "output")).plan.sinks
     assert (effect.kind, effect.committed, effect.batches, effect.summary) == ("delta", 12, (), NO_RERUN)
+
+
+@pytest.mark.spark
+def test_set_watermark_on_a_planned_batch_the_file_sink_logged_runs_it_again_and_the_sink_skips_it(spark, tmp_path):
+    """Batch 12 wrote its files and log entry but its commit file is gone: the plan says batch 12 runs again and the
+    file sink skips it; Spark re-runs it and the sink's log entry and rows stay as they were."""
+    from test_repair_spark import fixture_conf, run_query, sink_rows
+
+    name = "agg_window_hdfs"
+    root = tmp_path / name
+    shutil.copytree(FIXTURES / name, root)
+    run_cli("relocate", root / "checkpoint", "--path-map", f"{fixture_facts(name)['root']}={root}", "--file-sink",
+            root / "output", "--execute", "--idle", "0")
+    for path in (root / "checkpoint" / "commits" / "12", root / "checkpoint" / "commits" / ".12.crc"):
+        path.unlink(missing_ok=True)
+    args = ("set-watermark", root / "checkpoint", "--watermark", "-1 minute", "--file-sink", root / "output",
+            "--idle", "0")
+    table = run_cli(*args).output
+    assert ("What the file sink does with the re-run batches: its log holds batch 12: Spark's file sink skips the "
+            "re-run batch(es) 12 and writes nothing for them (their files stay as first written)") in table
+    fields = dict(csv.reader(io.StringIO(run_cli(*args, "--format", "csv").output)))
+    assert (fields["sinks.0.kind"], fields["sinks.0.committed"], fields["sinks.0.batches.0.batch"],
+            fields["sinks.0.batches.0.action"]) == ("file", "12", "12", "skip")
+    run_cli(*args, "--execute")
+    entry = (root / "output" / "_spark_metadata" / "12").read_bytes()
+    with fixture_conf(spark, name):
+        before = sink_rows(spark, name, root)
+        progress = run_query(spark, name, root)
+        after = sink_rows(spark, name, root)
+    assert progress[0]["batchId"] == 12
+    assert (root / "output" / "_spark_metadata" / "12").read_bytes() == entry
+    assert after == before

@@ -176,6 +176,8 @@ class SetWatermarkRequest(SinksAsked):
     watermark: str | int | None = None
     allow_raise: bool = False
     window: str | int | None = None
+    file_sink: str | None = None
+    """The query's file sink: the plan says what it does with a planned batch run again (its log is left alone)."""
 
     def plan(self, ckpt: Checkpoint, now: int, fs_options: FsOptions) -> Plan:
         from ..timeutil import parse_duration_ms, parse_time_ms
@@ -190,8 +192,12 @@ class SetWatermarkRequest(SinksAsked):
                 self.watermark, now_ms=now, watermark_ms=ckpt.watermark_ms, default_anchor="watermark")
         with on_param("window"):
             window_ms = self.window if isinstance(self.window, int) or self.window is None else parse_duration_ms(self.window)
-        return self.with_sinks(plan_set_watermark(ckpt, watermark_ms, allow_raise=self.allow_raise,
-                                                  window_ms=window_ms or None, created_ms=now), ckpt, fs_options)
+        from .sink_effects import with_file_sink
+
+        plan = plan_set_watermark(ckpt, watermark_ms, allow_raise=self.allow_raise, window_ms=window_ms or None,
+                                  created_ms=now)
+        return with_file_sink(self.with_sinks(plan, ckpt, fs_options), ckpt,
+                              repair_sink(self.file_sink, ckpt, fs_options))
 
     @classmethod
     def from_plan(cls, plan: Plan) -> "SetWatermarkRequest":
@@ -200,6 +206,7 @@ class SetWatermarkRequest(SinksAsked):
 
         req = plan.params(WatermarkParams)
         return cls(watermark=req.watermark_ms, allow_raise=req.allow_raise, window=req.window_ms,
+                   file_sink=next((s.location for s in plan.sinks if s.kind == "file"), None),
                    **asked_of(plan))  # type: ignore[arg-type]
 
 

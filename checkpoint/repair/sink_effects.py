@@ -10,11 +10,12 @@ from typing import Mapping
 
 from ..errors import CheckpointError, arg
 from ..model import Checkpoint
-from ..sinks import SinkEffect, foreach_batch, kafka
+from ..sinks import SinkEffect, file_sink, foreach_batch, kafka
 from ..sinks.delta import read_delta_log, rerun_effect
 from ..sinks.delta_restore import plan_restore, restore_text
 from ..sources.kafka_topics import KafkaTopics
 from .plan import Plan
+from .rewind import FileSink
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,18 @@ def with_sink_effects(plan: Plan, ckpt: Checkpoint, named: SinksNamed, fs_option
         effects.append(foreach_batch.rerun_effect(ckpt, rerun_batches(plan)))
     plan = dataclasses.replace(plan, sinks=(*plan.sinks, *effects)) if effects else plan
     return _with_delta(plan, ckpt, named.delta_sink, fs_options)
+
+
+def with_file_sink(plan: Plan, ckpt: Checkpoint, sink: FileSink | None) -> Plan:
+    """``plan`` with the file sink's effect (a repair that leaves its log alone: set-watermark)."""
+    if sink is None:
+        return plan
+    meta = ckpt.query_metadata
+    query_id = meta.query_id if meta else ""
+    batches = rerun_batches(plan)
+    effect = (file_sink.rerun_effect(sink.fs, sink.location, query_id, batches) if batches else
+              SinkEffect("file", sink.location, query_id, None, (), NO_RERUN))
+    return dataclasses.replace(plan, sinks=(*plan.sinks, effect))
 
 
 def _no_rerun(ckpt: Checkpoint, named: SinksNamed, fs_options: Mapping[str, str] | None) -> tuple[SinkEffect, ...]:
