@@ -148,11 +148,16 @@ def rewind(checkpoint: str | Checkpoint, *, to_batch: int | None = None, to_wate
 
 def set_watermark(checkpoint: str | Checkpoint, watermark: str | int, *, allow_raise: bool = False,
                   window: str | int | None = None, execute: bool = False, options: RunOptions | None = None,
-                  fs_options: FsOptions = None) -> RepairResult:
-    """``wmcheck set-watermark``: the watermark the next batch starts from (ISO time, epoch ms, ``-2 hours``)."""
+                  fs_options: FsOptions = None, delta_sink: str | None = None, kafka_sink: str | None = None,
+                  foreach_batch: bool = False, bootstrap_server: str | None = None) -> RepairResult:
+    """``wmcheck set-watermark``: the watermark the next batch starts from (ISO time, epoch ms, ``-2 hours``);
+    ``delta_sink``, ``kafka_sink`` (its broker ``bootstrap_server``), ``foreach_batch``: the query's sinks, for the
+    plan's ``sinks`` (what each gets)."""
     from wmcheck.checkpoint.repair import SetWatermarkRequest
 
-    return _repair(checkpoint, SetWatermarkRequest(watermark=watermark, allow_raise=allow_raise, window=window),
+    return _repair(checkpoint, SetWatermarkRequest(watermark=watermark, allow_raise=allow_raise, window=window,
+                                                   delta_sink=delta_sink, kafka_sink=kafka_sink,
+                                                   foreach_batch=foreach_batch, bootstrap_server=bootstrap_server),
                    execute, options, fs_options)
 
 
@@ -161,16 +166,19 @@ def reset_offsets(checkpoint: str | Checkpoint, *, to_datetime: str | None = Non
                   to_latest: bool = False, from_file: str | None = None, topic: Iterable[str] = (),
                   source: str | None = None, bootstrap_server: str | None = None,
                   kafka_options: Mapping[str, str] | None = None, file_sink: str | None = None, execute: bool = False,
-                  options: RunOptions | None = None, fs_options: FsOptions = None) -> RepairResult:
+                  options: RunOptions | None = None, fs_options: FsOptions = None, delta_sink: str | None = None,
+                  kafka_sink: str | None = None, foreach_batch: bool = False) -> RepairResult:
     """``wmcheck reset-offsets``: start a Kafka source (``source``; its partitions ``topics``, ``T`` or ``T:P,P``) at
     other offsets, given by exactly one of ``to_datetime`` ... ``from_file``; the broker (``bootstrap_server``) is asked
-    where they need it."""
+    where they need it; ``delta_sink``, ``kafka_sink``, ``foreach_batch`` (and ``file_sink``): the query's sinks, for
+    the plan's ``sinks`` (what the records read again or skipped do to each)."""
     from wmcheck.checkpoint.repair import ResetOffsetsRequest
 
     request = ResetOffsetsRequest(source=source, topic=tuple(topic), to_datetime=to_datetime, by_duration=by_duration,
                                   to_offset=to_offset, shift_by=shift_by, to_earliest=to_earliest, to_latest=to_latest,
                                   from_file=from_file, bootstrap_server=bootstrap_server, kafka_options=kafka_options,
-                                  file_sink=file_sink)
+                                  file_sink=file_sink, delta_sink=delta_sink, kafka_sink=kafka_sink,
+                                  foreach_batch=foreach_batch)
     return _repair(checkpoint, request, execute, options, fs_options)
 
 

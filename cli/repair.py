@@ -30,6 +30,29 @@ def repair_options(fn: Callable) -> Callable:
     return fn
 
 
+def sink_options(broker: bool) -> Callable[[Callable], Callable]:
+    """The query's sinks besides a file sink, for the plan's section "what the sink does" (``broker``: with
+    ``--bootstrap-server``/``--kafka-option`` for the Kafka sink's broker)."""
+    options = [
+        click.option("--delta-sink", metavar="PATH", help="The query's Delta table: say what its sink does with the "
+                     "batches the repair makes the query run."),
+        click.option("--kafka-sink", metavar="TOPIC", help="The query's Kafka sink topic: say what it gets."),
+        click.option("--foreach-batch", is_flag=True, help="The query writes with foreachBatch: say which batch ids "
+                     "its function is called with and what they hold."),
+    ]
+    if broker:
+        options += [click.option("--bootstrap-server", metavar="HOST:PORT", help="The Kafka broker of --kafka-sink "
+                                 "(asked when a batch runs again)."),
+                    click.option("--kafka-option", "kafka_options", multiple=True, metavar="KEY=VALUE",
+                                 help="A Kafka client setting (librdkafka names; repeatable).")]
+
+    def decorate(fn: Callable) -> Callable:
+        for option in reversed(options):
+            fn = option(fn)
+        return fn
+    return decorate
+
+
 def run_options(execute: bool, plan_out: str | None, from_plan: str | None, idle: str, force: bool,
                 backup_dir: str | None, fs_options: tuple[str, ...]) -> repair.RunOptions:
     """The options every repair shares, from their flags."""
@@ -91,13 +114,20 @@ def rewind(checkpoint: str, to_batch, to_watermark, to_time, shift, file_sink, d
 @click.option("--watermark", metavar="TIME", help='The new watermark: ISO-8601, epoch ms, or "-2 hours" (from the current one).')
 @click.option("--allow-raise", is_flag=True, help="Allow a watermark above the current one.")
 @click.option("--window", metavar="DURATION", help="The query's window length, to list windows re-opened in append mode.")
+@click.option("--file-sink", metavar="PATH", help="The query's file sink: say what it does with a planned batch run "
+              "again (its log is left alone).")
+@sink_options(broker=True)
 @repair_options
 @common_options()
 @gc_paused
-def set_watermark(checkpoint: str, watermark, allow_raise, window, execute, plan_out, from_plan, idle, force,
-                  backup_dir, fmt, tz, fs_options) -> None:
+def set_watermark(checkpoint: str, watermark, allow_raise, window, file_sink, delta_sink, kafka_sink, foreach_batch,
+                  bootstrap_server, kafka_options, execute, plan_out, from_plan, idle, force, backup_dir, fmt, tz,
+                  fs_options) -> None:
     """Set the watermark the next batch of CHECKPOINT starts from (dry run unless --execute)."""
-    request = repair.SetWatermarkRequest(watermark=watermark, allow_raise=allow_raise, window=window)
+    request = repair.SetWatermarkRequest(watermark=watermark, allow_raise=allow_raise, window=window, file_sink=file_sink,
+                                         delta_sink=delta_sink, kafka_sink=kafka_sink, foreach_batch=foreach_batch,
+                                         bootstrap_server=bootstrap_server,
+                                         kafka_options=parse_pairs(kafka_options, "--kafka-option"))
     _run(checkpoint, request, execute, plan_out, from_plan, idle, force, backup_dir, fs_options, fmt, tz)
 
 

@@ -71,7 +71,8 @@ def repair_result(result: RepairResult, tz: tzinfo) -> tuple[Fields, list[Table]
         tables: list[Table] = [("Offsets (where the next batch starts)", reset_rows(plan), RESET_COLUMNS)]
     else:
         tables = [("Sources (where each continues from)", plan.sources, SOURCE_COLUMNS)] if plan.sources else []
-    tables += [(f"What the {e.kind} sink does with the re-run batches: {e.summary}", [b.to_json() for b in e.batches],
+    which = "the batches read from the new offsets" if plan.command == "reset-offsets" else "the re-run batches"
+    tables += [(f"What the {e.kind} sink does with {which}: {e.summary}", [b.to_json() for b in e.batches],
                 SINK_COLUMNS) for e in plan.sinks]
     tables.append(("Steps", steps, STEP_COLUMNS))
     if check is not None:

@@ -8,7 +8,7 @@ from wmcheck.checkpoint.sources.kafka_topics import DEFAULT_TIMEOUT_S
 
 from .options import TIMEOUT_KEY, common_options, gc_paused, parse_pairs
 from .output import make_output
-from .repair import repair_options, run_options
+from .repair import repair_options, run_options, sink_options
 
 
 @click.command("reset-offsets")
@@ -33,12 +33,13 @@ from .repair import repair_options, run_options
 @click.option("--kafka-option", "kafka_options", multiple=True, metavar="KEY=VALUE",
               help="A Kafka client setting (librdkafka names: security.protocol=SSL, sasl.mechanism=...; repeatable).")
 @click.option("--file-sink", metavar="PATH", help="The query's file sink: gets the log entry of the batch written.")
+@sink_options(broker=False)
 @click.option("--export", is_flag=True, help="Print the new offsets as CSV (TOPIC,PARTITION,OFFSET) for --from-file.")
 @repair_options
 @common_options()
 @gc_paused
 def reset_offsets(checkpoint: str, source, topic, to_datetime, by_duration, to_offset, shift_by, to_earliest, to_latest,
-                  from_file, bootstrap_server, kafka_options, file_sink, export, execute, plan_out, from_plan, idle, force,
+                  from_file, bootstrap_server, kafka_options, file_sink, delta_sink, kafka_sink, foreach_batch, export, execute, plan_out, from_plan, idle, force,
                   backup_dir, fmt, tz, fs_options) -> None:
     """Make the next batch of CHECKPOINT start a Kafka source at other offsets (dry run unless --execute).
 
@@ -52,7 +53,7 @@ def reset_offsets(checkpoint: str, source, topic, to_datetime, by_duration, to_o
         source=source, topic=tuple(topic), to_datetime=to_datetime, by_duration=by_duration, to_offset=to_offset,
         shift_by=shift_by, to_earliest=to_earliest, to_latest=to_latest, from_file=from_file,
         bootstrap_server=bootstrap_server, kafka_options=parse_pairs(kafka_options, "--kafka-option"),
-        file_sink=file_sink, timeout_s=float(timeout) if timeout is not None else DEFAULT_TIMEOUT_S)
+        file_sink=file_sink, delta_sink=delta_sink, kafka_sink=kafka_sink, foreach_batch=foreach_batch, timeout_s=float(timeout) if timeout is not None else DEFAULT_TIMEOUT_S)
     result = repair.run(checkpoint, request, run_options(execute, plan_out, from_plan, idle, force, backup_dir,
                                                          fs_options))
     out = make_output("csv" if export else fmt, tz=tz)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from kafka_env import kafka_bootstrap, spark_kafka  # noqa: F401  (the broker and Spark's Kafka connector, for every test)
+from kafka_env import kafka_bootstrap, spark_kafka, spark_kafka_delta  # noqa: F401  (the broker and Spark's Kafka connector, for every test)
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures"

@@ -147,8 +147,8 @@ def _wait(done, what: str, seconds: float = 30.0) -> None:
 class SparkWorker:
     """tests/spark_worker.py in a child process: ``run`` a query to its end, get Spark's outcome."""
 
-    def __init__(self, python: str, log: Path) -> None:
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    def __init__(self, python: str, log: Path, env_extra: dict[str, str] | None = None) -> None:
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env_extra or {})}
         self.log = log
         self.proc = subprocess.Popen([python, str(WORKER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=log.open("wb"), env=env, text=True, bufsize=1)
@@ -200,6 +200,33 @@ def spark_kafka(tmp_path_factory) -> Iterator[SparkWorker]:
     if not any((kafka_broker.JARS / "spark-kafka").glob("spark-sql-kafka-*.jar")):
         unavailable(f"no Spark Kafka connector jars in {kafka_broker.JARS / 'spark-kafka'} (run tests/jvm/fetch.sh)")
     worker = SparkWorker(python, tmp_path_factory.mktemp("spark-worker") / "worker.log")
+    try:
+        yield worker
+    finally:
+        worker.close()
+
+
+def delta_python() -> str:
+    return os.environ.get("WMCHECK_DELTA_PYTHON") or str(ROOT / ".venv-delta" / "bin" / "python")
+
+
+def delta_jars() -> Path:
+    return Path(os.environ.get("WMCHECK_DELTA_JARS") or kafka_broker.JARS / "delta")
+
+
+@pytest.fixture(scope="session")
+def spark_kafka_delta(tmp_path_factory) -> Iterator[SparkWorker]:
+    """One Spark session with the Kafka connector and Delta Lake (the Delta environment's pyspark 4.2 and
+    delta-spark, both jar sets in spark.jars), for the tests whose Kafka query writes a Delta table."""
+    python = delta_python()
+    if not os.access(python, os.X_OK):
+        unavailable(f"no Delta environment at {python} (WMCHECK_DELTA_PYTHON; .ci/run makes .venv-delta)")
+    if not any((kafka_broker.JARS / "spark-kafka").glob("spark-sql-kafka-*.jar")):
+        unavailable(f"no Spark Kafka connector jars in {kafka_broker.JARS / 'spark-kafka'} (run tests/jvm/fetch.sh)")
+    if not any(delta_jars().glob("delta-spark_*.jar")):
+        unavailable(f"no Delta jars in {delta_jars()} (run tests/jvm/fetch-delta.sh)")
+    worker = SparkWorker(python, tmp_path_factory.mktemp("spark-worker-delta") / "worker.log",
+                         {"WMCHECK_WORKER_DELTA_JARS": str(delta_jars())})
     try:
         yield worker
     finally:

@@ -30,7 +30,14 @@ def session():
     jars = sorted(str(p) for p in JARS.glob("*.jar"))
     if not jars:
         raise RuntimeError(f"no Spark Kafka connector jars in {JARS}: run tests/jvm/fetch.sh")
-    spark = (SparkSession.builder.master("local[2]").appName("wmcheck-tests-kafka")
+    builder = SparkSession.builder
+    delta = os.environ.get("WMCHECK_WORKER_DELTA_JARS")
+    if delta:  # Delta Lake beside the Kafka connector: both jar sets in spark.jars, Delta's extension and catalog
+        jars += sorted(str(p) for p in Path(delta).glob("*.jar"))
+        builder = (builder.config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+                   .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+                   .config("spark.databricks.delta.snapshotPartitions", "2"))
+    spark = (builder.master("local[2]").appName("wmcheck-tests-kafka")
              .config("spark.jars", ",".join(jars))
              .config("spark.ui.enabled", "false")
              .config("spark.sql.shuffle.partitions", "2")

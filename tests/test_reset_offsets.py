@@ -36,7 +36,7 @@ def test_the_dry_run_lists_each_partition_as_kafka_consumer_groups_does_and_chan
     before = tree(etl)
     out = reset(etl, "--shift-by", "-2", "--file-sink", etl / "output").output
     assert tree(etl) == before
-    table = out[out.index("Offsets (where the next batch starts)"):out.index("Steps")].strip().splitlines()
+    table = out[out.index("Offsets (where the next batch starts)"):out.index("What the file sink")].strip().splitlines()
     assert table[1].split() == ["TOPIC", "PARTITION", "CURRENT-OFFSET", "NEW-OFFSET", "DIFFERENCE"]
     assert [line.split() for line in table[3:]] == [[TOPIC, "0", "13", "11", "-2"], [TOPIC, "1", "13", "11", "-2"]]
     assert "mode:           dry run: nothing was changed (add --execute to apply)" in out

@@ -35,7 +35,7 @@ from .execute import apply, apply_step
 from .logs import remove_steps
 from .plan import Plan, SparkWrite, Step
 from .plan_params import Position, RepartitionParams
-from .requests import FsOptions, RepairRequest, repair_sink
+from .requests import FsOptions, SinksAsked, repair_sink
 from .results import Restored, Verification
 from .rewind import FileSink, RewindView, plan_rewind, state_steps
 from .strategy import Execution, Run
@@ -101,7 +101,7 @@ class Repartitioner(Protocol):
 
 
 @dataclass(frozen=True)
-class RepartitionRequest(RepairRequest):
+class RepartitionRequest(SinksAsked):
     """Move a stopped query's state to ``partitions`` partitions with Spark's repartition (None: only complete a
     repartition Spark already made, writing the sink log entries it lacks). ``runner`` runs Spark (needed to
     execute a repartition, not to plan it or to complete one)."""
@@ -112,12 +112,15 @@ class RepartitionRequest(RepairRequest):
     runner: Repartitioner | None = field(default=None, compare=False)
 
     def plan(self, ckpt: Checkpoint, now: int, fs_options: FsOptions) -> Plan:
-        return plan_repartition(ckpt, self.partitions, sink=repair_sink(self.file_sink, ckpt, fs_options),
-                                created_ms=now)
+        return self.with_sinks(plan_repartition(ckpt, self.partitions, sink=repair_sink(self.file_sink, ckpt, fs_options),
+                                                created_ms=now), ckpt, fs_options)
 
     @classmethod
     def from_plan(cls, plan: Plan) -> RepartitionRequest:
-        return cls(partitions=plan.params(RepartitionParams).partitions, file_sink=plan.file_sink)
+        from .sink_effects import asked_of
+
+        return cls(partitions=plan.params(RepartitionParams).partitions, file_sink=plan.file_sink,
+                   **asked_of(plan))  # type: ignore[arg-type]
 
     def conflicts_with(self, plan: Plan) -> bool:
         return plan.params(RepartitionParams).partitions != self.partitions

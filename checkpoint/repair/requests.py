@@ -72,6 +72,32 @@ class RepairRequest:
 
 
 @dataclass(frozen=True)
+class SinksAsked(RepairRequest):
+    """The query's sinks besides a file sink, for a repair's section "what the sink does" (``set-watermark``,
+    ``repartition``, ``reset-offsets``; ``rewind`` names the same parameters)."""
+
+    delta_sink: str | None = None
+    kafka_sink: str | None = None
+    foreach_batch: bool = False
+    bootstrap_server: str | None = None
+    """The Kafka broker ``kafka_sink`` is asked of (when a batch runs again)."""
+    kafka_options: Mapping[str, str] | None = field(default=None, compare=False)
+
+    def sinks_named(self) -> SinksNamed:
+        from ..sources.kafka_topics import KafkaTopics
+        from .sink_effects import SinksNamed
+
+        broker = KafkaTopics(self.bootstrap_server, self.kafka_options) if self.bootstrap_server else None
+        return SinksNamed(self.delta_sink, self.kafka_sink, broker, self.foreach_batch)
+
+    def with_sinks(self, plan: Plan, ckpt: Checkpoint, fs_options: FsOptions) -> Plan:
+        """``plan`` with the section for each sink named."""
+        from .sink_effects import with_sink_effects
+
+        return with_sink_effects(plan, ckpt, self.sinks_named(), fs_options)
+
+
+@dataclass(frozen=True)
 class RewindRequest(RepairRequest):
     """Make an earlier batch the last committed one: exactly one of ``to_batch``, ``to_watermark``,
     ``to_time``, ``shift`` (none when resuming an interrupted rewind or with ``from_plan``)."""
@@ -146,7 +172,7 @@ class RewindRequest(RepairRequest):
 
 
 @dataclass(frozen=True)
-class SetWatermarkRequest(RepairRequest):
+class SetWatermarkRequest(SinksAsked):
     """Set the watermark the next batch starts from. ``watermark``: TIME text (ISO-8601, epoch ms, or a
     duration relative to the current watermark) or epoch ms; ``window``: a duration text or ms."""
 
@@ -154,6 +180,8 @@ class SetWatermarkRequest(RepairRequest):
     watermark: str | int | None = None
     allow_raise: bool = False
     window: str | int | None = None
+    file_sink: str | None = None
+    """The query's file sink: the plan says what it does with a planned batch run again (its log is left alone)."""
 
     def plan(self, ckpt: Checkpoint, now: int, fs_options: FsOptions) -> Plan:
         from ..timeutil import parse_duration_ms, parse_time_ms
@@ -168,15 +196,22 @@ class SetWatermarkRequest(RepairRequest):
                 self.watermark, now_ms=now, watermark_ms=ckpt.watermark_ms, default_anchor="watermark")
         with on_param("window"):
             window_ms = self.window if isinstance(self.window, int) or self.window is None else parse_duration_ms(self.window)
-        return plan_set_watermark(ckpt, watermark_ms, allow_raise=self.allow_raise, window_ms=window_ms or None,
+        from .sink_effects import with_file_sink
+
+        plan = plan_set_watermark(ckpt, watermark_ms, allow_raise=self.allow_raise, window_ms=window_ms or None,
                                   created_ms=now)
+        return with_file_sink(self.with_sinks(plan, ckpt, fs_options), ckpt,
+                              repair_sink(self.file_sink, ckpt, fs_options))
 
     @classmethod
     def from_plan(cls, plan: Plan) -> "SetWatermarkRequest":
         from .plan_params import WatermarkParams
+        from .sink_effects import asked_of
 
         req = plan.params(WatermarkParams)
-        return cls(watermark=req.watermark_ms, allow_raise=req.allow_raise, window=req.window_ms)
+        return cls(watermark=req.watermark_ms, allow_raise=req.allow_raise, window=req.window_ms,
+                   file_sink=next((s.location for s in plan.sinks if s.kind == "file"), None),
+                   **asked_of(plan))  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import re
@@ -17,7 +18,7 @@ from ..sources.kafka_topics import DEFAULT_TIMEOUT_S, KafkaTopics
 from ..timeutil import parse_duration_ms, parse_time_ms
 from .plan import Plan
 from .plan_params import ResetParams
-from .requests import FsOptions, RepairRequest, repair_sink
+from .requests import FsOptions, SinksAsked, repair_sink
 from .reset_offsets import Offsets, ResetTarget, kafka_source, plan_reset, select
 
 SPECS = ("to_datetime", "by_duration", "to_offset", "shift_by", "to_earliest", "to_latest", "from_file", "offsets")
@@ -59,10 +60,11 @@ def read_offsets_csv(text: str, path: str) -> Offsets:
 
 
 @dataclass(frozen=True)
-class ResetOffsetsRequest(RepairRequest):
+class ResetOffsetsRequest(SinksAsked):
     """Start a Kafka source's partitions (``topic``: ``T`` or ``T:P,P`` each; none: all it reads) at new offsets: exactly
     one of the ``SPECS`` (``offsets``: Spark's Kafka offsets JSON, as a saved plan records them). ``bootstrap_server``
-    (with ``kafka_options``) asks the broker, needed by ``BROKER_SPECS`` and to verify the offsets lie in the topic."""
+    (with ``kafka_options``) asks the broker, needed by ``BROKER_SPECS`` and to verify the offsets lie in the topic
+    (a Kafka sink's counts come from the source's offsets: its broker is not asked)."""
 
     command: ClassVar[str] = "reset-offsets"
     source: str | None = None
@@ -82,8 +84,16 @@ class ResetOffsetsRequest(RepairRequest):
     file_sink: str | None = None
 
     def plan(self, ckpt: Checkpoint, now: int, fs_options: FsOptions) -> Plan:
+        from .sink_rereads import Rereads, reread_effects
+
         target = self.target(ckpt, now)
-        return plan_reset(ckpt, target, repair_sink(self.file_sink, ckpt, fs_options), now)
+        plan = plan_reset(ckpt, target, repair_sink(self.file_sink, ckpt, fs_options), now)
+        if not (self.delta_sink or self.kafka_sink or self.foreach_batch or self.file_sink):
+            return plan
+        moved = Rereads.of(int(ckpt.last_committed_batch or 0) + 2, target.current, target.new)
+        effects = reread_effects(ckpt, moved, delta_sink=self.delta_sink, kafka_sink=self.kafka_sink,
+                                 foreach_batch=self.foreach_batch, file_sink=plan.file_sink, fs_options=fs_options)
+        return dataclasses.replace(plan, sinks=(*plan.sinks, *effects))
 
     def _given(self) -> list[str]:
         return [name for name in SPECS if getattr(self, name) not in (None, False)]
@@ -162,7 +172,10 @@ class ResetOffsetsRequest(RepairRequest):
     @classmethod
     def from_plan(cls, plan: Plan) -> ResetOffsetsRequest:
         params = plan.params(ResetParams)
-        return cls(source=params.source_id, offsets=params.offsets, file_sink=plan.file_sink)
+        from .sink_effects import asked_of
+
+        return cls(source=params.source_id, offsets=params.offsets, file_sink=plan.file_sink,
+                   **asked_of(plan))  # type: ignore[arg-type]
 
     def conflicts_with(self, plan: Plan) -> bool:
         return self.offsets is not None and plan.params(ResetParams).offsets != self.offsets

@@ -10,11 +10,12 @@ from typing import Mapping
 
 from ..errors import CheckpointError, arg
 from ..model import Checkpoint
-from ..sinks import foreach_batch, kafka
+from ..sinks import SinkEffect, file_sink, foreach_batch, kafka
 from ..sinks.delta import check_txn_app_id, read_delta_log, rerun_effect
 from ..sinks.delta_restore import plan_restore, restore_text
 from ..sources.kafka_topics import KafkaTopics
 from .plan import Plan
+from .rewind import FileSink
 
 
 @dataclass(frozen=True)
@@ -38,8 +39,14 @@ def rerun_batches(plan: Plan) -> range:
     return range((after if after is not None else -1) + 1, (before if before is not None else -1) + 1)
 
 
+NO_RERUN = "no batch runs again: the sink gets the next batch only"
+
+
 def with_sink_effects(plan: Plan, ckpt: Checkpoint, named: SinksNamed, fs_options: Mapping[str, str] | None) -> Plan:
-    """``plan`` with each named sink's effect added."""
+    """``plan`` with each named sink's effect added (when the plan runs no batch again, each sink's is that it gets
+    the next batch only; a Delta sink's table is read all the same, so that a path that is not one is refused)."""
+    if not rerun_batches(plan) and named.any():
+        return dataclasses.replace(plan, sinks=(*plan.sinks, *_no_rerun(ckpt, named, fs_options)))
     effects = []
     if named.kafka_sink is not None:
         if named.broker is None:
@@ -50,6 +57,34 @@ def with_sink_effects(plan: Plan, ckpt: Checkpoint, named: SinksNamed, fs_option
         effects.append(foreach_batch.rerun_effect(ckpt, rerun_batches(plan)))
     plan = dataclasses.replace(plan, sinks=(*plan.sinks, *effects)) if effects else plan
     return _with_delta(plan, ckpt, named, fs_options)
+
+
+def with_file_sink(plan: Plan, ckpt: Checkpoint, sink: FileSink | None) -> Plan:
+    """``plan`` with the file sink's effect (a repair that leaves its log alone: set-watermark)."""
+    if sink is None:
+        return plan
+    meta = ckpt.query_metadata
+    query_id = meta.query_id if meta else ""
+    batches = rerun_batches(plan)
+    effect = (file_sink.rerun_effect(sink.fs, sink.location, query_id, batches) if batches else
+              SinkEffect("file", sink.location, query_id, None, (), NO_RERUN))
+    return dataclasses.replace(plan, sinks=(*plan.sinks, effect))
+
+
+def _no_rerun(ckpt: Checkpoint, named: SinksNamed, fs_options: Mapping[str, str] | None) -> tuple[SinkEffect, ...]:
+    meta = ckpt.query_metadata
+    query_id = meta.query_id if meta else ""
+    out = []
+    if named.delta_sink is not None:
+        log = read_delta_log(named.delta_sink, fs_options)
+        app_id = check_txn_app_id(named.delta_txn_app_id, named.delta_sink)
+        out.append(SinkEffect("delta", log.location, query_id, log.txn_version(app_id or query_id), (), NO_RERUN,
+                              txn_app_id=app_id))
+    if named.kafka_sink is not None:
+        out.append(SinkEffect("kafka", named.kafka_sink, query_id, None, (), NO_RERUN))
+    if named.foreach_batch:
+        out.append(SinkEffect("foreachBatch", "", query_id, None, (), NO_RERUN))
+    return tuple(out)
 
 
 def _with_delta(plan: Plan, ckpt: Checkpoint, named: SinksNamed, fs_options: Mapping[str, str] | None) -> Plan:
@@ -78,3 +113,9 @@ def delta_txn_app_id_of(plan: Plan) -> str | None:
     """The txn app id a plan's Delta sink section is judged by when it is not the query id (None: the query id)."""
     return next((s.txn_app_id for s in plan.sinks if s.kind == "delta"), None)
 
+
+def asked_of(plan: Plan) -> dict[str, str | bool | None]:
+    """The sink parameters a plan's section was made for (to plan it again from a saved plan)."""
+    delta = next((s.location for s in plan.sinks if s.kind == "delta"), None)
+    topic = next((s.location for s in plan.sinks if s.kind == "kafka"), None)
+    return {"delta_sink": delta, "kafka_sink": topic, "foreach_batch": any(s.kind == "foreachBatch" for s in plan.sinks)}
