@@ -101,10 +101,14 @@ def start(directory: Path) -> Broker:
 
 
 def _cluster_id() -> str:
-    """A Kafka cluster id: a random UUID in URL-safe base64 without padding."""
+    """A Kafka cluster id: a random UUID in URL-safe base64 without padding, drawn again while it starts with ``-``
+    (as Kafka's ``Uuid.randomUuid`` does: the storage tool would read such an id as an option)."""
     import base64
 
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    while True:
+        found = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not found.startswith("-"):
+            return found
 
 
 def stop(directory: Path) -> None:

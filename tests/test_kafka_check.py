@@ -269,3 +269,10 @@ def test_subscribe_pattern_on_the_command_line_needs_the_broker_and_a_regular_ex
     out = run_cli("check", ckpt, "--bootstrap-server", "127.0.0.1:1", "--subscribe-pattern", "a(", exit_code=2).output
     assert out == ("Error: --subscribe-pattern 'a(' is not a regular expression: missing ), unterminated subpattern at "
                    "position 1 (hint: pass the source's subscribePattern option as the query gives it, e.g. 'events-.*')\n")
+
+
+def test_the_test_brokers_cluster_id_never_starts_with_a_dash():
+    """Kafka's storage tool reads an id starting with '-' as an option (1 in 64 random ids): drawn again, as Kafka does."""
+    import kafka_broker
+
+    assert not any(kafka_broker._cluster_id().startswith("-") for _ in range(5000))
