@@ -8,7 +8,7 @@ watermarks of the batch: the one it ran with and the one its stateful operators 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 from urllib.parse import unquote
 
@@ -16,6 +16,7 @@ from wmcheck.checkpoint.logs.kafka_offsets import KAFKA_EARLIEST, kafka_json, pa
 from wmcheck.checkpoint.logs.metadata_log import FILE_SOURCE_LOG
 from wmcheck.checkpoint.logs.source_offsets import SourceOffset
 from wmcheck.checkpoint.logs.textlog import dump_json
+from wmcheck.checkpoint.records import dataclass
 
 from .errors import CheckpointError, MissingFileError, arg
 from .layout import COMPACT_SUFFIX, SOURCES

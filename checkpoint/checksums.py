@@ -27,11 +27,11 @@ import json
 import struct
 import zlib
 from array import array
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Mapping
 
 from wmcheck.checkpoint.logs.textlog import int_field, parse_json_object
+from wmcheck.checkpoint.records import dataclass
 
 from .errors import MalformedFileError, UnsupportedError
 

@@ -8,10 +8,10 @@ batch did without a word (``failOnDataLoss`` false); tests/test_replay_kafka.py 
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from wmcheck.checkpoint.logs.kafka_offsets import DATA_LOST, KAFKA_EARLIEST
+from wmcheck.checkpoint.records import dataclass
 
 from .batch_inputs import BatchInput, SourceInput
 from .errors import CheckpointError, arg

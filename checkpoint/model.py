@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import posixpath
-from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Callable, Mapping, TypeVar
 
@@ -16,6 +15,7 @@ from wmcheck.checkpoint.logs.file_logs import FileLog, parse_file_log
 from wmcheck.checkpoint.logs.metadata_log import COMMIT_LOG, OFFSET_LOG, LogKind, MetadataLog
 from wmcheck.checkpoint.logs.offsets import OffsetSeq
 from wmcheck.checkpoint.logs.query_metadata import QueryMetadata, parse_query_metadata
+from wmcheck.checkpoint.records import dataclass
 from wmcheck.statestore.formats.files import (
     DEFAULT_STORE,
     StateLayout,

@@ -8,8 +8,9 @@ matters to streaming aggregations, the join state format only to stream-stream j
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal, Mapping
+
+from wmcheck.checkpoint.records import dataclass
 
 from .model import PINNED_CONFS, WATERMARK_POLICY
 

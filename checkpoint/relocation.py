@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import posixpath
 import re
-from dataclasses import dataclass
 
 from wmcheck.checkpoint.logs.operator_metadata import (
     OperatorMetadata,
@@ -20,6 +19,7 @@ from wmcheck.checkpoint.logs.operator_metadata import (
     parse_operator_metadata,
     serialize_operator_metadata,
 )
+from wmcheck.checkpoint.records import dataclass
 
 from .errors import CheckpointError
 from .fs import LocalFileSystem, local_path

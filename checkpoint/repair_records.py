@@ -8,8 +8,9 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Final, Literal, get_args
+
+from wmcheck.checkpoint.records import dataclass
 
 from .errors import CheckpointError, MalformedFileError, MissingFileError
 from .fs import FileSystem, clean_relative

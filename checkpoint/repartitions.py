@@ -12,10 +12,10 @@ and Spark runs the next batch with a count its state was not written with.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from wmcheck.checkpoint.logs.offsets import OffsetSeq
+from wmcheck.checkpoint.records import dataclass
 
 from .errors import CheckpointError
 from .numbers import is_number

@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass
 
 from wmcheck.checkpoint.logs.metadata_log import FILE_SOURCE_LOG
 from wmcheck.checkpoint.logs.source_offsets import SourceOffset
+from wmcheck.checkpoint.records import dataclass
 
 from .batch_inputs import source_kind, spark_location
 from .fs import local_path

@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import timezone, tzinfo
 from typing import Mapping, Protocol, Sequence
 
+from wmcheck.checkpoint.records import dataclass
 from wmcheck.checkpoint.watermarks.late_filters import operator_filter
 from wmcheck.checkpoint.watermarks.operators import (
     OperatorStall,

@@ -2,7 +2,7 @@
 README's table of commands says (tests/test_help.py holds the two together)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from wmcheck.checkpoint.records import dataclass
 
 
 @dataclass(frozen=True)

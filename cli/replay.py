@@ -4,7 +4,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-from dataclasses import dataclass
 from datetime import tzinfo
 from typing import TYPE_CHECKING
 
@@ -13,6 +12,7 @@ import click
 from wmcheck.checkpoint.batch_inputs import LATE_RULES, plan, replay_plan
 from wmcheck.checkpoint.kafka_retention import BOOTSTRAP_OPTION, ask_retention, client_installed, kafka_sources
 from wmcheck.checkpoint.model import open_checkpoint
+from wmcheck.checkpoint.records import dataclass
 from wmcheck.checkpoint.sources.delta_files import DeltaSourceLog
 from wmcheck.checkpoint.timeutil import format_duration
 from wmcheck.checkpoint.watermarks.operators import operator_watermarks

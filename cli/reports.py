@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass
 from typing import Sequence
 from xml.etree import ElementTree as ET
 
 from wmcheck.checkpoint.fs import scheme_of
+from wmcheck.checkpoint.records import dataclass
 from wmcheck.checkpoint.validate import CHECKS, OPEN_FAILED, Check, Finding, fails
 
 from .fixes import fix_text

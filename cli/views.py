@@ -1,11 +1,11 @@
 """The human (table) form of each result: labelled fields, titled tables and display columns."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import timezone, tzinfo
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from wmcheck.checkpoint.logs.source_offsets import SourceOffset
+from wmcheck.checkpoint.records import dataclass
 from wmcheck.checkpoint.source_labels import SourceLabel
 from wmcheck.checkpoint.timeutil import format_duration, format_ms
 from wmcheck.statestore.formats.registry import FORMATS

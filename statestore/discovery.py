@@ -6,12 +6,13 @@ no operator metadata: their operator name is inferred from the stores and schema
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Mapping
 
 from wmcheck.checkpoint.errors import CheckpointError
 from wmcheck.checkpoint.model import Checkpoint, Operator
 from wmcheck.checkpoint.operator_kinds import JOIN_SIDES, is_join, is_transform_with_state
+from wmcheck.checkpoint.records import dataclass
 from wmcheck.statestore.formats.files import DEFAULT_STORE
 
 STATE = "state"

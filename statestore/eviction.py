@@ -14,10 +14,10 @@ Spark's rules, per operator (the watermark is epoch ms; timestamps in state are 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 from wmcheck.checkpoint.operator_kinds import JOIN_SIDES, is_transform_with_state
+from wmcheck.checkpoint.records import dataclass
 from wmcheck.statestore.formats.schema import StructType, event_time_field
 
 if TYPE_CHECKING:

@@ -3,11 +3,11 @@
 file plan. The engines read a :class:`StatePlan`; the output renders what they read."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, get_args
 
 from wmcheck.checkpoint.errors import CheckpointError, UnsupportedError
 from wmcheck.checkpoint.model import Checkpoint
+from wmcheck.checkpoint.records import dataclass
 from wmcheck.checkpoint.watermarks.operators import operator_watermarks
 
 from .discovery import Store, select

@@ -3,11 +3,11 @@ the eviction rule, how many rows the watermark evicts, the oldest event time and
 from per-partition groups that either engine computes."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import timezone, tzinfo
 from typing import TYPE_CHECKING, Mapping
 
 from wmcheck.checkpoint.model import Checkpoint
+from wmcheck.checkpoint.records import dataclass
 from wmcheck.checkpoint.timeutil import format_ms
 
 from .discovery import Store

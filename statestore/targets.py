@@ -6,11 +6,12 @@ and the watermark batch N evicts with (``offsets/N``): what batch N evicted, or 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Sequence
 
 from wmcheck.checkpoint.errors import CheckpointError, arg
 from wmcheck.checkpoint.model import Checkpoint, open_checkpoint
+from wmcheck.checkpoint.records import dataclass
 from wmcheck.checkpoint.watermarks.operators import PASS_EVENT_LOG, OperatorWatermarks
 
 if TYPE_CHECKING:

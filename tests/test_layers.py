@@ -16,7 +16,7 @@ from conftest import ROOT
 
 TOP = ("cli", "checkpoint", "statestore")
 FOUNDATION = ["checkpoint.errors", "checkpoint.batch_span", "checkpoint.numbers", "checkpoint.timeutil", "checkpoint.extras",
-              "checkpoint.checksums", "checkpoint.layout", "checkpoint.fs", "checkpoint.logs.textlog"]
+              "checkpoint.checksums", "checkpoint.layout", "checkpoint.fs", "checkpoint.logs.textlog", "checkpoint.records"]
 """What the state-file rooms of statestore/ may import of checkpoint/."""
 STATE_FILES = ["statestore.formats", "statestore.rocksdb", "statestore.encodings", "statestore.keys"]
 """statestore/'s JVM-free knowledge of state files: what checkpoint/ may import of statestore/."""
@@ -471,3 +471,12 @@ def test_the_shared_state_rule_catches_a_memo(tmp_path):
                      "        self.memo: dict[str, Any] = {}\n\n\ndef plans(ctx):\n    return ctx.memo['plans']\n")
     assert untyped_shared_state(probe) == ["probe.py:6: self.memo: dict[str, Any]", "probe.py:6: self.memo",
                                            "probe.py:10: ctx.memo"]
+
+
+def test_dataclasses_are_wmchecks_deferred_ones():
+    """Every dataclass of the sources is made by wmcheck's ``@dataclass`` (checkpoint/records.py: made when first
+    used), not by the standard library's at import."""
+    direct = re.compile(r"^from dataclasses import [^\n]*\bdataclass\b|@dataclasses\.dataclass", re.M)
+    found = [str(p.relative_to(ROOT)) for top in (*TOP, "api") for p in (ROOT / top).rglob("*.py")
+             if p != ROOT / "checkpoint" / "records.py" and direct.search(p.read_text())]
+    assert found == []

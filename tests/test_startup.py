@@ -17,9 +17,9 @@ SHOW_SKIPS = (
     # the repair planners (show's findings name their requests only)
     "wmcheck.checkpoint.repair.rewind", "wmcheck.checkpoint.repair.execute", "wmcheck.checkpoint.repair.backup",
 )
-SHOW_MODULES = 117
+SHOW_MODULES = 118
 """wmcheck's modules ``show`` of a fixture imports (at most)."""
-HELP_MODULES = ["wmcheck", "wmcheck.checkpoint", "wmcheck.checkpoint.errors", "wmcheck.cli", "wmcheck.cli.commands",
+HELP_MODULES = ["wmcheck", "wmcheck.checkpoint", "wmcheck.checkpoint.errors", "wmcheck.checkpoint.records", "wmcheck.cli", "wmcheck.cli.commands",
                 "wmcheck.cli.flags", "wmcheck.cli.main", "wmcheck.cli.process", "wmcheck.cli.text"]
 
 
@@ -37,6 +37,22 @@ def test_show_imports_no_content_reader_delta_kafka_or_planner():
     assert "wmcheck.checkpoint.checks.registry" in modules  # check's checks ran
     assert [m for m in SHOW_SKIPS if m in modules] == []
     assert len([m for m in modules if m.split(".")[0] == "wmcheck"]) <= SHOW_MODULES
+
+
+SHOW_MADE = 54
+"""Of the dataclasses of the modules ``show`` imports, how many it makes (at most; checkpoint/records.py defers the
+rest)."""
+
+
+def test_show_makes_the_dataclasses_it_uses_alone():
+    code = ("import sys; from wmcheck.cli.main import cli\n"
+            f"try:\n    cli(['show', {str(fixture_checkpoint('agg_window_hdfs'))!r}])\nexcept SystemExit:\n    pass\n"
+            "classes = [v for n, m in list(sys.modules.items()) if n.startswith('wmcheck') for v in vars(m).values()\n"
+            "           if isinstance(v, type) and v.__module__ == n and '__dataclass_fields__' in v.__dict__]\n"
+            "print(sum('__wmcheck_dataclass__' not in c.__dict__ for c in classes), len(classes))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    made, defined = map(int, out.strip().splitlines()[-1].split())
+    assert defined > 90 and made <= SHOW_MADE
 
 
 def test_check_imports_the_content_readers_it_uses():

@@ -1,8 +1,9 @@
 """What a check is: its code, severity and title, what it yields, and the findings it becomes."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Final, Iterable, Literal, NamedTuple, Union, get_args
+
+from wmcheck.checkpoint.records import dataclass
 
 if TYPE_CHECKING:
     from ..repair.requests import RepairRequest, UndoRequest

@@ -3,11 +3,11 @@ where the next batch starts (the end offsets of the last committed batch) and wh
 broker they do not run, and one note says so."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator
 
 from wmcheck.checkpoint.logs.kafka_offsets import DATA_LOST as SPARK_DATA_LOST
 from wmcheck.checkpoint.logs.metadata_log import OFFSET_LOG
+from wmcheck.checkpoint.records import dataclass
 
 from ..errors import arg
 from .context import Context

@@ -14,10 +14,10 @@ version 1 offsets file, whose sources have no names.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from wmcheck.checkpoint.logs.metadata_log import OFFSET_LOG
+from wmcheck.checkpoint.records import dataclass
 from wmcheck.statestore.encodings.value_encoding import AVRO, UNSAFE_ROW
 from wmcheck.statestore.formats.registry import file_name, formats_of
 from wmcheck.statestore.formats.schema import ColumnFamilySchema, StructType

@@ -5,10 +5,11 @@ watermark, verified table files, value encodings, file bytes."""
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
+from dataclasses import field
 from itertools import islice
 from typing import TYPE_CHECKING, Iterator
 
+from wmcheck.checkpoint.records import dataclass
 from wmcheck.checkpoint.watermarks.operators import CHECKPOINT, PLAN, operator_watermarks
 from wmcheck.statestore.formats.codecs import decompress
 from wmcheck.statestore.formats.content import Decoding

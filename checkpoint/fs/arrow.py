@@ -9,10 +9,11 @@ from __future__ import annotations
 import posixpath
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 from pyarrow.lib import ArrowException
+
+from wmcheck.checkpoint.records import dataclass
 
 from ..errors import CheckpointError, MissingFileError, arg
 from .base import NOT_A_FILE, TEMP_SUFFIX, FileInfo, FileSystem, clean_relative

@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass
 from typing import Iterable, Mapping
+
+from wmcheck.checkpoint.records import dataclass
 
 from ..errors import CheckpointError, MissingFileError, UnsupportedError
 

@@ -4,9 +4,10 @@ Each store module lists the options of its ``pyarrow.fs`` constructor it accepts
 are converted here. ``timeout`` belongs to wmcheck and every remote store: how long any one call may wait."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Callable, Mapping
+
+from wmcheck.checkpoint.records import dataclass
 
 from ..errors import CheckpointError, arg
 

@@ -1,8 +1,9 @@
 """Locations as users write them: plain paths, or URIs pasted as they are (percent-encoded or not)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from urllib.parse import unquote
+
+from wmcheck.checkpoint.records import dataclass
 
 from ..errors import CheckpointError
 

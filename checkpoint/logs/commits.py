@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from typing import Any, Mapping
 
 from wmcheck.checkpoint.errors import MalformedFileError
 from wmcheck.checkpoint.logs.textlog import dump_json, int_field, open_log, parse_json_object
+from wmcheck.checkpoint.records import dataclass
 
 MAX_VERSION = 3
 

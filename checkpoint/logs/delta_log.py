@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Mapping
+
+from wmcheck.checkpoint.records import dataclass
 
 from ..errors import MalformedFileError, MissingFileError, arg
 from ..fs import FileSystem, open_fs

@@ -1,11 +1,11 @@
 """File-source logs (``sources/<i>/N``) and the file-sink log (``_spark_metadata/N``), with compaction."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Mapping
 
 from wmcheck.checkpoint.errors import MalformedFileError
 from wmcheck.checkpoint.logs.textlog import int_field, open_log, parse_json_object
+from wmcheck.checkpoint.records import dataclass
 
 MAX_VERSION = 1
 

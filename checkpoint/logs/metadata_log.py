@@ -4,7 +4,7 @@ batch id <-> file (``N`` or ``N.compact``), the latest batch, the compact files,
 compact interval Spark derives, and the Hadoop checksum files left without their log file."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import cached_property
 from typing import Callable, Generic, Iterable, Mapping, TypeVar
 
@@ -13,6 +13,7 @@ from wmcheck.checkpoint.layout import COMMITS, COMPACT_SUFFIX, CRC_SUFFIX, OFFSE
 from wmcheck.checkpoint.logs.commits import CommitEntry, parse_commit
 from wmcheck.checkpoint.logs.file_logs import FileLog, parse_file_log
 from wmcheck.checkpoint.logs.offsets import OffsetSeq, parse_offsets
+from wmcheck.checkpoint.records import dataclass
 
 T = TypeVar("T")
 

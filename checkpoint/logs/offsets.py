@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Mapping
 
 from wmcheck.checkpoint.errors import MalformedFileError, arg
 from wmcheck.checkpoint.logs.source_offsets import SourceOffset
 from wmcheck.checkpoint.logs.textlog import dump_json, int_field, open_log, parse_json_object
+from wmcheck.checkpoint.records import dataclass
 
 MAX_VERSION = 2
 VOID_OFFSET = "-"

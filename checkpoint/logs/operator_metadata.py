@@ -14,11 +14,12 @@ Both are absolute URIs of the machine that wrote them. Unknown keys are kept at 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Mapping, overload
 
 from wmcheck.checkpoint.errors import MalformedFileError
 from wmcheck.checkpoint.logs.textlog import dump_json, int_field, open_log, parse_json, parse_json_object
+from wmcheck.checkpoint.records import dataclass
 
 MAX_VERSION = 2
 _OPERATOR_KEYS = ("operatorId", "operatorName")

@@ -1,11 +1,11 @@
 """The checkpoint's root ``metadata`` file: the query id."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Mapping
 
 from wmcheck.checkpoint.errors import MalformedFileError
 from wmcheck.checkpoint.logs.textlog import decode_lines, parse_json_object
+from wmcheck.checkpoint.records import dataclass
 
 
 @dataclass(frozen=True)

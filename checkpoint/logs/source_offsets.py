@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
 from wmcheck.checkpoint.logs.textlog import first_json_value
 from wmcheck.checkpoint.numbers import LONG_MAX, LONG_MIN, is_number
+from wmcheck.checkpoint.records import dataclass
 
 DELTA_KEYS = frozenset({"sourceVersion", "reservoirVersion", "index"})
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+
+from wmcheck.checkpoint.records import dataclass
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,10 @@ import errno
 import json
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Mapping
+
+from wmcheck.checkpoint.records import dataclass
 
 from ..errors import CheckpointError, MalformedFileError, MissingFileError
 from ..fs import TEMP_SUFFIX, FileSystem, clean_relative, open_fs

@@ -11,9 +11,11 @@ import hashlib
 import os
 import stat
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import cached_property
 from typing import Any, Literal
+
+from wmcheck.checkpoint.records import dataclass
 
 from ..errors import CheckpointError, MalformedFileError
 from ..fs import FileSystem

@@ -11,8 +11,9 @@ import json
 import os
 import socket
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
+
+from wmcheck.checkpoint.records import dataclass
 
 from ..errors import CheckpointError, MissingFileError, RefusedError
 from ..fs import TEMP_SUFFIX, FileSystem

@@ -11,11 +11,11 @@ never rebuilt.
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass
 from typing import Callable
 
 from wmcheck.checkpoint.logs.file_logs import FileLog, FileLogEntry, parse_file_log, serialize_file_log
 from wmcheck.checkpoint.logs.metadata_log import MetadataLog
+from wmcheck.checkpoint.records import dataclass
 
 from ..errors import CheckpointError
 from ..fs import FileInfo, FileSystem

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass
 from typing import Any
+
+from wmcheck.checkpoint.records import dataclass
 
 from ..errors import MalformedFileError
 from ..fs import FileSystem

@@ -15,8 +15,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, Literal, Mapping, TypeVar, get_args
+
+from wmcheck.checkpoint.records import dataclass
 
 from ..errors import CheckpointError, MalformedFileError, arg
 from ..fs import clean_relative

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, ClassVar, TypeVar
+
+from wmcheck.checkpoint.records import dataclass
 
 OPTIONAL: Mapping[str, Any] = {"optional": True}
 T = TypeVar("T", bound="Document")

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 import posixpath
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from wmcheck.checkpoint.records import dataclass
 
 from ..errors import RefusedError, arg
 from ..fs import FileSystem

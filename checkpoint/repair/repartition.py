@@ -11,10 +11,11 @@ L (everything batch L+1 wrote, moved into the backup), which needs none.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import ClassVar, Protocol
 
 from wmcheck.checkpoint.logs.metadata_log import COMMIT_LOG, FILE_SINK_LOG, OFFSET_LOG
+from wmcheck.checkpoint.records import dataclass
 from wmcheck.statestore.formats.files import is_temp
 from wmcheck.statestore.formats.registry import SST_DIR, SST_SUFFIX, file_name, formats_of
 

@@ -6,8 +6,10 @@ its plan does not list every change) listed in :mod:`.registry`, plus its planne
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, ClassVar, Mapping
+
+from wmcheck.checkpoint.records import dataclass
 
 from ..activity import DEFAULT_IDLE_MS
 from ..errors import CheckpointError, arg, on_param

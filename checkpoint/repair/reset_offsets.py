@@ -11,7 +11,6 @@ offsets. Undo (or ``rewind --to-batch L``) removes batch L+1 again.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 
 from wmcheck.checkpoint.logs.commits import serialize_commit
 from wmcheck.checkpoint.logs.file_logs import FileLog, serialize_file_log
@@ -19,6 +18,7 @@ from wmcheck.checkpoint.logs.kafka_offsets import kafka_json
 from wmcheck.checkpoint.logs.metadata_log import COMMIT_LOG, FILE_SINK_LOG, OFFSET_LOG, MetadataLog
 from wmcheck.checkpoint.logs.offsets import OffsetSeq, serialize_offsets
 from wmcheck.checkpoint.logs.source_offsets import SourceOffset
+from wmcheck.checkpoint.records import dataclass
 
 from ..errors import CheckpointError, RefusedError, arg
 from ..model import Checkpoint

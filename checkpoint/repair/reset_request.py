@@ -9,8 +9,10 @@ import dataclasses
 import io
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import ClassVar, Mapping
+
+from wmcheck.checkpoint.records import dataclass
 
 from ..errors import CheckpointError, MalformedFileError, RefusedError, arg
 from ..model import Checkpoint

@@ -1,7 +1,7 @@
 """What repairs, ``undo`` and ``backups`` return: frozen dataclasses (the CLI turns them into JSON, rows, text)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from wmcheck.checkpoint.records import dataclass
 
 from .plan import Action, Plan, Root
 

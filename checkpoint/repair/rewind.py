@@ -9,11 +9,11 @@ back to N, and the data files only the removed sink batches wrote are moved out 
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass
 from functools import cached_property
 
 from wmcheck.checkpoint.logs.metadata_log import COMMIT_LOG, FILE_SOURCE_LOG, OFFSET_LOG, MetadataLog
 from wmcheck.checkpoint.logs.source_offsets import SourceOffset
+from wmcheck.checkpoint.records import dataclass
 from wmcheck.statestore.formats.files import StorePartition
 from wmcheck.statestore.formats.registry import SST_DIR
 from wmcheck.statestore.rocksdb.zips import read_snapshot_zip

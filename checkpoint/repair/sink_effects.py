@@ -5,8 +5,9 @@ asked of the broker) writes its records again; a ``foreachBatch`` function is ca
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from typing import Mapping
+
+from wmcheck.checkpoint.records import dataclass
 
 from ..errors import CheckpointError, arg
 from ..model import Checkpoint

@@ -9,8 +9,9 @@ them. The counts are the source's records (per partition, from the offsets); a q
 writes as many rows as its plan makes of them."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Mapping
+
+from wmcheck.checkpoint.records import dataclass
 
 from ..errors import CheckpointError
 from ..model import Checkpoint

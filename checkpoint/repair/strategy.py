@@ -7,7 +7,8 @@ Spark's repartition (:mod:`.repartition`) has Spark write a batch first.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+
+from wmcheck.checkpoint.records import dataclass
 
 from ..model import Checkpoint
 from .backup import Backup

@@ -1,7 +1,7 @@
 """Which batch a rewind goes back to, what watermark a batch leaves behind, and whether the query is idle."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from wmcheck.checkpoint.records import dataclass
 
 from ..activity import now_ms
 from ..errors import CheckpointError, arg, on_param

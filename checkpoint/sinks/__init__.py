@@ -2,8 +2,9 @@
 :mod:`.foreach_batch`), read without a JVM; :class:`SinkEffect` is what a repair's plan says about it."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Literal
+
+from wmcheck.checkpoint.records import dataclass
 
 SinkAction = Literal["skip", "write", "duplicate", "again"]
 

@@ -9,11 +9,11 @@ fixtures/delta_source_agg and compares the rows with the rows the query read.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Mapping
 from urllib.parse import unquote
 
 from wmcheck.checkpoint.logs.source_offsets import SourceOffset
+from wmcheck.checkpoint.records import dataclass
 
 from ..errors import MissingFileError, UnsupportedError, arg
 from ..logs.delta_log import LOG_DIR, log_actions, open_delta_table

@@ -14,11 +14,11 @@ oldest commit left.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Mapping, Sequence
 from urllib.parse import unquote
 
 from wmcheck.checkpoint.logs.source_offsets import SourceOffset
+from wmcheck.checkpoint.records import dataclass
 
 from ..errors import MissingFileError, arg
 from ..fs import open_fs

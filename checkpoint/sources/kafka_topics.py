@@ -7,8 +7,9 @@ partitions in one request, as Kafka's own ``kafka-consumer-groups`` asks them.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
+
+from wmcheck.checkpoint.records import dataclass
 
 from ..errors import CheckpointError, arg
 from ..extras import optional_module

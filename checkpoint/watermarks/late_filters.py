@@ -18,12 +18,12 @@ timeout is ``NoTimeout``; with it, only the plan (Spark's event log) tells proce
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Mapping
 
 from wmcheck.checkpoint.errors import CheckpointError, arg
 from wmcheck.checkpoint.layout import DEFAULT_STORE
 from wmcheck.checkpoint.operator_kinds import is_group_state, is_transform_with_state
+from wmcheck.checkpoint.records import dataclass
 
 if TYPE_CHECKING:
     from wmcheck.checkpoint.model import Checkpoint, Operator

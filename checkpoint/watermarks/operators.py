@@ -19,11 +19,11 @@ output, read from the join's printed state cleanup in the event log; ``unknown``
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Mapping
 
 from wmcheck.checkpoint.errors import arg
 from wmcheck.checkpoint.operator_kinds import is_join, is_transform_with_state
+from wmcheck.checkpoint.records import dataclass
 from wmcheck.checkpoint.watermarks.plans import JOIN, NONE, PASSES, BatchPlan, PlanNode, PlanOperator
 
 if TYPE_CHECKING:

@@ -11,8 +11,9 @@ several inputs meet (a union), in the plan's shape.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
+
+from wmcheck.checkpoint.records import dataclass
 
 SQL_START = "org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart"
 ENVIRONMENT = "SparkListenerEnvironmentUpdate"

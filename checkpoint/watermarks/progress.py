@@ -8,11 +8,12 @@ Reading files, compressed or rolled as Spark writes them, is :mod:`wmcheck.check
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import datetime
 from typing import Any, Iterable, Mapping
 
 from wmcheck.checkpoint.errors import MalformedFileError
+from wmcheck.checkpoint.records import dataclass
 from wmcheck.checkpoint.watermarks.plans import (
     ENVIRONMENT,
     SQL_START,

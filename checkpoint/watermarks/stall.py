@@ -10,7 +10,6 @@ files, else from its offsets.
 from __future__ import annotations
 
 from bisect import bisect_left
-from dataclasses import dataclass
 from datetime import timezone, tzinfo
 from typing import Mapping
 
@@ -18,6 +17,7 @@ from wmcheck.checkpoint.batch_inputs import source_input
 from wmcheck.checkpoint.errors import CheckpointError, arg
 from wmcheck.checkpoint.logs.source_offsets import SourceOffset
 from wmcheck.checkpoint.model import WATERMARK_POLICY, Checkpoint
+from wmcheck.checkpoint.records import dataclass
 from wmcheck.checkpoint.source_labels import SourceLabel, source_labels
 from wmcheck.checkpoint.timeutil import format_ms
 from wmcheck.checkpoint.watermarks.progress import QueryProgress

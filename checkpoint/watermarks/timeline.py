@@ -11,13 +11,13 @@ import html
 import io
 import json
 import posixpath
-from dataclasses import dataclass
 from datetime import datetime, timezone, tzinfo
 from typing import TYPE_CHECKING, Any, Mapping
 
 from wmcheck.checkpoint.errors import CheckpointError, Spelling, UnsupportedError, arg, python_spelling, spelled
 from wmcheck.checkpoint.logs.source_offsets import SourceOffset
 from wmcheck.checkpoint.model import Checkpoint
+from wmcheck.checkpoint.records import dataclass
 from wmcheck.checkpoint.repartitions import repartitions
 from wmcheck.checkpoint.source_labels import SourceLabel, source_labels
 from wmcheck.checkpoint.timeutil import format_ms

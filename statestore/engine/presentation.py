@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import json
 import struct
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Callable, Iterator, Sequence
 
 from wmcheck.checkpoint.errors import UnsupportedError, arg
 from wmcheck.checkpoint.model import Checkpoint
 from wmcheck.checkpoint.operator_kinds import is_transform_with_state
+from wmcheck.checkpoint.records import dataclass
 from wmcheck.statestore.discovery import Store
 from wmcheck.statestore.encodings.avro_rows import check_avro_supported
 from wmcheck.statestore.encodings.columnar import byte_rows, decode_rows

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import functools
 from contextlib import closing
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generator, Iterator, TypeVar
 
 from wmcheck.checkpoint.errors import MalformedFileError, UnsupportedError, arg
 from wmcheck.checkpoint.model import Checkpoint, store_unique_ids
+from wmcheck.checkpoint.records import dataclass
 from wmcheck.statestore.discovery import Store
 from wmcheck.statestore.encodings.unsafe_row import arrow_type
 from wmcheck.statestore.engine.evicted_rows import evicted, rows_table

@@ -16,10 +16,10 @@ Which decoder a format uses is its :attr:`~wmcheck.statestore.formats.registry.S
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from wmcheck.checkpoint.errors import CheckpointError, UnsupportedError
+from wmcheck.checkpoint.records import dataclass
 from wmcheck.statestore.formats.codecs import codec_name, decompress, require_codec, require_module
 from wmcheck.statestore.formats.records import DELETE, changelog_records, sized_records
 from wmcheck.statestore.formats.registry import RECORDS, ROCKSDB_CHANGELOG, ROCKSDB_ZIP, Decoder, StateFormat

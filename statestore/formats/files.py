@@ -7,13 +7,14 @@ version 0 is the empty state.
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Callable, Iterable
 
 from wmcheck.checkpoint.errors import CheckpointError
 from wmcheck.checkpoint.fs import FileInfo
 from wmcheck.checkpoint.layout import DEFAULT_STORE, STATE
 from wmcheck.checkpoint.numbers import is_number
+from wmcheck.checkpoint.records import dataclass
 from wmcheck.statestore.formats.registry import (
     BASE_KINDS,
     BY_KIND,

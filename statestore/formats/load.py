@@ -19,13 +19,14 @@ lineage's. When that first attempt fails, snapshot repair walks the lineages of 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Callable, Collection, Iterable, Sequence
 
 from wmcheck.checkpoint.checksums import verify_hadoop_crc
 from wmcheck.checkpoint.errors import CheckpointError
 from wmcheck.checkpoint.fs import FileSystem
 from wmcheck.checkpoint.layout import hadoop_sidecar
+from wmcheck.checkpoint.records import dataclass
 from wmcheck.statestore.formats.codecs import decompress
 from wmcheck.statestore.formats.content import Damage, Decoding, damage, shared_damage
 from wmcheck.statestore.formats.files import StateFile, StorePartition

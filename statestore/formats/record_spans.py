@@ -13,9 +13,9 @@ a key twice in a snapshot with increments over it) gives None: the caller reads 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator, Sequence, overload
 
+from wmcheck.checkpoint.records import dataclass
 from wmcheck.statestore.formats.sized_columns import FileRecords, joined, key_fingerprints, keys_equal, word_view
 
 if TYPE_CHECKING:

@@ -21,10 +21,10 @@ suffix, the shared directory or a decoder (tests/test_layers.py).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Iterable, Literal
 
 from wmcheck.checkpoint.numbers import java_long
+from wmcheck.checkpoint.records import dataclass
 
 Kind = Literal["snapshot", "delta", "zip", "changelog"]
 """A state file's kind: the suffix of its name."""

@@ -16,9 +16,9 @@ fails as Spark's reader fails (``STATE_STORE_ROW_CHECKSUM_VERIFICATION_FAILED``)
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 
 from wmcheck.checkpoint.errors import MalformedFileError
+from wmcheck.checkpoint.records import dataclass
 from wmcheck.statestore.rocksdb.list_frames import frames
 
 CHECKSUM_BYTES = 4

@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import json
 import struct
-from dataclasses import dataclass
 from typing import Any, Mapping, Union
 
 from wmcheck.checkpoint.errors import MalformedFileError, NewerVersionError
 from wmcheck.checkpoint.logs.textlog import first_json_value
+from wmcheck.checkpoint.records import dataclass
 
 MAX_VERSION = 3
 DEFAULT_COLUMN_FAMILY = "default"

@@ -9,8 +9,9 @@ end mark) gives None: the caller reads the file with ``sized_records``, the refe
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
+
+from wmcheck.checkpoint.records import dataclass
 
 if TYPE_CHECKING:
     import numpy as np

@@ -10,11 +10,11 @@ null column leaving the hash as it was. A key of any other type: None (not known
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 from itertools import islice
 from typing import Callable, Iterable, Iterator
 
 from wmcheck.checkpoint.errors import CheckpointError
+from wmcheck.checkpoint.records import dataclass
 from wmcheck.statestore.formats.codecs import decompress
 from wmcheck.statestore.formats.records import DELETE, PUT, changelog_records, sized_records
 from wmcheck.statestore.formats.row_checksums import CHECKSUM_BYTES

@@ -12,9 +12,9 @@ key, so what a file does to any other key cannot make it one of them.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
+from wmcheck.checkpoint.records import dataclass
 from wmcheck.statestore.formats.records import DELETE
 from wmcheck.statestore.formats.schema import StructType
 from wmcheck.statestore.rocksdb.sst import DELETE_TYPES, VALUE_TYPES, TableEntry

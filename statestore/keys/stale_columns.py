@@ -12,9 +12,9 @@ reference, which returns what it returns (None for a damaged file).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence, overload
 
+from wmcheck.checkpoint.records import dataclass
 from wmcheck.statestore.formats.records import DELETE, Record
 from wmcheck.statestore.formats.sized_columns import file_records
 from wmcheck.statestore.keys.stale import MAX_CHANGES, Change, EventField, FileChanges

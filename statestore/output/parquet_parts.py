@@ -12,10 +12,10 @@ refused (parts are encoded without them).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO, Callable
 
 from wmcheck.checkpoint.errors import CheckpointError, MalformedFileError
+from wmcheck.checkpoint.records import dataclass
 from wmcheck.statestore.output.thrift_compact import STRUCT, ListValue, Struct, ThriftError, read_struct, write_struct
 
 if TYPE_CHECKING:

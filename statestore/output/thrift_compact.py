@@ -9,8 +9,10 @@ knows (by id) and leaves everything else as it was.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
+
+from wmcheck.checkpoint.records import dataclass
 
 STOP, TRUE, FALSE, BYTE, I16, I32, I64, DOUBLE, BINARY, LIST, SET, MAP, STRUCT = range(13)
 _DOUBLE = struct.Struct("<d")

@@ -16,11 +16,11 @@ import mmap
 import os
 import posixpath
 import tempfile
-from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Sequence
 
 from wmcheck.checkpoint.errors import MalformedFileError, MissingFileError, arg
 from wmcheck.checkpoint.fs import FileSystem
+from wmcheck.checkpoint.records import dataclass
 from wmcheck.statestore.formats.content import Damage, magic_damage, named_damage
 from wmcheck.statestore.formats.files import StateFile
 from wmcheck.statestore.rocksdb.snapshot_rows import snapshot_rows

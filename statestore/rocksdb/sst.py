@@ -23,8 +23,9 @@ indexes and compression types without a decoder here are verified only as far as
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterator, TypeVar
+
+from wmcheck.checkpoint.records import dataclass
 
 if TYPE_CHECKING:
     import numpy as np

@@ -20,9 +20,9 @@ from __future__ import annotations
 import functools
 import itertools
 import struct
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterator
 
+from wmcheck.checkpoint.records import dataclass
 from wmcheck.statestore.rocksdb.sst import (
     Blocks,
     CheckedTable,

@@ -14,10 +14,11 @@ from __future__ import annotations
 import json
 import struct
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Mapping
 
 from wmcheck.checkpoint.errors import MalformedFileError
+from wmcheck.checkpoint.records import dataclass
 
 LOCAL_HEADER = 0x04034B50
 DESCRIPTOR = 0x08074B50

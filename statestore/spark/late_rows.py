@@ -10,11 +10,11 @@ the late rows is the q-quantile (nearest rank) of that lateness, plus 1 ms.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
 from wmcheck.checkpoint.errors import CheckpointError, arg
 from wmcheck.checkpoint.model import Checkpoint
+from wmcheck.checkpoint.records import dataclass
 from wmcheck.statestore.formats.files import DEFAULT_STORE
 from wmcheck.statestore.formats.schema import StructType
 

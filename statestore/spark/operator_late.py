@@ -12,10 +12,10 @@ is unknown, so is the count. Spark's own counts (``numRowsDroppedByWatermark`` o
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 from wmcheck.checkpoint.errors import arg
+from wmcheck.checkpoint.records import dataclass
 from wmcheck.checkpoint.watermarks.late_filters import operator_filter
 from wmcheck.checkpoint.watermarks.operators import NONE, OperatorLink, OperatorWatermarks, operator_watermarks
 

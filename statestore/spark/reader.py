@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import re
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator
 
 from wmcheck.checkpoint.errors import CheckpointError, SparkUnavailableError, arg
 from wmcheck.checkpoint.model import Checkpoint
+from wmcheck.checkpoint.records import dataclass
 from wmcheck.statestore.discovery import Store, only_one
 from wmcheck.statestore.eviction import Eviction, store_eviction
 from wmcheck.statestore.formats.schema import StructField, StructType

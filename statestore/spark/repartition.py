@@ -11,11 +11,11 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
 from importlib import metadata
 
 from wmcheck.checkpoint.errors import CheckpointError, arg
 from wmcheck.checkpoint.model import open_checkpoint
+from wmcheck.checkpoint.records import dataclass
 from wmcheck.checkpoint.repair.plan import Plan
 from wmcheck.checkpoint.repair.repartition import StateRows, spark_version_problem
 from wmcheck.checkpoint.repair.requests import FsOptions

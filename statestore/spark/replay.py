@@ -8,7 +8,7 @@ batch N when its event time, or with ``window`` its window's end, is ``<=`` the 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 from wmcheck.checkpoint.batch_inputs import BatchInput, InputFile, SourceInput, plan
@@ -21,6 +21,7 @@ from wmcheck.checkpoint.errors import (
 )
 from wmcheck.checkpoint.kafka_retention import check_retained
 from wmcheck.checkpoint.model import Checkpoint, open_checkpoint
+from wmcheck.checkpoint.records import dataclass
 from wmcheck.statestore.spark.late_rule import parse_window, with_lateness
 from wmcheck.statestore.spark.sinks import Sink
 from wmcheck.statestore.spark.spark_errors import condition, spark_errors

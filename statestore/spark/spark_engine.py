@@ -2,11 +2,11 @@
 into Arrow by a running SparkSession."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import timezone, tzinfo
 from typing import TYPE_CHECKING, Iterator, Sequence
 
 from wmcheck.checkpoint.model import Checkpoint
+from wmcheck.checkpoint.records import dataclass
 from wmcheck.statestore.output.parquet_parts import ParquetPart, encode_part
 from wmcheck.statestore.plan import StatePlan, plan_state
 from wmcheck.statestore.spark.reader import StoreRead, read_planned, spark_errors

@@ -11,7 +11,7 @@ import posixpath
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import TYPE_CHECKING, Callable, Mapping
 
 from wmcheck.checkpoint import repair
@@ -21,6 +21,7 @@ from wmcheck.checkpoint.fs import FileSystem, local_path, open_fs
 from wmcheck.checkpoint.locations import open_file_sink, spark_location
 from wmcheck.checkpoint.logs.metadata_log import OFFSET_LOG
 from wmcheck.checkpoint.model import Checkpoint, open_checkpoint
+from wmcheck.checkpoint.records import dataclass
 from wmcheck.statestore.spark.compat.compare import (
     SELF_DESCRIBING,
     diff_output,

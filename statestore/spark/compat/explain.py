@@ -7,12 +7,12 @@ Pure text work on Spark's error (its condition and message) and the checkpoint's
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Iterator
 
 from wmcheck.checkpoint.errors import CheckpointError
 from wmcheck.checkpoint.model import Checkpoint
 from wmcheck.checkpoint.operator_kinds import is_join, is_transform_with_state
+from wmcheck.checkpoint.records import dataclass
 from wmcheck.statestore.formats.schema import ColumnFamilySchema, parse_state_schema
 from wmcheck.statestore.spark.compat.results import FieldChange, OperatorChange, Refusal, Rule, SchemaChange
 from wmcheck.statestore.spark.compat.schemas import Fields, parse_struct_text, render, side_by_side, struct_fields

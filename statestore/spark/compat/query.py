@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 import os
 import sys
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, ContextManager, Mapping
 
 from wmcheck.checkpoint.errors import CheckpointError, UnsupportedError, arg
+from wmcheck.checkpoint.records import dataclass
 from wmcheck.statestore.spark.compat.explain import STREAM_FAILED, SparkFailure, clean_message
 from wmcheck.statestore.spark.compat.methods import replaced
 from wmcheck.statestore.spark.compat.plan import STREAMING_RELATIONS, plan_nodes, relations

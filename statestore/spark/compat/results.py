@@ -1,8 +1,10 @@
 """What ``compat`` found: frozen dataclasses, from the verdict down to the rows that changed."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Mapping
+
+from wmcheck.checkpoint.records import dataclass
 
 RESTARTS, REFUSED = "restarts", "refused"
 EXIT_SAME, EXIT_CHANGES, EXIT_REFUSED = 0, 1, 2

@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import posixpath
 import shutil
-from dataclasses import dataclass
 
 from wmcheck.checkpoint import repair
 from wmcheck.checkpoint.errors import CheckpointError, MissingFileError, RefusedError, arg
@@ -21,6 +20,7 @@ from wmcheck.checkpoint.fs import FileSystem, LocalFileSystem
 from wmcheck.checkpoint.layout import COMMITS, METADATA, OFFSETS, OWN_DIR, SINK_LOG, SOURCES, all_sidecars
 from wmcheck.checkpoint.logs.metadata_log import COMMIT_LOG, OFFSET_LOG
 from wmcheck.checkpoint.model import Checkpoint, store_unique_ids
+from wmcheck.checkpoint.records import dataclass
 from wmcheck.checkpoint.relocation import foreign_references
 from wmcheck.checkpoint.repair.rewind import zip_sst_files
 from wmcheck.checkpoint.watermarks.stall import batch_activity

@@ -13,7 +13,6 @@ import json
 import os
 import posixpath
 import shutil
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, ContextManager, Mapping
 
 from wmcheck.checkpoint.errors import CheckpointError, MissingFileError, arg
@@ -21,6 +20,7 @@ from wmcheck.checkpoint.fs import FileSystem, open_fs
 from wmcheck.checkpoint.logs.metadata_log import FILE_SOURCE_LOG, OFFSET_LOG
 from wmcheck.checkpoint.logs.offsets import parse_offsets, serialize_offsets
 from wmcheck.checkpoint.logs.source_offsets import SourceOffset
+from wmcheck.checkpoint.records import dataclass
 from wmcheck.statestore.spark.compat.methods import replaced
 from wmcheck.statestore.spark.compat.plan import relations
 
