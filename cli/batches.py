@@ -1,6 +1,7 @@
 """``wmcheck batches``."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import tzinfo
 
 import click
@@ -9,8 +10,19 @@ from wmcheck.checkpoint.broken_tail import broken_tail_warning
 from wmcheck.checkpoint.model import open_checkpoint
 from wmcheck.checkpoint.summary import batch_range, batch_rows
 
-from .options import checkpoint_progress, common_options, parse_pairs, progress_option
+from .options import checkpoint_progress, common_options, options_object, parse_pairs, progress_option
 from .output import make_output
+
+
+@dataclass(frozen=True)
+class BatchesArgs:
+    """``wmcheck batches``' options: which batches, and what else each row shows."""
+
+    last: int | None
+    start: int | None
+    end: int | None
+    operators: bool
+    progress: str | None
 
 
 @click.command()
@@ -22,15 +34,15 @@ from .output import make_output
               "(with --progress from the plans in Spark's event log where they decide).")
 @progress_option()
 @common_options()
-def batches(checkpoint: str, last: int | None, start: int | None, end: int | None, operators: bool, progress: str | None,
-            fmt: str, tz: tzinfo, fs_options: tuple[str, ...]) -> None:
+@options_object(BatchesArgs)
+def batches(checkpoint: str, opts: BatchesArgs, fmt: str, tz: tzinfo, fs_options: tuple[str, ...]) -> None:
     """One row per batch of CHECKPOINT: watermark, how far it advanced, timestamp, lag, what each source brought
     (with --operators, each stateful operator's own watermarks)."""
-    if last is not None and (start is not None or end is not None):
+    if opts.last is not None and (opts.start is not None or opts.end is not None):
         raise click.UsageError("use either --last or --from/--to")
     options = parse_pairs(fs_options, "--fs-option")
     ckpt = open_checkpoint(checkpoint, options)
-    reports = checkpoint_progress(ckpt, progress, options)
+    reports = checkpoint_progress(ckpt, opts.progress, options)
     out = make_output(fmt, tz=tz)
     out.warning(broken_tail_warning(ckpt))
-    out.batches(batch_rows(ckpt, batch_range(ckpt, last, start, end), tz, reports, operators))
+    out.batches(batch_rows(ckpt, batch_range(ckpt, opts.last, opts.start, opts.end), tz, reports, opts.operators))

@@ -6,6 +6,7 @@ import glob
 import os
 import sys
 import time
+from dataclasses import dataclass
 from datetime import tzinfo
 from typing import Callable
 
@@ -22,7 +23,15 @@ from wmcheck.checkpoint.watermarks.progress_files import read_records
 
 from .flags import for_cli
 from .main import EXIT_INPUT
-from .options import TIMEOUT_KEY, common_options, delta_txn_app_id_option, gc_paused, parse_pairs, progress_option
+from .options import (
+    TIMEOUT_KEY,
+    common_options,
+    delta_txn_app_id_option,
+    gc_paused,
+    options_object,
+    parse_pairs,
+    progress_option,
+)
 from .output import FORMATS, REPORT_OUTPUTS, make_output
 from .process import lean_imports
 from .reports import Result
@@ -61,6 +70,47 @@ def progress_line(location: str) -> Callable[[int, int], None] | None:
     return show
 
 
+@dataclass(frozen=True)
+class CheckArgs:
+    """``wmcheck check``'s options: which checks, what fails, where the report goes, and what else the query wrote
+    to or read from (its file sink, its Delta tables, its Kafka broker)."""
+
+    file_sink: str | None
+    strict: bool
+    output: str | None
+    select: str | None
+    ignore: str | None
+    stall_batches: int
+    no_content: bool
+    operator_lag: str | None
+    progress: str | None
+    bootstrap_server: str | None
+    kafka_options: tuple[str, ...]
+    subscribe_pattern: str | None
+    delta_sink: str | None
+    delta_txn_app_id: str | None
+    delta_sources: tuple[str, ...]
+
+    def validate(self, checkpoints: tuple[str, ...]) -> None:
+        """A file sink and Delta tables belong to one checkpoint."""
+        for given, flag in ((self.file_sink, "--file-sink"), (self.delta_sink, "--delta-sink"),
+                            (self.delta_sources, "--delta-source")):
+            if given and len(checkpoints) > 1:
+                raise click.UsageError(f"{flag} belongs to one checkpoint: pass exactly one CKPT with it")
+
+    def kafka(self) -> KafkaTopics | None:
+        """The broker of ``--bootstrap-server``, answering (None without it)."""
+        timeout = click.get_current_context().find_root().meta.get(TIMEOUT_KEY)
+        if self.subscribe_pattern is not None and not self.bootstrap_server:
+            raise click.UsageError("--subscribe-pattern needs --bootstrap-server (the broker lists the topics it matches)")
+        kafka = KafkaTopics(self.bootstrap_server, parse_pairs(self.kafka_options, "--kafka-option"),
+                            float(timeout) if timeout is not None else DEFAULT_TIMEOUT_S, self.subscribe_pattern) \
+            if self.bootstrap_server else None
+        if kafka is not None:
+            kafka.ping()
+        return kafka
+
+
 @click.command()
 @click.argument("checkpoints", nargs=-1, required=True, metavar="CKPT...")
 @click.option("--file-sink", metavar="PATH", help="Also check this file sink's _spark_metadata against the checkpoint.")
@@ -89,54 +139,39 @@ def progress_line(location: str) -> Callable[[int, int], None] | None:
 @progress_option()
 @common_options(FORMATS + tuple(REPORT_OUTPUTS))
 @gc_paused
-def check(checkpoints: tuple[str, ...], file_sink: str | None, strict: bool, output: str | None, select: str | None,
-          ignore: str | None, stall_batches: int, no_content: bool, operator_lag: str | None, progress: str | None,
-          bootstrap_server: str | None, kafka_options: tuple[str, ...], subscribe_pattern: str | None,
-          delta_sink: str | None, delta_txn_app_id: str | None, delta_sources: tuple[str, ...], fmt: str, tz: tzinfo,
-          fs_options: tuple[str, ...]) -> None:
+@options_object(CheckArgs)
+def check(checkpoints: tuple[str, ...], opts: CheckArgs, fmt: str, tz: tzinfo, fs_options: tuple[str, ...]) -> None:
     """Validate each CKPT: every inconsistency that makes Spark fail, lose data or misbehave on restart.
 
     Exit 0: no errors (warnings allowed unless --strict); 1: findings that fail; 2: a checkpoint or
     option that cannot be read. Codes and fixes: docs/check.md.
     """
-    if file_sink and len(checkpoints) > 1:
-        raise click.UsageError("--file-sink belongs to one checkpoint: pass exactly one CKPT with it")
-    if delta_sink and len(checkpoints) > 1:
-        raise click.UsageError("--delta-sink belongs to one checkpoint: pass exactly one CKPT with it")
-    if delta_sources and len(checkpoints) > 1:
-        raise click.UsageError("--delta-source belongs to one checkpoint: pass exactly one CKPT with it")
+    opts.validate(checkpoints)
     options = parse_pairs(fs_options, "--fs-option")
-    chosen = select_checks(codes(select), codes(ignore) or ())
-    sink = open_file_sink(file_sink, options, lost_log=True) if file_sink else None
-    app_id = check_txn_app_id(delta_txn_app_id, delta_sink)
-    delta = read_delta_log(delta_sink, options) if delta_sink else None
-    records = read_records(progress, options) if progress else None
+    chosen = select_checks(codes(opts.select), codes(opts.ignore) or ())
+    sink = open_file_sink(opts.file_sink, options, lost_log=True) if opts.file_sink else None
+    app_id = check_txn_app_id(opts.delta_txn_app_id, opts.delta_sink)
+    delta = read_delta_log(opts.delta_sink, options) if opts.delta_sink else None
+    records = read_records(opts.progress, options) if opts.progress else None
     with on_param("operator_lag"):
-        lag_ms = parse_duration_ms(operator_lag) if operator_lag is not None else None
-    timeout = click.get_current_context().find_root().meta.get(TIMEOUT_KEY)
-    if subscribe_pattern is not None and not bootstrap_server:
-        raise click.UsageError("--subscribe-pattern needs --bootstrap-server (the broker lists the topics it matches)")
-    kafka = KafkaTopics(bootstrap_server, parse_pairs(kafka_options, "--kafka-option"),
-                        float(timeout) if timeout is not None else DEFAULT_TIMEOUT_S, subscribe_pattern) \
-        if bootstrap_server else None
-    if kafka is not None:
-        kafka.ping()
+        lag_ms = parse_duration_ms(opts.operator_lag) if opts.operator_lag is not None else None
+    kafka = opts.kafka()
     notes: list[str] = []
     with lean_imports():
         results = [
-            Result(loc, check_location(loc, sink, fs_options=options, checks=chosen, tz=tz, stall_batches=stall_batches,
+            Result(loc, check_location(loc, sink, fs_options=options, checks=chosen, tz=tz, stall_batches=opts.stall_batches,
                                        progress=records.reports if records else (), plans=records.plans if records else (),
-                                       operator_lag_ms=lag_ms, content=not no_content, state_progress=progress_line(loc),
-                                       notes=notes, kafka=kafka, delta=delta, delta_sources=delta_sources,
+                                       operator_lag_ms=lag_ms, content=not opts.no_content, state_progress=progress_line(loc),
+                                       notes=notes, kafka=kafka, delta=delta, delta_sources=opts.delta_sources,
                                        delta_app_id=app_id), chosen,
                    sink is not None)
             for loc in expand(checkpoints)
         ]
     for note in dict.fromkeys(notes):
         click.echo(f"note: {printable(for_cli(note))}", err=True)
-    with open(output, "w", encoding="utf-8") if output else contextlib.nullcontext() as stream:
-        make_output(fmt, stream, tz).findings(results, strict)
+    with open(opts.output, "w", encoding="utf-8") if opts.output else contextlib.nullcontext() as stream:
+        make_output(fmt, stream, tz).findings(results, opts.strict)
     if any(r.unreadable for r in results):
         raise click.exceptions.Exit(EXIT_INPUT)
-    if any(fails(f, strict) for r in results for f in r.findings):
+    if any(fails(f, opts.strict) for r in results for f in r.findings):
         raise click.exceptions.Exit(1)

@@ -4,14 +4,47 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from dataclasses import dataclass
 from datetime import tzinfo
+from typing import TYPE_CHECKING
 
 import click
 
-from .options import common_options, parse_pairs
+from .options import common_options, options_object, parse_pairs
 from .output import REPORT_OUTPUTS, make_output
 from .process import own_interrupts
 from .progress import progress_for, quiet_option, spark_progress
+
+if TYPE_CHECKING:
+    from wmcheck.statestore.spark.compat import CompatOptions
+
+
+@dataclass(frozen=True)
+class CompatArgs:
+    """``wmcheck compat``'s options: the new code, the batch it re-runs and where, the report, Spark's."""
+
+    query: str
+    inputs: tuple[str, ...]
+    file_sink: str | None
+    batch: int | None
+    allow_output_change: bool
+    output: str | None
+    scratch_dir: str | None
+    keep_scratch: bool
+    timeout_s: float
+    master: str | None
+    confs: tuple[str, ...]
+    packages: tuple[str, ...]
+    jars: tuple[str, ...]
+    quiet: bool
+
+    def compat_options(self, fs_options: tuple[str, ...]) -> CompatOptions:
+        """How the library re-runs the batch."""
+        from wmcheck.statestore.spark.compat import CompatOptions
+
+        return CompatOptions(file_sink=self.file_sink, batch=self.batch, inputs=parse_pairs(self.inputs, "--input"),
+                             scratch_dir=self.scratch_dir, keep_scratch=self.keep_scratch, timeout_s=self.timeout_s,
+                             fs_options=parse_pairs(fs_options, "--fs-option"))
 
 
 @click.command()
@@ -35,30 +68,27 @@ from .progress import progress_for, quiet_option, spark_progress
 @click.option("--jars", multiple=True, metavar="JARS", help="Jars for Spark (repeatable).")
 @quiet_option()
 @common_options(("table", "json") + tuple(REPORT_OUTPUTS))
-def compat(checkpoint: str, query: str, inputs: tuple[str, ...], file_sink: str | None, batch: int | None,
-           allow_output_change: bool, output: str | None, scratch_dir: str | None, keep_scratch: bool, timeout_s: float,
-           master: str | None, confs: tuple[str, ...], packages: tuple[str, ...], jars: tuple[str, ...], quiet: bool,
-           fmt: str, tz: tzinfo, fs_options: tuple[str, ...]) -> None:
+@options_object(CompatArgs)
+def compat(checkpoint: str, opts: CompatArgs, fmt: str, tz: tzinfo, fs_options: tuple[str, ...]) -> None:
     """Will the new query code restart on CKPT, and what will it change? (docs/compat.md)
 
     Re-runs CKPT's last data batch with the new code on a scratch copy (CKPT is only read). Exit 0: it restarts
     with the same output and state; 1: it restarts but changes them (0 with --allow-output-change); 2: Spark
     refuses it, or the input cannot be used.
     """
-    from wmcheck.statestore.spark.compat import CompatOptions, prepare, run
+    from wmcheck.statestore.spark.compat import prepare, run
     from wmcheck.statestore.spark.session import get_session
 
-    opts = CompatOptions(file_sink=file_sink, batch=batch, inputs=parse_pairs(inputs, "--input"), scratch_dir=scratch_dir,
-                         keep_scratch=keep_scratch, timeout_s=timeout_s, fs_options=parse_pairs(fs_options, "--fs-option"))
+    options = opts.compat_options(fs_options)
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())  # --query MODULE:FUNCTION: MODULE may be in the current directory
-    prepared = prepare(checkpoint, query, opts)  # everything that can fail before Spark starts
-    with spark_progress(progress_for(quiet)) as progress:
-        spark, _created = get_session(master, parse_pairs(confs, "--conf"), None, packages, jars)
+    prepared = prepare(checkpoint, opts.query, options)  # everything that can fail before Spark starts
+    with spark_progress(progress_for(opts.quiet)) as progress:
+        spark, _created = get_session(opts.master, parse_pairs(opts.confs, "--conf"), None, opts.packages, opts.jars)
         own_interrupts()  # pyspark installed its own Ctrl-C handler with the session
         report = run(spark, prepared, progress.phase)
-    with open(output, "w", encoding="utf-8") if output else contextlib.nullcontext() as stream:
-        make_output(fmt, stream, tz).compat(report, allow_output_change)
-    code = report.exit_code(allow_output_change)
+    with open(opts.output, "w", encoding="utf-8") if opts.output else contextlib.nullcontext() as stream:
+        make_output(fmt, stream, tz).compat(report, opts.allow_output_change)
+    code = report.exit_code(opts.allow_output_change)
     if code:
         raise click.exceptions.Exit(code)

@@ -1,15 +1,16 @@
 """``wmcheck rewind``, ``wmcheck set-watermark``, ``wmcheck relocate``, ``wmcheck undo`` and ``wmcheck backups``."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import tzinfo
-from typing import Callable
+from typing import Callable, Mapping, TypedDict
 
 import click
 
 from wmcheck.checkpoint import repair
 from wmcheck.checkpoint.repair.targets import parse_idle
 
-from .options import common_options, delta_txn_app_id_option, gc_paused, parse_pairs
+from .options import common_options, delta_txn_app_id_option, gc_paused, options_object, parse_pairs
 from .output import make_output
 
 
@@ -53,18 +54,100 @@ def sink_options(broker: bool) -> Callable[[Callable], Callable]:
     return decorate
 
 
-def run_options(execute: bool, plan_out: str | None, from_plan: str | None, idle: str, force: bool,
-                backup_dir: str | None, fs_options: tuple[str, ...]) -> repair.RunOptions:
-    """The options every repair shares, from their flags."""
-    return repair.RunOptions(execute=execute, from_plan=from_plan, plan_out=plan_out, idle_ms=parse_idle(idle),
-                             force=force, backup_dir=backup_dir, fs_options=parse_pairs(fs_options, "--fs-option"))
+@dataclass(frozen=True)
+class RepairArgs:
+    """The options every repair shares (:func:`repair_options`)."""
+
+    execute: bool
+    plan_out: str | None
+    from_plan: str | None
+    idle: str
+    force: bool
+    backup_dir: str | None
+
+    def run_options(self, fs_options: tuple[str, ...]) -> repair.RunOptions:
+        """How the library runs the repair."""
+        return repair.RunOptions(execute=self.execute, from_plan=self.from_plan, plan_out=self.plan_out,
+                                 idle_ms=parse_idle(self.idle), force=self.force, backup_dir=self.backup_dir,
+                                 fs_options=parse_pairs(fs_options, "--fs-option"))
 
 
-def _run(checkpoint: str, request: repair.RepairRequest, execute: bool, plan_out: str | None, from_plan: str | None,
-         idle: str, force: bool, backup_dir: str | None, fs_options: tuple[str, ...], fmt: str, tz: tzinfo) -> None:
+class SinkFields(TypedDict):
+    """A repair request's parameters for the query's sinks besides a file sink (``SinksAsked``'s fields)."""
+
+    delta_sink: str | None
+    kafka_sink: str | None
+    foreach_batch: bool
+    bootstrap_server: str | None
+    kafka_options: Mapping[str, str] | None
+
+
+@dataclass(frozen=True)
+class SinkRepairArgs(RepairArgs):
+    """A repair's options with the query's sinks besides a file sink (:func:`sink_options`, with the broker)."""
+
+    delta_sink: str | None
+    kafka_sink: str | None
+    foreach_batch: bool
+    bootstrap_server: str | None
+    kafka_options: tuple[str, ...]
+
+    def sinks(self) -> SinkFields:
+        """The request's parameters for the sinks named."""
+        return {"delta_sink": self.delta_sink, "kafka_sink": self.kafka_sink, "foreach_batch": self.foreach_batch,
+                "bootstrap_server": self.bootstrap_server,
+                "kafka_options": parse_pairs(self.kafka_options, "--kafka-option")}
+
+
+@dataclass(frozen=True)
+class RewindArgs(SinkRepairArgs):
+    """``wmcheck rewind``'s options."""
+
+    to_batch: int | None
+    to_watermark: str | None
+    to_time: str | None
+    shift: int | None
+    file_sink: str | None
+    delta_txn_app_id: str | None
+    keep_next_offsets: bool
+    keep_source_log: bool
+
+    def request(self) -> repair.RewindRequest:
+        return repair.RewindRequest(to_batch=self.to_batch, to_watermark=self.to_watermark, to_time=self.to_time,
+                                    shift=self.shift, file_sink=self.file_sink, keep_next_offsets=self.keep_next_offsets,
+                                    keep_source_log=self.keep_source_log, delta_txn_app_id=self.delta_txn_app_id,
+                                    **self.sinks())
+
+
+@dataclass(frozen=True)
+class SetWatermarkArgs(SinkRepairArgs):
+    """``wmcheck set-watermark``'s options."""
+
+    watermark: str | None
+    allow_raise: bool
+    window: str | None
+    file_sink: str | None
+
+    def request(self) -> repair.SetWatermarkRequest:
+        return repair.SetWatermarkRequest(watermark=self.watermark, allow_raise=self.allow_raise, window=self.window,
+                                          file_sink=self.file_sink, **self.sinks())
+
+
+@dataclass(frozen=True)
+class RelocateArgs(RepairArgs):
+    """``wmcheck relocate``'s options."""
+
+    path_maps: tuple[str, ...]
+    file_sink: str | None
+
+    def request(self) -> repair.RelocateRequest:
+        return repair.RelocateRequest(path_map=parse_pairs(self.path_maps, "--path-map"), file_sink=self.file_sink)
+
+
+def _run(checkpoint: str, request: repair.RepairRequest, opts: RepairArgs, fs_options: tuple[str, ...], fmt: str,
+         tz: tzinfo) -> None:
     """Run one repair with the options every repair shares and print its result."""
-    options = run_options(execute, plan_out, from_plan, idle, force, backup_dir, fs_options)
-    make_output(fmt, tz=tz).repair_result(repair.run(checkpoint, request, options))
+    make_output(fmt, tz=tz).repair_result(repair.run(checkpoint, request, opts.run_options(fs_options)))
 
 
 @click.command()
@@ -90,23 +173,15 @@ def _run(checkpoint: str, request: repair.RepairRequest, execute: bool, plan_out
 @repair_options
 @common_options()
 @gc_paused
-def rewind(checkpoint: str, to_batch, to_watermark, to_time, shift, file_sink, delta_sink, delta_txn_app_id, kafka_sink,
-           bootstrap_server,
-           kafka_options, foreach_batch, keep_next_offsets,
-           keep_source_log, execute, plan_out, from_plan, idle, force, backup_dir, fmt, tz, fs_options) -> None:
+@options_object(RewindArgs)
+def rewind(checkpoint: str, opts: RewindArgs, fmt: str, tz: tzinfo, fs_options: tuple[str, ...]) -> None:
     """Roll CHECKPOINT back so that an earlier batch is the last committed one (dry run unless --execute).
 
     TIME is ISO-8601, epoch milliseconds, or a duration relative to now or the watermark
     ("now-2 hours", "watermark-30 minutes"; a bare "-2 hours" is relative to now for --to-time and
     to the current watermark for --to-watermark).
     """
-    request = repair.RewindRequest(to_batch=to_batch, to_watermark=to_watermark, to_time=to_time, shift=shift,
-                                   file_sink=file_sink, keep_next_offsets=keep_next_offsets,
-                                   keep_source_log=keep_source_log, delta_sink=delta_sink,
-                                   delta_txn_app_id=delta_txn_app_id, kafka_sink=kafka_sink,
-                                   bootstrap_server=bootstrap_server,
-                                   kafka_options=parse_pairs(kafka_options, "--kafka-option"), foreach_batch=foreach_batch)
-    _run(checkpoint, request, execute, plan_out, from_plan, idle, force, backup_dir, fs_options, fmt, tz)
+    _run(checkpoint, opts.request(), opts, fs_options, fmt, tz)
 
 
 @click.command("set-watermark")
@@ -120,15 +195,11 @@ def rewind(checkpoint: str, to_batch, to_watermark, to_time, shift, file_sink, d
 @repair_options
 @common_options()
 @gc_paused
-def set_watermark(checkpoint: str, watermark, allow_raise, window, file_sink, delta_sink, kafka_sink, foreach_batch,
-                  bootstrap_server, kafka_options, execute, plan_out, from_plan, idle, force, backup_dir, fmt, tz,
-                  fs_options) -> None:
+@options_object(SetWatermarkArgs)
+def set_watermark(checkpoint: str, opts: SetWatermarkArgs, fmt: str, tz: tzinfo,
+                  fs_options: tuple[str, ...]) -> None:
     """Set the watermark the next batch of CHECKPOINT starts from (dry run unless --execute)."""
-    request = repair.SetWatermarkRequest(watermark=watermark, allow_raise=allow_raise, window=window, file_sink=file_sink,
-                                         delta_sink=delta_sink, kafka_sink=kafka_sink, foreach_batch=foreach_batch,
-                                         bootstrap_server=bootstrap_server,
-                                         kafka_options=parse_pairs(kafka_options, "--kafka-option"))
-    _run(checkpoint, request, execute, plan_out, from_plan, idle, force, backup_dir, fs_options, fmt, tz)
+    _run(checkpoint, opts.request(), opts, fs_options, fmt, tz)
 
 
 @click.command()
@@ -139,8 +210,8 @@ def set_watermark(checkpoint: str, watermark, allow_raise, window, file_sink, de
 @repair_options
 @common_options()
 @gc_paused
-def relocate(checkpoint: str, path_maps, file_sink, execute, plan_out, from_plan, idle, force, backup_dir, fmt, tz,
-             fs_options) -> None:
+@options_object(RelocateArgs)
+def relocate(checkpoint: str, opts: RelocateArgs, fmt: str, tz: tzinfo, fs_options: tuple[str, ...]) -> None:
     """Make a copied or moved CHECKPOINT name its own files (dry run unless --execute).
 
     transformWithState records absolute schema file locations: Spark fails to restart a copy or a
@@ -149,8 +220,7 @@ def relocate(checkpoint: str, path_maps, file_sink, execute, plan_out, from_plan
     every file at the new place for a new one (and processes it again) unless --path-map FROM=TO
     rewrites the logged paths.
     """
-    request = repair.RelocateRequest(path_map=parse_pairs(path_maps, "--path-map"), file_sink=file_sink)
-    _run(checkpoint, request, execute, plan_out, from_plan, idle, force, backup_dir, fs_options, fmt, tz)
+    _run(checkpoint, opts.request(), opts, fs_options, fmt, tz)
 
 
 @click.command()

@@ -1,18 +1,36 @@
 """``wmcheck repartition``."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import tzinfo
 
 import click
 
 from wmcheck.checkpoint import repair
-from wmcheck.checkpoint.repair.targets import parse_idle
 from wmcheck.statestore.spark.repartition import SparkRepartitioner
 
-from .options import common_options, parse_pairs
+from .options import common_options, options_object, parse_pairs
 from .output import make_output
 from .progress import progress_for, quiet_option, spark_progress
-from .repair import repair_options, sink_options
+from .repair import SinkRepairArgs, repair_options, sink_options
+
+
+@dataclass(frozen=True)
+class RepartitionArgs(SinkRepairArgs):
+    """``wmcheck repartition``'s options: the new partitions, the file sink, Spark's."""
+
+    partitions: int | None
+    file_sink: str | None
+    master: str | None
+    confs: tuple[str, ...]
+    remote: str | None
+    quiet: bool
+
+    def request(self) -> repair.RepartitionRequest:
+        """The library's request, run by Spark's repartition in this process."""
+        runner = SparkRepartitioner(master=self.master, conf=parse_pairs(self.confs, "--conf"), remote=self.remote)
+        return repair.RepartitionRequest(partitions=self.partitions, file_sink=self.file_sink, runner=runner,
+                                         **self.sinks())
 
 
 @click.command()
@@ -28,18 +46,11 @@ from .repair import repair_options, sink_options
 @repair_options
 @quiet_option()
 @common_options()
-def repartition(checkpoint: str, partitions, file_sink, master, confs, remote, delta_sink, kafka_sink, foreach_batch,
-                bootstrap_server, kafka_options, execute, plan_out, from_plan, idle, force,
-                backup_dir, quiet, fmt, tz: tzinfo, fs_options) -> None:
+@options_object(RepartitionArgs)
+def repartition(checkpoint: str, opts: RepartitionArgs, fmt: str, tz: tzinfo, fs_options: tuple[str, ...]) -> None:
     """Move the state of a stopped query to --partitions N partitions with Spark's offline state repartition
     (pyspark 4.2+, RocksDB state), dry run unless --execute; see docs/repair.md."""
-    runner = SparkRepartitioner(master=master, conf=parse_pairs(confs, "--conf"), remote=remote)
-    request = repair.RepartitionRequest(partitions=partitions, file_sink=file_sink, runner=runner, delta_sink=delta_sink,
-                                        kafka_sink=kafka_sink, foreach_batch=foreach_batch,
-                                        bootstrap_server=bootstrap_server,
-                                        kafka_options=parse_pairs(kafka_options, "--kafka-option"))
-    options = repair.RunOptions(execute=execute, from_plan=from_plan, plan_out=plan_out, idle_ms=parse_idle(idle),
-                                force=force, backup_dir=backup_dir, fs_options=parse_pairs(fs_options, "--fs-option"))
-    with spark_progress(progress_for(quiet or not execute), "repartitioning: starting Spark"):  # the plan needs no Spark
+    request, options = opts.request(), opts.run_options(fs_options)
+    with spark_progress(progress_for(opts.quiet or not opts.execute), "repartitioning: starting Spark"):  # the plan needs no Spark
         result = repair.run(checkpoint, request, options)
     make_output(fmt, tz=tz).repair_result(result)

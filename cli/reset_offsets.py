@@ -1,14 +1,42 @@
 """``wmcheck reset-offsets``: ``kafka-consumer-groups --reset-offsets`` for a Structured Streaming query's checkpoint."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import tzinfo
+
 import click
 
 from wmcheck.checkpoint import repair
 from wmcheck.checkpoint.sources.kafka_topics import DEFAULT_TIMEOUT_S
 
-from .options import TIMEOUT_KEY, common_options, gc_paused, parse_pairs
+from .options import TIMEOUT_KEY, common_options, gc_paused, options_object
 from .output import make_output
-from .repair import repair_options, run_options, sink_options
+from .repair import SinkRepairArgs, repair_options, sink_options
+
+
+@dataclass(frozen=True)
+class ResetOffsetsArgs(SinkRepairArgs):
+    """``wmcheck reset-offsets``' options: where the Kafka source starts, and how the new offsets are printed."""
+
+    source: str | None
+    topic: tuple[str, ...]
+    to_datetime: str | None
+    by_duration: str | None
+    to_offset: int | None
+    shift_by: int | None
+    to_earliest: bool
+    to_latest: bool
+    from_file: str | None
+    file_sink: str | None
+    export: bool
+
+    def request(self, timeout: float | None) -> repair.ResetOffsetsRequest:
+        """The library's request (``timeout``: ``--timeout``, how long the broker may take)."""
+        return repair.ResetOffsetsRequest(
+            source=self.source, topic=tuple(self.topic), to_datetime=self.to_datetime, by_duration=self.by_duration,
+            to_offset=self.to_offset, shift_by=self.shift_by, to_earliest=self.to_earliest, to_latest=self.to_latest,
+            from_file=self.from_file, file_sink=self.file_sink, **self.sinks(),
+            timeout_s=float(timeout) if timeout is not None else DEFAULT_TIMEOUT_S)
 
 
 @click.command("reset-offsets")
@@ -38,9 +66,8 @@ from .repair import repair_options, run_options, sink_options
 @repair_options
 @common_options()
 @gc_paused
-def reset_offsets(checkpoint: str, source, topic, to_datetime, by_duration, to_offset, shift_by, to_earliest, to_latest,
-                  from_file, bootstrap_server, kafka_options, file_sink, delta_sink, kafka_sink, foreach_batch, export, execute, plan_out, from_plan, idle, force,
-                  backup_dir, fmt, tz, fs_options) -> None:
+@options_object(ResetOffsetsArgs)
+def reset_offsets(checkpoint: str, opts: ResetOffsetsArgs, fmt: str, tz: tzinfo, fs_options: tuple[str, ...]) -> None:
     """Make the next batch of CHECKPOINT start a Kafka source at other offsets (dry run unless --execute).
 
     Spark ignores startingOffsets once a checkpoint exists. This writes one batch, as Spark's offline
@@ -48,16 +75,10 @@ def reset_offsets(checkpoint: str, source, topic, to_datetime, by_duration, to_o
     the restarted query reads from there. The table lists, per partition, where the next batch starts
     now (CURRENT-OFFSET) and after the reset (NEW-OFFSET). Undo with wmcheck undo.
     """
-    timeout = click.get_current_context().find_root().meta.get(TIMEOUT_KEY)
-    request = repair.ResetOffsetsRequest(
-        source=source, topic=tuple(topic), to_datetime=to_datetime, by_duration=by_duration, to_offset=to_offset,
-        shift_by=shift_by, to_earliest=to_earliest, to_latest=to_latest, from_file=from_file,
-        bootstrap_server=bootstrap_server, kafka_options=parse_pairs(kafka_options, "--kafka-option"),
-        file_sink=file_sink, delta_sink=delta_sink, kafka_sink=kafka_sink, foreach_batch=foreach_batch, timeout_s=float(timeout) if timeout is not None else DEFAULT_TIMEOUT_S)
-    result = repair.run(checkpoint, request, run_options(execute, plan_out, from_plan, idle, force, backup_dir,
-                                                         fs_options))
-    out = make_output("csv" if export else fmt, tz=tz)
-    if export:
+    request = opts.request(click.get_current_context().find_root().meta.get(TIMEOUT_KEY))
+    result = repair.run(checkpoint, request, opts.run_options(fs_options))
+    out = make_output("csv" if opts.export else fmt, tz=tz)
+    if opts.export:
         out.rows([{"topic": s.position.rpartition("/")[0], "partition": int(s.position.rpartition("/")[2]),
                    "offset": int(s.after or 0)} for s in result.plan.sources], ["topic", "partition", "offset"])
     else:

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from wmcheck.checkpoint.checks.registry import CHECKS
+from wmcheck.cli.commands import COMMANDS
 
 from conftest import fixture_checkpoint, run_cli
 
@@ -283,3 +284,29 @@ def test_replay_takes_its_options_as_one_typed_object():
     assert list(inspect.signature(replay.callback.__wrapped__).parameters) == ["checkpoint", "opts", "fmt", "tz", "fs_options"]
     exposed = {p.name for p in replay.params if p.expose_value}
     assert exposed - {"checkpoint", "fmt", "tz", "fs_options"} == {f.name for f in dataclasses.fields(ReplayArgs)}
+
+
+MAX_PARAMETERS = 8
+"""The most parameters a command's function takes: past them its options come as one typed object."""
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_no_command_takes_more_than_a_few_parameters_its_options_object_holds_the_rest(name):
+    """A command with many options takes them as one frozen dataclass (``options_object``): its function takes at most
+    MAX_PARAMETERS parameters, and every option the command line gives reaches it, as a parameter or as a field of
+    an options object (a parameter annotated with a dataclass of the command's module)."""
+    import dataclasses
+    import importlib
+    import inspect
+
+    entry = COMMANDS[name]
+    module = importlib.import_module(entry.module)
+    command = getattr(module, entry.attr)
+    parameters = inspect.signature(command.callback).parameters
+    assert len(parameters) <= MAX_PARAMETERS, list(parameters)
+    objects = {p: getattr(module, str(parameter.annotation), None) for p, parameter in parameters.items()}
+    objects = {p: cls for p, cls in objects.items() if isinstance(cls, type) and dataclasses.is_dataclass(cls)}
+    assert all(cls.__dataclass_params__.frozen for cls in objects.values())
+    fields = [f.name for cls in objects.values() for f in dataclasses.fields(cls)]
+    given = [p for p in parameters if p not in objects] + fields
+    assert sorted(given) == sorted(p.name for p in command.params if p.expose_value)
