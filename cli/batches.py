@@ -1,13 +1,13 @@
 """``wmcheck batches``."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import tzinfo
 
 import click
 
 from wmcheck.checkpoint.broken_tail import broken_tail_warning
 from wmcheck.checkpoint.model import open_checkpoint
+from wmcheck.checkpoint.records import dataclass
 from wmcheck.checkpoint.summary import batch_range, batch_rows
 
 from .options import checkpoint_progress, common_options, options_object, parse_pairs, progress_option

@@ -6,7 +6,6 @@ import glob
 import os
 import sys
 import time
-from dataclasses import dataclass
 from datetime import tzinfo
 from typing import Callable
 
@@ -15,6 +14,7 @@ import click
 from wmcheck.checkpoint.checks.context import STALL_BATCHES
 from wmcheck.checkpoint.errors import on_param
 from wmcheck.checkpoint.fs import scheme_of
+from wmcheck.checkpoint.records import dataclass
 from wmcheck.checkpoint.sinks.delta import check_txn_app_id, read_delta_log
 from wmcheck.checkpoint.sources.kafka_topics import DEFAULT_TIMEOUT_S, KafkaTopics
 from wmcheck.checkpoint.timeutil import parse_duration_ms

@@ -4,11 +4,12 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from dataclasses import dataclass
 from datetime import tzinfo
 from typing import TYPE_CHECKING
 
 import click
+
+from wmcheck.checkpoint.records import dataclass
 
 from .options import common_options, options_object, parse_pairs
 from .output import REPORT_OUTPUTS, make_output

@@ -1,13 +1,13 @@
 """``wmcheck rewind``, ``wmcheck set-watermark``, ``wmcheck relocate``, ``wmcheck undo`` and ``wmcheck backups``."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import tzinfo
 from typing import Callable, Mapping, TypedDict
 
 import click
 
 from wmcheck.checkpoint import repair
+from wmcheck.checkpoint.records import dataclass
 from wmcheck.checkpoint.repair.targets import parse_idle
 
 from .options import common_options, delta_txn_app_id_option, gc_paused, options_object, parse_pairs

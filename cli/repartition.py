@@ -1,12 +1,12 @@
 """``wmcheck repartition``."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import tzinfo
 
 import click
 
 from wmcheck.checkpoint import repair
+from wmcheck.checkpoint.records import dataclass
 from wmcheck.statestore.spark.repartition import SparkRepartitioner
 
 from .options import common_options, options_object, parse_pairs

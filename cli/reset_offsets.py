@@ -1,12 +1,12 @@
 """``wmcheck reset-offsets``: ``kafka-consumer-groups --reset-offsets`` for a Structured Streaming query's checkpoint."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import tzinfo
 
 import click
 
 from wmcheck.checkpoint import repair
+from wmcheck.checkpoint.records import dataclass
 from wmcheck.checkpoint.sources.kafka_topics import DEFAULT_TIMEOUT_S
 
 from .options import TIMEOUT_KEY, common_options, gc_paused, options_object

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
 from datetime import tzinfo
 from typing import TYPE_CHECKING, Iterator
 
@@ -10,6 +9,7 @@ import click
 
 from wmcheck.checkpoint.broken_tail import broken_tail_warning
 from wmcheck.checkpoint.model import Checkpoint, open_checkpoint
+from wmcheck.checkpoint.records import dataclass
 from wmcheck.checkpoint.timeutil import parse_time_ms
 
 from .flags import for_cli
