@@ -13,6 +13,7 @@ import pytest
 from wmcheck.checkpoint.checks import state_reads as state
 from wmcheck.checkpoint.model import open_checkpoint
 from wmcheck.checkpoint.validate import check_checkpoint
+from wmcheck.statestore.formats import content
 from wmcheck.statestore.formats.records import DELETE
 from wmcheck.statestore.keys import stale_columns
 from wmcheck.statestore.keys.stale import Change, EventField, FileChanges, record_changes, stale_keys, table_changes
@@ -38,6 +39,7 @@ def files_read(root: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, t
             return real(*args)
 
         monkeypatch.setattr(stale_columns, name, spy)
+    monkeypatch.setattr(content, "COLUMNAR_BYTES", 0)  # the fixtures' small files too
     monkeypatch.setattr(state, "AGED_BUDGET", 1 << 40)
     check_checkpoint(open_checkpoint(str(root / "checkpoint")))
     monkeypatch.undo()
@@ -111,6 +113,7 @@ def test_the_fixtures_give_the_fast_path_every_kind_of_file_holding_keys_before_
 
 def findings(root: Path, monkeypatch: pytest.MonkeyPatch, columnar: bool) -> list:
     monkeypatch.setattr(state, "COLUMNAR", columnar)
+    monkeypatch.setattr(content, "COLUMNAR_BYTES", 0)
     monkeypatch.setattr(state, "AGED_BUDGET", 1 << 40)
     return check_checkpoint(open_checkpoint(str(root / "checkpoint")))
 

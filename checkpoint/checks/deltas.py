@@ -44,7 +44,7 @@ def absent_delete(reader: Reader, load: StoreLoad, checksums: bool) -> StateFile
     skip = CHECKSUM_BYTES if checksums else 0
     try:
         plain = [decompress(data[f.path], reader.codec, f.path) for f in chain]
-        found = _absent_delete_columns(chain, plain) if state_reads.COLUMNAR and not checksums else None
+        found = _absent_delete_columns(chain, plain) if state_reads.columnar(sum(map(len, plain))) and not checksums else None
         if found is not None:
             return found[0] if found else None
         for f, contents in zip(chain, plain):

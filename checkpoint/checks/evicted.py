@@ -75,7 +75,7 @@ def held_keys(tables: list[FileChanges], files: list[FileChanges]) -> dict[bytes
     from wmcheck.statestore.keys import stale_columns
     from wmcheck.statestore.keys.stale import stale_keys
 
-    if state_reads.COLUMNAR:
+    if state_reads.COLUMNAR and any(not isinstance(f.changes, tuple) for f in (*tables, *files)):  # some read as columns
         try:
             return stale_columns.stale_keys(tables, files)
         except stale_columns.Unproven:

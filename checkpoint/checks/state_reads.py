@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from wmcheck.checkpoint.records import dataclass
 from wmcheck.checkpoint.watermarks.operators import CHECKPOINT, PLAN, operator_watermarks
+from wmcheck.statestore.formats import content as file_content
 from wmcheck.statestore.formats.codecs import decompress
 from wmcheck.statestore.formats.content import Decoding
 from wmcheck.statestore.formats.files import StateFile, StorePartition
@@ -236,7 +237,7 @@ class RowSampler:
             if len(plain) > AGED_LIMIT:
                 return None
             parse = changelog_records if rows.rocksdb else sized_records
-            if COLUMNAR:
+            if columnar(len(plain)):
                 try:
                     return stale_columns.record_changes(plain, lambda: parse(plain, path), rows.key_start(PUT),
                                                         rows.key_start(DELETE), bound.event, bound.bound_us,
@@ -284,12 +285,19 @@ COLUMNAR = True
 with :mod:`..sized_columns` (off: with :mod:`..stale_keys` and record by record alone, the references)."""
 
 
+def columnar(size: int) -> bool:
+    """Whether ``size`` bytes of state files are read as columns: :data:`COLUMNAR`, and as many bytes as
+    :data:`~wmcheck.statestore.formats.content.COLUMNAR_BYTES` (fewer cost less by the references than importing
+    NumPy does: a check of small state files stays free of it)."""
+    return COLUMNAR and size >= file_content.COLUMNAR_BYTES
+
+
 def table_file_changes(table: CheckedTable, bound: Bound) -> FileChanges | None:
     """The :class:`FileChanges` of a snapshot's table file, None where it is not read whole."""
     from wmcheck.statestore.keys import stale_columns
     from wmcheck.statestore.keys.stale import table_changes
 
-    if COLUMNAR:
+    if columnar(len(table.data)):
         try:
             return stale_columns.table_changes(table, bound.event, bound.bound_us)
         except stale_columns.Unproven:
