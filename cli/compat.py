@@ -8,7 +8,7 @@ from datetime import tzinfo
 
 import click
 
-from .options import common_options, parse_pairs
+from .options import common_options, parse_pairs, progress_option
 from .output import REPORT_OUTPUTS, make_output
 from .process import own_interrupts
 from .progress import progress_for, quiet_option, spark_progress
@@ -23,6 +23,7 @@ from .progress import progress_for, quiet_option, spark_progress
 @click.option("--file-sink", metavar="PATH", help="The old query's file sink directory (default: the new writer's path).")
 @click.option("--batch", type=click.IntRange(min=0),
               help="The committed batch to re-run (default: the last one that read input).")
+@progress_option()
 @click.option("--allow-output-change", is_flag=True, help="Output or state that differs is a warning (exit 0), not a failure.")
 @click.option("--output", "output", type=click.Path(dir_okay=False), help="Write the report to FILE instead of stdout.")
 @click.option("--scratch-dir", metavar="DIR", help="Where the scratch copy goes (default: the system's temporary directory).")
@@ -36,7 +37,7 @@ from .progress import progress_for, quiet_option, spark_progress
 @quiet_option()
 @common_options(("table", "json") + tuple(REPORT_OUTPUTS))
 def compat(checkpoint: str, query: str, inputs: tuple[str, ...], file_sink: str | None, batch: int | None,
-           allow_output_change: bool, output: str | None, scratch_dir: str | None, keep_scratch: bool, timeout_s: float,
+           progress: str | None, allow_output_change: bool, output: str | None, scratch_dir: str | None, keep_scratch: bool, timeout_s: float,
            master: str | None, confs: tuple[str, ...], packages: tuple[str, ...], jars: tuple[str, ...], quiet: bool,
            fmt: str, tz: tzinfo, fs_options: tuple[str, ...]) -> None:
     """Will the new query code restart on CKPT, and what will it change? (docs/compat.md)
@@ -49,14 +50,15 @@ def compat(checkpoint: str, query: str, inputs: tuple[str, ...], file_sink: str 
     from wmcheck.statestore.spark.session import get_session
 
     opts = CompatOptions(file_sink=file_sink, batch=batch, inputs=parse_pairs(inputs, "--input"), scratch_dir=scratch_dir,
-                         keep_scratch=keep_scratch, timeout_s=timeout_s, fs_options=parse_pairs(fs_options, "--fs-option"))
+                         keep_scratch=keep_scratch, timeout_s=timeout_s, fs_options=parse_pairs(fs_options, "--fs-option"),
+                         progress=progress)
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())  # --query MODULE:FUNCTION: MODULE may be in the current directory
     prepared = prepare(checkpoint, query, opts)  # everything that can fail before Spark starts
-    with spark_progress(progress_for(quiet)) as progress:
+    with spark_progress(progress_for(quiet)) as phases:
         spark, _created = get_session(master, parse_pairs(confs, "--conf"), None, packages, jars)
         own_interrupts()  # pyspark installed its own Ctrl-C handler with the session
-        report = run(spark, prepared, progress.phase)
+        report = run(spark, prepared, phases.phase)
     with open(output, "w", encoding="utf-8") if output else contextlib.nullcontext() as stream:
         make_output(fmt, stream, tz).compat(report, allow_output_change)
     code = report.exit_code(allow_output_change)

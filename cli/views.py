@@ -337,6 +337,12 @@ def replay_rows(tz: tzinfo) -> RowView:
     return RowView([REPLAY_HEADERS.get(c, c) for c in REPLAY_COLUMNS], row)
 
 
+def _delay_label(delay: Any, delays: Sequence[Any]) -> str:
+    """``delay of ts``; with several watermarked inputs, the sources under it too: ``delay of ts (source 1)``."""
+    label = f"delay of {delay.column}"
+    return label + f" (source {', '.join(delay.sources)})" if len(delays) > 1 and delay.sources else label
+
+
 def _changes_text(report: "CompatReport") -> list[str]:
     """What the new code changes, one phrase per kind of change."""
     out = []
@@ -352,8 +358,8 @@ def _changes_text(report: "CompatReport") -> list[str]:
         out.append(f"state schema of operator {sc.operator_id} {sc.store} {sc.part}: ({sc.old}) -> ({sc.new})")
     wm = report.watermark
     if wm is not None and wm.differs:
-        moved = [f"delay of {d.column} {format_duration(d.old_ms)} -> {format_duration(d.new_ms)}" for d in wm.delays
-                 if d.old_ms is not None and d.old_ms != d.new_ms]
+        moved = [f"{_delay_label(d, wm.delays)} {format_duration(d.old_ms)} -> {format_duration(d.new_ms)}"
+                 for d in wm.delays if d.old_ms is not None and d.old_ms != d.new_ms]
         if wm.old_next_ms != wm.new_next_ms:
             moved.append(f"watermark after batch {report.batch} {wm.old_next_ms} -> {wm.new_next_ms}")
         out.append("; ".join(moved))
@@ -433,8 +439,9 @@ def compat_report(report: "CompatReport") -> tuple[Fields, list[Table]]:
         fields.append(("watermark after it", f"old code {wm.old_next_ms} ({format_ms(wm.old_next_ms)}), "
                                              f"new code {wm.new_next_ms} ({format_ms(wm.new_next_ms)})"))
         for d in wm.delays:
-            fields.append((f"delay of {d.column}", f"{format_duration(d.old_ms) if d.old_ms is not None else 'unknown'} -> "
-                                                   f"{format_duration(d.new_ms)}"))
+            origin = f" (old: {d.old_from})" if d.old_from and d.old_from.startswith("the plan") else ""
+            fields.append((_delay_label(d, wm.delays), f"{format_duration(d.old_ms) if d.old_ms is not None else 'unknown'}"
+                                                       f" -> {format_duration(d.new_ms)}{origin}"))
         if wm.policy:
             fields.append(("watermark policy", f"{wm.policy} (pinned)"))
         if wm.late is not None:

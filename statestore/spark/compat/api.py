@@ -21,6 +21,8 @@ from wmcheck.checkpoint.fs import FileSystem, local_path, open_fs
 from wmcheck.checkpoint.locations import open_file_sink, spark_location
 from wmcheck.checkpoint.logs.metadata_log import OFFSET_LOG
 from wmcheck.checkpoint.model import Checkpoint, open_checkpoint
+from wmcheck.checkpoint.watermarks.plans import BatchPlan
+from wmcheck.checkpoint.watermarks.progress_files import load_progress
 from wmcheck.statestore.spark.compat.compare import (
     SELF_DESCRIBING,
     diff_output,
@@ -61,7 +63,8 @@ class CompatOptions:
     """How ``compat`` runs: ``file_sink`` the old query's sink directory (default: the new writer's path),
     ``batch`` the batch to re-run (default: the last committed one that read input), ``inputs`` where a file
     source's logged files are now (source id -> directory), ``scratch_dir`` where the scratch copy goes (a
-    new temporary directory under it, removed after unless ``keep_scratch``)."""
+    new temporary directory under it, removed after unless ``keep_scratch``), ``progress`` Spark's event log of the
+    old query (a file or ``spark.eventLog.dir``: each watermarked input's old delay from its plan)."""
 
     file_sink: str | None = None
     batch: int | None = None
@@ -70,6 +73,7 @@ class CompatOptions:
     keep_scratch: bool = False
     timeout_s: float = DEFAULT_TIMEOUT_S
     fs_options: Mapping[str, str] = field(default_factory=dict)
+    progress: str | None = None
 
 
 def _common_dir(paths: list[str]) -> str:
@@ -187,6 +191,15 @@ class Prepared:
     rows: Mapping[str, BatchRows]
     sink: FileSystem | None
     options: CompatOptions
+    plans: Mapping[int, BatchPlan] | None = None
+    """The old query's batch plans from ``options.progress`` (None without it)."""
+
+
+def _plans(ckpt: Checkpoint, location: str | None, fs_options: Mapping[str, str]) -> Mapping[int, BatchPlan] | None:
+    if location is None:
+        return None
+    meta = ckpt.query_metadata
+    return load_progress(meta.query_id if meta else None, location, fs_options).plans
 
 
 def prepare(checkpoint: Checkpoint | str, query: str | Callable, options: CompatOptions = CompatOptions()) -> Prepared:
@@ -201,7 +214,8 @@ def prepare(checkpoint: Checkpoint | str, query: str | Callable, options: Compat
     sources, path_map, rows = source_notes(ckpt, batch, options.inputs, options.fs_options)
     _missing_files(ckpt, batch, path_map, options.fs_options)
     sink = open_file_sink(options.file_sink, options.fs_options) if options.file_sink else None
-    return Prepared(ckpt, batch, how, spec, query, sources, path_map, rows, sink, options)
+    plans = _plans(ckpt, options.progress, options.fs_options)
+    return Prepared(ckpt, batch, how, spec, query, sources, path_map, rows, sink, options, plans)
 
 
 def run(spark: "SparkSession", prepared: Prepared, phase: Callable[[str], None] = lambda _text: None) -> CompatReport:
@@ -254,7 +268,8 @@ def run(spark: "SparkSession", prepared: Prepared, phase: Callable[[str], None] 
         phase("comparing the output")
         with spark_errors("reading the batch's output"):
             output = _output(spark, new, scratch, attempt, sink if how != NEXT else None)
-        change = watermark_change(ckpt if how != NEXT else copy, copy, batch, new, spark.conf.get(POLICY, None))
+        change = watermark_change(ckpt if how != NEXT else copy, copy, batch, new, spark.conf.get(POLICY, None),
+                                  prepared.plans)
         if how == NEXT:
             change = replace(change, old_next_ms=None)
         phase("comparing the watermark")

@@ -60,10 +60,12 @@ class SourceSpec:
 
 @dataclass(frozen=True)
 class WatermarkSpec:
-    """A ``withWatermark`` of the new query: its column and delay."""
+    """A ``withWatermark`` of the new query, one per node in plan order (pre-order, left to right): its column and
+    delay, and the sources under it (their ids as Spark numbers them)."""
 
     column: str
     delay_ms: int
+    sources: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -153,15 +155,22 @@ def _sources(spark: "SparkSession", nodes: list[Any]) -> tuple[SourceSpec, ...]:
 
 
 def _watermarks(nodes: list[Any]) -> tuple[WatermarkSpec, ...]:
+    """Each EventTimeWatermark node's column and delay (Spark's own ``spark.watermarkDelayMs`` of its output column),
+    with the sources of its subtree: in pre-order a node's subtree is the run of nodes after it."""
+    is_source = [n.nodeName() in STREAMING_RELATIONS for n in nodes]
     out: list[WatermarkSpec] = []
-    for node in nodes:
+    for at, node in enumerate(nodes):
         if node.nodeName() != "EventTimeWatermark":
             continue
+        column = str(node.eventTime().name())
+        size = len(plan_nodes(node))
+        sources = tuple(str(sum(is_source[:i])) for i in range(at, at + size) if is_source[i])
         for field in json.loads(node.schema().json())["fields"]:
             delay = field.get("metadata", {}).get(WATERMARK_DELAY_KEY)
-            if isinstance(delay, int):
-                out.append(WatermarkSpec(field["name"], delay))
-    return tuple(dict.fromkeys(out))
+            if field["name"] == column and isinstance(delay, int):
+                out.append(WatermarkSpec(column, delay, sources))
+                break
+    return tuple(out)
 
 
 def _frame(got: Any) -> Any:

@@ -126,11 +126,16 @@ class StateChange:
 
 @dataclass(frozen=True)
 class WatermarkDelay:
-    """A watermarked column: its delay in the checkpoint's state schema and in the new query."""
+    """A ``withWatermark`` of the new query (one per input, in plan order): its column, its old delay (from the old
+    query's plan in the event log, else the checkpoint's state schema; None: unknown) and its new delay."""
 
     column: str
     old_ms: int | None
     new_ms: int | None
+    sources: tuple[str, ...] = ()
+    """The ids of the sources under it (the input it watermarks)."""
+    old_from: str | None = None
+    """Where the old delay was read: ``the plan of batch N`` (the event log) or ``the state schema``."""
 
 
 @dataclass(frozen=True)
