@@ -6,8 +6,8 @@ from xml.etree import ElementTree as ET
 
 from wmcheck.checkpoint.fs import scheme_of
 
+from .compat_views import compat_summary
 from .text import workflow_escape
-from .views import compat_summary
 
 if TYPE_CHECKING:
     from wmcheck.statestore.spark.compat import CompatReport
