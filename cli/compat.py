@@ -24,6 +24,9 @@ from .progress import progress_for, quiet_option, spark_progress
 @click.option("--batch", type=click.IntRange(min=0),
               help="The committed batch to re-run (default: the last one that read input).")
 @progress_option()
+@click.option("--baseline-query", "baseline", metavar="MODULE:FUNCTION",
+              help="The old code: the batches a restart runs next are also run by it and by the new code, on two more "
+                   "scratch copies, and their output compared (what shows only when windows close).")
 @click.option("--allow-output-change", is_flag=True, help="Output or state that differs is a warning (exit 0), not a failure.")
 @click.option("--output", "output", type=click.Path(dir_okay=False), help="Write the report to FILE instead of stdout.")
 @click.option("--scratch-dir", metavar="DIR", help="Where the scratch copy goes (default: the system's temporary directory).")
@@ -37,7 +40,8 @@ from .progress import progress_for, quiet_option, spark_progress
 @quiet_option()
 @common_options(("table", "json") + tuple(REPORT_OUTPUTS))
 def compat(checkpoint: str, query: str, inputs: tuple[str, ...], file_sink: str | None, batch: int | None,
-           progress: str | None, allow_output_change: bool, output: str | None, scratch_dir: str | None, keep_scratch: bool, timeout_s: float,
+           progress: str | None, baseline: str | None, allow_output_change: bool, output: str | None,
+           scratch_dir: str | None, keep_scratch: bool, timeout_s: float,
            master: str | None, confs: tuple[str, ...], packages: tuple[str, ...], jars: tuple[str, ...], quiet: bool,
            fmt: str, tz: tzinfo, fs_options: tuple[str, ...]) -> None:
     """Will the new query code restart on CKPT, and what will it change? (docs/compat.md)
@@ -51,7 +55,7 @@ def compat(checkpoint: str, query: str, inputs: tuple[str, ...], file_sink: str 
 
     opts = CompatOptions(file_sink=file_sink, batch=batch, inputs=parse_pairs(inputs, "--input"), scratch_dir=scratch_dir,
                          keep_scratch=keep_scratch, timeout_s=timeout_s, fs_options=parse_pairs(fs_options, "--fs-option"),
-                         progress=progress)
+                         progress=progress, baseline=baseline)
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())  # --query MODULE:FUNCTION: MODULE may be in the current directory
     prepared = prepare(checkpoint, query, opts)  # everything that can fail before Spark starts

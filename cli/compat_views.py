@@ -17,6 +17,10 @@ def _delay_label(delay: Any, delays: Sequence[Any]) -> str:
     return label + f" (source {', '.join(delay.sources)})" if len(delays) > 1 and delay.sources else label
 
 
+def _batches(batches: Sequence[int]) -> str:
+    return f"batch {batches[0]}" if len(batches) == 1 else f"batches {batches[0]}..{batches[-1]}" if batches else "none"
+
+
 def _changes_text(report: "CompatReport") -> list[str]:
     """What the new code changes, one phrase per kind of change."""
     out = []
@@ -30,6 +34,11 @@ def _changes_text(report: "CompatReport") -> list[str]:
                        f"{st.changed} changed")
     for sc in report.schemas:
         out.append(f"state schema of operator {sc.operator_id} {sc.store} {sc.part}: ({sc.old}) -> ({sc.new})")
+    following = report.next
+    if following is not None and following.differs and following.output is not None:
+        out.append(f"output of the next batches ({_batches(following.batches)}) against the old code's: "
+                   f"{following.output.only_old} row(s) only with the old code, {following.output.only_new} only with the new"
+                   + (f" ({following.output.note})" if following.output.note else ""))
     wm = report.watermark
     if wm is not None and wm.differs:
         moved = [f"{_delay_label(d, wm.delays)} {format_duration(d.old_ms)} -> {format_duration(d.new_ms)}"
@@ -107,6 +116,17 @@ def compat_report(report: "CompatReport") -> tuple[Fields, list[Table]]:
         tables.append((f"State schema evolved: operator {sc.operator_id} {sc.store} {sc.part}",
                        _schema_fields(sc),
                        ["field", "checkpoint", "new query", "change"]))
+    following = report.next
+    if following is not None:
+        out = following.output
+        text = f"{_batches(following.batches)}, new code against the old ({following.baseline})"
+        if out is not None:
+            text += (f": {out.old_rows} row(s) with the old code, {out.new_rows} with the new; {out.only_old} only with "
+                     f"the old, {out.only_new} only with the new" + (f" ({out.note})" if out.note else ""))
+        fields.append(("next batches", text + (f"; {following.note}" if following.note else "")))
+        if out is not None and out.samples:
+            tables.append(("Output rows of the next batches only one code writes (before: the old code; after: the new)",
+                           _samples(out.samples), ["side", "row"]))
     wm = report.watermark
     if wm is not None:
         fields.append(("watermark of the batch", f"{wm.batch_watermark_ms} ({format_ms(wm.batch_watermark_ms)})"))

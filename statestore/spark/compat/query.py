@@ -247,15 +247,16 @@ def _capture(target: str) -> Callable[["DataFrame", int], None]:
     def capture(df: "DataFrame", batch_id: int) -> None:
         with open(os.path.join(target, CAPTURED_SCHEMA), "w") as out:
             out.write(df.schema.json())
-        df.write.mode("overwrite").parquet(os.path.join(target, CAPTURED))
+        df.write.mode("append").parquet(os.path.join(target, CAPTURED))  # every batch run (one, or all available)
 
     return capture
 
 
 def run_batch(query: NewQuery, checkpoint: str, sink_dir: str | None, scratch_root: str,
-              timeout_s: float = DEFAULT_TIMEOUT_S) -> BatchRun:
-    """Run the new query for exactly one batch on the scratch copy ``checkpoint``; a batch that takes longer than
-    ``timeout_s`` is stopped, and is an error (not a verdict)."""
+              timeout_s: float = DEFAULT_TIMEOUT_S, available: bool = False) -> BatchRun:
+    """Run the new query for exactly one batch on the scratch copy ``checkpoint`` (with ``available``, every batch a
+    restart runs on the input there now, and the no-data batch after it, as ``availableNow``); a run that takes longer
+    than ``timeout_s`` is stopped, and is an error (not a verdict)."""
     writer = query.writer.option("checkpointLocation", checkpoint)
     captured = None
     if query.sink.is_file and sink_dir is not None:
@@ -263,7 +264,7 @@ def run_batch(query: NewQuery, checkpoint: str, sink_dir: str | None, scratch_ro
     else:
         captured = scratch_root
         writer = writer.foreachBatch(_capture(scratch_root))
-    writer = writer.trigger(once=True)
+    writer = writer.trigger(availableNow=True) if available else writer.trigger(once=True)
     handle = None
     try:
         handle = writer.start()
