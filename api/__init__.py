@@ -285,13 +285,17 @@ def timeline(checkpoint: str | Checkpoint, *, output: str | None = None, progres
 def compat(spark: SparkSession, checkpoint: str | Checkpoint, query: str | Callable[[SparkSession], Any], *,
            file_sink: str | None = None, batch: int | None = None, inputs: Mapping[str, str] | None = None,
            scratch_dir: str | None = None, keep_scratch: bool = False, timeout_s: float = 600.0,
+           progress: str | None = None, baseline: str | Callable[[SparkSession], Any] | None = None,
            fs_options: FsOptions = None) -> CompatReport:
     """``wmcheck compat``: will the new query code (``module:function``, or the function: ``function(spark)``
     returns its streaming DataFrame or DataStreamWriter) restart on the checkpoint, and what will it change? One
-    batch runs with Spark on a scratch copy; the checkpoint is only read (docs/compat.md)."""
+    batch runs with Spark on a scratch copy; the checkpoint is only read (docs/compat.md). ``progress``: Spark's
+    event log of the old query, whose plans give each watermarked input's old delay; ``baseline``: the old code, run
+    with the new on the batches a restart runs next."""
     from wmcheck.statestore.spark.compat import CompatOptions
     from wmcheck.statestore.spark.compat import compat as run
 
     options = CompatOptions(file_sink=file_sink, batch=batch, inputs=dict(inputs or {}), scratch_dir=scratch_dir,
-                            keep_scratch=keep_scratch, timeout_s=timeout_s, fs_options=dict(fs_options or {}))
+                            keep_scratch=keep_scratch, timeout_s=timeout_s, fs_options=dict(fs_options or {}),
+                            progress=progress, baseline=baseline)
     return run(spark, checkpoint, query, options)

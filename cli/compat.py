@@ -11,7 +11,7 @@ import click
 
 from wmcheck.checkpoint.records import dataclass
 
-from .options import common_options, options_object, parse_pairs
+from .options import common_options, options_object, parse_pairs, progress_option
 from .output import REPORT_OUTPUTS, make_output
 from .process import own_interrupts
 from .progress import progress_for, quiet_option, spark_progress
@@ -28,6 +28,8 @@ class CompatArgs:
     inputs: tuple[str, ...]
     file_sink: str | None
     batch: int | None
+    progress: str | None
+    baseline: str | None
     allow_output_change: bool
     output: str | None
     scratch_dir: str | None
@@ -45,7 +47,8 @@ class CompatArgs:
 
         return CompatOptions(file_sink=self.file_sink, batch=self.batch, inputs=parse_pairs(self.inputs, "--input"),
                              scratch_dir=self.scratch_dir, keep_scratch=self.keep_scratch, timeout_s=self.timeout_s,
-                             fs_options=parse_pairs(fs_options, "--fs-option"))
+                             fs_options=parse_pairs(fs_options, "--fs-option"), progress=self.progress,
+                             baseline=self.baseline)
 
 
 @click.command()
@@ -57,6 +60,10 @@ class CompatArgs:
 @click.option("--file-sink", metavar="PATH", help="The old query's file sink directory (default: the new writer's path).")
 @click.option("--batch", type=click.IntRange(min=0),
               help="The committed batch to re-run (default: the last one that read input).")
+@progress_option()
+@click.option("--baseline-query", "baseline", metavar="MODULE:FUNCTION",
+              help="The old code: the batches a restart runs next are also run by it and by the new code, on two more "
+                   "scratch copies, and their output compared (what shows only when windows close).")
 @click.option("--allow-output-change", is_flag=True, help="Output or state that differs is a warning (exit 0), not a failure.")
 @click.option("--output", "output", type=click.Path(dir_okay=False), help="Write the report to FILE instead of stdout.")
 @click.option("--scratch-dir", metavar="DIR", help="Where the scratch copy goes (default: the system's temporary directory).")
@@ -84,10 +91,10 @@ def compat(checkpoint: str, opts: CompatArgs, fmt: str, tz: tzinfo, fs_options: 
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())  # --query MODULE:FUNCTION: MODULE may be in the current directory
     prepared = prepare(checkpoint, opts.query, options)  # everything that can fail before Spark starts
-    with spark_progress(progress_for(opts.quiet)) as progress:
+    with spark_progress(progress_for(opts.quiet)) as phases:
         spark, _created = get_session(opts.master, parse_pairs(opts.confs, "--conf"), None, opts.packages, opts.jars)
         own_interrupts()  # pyspark installed its own Ctrl-C handler with the session
-        report = run(spark, prepared, progress.phase)
+        report = run(spark, prepared, phases.phase)
     with open(opts.output, "w", encoding="utf-8") if opts.output else contextlib.nullcontext() as stream:
         make_output(fmt, stream, tz).compat(report, opts.allow_output_change)
     code = report.exit_code(opts.allow_output_change)

@@ -6,8 +6,8 @@ from xml.etree import ElementTree as ET
 
 from wmcheck.checkpoint.fs import scheme_of
 
+from .compat_views import compat_summary
 from .text import workflow_escape
-from .views import compat_summary
 
 if TYPE_CHECKING:
     from wmcheck.statestore.spark.compat import CompatReport
@@ -25,7 +25,8 @@ def compat_github(report: "CompatReport", allow_output_change: bool) -> str:
 
 def compat_junit(report: "CompatReport", allow_output_change: bool) -> str:
     """A test suite with four cases: the restart, the output, the state (its rows and schemas), the watermark after
-    the batch (its delays too); all but the restart skipped when Spark refused. A failure for each change that makes
+    the batch (its delays too), and with a baseline a fifth, the output of the next batches against the old code's;
+    all but the restart skipped when Spark refused. A failure for each change that makes
     the exit code 1."""
     root = ET.Element("testsuites", name="wmcheck compat")
     suite = ET.SubElement(root, "testsuite", name=report.checkpoint)
@@ -35,10 +36,12 @@ def compat_junit(report: "CompatReport", allow_output_change: bool) -> str:
         "output": output is not None and output.differs,
         "state": any(s.differs for s in report.state) or bool(report.schemas),
         "watermark": report.watermark is not None and report.watermark.differs,
+        "next batches": report.next is not None and report.next.differs,
     }
     summary = compat_summary(report, allow_output_change)
-    for name in ("restart", "output", "state", "watermark"):
-        case = ET.SubElement(suite, "testcase", classname=report.query, name=f"{name} of batch {report.batch}")
+    for name in ("restart", "output", "state", "watermark") + (("next batches",) if report.next is not None else ()):
+        title = f"{name} of batch {report.batch}" if name != "next batches" else "output of the next batches"
+        case = ET.SubElement(suite, "testcase", classname=report.query, name=title)
         counts["tests"] += 1
         if name == "restart":
             if report.refusal is not None:

@@ -7,6 +7,7 @@ from wmcheck.checkpoint.errors import spelled
 FLAGS = {
     "allow_raise": "--allow-raise",
     "backup_dir": "--backup-dir",
+    "baseline": "--baseline-query",
     "batch": "--batch",
     "bootstrap_server": "--bootstrap-server",
     "by_duration": "--by-duration",

@@ -19,7 +19,7 @@ import click
 
 from wmcheck.checkpoint.timeutil import format_ms
 
-from . import repair_views, views
+from . import compat_views, repair_views, views
 from .fixes import fix_text
 from .flags import for_cli
 from .table_fit import cell, fitted_widths, table_cell, terminal_width, wide_requested
@@ -189,9 +189,9 @@ class Output(ABC):
     def compat(self, report: CompatReport, allow_output_change: bool) -> None:
         """``wmcheck compat``: the verdict, what changes, and (machine forms) ``changes`` and ``exit_code``."""
         doc = {**plain(report), "changes": report.changes, "exit_code": report.exit_code(allow_output_change)}
-        self.document(doc, *views.compat_report(report))
+        self.document(doc, *compat_views.compat_report(report))
         self.note("")
-        self.note(views.compat_summary(report, allow_output_change))
+        self.note(compat_views.compat_summary(report, allow_output_change))
 
     def state_rows(self, rows: Sequence[Mapping[str, Any]], targets: Mapping[tuple[int, str], Target],
                    notes: Sequence[str]) -> None:

@@ -322,9 +322,9 @@ def test_each_watermarked_input_is_judged_by_its_own_delay_not_another_inputs(sp
     module.write_text(UNION.format(fixtures=str(ROOT / "fixtures"), root=str(root), right=right))
     lines = run_cli("compat", root / "checkpoint", "--query", f"{module}:new_query", exit_code=None).stdout.splitlines()
     assert [line for line in lines if line.startswith("delay of ts")] == [
-        "delay of ts:            unknown -> 10s", f"delay of ts:            unknown -> {right.split()[0]}s"]
+        "delay of ts (source 0): unknown -> 10s", f"delay of ts (source 1): unknown -> {right.split()[0]}s"]
     assert ("note:                   the new query has 2 watermarked inputs and the checkpoint's state records one "
-            "delay for them: each input's old delay is unknown (the checkpoint does not record it), and a change of "
-            "delay shows in the watermark after the batch (old code against new) only where that input sets it in the "
-            "batch re-run") in lines
+            "delay for them: each input's old delay is unknown (the old query's plan in Spark's event log records it: "
+            "--progress EVENTLOG), and a change of delay shows in the watermark after the batch (old code against new) "
+            "only where that input sets it in the batch re-run") in lines
     assert lines[-1] == last

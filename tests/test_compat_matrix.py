@@ -110,7 +110,7 @@ def test_operator_and_source_refusals_name_what_changed(outcomes):
 def test_a_longer_watermark_delay_keeps_the_rows_the_old_one_dropped(outcomes):
     report = _outcome(outcomes, "longer_watermark_delay")["compat"]
     wm = report["watermark"]
-    assert wm["delays"] == [{"column": "ts", "old_ms": 10000, "new_ms": 20000}]
+    assert wm["delays"] == [{"column": "ts", "old_ms": 10000, "new_ms": 20000, "sources": ["0"], "old_from": "the state schema"}]
     assert (wm["old_next_ms"] - wm["new_next_ms"]) == 10000  # the same max event time, 10 s more delay
     late = wm["late"]
     # fixtures/README.md: b@12, a@15, b@25 and c@44 are dropped with the 10 s delay; 20 s keeps them

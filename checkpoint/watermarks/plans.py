@@ -5,8 +5,9 @@ the two watermarks ``IncrementalExecution`` gave it (``WatermarkPropagationRule`
 by and the one it evicts state with, e.g. ``StateStoreSave [...], state info [ ..., opId = 0, ...]
 stateStoreCkptIds = None, Append, <late>, <evict>, 2``; a stream-stream join also prints the state cleanup
 predicates the join condition gives its sides (``left value predicate: (l_ts#1-T10000ms <= <micros>)``).
-Only what the watermark propagation needs is kept: watermark nodes, stateful operators and the nodes where
-several inputs meet (a union), in the plan's shape.
+Only what the watermark propagation needs is kept: watermark nodes (each with its event-time column and delay:
+``EventTimeWatermark 9795..., ts#24: timestamp, 10 seconds``), stateful operators and the nodes where several inputs
+meet (a union), in the plan's shape.
 """
 from __future__ import annotations
 
@@ -31,6 +32,12 @@ _BATCH = re.compile(r"id = (\S+)\s+runId = (\S+)\s+batch = (\d+)")
 _STATE_INFO = re.compile(r"state info \[ checkpoint = .*?, runId = [^,\]]*, opId = (\d+), ver = \d+, numPartitions = \d+\]")
 _INT = re.compile(r"-?\d+")
 _CLEANUP = re.compile(r"(left|right) (value|key) predicate: \(.* <= (-?\d+)\)$")
+_NODE_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}, ")
+_EVENT_TIME = re.compile(r"(.*)#\d+(?:-T-?\d+ms)?(?:: [^,]*)?")
+_INTERVAL_PART = re.compile(r"(-?\d+(?:\.\d+)?) (years|months|days|hours|minutes|seconds)")
+MICROS_PER_UNIT = {"days": 86_400_000_000, "hours": 3_600_000_000, "minutes": 60_000_000, "seconds": 1_000_000}
+DAYS_PER_MONTH = 31
+"""``EventTimeWatermark.getDelayMs``: a month of a delay counts 31 days (``IntervalUtils.getDuration``)."""
 
 
 @dataclass(frozen=True)
@@ -62,12 +69,32 @@ class PlanOperator:
 
 
 @dataclass(frozen=True)
+class PlanWatermark:
+    """A ``withWatermark`` as a batch's plan prints it (``EventTimeWatermark [<node id>, ]ts#1: timestamp, 10 seconds``):
+    its event-time column and delay."""
+
+    column: str
+    delay_ms: int
+    delay: str
+    """The delay as Spark prints it (``CalendarInterval.toString``: ``1 minutes 30 seconds``)."""
+
+
+@dataclass(frozen=True)
 class PlanNode:
     """A node of the reduced plan: ``watermark`` (EventTimeWatermark), ``operator`` or ``merge`` (several inputs)."""
 
     kind: str
     children: tuple["PlanNode", ...] = ()
     operator: PlanOperator | None = None
+    watermark: PlanWatermark | None = None
+    """A ``watermark`` node's column and delay (None where its text could not be read)."""
+
+    def watermarks(self) -> Iterator[PlanWatermark | None]:
+        """Every watermark node's column and delay, pre-order, left to right (the order of the inputs under them)."""
+        if self.kind == "watermark":
+            yield self.watermark
+        for child in self.children:
+            yield from child.watermarks()
 
     def operators(self) -> Iterator[PlanOperator]:
         """Every stateful operator, downstream first."""
@@ -109,6 +136,10 @@ class BatchPlan:
     @property
     def operators(self) -> dict[int, PlanOperator]:
         return {op.operator_id: op for op in self.root.operators()}
+
+    @property
+    def watermarks(self) -> tuple[PlanWatermark | None, ...]:
+        return tuple(self.root.watermarks())
 
 
 def _split_args(text: str) -> list[str]:
@@ -193,6 +224,43 @@ def plan_operator(node: str, text: str) -> PlanOperator | None:
                         _cleanup(tokens) if node == JOIN_NODE else (), mode, timeout)
 
 
+def interval_ms(text: str) -> int | None:
+    """A delay as ``CalendarInterval.toString`` prints it (``1 years 2 months 3 days 4 hours 5 minutes 6.5 seconds``) in
+    ms as ``EventTimeWatermark.getDelayMs`` counts it (a month 31 days, micros truncated toward zero); None if not one."""
+    from decimal import Decimal
+
+    months, micros, pos = 0, Decimal(0), 0
+    body = text.strip()
+    for match in _INTERVAL_PART.finditer(body):
+        if body[pos:match.start()].strip():
+            return None
+        value, unit = Decimal(match[1]), match[2]
+        if unit in ("years", "months"):
+            months += int(value) * (12 if unit == "years" else 1)
+        else:
+            micros += value * MICROS_PER_UNIT[unit]
+        pos = match.end()
+    if pos == 0 or body[pos:].strip():
+        return None
+    total = int(micros) + months * DAYS_PER_MONTH * MICROS_PER_UNIT["days"]
+    return total // 1000 if total >= 0 else -(-total // 1000)
+
+
+def plan_watermark(text: str) -> PlanWatermark | None:
+    """The column and delay of an ``EventTimeWatermark`` node's ``simpleString`` (Spark 4 prints its node id first,
+    3.5 does not), or None."""
+    body = text[len(WATERMARK_NODE):].strip() if text.startswith(WATERMARK_NODE) else text.strip()
+    node_id = _NODE_ID.match(body)
+    if node_id:
+        body = body[node_id.end():]
+    column, sep, delay = body.rpartition(", ")
+    match = _EVENT_TIME.fullmatch(column) if sep else None
+    delay_ms = interval_ms(delay) if match else None
+    if match is None or delay_ms is None:
+        return None
+    return PlanWatermark(match[1], delay_ms, delay)
+
+
 def _reduce(info: Mapping[str, Any], seen: set[int]) -> list[PlanNode]:
     """The reduced nodes of a ``sparkPlanInfo`` subtree, top-down (an operator printed twice, e.g. StateStoreRestore
     below StateStoreSave, keeps its upper node)."""
@@ -204,7 +272,7 @@ def _reduce(info: Mapping[str, Any], seen: set[int]) -> list[PlanNode]:
         seen.add(op.operator_id)
     children = tuple(n for child in info.get("children") or () if isinstance(child, Mapping) for n in _reduce(child, seen))
     if name == WATERMARK_NODE:
-        return [PlanNode("watermark", children)]
+        return [PlanNode("watermark", children, watermark=plan_watermark(str(info.get("simpleString", ""))))]
     if op is not None:
         return [PlanNode("operator", children, op)]
     return list(children) if len(children) <= 1 else [PlanNode("merge", children)]

@@ -14,7 +14,6 @@ import time
 from dataclasses import field, replace
 from typing import TYPE_CHECKING, Callable, Mapping
 
-from wmcheck.checkpoint import repair
 from wmcheck.checkpoint.batch_inputs import plan_batch
 from wmcheck.checkpoint.errors import CheckpointError, MissingFileError, UnsupportedError, arg
 from wmcheck.checkpoint.fs import FileSystem, local_path, open_fs
@@ -22,6 +21,9 @@ from wmcheck.checkpoint.locations import open_file_sink, spark_location
 from wmcheck.checkpoint.logs.metadata_log import OFFSET_LOG
 from wmcheck.checkpoint.model import Checkpoint, open_checkpoint
 from wmcheck.checkpoint.records import dataclass
+from wmcheck.checkpoint.watermarks.plans import BatchPlan
+from wmcheck.checkpoint.watermarks.progress_files import load_progress
+from wmcheck.statestore.spark.compat.baseline import next_batches, scratch_copy
 from wmcheck.statestore.spark.compat.compare import (
     SELF_DESCRIBING,
     diff_output,
@@ -43,8 +45,8 @@ from wmcheck.statestore.spark.compat.query import (
     run_batch,
 )
 from wmcheck.statestore.spark.compat.results import REFUSED, RESTARTS, CompatReport, OutputChange, SourceNote
-from wmcheck.statestore.spark.compat.scratch import NEXT, RERUN, Scratch, make_scratch, rerun_batch, sink_format
-from wmcheck.statestore.spark.compat.substitute import BatchRows, batch_rows, replace_in_copy
+from wmcheck.statestore.spark.compat.scratch import NEXT, RERUN, Scratch, rerun_batch, sink_format
+from wmcheck.statestore.spark.compat.substitute import BatchRows, batch_rows
 from wmcheck.statestore.spark.compat.watermark import POLICY, watermark_change, with_late_rows
 from wmcheck.statestore.spark.spark_errors import spark_errors
 from wmcheck.statestore.spark.user_code import load_callable, locate_callable
@@ -62,7 +64,9 @@ class CompatOptions:
     """How ``compat`` runs: ``file_sink`` the old query's sink directory (default: the new writer's path),
     ``batch`` the batch to re-run (default: the last committed one that read input), ``inputs`` where a file
     source's logged files are now (source id -> directory), ``scratch_dir`` where the scratch copy goes (a
-    new temporary directory under it, removed after unless ``keep_scratch``)."""
+    new temporary directory under it, removed after unless ``keep_scratch``), ``progress`` Spark's event log of the
+    old query (a file or ``spark.eventLog.dir``: each watermarked input's old delay from its plan), ``baseline`` the
+    old code (``module:function`` or the function): the batches a restart runs next are run by both and compared."""
 
     file_sink: str | None = None
     batch: int | None = None
@@ -71,6 +75,8 @@ class CompatOptions:
     keep_scratch: bool = False
     timeout_s: float = DEFAULT_TIMEOUT_S
     fs_options: Mapping[str, str] = field(default_factory=dict)
+    progress: str | None = None
+    baseline: str | Callable | None = None
 
 
 def _common_dir(paths: list[str]) -> str:
@@ -188,6 +194,21 @@ class Prepared:
     rows: Mapping[str, BatchRows]
     sink: FileSystem | None
     options: CompatOptions
+    plans: Mapping[int, BatchPlan] | None = None
+    """The old query's batch plans from ``options.progress`` (None without it)."""
+    baseline: str | Callable | None = None
+    """The old code (``module:function``, or the function), whose next batches are compared with the new code's."""
+
+
+def _spec(query: str | Callable) -> str:
+    return query if isinstance(query, str) else getattr(query, "__qualname__", repr(query))
+
+
+def _plans(ckpt: Checkpoint, location: str | None, fs_options: Mapping[str, str]) -> Mapping[int, BatchPlan] | None:
+    if location is None:
+        return None
+    meta = ckpt.query_metadata
+    return load_progress(meta.query_id if meta else None, location, fs_options).plans
 
 
 def prepare(checkpoint: Checkpoint | str, query: str | Callable, options: CompatOptions = CompatOptions()) -> Prepared:
@@ -196,13 +217,15 @@ def prepare(checkpoint: Checkpoint | str, query: str | Callable, options: Compat
     level)."""
     ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else open_checkpoint(str(checkpoint), options.fs_options)
     batch, how = rerun_batch(ckpt, options.batch)
-    spec = query if isinstance(query, str) else getattr(query, "__qualname__", repr(query))
-    if isinstance(query, str):
-        locate_callable(query, "query", QUERY_EXAMPLE)
+    spec = _spec(query)
+    for given, param in ((query, "query"), (options.baseline, "baseline")):
+        if isinstance(given, str):
+            locate_callable(given, param, QUERY_EXAMPLE)
     sources, path_map, rows = source_notes(ckpt, batch, options.inputs, options.fs_options)
     _missing_files(ckpt, batch, path_map, options.fs_options)
     sink = open_file_sink(options.file_sink, options.fs_options) if options.file_sink else None
-    return Prepared(ckpt, batch, how, spec, query, sources, path_map, rows, sink, options)
+    plans = _plans(ckpt, options.progress, options.fs_options)
+    return Prepared(ckpt, batch, how, spec, query, sources, path_map, rows, sink, options, plans, options.baseline)
 
 
 def run(spark: "SparkSession", prepared: Prepared, phase: Callable[[str], None] = lambda _text: None) -> CompatReport:
@@ -232,13 +255,8 @@ def run(spark: "SparkSession", prepared: Prepared, phase: Callable[[str], None] 
     root = tempfile.mkdtemp(prefix="wmcheck-compat-", dir=options.scratch_dir)
     try:
         phase(f"copying what batch {batch} needs")
-        scratch = make_scratch(ckpt, batch, root, sink if new.sink.is_file else None, rewind=how != NEXT)
-        if prepared.rows and how != NEXT:
-            replace_in_copy(scratch.checkpoint, batch, prepared.rows)
-        if prepared.path_map:
-            repair.run(scratch.checkpoint, repair.RelocateRequest(path_map=prepared.path_map),
-                       repair.RunOptions(execute=True, idle_ms=0))
-            shutil.rmtree(f"{scratch.checkpoint}/_wmcheck", ignore_errors=True)
+        scratch = scratch_copy(ckpt, batch, root, sink if new.sink.is_file else None, how != NEXT, prepared.rows,
+                               prepared.path_map)
         before = schemas_of(open_checkpoint(scratch.checkpoint))
         phase(f"running batch {batch} with the new code")
         attempt = run_batch(new, scratch.checkpoint, scratch.sink, root, options.timeout_s)
@@ -255,7 +273,8 @@ def run(spark: "SparkSession", prepared: Prepared, phase: Callable[[str], None] 
         phase("comparing the output")
         with spark_errors("reading the batch's output"):
             output = _output(spark, new, scratch, attempt, sink if how != NEXT else None)
-        change = watermark_change(ckpt if how != NEXT else copy, copy, batch, new, spark.conf.get(POLICY, None))
+        change = watermark_change(ckpt if how != NEXT else copy, copy, batch, new, spark.conf.get(POLICY, None),
+                                  prepared.plans)
         if how == NEXT:
             change = replace(change, old_next_ms=None)
         phase("comparing the watermark")
@@ -266,8 +285,21 @@ def run(spark: "SparkSession", prepared: Prepared, phase: Callable[[str], None] 
         state = state_changes(ckpt, copy, batch) if how != NEXT else ()
         if how == NEXT:
             notes += (f"batch {batch} is new: the old code never ran it, so its output and state are not compared",)
+        following = None
+        if prepared.baseline is not None:
+            phase("running the next batches with the new code and the old")
+            baseline = prepared.baseline
+            old_fn = load_callable(baseline, "baseline", QUERY_EXAMPLE) if isinstance(baseline, str) else baseline
+            try:
+                old = build(spark, old_fn, _spec(baseline), sink_format(sink) if sink is not None else None)
+            except CheckpointError as exc:
+                raise CheckpointError(f"{arg('baseline', _spec(baseline))}, the old code: {exc.message}",
+                                      param="baseline", hint=exc.hint) from exc
+            with spark_errors("reading the next batches' output"):
+                following = next_batches(spark, ckpt, new, old, _spec(baseline), sink, prepared.path_map,
+                                         options.timeout_s, options.scratch_dir)
         report = CompatReport(ckpt.location, spec, batch, how, RESTARTS, output=output, state=state,
-                              schemas=schema_changes(before, schemas_of(copy)), watermark=change,
+                              schemas=schema_changes(before, schemas_of(copy)), watermark=change, next=following,
                               sources=prepared.sources, notes=notes)
         return replace(report, seconds=time.monotonic() - started)
     finally:

@@ -60,10 +60,12 @@ class SourceSpec:
 
 @dataclass(frozen=True)
 class WatermarkSpec:
-    """A ``withWatermark`` of the new query: its column and delay."""
+    """A ``withWatermark`` of the new query, one per node in plan order (pre-order, left to right): its column and
+    delay, and the sources under it (their ids as Spark numbers them)."""
 
     column: str
     delay_ms: int
+    sources: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -153,15 +155,22 @@ def _sources(spark: "SparkSession", nodes: list[Any]) -> tuple[SourceSpec, ...]:
 
 
 def _watermarks(nodes: list[Any]) -> tuple[WatermarkSpec, ...]:
+    """Each EventTimeWatermark node's column and delay (Spark's own ``spark.watermarkDelayMs`` of its output column),
+    with the sources of its subtree: in pre-order a node's subtree is the run of nodes after it."""
+    is_source = [n.nodeName() in STREAMING_RELATIONS for n in nodes]
     out: list[WatermarkSpec] = []
-    for node in nodes:
+    for at, node in enumerate(nodes):
         if node.nodeName() != "EventTimeWatermark":
             continue
+        column = str(node.eventTime().name())
+        size = len(plan_nodes(node))
+        sources = tuple(str(sum(is_source[:i])) for i in range(at, at + size) if is_source[i])
         for field in json.loads(node.schema().json())["fields"]:
             delay = field.get("metadata", {}).get(WATERMARK_DELAY_KEY)
-            if isinstance(delay, int):
-                out.append(WatermarkSpec(field["name"], delay))
-    return tuple(dict.fromkeys(out))
+            if field["name"] == column and isinstance(delay, int):
+                out.append(WatermarkSpec(column, delay, sources))
+                break
+    return tuple(out)
 
 
 def _frame(got: Any) -> Any:
@@ -238,15 +247,16 @@ def _capture(target: str) -> Callable[["DataFrame", int], None]:
     def capture(df: "DataFrame", batch_id: int) -> None:
         with open(os.path.join(target, CAPTURED_SCHEMA), "w") as out:
             out.write(df.schema.json())
-        df.write.mode("overwrite").parquet(os.path.join(target, CAPTURED))
+        df.write.mode("append").parquet(os.path.join(target, CAPTURED))  # every batch run (one, or all available)
 
     return capture
 
 
 def run_batch(query: NewQuery, checkpoint: str, sink_dir: str | None, scratch_root: str,
-              timeout_s: float = DEFAULT_TIMEOUT_S) -> BatchRun:
-    """Run the new query for exactly one batch on the scratch copy ``checkpoint``; a batch that takes longer than
-    ``timeout_s`` is stopped, and is an error (not a verdict)."""
+              timeout_s: float = DEFAULT_TIMEOUT_S, available: bool = False) -> BatchRun:
+    """Run the new query for exactly one batch on the scratch copy ``checkpoint`` (with ``available``, every batch a
+    restart runs on the input there now, and the no-data batch after it, as ``availableNow``); a run that takes longer
+    than ``timeout_s`` is stopped, and is an error (not a verdict)."""
     writer = query.writer.option("checkpointLocation", checkpoint)
     captured = None
     if query.sink.is_file and sink_dir is not None:
@@ -254,7 +264,7 @@ def run_batch(query: NewQuery, checkpoint: str, sink_dir: str | None, scratch_ro
     else:
         captured = scratch_root
         writer = writer.foreachBatch(_capture(scratch_root))
-    writer = writer.trigger(once=True)
+    writer = writer.trigger(availableNow=True) if available else writer.trigger(once=True)
     handle = None
     try:
         handle = writer.start()

@@ -128,11 +128,16 @@ class StateChange:
 
 @dataclass(frozen=True)
 class WatermarkDelay:
-    """A watermarked column: its delay in the checkpoint's state schema and in the new query."""
+    """A ``withWatermark`` of the new query (one per input, in plan order): its column, its old delay (from the old
+    query's plan in the event log, else the checkpoint's state schema; None: unknown) and its new delay."""
 
     column: str
     old_ms: int | None
     new_ms: int | None
+    sources: tuple[str, ...] = ()
+    """The ids of the sources under it (the input it watermarks)."""
+    old_from: str | None = None
+    """Where the old delay was read: ``the plan of batch N`` (the event log) or ``the state schema``."""
 
 
 @dataclass(frozen=True)
@@ -168,6 +173,25 @@ class WatermarkChange:
 
 
 @dataclass(frozen=True)
+class NextBatches:
+    """The batches a restart runs next (the input the sources hold now that their logs do not name, and the no-data
+    batch that closes windows after it), run by the new code and by the old code (``baseline``) on two scratch copies:
+    what each wrote, the old code's output against the new's."""
+
+    baseline: str
+    """The old code (``module:function``)."""
+    batches: tuple[int, ...]
+    """The batches the new code ran (the old code's, when they differ, in ``note``)."""
+    output: OutputChange | None
+    """None when no batch ran (no new input) or a side failed (``note``)."""
+    note: str | None = None
+
+    @property
+    def differs(self) -> bool:
+        return self.output is not None and self.output.differs
+
+
+@dataclass(frozen=True)
 class SourceNote:
     """What compat knows of one source of the re-run batch."""
 
@@ -196,17 +220,19 @@ class CompatReport:
     schemas: tuple[SchemaChange, ...] = ()
     """State schemas the new query evolved (Spark accepted them): old -> new per store."""
     watermark: WatermarkChange | None = None
+    next: NextBatches | None = None
+    """With a baseline (the old code): the next batches run by both, on the same input."""
     sources: tuple[SourceNote, ...] = ()
     notes: tuple[str, ...] = field(default=())
     seconds: float = 0.0
 
     @property
     def changes(self) -> bool:
-        """The new code restarts but computes something else: output rows, state rows, state schemas, or the
-        watermark (the one after the batch, or a delay)."""
+        """The new code restarts but computes something else: output rows, state rows, state schemas, the
+        watermark (the one after the batch, or a delay), or the output of the next batches against the old code's."""
         return self.verdict == RESTARTS and (
             (self.output is not None and self.output.differs) or any(s.differs for s in self.state) or bool(self.schemas)
-            or (self.watermark is not None and self.watermark.differs))
+            or (self.watermark is not None and self.watermark.differs) or (self.next is not None and self.next.differs))
 
     def exit_code(self, allow_output_change: bool = False) -> int:
         """0 compatible and the same output, 1 compatible but changes (0 with ``allow_output_change``), 2 refused."""

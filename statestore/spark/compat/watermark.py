@@ -1,16 +1,18 @@
 """The watermark under the new code: the one the re-run batch ran with, the one Spark computed after it (old code,
-new code), the ``withWatermark`` delays (the checkpoint's state schemas record the old ones), the pinned
-multiple-watermark policy, and which rows of the recorded batches the new delay would have judged late
-otherwise (the global watermark, recomputed over the replayed input)."""
+new code), each input's ``withWatermark`` delay (the old query's plan in its event log records the old ones, else the
+checkpoint's state schemas, as the state was created), the pinned multiple-watermark policy, and which rows of the
+recorded batches the new delay would have judged late otherwise (the global watermark, recomputed over the replayed
+input)."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from wmcheck.checkpoint.batch_inputs import oldest_replayable
-from wmcheck.checkpoint.errors import CheckpointError
+from wmcheck.checkpoint.errors import CheckpointError, arg
 from wmcheck.checkpoint.model import Checkpoint
 from wmcheck.checkpoint.timeutil import format_duration
+from wmcheck.checkpoint.watermarks.plans import BatchPlan
 from wmcheck.statestore.formats.schema import event_time_field
 from wmcheck.statestore.spark.compat.explain import store_schemas
 from wmcheck.statestore.spark.compat.query import NewQuery, SourceSpec, WatermarkSpec
@@ -22,6 +24,7 @@ if TYPE_CHECKING:
 
 POLICY = "spark.sql.streaming.multipleWatermarkPolicy"
 SAMPLES = 5
+STATE = "the state schema"
 LATE_BATCHES = 20
 """How many recorded batches (up to the re-run one) the late-row comparison replays."""
 
@@ -37,16 +40,45 @@ def old_delays(ckpt: Checkpoint) -> dict[str, int]:
     return out
 
 
-def delays(ckpt: Checkpoint, new: Sequence[WatermarkSpec]) -> tuple[WatermarkDelay, ...]:
-    """Each of the new query's watermarks with its own old delay: the state schemas' delay of its column, or the only
-    one recorded where the new query has one watermark. Several watermarked inputs (a union, a join) leave one
-    event-time column in the state, with one input's delay: their own old delays are unknown (None), and the change
-    shows in the watermark after the re-run batch instead."""
+def _state_delays(ckpt: Checkpoint, new: Sequence[WatermarkSpec]) -> tuple[WatermarkDelay, ...]:
+    """Each watermark's old delay from the state schemas: the delay of its column, or the only one recorded where the
+    new query has one watermark. Several watermarked inputs (a union, a join) leave one event-time column in the state,
+    with one input's delay: their own old delays are unknown (None)."""
     old = old_delays(ckpt)
     if len(new) > 1 and (len(old) < len(new) or len({w.column for w in new}) < len(new)):
-        return tuple(WatermarkDelay(w.column, None, w.delay_ms) for w in new)
+        return tuple(WatermarkDelay(w.column, None, w.delay_ms, w.sources) for w in new)
     single = next(iter(old.values())) if len(set(old.values())) == 1 and len(new) == 1 else None
-    return tuple(WatermarkDelay(w.column, old.get(w.column, single), w.delay_ms) for w in new)
+    return tuple(WatermarkDelay(w.column, found, w.delay_ms, w.sources, STATE if found is not None else None)
+                 for w in new for found in [old.get(w.column, single)])
+
+
+def _plan_of(plans: Mapping[int, BatchPlan], batch: int) -> BatchPlan | None:
+    """The plan of ``batch``, else of the latest batch before it whose plan has a watermark node."""
+    return next((plans[b] for b in sorted(plans, reverse=True) if b <= batch and plans[b].watermarks), None)
+
+
+def delays(ckpt: Checkpoint, new: Sequence[WatermarkSpec], plans: Mapping[int, BatchPlan] | None = None,
+           batch: int = 0) -> tuple[tuple[WatermarkDelay, ...], tuple[str, ...]]:
+    """Each of the new query's watermarks with its own old delay, and notes. With the old query's plans (its event
+    log), the old delays are those of the plan's EventTimeWatermark nodes, matched to the new query's in plan order
+    (pre-order, left to right: the order of the inputs) when their number and columns agree. Else the state schemas'
+    (:func:`_state_delays`)."""
+    if plans is None or not new:
+        return _state_delays(ckpt, new), ()
+    plan = _plan_of(plans, batch)
+    if plan is None:
+        return _state_delays(ckpt, new), (f"the event log holds no plan of batch {batch} or before with a withWatermark: "
+                                          "the old delays are the state schema's",)
+    old = plan.watermarks
+    shown = ", ".join(f"{w.column} {format_duration(w.delay_ms)}" if w else "unreadable" for w in old)
+    if len(old) != len(new) or any(o is None or o.column != w.column for o, w in zip(old, new)):
+        return _state_delays(ckpt, new), (
+            f"the plan of batch {plan.batch_id} has {len(old)} withWatermark(s) ({shown}), the new query {len(new)} "
+            f"({', '.join(w.column for w in new)}): they are not matched input by input, and the old delays are the "
+            "state schema's",)
+    origin = f"the plan of batch {plan.batch_id}"
+    return tuple(WatermarkDelay(w.column, o.delay_ms, w.delay_ms, w.sources, origin)
+                 for o, w in zip(old, new) if o is not None), ()
 
 
 def _next(ckpt: Checkpoint, batch: int) -> int | None:
@@ -56,19 +88,23 @@ def _next(ckpt: Checkpoint, batch: int) -> int | None:
 
 
 def watermark_change(ckpt: Checkpoint, copy: Checkpoint | None, batch: int, query: NewQuery,
-                     session_policy: str | None) -> WatermarkChange:
+                     session_policy: str | None, plans: Mapping[int, BatchPlan] | None = None) -> WatermarkChange:
+    """The watermark of ``batch`` and the one after it (the old code's in ``ckpt``, the new code's in ``copy``), each
+    watermark's delay old and new (the old ones from ``plans``, the old query's plans in its event log, where given),
+    and the pinned policy."""
     meta = ckpt.offsets(batch).metadata
     pinned = meta.conf.get(POLICY) if meta is not None else None
     notes = []
     if session_policy and pinned and session_policy.lower() != pinned.lower():
         notes.append(f"the session sets {POLICY}={session_policy}, but the checkpoint pins {pinned}: a restart keeps "
                      f"{pinned} (Spark restores the confs pinned in offsets/ over the session's)")
-    found = delays(ckpt, query.watermarks)
+    found, why = delays(ckpt, query.watermarks, plans, batch)
+    notes += why
     if len(found) > 1 and all(d.old_ms is None for d in found):
         notes.append(f"the new query has {len(found)} watermarked inputs and the checkpoint's state records one delay "
-                     "for them: each input's old delay is unknown (the checkpoint does not record it), and a change of "
-                     "delay shows in the watermark after the batch (old code against new) only where that input sets "
-                     "it in the batch re-run")
+                     "for them: each input's old delay is unknown (the old query's plan in Spark's event log records it: "
+                     f"{arg('progress', 'EVENTLOG')}), and a change of delay shows in the watermark after the batch (old "
+                     "code against new) only where that input sets it in the batch re-run")
     return WatermarkChange(meta.batch_watermark_ms if meta else 0, _next(ckpt, batch),
                            _next(copy, batch) if copy is not None else None, found, pinned, session_policy, None,
                            tuple(notes))

@@ -1,0 +1,89 @@
+"""``wmcheck compat --baseline-query``: the batches a restart runs next (a new input file, and the no-data batch that
+closes windows after it) run by the new code and by the old on two more scratch copies, their outputs compared,
+against real restarts of both codes on copies of the fixture with the same new file."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from xml.etree import ElementTree as ET
+
+import pytest
+from compat_oracle import MODULE, _json_rows, digest
+
+from wmcheck.checkpoint.fs import open_fs
+from wmcheck.statestore.spark.compat.compare import read_files, sink_batch_files
+
+from conftest import ROOT, run_cli
+from restart_oracle import prepare
+
+pytestmark = pytest.mark.spark
+LAST, COMMITTED = 11, 12
+"""agg_window_hdfs's last data batch (the one compat re-runs) and its last committed one (a no-data batch)."""
+
+
+def _code(tmp_path: Path, root: Path, case: str) -> str:
+    module = tmp_path / f"{root.name}_{case}.py"
+    module.write_text(MODULE.format(tests=str(ROOT / "tests"), name=case, input=str(root / "input"),
+                                    checkpoint=str(root / "checkpoint"), output=str(root / "output")))
+    return f"{module}:new_query"
+
+
+def _restart(spark, tmp_path: Path, case: str) -> tuple[list[int], list[str], list[str]]:
+    """A real restart of ``case``'s code on a copy with the one new file: the batches after 12 it ran, the rows it
+    wrote in them and their columns."""
+    from wmcheck.statestore.spark.user_code import load_callable
+
+    root = prepare("agg_window_hdfs", tmp_path / f"restart_{case}", extra=1)
+    writer = load_callable(_code(tmp_path, root, case), "query", "m:f")(spark)
+    handle = writer.start()
+    handle.awaitTermination(300)
+    batches = sorted(int(p.name) for p in (root / "checkpoint" / "commits").iterdir() if p.name.isdigit() and int(p.name) > COMMITTED)
+    sink = open_fs(str(root / "output"))
+    files = [f for b in batches for f in sink_batch_files(sink, b) or []]
+    df = read_files(spark, "parquet", files, writer._df)
+    return batches, _json_rows(df), df.columns
+
+
+def test_a_projection_after_the_aggregation_shows_in_the_next_batches_as_a_real_restart_writes_them(spark, tmp_path):
+    """add_projection (n_twice = n * 2) against the same code: the next batches (13 with the new file, 14 the no-data
+    batch whose watermark closes the windows) write the rows of a real restart of each code, with n_twice only in the
+    new code's."""
+    root = prepare("agg_window_hdfs", tmp_path / "agg", extra=1)
+    before = digest(root)
+    new, old = _code(tmp_path, root, "add_projection"), _code(tmp_path, root, "same_code")
+    doc = json.loads(run_cli("compat", root / "checkpoint", "--query", new, "--baseline-query", old, "--format", "json",
+                             exit_code=1).stdout)
+    following = doc["next"]
+    new_batches, new_rows, new_columns = _restart(spark, tmp_path, "add_projection")
+    old_batches, old_rows, old_columns = _restart(spark, tmp_path, "same_code")
+    assert new_batches == old_batches == following["batches"] == [13, 14]
+    output = following["output"]
+    assert (output["old_rows"], output["new_rows"]) == (len(old_rows), len(new_rows))
+    assert len(new_rows) > 0  # windows closed in the next batches
+    assert (output["old_columns"], output["new_columns"]) == (old_columns, new_columns)
+    assert new_columns == [*old_columns, "n_twice"]
+    assert (output["only_old"], output["only_new"]) == (0, 0)  # on the columns both have
+    common = {json.dumps({k: v for k, v in json.loads(r).items() if k != "n_twice"}, sort_keys=True) for r in new_rows}
+    assert common == {json.dumps(json.loads(r), sort_keys=True) for r in old_rows}
+    assert all(json.loads(r)["n_twice"] == 2 * json.loads(r)["n"] for r in new_rows)
+    assert following["baseline"] == old and doc["exit_code"] == 1
+    table = run_cli("compat", root / "checkpoint", "--query", new, "--baseline-query", old, exit_code=1).stdout.splitlines()
+    assert (f"next batches:           batches 13..14, new code against the old ({old}): {len(old_rows)} row(s) with the "
+            f"old code, {len(new_rows)} with the new; 0 only with the old, 0 only with the new (new columns: n_twice; "
+            "rows compared on window, id, n, v_sum)") in table
+    assert "output of the next batches (batches 13..14) against the old code's" in table[-1]
+    suite = ET.fromstring(run_cli("compat", root / "checkpoint", "--query", new, "--baseline-query", old, "--format",
+                                  "junit", exit_code=1).stdout).find("testsuite")
+    assert suite is not None
+    cases = {c.get("name"): c for c in suite.iter("testcase")}
+    assert cases["output of the next batches"].find("failure") is not None
+    assert digest(root) == before
+
+
+def test_the_same_code_as_its_baseline_changes_nothing(spark, tmp_path):
+    root = prepare("agg_window_hdfs", tmp_path / "same", extra=1)
+    code = _code(tmp_path, root, "same_code")
+    lines = run_cli("compat", root / "checkpoint", "--query", code, "--baseline-query", code).stdout.splitlines()
+    [shown] = [line for line in lines if line.startswith("next batches:")]
+    assert shown.endswith("0 only with the old, 0 only with the new")
+    assert lines[-1] == f"restarts: batch {LAST} gives the same output and state (exit 0)"
