@@ -19,7 +19,7 @@ import click
 
 from wmcheck.checkpoint.timeutil import format_ms
 
-from . import compat_views, repair_views, views
+from . import repair_views, views
 from .fixes import fix_text
 from .flags import for_cli
 from .table_fit import cell, fitted_widths, table_cell, terminal_width, wide_requested
@@ -188,6 +188,8 @@ class Output(ABC):
 
     def compat(self, report: CompatReport, allow_output_change: bool) -> None:
         """``wmcheck compat``: the verdict, what changes, and (machine forms) ``changes`` and ``exit_code``."""
+        from . import compat_views  # compat alone shows it
+
         doc = {**plain(report), "changes": report.changes, "exit_code": report.exit_code(allow_output_change)}
         self.document(doc, *compat_views.compat_report(report))
         self.note("")
