@@ -11,13 +11,13 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "fixtures"))
 
 import generate  # noqa: E402
 import queries  # noqa: E402
+from delta_restarts import serve  # noqa: E402
 
 NAME = "delta_source_agg"
 
@@ -43,18 +43,5 @@ def run(spark, job):
     return {"error": error, "batches": batches, "rows": output_rows(session, os.path.join(root, "output"))}
 
 
-def main():
-    jobs = json.loads(sys.argv[1])
-    os.environ["TZ"] = "UTC"
-    time.tzset()
-    conf = {**queries.FIXTURES[NAME]["conf"], **queries.delta_conf(), "spark.ui.showConsoleProgress": "false"}
-    spark = generate.make_spark("delta-source-restarts", conf)
-    try:
-        out = {"jobs": [run(spark, job) for job in jobs]}
-    finally:
-        spark.stop()
-    print(json.dumps(out))
-
-
 if __name__ == "__main__":
-    main()
+    serve("delta-source-restarts", NAME, lambda spark, jobs: {"jobs": [run(spark, job) for job in jobs]})

@@ -14,15 +14,12 @@ app id's, not the query id's), and what Delta really does on restarts by delta-s
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
-from test_delta_sink import _missing
+from delta_spark import delta_python, relocated_copy, restart
 
-from conftest import FIXTURES, ROOT, fixture_facts, run_cli
+from conftest import FIXTURES, run_cli
 
 NAME = "foreach_batch_delta"
 APP = "foreach_batch_delta"
@@ -36,10 +33,7 @@ SUMMARY = ("the table's txn for app id foreach_batch_delta is at 12: Delta skips
 
 
 def copy_of(root: Path) -> Path:
-    shutil.copytree(FIXTURES / NAME, root)
-    run_cli("relocate", root / "checkpoint", "--path-map", f"{fixture_facts(NAME)['root']}={root}", "--execute",
-            "--idle", "0")
-    return root
+    return relocated_copy(NAME, root)
 
 
 @pytest.fixture
@@ -139,12 +133,7 @@ def restarts(tmp_path_factory):
     """Each case's copy: untouched (control), rewound to batch 8 (checkpoint only), rewound with --delta-sink
     --delta-txn-app-id --execute (repaired), and that undone; then restarted by Spark in one child:
     (plans, outcomes, the control run's rows)."""
-    missing = _missing()
-    if missing:
-        if os.environ.get("CI"):
-            pytest.fail(missing)
-        pytest.skip(missing)
-    python = os.environ.get("WMCHECK_DELTA_PYTHON") or str(ROOT / ".venv-delta" / "bin" / "python")
+    delta_python()
     plans, jobs = {}, []
     for case in CASES:
         root = copy_of(tmp_path_factory.mktemp(case) / NAME)
@@ -157,10 +146,7 @@ def restarts(tmp_path_factory):
             run_cli("undo", root / "checkpoint", "--idle", "0")
         jobs.append({"root": str(root), "fixture": NAME, "app_id": APP,
                      "conf": UNVALIDATED if case == "rewound-unvalidated" else {}})
-    done = subprocess.run([python, str(ROOT / "tests" / "delta_restarts.py"), json.dumps(jobs)], capture_output=True,
-                          text=True, timeout=900, env={**os.environ, "PYSPARK_PYTHON": python})
-    assert done.returncode == 0, done.stderr[-3000:]
-    out = json.loads(done.stdout.splitlines()[-1])
+    out = restart("delta_restarts.py", jobs)
     return plans, dict(zip(CASES, out["jobs"])), out["controls"][NAME]
 
 
