@@ -2,7 +2,9 @@
 (tests/requirements-delta.txt): for each job (a copy of fixtures/delta_source_agg whose source table the test changed
 with deltalake), restarts the fixture's query once (availableNow, with the job's extra Delta source ``options`` and
 Spark ``conf``) and reports what Spark did: the error (its message's first line), the batches run with their input
-rows, and every row of the file sink's output. One JSON document on stdout: {"jobs": [...]}.
+rows, and every row of the file sink's output. A job with ``build`` (JSON input files) first writes the source table
+from them, one append (one table version) each, partitioned by its ``partition_by`` columns, and starts the query
+from a new checkpoint. One JSON document on stdout: {"jobs": [...]}.
 
     python tests/delta_source_restarts.py JOBS_JSON
 """
@@ -27,8 +29,16 @@ def output_rows(spark, path):
     return sorted(json.dumps(generate.jsonable(r), sort_keys=True) for r in rows)
 
 
+def build(spark, root, files, partition_by):
+    for path in files:
+        df = spark.read.schema(queries.FIXTURES[NAME]["schema"]).json(path).coalesce(1)
+        df.write.format("delta").mode("append").partitionBy(*partition_by).save(os.path.join(root, "source"))
+
+
 def run(spark, job):
     root = job["root"]
+    if job.get("build"):
+        build(spark, root, job["build"], job.get("partition_by", []))
     session = spark.newSession()
     for key, value in job.get("conf", {}).items():
         session.conf.set(key, value)
