@@ -21,7 +21,7 @@ from urllib.parse import unquote
 from wmcheck.checkpoint.logs.source_offsets import SourceOffset
 
 from ..errors import MissingFileError, UnsupportedError, arg
-from ..logs.delta_log import LOG_DIR, log_actions, open_delta_table
+from ..logs.delta_log import LOG_DIR, checkpoint_rows, complete_checkpoints, log_actions, open_delta_table
 
 PARAM = "delta_source"
 
@@ -100,9 +100,15 @@ class DeltaSourceLog:
 
     def snapshot(self, version: int) -> list[DeltaFile]:
         """The live files at ``version`` in the order the source serves a starting snapshot: by modification time,
-        then path (from the JSON commits 0..version)."""
-        live: dict[str, dict[str, Any]] = {}
-        for v in range(version + 1):
+        then path. Rebuilt as Delta does: from the newest complete checkpoint at or before ``version`` whose JSON
+        commits up to it are there, else from the JSON commits 0..version (:class:`~..errors.MissingFileError` when
+        neither is there)."""
+        present = {int(n[:20]) for n in self.fs.names(LOG_DIR) if n.endswith(".json") and n[:20].isdigit()}
+        bases = sorted((c for c in complete_checkpoints(self.fs.names(LOG_DIR)).items() if c[0] <= version), reverse=True)
+        base, parts = next(((c, p) for c, p in bases if all(v in present for v in range(c + 1, version + 1))), (-1, []))
+        live: dict[str, dict[str, Any]] = {str(r["add"]["path"]): r["add"] for r in checkpoint_rows(self.fs, parts)
+                                           if r.get("add")}
+        for v in range(base + 1, version + 1):
             for action in self._read(v):
                 if isinstance(action.get("add"), dict):
                     live[str(action["add"]["path"])] = action["add"]
