@@ -109,6 +109,11 @@ def test_the_python_api_plans_with_the_delta_source():
     (src,) = plan.batches[0].sources
     assert (src.kind, src.replayable, [f.log_batch for f in src.files]) == ("delta", True, [4])
     assert not wmcheck.replay_plan(str(CKPT), 5, 5).batches[0].sources[0].replayable
+    from wmcheck.checkpoint.errors import UnsupportedError
+
+    with pytest.raises(UnsupportedError, match=r"inside the starting snapshot of version 3 \(isStartingVersion\): the "
+                       "query had no startingVersion"):
+        wmcheck.replay_plan(str(CKPT), 0, 0, delta_source=str(TABLE), delta_starting_version=0)
 
 
 FRESH = {"starting-version": {"startingVersion": "5"}, "whole-snapshot": {"maxFilesPerTrigger": "1000"},
@@ -178,8 +183,14 @@ def test_the_starting_version_decides_the_first_batchs_files(fresh):
     later = run_cli(*args[:-2], "--delta-starting-version", "7", exit_code=2).output
     assert later == ("Error: the first batch ended at version 6, before the startingVersion 7: that is not the query's "
                      "startingVersion (hint: pass the query's startingVersion option as --delta-starting-version)\n")
-    alone = run_cli("replay", root / "checkpoint", "--from", "0", "--plan", "--delta-starting-version", "5", exit_code=2)
-    assert alone.output.endswith("--delta-starting-version needs --delta-source PATH (the table the query reads)\n")
+
+
+def test_the_starting_version_without_the_delta_source_is_one_line_exit_2():
+    before = tree(FIXTURES / NAME)
+    alone = run_cli("replay", CKPT, "--from", "0", "--plan", "--delta-starting-version", "5", exit_code=2)
+    assert alone.output == ("Error: --delta-starting-version needs --delta-source PATH (the table the query reads) "
+                            "(hint: see wmcheck replay --help)\n")
+    assert tree(FIXTURES / NAME) == before
 
 
 @pytest.mark.spark

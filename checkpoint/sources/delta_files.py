@@ -122,6 +122,10 @@ class DeltaSourceLog:
         query's ``startingVersion``, else at its starting snapshot) up to ``end``."""
         to = _position(end)
         if start is None and self.starting_version is not None:
+            if to.starting:
+                raise UnsupportedError(f"the first batch ended inside the starting snapshot of version {to.version} "
+                                       "(isStartingVersion): the query had no startingVersion",
+                                       hint=f"omit {arg('delta_starting_version')}", param="delta_starting_version")
             if self.starting_version > to.version:
                 raise UnsupportedError(f"the first batch ended at version {to.version}, before the startingVersion "
                                        f"{self.starting_version}: that is not the query's startingVersion",
