@@ -246,15 +246,17 @@ def older_than_watermark(checkpoint: str | Checkpoint, *, operator: int = 0, sto
 
 def replay_plan(checkpoint: str | Checkpoint, start: int, end: int | None = None, *, source: str | None = None,
                 include_pending: bool = False, path_map: Mapping[str, str] | None = None,
-                fs_options: FsOptions = None, delta_source: str | None = None) -> ReplayPlan:
+                fs_options: FsOptions = None, delta_source: str | None = None,
+                delta_starting_version: int | None = None) -> ReplayPlan:
     """``wmcheck replay --plan``: the input files and offsets of batches ``start``..``end``, no Spark; ``delta_source``:
-    the Delta table the query reads, whose log gives a Delta source's files."""
+    the Delta table the query reads, whose log gives a Delta source's files; ``delta_starting_version``: the query's
+    startingVersion option, where its first batch started reading."""
     from wmcheck.checkpoint.batch_inputs import plan
     from wmcheck.checkpoint.batch_inputs import replay_plan as assembled
     from wmcheck.checkpoint.sources.delta_files import DeltaSourceLog
 
     ckpt = _opened(checkpoint, fs_options)
-    table = DeltaSourceLog(delta_source, fs_options) if delta_source is not None else None
+    table = DeltaSourceLog(delta_source, fs_options, delta_starting_version) if delta_source is not None else None
     return assembled(ckpt, plan(ckpt, start, end, source=source, include_pending=include_pending, path_map=path_map,
                                 delta_source=table, fs_options=fs_options))
 

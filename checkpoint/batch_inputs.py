@@ -40,6 +40,9 @@ class InputFile:
     log_batch: int
     size: int | None = None
     exists: bool | None = None
+    partition: Mapping[str, str | None] = field(default_factory=dict)
+    """A Delta source's file of a partitioned table: its partition values as the log writes them (the file holds
+    no partition column); else empty."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,8 @@ class SourceInput:
     records: int | None = None
     replayable: bool = True
     note: str | None = None
+    table_schema: str | None = None
+    """A Delta source's table schema (``metaData.schemaString``; None: not read), which types its partition values."""
 
     @property
     def missing(self) -> list[InputFile]:
@@ -308,9 +313,9 @@ def _delta_input(table: "DeltaSourceLog", batch: int, src: SourceOffset, prev: S
                               f"(reservoirId {recorded})", path=f"offsets/{batch}",
                               hint=f"pass the path of the table the query reads as {arg('delta_source')}",
                               param="delta_source")
-    files = tuple(InputFile(f.path, table.location_of(f), f.version, f.size, table.fs.exists(unquote(f.path)))
-                  for f in table.batch_files(prev, src))
-    return SourceInput(src.source_id, "delta", prev, src, files=files)
+    files = tuple(InputFile(f.path, table.location_of(f), f.version, f.size, table.fs.exists(unquote(f.path)),
+                            dict(f.partition)) for f in table.batch_files(prev, src))
+    return SourceInput(src.source_id, "delta", prev, src, files=files, table_schema=table.schema_json)
 
 
 def source_input(ckpt: Checkpoint, batch: int, src: SourceOffset, path_map: Mapping[str, str] | None = None,

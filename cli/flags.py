@@ -15,6 +15,7 @@ FLAGS = {
     "debug": "--debug",
     "delta_sink": "--delta-sink",
     "delta_source": "--delta-source",
+    "delta_starting_version": "--delta-starting-version",
     "delta_txn_app_id": "--delta-txn-app-id",
     "end": "--to",
     "engine": "--engine",

@@ -53,6 +53,7 @@ class ReplayArgs:
     schema: str | None
     reader_options: tuple[str, ...]
     delta_source: str | None
+    delta_starting_version: int | None
     path_maps: tuple[str, ...]
     skip_missing: bool
     master: str | None
@@ -70,6 +71,8 @@ class ReplayArgs:
             raise click.UsageError("use either --late-only or --on-time-only")
         if (self.late_only or self.on_time_only or self.window or self.group_by or self.show_lateness) and not self.event_time:
             raise click.UsageError("--late-only, --on-time-only, --window, --group-by and --lateness need --event-time COL")
+        if self.delta_starting_version is not None and not self.delta_source:
+            raise click.UsageError("--delta-starting-version needs --delta-source PATH (the table the query reads)")
 
     def replay_options(self, late_rule: str, fs_options: dict[str, str]) -> "ReplayOptions":
         """How the library reads the batches (``late_rule``: the watermark late rows are judged by)."""
@@ -122,6 +125,9 @@ def _print_lateness(out: Output, found: "Lateness") -> None:
 @click.option("--option", "reader_options", multiple=True, metavar="KEY=VALUE", help="A reader option the query used (repeatable).")
 @click.option("--delta-source", metavar="PATH", help="The Delta table the query reads: each batch's data files from "
               "its _delta_log (the range of the batch's Delta offsets).")
+@click.option("--delta-starting-version", type=click.IntRange(min=0), metavar="V",
+              help="The query's startingVersion option (with --delta-source): its first batch read the table's commits "
+                   "from version V on (not recorded in the checkpoint).")
 @click.option("--path-map", "path_maps", multiple=True, metavar="FROM=TO", help="Read files logged under FROM from TO (repeatable).")
 @click.option("--skip-missing", is_flag=True, help="Replay without input files that no longer exist.")
 @click.option("--master", help="Spark master (default local[*]; an active session is reused).")
@@ -137,7 +143,7 @@ def replay(checkpoint: str, opts: ReplayArgs, fmt: str, tz: tzinfo, fs_options: 
     opts.validate()
     fs_opts = parse_pairs(fs_options, "--fs-option")
     ckpt = open_checkpoint(checkpoint, fs_opts)
-    table = DeltaSourceLog(opts.delta_source, fs_opts) if opts.delta_source else None
+    table = DeltaSourceLog(opts.delta_source, fs_opts, opts.delta_starting_version) if opts.delta_source else None
     reports = checkpoint_progress(ckpt, opts.progress, fs_opts)
     # the batches' plans say whether the operators had watermarks of their own
     late_rule = opts.late_watermark or ("previous" if operator_watermarks(ckpt, reports, []).allow_multiple else "current")

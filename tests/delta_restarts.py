@@ -76,22 +76,28 @@ def run(spark, job):
             "txn": after.transaction_version(app_id), "rows": table_rows(spark, table), "vacuumed": vacuumed}
 
 
-def main():
+def serve(app: str, name: str, work) -> None:
+    """A restart child's run: the jobs of argv[1] given to ``work(spark, jobs)`` in one Spark with Delta Lake and
+    fixture ``name``'s confs, its document printed as one JSON line."""
     jobs = json.loads(sys.argv[1])
     os.environ["TZ"] = "UTC"
     time.tzset()
-    conf = {**queries.FIXTURES[NAME]["conf"], **queries.delta_conf(), "spark.ui.showConsoleProgress": "false"}
-    spark = generate.make_spark("delta-restarts", conf)
+    conf = {**queries.FIXTURES[name]["conf"], **queries.delta_conf(), "spark.ui.showConsoleProgress": "false"}
+    spark = generate.make_spark(app, conf)
     try:
-        fixtures = os.path.join(os.path.dirname(HERE), "fixtures")
-        out = {"jobs": [run(spark, job) for job in jobs],
-               "control": table_rows(spark, os.path.join(fixtures, NAME, "output")),
-               "controls": {name: table_rows(spark, os.path.join(fixtures, name, "output"))
-                            for name in sorted({job.get("fixture", NAME) for job in jobs})}}
+        out = work(spark, jobs)
     finally:
         spark.stop()
     print(json.dumps(out))
 
 
+def restarts(spark, jobs):
+    fixtures = os.path.join(os.path.dirname(HERE), "fixtures")
+    return {"jobs": [run(spark, job) for job in jobs],
+            "control": table_rows(spark, os.path.join(fixtures, NAME, "output")),
+            "controls": {name: table_rows(spark, os.path.join(fixtures, name, "output"))
+                         for name in sorted({job.get("fixture", NAME) for job in jobs})}}
+
+
 if __name__ == "__main__":
-    main()
+    serve("delta-restarts", NAME, restarts)

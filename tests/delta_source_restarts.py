@@ -2,7 +2,9 @@
 (tests/requirements-delta.txt): for each job (a copy of fixtures/delta_source_agg whose source table the test changed
 with deltalake), restarts the fixture's query once (availableNow, with the job's extra Delta source ``options`` and
 Spark ``conf``) and reports what Spark did: the error (its message's first line), the batches run with their input
-rows, and every row of the file sink's output. One JSON document on stdout: {"jobs": [...]}.
+rows, and every row of the file sink's output. A job with ``build`` (JSON input files) first writes the source table
+from them, one append (one table version) each, partitioned by its ``partition_by`` columns, and starts the query
+from a new checkpoint. One JSON document on stdout: {"jobs": [...]}.
 
     python tests/delta_source_restarts.py JOBS_JSON
 """
@@ -11,13 +13,13 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "fixtures"))
 
 import generate  # noqa: E402
 import queries  # noqa: E402
+from delta_restarts import serve  # noqa: E402
 
 NAME = "delta_source_agg"
 
@@ -27,8 +29,16 @@ def output_rows(spark, path):
     return sorted(json.dumps(generate.jsonable(r), sort_keys=True) for r in rows)
 
 
+def build(spark, root, files, partition_by):
+    for path in files:
+        df = spark.read.schema(queries.FIXTURES[NAME]["schema"]).json(path).coalesce(1)
+        df.write.format("delta").mode("append").partitionBy(*partition_by).save(os.path.join(root, "source"))
+
+
 def run(spark, job):
     root = job["root"]
+    if job.get("build"):
+        build(spark, root, job["build"], job.get("partition_by", []))
     session = spark.newSession()
     for key, value in job.get("conf", {}).items():
         session.conf.set(key, value)
@@ -43,18 +53,5 @@ def run(spark, job):
     return {"error": error, "batches": batches, "rows": output_rows(session, os.path.join(root, "output"))}
 
 
-def main():
-    jobs = json.loads(sys.argv[1])
-    os.environ["TZ"] = "UTC"
-    time.tzset()
-    conf = {**queries.FIXTURES[NAME]["conf"], **queries.delta_conf(), "spark.ui.showConsoleProgress": "false"}
-    spark = generate.make_spark("delta-source-restarts", conf)
-    try:
-        out = {"jobs": [run(spark, job) for job in jobs]}
-    finally:
-        spark.stop()
-    print(json.dumps(out))
-
-
 if __name__ == "__main__":
-    main()
+    serve("delta-source-restarts", NAME, lambda spark, jobs: {"jobs": [run(spark, job) for job in jobs]})

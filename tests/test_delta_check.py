@@ -10,19 +10,17 @@ the repaired one gets 9..13 and holds exactly the control's rows.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
-from test_delta_sink import _missing
+from delta_spark import delta_python, relocated_copy, restart
 from test_repair_execute import tree
 
 from wmcheck.checkpoint.sinks.delta import read_delta_log
 from wmcheck.checkpoint.timeutil import format_ms
 
-from conftest import FIXTURES, ROOT, fixture_facts, run_cli
+from conftest import FIXTURES, run_cli
 
 deltalake = pytest.importorskip("deltalake")
 pa = pytest.importorskip("pyarrow")
@@ -46,10 +44,7 @@ RESTORED = ("the Delta table was restored to version 8 (version 13) below 4 batc
 
 
 def copy_of(root: Path) -> Path:
-    shutil.copytree(FIXTURES / NAME, root)
-    run_cli("relocate", root / "checkpoint", "--path-map", f"{fixture_facts(NAME)['root']}={root}", "--execute",
-            "--idle", "0")
-    return root
+    return relocated_copy(NAME, root)
 
 
 def recreate(root: Path) -> None:
@@ -139,12 +134,7 @@ CASES = ("control", "recreated", "restored", "repaired", "recreated+rewound", "r
 @pytest.fixture(scope="module")
 def restarts(tmp_path_factory):
     """Each case's copy prepared and checked, then restarted with INPUT by Spark in one child: (checks, outcomes)."""
-    missing = _missing()
-    if missing:
-        if os.environ.get("CI"):
-            pytest.fail(missing)
-        pytest.skip(missing)
-    python = os.environ.get("WMCHECK_DELTA_PYTHON") or str(ROOT / ".venv-delta" / "bin" / "python")
+    delta_python()
     checks, plans, jobs = {}, {}, []
     for case in CASES:
         root = copy_of(tmp_path_factory.mktemp(case.replace("+", "-")) / NAME)
@@ -165,10 +155,7 @@ def restarts(tmp_path_factory):
                         "--idle", "0")
         checks[case] = (findings(root), recreated_message(root) if case.startswith("recreated") else None)
         jobs.append({"root": str(root), "input": INPUT})
-    done = subprocess.run([python, str(ROOT / "tests" / "delta_restarts.py"), json.dumps(jobs)], capture_output=True,
-                          text=True, timeout=900, env={**os.environ, "PYSPARK_PYTHON": python})
-    assert done.returncode == 0, done.stderr[-3000:]
-    out = json.loads(done.stdout.splitlines()[-1])
+    out = restart("delta_restarts.py", jobs)
     return checks, dict(zip(CASES, out["jobs"])), out["control"], plans
 
 

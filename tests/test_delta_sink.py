@@ -10,26 +10,16 @@ copies of fixtures/agg_window_delta (pyspark 4.2.0, delta-spark 4.4.0) in one ch
 * that repair undone (the table restored again to version 12, the txn back at 12): the restart writes nothing to it and the
   table holds the control run's rows.
 
-The environment is ``tests/requirements-delta.txt`` plus wmcheck (``pip install --no-deps -e .``), which .ci/run
-makes as ``.venv-delta``, and the jars of ``tests/jvm/fetch-delta.sh`` (``WMCHECK_DELTA_JARS``, default: the
-machine's jar cache). ``WMCHECK_DELTA_PYTHON`` names its python (default: the repository's ``.venv-delta``).
-Without them these tests skip, and fail under CI.
+The environment is the Delta one of tests/delta_spark.py: without it these tests skip, and fail under CI.
 """
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from delta_spark import delta_python, relocated_copy, restart
 
-from conftest import FIXTURES, ROOT, fixture_facts, run_cli
-
-sys.path.insert(0, str(FIXTURES))
-import queries  # noqa: E402
+from conftest import run_cli
 
 NAME = "agg_window_delta"
 CONTROL_ROWS = 17
@@ -38,42 +28,21 @@ SINK_STEP = ("repaired", "undone")
 """The cases rewound with --delta-sink --execute (wmcheck restores the table); the others without it."""
 
 
-def _missing() -> str | None:
-    python = os.environ.get("WMCHECK_DELTA_PYTHON") or str(ROOT / ".venv-delta" / "bin" / "python")
-    if not os.access(python, os.X_OK):
-        return f"no Delta environment at {python} (WMCHECK_DELTA_PYTHON; .ci/run makes .venv-delta)"
-    jars = [Path(queries.delta_jars_dir()) / jar for jar in queries.DELTA_JARS]
-    if not all(j.is_file() for j in jars):
-        return f"no Delta jars in {queries.delta_jars_dir()} (WMCHECK_DELTA_JARS; tests/jvm/fetch-delta.sh)"
-    return None
-
-
 @pytest.fixture(scope="module")
 def restarts(tmp_path_factory):
     """Every case's copy rewound to batch 8 by wmcheck (the table restored by it in SINK_STEP, and undone in
     ``undone``), then restarted by Spark in one child: (plans, outcomes, the control run's rows)."""
-    missing = _missing()
-    if missing:
-        if os.environ.get("CI"):
-            pytest.fail(missing)
-        pytest.skip(missing)
-    python = os.environ.get("WMCHECK_DELTA_PYTHON") or str(ROOT / ".venv-delta" / "bin" / "python")
+    delta_python()
     plans, jobs = {}, []
     for case, restore in CASES.items():
-        root = tmp_path_factory.mktemp(case.replace("+", "-")) / NAME
-        shutil.copytree(FIXTURES / NAME, root)
-        run_cli("relocate", root / "checkpoint", "--path-map", f"{fixture_facts(NAME)['root']}={root}", "--execute",
-                "--idle", "0")
+        root = relocated_copy(NAME, tmp_path_factory.mktemp(case.replace("+", "-")) / NAME)
         rewind = ("rewind", root / "checkpoint", "--to-batch", "8", "--idle", "0", "--format", "json")
         plans[case] = json.loads(run_cli(*rewind, "--delta-sink", root / "output").output)
         run_cli(*rewind, *(("--delta-sink", root / "output") if case in SINK_STEP else ()), "--execute")
         if case == "undone":
             run_cli("undo", root / "checkpoint", "--idle", "0")
         jobs.append({"root": str(root), "restore": restore})
-    done = subprocess.run([python, str(ROOT / "tests" / "delta_restarts.py"), json.dumps(jobs)], capture_output=True,
-                          text=True, timeout=600, env={**os.environ, "PYSPARK_PYTHON": python})
-    assert done.returncode == 0, done.stderr[-3000:]
-    out = json.loads(done.stdout.splitlines()[-1])
+    out = restart("delta_restarts.py", jobs)
     return plans, dict(zip(CASES, out["jobs"])), out["control"]
 
 

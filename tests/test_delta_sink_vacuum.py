@@ -7,14 +7,12 @@ no file and gets batches 13 and 14; one that ``rewind --delta-sink --execute --f
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 
 import pytest
+from delta_spark import delta_python, restart
 from test_delta_check import INPUT, NEW_ROWS, copy_of, restore_below
-from test_delta_sink import _missing
 
-from conftest import ROOT, run_cli
+from conftest import run_cli
 
 NAME = "agg_window_delta"
 CASES = ("control", "vacuumed", "repaired-vacuumed")
@@ -29,12 +27,7 @@ def written_files(root, versions) -> list[str]:
 
 @pytest.fixture(scope="module")
 def restarts(tmp_path_factory):
-    missing = _missing()
-    if missing:
-        if os.environ.get("CI"):
-            pytest.fail(missing)
-        pytest.skip(missing)
-    python = os.environ.get("WMCHECK_DELTA_PYTHON") or str(ROOT / ".venv-delta" / "bin" / "python")
+    delta_python()
     jobs, first_writes = [], {}
     for case in CASES:
         root = copy_of(tmp_path_factory.mktemp(case) / NAME)
@@ -44,10 +37,7 @@ def restarts(tmp_path_factory):
             run_cli("rewind", root / "checkpoint", "--to-batch", "8", "--delta-sink", root / "output", "--execute",
                     "--force", "--idle", "0")
         jobs.append({"root": str(root), "input": INPUT, "vacuum": case != "control"})
-    done = subprocess.run([python, str(ROOT / "tests" / "delta_restarts.py"), json.dumps(jobs)], capture_output=True,
-                          text=True, timeout=900, env={**os.environ, "PYSPARK_PYTHON": python})
-    assert done.returncode == 0, done.stderr[-3000:]
-    out = json.loads(done.stdout.splitlines()[-1])
+    out = restart("delta_restarts.py", jobs)
     return dict(zip(CASES, out["jobs"])), out["control"], first_writes
 
 

@@ -16,14 +16,13 @@ import datetime as dt
 import json
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
-from test_delta_sink import _missing
+from delta_spark import delta_python, relocated_copy, restart
 from test_repair_execute import tree
 
-from conftest import FIXTURES, ROOT, fixture_facts, run_cli
+from conftest import FIXTURES, run_cli
 
 deltalake = pytest.importorskip("deltalake")
 pa = pytest.importorskip("pyarrow")
@@ -53,10 +52,7 @@ REPLACED_FIX = ("to read the table now at the path, start the query from a new c
 
 
 def copy_of(root: Path) -> Path:
-    shutil.copytree(FIXTURES / NAME, root)
-    run_cli("relocate", root / "checkpoint", "--path-map", f"{fixture_facts(NAME)['root']}={root}", "--file-sink",
-            root / "output", "--execute", "--idle", "0")
-    return root
+    return relocated_copy(NAME, root, "--file-sink", root / "output")
 
 
 def _schema(table: str):
@@ -237,12 +233,7 @@ CASES = {
 @pytest.fixture(scope="module")
 def restarts(tmp_path_factory):
     """Each case's copy prepared and checked, then restarted by Spark in one child: (findings, outcomes)."""
-    missing = _missing()
-    if missing:
-        if os.environ.get("CI"):
-            pytest.fail(missing)
-        pytest.skip(missing)
-    python = os.environ.get("WMCHECK_DELTA_PYTHON") or str(ROOT / ".venv-delta" / "bin" / "python")
+    delta_python()
     checks, jobs = {}, []
     for case, (damage, options, conf) in CASES.items():
         root = copy_of(tmp_path_factory.mktemp(case) / NAME)
@@ -254,10 +245,7 @@ def restarts(tmp_path_factory):
             shutil.rmtree(root / "checkpoint")
             shutil.rmtree(root / "output")
         jobs.append({"root": str(root), "options": options, "conf": conf})
-    done = subprocess.run([python, str(ROOT / "tests" / "delta_source_restarts.py"), json.dumps(jobs)],
-                          capture_output=True, text=True, timeout=900, env={**os.environ, "PYSPARK_PYTHON": python})
-    assert done.returncode == 0, done.stderr[-3000:]
-    out = json.loads(done.stdout.splitlines()[-1])
+    out = restart("delta_source_restarts.py", jobs)
     return checks, dict(zip(CASES, out["jobs"]))
 
 

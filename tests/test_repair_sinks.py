@@ -12,18 +12,17 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import shutil
-import subprocess
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from delta_spark import delta_python, relocated_copy, restart
 from test_kafka_sink import calls, rows, topic_values
 
 from wmcheck.checkpoint import repair
 
-from conftest import FIXTURES, ROOT, fixture_facts, run_cli
+from conftest import FIXTURES, fixture_facts, run_cli
 from kafka_env import Record, create_topic, produce, unique_topic
 
 TOPIC = "wmcheck-kafka-etl"
@@ -188,23 +187,12 @@ def test_a_reset_back_writes_the_records_read_again_to_a_delta_sink_a_second_tim
     assert got - want == Counter({(i % 2, i // 2, str(i)): 1 for i in (8, 9, 10, 11)})
 
 
-def _delta_missing() -> str | None:
-    python = os.environ.get("WMCHECK_DELTA_PYTHON") or str(ROOT / ".venv-delta" / "bin" / "python")
-    return None if os.access(python, os.X_OK) else f"no Delta environment at {python}"
-
-
 @pytest.mark.spark
 def test_set_watermark_on_a_planned_batch_the_delta_sink_holds_runs_it_again_and_the_sink_skips_it(tmp_path):
     """Batch 12 wrote the table (txn 12) but its commit file is gone: set-watermark's plan says batch 12 runs again
     and is skipped; Spark re-runs it and the table keeps version 12, txn 12 and the control run's rows."""
-    missing = _delta_missing()
-    if missing:
-        pytest.fail(missing) if os.environ.get("CI") else pytest.skip(missing)
-    name = "agg_window_delta"
-    root = tmp_path / name
-    shutil.copytree(FIXTURES / name, root)
-    run_cli("relocate", root / "checkpoint", "--path-map", f"{fixture_facts(name)['root']}={root}", "--execute",
-            "--idle", "0")
+    delta_python()
+    root = relocated_copy("agg_window_delta", tmp_path / "agg_window_delta")
     for path in (root / "checkpoint" / "commits" / "12", root / "checkpoint" / "commits" / ".12.crc"):
         path.unlink(missing_ok=True)
     args = ("set-watermark", root / "checkpoint", "--watermark", "-1 minute", "--delta-sink", root / "output",
@@ -215,11 +203,7 @@ def test_set_watermark_on_a_planned_batch_the_delta_sink_holds_runs_it_again_and
     assert effect["summary"].startswith("the table's txn for this query is at 12: Spark's Delta sink skips the re-run "
                                         "batches 12 and writes nothing for them")
     run_cli(*args, "--execute")
-    python = os.environ.get("WMCHECK_DELTA_PYTHON") or str(ROOT / ".venv-delta" / "bin" / "python")
-    done = subprocess.run([python, str(ROOT / "tests" / "delta_restarts.py"), json.dumps([{"root": str(root)}])],
-                          capture_output=True, text=True, timeout=600, env={**os.environ, "PYSPARK_PYTHON": python})
-    assert done.returncode == 0, done.stderr[-3000:]
-    out = json.loads(done.stdout.splitlines()[-1])
+    out = restart("delta_restarts.py", [{"root": str(root)}])
     [got] = out["jobs"]
     assert (got["error"], got["batches"][0], got["version"], got["txn"]) == (None, 12, 12, 12)
     assert got["rows"] == out["control"]

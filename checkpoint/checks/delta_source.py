@@ -7,10 +7,13 @@ from __future__ import annotations
 from typing import Iterator
 
 from ..logs.delta_log import LOG_DIR
+from ..sources.delta_table import DeltaSourceTable
 from .context import Context
 from .definition import ERROR, Instruction, Issue, check
 
 TESTED = "tested with delta-spark 4.4"
+_FILES_FIX = Instruction("restore the files from a backup; to go on without their rows, restart the query with "
+                         "spark.sql.files.ignoreMissingFiles=true")
 
 
 def _span(first: int, last: int) -> str:
@@ -32,9 +35,23 @@ def source_table_replaced(ctx: Context) -> Iterator[Issue]:
                 "at it again"))
 
 
+def _in_snapshot(table: DeltaSourceTable) -> str:
+    return (f"the snapshot of version {table.start_version} that Delta source {table.source}'s next batch goes on "
+            f"reading (batch {table.batch}'s end offset: index {table.start_index} of its files, isStartingVersion)")
+
+
 @check("WM090", ERROR, "the commits a Delta source's next batch reads are gone from its table's log")
 def source_commits_gone(ctx: Context) -> Iterator[Issue]:
     for table in ctx.delta_sources:
+        if table.snapshot_lost and not table.replaced:
+            earliest = table.earliest_commit if table.earliest_commit is not None else table.log.version
+            yield Issue(f"{table.shown}/{LOG_DIR}", (
+                f"the table's log can no longer rebuild {_in_snapshot(table)}: its JSON "
+                f"commits start at version {earliest} and no checkpoint at or before version {table.start_version} is "
+                "there. The restart fails with DELTA_LOG_FILE_NOT_FOUND_FOR_STREAMING_SOURCE, also with the source "
+                f"option failOnDataLoss=false ({TESTED})"), Instruction(
+                    f"restore the table's log files up to version {table.start_version} (its JSON commits, or a "
+                    "checkpoint at or before it) from a backup; else start the query from a new checkpoint"))
         missing = None if table.replaced else table.missing_versions
         if missing is None:
             continue
@@ -55,7 +72,15 @@ def source_commits_gone(ctx: Context) -> Iterator[Issue]:
 @check("WM091", ERROR, "data files a Delta source's next batch reads are gone from its table")
 def source_files_gone(ctx: Context) -> Iterator[Issue]:
     for table in ctx.delta_sources:
-        if table.replaced or table.missing_versions is not None or not table.gone_files:
+        if table.replaced or table.missing_versions is not None or table.snapshot_lost:
+            continue
+        if table.gone_in_snapshot:
+            yield Issue(f"{table.shown}/{table.gone_in_snapshot[0]}", (
+                f"{len(table.gone_in_snapshot)} data file(s) of {_in_snapshot(table)}, after that index (not read yet), "
+                "are gone from the table's directory (vacuumed or deleted): the batch that reads them fails with "
+                "FAILED_READ_FILE.FILE_NOT_EXIST, also with the source option failOnDataLoss=false; with "
+                f"spark.sql.files.ignoreMissingFiles=true it reads on without their rows ({TESTED})"), _FILES_FIX)
+        if not table.gone_files:
             continue
         versions = sorted({v for v, _ in table.gone_files})
         first, path = table.gone_files[0]
@@ -64,6 +89,4 @@ def source_files_gone(ctx: Context) -> Iterator[Issue]:
             f"version(s) {', '.join(map(str, versions))} are gone from its directory (vacuumed or deleted), and the "
             f"next batch reads the table from version {table.start_version} on: the batch that reads version {first} "
             "fails with FAILED_READ_FILE.FILE_NOT_EXIST, also with the source option failOnDataLoss=false; with "
-            f"spark.sql.files.ignoreMissingFiles=true it reads on without their rows ({TESTED})"), Instruction(
-                "restore the files from a backup; to go on without their rows, restart the query with "
-                "spark.sql.files.ignoreMissingFiles=true"))
+            f"spark.sql.files.ignoreMissingFiles=true it reads on without their rows ({TESTED})"), _FILES_FIX)

@@ -57,6 +57,8 @@ class DeltaTableLog:
     txns: Mapping[str, int]
     files: frozenset[str]
     checkpoint: int | None
+    checkpoints: tuple[int, ...] = ()
+    """Every version with a complete Parquet checkpoint, oldest first (Delta rebuilds an older snapshot from one)."""
 
     def txn_version(self, app_id: str) -> int | None:
         """The last batch id Delta committed for query ``app_id`` (None: none: every batch id is written)."""
@@ -90,7 +92,8 @@ def read_delta_log(location: str, fs_options: Mapping[str, str] | None = None,
     fs = open_delta_table(location, fs_options, param)
     names = fs.names(LOG_DIR)
     versions = sorted(int(m[1]) for m in map(_COMMIT.match, names) if m)
-    checkpoint, parts = _newest_checkpoint(names)
+    complete = complete_checkpoints(names)
+    checkpoint, parts = max(complete.items()) if complete else (None, [])
     commits = tuple(_commit(v, fs.read(f"{LOG_DIR}/{v:020d}.json")) for v in versions)
     txns: dict[str, int] = {}
     files: set[str] = set()
@@ -105,21 +108,22 @@ def read_delta_log(location: str, fs_options: Mapping[str, str] | None = None,
     for v in (c.version for c in after):
         table_id = _replay(fs.read(f"{LOG_DIR}/{v:020d}.json"), f"{LOG_DIR}/{v:020d}.json", txns, files) or table_id
     head = after[-1].version if after else start
-    return DeltaTableLog(fs.uri(), table_id, head, commits, txns, frozenset(files), checkpoint)
+    return DeltaTableLog(fs.uri(), table_id, head, commits, txns, frozenset(files), checkpoint, tuple(sorted(complete)))
 
 
-def _newest_checkpoint(names: Iterable[str]) -> tuple[int | None, list[str]]:
-    """The newest checkpoint all of whose parts are there, and its files."""
+def complete_checkpoints(names: Iterable[str]) -> dict[int, list[str]]:
+    """Each version whose checkpoint has all of its parts there -> its files (under the table)."""
     found: dict[int, list[tuple[int, int, str]]] = {}
     for name in names:
         m = _CHECKPOINT.match(name)
         if m:
             found.setdefault(int(m[1]), []).append((int(m[2] or 1), int(m[3] or 1), name))
-    for version in sorted(found, reverse=True):
-        parts = sorted(found[version])
+    out = {}
+    for version, parts in found.items():
+        parts.sort()
         if [p[0] for p in parts] == list(range(1, parts[0][1] + 1)):
-            return version, [f"{LOG_DIR}/{p[2]}" for p in parts]
-    return None, []
+            out[version] = [f"{LOG_DIR}/{p[2]}" for p in parts]
+    return out
 
 
 def log_actions(data: bytes, path: str) -> Iterator[dict[str, Any]]:
@@ -190,21 +194,26 @@ def _replay(data: bytes, path: str, txns: dict[str, int], files: set[str]) -> st
     return table_id
 
 
-def _read_checkpoint(fs: FileSystem, parts: list[str], txns: dict[str, int], files: set[str]) -> str | None:
+def checkpoint_rows(fs: FileSystem, parts: list[str]) -> Iterator[dict[str, Any]]:
+    """The actions of a Parquet checkpoint (its ``txn``, ``add`` and ``metaData`` columns), one row each."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    table_id = None
     for part in parts:
         try:
             table = pq.read_table(pa.BufferReader(fs.read(part)), columns=["txn", "add", "metaData"])
         except (OSError, ValueError, KeyError, pa.ArrowException) as exc:
             raise MalformedFileError(f"not a Delta checkpoint ({exc})", path=part) from None
-        for row in table.to_pylist():
-            if row.get("txn"):
-                txns[str(row["txn"]["appId"])] = int(row["txn"]["version"])
-            if row.get("add"):
-                files.add(str(row["add"]["path"]))
-            if row.get("metaData"):
-                table_id = row["metaData"].get("id")
+        yield from table.to_pylist()
+
+
+def _read_checkpoint(fs: FileSystem, parts: list[str], txns: dict[str, int], files: set[str]) -> str | None:
+    table_id = None
+    for row in checkpoint_rows(fs, parts):
+        if row.get("txn"):
+            txns[str(row["txn"]["appId"])] = int(row["txn"]["version"])
+        if row.get("add"):
+            files.add(str(row["add"]["path"]))
+        if row.get("metaData"):
+            table_id = row["metaData"].get("id")
     return table_id

@@ -10,7 +10,11 @@ Rules (delta-spark 4.4's ``DeltaSource.scala``, ``DeltaSourceOffset.scala``; tes
 the query after each): an offset whose ``reservoirId`` is not the table's id fails the restart
 (``DIFFERENT_DELTA_TABLE_READ_BY_STREAMING_SOURCE``); commits from the start version on that the log no longer holds fail
 it too (``DELTA_MISSING_FILES_UNEXPECTED_VERSION``) unless the source has ``failOnDataLoss=false``, which starts at the
-oldest commit left.
+oldest commit left. A next batch that goes on inside the starting snapshot (``isStartingVersion``) needs that snapshot
+rebuilt (``DeltaSource.getSnapshotAt``): a log that cannot fails the restart with
+``DELTA_LOG_FILE_NOT_FOUND_FOR_STREAMING_SOURCE``, also with ``failOnDataLoss=false``; its files after the offset's
+index that are gone fail the batch that reads them, those before it are never read again
+(tests/test_delta_source_snapshot.py).
 """
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ from wmcheck.checkpoint.records import dataclass
 from ..errors import MissingFileError, arg
 from ..fs import open_fs
 from ..logs.delta_log import DeltaTableLog, read_delta_log
+from .delta_files import DeltaSourceLog
 
 PARAM = "delta_source"
 
@@ -41,9 +46,14 @@ class DeltaSourceTable:
     starting: bool
     log: DeltaTableLog
     gone_files: tuple[tuple[int, str], ...] = ()
-    """The data files that the commits from the start version on add and that are not in the table's directory
-    (version, path as the ``add`` action names it); not looked for while the next batch goes on inside the starting
-    snapshot."""
+    """The data files that the commits the next batch reads add and that are not in the table's directory (version,
+    path as the ``add`` action names it): from the start version on, or after it inside the starting snapshot."""
+    gone_in_snapshot: tuple[str, ...] = ()
+    """Inside the starting snapshot: its files after ``start_index`` (in the order Delta serves them) that are not in
+    the table's directory."""
+    snapshot_lost: bool = False
+    """Inside the starting snapshot: the log can no longer rebuild it (no JSON commits from version 0 up to it, nor a
+    complete checkpoint at or before it with the JSON commits after that up to it)."""
     shown: str = ""
     """How findings name the table (relative to the checkpoint where it can be)."""
 
@@ -61,12 +71,10 @@ class DeltaSourceTable:
     def missing_versions(self) -> tuple[int, int] | None:
         """The versions from the start version on that the next batch reads and the log no longer holds (first, last);
         None when it holds them, the table has no version at or after the start yet, or the next batch goes on inside
-        the starting snapshot (not checked)."""
+        the starting snapshot (``snapshot_lost`` says whether Delta can rebuild it)."""
         earliest = self.earliest_commit
-        if self.log.version < self.start_version:
+        if self.log.version < self.start_version or self.starting:
             return None
-        if self.starting and self.start_index >= 0:
-            return None  # inside the starting snapshot: Delta rebuilds it from a checkpoint; not checked
         if earliest is not None and earliest <= self.start_version:
             return None
         return self.start_version, (earliest - 1) if earliest is not None else self.log.version
@@ -95,11 +103,19 @@ def match_delta_sources(batch: int | None, sources: Sequence[tuple[int, SourceOf
                                    "reads", param=PARAM)
         index, offset = (same or sources)[0]
         value = offset.value
-        start = int(value["reservoirVersion"])
+        start, at, starting = int(value["reservoirVersion"]), int(value["index"]), bool(value.get("isStartingVersion"))
         fs = open_fs(log.location, fs_options)
-        starting = bool(value.get("isStartingVersion")) and int(value["index"]) >= 0  # in the snapshot: not checked
-        gone = () if starting else tuple((c.version, path) for c in log.commits if c.version >= start
-                                         for path in c.added if not fs.exists(unquote(path)))
-        out.append(DeltaSourceTable(index, str(value.get("reservoirId")), batch, start, int(value["index"]),
-                                    bool(value.get("isStartingVersion")), log, gone))
+        gone = tuple((c.version, path) for c in log.commits if c.version > start or (c.version == start and not starting)
+                     for path in c.added if not fs.exists(unquote(path)))
+        in_snapshot: tuple[str, ...] = ()
+        lost = False
+        if starting and log.table_id == value.get("reservoirId"):
+            try:  # the snapshot the next batch goes on reading, rebuilt as Delta does
+                snapshot = DeltaSourceLog(log.location, fs_options).snapshot(start)
+            except MissingFileError:
+                lost = True
+            else:
+                in_snapshot = tuple(f.path for f in snapshot if f.index > at and not fs.exists(unquote(f.path)))
+        out.append(DeltaSourceTable(index, str(value.get("reservoirId")), batch, start, at, starting, log, gone,
+                                    in_snapshot, lost))
     return tuple(out)

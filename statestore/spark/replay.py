@@ -104,6 +104,40 @@ def _read_files(spark: "SparkSession", locations: list[str], opts: ReplayOptions
     return reader.load(locations)
 
 
+def _table_schema(spec: str | None) -> Any:
+    """A Delta table's schema (its ``metaData.schemaString``) as a StructType."""
+    from pyspark.sql.types import StructType
+
+    if spec is None:
+        raise CheckpointError("the Delta table's log holds no schema for its partition columns",
+                              hint=f"pass {arg('schema')} (the table's columns)", param="schema")
+    return StructType.fromJson(json.loads(spec))
+
+
+def _read_delta(spark: "SparkSession", files: list[InputFile], opts: ReplayOptions, schema: Any) -> "DataFrame":
+    """A Delta source's data files; a partitioned table's read per partition, each given its partition values as
+    columns of the table's types (``schema``: the table's, or the user's, with the partition columns)."""
+    if not any(f.partition for f in files):
+        return _read_files(spark, [f.location for f in files], opts, schema, "delta")
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
+
+    if isinstance(schema, str):  # the user's DDL
+        schema = spark.createDataFrame([], schema).schema
+    parts = {name for f in files for name in f.partition}
+    data = StructType([c for c in schema.fields if c.name not in parts])
+    groups: dict[tuple[tuple[str, str | None], ...], list[str]] = {}
+    for f in files:
+        groups.setdefault(tuple(sorted(f.partition.items())), []).append(f.location)
+    frames = []
+    for values, locations in groups.items():
+        df = spark.read.schema(data).parquet(*locations)
+        for name, value in values:
+            df = df.withColumn(name, F.lit(value).cast(schema[name].dataType))
+        frames.append(df.select(*schema.fieldNames()))
+    return _union(frames)
+
+
 def _read_kafka(spark: "SparkSession", src: SourceInput, opts: ReplayOptions) -> "DataFrame":
     assert src.ending_offsets is not None  # a replayable Kafka source has its range
     assign = {topic: sorted(int(p) for p in parts) for topic, parts in src.ending_offsets.items()}
@@ -162,6 +196,9 @@ def _infer_schema(spark: "SparkSession", batches: list[BatchInput], opts: Replay
         return opts.schema
     kinds = {s.kind for b in batches for s in b.sources if s.files}
     kind = "delta" if kinds == {"delta"} else "file"
+    partitioned = [s for b in batches for s in b.sources if s.kind == kind == "delta" and any(f.partition for f in s.files)]
+    if partitioned:  # the files hold no partition column: the table's schema has them
+        return _table_schema(partitioned[0].table_schema)
     locations = [f.location for b in batches for s in b.sources if s.kind == kind for f in s.files if f.exists is not False]
     if not locations:
         return None
@@ -208,6 +245,8 @@ def read_batches(spark: "SparkSession", batches: list[BatchInput], opts: ReplayO
                 df = _empty(spark, schema)
             elif src.kind == "kafka":
                 df = _read_kafka(spark, src, opts)
+            elif src.kind == "delta":
+                df = _read_delta(spark, [f for f in src.files if f.exists is not False], opts, schema)
             else:
                 df = _read_files(spark, [f.location for f in src.files if f.exists is not False], opts, schema, src.kind)
             data, late = df, None
