@@ -4,12 +4,14 @@ are gone from its log (log retention, or removed by hand). What the restart does
 restarts (tests/test_delta_source_check.py); the rules are in :mod:`..sources.delta_table`."""
 from __future__ import annotations
 
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from ..logs.delta_log import LOG_DIR
-from ..sources.delta_table import DeltaSourceTable
 from .context import Context
 from .definition import ERROR, Instruction, Issue, check
+
+if TYPE_CHECKING:  # check --delta-source alone reads the tables
+    from ..sources.delta_table import DeltaSourceTable
 
 TESTED = "tested with delta-spark 4.4"
 _FILES_FIX = Instruction("restore the files from a backup; to go on without their rows, restart the query with "
