@@ -261,13 +261,19 @@ def replay_plan(checkpoint: str | Checkpoint, start: int, end: int | None = None
                                 delta_source=table, fs_options=fs_options))
 
 
-def replay_batches(spark: SparkSession, checkpoint: str | Checkpoint, start: int, end: int | None = None,
+def replay_batches(spark: SparkSession, checkpoint: str | Checkpoint, start: int, end: int | None = None, *,
+                   delta_source: str | None = None, delta_starting_version: int | None = None,
                    **options: Any) -> Iterator[tuple[int, DataFrame, int]]:
     """``wmcheck replay``: ``(batch id, DataFrame, watermark ms)`` of each recorded batch's exact input (options
-    as :class:`wmcheck.statestore.spark.replay.ReplayOptions`: ``event_time``, ``keep="late"``, ``path_map``...)."""
+    as :class:`wmcheck.statestore.spark.replay.ReplayOptions`: ``event_time``, ``keep="late"``, ``path_map``...);
+    ``delta_source`` and ``delta_starting_version`` as for :func:`replay_plan`."""
+    from wmcheck.checkpoint.sources.delta_files import DeltaSourceLog
     from wmcheck.statestore.spark.replay import batch_inputs
 
-    return batch_inputs(spark, checkpoint, start, end, **options)
+    table = None
+    if delta_source is not None:
+        table = DeltaSourceLog(delta_source, options.get("fs_options"), delta_starting_version)
+    return batch_inputs(spark, checkpoint, start, end, delta_source=table, **options)
 
 
 def timeline(checkpoint: str | Checkpoint, *, output: str | None = None, progress: str | None = None,

@@ -82,6 +82,19 @@ def test_replayed_rows_are_the_rows_the_query_read(spark):
         assert rows == sorted(file_rows(FIXTURES / NAME / version["file"])), batch_id
 
 
+@pytest.mark.spark
+def test_the_python_api_replays_with_the_delta_source(spark):
+    import wmcheck
+
+    facts = fixture_facts(NAME)
+    got = [(batch, sorted(tuple(r) for r in df.selectExpr("id", "unix_millis(ts) AS ts", "v").collect()), watermark)
+           for batch, df, watermark in wmcheck.replay_batches(spark, str(CKPT), 0, delta_source=str(TABLE))]
+    assert [(b, len(rows), w) for b, rows, w in got] == [
+        (b["batch"], b["num_input_rows"], b["watermark_ms"]) for b in facts["batches"]]
+    for (batch_id, rows), version in zip([(b, r) for b, r, _ in got if r], facts["source_versions"]):
+        assert rows == sorted(file_rows(FIXTURES / NAME / version["file"])), batch_id
+
+
 def test_a_path_that_is_no_delta_table_is_one_line_exit_2(tmp_path):
     before = tree(FIXTURES / NAME)
     result = run_cli("replay", CKPT, "--from", "0", "--plan", "--delta-source", FIXTURES / NAME / "input", exit_code=2)

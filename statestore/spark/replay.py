@@ -265,16 +265,17 @@ def replay_batches(spark: "SparkSession", ckpt: Checkpoint | str, start: int, en
     yield from read_batches(spark, prepare(ckpt, start, end, opts), opts)
 
 
-def batch_inputs(spark: "SparkSession", ckpt: Checkpoint | str, start: int, end: int | None = None,
-                 **options: Any) -> Iterator[tuple[int, "DataFrame", int]]:
-    """``(batch_id, DataFrame, watermark_ms)`` for batches ``start..end`` in order.
+def batch_inputs(spark: "SparkSession", ckpt: Checkpoint | str, start: int, end: int | None = None, *,
+                 delta_source: "DeltaSourceLog | None" = None, **options: Any) -> Iterator[tuple[int, "DataFrame", int]]:
+    """``(batch_id, DataFrame, watermark_ms)`` for batches ``start..end`` in order (a Delta source's files from
+    ``delta_source``, its table).
 
     ``options`` are :class:`ReplayOptions` fields (``source_format``, ``schema``, ``options``,
     ``path_map``, ``event_time``, ``window``, ``keep="late"`` ...); ``watermark_ms`` is the batch's
     ``batchWatermarkMs`` (what its progress report shows as ``eventTime.watermark``).
     """
     opts = replace(ReplayOptions(), **options)
-    for rb in replay_batches(spark, ckpt, start, end, opts):
+    for rb in read_batches(spark, prepare(ckpt, start, end, opts, delta_source), opts):
         yield rb.batch_id, rb.kept(opts.keep), rb.plan.watermark_ms
 
 
