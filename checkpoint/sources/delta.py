@@ -26,6 +26,10 @@ class DeltaSource(SourceKind):
     def matches(self, src: SourceOffset) -> bool:
         return isinstance(src.value, dict) and DELTA_KEYS <= set(src.value)
 
+    def version(self, src: SourceOffset) -> dict[str, Any] | None:
+        value = src.value
+        return {k: value[k] for k in ("reservoirVersion", "index", "isStartingVersion") if k in value}
+
     def summary(self, src: SourceOffset) -> str:
         return f"delta version {src.value['reservoirVersion']} index {src.value['index']}"
 
@@ -44,24 +48,16 @@ class DeltaSource(SourceKind):
 
     def input_text(self, src: SourceInput) -> str | None:
         files = f": {len(src.files)} file(s)" if src.replayable else ""  # from the table's log (--delta-source)
-        return f"{position(src.start)} -> {position(src.end)}{files}"
+        return f"{src.start_version} -> {src.end_version}{files}"
 
     def input_fields(self, src: SourceInput, plain: Callable[[Any], Any]) -> dict[str, Any]:
-        out: dict[str, Any] = {"start_version": position(src.start), "end_version": position(src.end)}
+        out: dict[str, Any] = {"start_version": src.start_version, "end_version": src.end_version}
         if src.replayable:  # the files from the table's log (--delta-source)
             out.update(num_files=len(src.files), bytes=src.total_bytes, missing_files=len(src.missing), files=plain(src.files))
         return out
 
 
 DELTA = DeltaSource()
-
-
-def position(offset: SourceOffset | None) -> dict[str, Any] | None:
-    """A Delta source's position at ``offset`` (reservoir version, index)."""
-    if offset is None or offset.source is not DELTA:
-        return None
-    value = offset.value
-    return {k: value[k] for k in ("reservoirVersion", "index", "isStartingVersion") if k in value}
 
 
 def _table_input(table: DeltaSourceLog, batch: int, src: SourceOffset, prev: SourceOffset | None) -> SourceInput:

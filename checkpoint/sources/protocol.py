@@ -91,6 +91,15 @@ class SourceInput:
     def ending_offsets_json(self) -> str | None:
         return dump_json(self.ending_offsets) if self.ending_offsets is not None else None
 
+    @property
+    def start_version(self) -> dict[str, Any] | None:
+        """A Delta source's start position (reservoir version, index)."""
+        return self.start.source.version(self.start) if self.start is not None else None
+
+    @property
+    def end_version(self) -> dict[str, Any] | None:
+        return self.end.source.version(self.end)
+
 
 @dataclass(frozen=True)
 class InputRequest:
@@ -142,6 +151,10 @@ class SourceKind(ABC):
 
     def kafka_offsets(self, src: SourceOffset) -> dict[str, dict[int, int]] | None:
         """``{topic: {partition: offset}}`` of a Kafka offset."""
+        return None
+
+    def version(self, src: SourceOffset) -> dict[str, Any] | None:
+        """A table source's position at ``src`` (a Delta source's reservoir version and index)."""
         return None
 
     def summary(self, src: SourceOffset) -> str:
