@@ -517,16 +517,11 @@ def source_kind_names(path: Path) -> list[str]:
     return hits
 
 
-SPARK_READS_BY_NAME = {"statestore/spark/replay.py", "statestore/spark/compat/api.py"}
-"""How Spark reads a recorded batch's input again (its files, the Kafka range, nothing) still goes by the kind's name."""
-
-
 def test_source_kinds_are_told_apart_in_their_own_modules_only():
     """Adding a kind of source touches checkpoint/sources/ (its module and the registry): no other module compares a
     kind's name; they ask the kind object (``SourceOffset.source``, ``sources.registry``). The ``"kind"`` of outputs
     is its name."""
-    files = [p for p in [*package_files(), ROOT / "api" / "__init__.py"] if "sources" not in p.relative_to(ROOT).parts[:2]
-             and p.relative_to(ROOT).as_posix() not in SPARK_READS_BY_NAME]
+    files = [p for p in [*package_files(), ROOT / "api" / "__init__.py"] if "sources" not in p.relative_to(ROOT).parts[:2]]
     assert [hit for p in files for hit in source_kind_names(p)] == []
 
 
