@@ -8,12 +8,13 @@ from urllib.parse import unquote
 
 from wmcheck.checkpoint.errors import CheckpointError, arg
 
-from .protocol import CheckpointReads, InputFile, InputRequest, SourceInput, SourceKind
+from .protocol import InputFile, InputRequest, SourceInput, SourceKind
 
 if TYPE_CHECKING:
     from wmcheck.checkpoint.logs.source_offsets import SourceOffset
 
     from .delta_files import DeltaSourceLog
+    from .protocol import CheckpointReads
 
 DELTA_KEYS = frozenset({"sourceVersion", "reservoirVersion", "index"})
 

@@ -12,10 +12,12 @@ from wmcheck.checkpoint.locations import map_location, spark_location, stat_loca
 from wmcheck.checkpoint.logs.log_kinds import FILE_SOURCE_LOG
 from wmcheck.checkpoint.numbers import is_long, is_number
 
-from .protocol import CheckpointReads, InputFile, InputRequest, SourceInput, SourceKind
+from .protocol import InputFile, InputRequest, SourceInput, SourceKind
 
 if TYPE_CHECKING:
     from wmcheck.checkpoint.logs.source_offsets import SourceOffset
+
+    from .protocol import CheckpointReads
 
 
 class FileSource(SourceKind):

@@ -15,10 +15,12 @@ from wmcheck.checkpoint.logs.kafka_offsets import (
 from wmcheck.checkpoint.logs.log_kinds import FILE_SOURCE_LOG
 from wmcheck.checkpoint.numbers import is_number
 
-from .protocol import CheckpointReads, InputRequest, SourceInput, SourceKind
+from .protocol import InputRequest, SourceInput, SourceKind
 
 if TYPE_CHECKING:
     from wmcheck.checkpoint.logs.source_offsets import SourceOffset
+
+    from .protocol import CheckpointReads
 
 EARLIEST = "earliest"
 """Where Spark starts a topic partition the offsets do not name: the earliest offset the broker keeps."""

@@ -7,10 +7,12 @@ from typing import TYPE_CHECKING
 from wmcheck.checkpoint.numbers import is_long, is_number
 
 from .file import FILE
-from .protocol import CheckpointReads, InputRequest, SourceInput, SourceKind, not_rebuilt
+from .protocol import InputRequest, SourceInput, SourceKind, not_rebuilt
 
 if TYPE_CHECKING:
     from wmcheck.checkpoint.logs.source_offsets import SourceOffset
+
+    from .protocol import CheckpointReads
 
 
 class LongOffset(SourceKind):

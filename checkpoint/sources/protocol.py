@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from wmcheck.checkpoint.logs.textlog import dump_json
 
 if TYPE_CHECKING:
+    from typing import Protocol, TypeVar
+
     from wmcheck.checkpoint.fs import FileSystem
     from wmcheck.checkpoint.logs.file_logs import FileLog
     from wmcheck.checkpoint.logs.metadata_log import MetadataLog
@@ -21,28 +23,27 @@ if TYPE_CHECKING:
 
     from .delta_files import DeltaSourceLog
 
-T = TypeVar("T")
+    T = TypeVar("T")
 
+    class CheckpointReads(Protocol):
+        """What a source kind reads of the checkpoint (:class:`~wmcheck.checkpoint.model.Checkpoint`, a layer above)."""
 
-class CheckpointReads(Protocol):
-    """What a source kind reads of the checkpoint (:class:`~wmcheck.checkpoint.model.Checkpoint`, a layer above)."""
+        @property
+        def fs(self) -> FileSystem: ...
 
-    @property
-    def fs(self) -> FileSystem: ...
+        @property
+        def source_dirs(self) -> list[int]: ...
 
-    @property
-    def source_dirs(self) -> list[int]: ...
+        @property
+        def last_readable_batch(self) -> int | None: ...
 
-    @property
-    def last_readable_batch(self) -> int | None: ...
+        def metadata_log(self, directory: str) -> MetadataLog: ...
 
-    def metadata_log(self, directory: str) -> MetadataLog: ...
+        def file_log(self, path: str) -> FileLog: ...
 
-    def file_log(self, path: str) -> FileLog: ...
+        def parse(self, path: str, parser: Callable[[bytes, str], T]) -> T: ...
 
-    def parse(self, path: str, parser: Callable[[bytes, str], T]) -> T: ...
-
-    def offsets(self, batch: int) -> OffsetSeq: ...
+        def offsets(self, batch: int) -> OffsetSeq: ...
 
 
 @dataclass(frozen=True)

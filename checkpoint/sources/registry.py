@@ -9,10 +9,12 @@ from .delta import DELTA
 from .file import FILE
 from .kafka import KAFKA
 from .other import LONG, NONE, UNKNOWN
-from .protocol import CheckpointReads, SourceKind
+from .protocol import SourceKind
 
 if TYPE_CHECKING:
     from wmcheck.checkpoint.logs.source_offsets import SourceOffset
+
+    from .protocol import CheckpointReads
 
 KINDS: tuple[SourceKind, ...] = (NONE, LONG, FILE, DELTA, KAFKA, UNKNOWN)
 
