@@ -13,39 +13,13 @@ from typing import Mapping, Sequence
 from wmcheck.checkpoint.logs.kafka_offsets import DATA_LOST, KAFKA_EARLIEST
 from wmcheck.checkpoint.records import dataclass
 
-from .batch_inputs import BatchInput, SourceInput
+from .batch_inputs import BatchInput
 from .errors import CheckpointError, arg
+from .sources.kafka import KAFKA, partition_ranges
+from .sources.kafka import PartitionRange as PartitionRange
+from .sources.registry import kind_named
 
 BOOTSTRAP_OPTION = "kafka.bootstrap.servers"
-
-
-@dataclass(frozen=True)
-class PartitionRange:
-    """What one batch read of one topic-partition: offsets ``start`` (inclusive, -2: earliest) to ``end`` (exclusive)."""
-
-    topic: str
-    partition: int
-    start: int
-    end: int
-
-    @property
-    def records(self) -> int | None:
-        """``end - start`` (an upper bound with transactions or compaction); None when it starts at the earliest."""
-        return None if self.start == KAFKA_EARLIEST else self.end - self.start
-
-    @property
-    def label(self) -> str:
-        return f"{self.topic}[{self.partition}]"
-
-
-def partition_ranges(src: SourceInput) -> tuple[PartitionRange, ...]:
-    """A Kafka source's range in one batch, one entry per topic-partition (sorted)."""
-    if src.kind != "kafka" or src.ending_offsets is None:
-        return ()
-    start = src.starting_offsets or {}
-    return tuple(PartitionRange(topic, int(p), start.get(topic, {}).get(p, KAFKA_EARLIEST), end)
-                 for topic, parts in sorted(src.ending_offsets.items())
-                 for p, end in sorted(parts.items(), key=lambda kv: int(kv[0])))
 
 
 @dataclass(frozen=True)
@@ -120,7 +94,7 @@ def retention(batches: Sequence[BatchInput], earliest: Mapping[tuple[str, int], 
 
 
 def kafka_sources(batches: Sequence[BatchInput]) -> bool:
-    return any(s.kind == "kafka" for b in batches for s in b.sources)
+    return any(kind_named(s.kind) is KAFKA for b in batches for s in b.sources)
 
 
 def ask_retention(batches: Sequence[BatchInput], bootstrap: str, timeout_s: float = 10.0) -> KafkaRetention:

@@ -234,16 +234,15 @@ class Checkpoint:
 
     @cached_property
     def source_dirs(self) -> list[int]:
-        """Source ids that have a file-source log under ``sources/``: its numbered directories but those of the sources
-        the last readable offsets name as Kafka or Delta sources (a Kafka source's directory holds its initial offsets,
-        ``sources/<i>/0``, in a format of its own: :func:`~wmcheck.checkpoint.logs.kafka_offsets.parse_kafka_initial_offsets`)."""
+        """Source ids that have a file-source log under ``sources/``: its numbered directories but those of sources the
+        last readable offsets name of a kind keeping something else there (``file_log_dir``: Kafka's initial offsets)."""
         numbered = sorted(int(i.name) for i in self.fs.list_dir(SOURCES) if i.is_dir and is_number(i.name))
         try:
             last = self.last_readable_batch if numbered else None
             sources = self.offsets(last).sources if last is not None else ()
         except CheckpointError:  # offsets that cannot be read (a directory, no access): every numbered directory
             return numbered
-        others = {i for i, s in enumerate(sources) if s.kind in ("kafka", "delta")}
+        others = {i for i, s in enumerate(sources) if not s.source.file_log_dir}
         return [i for i in numbered if i not in others]
 
     def metadata_log(self, directory: str) -> MetadataLog:

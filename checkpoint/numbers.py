@@ -10,6 +10,11 @@ MAX_DIGITS = 19
 """Spark's ids are Java longs: at most 19 digits."""
 
 
+def is_long(value: object) -> bool:
+    """An integer a Java long holds (JSON allows any size)."""
+    return isinstance(value, int) and not isinstance(value, bool) and LONG_MIN <= value <= LONG_MAX
+
+
 def is_number(text: str) -> bool:
     """Whether ``text`` is a non-negative decimal a Java long can hold the digits of (``0``-``9`` only)."""
     return 0 < len(text) <= MAX_DIGITS and text.isascii() and text.isdigit()

@@ -174,11 +174,12 @@ def _delta_sources(ckpt: Checkpoint, locations: Sequence[str],
     """The tables at ``locations`` matched to the Delta sources of the last committed batch's offsets."""
     if not locations:
         return ()
+    from .sources.delta import DELTA
     from .sources.delta_table import match_delta_sources
 
     done = ckpt.last_committed_batch
     sources = [] if done is None or ckpt.offsets_failure(done) is not None else [
-        (i, s) for i, s in enumerate(ckpt.offsets(done).sources) if s.kind == "delta"]
+        (i, s) for i, s in enumerate(ckpt.offsets(done).sources) if s.source is DELTA]
     return tuple(replace(t, shown=shown_relative(t.log.location, ckpt.location))
                  for t in match_delta_sources(done, sources, locations, fs_options))
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence, Te
 
 import click
 
+from wmcheck.checkpoint.sources.registry import kind_named
 from wmcheck.checkpoint.timeutil import format_ms
 
 from . import repair_views, views
@@ -93,22 +94,8 @@ def batch_doc(b: BatchInput, tz: tzinfo) -> dict[str, Any]:
 
 def source_doc(s: SourceInput) -> dict[str, Any]:
     """One source's input in one batch; the keys of its kind."""
-    out: dict[str, Any] = {"source_id": s.source_id, "kind": s.kind, "start": s.start.raw if s.start else None,
-                           "end": s.end.raw, "replayable": s.replayable, "note": s.note}
-    if s.kind == "file":
-        out.update(log_batches=list(s.log_batches), num_files=len(s.files), bytes=s.total_bytes,
-                   missing_files=len(s.missing), files=plain(s.files))
-    elif s.kind == "kafka":
-        from wmcheck.checkpoint.kafka_retention import partition_ranges  # replay's alone (start-up of the others)
-
-        out.update(starting_offsets=s.starting_offsets, ending_offsets=s.ending_offsets,
-                   starting_offsets_json=s.starting_offsets_json, ending_offsets_json=s.ending_offsets_json,
-                   records=s.records, partitions=[{**plain(r), "records": r.records} for r in partition_ranges(s)])
-    elif s.kind == "delta":
-        out.update(start_version=s.start_version, end_version=s.end_version)
-        if s.replayable:  # the files from the table's log (--delta-source)
-            out.update(num_files=len(s.files), bytes=s.total_bytes, missing_files=len(s.missing), files=plain(s.files))
-    return out
+    return {"source_id": s.source_id, "kind": s.kind, "start": s.start.raw if s.start else None, "end": s.end.raw,
+            "replayable": s.replayable, "note": s.note, **kind_named(s.kind).input_fields(s, plain)}
 
 
 def flatten(doc: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 from wmcheck.checkpoint.logs.source_offsets import SourceOffset
 from wmcheck.checkpoint.records import dataclass
 from wmcheck.checkpoint.source_labels import SourceLabel
+from wmcheck.checkpoint.sources.registry import kind_named
 from wmcheck.checkpoint.timeutil import format_duration, format_ms
 from wmcheck.statestore.formats.registry import FORMATS
 
@@ -253,20 +254,6 @@ REPLAY_COLUMNS = ["batch", "committed", "watermark_ms", "late_watermark_ms", "so
                   "rows", "late_rows", "on_time_rows", "late_groups", "kept_rows", "operators"]
 
 
-def _input_text(src: SourceInput) -> str | None:
-    if src.kind == "file":
-        batches = src.log_batches
-        if not batches:
-            return "no new files"
-        return f"log batch {batches[0]}" if len(batches) == 1 else f"log batches {batches[0]}..{batches[-1]}"
-    if src.kind == "kafka":
-        return f"{src.starting_offsets_json} -> {src.ending_offsets_json}"
-    if src.kind == "delta":
-        files = f": {len(src.files)} file(s)" if src.replayable else ""  # from the table's log (--delta-source)
-        return f"{src.start_version} -> {src.end_version}{files}"
-    return f"{src.start.raw if src.start else None} -> {src.end.raw}"
-
-
 def plan_sources(plan: ReplayPlan) -> list[tuple[BatchInput, SourceInput]]:
     """(batch, source) pairs of a replay plan."""
     return [(b, s) for b in plan.batches for s in b.sources]
@@ -278,9 +265,8 @@ def replay_plan(plan: ReplayPlan, tz: tzinfo) -> tuple[Fields, list[Table]]:
     table = [{
         "batch": b.batch_id, "committed": b.committed, "watermark": f"{b.watermark_ms} ({format_ms(b.watermark_ms, tz)})",
         "late watermark": f"{b.late_watermark_ms} ({format_ms(b.late_watermark_ms, tz)})", "source": s.source_id,
-        "kind": s.kind, "input": _input_text(s), "files": len(s.files) if s.kind == "file" else None,
-        "bytes": s.total_bytes if s.kind == "file" else None, "missing": len(s.missing) if s.kind == "file" else None,
-        "note": s.note,
+        "kind": s.kind, "input": kind_named(s.kind).input_text(s),
+        **dict(zip(("files", "bytes", "missing"), kind_named(s.kind).input_counts(s))), "note": s.note,
     } for b, s in rows]
     files = [{"batch": b.batch_id, "source": s.source_id, "log batch": f.log_batch, "location": f.location,
               "size": f.size, "exists": f.exists} for b, s in rows for f in s.files]

@@ -480,3 +480,66 @@ def test_dataclasses_are_wmchecks_deferred_ones():
     found = [str(p.relative_to(ROOT)) for top in (*TOP, "api") for p in (ROOT / top).rglob("*.py")
              if p != ROOT / "checkpoint" / "records.py" and direct.search(p.read_text())]
     assert found == []
+
+
+SOURCE_KINDS = frozenset({"file", "kafka", "delta", "rate", "long", "none", "unknown"})
+"""The kinds of source wmcheck tells apart (``SourceOffset.kind``; ``rate`` for a kind of its own to come)."""
+NOT_SOURCE_KINDS = {("checkpoint/repair/trust.py", "found.kind"), ("checkpoint/repair/entries.py", "kind"),
+                    *(("checkpoint/repair/" + m, "s.kind") for m in ("sink_effects.py", "sink_step.py", "requests.py"))}
+"""Kinds of other things compared with the same words: a backed-up file-system entry's (``file`` or ``link``), a plan's
+sink's (``delta``, ``kafka``, ``file``: :mod:`wmcheck.checkpoint.sinks`)."""
+
+
+def _kind_names(node: ast.expr) -> set[str]:
+    """The source kind names a constant, or a tuple, list, set or ``frozenset({...})`` of constants, spells."""
+    if isinstance(node, ast.Call) and ast.unparse(node.func) in {"frozenset", "set", "tuple"} and node.args:
+        return _kind_names(node.args[0])
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return {n for e in node.elts for n in _kind_names(e)}
+    if isinstance(node, ast.Dict):
+        return {n for k in node.keys if k is not None for n in _kind_names(k)}
+    return {node.value} & SOURCE_KINDS if isinstance(node, ast.Constant) and isinstance(node.value, str) else set()
+
+
+def _is_kind(node: ast.expr) -> bool:
+    """``kind``, ``x.kind``, ``kinds``, or a call of a function naming a kind (``source_kind(ckpt, src)``)."""
+    if isinstance(node, ast.Call):
+        return _is_kind(node.func) or "_kind" in ast.unparse(node.func)
+    name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+    return name.startswith("kind")
+
+
+def source_kind_names(path: Path) -> list[str]:
+    """Where ``path`` tells source kinds apart by name: a kind (``src.kind``, ``kind``) compared with a kind's name
+    (``== "kafka"``, ``in ("file", "long")``), or a collection of two or more kinds' names (``KNOWN = {"file", ...}``)."""
+    tree = ast.parse(path.read_text(), str(path))
+    where = path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else path.name
+    hits = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            kinds = [o for o in operands if _is_kind(o) and (where, ast.unparse(o)) not in NOT_SOURCE_KINDS]
+            if kinds and any(_kind_names(o) for o in operands):
+                hits.append(f"{where}:{node.lineno}: {ast.unparse(node)}")
+        elif isinstance(node, (ast.Tuple, ast.List, ast.Set, ast.Dict)) and len(_kind_names(node)) >= 2:
+            hits.append(f"{where}:{node.lineno}: {ast.unparse(node)}")
+    return hits
+
+
+def test_source_kinds_are_told_apart_in_their_own_modules_only():
+    """Adding a kind of source touches checkpoint/sources/ (its module and the registry): no other module compares a
+    kind's name; they ask the kind object (``SourceOffset.source``, ``sources.registry``). The ``"kind"`` of outputs
+    is its name."""
+    files = [p for p in [*package_files(), ROOT / "api" / "__init__.py"] if "sources" not in p.relative_to(ROOT).parts[:2]]
+    assert [hit for p in files for hit in source_kind_names(p)] == []
+
+
+def test_the_source_kind_rule_catches_comparisons_and_lists_of_kinds(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text('FILE_KINDS = ("file", "long")\nKNOWN = frozenset({"kafka", "delta"})\n\n\n'
+                     'def f(src, kind, found):\n    a = src.kind == "kafka" or kind in ("none",) or "delta" != src.kind\n'
+                     '    b = found.kind == "link" or src.kind in FILE_KINDS or src.role == "file"\n'
+                     '    return a, b, source_kind(None, src) != "file"\n')
+    assert [hit.split(": ", 1)[1] for hit in source_kind_names(probe)] == [
+        "('file', 'long')", "{'kafka', 'delta'}", "src.kind == 'kafka'", "kind in ('none',)", "'delta' != src.kind",
+        "source_kind(None, src) != 'file'"]

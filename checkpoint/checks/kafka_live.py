@@ -52,11 +52,11 @@ def _kafka_offsets_now(ctx: Context) -> list[KafkaOffsetsNow]:
     found = []
     first = base if base is not None else ahead
     for index, src in enumerate(first.sources if first is not None else ()):
-        if src.kind != "kafka":
+        if src.kafka_offsets is None:
             continue
         later = ahead.sources[index] if ahead is not None and index < len(ahead.sources) else None
         start = flat(src.kafka_offsets) if base is not None else {}
-        found.append((start, flat(later.kafka_offsets) if later is not None and later.kind == "kafka" else {}))
+        found.append((start, flat(later.kafka_offsets) if later is not None and later.kafka_offsets is not None else {}))
     out: list[KafkaOffsetsNow] = []
     if found and ctx.kafka is None:
         ctx.notes.append(OFFLINE_NOTE)

@@ -11,7 +11,7 @@ from wmcheck.checkpoint.logs.file_logs import FileLogEntry
 from wmcheck.checkpoint.logs.metadata_log import FILE_SOURCE_LOG
 
 from ..layout import SINK_LOG, log_file_batch
-from ..numbers import is_number
+from ..sources.file import logged_file_source
 from .context import Context
 from .definition import ERROR, Instruction, Issue, check
 from .sink_files import edited_log_fix, log_unreadable, read_entries
@@ -64,7 +64,7 @@ def source_entries(ctx: Context) -> list[tuple[str, int, FileLogEntry]]:
     last = ctx.ckpt.last_batch
     seq = ctx.offsets.get(last) if last is not None else None
     for src in seq.sources if seq is not None else ():
-        if src.kind != "file" or not is_number(src.source_id) or int(src.source_id) not in ctx.ckpt.source_dirs:
+        if not logged_file_source(ctx.ckpt, src):
             continue
         log = ctx.tree.log(FILE_SOURCE_LOG.folder(src.source_id))
         for path in log.restart_files:

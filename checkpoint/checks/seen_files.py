@@ -10,9 +10,8 @@ from ..errors import CheckpointError
 from ..fs import local_path, open_fs
 from ..layout import log_file_batch
 from ..locations import spark_location
-from ..numbers import is_number
 from ..repair.requests import RewindRequest
-from ..source_labels import file_source_dir
+from ..sources.file import file_source_dir, logged_file_source
 from ..timeutil import format_ms
 from .context import Context
 from .definition import ERROR, Instruction, Issue, check
@@ -78,7 +77,7 @@ def hidden_new_files(ctx: Context) -> Iterator[Issue]:
         return
     now = seq.metadata.batch_timestamp_ms
     for src in seq.sources:
-        if src.kind != "file" or not is_number(src.source_id) or int(src.source_id) not in ctx.ckpt.source_dirs:
+        if not logged_file_source(ctx.ckpt, src):
             continue
         logged = stamps(ctx, src.source_id) or []
         ahead = sorted((s for s in logged if s.ms - MAX_FILE_AGE_MS > now), key=lambda s: (s.log_batch, s.ms))
@@ -120,7 +119,7 @@ def too_old_to_read(ctx: Context) -> Iterator[Issue]:
     last = ctx.ckpt.last_batch
     seq = ctx.offsets.get(last) if last is not None else None
     for src in seq.sources if seq is not None else ():
-        if src.kind != "file" or not is_number(src.source_id) or int(src.source_id) not in ctx.ckpt.source_dirs:
+        if not logged_file_source(ctx.ckpt, src):
             continue
         logged = stamps(ctx, src.source_id)
         folder = file_source_dir(ctx.ckpt, src.source_id)

@@ -11,7 +11,7 @@ from wmcheck.checkpoint.logs.metadata_log import FILE_SOURCE_LOG
 from wmcheck.checkpoint.watermarks.late_filters import operator_filter
 from wmcheck.statestore.formats.schema import event_time_field
 
-from ..batch_inputs import article, changed_kind, source_kind, source_log_entries, unreadable_file_offset
+from ..batch_inputs import article, changed_kind, source_log_entries, unreadable_file_offset
 from ..errors import CheckpointError
 from ..fs import local_path, scheme_of
 from ..layout import DEFAULT_STORE, log_file_batch
@@ -20,6 +20,8 @@ from ..model import Operator
 from ..numbers import is_number
 from ..repair.requests import RelocateRequest
 from ..repair.targets import restartable_batches
+from ..sources.file import FILE, logged_file_source
+from ..sources.registry import source_kind
 from .context import Context
 from .definition import ERROR, Instruction, Issue, check
 from .remedies import rewind_before
@@ -40,7 +42,7 @@ def source_log_behind(ctx: Context) -> Iterator[Issue]:
         if end is None or not is_number(src.source_id):
             continue
         listed = int(src.source_id) in ckpt.source_dirs  # else gone, when the offset is a file source's by its shape
-        if not listed and src.kind != "file":
+        if not listed and src.source is not FILE:
             continue
         folder = FILE_SOURCE_LOG.folder(src.source_id)
         log = ctx.tree.log(folder)
@@ -151,7 +153,7 @@ def offset_goes_back(ctx: Context) -> Iterator[Issue]:
     ended = {s.source_id: s.log_offset for s in before.sources}
     for src in seq.sources:
         end, start = src.log_offset, ended.get(src.source_id)
-        if end is None or start is None or end >= start or source_kind(ctx.ckpt, src) != "file":
+        if end is None or start is None or end >= start or source_kind(ctx.ckpt, src) is not FILE:
             continue
         yield Issue(f"offsets/{last}", (
             f"source {src.source_id} (a file source) ends batch {last} at log batch {end} but batch {last - 1} at "
@@ -228,8 +230,8 @@ def offset_of_another_kind(ctx: Context) -> Iterator[Issue]:
             continue
         old, new = changed[0]
         yield Issue(f"offsets/{batch}", (
-            f"source {new.source_id} ends batch {batch - 1} with {article(source_kind(ctx.ckpt, old))} offset "
-            f"({old.summary()}) but batch {batch} with {article(source_kind(ctx.ckpt, new))} offset ({new.summary()}): "
+            f"source {new.source_id} ends batch {batch - 1} with {article(source_kind(ctx.ckpt, old).name)} offset "
+            f"({old.summary()}) but batch {batch} with {article(source_kind(ctx.ckpt, new).name)} offset ({new.summary()}): "
             f"offsets/{batch} comes from another query or was edited. On restart Spark reads the source offsets of the "
             f"last two offsets files with the query's own sources and fails on the one of the other kind (a file source "
             f"given another kind's offset: 'No usable value for logOffset', tested with Spark 4.3); a rewind to before "
@@ -387,7 +389,7 @@ def source_log_misses_files(ctx: Context) -> Iterator[Issue]:
     last = ctx.ckpt.last_batch
     seq = ctx.offsets.get(last) if last is not None else None
     reached = {src.source_id: src.log_offset for src in (seq.sources if seq is not None else ())
-               if src.kind == "file" and is_number(src.source_id) and int(src.source_id) in ctx.ckpt.source_dirs}
+               if logged_file_source(ctx.ckpt, src)}
     ids = list(reached)
     named = {i: {e.path for entries in (restored_entries(ctx, i) or {}).values() for e in entries} for i in ids}
     for source_id in ids:

@@ -2,11 +2,11 @@
 ``startingOffsets``/``endingOffsets`` JSON."""
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Any, Mapping
 
 from wmcheck.checkpoint.errors import MalformedFileError
-from wmcheck.checkpoint.logs.source_offsets import SourceOffset
-from wmcheck.checkpoint.logs.textlog import open_log, parse_json_object
+from wmcheck.checkpoint.logs.textlog import offset_json, open_log, parse_json_object
+from wmcheck.checkpoint.numbers import is_long, is_number
 
 KAFKA_EARLIEST = -2
 """The offset Spark's Kafka source starts a partition at when the partition is new (earliest)."""
@@ -21,11 +21,21 @@ def parse_kafka_initial_offsets(data: bytes, path: str) -> dict[str, dict[int, i
                                  hint="the file is truncated")
     text = "\n".join(lines)
     parse_json_object(text, path, 2, "the initial Kafka offsets")
-    offsets = SourceOffset("initial", text).kafka_offsets
+    offsets = partition_offsets(offset_json(text))
     if offsets is None:
         raise MalformedFileError("expected {topic: {partition: offset}} JSON", path=path, line=2,
                                  hint="this is not a Kafka source's initial offsets file")
     return offsets
+
+
+def partition_offsets(value: Any) -> dict[str, dict[int, int]] | None:
+    """``{topic: {partition: offset}}`` of a Kafka offset's JSON (``KafkaSourceOffset``: every partition a number, every
+    offset a long), None for JSON of another shape."""
+    if not isinstance(value, dict) or not value or not all(
+            isinstance(parts, dict) and parts and all(is_long(o) and is_number(k.removeprefix("-")) for k, o in parts.items())
+            for parts in value.values()):
+        return None
+    return {topic: {int(p): o for p, o in parts.items()} for topic, parts in value.items()}
 
 
 def kafka_json(offsets: Mapping[str, Mapping[int, int]]) -> dict[str, dict[str, int]]:

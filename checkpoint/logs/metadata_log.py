@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from dataclasses import field
 from functools import cached_property
-from typing import Callable, Generic, Iterable, Mapping, TypeVar
+from typing import Iterable, Mapping, TypeVar
 
 from wmcheck.checkpoint.fs import FileInfo, FileSystem
-from wmcheck.checkpoint.layout import COMMITS, COMPACT_SUFFIX, CRC_SUFFIX, OFFSETS, SINK_LOG, SOURCES, log_file_batch
+from wmcheck.checkpoint.layout import COMMITS, COMPACT_SUFFIX, CRC_SUFFIX, OFFSETS, log_file_batch
 from wmcheck.checkpoint.logs.commits import CommitEntry, parse_commit
-from wmcheck.checkpoint.logs.file_logs import FileLog, parse_file_log
+from wmcheck.checkpoint.logs.log_kinds import FILE_SINK_LOG as FILE_SINK_LOG
+from wmcheck.checkpoint.logs.log_kinds import FILE_SOURCE_LOG as FILE_SOURCE_LOG
+from wmcheck.checkpoint.logs.log_kinds import LogKind
 from wmcheck.checkpoint.logs.offsets import OffsetSeq, parse_offsets
 from wmcheck.checkpoint.records import dataclass
 
@@ -42,34 +44,8 @@ def derive_interval(latest_compact: int, default: int = DEFAULT_COMPACT_INTERVAL
     return next((d for d in range(default, n // 2 + 1) if n % d == 0), n)
 
 
-@dataclass(frozen=True)
-class LogKind(Generic[T]):
-    """One kind of Spark metadata log, as ``HDFSMetadataLog`` and its subclasses define it: where it is (a file source
-    has one per source, ``sources/<id>``), how its files parse, and, for a ``CompactibleFileStreamLog``, the conf of
-    its compact interval. Spark purges offsets and commits below ``spark.sql.streaming.minBatchesToRetain``; a
-    compactible log is never purged, its files held by a compact file are deleted instead."""
-
-    name: str
-    directory: str
-    parse: Callable[[bytes, str], T]
-    interval_conf: str | None = None
-    """None: never compacted."""
-
-    def folder(self, source: object = None) -> str:
-        """The log's directory: ``sources/<source>`` for a file source."""
-        return self.directory if source is None else f"{self.directory}/{source}"
-
-    def path(self, batch: int, folder: str | None = None) -> str:
-        """The file of ``batch`` in a log that is not compacted (``offsets/12``)."""
-        return f"{folder or self.directory}/{batch}"
-
-
 OFFSET_LOG: LogKind[OffsetSeq] = LogKind("offsets", OFFSETS, parse_offsets)
 COMMIT_LOG: LogKind[CommitEntry] = LogKind("commits", COMMITS, parse_commit)
-FILE_SOURCE_LOG: LogKind[FileLog] = LogKind("file source", SOURCES, parse_file_log,
-                                            "spark.sql.streaming.fileSource.log.compactInterval")
-FILE_SINK_LOG: LogKind[FileLog] = LogKind("file sink", SINK_LOG, parse_file_log,
-                                          "spark.sql.streaming.fileSink.log.compactInterval")
 
 
 @dataclass(frozen=True)

@@ -80,6 +80,19 @@ def first_json_value(text: str) -> Any:
     return value
 
 
+def offset_json(raw: str) -> Any:
+    """A source offset's text as JSON, or None when it is not JSON (kept raw). An object or array is read as Spark's
+    sources read theirs (json4s: what follows it is ignored); a number must be the whole text (``LongOffset``: ``toLong``)."""
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):
+        try:
+            value = first_json_value(raw)
+        except (ValueError, RecursionError):
+            return None
+        return value if isinstance(value, (dict, list)) else None
+
+
 def parse_json(text: str, path: str, line: int | None, what: str) -> Any:
     """Parse a JSON value as Spark does (:func:`first_json_value`), pointing at the line on failure."""
     try:

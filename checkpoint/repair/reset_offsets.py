@@ -51,13 +51,13 @@ class ResetTarget:
 
 def kafka_source(seq: OffsetSeq, source: str | None, batch: int) -> tuple[int, SourceOffset]:
     """The Kafka source of ``offsets/batch`` to reset: ``source`` (its id or index), or the only Kafka source."""
-    kafka = [(i, s) for i, s in enumerate(seq.sources) if s.kind == "kafka"]
+    kafka = [(i, s) for i, s in enumerate(seq.sources) if s.kafka_offsets is not None]
     if source is not None:
         found = [(i, s) for i, s in enumerate(seq.sources) if source in (s.source_id, str(i))]
         if not found:
             raise CheckpointError(f"offsets/{batch} has no source {source!r}", param="source",
                                   hint="the sources are " + ", ".join(s.source_id for s in seq.sources))
-        if found[0][1].kind != "kafka":
+        if found[0][1].kafka_offsets is None:
             raise RefusedError(f"source {source} is a {found[0][1].kind} source, not a Kafka source", param="source",
                                hint="reset-offsets moves Kafka sources; wmcheck rewind moves every source back")
         return found[0]

@@ -25,12 +25,12 @@ from ..locations import SinkFiles
 from ..model import Checkpoint, Operator, store_unique_ids
 from ..numbers import is_number
 from ..repartitions import partitions_of
+from ..sources.other import NONE
 from .logs import LogRewind, read_parsed, remove_steps, rewind_log, sink_orphans
 from .plan import Plan, SourcePosition, Step
 from .plan_params import Position, RewindParams
 from .targets import retained_batches
 
-FILE_KINDS = ("file", "long")
 MAX_ZIP = 256 << 20
 """A snapshot zip holds RocksDB's small files (SSTs are shared); a larger one is not read for its SST list."""
 MAX_LISTED = 3
@@ -97,7 +97,7 @@ class RewindView:
         for index, src in enumerate(self.ckpt.offsets(batch).sources):
             name = src.source_id if src.source_id in self.source_dirs else str(index)
             latest = next((s for s in last if s.source_id == src.source_id), src)
-            if name in self.source_dirs and (src.kind in FILE_KINDS or latest.kind in FILE_KINDS):
+            if name in self.source_dirs and (src.log_offset is not None or latest.log_offset is not None):
                 out.append((name, src.log_offset if src.log_offset is not None else -1))
         return out
 
@@ -389,42 +389,16 @@ def source_positions(ckpt: Checkpoint, last: int) -> tuple[SourcePosition, ...]:
     out: list[SourcePosition] = []
     for source_id in list(after) + [i for i in before if i not in after]:
         old, new = before.get(source_id), after.get(source_id)
-        kind = next((s.kind for s in (old, new) if s is not None and s.kind != "none"), "none")
-        if kind == "kafka":
-            was, will = (s.kafka_offsets or {} if s is not None else {} for s in (old, new))
-            parts = sorted({(t, p) for offsets in (was, will) for t, ps in offsets.items() for p in ps})
-            out += [SourcePosition(source_id, kind, f"{t}/{p}", _text(was.get(t, {}).get(p)),
-                                   _text(will.get(t, {}).get(p)) or (EARLIEST if new is not None else None))
-                    for t, p in parts]
-        else:
-            out.append(SourcePosition(source_id, kind, POSITIONS.get(kind, "offset"), _position(old), _position(new)))
+        kind = next((s.source for s in (old, new) if s is not None and s.raw is not None), NONE)
+        out += [SourcePosition(source_id, kind.name, what, was, will) for what, was, will in kind.rewind_positions(old, new)]
     return tuple(out)
-
-
-POSITIONS = {"file": "log batch", "long": "offset", "delta": "version"}
-EARLIEST = "earliest"
-"""Where Spark starts a topic partition the offsets do not name: the earliest offset the broker keeps."""
-
-
-def _text(value: int | None) -> str | None:
-    return None if value is None else str(value)
-
-
-def _position(src: SourceOffset | None) -> str | None:
-    if src is None or src.raw is None:
-        return None
-    if src.kind == "file":
-        return str(src.log_offset)
-    if src.kind == "delta":
-        return f"{src.value['reservoirVersion']} index {src.value['index']}"
-    return src.raw
 
 
 def _other_source_notes(view: RewindView, last: int) -> list[str]:
     files = {name for name, _ in view.file_sources(last)}
     out = []
     for index, src in enumerate(view.ckpt.offsets(last).sources):
-        if src.source_id in files or str(index) in files or src.kind in ("none",) + FILE_KINDS:
+        if src.source_id in files or str(index) in files or not src.source.restarts_from_offsets:
             continue
         out.append(f"source {src.source_id} ({src.kind}) restarts from its offsets of batch {last}: {src.summary()}"
                    + _new_partitions(view, src) + "; data the source no longer retains (e.g. past Kafka retention) "

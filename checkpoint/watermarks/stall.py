@@ -104,13 +104,14 @@ def batch_activity(ckpt: Checkpoint, batch: int, progress: QueryProgress | None 
 
 
 def _has_bytes(ckpt: Checkpoint, batch: int, src: SourceOffset) -> bool:
-    """False only for a file source whose new files are all there and empty; unknown counts as data."""
+    """False only for a file source whose new files are all there and empty (no other kind lists files here);
+    unknown counts as data."""
     try:
         found = source_input(ckpt, batch, src, sizes=True)
     except CheckpointError:
         return True  # a purged or damaged source log: the offsets moved, so count it as data
     sizes = [f.size for f in found.files]
-    return found.kind != "file" or not sizes or None in sizes or sum(s or 0 for s in sizes) > 0
+    return not sizes or None in sizes or sum(s or 0 for s in sizes) > 0
 
 
 def _stall_start(ckpt: Checkpoint, watermark: int, chunk: int = 64) -> int | None:

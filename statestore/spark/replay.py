@@ -22,6 +22,12 @@ from wmcheck.checkpoint.errors import (
 from wmcheck.checkpoint.kafka_retention import check_retained
 from wmcheck.checkpoint.model import Checkpoint, open_checkpoint
 from wmcheck.checkpoint.records import dataclass
+from wmcheck.checkpoint.sources.delta import DELTA
+from wmcheck.checkpoint.sources.file import FILE
+from wmcheck.checkpoint.sources.kafka import KAFKA
+from wmcheck.checkpoint.sources.other import NONE
+from wmcheck.checkpoint.sources.protocol import SourceKind
+from wmcheck.checkpoint.sources.registry import kind_named
 from wmcheck.statestore.spark.late_rule import parse_window, with_lateness
 from wmcheck.statestore.spark.sinks import Sink
 from wmcheck.statestore.spark.spark_errors import condition, spark_errors
@@ -92,10 +98,10 @@ def _empty(spark: "SparkSession", schema: Any) -> "DataFrame":
 
 
 def _read_files(spark: "SparkSession", locations: list[str], opts: ReplayOptions, schema: Any,
-               kind: str = "file") -> "DataFrame":
+               kind: SourceKind = FILE) -> "DataFrame":
     if not locations:
         return _empty(spark, schema)
-    if kind == "delta":  # a Delta table's data files, as its log names them
+    if kind is DELTA:  # a Delta table's data files, as its log names them
         return (spark.read.schema(schema) if schema is not None else spark.read).parquet(*locations)
     assert opts.source_format is not None  # prepare() requires it for file sources
     reader = spark.read.format(opts.source_format).options(**opts.options)
@@ -118,7 +124,7 @@ def _read_delta(spark: "SparkSession", files: list[InputFile], opts: ReplayOptio
     """A Delta source's data files; a partitioned table's read per partition, each given its partition values as
     columns of the table's types (``schema``: the table's, or the user's, with the partition columns)."""
     if not any(f.partition for f in files):
-        return _read_files(spark, [f.location for f in files], opts, schema, "delta")
+        return _read_files(spark, [f.location for f in files], opts, schema, DELTA)
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructType
 
@@ -169,11 +175,11 @@ def _check_sources(batches: list[BatchInput], opts: ReplayOptions) -> None:
     for batch in batches:
         for src in batch.sources:
             if not src.replayable:
-                hint = (f"install delta-spark and read the range {arg('plan')} shows" if src.kind == "delta"
+                hint = (f"install delta-spark and read the range {arg('plan')} shows" if kind_named(src.kind) is DELTA
                         else f"{arg('plan')} shows the recorded offsets")
                 raise UnsupportedError(f"batch {batch.batch_id}: source {src.source_id} cannot be replayed ({src.note})",
                                        path=f"offsets/{batch.batch_id}", hint=hint)
-            if src.kind == "file" and src.files and not opts.source_format:
+            if kind_named(src.kind) is FILE and src.files and not opts.source_format:
                 raise CheckpointError(f"replaying a file source needs {arg('source_format')} (json, csv, parquet, text, ...)",
                                       hint=f"pass the format, {arg('schema')} and {arg('options')} settings the query's "
                                            "readStream used", param="source_format")
@@ -194,12 +200,14 @@ def _infer_schema(spark: "SparkSession", batches: list[BatchInput], opts: Replay
     """The user's --schema, or one schema inferred from every file of the range (the same for each batch)."""
     if opts.schema is not None:
         return opts.schema
-    kinds = {s.kind for b in batches for s in b.sources if s.files}
-    kind = "delta" if kinds == {"delta"} else "file"
-    partitioned = [s for b in batches for s in b.sources if s.kind == kind == "delta" and any(f.partition for f in s.files)]
+    kinds = {kind_named(s.kind) for b in batches for s in b.sources if s.files}
+    kind = DELTA if kinds == {DELTA} else FILE
+    partitioned = [s for b in batches for s in b.sources
+                   if kind is DELTA and kind_named(s.kind) is DELTA and any(f.partition for f in s.files)]
     if partitioned:  # the files hold no partition column: the table's schema has them
         return _table_schema(partitioned[0].table_schema)
-    locations = [f.location for b in batches for s in b.sources if s.kind == kind for f in s.files if f.exists is not False]
+    locations = [f.location for b in batches for s in b.sources if kind_named(s.kind) is kind for f in s.files
+                 if f.exists is not False]
     if not locations:
         return None
     with spark_errors("inferring the input schema"):
@@ -241,14 +249,14 @@ def read_batches(spark: "SparkSession", batches: list[BatchInput], opts: ReplayO
         src = batch.sources[0] if batch.sources else None
         missing = tuple(src.missing) if src else ()
         with spark_errors(f"reading batch {batch.batch_id}"):
-            if src is None or src.kind == "none":
+            if src is None or kind_named(src.kind) is NONE:
                 df = _empty(spark, schema)
-            elif src.kind == "kafka":
+            elif kind_named(src.kind) is KAFKA:
                 df = _read_kafka(spark, src, opts)
-            elif src.kind == "delta":
+            elif kind_named(src.kind) is DELTA:
                 df = _read_delta(spark, [f for f in src.files if f.exists is not False], opts, schema)
             else:
-                df = _read_files(spark, [f.location for f in src.files if f.exists is not False], opts, schema, src.kind)
+                df = _read_files(spark, [f.location for f in src.files if f.exists is not False], opts, schema, kind_named(src.kind))
             data, late = df, None
             if opts.event_time is not None:
                 if batch.late_watermark_ms is None:
@@ -378,7 +386,7 @@ def replay(spark: "SparkSession", prepared: list[BatchInput], opts: ReplayOption
             watermark_ms=rb.plan.watermark_ms,
             late_watermark_ms=rb.plan.late_watermark_ms,
             source_id=src.source_id if src else None,
-            files=len(src.files) - len(rb.missing) if src and src.kind in ("file", "delta") else None,
+            files=len(src.files) - len(rb.missing) if src and kind_named(src.kind) in (FILE, DELTA) else None,
             missing_files=len(rb.missing),
             rows=got["rows"], late_rows=got["late_rows"], on_time_rows=got["on_time_rows"], late_groups=got["late_groups"],
             kept_rows=kept,

@@ -21,6 +21,9 @@ from wmcheck.checkpoint.locations import open_file_sink, spark_location
 from wmcheck.checkpoint.logs.metadata_log import OFFSET_LOG
 from wmcheck.checkpoint.model import Checkpoint, open_checkpoint
 from wmcheck.checkpoint.records import dataclass
+from wmcheck.checkpoint.sources.file import FILE
+from wmcheck.checkpoint.sources.other import LONG, NONE
+from wmcheck.checkpoint.sources.registry import kind_named
 from wmcheck.checkpoint.watermarks.plans import BatchPlan
 from wmcheck.checkpoint.watermarks.progress_files import load_progress
 from wmcheck.statestore.spark.compat.baseline import next_batches, scratch_copy
@@ -55,7 +58,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 QUERY_EXAMPLE = "jobs.orders:new_query"
-REPLAYABLE = ("file", "none", "long")
+REPLAYABLE = (FILE, NONE, LONG)
 """Source kinds a re-run reads again by itself: logged files, nothing, or a deterministic long offset (rate)."""
 
 
@@ -96,13 +99,13 @@ def source_notes(ckpt: Checkpoint, batch: int, inputs: Mapping[str, str], fs_opt
     notes, path_map, rows = [], {}, {}
     for src in planned.sources:
         given = inputs.get(src.source_id)
-        if src.kind == "file":
+        if kind_named(src.kind) is FILE:
             logged = [f.path for f in src.files]
             if given is not None:
                 path_map[_common_dir(logged)] = given.rstrip("/")
             notes.append(SourceNote(src.source_id, "file", True, f"{len(src.files)} logged file(s)" +
                                     (f", read from {given}" if given else "")))
-        elif src.kind in REPLAYABLE:
+        elif kind_named(src.kind) in REPLAYABLE:
             notes.append(SourceNote(src.source_id, src.kind, True, src.note))
         elif given is not None:
             found = batch_rows(src.source_id, given, batch, fs_options)
@@ -144,7 +147,7 @@ def _moved_sources(ckpt: Checkpoint, batch: int, query: NewQuery, path_map: Mapp
     planned = plan_batch(ckpt, batch, path_map=path_map, sizes=False)
     out = []
     for src, new in zip(planned.sources, query.sources):
-        if src.kind != "file" or not new.paths or not src.files:
+        if kind_named(src.kind) is not FILE or not new.paths or not src.files:
             continue
         logged = _common_dir([_canonical(f.location) for f in src.files]).rstrip("/")
         wanted = _canonical(new.paths[0]).rstrip("/")
