@@ -9,8 +9,11 @@ Spark's rules, per operator (the watermark is epoch ms; timestamps in state are 
 * ``dropDuplicatesWithinWatermark``: ``value.expiresAtMicros <= watermark``;
 * ``flatMapGroupsWithState`` / ``applyInPandasWithState``: a key times out once
   ``value.timeoutTimestamp`` (ms, ``-1`` = none set) is ``<`` the watermark;
-* ``transformWithState``: an event-time timer fires once ``expiration_timestamp_ms < watermark``;
-  state variables are never evicted by the watermark (the processor or TTL clears them).
+* ``transformWithState`` (Scala and Python): an event-time timer fires once ``expiration_timestamp_ms <=`` the
+  operator's eviction watermark of the batch (``TimerStateImpl.getExpiredTimers``: ``result._2 <= expiryTimestampMs``,
+  called with ``eventTimeWatermarkForEviction`` by ``TransformWithStateExec.processTimers`` and, for Python, by the
+  state server, which also gives the processor that watermark); one registered in the batch at or before it fires in
+  the same batch. State variables are never evicted by the watermark (the processor or TTL clears them).
 """
 from __future__ import annotations
 
@@ -40,7 +43,7 @@ class Eviction:
     unit: str = "us"
     """``us`` (timestamps, ``expiresAtMicros``) or ``ms`` (timeouts, timers)."""
     strict: bool = False
-    """Evicted when ``< watermark`` (timeouts, timers) rather than ``<=``."""
+    """Evicted when ``< watermark`` (timeouts) rather than ``<=``."""
     unset: int | None = None
     """A value that means "no event time set" (``-1``: no timeout)."""
 
@@ -73,7 +76,8 @@ def eviction_rule(operator_name: str | None, store: str, key: StructType | None,
     value_fields = {f.name for f in value.fields} if value is not None else set()
     if is_transform_with_state(operator_name):
         if store == EVENT_TIMERS:
-            return Eviction((TIMER_COLUMN,), f"an event-time timer fires (handleExpiredTimer) once {TIMER_COLUMN} < watermark", "ms", strict=True)
+            return Eviction((TIMER_COLUMN,), f"an event-time timer fires (handleExpiredTimer) once {TIMER_COLUMN} <= watermark",
+                            "ms")
         if store.startswith("$procTimers"):
             return _never("processing-time timers fire by the batch time, not the watermark")
         return Eviction(None, "state variable: the watermark never evicts it; the processor clears it "

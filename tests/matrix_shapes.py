@@ -108,7 +108,7 @@ def tws_timers_agg(spark, input_dir):
     from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
     class Expiring(StatefulProcessor):
-        """Passes rows on; one event-time timer 10 s after each row of an id forgets the id."""
+        """Passes rows on; event-time timers at the watermark and 10 s after each row of an id forget the id."""
 
         def init(self, handle):
             self.handle = handle
@@ -119,12 +119,13 @@ def tws_timers_agg(spark, input_dir):
             out = [pdf[["id", "ts"]] for pdf in rows]
             count += sum(len(pdf) for pdf in out)
             self.rows.update((count,))
+            wm = timerValues.getCurrentWatermarkInMs()
             for pdf in out:
                 for ts in pdf["ts"]:
-                    # half a second off the whole seconds of every watermark: whether a Python processor's timer
-                    # at exactly the eviction watermark fires is not one rule (it did in some batches, not in others)
-                    self.handle.registerTimer(max(int(pd.Timestamp(ts).value // 1_000_000),
-                                                  timerValues.getCurrentWatermarkInMs()) + 10_500)
+                    # one at exactly the watermark (it fires in this batch) and one 10 s after the row, whole seconds
+                    # like every watermark: some equal a later batch's eviction watermark, which fires them
+                    self.handle.registerTimer(wm)
+                    self.handle.registerTimer(max(int(pd.Timestamp(ts).value // 1_000_000), wm) + 10_000)
             yield pd.concat(out)
 
         def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
@@ -153,7 +154,7 @@ SHAPES = [
           {"in": ONE}),
     Shape("pandas_event_timeout_agg", "applyInPandasWithState (EventTimeTimeout) -> withWatermark -> count per 10 s window",
           pandas_event_timeout_agg, {"in": ONE}, {"spark.sql.streaming.statefulOperator.checkCorrectness.enabled": "false"}),
-    Shape("tws_timers_agg", "transformWithStateInPandas (EventTime, a timer 10.5 s after each row) -> count per 10 s window",
+    Shape("tws_timers_agg", "transformWithStateInPandas (EventTime, timers at the watermark and 10 s after each row) -> count per 10 s window",
           tws_timers_agg, {"in": ONE}, TWS_CONF),
     Shape("union_min_dedup_agg", "union of two sources (10 s and 20 s watermarks, policy min) -> dropDuplicates -> "
           "count per 10 s window", union_dedup_agg, TWO, {"spark.sql.streaming.multipleWatermarkPolicy": "min"}),

@@ -21,7 +21,8 @@ from wmcheck.checkpoint.watermarks.progress_files import load_progress, read_rec
 from wmcheck.cli.flags import cli_spelling
 
 KINDS = ("watermarks", "global watermark", "evictions", "history", "late rows")
-EVICTING = ("default", "left", "right", "$eventTimers_keyToTimestamp")
+EVENT_TIMERS = "$eventTimers_keyToTimestamp"
+EVICTING = ("default", "left", "right", EVENT_TIMERS)
 """The stores whose rows Spark removes only by an operator's own eviction watermark (or timeout / timer) in these shapes."""
 OPTIONS = ("--progress", "--event-time", "--window", "--watermark")
 
@@ -95,17 +96,27 @@ def _ms(iso: str | None) -> int | None:
     return int(dt.datetime.strptime(iso, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=dt.timezone.utc).timestamp() * 1000)
 
 
-def _rows(table, with_value: bool = True) -> list[str]:
+TIMES = ("expiration_timestamp_ms", "event_time_ms")
+"""A timer's time: the reader's column, or older_than_watermark's judged one (a key holds several timers)."""
+TIMED = {"tws_timers_agg"}
+"""Shapes whose processor never deletes a timer: a timer gone from the state was fired, and is compared with its time
+(tws_then_agg's processor deletes and registers one each batch, so its timers are compared by key)."""
+
+
+def _rows(table, with_value: bool = True, timed: bool = False) -> list[str]:
     """Each row as one string; without its value (a key's new value in the next batch is no removal) unless
-    ``with_value`` (a join side keeps several rows a key)."""
+    ``with_value`` (a join side keeps several rows a key); a timer with its time when ``timed``."""
     cols = ("partition_id", "key", "value") if with_value else ("partition_id", "key")
-    return sorted(json.dumps({c: r[c] for c in cols}, default=str, sort_keys=True) for r in table.to_pylist())
+    time = next((c for c in TIMES if c in table.column_names), None) if timed else None
+    return sorted(json.dumps({**{c: r[c] for c in cols}, **({"time": r[time]} if time else {})}, default=str, sort_keys=True)
+                  for r in table.to_pylist())
 
 
-def _spark_rows(df) -> tuple[list[str], bool]:
+def _spark_rows(df, timed: bool) -> tuple[list[str], bool]:
     """Spark's rows, and whether they have a value (its reader gives an event-time timer store none)."""
     with_value = "value" in df.columns
-    return _rows(df.select("partition_id", "key", *(["value"] if with_value else [])).toArrow(), with_value), with_value
+    extra = ["value"] if with_value else [c for c in TIMES[:1] if c in df.columns and timed]
+    return _rows(df.select("partition_id", "key", *extra).toArrow(), with_value, timed), with_value
 
 
 def evictions(spark, name, ckpt, prog, reports):
@@ -117,24 +128,24 @@ def evictions(spark, name, ckpt, prog, reports):
     for store in stores:
         tables = {b: engines.read_state(ckpt, store.operator_id, store.name, b, engine="python")
                   for b in [*batches, batches[-1] + 1]}
-        join = store.name in ("left", "right")
-        state = {b: _rows(t, join) for b, t in tables.items()}
+        join, timed = store.name in ("left", "right"), name in TIMED and store.name == EVENT_TIMERS
+        state = {b: _rows(t, join, timed) for b, t in tables.items()}
         for b in batches:
             removed = sorted((Counter(state[b]) - Counter(state[b + 1])).elements())
             for with_log in (True, False):
                 where = f"batch {b} operator {store.operator_id} store {store.name}"
                 try:
                     got = _rows(engines.older_than_watermark(ckpt, store.operator_id, store.name, b, engine="python",
-                                                             progress=prog if with_log else None), join)
+                                                             progress=prog if with_log else None), join, timed)
                     yield Answer(name, "evictions", where, with_log, got, removed)
                 except CheckpointError as exc:
                     yield Answer(name, "evictions", where, with_log, None, removed, f"{exc.message} {exc.hint or ''}")
         sample = batches[len(batches) // 2]
         for b in (sample, sample + 1) if spark is not None else ():  # the history (state --batch N) through Spark's own reader
             by_spark, with_value = _spark_rows(engines.read_state(ckpt, store.operator_id, store.name, b, engine="spark",
-                                                                  spark=spark))
+                                                                  spark=spark), timed)
             yield Answer(name, "history", f"batch {b} operator {store.operator_id} store {store.name}", False,
-                         _rows(tables[b], with_value), by_spark)
+                         _rows(tables[b], with_value, timed), by_spark)
 
 
 def late_rows(spark, name, ckpt, prog, reports):
