@@ -73,10 +73,15 @@ def test_batches_give_each_batchs_delta_offsets():
     assert [r["batch"] for r in listed] == [str(b) for b in range(13)]
 
 
+DELTA_OFFLINE = ("note: WM089-WM091 compare a Delta source's offsets with its table's log and files as they are now: not "
+                 "verified without the table (pass --delta-source PATH)\n")
+
+
 @pytest.mark.parametrize("name", [SOURCE, FOREACH])
 def test_check_finds_nothing(name):
+    """A Delta source's offsets are not compared with its table without --delta-source: one note says so."""
     assert run_cli("check", fixture_checkpoint(name), exit_code=0).output == (
-        f"{fixture_checkpoint(name)}: ok: 0 error(s), 0 warning(s) from 80 checks\n")
+        (DELTA_OFFLINE if name == SOURCE else "") + f"{fixture_checkpoint(name)}: ok: 0 error(s), 0 warning(s) from 80 checks\n")
 
 
 def test_check_with_the_delta_source_finds_nothing():

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterator
 
 from ..logs.delta_log import LOG_DIR
+from ..sources.delta import DELTA_LIVE, DeltaSource
 from .context import Context
 from .definition import ERROR, Instruction, Issue, check
 
@@ -18,12 +19,24 @@ _FILES_FIX = Instruction("restore the files from a backup; to go on without thei
                          "spark.sql.files.ignoreMissingFiles=true")
 
 
+OFFLINE_NOTE = DELTA_LIVE.note()
+
+
+def _reads_delta(ctx: Context) -> bool:
+    """Whether the offsets the next batch starts from name a Delta source."""
+    done = ctx.ckpt.last_committed_batch
+    seq = ctx.offsets.get(done) if done is not None else None
+    return seq is not None and any(isinstance(s.source, DeltaSource) for s in seq.sources)
+
+
 def _span(first: int, last: int) -> str:
     return f"version {first}" if first == last else f"versions {first}..{last}"
 
 
 @check("WM089", ERROR, "a Delta source's table at its path is another table (re-created)")
 def source_table_replaced(ctx: Context) -> Iterator[Issue]:
+    if not ctx.delta_sources and _reads_delta(ctx):
+        ctx.notes.append(OFFLINE_NOTE)
     for table in ctx.delta_sources:
         if not table.replaced:
             continue

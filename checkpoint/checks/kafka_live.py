@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Iterator
 from wmcheck.checkpoint.logs.kafka_offsets import DATA_LOST as SPARK_DATA_LOST
 from wmcheck.checkpoint.logs.metadata_log import OFFSET_LOG
 from wmcheck.checkpoint.records import dataclass
+from wmcheck.checkpoint.sources.kafka import KAFKA_LIVE
 
-from ..errors import arg
 from .context import Context
 from .definition import ERROR, WARNING, Instruction, Issue, check
 from .text import plural
@@ -18,8 +18,7 @@ if TYPE_CHECKING:
     from ..repair.reset_request import ResetOffsetsRequest
     from ..sources.kafka_topics import KafkaTopics, TopicState
 
-OFFLINE_NOTE = ("WM081-WM084 compare Kafka offsets with the topics as the broker holds them now: not verified "
-                f"without the broker (pass {arg('bootstrap_server', 'HOST:PORT')})")
+OFFLINE_NOTE = KAFKA_LIVE.note()
 DATA_LOST = f"'{SPARK_DATA_LOST}'"
 
 

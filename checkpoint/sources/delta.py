@@ -8,7 +8,7 @@ from urllib.parse import unquote
 
 from wmcheck.checkpoint.errors import CheckpointError, arg
 
-from .protocol import InputFile, InputRequest, SourceInput, SourceKind
+from .protocol import InputFile, InputRequest, LiveCheck, SourceInput, SourceKind
 
 if TYPE_CHECKING:
     from wmcheck.checkpoint.logs.source_offsets import SourceOffset
@@ -19,10 +19,16 @@ if TYPE_CHECKING:
 DELTA_KEYS = frozenset({"sourceVersion", "reservoirVersion", "index"})
 
 
+DELTA_LIVE = LiveCheck("WM089-WM091", "a Delta source's offsets with its table's log and files as they are now",
+                       "the table", "delta_source", "PATH")
+"""What check verifies of a Delta source against its table (:mod:`wmcheck.checkpoint.checks.delta_source`)."""
+
+
 class DeltaSource(SourceKind):
     name = "delta"
     file_log_dir = False
     position = "version"
+    live = DELTA_LIVE
 
     def matches(self, src: SourceOffset) -> bool:
         return isinstance(src.value, dict) and DELTA_KEYS <= set(src.value)

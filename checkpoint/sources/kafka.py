@@ -15,7 +15,7 @@ from wmcheck.checkpoint.logs.log_kinds import FILE_SOURCE_LOG
 from wmcheck.checkpoint.numbers import is_number
 from wmcheck.checkpoint.records import dataclass
 
-from .protocol import InputRequest, SourceInput, SourceKind
+from .protocol import InputRequest, LiveCheck, SourceInput, SourceKind
 
 if TYPE_CHECKING:
     from wmcheck.checkpoint.logs.source_offsets import SourceOffset
@@ -26,9 +26,15 @@ EARLIEST = "earliest"
 """Where Spark starts a topic partition the offsets do not name: the earliest offset the broker keeps."""
 
 
+KAFKA_LIVE = LiveCheck("WM081-WM084", "Kafka offsets with the topics as the broker holds them now", "the broker",
+                       "bootstrap_server", "HOST:PORT")
+"""What check verifies of a Kafka source against its broker (:mod:`wmcheck.checkpoint.checks.kafka_live`)."""
+
+
 class KafkaSource(SourceKind):
     name = "kafka"
     file_log_dir = False
+    live = KAFKA_LIVE
 
     def matches(self, src: SourceOffset) -> bool:
         return partition_offsets(src.value) is not None

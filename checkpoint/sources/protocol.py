@@ -10,6 +10,7 @@ from abc import ABC, abstractmethod
 from dataclasses import field
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
+from wmcheck.checkpoint.errors import arg
 from wmcheck.checkpoint.logs.textlog import dump_json
 from wmcheck.checkpoint.records import dataclass
 
@@ -119,6 +120,23 @@ class InputRequest:
     delta_source: DeltaSourceLog | None = None
 
 
+@dataclass(frozen=True)
+class LiveCheck:
+    """What ``wmcheck check`` verifies of a kind's offsets against the live system they point into: the codes, the
+    system as the note says it, and the option (a library parameter) that names it; without the option a check of a
+    checkpoint with such a source says what was not verified (:meth:`note`)."""
+
+    codes: str
+    compared: str
+    system: str
+    option: str
+    example: str
+
+    def note(self) -> str:
+        return (f"{self.codes} compare {self.compared}: not verified without {self.system} (pass "
+                f"{arg(self.option, self.example)})")
+
+
 def article(kind: str) -> str:
     return f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
 
@@ -143,6 +161,8 @@ class SourceKind(ABC):
     """Whether a rewind moves it back only by its offsets (a file source's log is rewound with it; no offset: nothing)."""
     position: str = "offset"
     """What a rewind's plan calls its position."""
+    live: LiveCheck | None = None
+    """What ``check`` verifies of its offsets against the live system (the Kafka broker, the Delta table); None: none."""
 
     @abstractmethod
     def matches(self, src: SourceOffset) -> bool:
