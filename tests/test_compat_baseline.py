@@ -87,3 +87,28 @@ def test_the_same_code_as_its_baseline_changes_nothing(spark, tmp_path):
     [shown] = [line for line in lines if line.startswith("next batches:")]
     assert shown.endswith("0 only with the old, 0 only with the new")
     assert lines[-1] == f"restarts: batch {LAST} gives the same output and state (exit 0)"
+
+
+@pytest.mark.parametrize("body, raised", [
+    ("def old_query(spark):\n    raise ValueError('no such table: orders')\n",
+     " {spec} raised ValueError: no such table: orders (at {module}:2)"),
+    ("import os\nEVENTS = os.environ['NO_SUCH_VARIABLE']\n",
+     ": importing {module} raised KeyError: 'NO_SUCH_VARIABLE' (at {module}:2)"),
+], ids=["function", "import"])
+def test_the_old_codes_exception_is_one_line_naming_baseline_query(spark, tmp_path, body, raised):
+    """The old code raising as it builds its query (in its function, or as its module is imported): one line naming
+    --baseline-query (not --query), exit 2, before anything is copied or run; the checkpoint is only read."""
+    root = prepare("agg_window_hdfs", tmp_path / "agg", extra=1)
+    before = digest(root)
+    module = tmp_path / "old_code.py"
+    module.write_text(body)
+    spec = f"{module}:old_query"
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    args = ("compat", root / "checkpoint", "--query", _code(tmp_path, root, "same_code"), "--baseline-query", spec,
+            "--scratch-dir", scratch)
+    message = "--baseline-query" + raised.format(spec=spec, module=module)
+    assert run_cli(*args, exit_code=2).output == f"Error: {message} (hint: --debug shows the traceback)\n"
+    doc = json.loads(run_cli(*args, "--format", "json", exit_code=2).stdout)
+    assert (doc["error"], doc["param"], doc["exit_code"]) == (message, "--baseline-query", 2)
+    assert list(scratch.iterdir()) == [] and digest(root) == before

@@ -228,6 +228,12 @@ def prepare(checkpoint: Checkpoint | str, query: str | Callable, options: Compat
     return Prepared(ckpt, batch, how, spec, query, sources, path_map, rows, sink, options, plans, options.baseline)
 
 
+def _baseline(spark: "SparkSession", baseline: str | Callable, sink: FileSystem | None) -> NewQuery:
+    """The old code's query, built before anything is copied or run; what it raises names ``--baseline-query``."""
+    fn = load_callable(baseline, "baseline", QUERY_EXAMPLE) if isinstance(baseline, str) else baseline
+    return build(spark, fn, _spec(baseline), sink_format(sink) if sink is not None else None, param="baseline")
+
+
 def run(spark: "SparkSession", prepared: Prepared, phase: Callable[[str], None] = lambda _text: None) -> CompatReport:
     """Build the new query, run its batch on a scratch copy, and compare; see :func:`compat`. ``phase(text)`` hears
     what runs now (a progress line)."""
@@ -252,6 +258,7 @@ def run(spark: "SparkSession", prepared: Prepared, phase: Callable[[str], None] 
                   f"runs batch {batch}, the one a restart plans next",)
     if new.sink.is_file and sink is None:
         notes += (f"the old sink's log was not found: pass {arg('file_sink')} to compare the output",)
+    old = _baseline(spark, prepared.baseline, sink) if prepared.baseline is not None else None
     root = tempfile.mkdtemp(prefix="wmcheck-compat-", dir=options.scratch_dir)
     try:
         phase(f"copying what batch {batch} needs")
@@ -286,17 +293,10 @@ def run(spark: "SparkSession", prepared: Prepared, phase: Callable[[str], None] 
         if how == NEXT:
             notes += (f"batch {batch} is new: the old code never ran it, so its output and state are not compared",)
         following = None
-        if prepared.baseline is not None:
+        if old is not None and prepared.baseline is not None:
             phase("running the next batches with the new code and the old")
-            baseline = prepared.baseline
-            old_fn = load_callable(baseline, "baseline", QUERY_EXAMPLE) if isinstance(baseline, str) else baseline
-            try:
-                old = build(spark, old_fn, _spec(baseline), sink_format(sink) if sink is not None else None)
-            except CheckpointError as exc:
-                raise CheckpointError(f"{arg('baseline', _spec(baseline))}, the old code: {exc.message}",
-                                      param="baseline", hint=exc.hint) from exc
             with spark_errors("reading the next batches' output"):
-                following = next_batches(spark, ckpt, new, old, _spec(baseline), sink, prepared.path_map,
+                following = next_batches(spark, ckpt, new, old, _spec(prepared.baseline), sink, prepared.path_map,
                                          options.timeout_s, options.scratch_dir)
         report = CompatReport(ckpt.location, spec, batch, how, RESTARTS, output=output, state=state,
                               schemas=schema_changes(before, schemas_of(copy)), watermark=change, next=following,
