@@ -19,6 +19,8 @@ from restart_oracle import prepare
 pytestmark = pytest.mark.spark
 LAST, COMMITTED = 11, 12
 """agg_window_hdfs's last data batch (the one compat re-runs) and its last committed one (a no-data batch)."""
+QUIET = 5
+"""A batch of agg_window_hdfs that read a file and closed no window (its sink log lists one empty file)."""
 
 
 def _code(tmp_path: Path, root: Path, case: str) -> str:
@@ -28,12 +30,12 @@ def _code(tmp_path: Path, root: Path, case: str) -> str:
     return f"{module}:new_query"
 
 
-def _restart(spark, tmp_path: Path, case: str) -> tuple[list[int], list[str], list[str]]:
-    """A real restart of ``case``'s code on a copy with the one new file: the batches after 12 it ran, the rows it
-    wrote in them and their columns."""
+def _restart(spark, tmp_path: Path, case: str, fixture: str = "agg_window_hdfs") -> tuple[list[int], list[str], list[str]]:
+    """A real restart of ``case``'s code on a copy of ``fixture`` with the one new file: the batches after its last
+    committed one (12) it ran, the rows it wrote in them and their columns."""
     from wmcheck.statestore.spark.user_code import load_callable
 
-    root = prepare("agg_window_hdfs", tmp_path / f"restart_{case}", extra=1)
+    root = prepare(fixture, tmp_path / f"restart_{case}", extra=1)
     writer = load_callable(_code(tmp_path, root, case), "query", "m:f")(spark)
     handle = writer.start()
     handle.awaitTermination(300)
@@ -78,6 +80,35 @@ def test_a_projection_after_the_aggregation_shows_in_the_next_batches_as_a_real_
     cases = {c.get("name"): c for c in suite.iter("testcase")}
     assert cases["output of the next batches"].find("failure") is not None
     assert digest(root) == before
+
+
+def test_a_renamed_aggregate_shows_in_the_next_batches_when_the_rerun_batch_writes_no_row(spark, tmp_path):
+    """The count renamed n -> events (append mode) against the same code, re-running batch 5 (it closed no window:
+    no row): the next batches (13 with the new file, 14 the no-data batch that closes windows) write the rows of real
+    restarts of each code, the same windows, ids, counts and sums, under events instead of n."""
+    root = prepare("agg_window_hdfs", tmp_path / "agg", extra=1)
+    before = digest(root)
+    new, old = _code(tmp_path, root, "rename_aggregate"), _code(tmp_path, root, "same_code")
+    args = ("compat", root / "checkpoint", "--query", new, "--baseline-query", old, "--batch", QUIET)
+    doc = json.loads(run_cli(*args, "--format", "json", exit_code=1).stdout)
+    assert (doc["batch"], doc["output"]["new_rows"], doc["output"]["old_rows"]) == (QUIET, 0, 0)
+    new_batches, new_rows, new_columns = _restart(spark, tmp_path, "rename_aggregate")
+    old_batches, old_rows, old_columns = _restart(spark, tmp_path, "same_code")
+    following = doc["next"]
+    assert new_batches == old_batches == following["batches"] == [13, 14]
+    output = following["output"]
+    assert len(new_rows) == len(old_rows) > 0 and (output["old_rows"], output["new_rows"]) == (len(old_rows), len(new_rows))
+    assert (output["old_columns"], output["new_columns"]) == (old_columns, new_columns)
+    assert (old_columns, new_columns) == (["window", "id", "n", "v_sum"], ["window", "id", "events", "v_sum"])
+    assert (output["only_old"], output["only_new"], output["changed_types"]) == (0, 0, [])
+    renamed = sorted(json.dumps({("n" if k == "events" else k): v for k, v in json.loads(r).items()}, sort_keys=True)
+                     for r in new_rows)
+    assert renamed == sorted(json.dumps(json.loads(r), sort_keys=True) for r in old_rows)
+    assert doc["exit_code"] == 1 and doc["changes"] is True
+    summary = run_cli(*args, exit_code=1).stdout.splitlines()[-1]
+    assert ("output of the next batches (batches 13..14) against the old code's: 0 row(s) only with the old code, 0 only "
+            "with the new (new columns: events; dropped columns: n; rows compared on window, id, v_sum)") in summary
+    assert summary.endswith("(exit 1)") and digest(root) == before
 
 
 def test_the_same_code_as_its_baseline_changes_nothing(spark, tmp_path):
