@@ -10,6 +10,7 @@ from xml.etree import ElementTree as ET
 import pytest
 from compat_oracle import MODULE, _json_rows, digest
 
+from wmcheck.checkpoint.batch_inputs import article
 from wmcheck.checkpoint.fs import open_fs
 from wmcheck.statestore.spark.compat.compare import read_files, sink_batch_files
 
@@ -143,3 +144,60 @@ def test_the_old_codes_exception_is_one_line_naming_baseline_query(spark, tmp_pa
     doc = json.loads(run_cli(*args, "--format", "json", exit_code=2).stdout)
     assert (doc["error"], doc["param"], doc["exit_code"]) == (message, "--baseline-query", 2)
     assert list(scratch.iterdir()) == [] and digest(root) == before
+
+
+def test_new_files_given_with_next_input_are_what_the_next_batches_read_as_a_restart_reads_them(spark, tmp_path):
+    """--next-input 0=DIR: the source directory holds no new file (a restart would run no batch), DIR the file the real
+    restarts find in theirs; the next batches 13 and 14 read it and write the rows of those restarts, by each code."""
+    from restart_oracle import add_input
+
+    root = prepare("agg_window_hdfs", tmp_path / "agg", extra=0)
+    before = digest(root)
+    given = tmp_path / "new-files"
+    given.mkdir()
+    add_input(given, 0)  # the file prepare(extra=1) puts in the restarts' source directory, with its mtime
+    new, old = _code(tmp_path, root, "add_projection"), _code(tmp_path, root, "same_code")
+    args = ("compat", root / "checkpoint", "--query", new, "--baseline-query", old, "--format", "json")
+    unfed = json.loads(run_cli(*args, exit_code=1).stdout)["next"]
+    assert (unfed["batches"], unfed["output"], unfed["note"]) == ([], None, "no new input: a restart runs no batch")
+    following = json.loads(run_cli(*args, "--next-input", f"0={given}", exit_code=1).stdout)["next"]
+    new_batches, new_rows, new_columns = _restart(spark, tmp_path, "add_projection")
+    old_batches, old_rows, old_columns = _restart(spark, tmp_path, "same_code")
+    assert new_batches == old_batches == following["batches"] == [13, 14]
+    output = following["output"]
+    assert len(new_rows) > 0 and (output["old_rows"], output["new_rows"]) == (len(old_rows), len(new_rows))
+    assert (output["old_columns"], output["new_columns"]) == (old_columns, new_columns)
+    assert (output["only_old"], output["only_new"]) == (0, 0)
+    assert digest(root) == before and sorted(p.name for p in given.iterdir()) == ["zz-extra-0.json"]
+
+
+def test_the_next_batches_of_a_source_compat_cannot_feed_are_not_run_and_every_format_says_why(spark, tmp_path):
+    """python_source (a Python data source, its batch's rows given with --input): a restart would read the source's
+    live input (here a new file), which compat cannot give both codes, so the next batches are not run, and the
+    report says so in every format (JUnit: the fifth case skipped)."""
+    import shutil
+
+    root = prepare("python_source", tmp_path / "pysrc", extra=1)
+    before = digest(root)
+    rows = tmp_path / "rows"
+    rows.mkdir()
+    for path in sorted((root / "input").glob("run2-*.json")):
+        shutil.copy(path, rows)
+    code = _code(tmp_path, root, "python_source_given_input")
+    args = ("compat", root / "checkpoint", "--query", code, "--baseline-query", code, "--input", f"0={rows}")
+    doc = json.loads(run_cli(*args, "--format", "json").stdout)
+    [kind] = [s["kind"] for s in doc["sources"]]
+    reason = f"compat can give the next batches a file source's files only; {article(kind)} source would read its live input"
+    assert doc["next"] == {"baseline": code, "batches": [], "output": None, "note": f"not run: source 0 ({kind}): {reason}",
+                           "not_run": [{"source_id": "0", "kind": kind, "reason": reason}]}
+    assert doc["exit_code"] == 0
+    said = f"the next batches were not run: source 0 ({kind}): {reason}"
+    lines = run_cli(*args).stdout.splitlines()
+    assert f"next batches:           none, new code against the old ({code}); not run: source 0 ({kind}): {reason}" in lines
+    assert lines[-1] == f"restarts: batch {doc['batch']} gives the same output and state; {said} (exit 0)"
+    assert said in run_cli(*args, "--format", "github").stdout.splitlines()[-1]
+    suite = ET.fromstring(run_cli(*args, "--format", "junit").stdout).find("testsuite")
+    assert suite is not None
+    skipped = {c.get("name"): c.find("skipped") for c in suite.iter("testcase")}["output of the next batches"]
+    assert skipped is not None and skipped.get("message") == f"not run: source 0 ({kind}): {reason}"
+    assert digest(root) == before

@@ -179,10 +179,11 @@ def _frame(got: Any) -> Any:
 
 
 def build(spark: "SparkSession", fn: Callable, spec: str, file_sink_format: str | None = None,
-          rows: "Mapping[str, BatchRows] | None" = None, param: str = "query") -> NewQuery:
+          rows: "Mapping[str, BatchRows] | None" = None, param: str = "query", same_reader: bool = False) -> NewQuery:
     """Call the user's function and read its query: a streaming DataFrame (written to a file sink of
     ``file_sink_format`` when given, else captured, in append mode) or a ``DataStreamWriter``; the sources of
-    ``rows`` read those rows instead (:mod:`.substitute`). Errors name ``param``, the parameter that gave the code."""
+    ``rows`` read those rows instead (:mod:`.substitute`; ``same_reader``: with the user's reader, over their
+    location). Errors name ``param``, the parameter that gave the code."""
     from pyspark.sql import DataFrame
     from pyspark.sql.streaming import DataStreamWriter
 
@@ -190,7 +191,8 @@ def build(spark: "SparkSession", fn: Callable, spec: str, file_sink_format: str 
 
     if rows:
         got = build_with(spark, lambda: call_query(spark, fn, spec, param), rows,
-                         lambda built: relations(_frame(built)._jdf.queryExecution().analyzed()))
+                         lambda built: relations(_frame(built)._jdf.queryExecution().analyzed()), same_reader,
+                         "next_inputs" if same_reader else "inputs")
     else:
         got = call_query(spark, fn, spec, param)
     if isinstance(got, DataFrame):
