@@ -201,3 +201,62 @@ def test_the_next_batches_of_a_source_compat_cannot_feed_are_not_run_and_every_f
     skipped = {c.get("name"): c.find("skipped") for c in suite.iter("testcase")}["output of the next batches"]
     assert skipped is not None and skipped.get("message") == f"not run: source 0 ({kind}): {reason}"
     assert digest(root) == before
+
+
+FOREACH = """import sys
+sys.path[:0] = [{tests!r}]
+from compat_cases import QUERIES, later_session_timeout
+
+def query(spark):
+    return {fn}(spark, {input!r}, {checkpoint!r}, {output!r})
+"""
+TIMEOUT_COMMITTED = 8
+"""pandas_state_timeout's last committed batch."""
+
+
+def _foreach_code(tmp_path: Path, root: Path, fn: str) -> str:
+    module = tmp_path / f"{root.name}_{fn.replace('.', '_')}.py"
+    module.write_text(FOREACH.format(tests=str(ROOT / "tests"), fn=fn, input=str(root / "input"),
+                                     checkpoint=str(root / "checkpoint"), output=str(root / "output")))
+    return f"{module}:query"
+
+
+def _foreach_restart(spark, tmp_path: Path, fn: str) -> tuple[list[int], list[str]]:
+    """A real restart of pandas_state_timeout by ``fn`` with one new file: the batches after 8 its foreachBatch
+    function wrote, and their rows."""
+    from compat_oracle import batch_file_rows
+
+    from wmcheck.statestore.spark.user_code import load_callable
+
+    root = prepare("pandas_state_timeout", tmp_path / f"restart_{fn.replace('.', '_')}", extra=1)
+    handle = load_callable(_foreach_code(tmp_path, root, fn), "query", "m:f")(spark).start()
+    handle.awaitTermination(300)
+    batches = sorted(int(p.name) for p in (root / "checkpoint" / "commits").iterdir()
+                     if p.name.isdigit() and int(p.name) > TIMEOUT_COMMITTED)
+    return batches, [row for b in batches for row in batch_file_rows(root / "output", b) or []]
+
+
+def test_the_next_batches_of_a_foreach_batch_sink_are_captured_and_compared_as_real_restarts_write_them(spark, tmp_path):
+    """pandas_state_timeout (applyInPandasWithState, a foreachBatch sink) with sessions timing out 20 s after their
+    last row instead of 10 s: the next batches' rows, captured (the user's function is not called), are those the
+    real restarts' foreachBatch functions write, by each code, and differ where the timeout does."""
+    from collections import Counter
+
+    root = prepare("pandas_state_timeout", tmp_path / "timeout", extra=1)
+    before = digest(root)
+    new = _foreach_code(tmp_path, root, "later_session_timeout")
+    old = _foreach_code(tmp_path, root, "QUERIES.pandas_state_timeout")
+    doc = json.loads(run_cli("compat", root / "checkpoint", "--query", new, "--baseline-query", old, "--format", "json",
+                             exit_code=1).stdout)
+    new_batches, new_rows = _foreach_restart(spark, tmp_path, "later_session_timeout")
+    old_batches, old_rows = _foreach_restart(spark, tmp_path, "QUERIES.pandas_state_timeout")
+    following = doc["next"]
+    assert following["batches"] == new_batches and following["note"] == (
+        None if new_batches == old_batches else f"the old code ran batches {', '.join(map(str, old_batches))}")
+    output = following["output"]
+    assert output["sink"] == "captured" and len(new_rows) > 0
+    assert (output["old_rows"], output["new_rows"]) == (len(old_rows), len(new_rows))
+    only_old = sum((Counter(old_rows) - Counter(new_rows)).values())
+    only_new = sum((Counter(new_rows) - Counter(old_rows)).values())
+    assert (output["only_old"], output["only_new"]) == (only_old, only_new) and only_old + only_new > 0
+    assert following["not_run"] == [] and digest(root) == before  # the user's foreachBatch wrote no file
