@@ -31,19 +31,20 @@ def _code(tmp_path: Path, root: Path, case: str) -> str:
     return f"{module}:new_query"
 
 
-def _restart(spark, tmp_path: Path, case: str, fixture: str = "agg_window_hdfs") -> tuple[list[int], list[str], list[str]]:
+def _restart(spark, tmp_path: Path, case: str, fixture: str = "agg_window_hdfs", fmt: str = "parquet",
+             committed: int = COMMITTED) -> tuple[list[int], list[str], list[str]]:
     """A real restart of ``case``'s code on a copy of ``fixture`` with the one new file: the batches after its last
-    committed one (12) it ran, the rows it wrote in them and their columns."""
+    committed one it ran, the rows its ``fmt`` file sink wrote in them and their columns."""
     from wmcheck.statestore.spark.user_code import load_callable
 
     root = prepare(fixture, tmp_path / f"restart_{case}", extra=1)
     writer = load_callable(_code(tmp_path, root, case), "query", "m:f")(spark)
     handle = writer.start()
     handle.awaitTermination(300)
-    batches = sorted(int(p.name) for p in (root / "checkpoint" / "commits").iterdir() if p.name.isdigit() and int(p.name) > COMMITTED)
+    batches = sorted(int(p.name) for p in (root / "checkpoint" / "commits").iterdir() if p.name.isdigit() and int(p.name) > committed)
     sink = open_fs(str(root / "output"))
     files = [f for b in batches for f in sink_batch_files(sink, b) or []]
-    df = read_files(spark, "parquet", files, writer._df)
+    df = read_files(spark, fmt, files, writer._df)
     return batches, _json_rows(df), df.columns
 
 
@@ -169,6 +170,28 @@ def test_new_files_given_with_next_input_are_what_the_next_batches_read_as_a_res
     assert (output["old_columns"], output["new_columns"]) == (old_columns, new_columns)
     assert (output["only_old"], output["only_new"]) == (0, 0)
     assert digest(root) == before and sorted(p.name for p in given.iterdir()) == ["zz-extra-0.json"]
+
+
+def test_next_input_after_a_last_batch_that_read_files_reads_them_again_as_a_restart_does(spark, tmp_path):
+    """stalled_event_time's last committed batch read a file, which a restart reads once more under the source's path:
+    with --next-input (the source directory holds no new file) that file goes along into the directory the source
+    reads, and the next batches run and write the rows of real restarts of the code with the new file."""
+    from restart_oracle import add_input
+
+    root = prepare("stalled_event_time", tmp_path / "stalled", extra=0)
+    given = tmp_path / "new-files"
+    given.mkdir()
+    add_input(given, 0)
+    code = _code(tmp_path, root, "quiet_json_batch_same_code")
+    doc = json.loads(run_cli("compat", root / "checkpoint", "--query", code, "--baseline-query", code, "--next-input",
+                             f"0={given}", "--format", "json").stdout)
+    committed = int(max(p.name for p in (root / "checkpoint" / "commits").iterdir() if p.name.isdigit()))
+    batches, rows, columns = _restart(spark, tmp_path, "quiet_json_batch_same_code", "stalled_event_time", "json",
+                                      committed)
+    assert batches and doc["next"]["batches"] == batches and doc["next"]["note"] is None
+    output = doc["next"]["output"]
+    assert (output["old_rows"], output["new_rows"], output["only_old"], output["only_new"]) == (len(rows), len(rows), 0, 0)
+    assert output["new_columns"] == columns
 
 
 def test_the_next_batches_of_a_source_compat_cannot_feed_are_not_run_and_every_format_says_why(spark, tmp_path):
