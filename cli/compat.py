@@ -30,6 +30,7 @@ class CompatArgs:
     batch: int | None
     progress: str | None
     baseline: str | None
+    next_inputs: tuple[str, ...]
     allow_output_change: bool
     output: str | None
     scratch_dir: str | None
@@ -48,7 +49,7 @@ class CompatArgs:
         return CompatOptions(file_sink=self.file_sink, batch=self.batch, inputs=parse_pairs(self.inputs, "--input"),
                              scratch_dir=self.scratch_dir, keep_scratch=self.keep_scratch, timeout_s=self.timeout_s,
                              fs_options=parse_pairs(fs_options, "--fs-option"), progress=self.progress,
-                             baseline=self.baseline)
+                             baseline=self.baseline, next_inputs=parse_pairs(self.next_inputs, "--next-input"))
 
 
 @click.command()
@@ -64,6 +65,9 @@ class CompatArgs:
 @click.option("--baseline-query", "baseline", metavar="MODULE:FUNCTION",
               help="The old code: the batches a restart runs next are also run by it and by the new code, on two more "
                    "scratch copies, and their output compared (what shows only when windows close).")
+@click.option("--next-input", "next_inputs", multiple=True, metavar="SOURCE=DIR",
+              help="New input files for the next batches (with --baseline-query): file source SOURCE reads DIR's files "
+                   "instead of the files its directory holds now (repeatable).")
 @click.option("--allow-output-change", is_flag=True, help="Output or state that differs is a warning (exit 0), not a failure.")
 @click.option("--output", "output", type=click.Path(dir_okay=False), help="Write the report to FILE instead of stdout.")
 @click.option("--scratch-dir", metavar="DIR", help="Where the scratch copy goes (default: the system's temporary directory).")

@@ -55,10 +55,13 @@ def compat_summary(report: "CompatReport", allow_output_change: bool) -> str:
     if report.refusal is not None:
         return f"refused: {report.refusal.error_class}: {report.refusal.explanation} (exit {code})"
     changes = _changes_text(report)
+    unfed = report.next.not_run if report.next is not None else ()
+    skipped = ("; the next batches were not run: " + "; ".join(f"source {u.source_id} ({u.kind}): {u.reason}" for u in unfed)
+               if unfed else "")
     if not changes:
-        return f"restarts: batch {report.batch} gives the same output and state (exit {code})"
+        return f"restarts: batch {report.batch} gives the same output and state{skipped} (exit {code})"
     allowed = ", allowed by --allow-output-change" if allow_output_change else ""
-    return f"restarts, with changes{allowed}: {'; '.join(changes)} (exit {code})"
+    return f"restarts, with changes{allowed}: {'; '.join(changes)}{skipped} (exit {code})"
 
 
 def _samples(samples: Sequence[Any]) -> list[dict[str, Any]]:

@@ -31,6 +31,7 @@ FLAGS = {
     "idle_ms": "--idle",
     "include_pending": "--include-pending",
     "inputs": "--input",
+    "next_inputs": "--next-input",
     "jars": "--jars",
     "jobs": "--jobs",
     "join_side": "--join-side",

@@ -11,7 +11,7 @@ from typing import Callable
 
 from wmcheck.checkpoint.errors import CheckpointError, arg
 
-NAMED = {"foreach_batch": arg("foreach_batch"), "query": arg("query")}
+NAMED = {"foreach_batch": arg("foreach_batch"), "query": arg("query"), "baseline": arg("baseline")}
 """The parameters that name a ``module:function``, as messages name them."""
 _ENGINE = tuple(f"{os.sep}{part}{os.sep}" for part in ("pyspark", "py4j", "wmcheck", "statestore"))
 

@@ -26,7 +26,7 @@ from wmcheck.checkpoint.sources.other import LONG, NONE
 from wmcheck.checkpoint.sources.registry import kind_named
 from wmcheck.checkpoint.watermarks.plans import BatchPlan
 from wmcheck.checkpoint.watermarks.progress_files import load_progress
-from wmcheck.statestore.spark.compat.baseline import next_batches, scratch_copy
+from wmcheck.statestore.spark.compat.baseline import Builder, next_batches, scratch_copy
 from wmcheck.statestore.spark.compat.compare import (
     SELF_DESCRIBING,
     diff_output,
@@ -38,6 +38,7 @@ from wmcheck.statestore.spark.compat.compare import (
     written_shape,
 )
 from wmcheck.statestore.spark.compat.explain import explain
+from wmcheck.statestore.spark.compat.next_input import NextInput, next_inputs
 from wmcheck.statestore.spark.compat.query import (
     CAPTURED,
     CAPTURED_SCHEMA,
@@ -69,7 +70,8 @@ class CompatOptions:
     source's logged files are now (source id -> directory), ``scratch_dir`` where the scratch copy goes (a
     new temporary directory under it, removed after unless ``keep_scratch``), ``progress`` Spark's event log of the
     old query (a file or ``spark.eventLog.dir``: each watermarked input's old delay from its plan), ``baseline`` the
-    old code (``module:function`` or the function): the batches a restart runs next are run by both and compared."""
+    old code (``module:function`` or the function): the batches a restart runs next are run by both and compared,
+    ``next_inputs`` new files for them (file source id -> directory: that source reads those files, not its own)."""
 
     file_sink: str | None = None
     batch: int | None = None
@@ -80,6 +82,7 @@ class CompatOptions:
     fs_options: Mapping[str, str] = field(default_factory=dict)
     progress: str | None = None
     baseline: str | Callable | None = None
+    next_inputs: Mapping[str, str] = field(default_factory=dict)
 
 
 def _common_dir(paths: list[str]) -> str:
@@ -201,6 +204,8 @@ class Prepared:
     """The old query's batch plans from ``options.progress`` (None without it)."""
     baseline: str | Callable | None = None
     """The old code (``module:function``, or the function), whose next batches are compared with the new code's."""
+    fed: tuple[NextInput, ...] = ()
+    """The new files the next batches of file sources read (``options.next_inputs``)."""
 
 
 def _spec(query: str | Callable) -> str:
@@ -228,7 +233,26 @@ def prepare(checkpoint: Checkpoint | str, query: str | Callable, options: Compat
     _missing_files(ckpt, batch, path_map, options.fs_options)
     sink = open_file_sink(options.file_sink, options.fs_options) if options.file_sink else None
     plans = _plans(ckpt, options.progress, options.fs_options)
-    return Prepared(ckpt, batch, how, spec, query, sources, path_map, rows, sink, options, plans, options.baseline)
+    if options.next_inputs and options.baseline is None:
+        raise CheckpointError(f"{arg('next_inputs')} gives the next batches input, which only {arg('baseline')} runs",
+                              param="next_inputs", hint=f"add {arg('baseline', 'MODULE:FUNCTION')}, the old code")
+    last = ckpt.last_committed_batch if ckpt.last_committed_batch is not None else -1
+    fed = next_inputs(ckpt, last, options.next_inputs, options.fs_options)
+    return Prepared(ckpt, batch, how, spec, query, sources, path_map, rows, sink, options, plans, options.baseline, fed)
+
+
+def _codes(spark: "SparkSession", new: Callable, prepared: Prepared, sink: FileSystem | None
+           ) -> tuple[Builder, Builder] | None:
+    """With a baseline, the builders of the new code's query and of the old's; the old one is built once here, before
+    anything is copied or run, so that what it raises (named ``--baseline-query``) stops compat at once."""
+    baseline = prepared.baseline
+    if baseline is None:
+        return None
+    old = load_callable(baseline, "baseline", QUERY_EXAMPLE) if isinstance(baseline, str) else baseline
+    fmt = sink_format(sink) if sink is not None else None
+    build(spark, old, _spec(baseline), fmt, param="baseline")
+    return (lambda fed: build(spark, new, prepared.spec, fmt, fed, same_reader=True),
+            lambda fed: build(spark, old, _spec(baseline), fmt, fed, param="baseline", same_reader=True))
 
 
 def run(spark: "SparkSession", prepared: Prepared, phase: Callable[[str], None] = lambda _text: None) -> CompatReport:
@@ -255,6 +279,7 @@ def run(spark: "SparkSession", prepared: Prepared, phase: Callable[[str], None] 
                   f"runs batch {batch}, the one a restart plans next",)
     if new.sink.is_file and sink is None:
         notes += (f"the old sink's log was not found: pass {arg('file_sink')} to compare the output",)
+    codes = _codes(spark, fn, prepared, sink)
     root = tempfile.mkdtemp(prefix="wmcheck-compat-", dir=options.scratch_dir)
     try:
         phase(f"copying what batch {batch} needs")
@@ -289,18 +314,11 @@ def run(spark: "SparkSession", prepared: Prepared, phase: Callable[[str], None] 
         if how == NEXT:
             notes += (f"batch {batch} is new: the old code never ran it, so its output and state are not compared",)
         following = None
-        if prepared.baseline is not None:
+        if codes is not None and prepared.baseline is not None:
             phase("running the next batches with the new code and the old")
-            baseline = prepared.baseline
-            old_fn = load_callable(baseline, "baseline", QUERY_EXAMPLE) if isinstance(baseline, str) else baseline
-            try:
-                old = build(spark, old_fn, _spec(baseline), sink_format(sink) if sink is not None else None)
-            except CheckpointError as exc:
-                raise CheckpointError(f"{arg('baseline', _spec(baseline))}, the old code: {exc.message}",
-                                      param="baseline", hint=exc.hint) from exc
             with spark_errors("reading the next batches' output"):
-                following = next_batches(spark, ckpt, new, old, _spec(baseline), sink, prepared.path_map,
-                                         options.timeout_s, options.scratch_dir)
+                following = next_batches(spark, ckpt, codes, _spec(prepared.baseline), sink, prepared.path_map,
+                                         prepared.fed, options.timeout_s, options.scratch_dir, options.fs_options)
         report = CompatReport(ckpt.location, spec, batch, how, RESTARTS, output=output, state=state,
                               schemas=schema_changes(before, schemas_of(copy)), watermark=change, next=following,
                               sources=prepared.sources, notes=notes)

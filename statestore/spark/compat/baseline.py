@@ -8,12 +8,13 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping
 
 from wmcheck.checkpoint import repair
 from wmcheck.checkpoint.fs import FileSystem, open_fs
 from wmcheck.checkpoint.model import Checkpoint
 from wmcheck.statestore.spark.compat.compare import SELF_DESCRIBING, diff_output, read_files, sink_batch_files
+from wmcheck.statestore.spark.compat.next_input import NextInput, feed, not_fed
 from wmcheck.statestore.spark.compat.query import CAPTURED, CAPTURED_SCHEMA, BatchRun, NewQuery, run_batch
 from wmcheck.statestore.spark.compat.results import NextBatches
 from wmcheck.statestore.spark.compat.scratch import Scratch, make_scratch
@@ -53,19 +54,32 @@ def _written(spark: "SparkSession", query: NewQuery, scratch: Scratch, run: Batc
     return read_files(spark, query.sink.format.lower(), files, query.df)
 
 
-def next_batches(spark: "SparkSession", ckpt: Checkpoint, new: NewQuery, old: NewQuery, baseline: str,
-                 sink: FileSystem | None, path_map: Mapping[str, str], timeout_s: float,
-                 scratch_dir: str | None) -> NextBatches:
-    """The batches after the last committed one, run by ``new`` and by ``old`` (each on its own scratch copy of the
-    checkpoint as it is), and their outputs compared (old against new)."""
-    batch = (ckpt.last_committed_batch if ckpt.last_committed_batch is not None else -1) + 1
+Builder = Callable[[Mapping[str, BatchRows]], NewQuery]
+"""Builds one code's query, the sources of the rows given reading them (the user's reader over their location)."""
+
+
+def next_batches(spark: "SparkSession", ckpt: Checkpoint, codes: tuple[Builder, Builder], baseline: str,
+                 sink: FileSystem | None, path_map: Mapping[str, str], fed: tuple[NextInput, ...], timeout_s: float,
+                 scratch_dir: str | None, fs_options: Mapping[str, str]) -> NextBatches:
+    """The batches after the last committed one, run by the new code and by the old (``codes``: their builders),
+    each on its own scratch copy of the checkpoint as it is, and their outputs compared (old against new). The file
+    sources of ``fed`` read those files; a source compat cannot give input to keeps them from running."""
+    last = ckpt.last_committed_batch if ckpt.last_committed_batch is not None else -1
+    unfed = not_fed(ckpt, last)
+    if unfed:
+        return NextBatches(baseline, (), None, note="not run: " + "; ".join(
+            f"source {u.source_id} ({u.kind}): {u.reason}" for u in unfed), not_run=unfed)
+    batch = last + 1
     runs: list[tuple[NewQuery, Scratch, BatchRun]] = []
     roots = []
     try:
-        for query in (new, old):
+        for code in codes:
             root = tempfile.mkdtemp(prefix="wmcheck-compat-next-", dir=scratch_dir)
             roots.append(root)
+            query = code({})
             scratch = scratch_copy(ckpt, batch, root, sink if query.sink.is_file else None, False, {}, path_map)
+            if fed:
+                query = code({given.source_id: feed(scratch.checkpoint, last, root, given, fs_options) for given in fed})
             runs.append((query, scratch, run_batch(query, scratch.checkpoint, scratch.sink, root, timeout_s,
                                                    available=True)))
         failed = [(side, r.failure) for side, (_, _, r) in zip(("new", "old"), runs) if r.failure is not None]
@@ -74,7 +88,7 @@ def next_batches(spark: "SparkSession", ckpt: Checkpoint, new: NewQuery, old: Ne
             assert failure is not None
             return NextBatches(baseline, _ran(runs[0][1]), None,
                                note=f"the {side} code failed on the next batches: {failure.error_class}")
-        (_, new_copy, new_run), (_, old_copy, _) = runs
+        (new, new_copy, new_run), (_, old_copy, _) = runs
         ran, old_ran = _ran(new_copy), _ran(old_copy)
         if not ran and not old_ran:
             return NextBatches(baseline, (), None, note="no new input: a restart runs no batch")

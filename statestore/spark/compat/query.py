@@ -94,15 +94,16 @@ WRITER_STARTS = ("start", "toTable")
 """``DataStreamWriter`` methods that start a query (on the user's own checkpoint)."""
 
 
-def _starts_refused(spec: str) -> ContextManager[None]:
+def _starts_refused(spec: str, param: str) -> ContextManager[None]:
     """While the user's function runs, a writer that would start its query raises instead: started, it would run on
     the checkpoint itself, which compat only reads."""
     from pyspark.sql.streaming import DataStreamWriter
 
     def refuse(name: str) -> Callable:
         def call(*_args: Any, **_kwargs: Any) -> None:
-            raise CheckpointError(f"{arg('query', spec)} called DataStreamWriter.{name}(): compat does not start the "
-                                  "new query on the checkpoint; it runs the writer on a copy", param="query",
+            which = "old" if param == "baseline" else "new"
+            raise CheckpointError(f"{arg(param, spec)} called DataStreamWriter.{name}(): compat does not start the "
+                                  f"{which} query on the checkpoint; it runs the writer on a copy", param=param,
                                   hint="return the writer (or the streaming DataFrame) without starting it")
 
         return call
@@ -110,18 +111,18 @@ def _starts_refused(spec: str) -> ContextManager[None]:
     return replaced(DataStreamWriter, WRITER_STARTS, refuse)
 
 
-def call_query(spark: "SparkSession", fn: Callable, spec: str) -> Any:
-    """``fn(spark)``, its writer's starts refused; what it raises becomes one line naming the exception and where in
-    the user's code."""
+def call_query(spark: "SparkSession", fn: Callable, spec: str, param: str = "query") -> Any:
+    """``fn(spark)``, its writer's starts refused; what it raises becomes one line naming the exception, where in
+    the user's code, and the parameter that named the code (``query``: the new code, ``baseline``: the old)."""
     try:
-        with _starts_refused(spec):
+        with _starts_refused(spec, param):
             return fn(spark)
     except CheckpointError:
         raise
     except Exception as exc:
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        raise CheckpointError(f"{arg('query', spec)} raised {type(exc).__name__}{': ' + text if text else ''} "
-                              f"(at {user_frame(exc)})", param="query", hint=f"{arg('debug')} shows the traceback") from exc
+        raise CheckpointError(f"{arg(param, spec)} raised {type(exc).__name__}{': ' + text if text else ''} "
+                              f"(at {user_frame(exc)})", param=param, hint=f"{arg('debug')} shows the traceback") from exc
 
 
 def _private(obj: Any, name: str) -> Any:
@@ -178,23 +179,25 @@ def _frame(got: Any) -> Any:
 
 
 def build(spark: "SparkSession", fn: Callable, spec: str, file_sink_format: str | None = None,
-          rows: "Mapping[str, BatchRows] | None" = None) -> NewQuery:
+          rows: "Mapping[str, BatchRows] | None" = None, param: str = "query", same_reader: bool = False) -> NewQuery:
     """Call the user's function and read its query: a streaming DataFrame (written to a file sink of
     ``file_sink_format`` when given, else captured, in append mode) or a ``DataStreamWriter``; the sources of
-    ``rows`` read those rows instead (:mod:`.substitute`)."""
+    ``rows`` read those rows instead (:mod:`.substitute`; ``same_reader``: with the user's reader, over their
+    location). Errors name ``param``, the parameter that gave the code."""
     from pyspark.sql import DataFrame
     from pyspark.sql.streaming import DataStreamWriter
 
     from wmcheck.statestore.spark.compat.substitute import build_with
 
     if rows:
-        got = build_with(spark, lambda: call_query(spark, fn, spec), rows,
-                         lambda built: relations(_frame(built)._jdf.queryExecution().analyzed()))
+        got = build_with(spark, lambda: call_query(spark, fn, spec, param), rows,
+                         lambda built: relations(_frame(built)._jdf.queryExecution().analyzed()), same_reader,
+                         "next_inputs" if same_reader else "inputs")
     else:
-        got = call_query(spark, fn, spec)
+        got = call_query(spark, fn, spec, param)
     if isinstance(got, DataFrame):
         if not got.isStreaming:
-            raise CheckpointError(f"{arg('query', spec)} returned a DataFrame that is not streaming", param="query",
+            raise CheckpointError(f"{arg(param, spec)} returned a DataFrame that is not streaming", param=param,
                                   hint="return the query's spark.readStream... DataFrame or its df.writeStream writer")
         writer = got.writeStream.outputMode("append")
         if file_sink_format:
@@ -203,7 +206,7 @@ def build(spark: "SparkSession", fn: Callable, spec: str, file_sink_format: str 
     elif isinstance(got, DataStreamWriter):
         writer, df = got, got._df
     else:
-        raise CheckpointError(f"{arg('query', spec)} returned {type(got).__name__}", param="query",
+        raise CheckpointError(f"{arg(param, spec)} returned {type(got).__name__}", param=param,
                               hint="return the new query's streaming DataFrame or its DataStreamWriter (not a started query)")
     jwrite = getattr(writer, "_jwrite", None)
     if jwrite is None:

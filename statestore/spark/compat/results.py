@@ -173,6 +173,16 @@ class WatermarkChange:
 
 
 @dataclass(frozen=True)
+class NotFed:
+    """A source whose input compat cannot give the next batches (only a file source's files can be), so that the next
+    batches were not run: they would read its live input."""
+
+    source_id: str
+    kind: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class NextBatches:
     """The batches a restart runs next (the input the sources hold now that their logs do not name, and the no-data
     batch that closes windows after it), run by the new code and by the old code (``baseline``) on two scratch copies:
@@ -183,8 +193,10 @@ class NextBatches:
     batches: tuple[int, ...]
     """The batches the new code ran (the old code's, when they differ, in ``note``)."""
     output: OutputChange | None
-    """None when no batch ran (no new input) or a side failed (``note``)."""
+    """None when no batch ran (no new input, a source compat cannot feed: ``not_run``) or a side failed (``note``)."""
     note: str | None = None
+    not_run: tuple[NotFed, ...] = ()
+    """The sources that kept the next batches from running (each with why)."""
 
     @property
     def differs(self) -> bool:

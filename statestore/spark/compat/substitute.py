@@ -114,9 +114,12 @@ def _reader_calls(answer: Callable[[int, Any, str, tuple, dict], "DataFrame"]) -
     return replaced(DataStreamReader, READER_CALLS, routed)
 
 
-def build_with(spark: Any, call: Callable[[], Any], rows: Mapping[str, BatchRows], plan_sources: Callable[[Any], list[str]]) -> Any:
+def build_with(spark: Any, call: Callable[[], Any], rows: Mapping[str, BatchRows], plan_sources: Callable[[Any], list[str]],
+               same_reader: bool = False, param: str = "inputs") -> Any:
     """Call the user's function twice: once to see which reader call made which source (``plan_sources`` gives the
-    relation of each source id of the built query), then with those calls answered by file streams of ``rows``."""
+    relation of each source id of the built query), then with those calls answered by file streams of ``rows`` (with
+    ``same_reader``, by the user's own reader, its format and options, over the rows' location). Errors name
+    ``param``."""
     from pyspark.sql.streaming.readwriter import DataStreamReader
 
     originals = {name: getattr(DataStreamReader, name) for name in READER_CALLS if hasattr(DataStreamReader, name)}
@@ -135,8 +138,8 @@ def build_with(spark: Any, call: Callable[[], Any], rows: Mapping[str, BatchRows
     for sid, found in rows.items():
         index = by_relation.get(ids[int(sid)]) if int(sid) < len(ids) else None
         if index is None:
-            raise CheckpointError(f"{arg('inputs', sid + '=' + found.location)}: the new query has no source {sid} "
-                                  f"made by a spark.readStream call (it has {len(ids)} source(s))", param="inputs")
+            raise CheckpointError(f"{arg(param, sid + '=' + found.location)}: the new query has no source {sid} "
+                                  f"made by a spark.readStream call (it has {len(ids)} source(s))", param=param)
         calls[index] = found
 
     def answer(index: int, reader: Any, name: str, args: tuple, kwargs: dict) -> "DataFrame":
@@ -144,6 +147,9 @@ def build_with(spark: Any, call: Callable[[], Any], rows: Mapping[str, BatchRows
         found = calls.get(index)
         if found is None:
             return df
+        if same_reader:  # the path is the first argument, or the path keyword (load() may have none: an option)
+            return (originals[name](reader, found.location, *args[1:], **kwargs) if args else
+                    originals[name](reader, **{**kwargs, "path": found.location}))
         files = spark.readStream.format(found.format).schema(df.schema)
         return originals["load"](files, found.location)
 
