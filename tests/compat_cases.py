@@ -207,8 +207,9 @@ later_session_timeout = edited(QUERIES.pandas_state_timeout, (
 """pandas_state_timeout's query with sessions timing out 20 s (not 10 s) after their last row."""
 
 
-# Output changes the re-run batch does not show: compaction's and stalled_event_time's last data batch closed no
-# window and wrote no rows, so their new columns are compared with those of the old code's newest output files.
+# Output changes on compaction (its sink log compacted: the re-run batch 11 is a compaction batch, whose own file,
+# one row, is what 11.compact lists beyond the batches before it) and on stalled_event_time, whose last data batch
+# closed no window and wrote no rows, so its new columns are compared with those of the old code's newest output files.
 rename_quiet_output = edited(QUERIES.compaction, ('.agg(F.count("*").alias("n"))', '.agg(F.count("*").alias("events"))'))
 """compaction's query with its count named ``events``."""
 project_quiet_output = edited(QUERIES.compaction, ("return file_sink(counts,",

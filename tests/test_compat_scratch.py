@@ -141,3 +141,25 @@ def test_the_rows_given_for_a_source_are_its_batchs_files(tmp_path):
         batch_rows("1", str(mixed), 2)
     assert err.value.text(cli_spelling) == (f"--input 1={mixed}: expected files of one format (avro, csv, json, orc, "
                                             "parquet, txt), found csv, json")
+
+
+def test_a_compaction_batchs_own_sink_files_are_its_compact_file_less_the_batches_before():
+    """compaction's sink log holds 8.compact, 9, 10, 11.compact and 12 (the files before 8 purged): batch 11's own file
+    is what 11.compact lists beyond 8.compact, 9 and 10; batch 8's cannot be told (the files before it are gone);
+    agg_window_hdfs's 9.compact, its first, less files 0..8."""
+    from wmcheck.checkpoint.logs.file_logs import parse_file_log
+    from wmcheck.statestore.spark.compat.compare import sink_batch_files
+
+    sink = open_fs(str(FIXTURES / "compaction" / "output"))
+    log = FIXTURES / "compaction" / "output" / "_spark_metadata"
+    listed = {n: {e.path for e in parse_file_log((log / n).read_bytes(), n).entries} for n in ("8.compact", "9", "10", "11.compact")}
+    def names(paths):
+        return sorted(p.rsplit("/", 1)[-1] for p in paths)
+
+    (own,) = listed["11.compact"] - listed["8.compact"] - listed["9"] - listed["10"]
+    assert names(sink_batch_files(sink, 11) or []) == names([own]) == [
+        "part-00000-6decc62d-cc66-4abb-b678-770b716eee57-c000.snappy.parquet"]
+    assert sink_batch_files(sink, 8) is None and sink_batch_files(sink, 7) is None
+    assert names(sink_batch_files(sink, 10) or []) == names(listed["10"])
+    hdfs = open_fs(str(FIXTURES / "agg_window_hdfs" / "output"))
+    assert names(sink_batch_files(hdfs, 9) or []) == ["part-00000-079e139f-de77-47d2-a2cd-97c7259b3806-c000.snappy.parquet"]

@@ -177,7 +177,8 @@ def _output(spark: "SparkSession", query: NewQuery, scratch: Scratch, run: Batch
     new = read_files(spark, fmt, new_files, query.df)
     old_files = sink_batch_files(sink, batch) if sink is not None else None
     if old_files is None or sink is None:
-        return diff_output("file", None, new, note=f"the old sink log has no entry for batch {batch}")
+        return diff_output("file", None, new, note=f"the old sink log does not tell the files batch {batch} wrote (no "
+                                                   "entry, or one compact file holds it with the batches before it)")
     if old_files:
         return diff_output("file", read_files(spark, fmt, old_files, query.df), new, typed=fmt in SELF_DESCRIBING)
     shape, how = written_shape(spark, fmt, sink, batch, query.df)

@@ -34,14 +34,37 @@ Schemas = dict[tuple[int, str, str], ColumnFamilySchema]
 
 
 def _added(sink: FileSystem, batch: int) -> list[FileLogEntry] | None:
+    """The entries ``batch`` added to a file sink's log; None when the log has no entry, or cannot tell them: a
+    compact file lists every file of the batches up to it without their batch ids, so a compaction batch's own are
+    its entries less those of the batches before it (the compact file before and the files after that), and a batch
+    whose own file is gone has none of its own to tell."""
     log = MetadataLog.listed(sink, SINK_LOG)
     holder = log.holder(batch)
     if holder is None:
         return None
     entries = parse_file_log(sink.read(holder), holder).entries
     if holder.endswith(COMPACT_SUFFIX):
-        entries = tuple(e for e in entries if e.batch_id == batch)
+        if log.files.get(batch) != holder:
+            return None
+        earlier = _paths_before(sink, log, batch)
+        if earlier is None:
+            return None
+        entries = tuple(e for e in entries if e.path not in earlier)
     return [e for e in entries if e.action == "add"]
+
+
+def _paths_before(sink: FileSystem, log: MetadataLog, batch: int) -> set[str] | None:
+    """The files a sink's log lists for the batches before ``batch``: the compact file before it and every file after
+    that; None where one of them is gone (purged after a compaction)."""
+    before = [c for c in log.compacts if c < batch]
+    first = before[-1] if before else 0
+    paths: set[str] = set()
+    for earlier in range(first, batch):
+        name = log.files.get(earlier)
+        if name is None or (earlier != first and name.endswith(COMPACT_SUFFIX)):
+            return None
+        paths.update(e.path for e in parse_file_log(sink.read(name), name).entries)
+    return paths
 
 
 def sink_batch_files(sink: FileSystem, batch: int) -> list[str] | None:
