@@ -175,7 +175,9 @@ def _output(spark: "SparkSession", query: NewQuery, scratch: Scratch, run: Batch
     fmt = query.sink.format.lower()
     new_files = sink_batch_files(open_fs(scratch.sink), batch) or []
     new = read_files(spark, fmt, new_files, query.df)
-    old_files = sink_batch_files(sink, batch) if sink is not None else None
+    # a file without a byte holds no row, and of a format that names no columns (JSON) not even them: a batch that
+    # wrote only such files is compared by the old code's newest files with rows (written_shape)
+    old_files = sink_batch_files(sink, batch, with_bytes=fmt not in SELF_DESCRIBING) if sink is not None else None
     if old_files is None or sink is None:
         return diff_output("file", None, new, note=f"the old sink log does not tell the files batch {batch} wrote (no "
                                                    "entry, or one compact file holds it with the batches before it)")

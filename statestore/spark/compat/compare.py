@@ -67,10 +67,11 @@ def _paths_before(sink: FileSystem, log: MetadataLog, batch: int) -> set[str] | 
     return paths
 
 
-def sink_batch_files(sink: FileSystem, batch: int) -> list[str] | None:
-    """The files a file sink's log says ``batch`` wrote (as Spark reads them); None when the log has no entry."""
+def sink_batch_files(sink: FileSystem, batch: int, with_bytes: bool = False) -> list[str] | None:
+    """The files a file sink's log says ``batch`` wrote (as Spark reads them; ``with_bytes``: those that are not
+    empty); None when the log has no entry."""
     added = _added(sink, batch)
-    return None if added is None else [spark_location(e.path) for e in added]
+    return None if added is None else [spark_location(e.path) for e in added if e.size or not with_bytes]
 
 
 SELF_DESCRIBING = ("parquet", "orc", "avro")
