@@ -20,7 +20,7 @@ DELTA_KEYS = frozenset({"sourceVersion", "reservoirVersion", "index"})
 
 
 DELTA_LIVE = LiveCheck("WM089-WM091", "a Delta source's offsets with its table's log and files as they are now",
-                       "the table", "delta_source", "PATH")
+                       "the table", arg("delta_source", "PATH"))
 """What check verifies of a Delta source against its table (:mod:`wmcheck.checkpoint.checks.delta_source`)."""
 
 

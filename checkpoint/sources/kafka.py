@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
+from wmcheck.checkpoint.errors import arg
 from wmcheck.checkpoint.layout import SOURCES
 from wmcheck.checkpoint.logs.kafka_offsets import (
     KAFKA_EARLIEST,
@@ -27,7 +28,7 @@ EARLIEST = "earliest"
 
 
 KAFKA_LIVE = LiveCheck("WM081-WM084", "Kafka offsets with the topics as the broker holds them now", "the broker",
-                       "bootstrap_server", "HOST:PORT")
+                       arg("bootstrap_server", "HOST:PORT"))
 """What check verifies of a Kafka source against its broker (:mod:`wmcheck.checkpoint.checks.kafka_live`)."""
 
 

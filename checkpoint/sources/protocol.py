@@ -10,7 +10,6 @@ from abc import ABC, abstractmethod
 from dataclasses import field
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from wmcheck.checkpoint.errors import arg
 from wmcheck.checkpoint.logs.textlog import dump_json
 from wmcheck.checkpoint.records import dataclass
 
@@ -130,11 +129,10 @@ class LiveCheck:
     compared: str
     system: str
     option: str
-    example: str
+    """The option's placeholder with an example (``arg("bootstrap_server", "HOST:PORT")``)."""
 
     def note(self) -> str:
-        return (f"{self.codes} compare {self.compared}: not verified without {self.system} (pass "
-                f"{arg(self.option, self.example)})")
+        return f"{self.codes} compare {self.compared}: not verified without {self.system} (pass {self.option})"
 
 
 def article(kind: str) -> str:

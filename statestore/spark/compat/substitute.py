@@ -23,6 +23,7 @@ from wmcheck.checkpoint.logs.source_offsets import SourceOffset
 from wmcheck.checkpoint.records import dataclass
 from wmcheck.statestore.spark.compat.methods import replaced
 from wmcheck.statestore.spark.compat.plan import relations
+from wmcheck.statestore.spark.compat.query import named
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -138,7 +139,7 @@ def build_with(spark: Any, call: Callable[[], Any], rows: Mapping[str, BatchRows
     for sid, found in rows.items():
         index = by_relation.get(ids[int(sid)]) if int(sid) < len(ids) else None
         if index is None:
-            raise CheckpointError(f"{arg(param, sid + '=' + found.location)}: the new query has no source {sid} "
+            raise CheckpointError(f"{named(param, sid + '=' + found.location)}: the new query has no source {sid} "
                                   f"made by a spark.readStream call (it has {len(ids)} source(s))", param=param)
         calls[index] = found
 
