@@ -17,6 +17,7 @@ from wmcheck.checkpoint.errors import CheckpointError, UnsupportedError, arg
 from wmcheck.checkpoint.records import dataclass
 from wmcheck.statestore.spark.compat.explain import STREAM_FAILED, SparkFailure, clean_message
 from wmcheck.statestore.spark.compat.methods import replaced
+from wmcheck.statestore.spark.compat.params import named
 from wmcheck.statestore.spark.compat.plan import STREAMING_RELATIONS, plan_nodes, relations
 from wmcheck.statestore.spark.user_code import user_frame
 
@@ -88,13 +89,6 @@ class BatchRun:
     batches: tuple[int, ...]
     failure: SparkFailure | None
     captured: str | None
-
-
-def named(param: str, value: str) -> str:
-    """``arg(param, value)`` for the options compat's code and input come from (each placeholder's name is a literal,
-    so that tests/test_messages.py finds every one a flag)."""
-    return {"query": arg("query", value), "baseline": arg("baseline", value), "inputs": arg("inputs", value),
-            "next_inputs": arg("next_inputs", value)}[param]
 
 
 WRITER_STARTS = ("start", "toTable")

@@ -22,8 +22,8 @@ from wmcheck.checkpoint.logs.offsets import parse_offsets, serialize_offsets
 from wmcheck.checkpoint.logs.source_offsets import SourceOffset
 from wmcheck.checkpoint.records import dataclass
 from wmcheck.statestore.spark.compat.methods import replaced
+from wmcheck.statestore.spark.compat.params import named
 from wmcheck.statestore.spark.compat.plan import relations
-from wmcheck.statestore.spark.compat.query import named
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
