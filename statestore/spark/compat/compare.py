@@ -83,7 +83,7 @@ def newest_sink_files(sink: FileSystem, batch: int, with_bytes: bool = False) ->
     empty), as Spark reads them."""
     log = MetadataLog.listed(sink, SINK_LOG)
     for earlier in sorted((b for b in log.batch_ids if b <= batch), reverse=True):
-        files = [spark_location(e.path) for e in _added(sink, earlier) or () if e.size or not with_bytes]
+        files = sink_batch_files(sink, earlier, with_bytes)
         if files:
             return files
     return []
