@@ -5,6 +5,7 @@ watermark, verified table files, value encodings, file bytes."""
 from __future__ import annotations
 
 import struct
+import sys
 from dataclasses import field
 from itertools import islice
 from typing import TYPE_CHECKING, Iterator
@@ -285,11 +286,19 @@ COLUMNAR = True
 with :mod:`..sized_columns` (off: with :mod:`..stale_keys` and record by record alone, the references)."""
 
 
+_JUDGED = [0]
+"""Bytes of state files :func:`columnar` was asked about in this process."""
+
+
 def columnar(size: int) -> bool:
-    """Whether ``size`` bytes of state files are read as columns: :data:`COLUMNAR`, and as many bytes as
-    :data:`~wmcheck.statestore.formats.content.COLUMNAR_BYTES` (fewer cost less by the references than importing
-    NumPy does: a check of small state files stays free of it)."""
-    return COLUMNAR and size >= file_content.COLUMNAR_BYTES
+    """Whether ``size`` bytes of state files are read as columns: :data:`COLUMNAR`, once NumPy is imported or the
+    files asked about so far reach :data:`~wmcheck.statestore.formats.content.COLUMNAR_BYTES` (fewer cost less by the
+    references than importing NumPy does: a check of small state files stays free of it, one of many small files
+    does not read them all record by record)."""
+    if not COLUMNAR:
+        return False
+    _JUDGED[0] += size
+    return _JUDGED[0] >= file_content.COLUMNAR_BYTES or "numpy" in sys.modules
 
 
 def table_file_changes(table: CheckedTable, bound: Bound) -> FileChanges | None:
